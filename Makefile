@@ -1,0 +1,22 @@
+# Every target is one line you can also run by hand. The repository is a Go
+# workspace (go.work): the core module at the root and nested modules for
+# heavier dependencies; PKGS covers all of them.
+PKGS := $(shell go list -m -f '{{.Dir}}/...')
+MODS := $(shell go list -m -f '{{.Dir}}')
+FUZZTIME ?= 30s
+
+.PHONY: test lint bench fuzz
+
+test: lint
+	go test -race -count=1 $(PKGS)
+
+lint:
+	go vet $(PKGS)
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo 'gofmt: the files above need formatting'; exit 1; }
+	@for m in $(MODS); do (cd $$m && go mod tidy -diff) || { echo "go mod tidy: $$m is not tidy"; exit 1; }; done
+
+bench:
+	go test -run='^$$' -bench=. -benchmem ./verify/ ./cache/
+
+fuzz:
+	go test -run='^$$' -fuzz=FuzzParseHash -fuzztime=$(FUZZTIME) ./verify/

@@ -1,0 +1,8 @@
+module github.com/nodepass/nodepass
+
+go 1.26.0
+
+require (
+	github.com/hashicorp/golang-lru/v2 v2.0.7
+	golang.org/x/crypto v0.59.0
+)
