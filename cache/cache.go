@@ -1,0 +1,177 @@
+// Package cache keeps the outcomes of node-password verifications so that a
+// node's retries, and other requests carrying the same tuple, do not cost
+// another scrypt computation.
+//
+// An entry answers only the exact (node, stored hash, password) tuple that
+// produced it: its Key is an HMAC over the three fields under a per-process
+// random key, so a changed stored hash, another node or another password
+// never reads it, and no password is held in memory. Matches and mismatches
+// live in separate bounded LRU lists with separate TTLs, so a flood of wrong
+// passwords can evict only other mismatches. Expiry is checked on read; the
+// cache starts no goroutines.
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// Outcome is a cached verification result.
+type Outcome uint8
+
+const (
+	// Match: the password matched the stored hash.
+	Match Outcome = iota + 1
+	// Mismatch: the password did not match the stored hash.
+	Mismatch
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Match:
+		return "match"
+	case Mismatch:
+		return "mismatch"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMatchSize    = 16384
+	DefaultMismatchSize = 4096
+	DefaultMatchTTL     = time.Hour
+	DefaultMismatchTTL  = time.Minute
+)
+
+// Options configure a Cache. A nil *Options means all defaults; a zero
+// field means that field's default.
+type Options struct {
+	// MatchSize is the most matches kept; the least recently used goes
+	// first. Default DefaultMatchSize (16384).
+	MatchSize int
+	// MismatchSize is the most mismatches kept. Default
+	// DefaultMismatchSize (4096).
+	MismatchSize int
+	// MatchTTL is how long a match is trusted. Default 1 h.
+	MatchTTL time.Duration
+	// MismatchTTL is how long a mismatch is remembered, so that a node
+	// retrying a wrong password (a duplicate hostname) costs one scrypt per
+	// MismatchTTL instead of one per retry. Default 1 min.
+	MismatchTTL time.Duration
+}
+
+// Cache is a bounded cache of verification outcomes. It is safe for
+// concurrent use. The zero value is not usable; use New.
+type Cache struct {
+	keys        *keyer
+	epoch       time.Time // expiries are monotonic offsets from it
+	matchTTL    time.Duration
+	mismatchTTL time.Duration
+
+	mu         sync.Mutex
+	matches    *lru.LRU[Key, time.Duration] // value: expiry, since epoch
+	mismatches *lru.LRU[Key, time.Duration]
+}
+
+// New returns an empty Cache with a fresh random HMAC key. It fails on
+// negative options or when the system's random source fails.
+func New(opts *Options) (*Cache, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MatchSize < 0 || o.MismatchSize < 0 {
+		return nil, errors.New("cache: negative size")
+	}
+	if o.MatchTTL < 0 || o.MismatchTTL < 0 {
+		return nil, errors.New("cache: negative TTL")
+	}
+	o.MatchSize = orDefault(o.MatchSize, DefaultMatchSize)
+	o.MismatchSize = orDefault(o.MismatchSize, DefaultMismatchSize)
+	o.MatchTTL = orDefault(o.MatchTTL, DefaultMatchTTL)
+	o.MismatchTTL = orDefault(o.MismatchTTL, DefaultMismatchTTL)
+	keys, err := newKeyer()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
+	if c.matches, err = lru.NewLRU[Key, time.Duration](o.MatchSize, nil); err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	if c.mismatches, err = lru.NewLRU[Key, time.Duration](o.MismatchSize, nil); err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	return c, nil
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Key returns the Key of the tuple (node, stored hash, password). It
+// allocates nothing and keeps no copy of its arguments.
+func (c *Cache) Key(node, hash, password string) Key {
+	return c.keys.key(node, hash, password)
+}
+
+// Get returns the outcome cached under k, if any and not expired. An
+// expired entry is removed. Get allocates nothing.
+func (c *Cache) Get(k Key) (Outcome, bool) {
+	now := time.Since(c.epoch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if exp, ok := c.matches.Get(k); ok {
+		if now < exp {
+			return Match, true
+		}
+		c.matches.Remove(k)
+	}
+	if exp, ok := c.mismatches.Get(k); ok {
+		if now < exp {
+			return Mismatch, true
+		}
+		c.mismatches.Remove(k)
+	}
+	return 0, false
+}
+
+// Put records outcome o under k with the TTL of its kind, replacing any
+// entry of the other kind. Outcomes other than Match and Mismatch are
+// ignored: errors are never cached.
+func (c *Cache) Put(k Key, o Outcome) {
+	now := time.Since(c.epoch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch o {
+	case Match:
+		c.mismatches.Remove(k)
+		c.matches.Add(k, now+c.matchTTL)
+	case Mismatch:
+		c.matches.Remove(k)
+		c.mismatches.Add(k, now+c.mismatchTTL)
+	}
+}
+
+// Remove drops any entry under k.
+func (c *Cache) Remove(k Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.matches.Remove(k)
+	c.mismatches.Remove(k)
+}
+
+// Len returns the number of entries of each kind, expired ones included
+// until they are read or evicted.
+func (c *Cache) Len() (matches, mismatches int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.matches.Len(), c.mismatches.Len()
+}
