@@ -1,0 +1,126 @@
+package verify
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/nodepass/nodepass/cache"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxPasswordLen = 1024
+	DefaultMaxWait        = 8 * time.Second
+	DefaultMaxQueue       = 1024
+	DefaultWorkTimeout    = 2 * time.Minute
+	// MaxNodeNameLen is the longest node name accepted: a DNS subdomain.
+	MaxNodeNameLen = 253
+)
+
+// Options configure a Verifier. A nil *Options means all defaults; a zero
+// field means that field's default. Negative values are an error.
+type Options struct {
+	// Params hash the passwords of nodes that Ensure enrolls. Zero means
+	// DefaultParams, what k3s and RKE2 use.
+	Params Params
+
+	// Limits bound the scrypt parameters a stored hash may ask for; a hash
+	// beyond them is ErrInvalidHash before anything is allocated. Zero
+	// fields mean DefaultMaxMemory (256 MiB) and DefaultMaxWork (1 GiB).
+	Limits Limits
+
+	// MaxPasswordLen is the longest password accepted, in bytes. Default
+	// 1024.
+	MaxPasswordLen int
+
+	// MaxConcurrent is how many scrypt computations run at once. It bounds
+	// both CPU and memory (each computation holds 128·r·N bytes, 32 MiB at
+	// k3s's parameters). Default runtime.GOMAXPROCS(0) at New.
+	MaxConcurrent int
+
+	// MaxWait is the longest a request waits for a result before it is
+	// answered with an OverloadError (the work stays queued and its outcome
+	// is cached for the retry). A request whose estimated wait is already
+	// longer is answered at once. Keep it below the agents' client timeout
+	// (10 s for k3s). Default 8 s.
+	MaxWait time.Duration
+
+	// MaxQueue is how many computations may wait for a slot. Past it, new
+	// work is refused with an OverloadError (Queued false) instead of being
+	// queued. Default 1024.
+	MaxQueue int
+
+	// WorkTimeout bounds one shared computation from the moment it is
+	// queued: its wait for a slot and any Store.Create it makes. Shared work
+	// runs detached from the callers' contexts, so this is what stops a
+	// hanging store from holding it forever. Default 2 min.
+	WorkTimeout time.Duration
+
+	// Cache configures the verified-tuple cache; nil means its defaults
+	// (matches kept 1 h, mismatches 1 min).
+	Cache *cache.Options
+
+	// Observer, if not nil, is told how long each scrypt computation took
+	// and how long each waited for a slot, e.g. to fill histograms.
+	Observer Observer
+}
+
+// Observer receives timings from a Verifier. Its methods are called from
+// the goroutines doing the work, so they must be safe for concurrent use
+// and return quickly.
+type Observer interface {
+	// ObserveScrypt is called after each scrypt computation (verification
+	// or enrollment) with its duration.
+	ObserveScrypt(d time.Duration)
+	// ObserveQueueWait is called when a computation gets a slot, with how
+	// long it waited in the queue.
+	ObserveQueueWait(d time.Duration)
+}
+
+// resolve validates o and fills in defaults.
+func (o *Options) resolve() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.Params == (Params{}) {
+		r.Params = DefaultParams
+	}
+	if err := r.Params.validate(r.Limits); err != nil {
+		return r, fmt.Errorf("verify: Options.Params: %w", err)
+	}
+	if r.Limits.MaxMemory < 0 || r.Limits.MaxWork < 0 {
+		return r, fmt.Errorf("verify: Options.Limits: negative limit")
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxPasswordLen", int64(r.MaxPasswordLen)},
+		{"MaxConcurrent", int64(r.MaxConcurrent)},
+		{"MaxWait", int64(r.MaxWait)},
+		{"MaxQueue", int64(r.MaxQueue)},
+		{"WorkTimeout", int64(r.WorkTimeout)},
+	} {
+		if f.v < 0 {
+			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
+		}
+	}
+	if r.MaxPasswordLen == 0 {
+		r.MaxPasswordLen = DefaultMaxPasswordLen
+	}
+	if r.MaxConcurrent == 0 {
+		r.MaxConcurrent = runtime.GOMAXPROCS(0)
+	}
+	if r.MaxWait == 0 {
+		r.MaxWait = DefaultMaxWait
+	}
+	if r.MaxQueue == 0 {
+		r.MaxQueue = DefaultMaxQueue
+	}
+	if r.WorkTimeout == 0 {
+		r.WorkTimeout = DefaultWorkTimeout
+	}
+	return r, nil
+}

@@ -1,0 +1,78 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Store holds one stored hash per node. Implementations must be safe for
+// concurrent use. The Verifier calls Get on every request that is not
+// rejected as invalid input, so Get should answer from memory (the kube
+// package's Store reads an informer cache).
+type Store interface {
+	// Get returns node's stored hash, or an error wrapping ErrNotFound.
+	Get(ctx context.Context, node string) (string, error)
+	// Create stores a hash for a new node, or fails wrapping ErrExists.
+	Create(ctx context.Context, node, hash string) error
+}
+
+// MemoryStore is a Store in process memory, for tests, benchmarks and
+// single-process servers. It is safe for concurrent use; the zero value is
+// not usable, use NewMemoryStore.
+type MemoryStore struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{m: make(map[string]string)}
+}
+
+// Get returns node's hash or an error wrapping ErrNotFound. It does not
+// block and ignores ctx.
+func (s *MemoryStore) Get(_ context.Context, node string) (string, error) {
+	s.mu.RLock()
+	h, ok := s.m[node]
+	s.mu.RUnlock()
+	if !ok {
+		return "", fmt.Errorf("%w: %q", ErrNotFound, node)
+	}
+	return h, nil
+}
+
+// Create stores hash for node unless node already has one, in which case it
+// returns an error wrapping ErrExists and keeps the stored hash. It ignores
+// ctx.
+func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[node]; ok {
+		return fmt.Errorf("%w: %q", ErrExists, node)
+	}
+	s.m[node] = hash
+	return nil
+}
+
+// Set stores hash for node, replacing any stored one: what an operator does
+// when rotating a node's password by rewriting its secret.
+func (s *MemoryStore) Set(node, hash string) {
+	s.mu.Lock()
+	s.m[node] = hash
+	s.mu.Unlock()
+}
+
+// Delete removes node's hash, if any.
+func (s *MemoryStore) Delete(node string) {
+	s.mu.Lock()
+	delete(s.m, node)
+	s.mu.Unlock()
+}
+
+// Len returns the number of stored hashes.
+func (s *MemoryStore) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.m)
+}

@@ -1,0 +1,432 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nodepass/nodepass/cache"
+)
+
+// Verifier checks node passwords against a Store and keeps doing so when
+// hundreds of nodes ask at once. For each request it reads the stored hash,
+// answers from the verified-tuple cache when it can, lets identical
+// concurrent requests share one computation, and runs scrypt on at most
+// Options.MaxConcurrent slots, answering with an OverloadError rather than
+// making a caller wait past Options.MaxWait.
+//
+// A Verifier is safe for concurrent use. Make one with New; the zero value
+// is not usable. Close it to stop its background work.
+type Verifier struct {
+	store   Store
+	opts    Options
+	cache   *cache.Cache
+	adm     *admission
+	stats   counters
+	base    context.Context // cancelled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // detached work
+	mu      sync.Mutex     // guards flights and closed
+	flights map[cache.Key]*flight
+	closed  bool
+
+	// The hash functions, replaceable in tests.
+	compare  func(h *hash, password string) error
+	generate func(password string, p Params, lim Limits) (string, error)
+}
+
+// flight is one computation shared by every request for its key.
+type flight struct {
+	done chan struct{} // closed when err is set
+	err  error
+	t    *ticket
+}
+
+type counters struct {
+	scryptRuns, cacheHits, shared, shed, mismatches,
+	enrollments, storeErrors, panics atomic.Uint64
+}
+
+// Stats are a Verifier's counters since New. Counters only grow; InFlight
+// and Queued are the current values.
+type Stats struct {
+	// ScryptRuns counts scrypt computations started (verifications and
+	// enrollments).
+	ScryptRuns uint64
+	// CacheHits counts requests answered from the verified-tuple cache.
+	CacheHits uint64
+	// Shared counts requests that joined a computation started by another
+	// request with the same node, stored hash and password.
+	Shared uint64
+	// Shed counts requests answered with an OverloadError.
+	Shed uint64
+	// Mismatches counts requests answered with ErrMismatchedHashAndPassword.
+	Mismatches uint64
+	// Enrollments counts nodes whose hash Ensure created.
+	Enrollments uint64
+	// StoreErrors counts failed Store calls, other than ErrNotFound from
+	// Get and ErrExists from Create.
+	StoreErrors uint64
+	// Panics counts panics recovered in the store or the hasher.
+	Panics uint64
+	// InFlight is the number of scrypt computations running now.
+	InFlight uint64
+	// Queued is the number of computations waiting for a slot now.
+	Queued uint64
+}
+
+// New returns a Verifier over store. opts may be nil for the defaults; New
+// fails on a nil store or invalid options.
+func New(store Store, opts *Options) (*Verifier, error) {
+	if store == nil {
+		return nil, errors.New("verify: nil Store")
+	}
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(o.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	base, cancel := context.WithCancel(context.Background())
+	return &Verifier{
+		store:    store,
+		opts:     o,
+		cache:    c,
+		adm:      newAdmission(o.MaxConcurrent, o.MaxQueue),
+		base:     base,
+		cancel:   cancel,
+		flights:  make(map[cache.Key]*flight),
+		compare:  (*hash).compare,
+		generate: generate,
+	}, nil
+}
+
+// Verify checks password against node's stored hash. It returns nil on a
+// match and otherwise an error that wraps one of:
+//   - ErrInvalidInput: empty or oversized node name or password; the Store
+//     is not consulted;
+//   - ErrNotFound: the node has no stored hash;
+//   - ErrMismatchedHashAndPassword: wrong password;
+//   - ErrInvalidHash: the stored hash is malformed or beyond Options.Limits;
+//   - ErrOverloaded: no answer within Options.MaxWait; the error's
+//     RetryAfter says when to ask again, and the work goes on so that the
+//     retry is answered from the cache;
+//   - ErrClosed: Close was called;
+//   - or a Store error, never cached.
+//
+// ctx bounds the Store.Get call and the wait for a result. When ctx ends
+// while the result is being computed, Verify returns ctx's error at once;
+// the computation goes on, detached, and its outcome is cached.
+func (v *Verifier) Verify(ctx context.Context, node, password string) error {
+	if err := v.checkInput(node, password); err != nil {
+		return err
+	}
+	stored, err := v.get(ctx, node)
+	if err != nil {
+		return err
+	}
+	return v.verifyStored(ctx, node, stored, password)
+}
+
+// Ensure is Verify for a node's join, as k3s does it: when the node has no
+// stored hash, the password is hashed with Options.Params and stored with
+// Store.Create, and the node is enrolled (nil). If another request created
+// the node's hash first (ErrExists), the password is verified against that
+// hash, so of concurrent first joins with different passwords exactly one
+// wins and the others get ErrMismatchedHashAndPassword. An enrollment counts
+// as a verified match: the node's next request costs no scrypt.
+//
+// Errors and ctx are as for Verify, except that ErrNotFound is not
+// returned.
+func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
+	if err := v.checkInput(node, password); err != nil {
+		return err
+	}
+	stored, err := v.get(ctx, node)
+	if err == nil {
+		return v.verifyStored(ctx, node, stored, password)
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	err = v.enroll(ctx, node, password)
+	if !errors.Is(err, ErrExists) {
+		return err
+	}
+	if stored, err = v.get(ctx, node); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			// The store said the node exists and then that it does not:
+			// a store whose reads lag its writes. Not a mismatch.
+			return fmt.Errorf("verify: node %q exists but its hash cannot be read yet: %v", node, err)
+		}
+		return err
+	}
+	return v.verifyStored(ctx, node, stored, password)
+}
+
+// Stats returns the Verifier's counters.
+func (v *Verifier) Stats() Stats {
+	running, queued := v.adm.load()
+	return Stats{
+		ScryptRuns:  v.stats.scryptRuns.Load(),
+		CacheHits:   v.stats.cacheHits.Load(),
+		Shared:      v.stats.shared.Load(),
+		Shed:        v.stats.shed.Load(),
+		Mismatches:  v.stats.mismatches.Load(),
+		Enrollments: v.stats.enrollments.Load(),
+		StoreErrors: v.stats.storeErrors.Load(),
+		Panics:      v.stats.panics.Load(),
+		InFlight:    uint64(running),
+		Queued:      uint64(queued),
+	}
+}
+
+// Close stops the Verifier: later calls return ErrClosed, queued work is
+// dropped (its waiters get an error) and Close waits for the computations
+// already running, at most one scrypt per slot. It is safe to call more
+// than once.
+func (v *Verifier) Close() error {
+	v.mu.Lock()
+	v.closed = true
+	v.mu.Unlock()
+	v.cancel()
+	v.wg.Wait()
+	return nil
+}
+
+func (v *Verifier) checkInput(node, password string) error {
+	switch {
+	case node == "":
+		return fmt.Errorf("%w: empty node name", ErrInvalidInput)
+	case len(node) > MaxNodeNameLen:
+		return fmt.Errorf("%w: node name is %d bytes, limit %d", ErrInvalidInput, len(node), MaxNodeNameLen)
+	case password == "":
+		return fmt.Errorf("%w: empty password", ErrInvalidInput)
+	case len(password) > v.opts.MaxPasswordLen:
+		return fmt.Errorf("%w: password is %d bytes, limit %d", ErrInvalidInput, len(password), v.opts.MaxPasswordLen)
+	}
+	if !utf8.ValidString(node) {
+		return fmt.Errorf("%w: node name is not valid UTF-8", ErrInvalidInput)
+	}
+	for i := 0; i < len(node); i++ {
+		if c := node[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: node name contains control character %#x", ErrInvalidInput, c)
+		}
+	}
+	return nil
+}
+
+// get reads node's hash. ErrNotFound passes through; other failures,
+// panics included, become store errors.
+func (v *Verifier) get(ctx context.Context, node string) (stored string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v.stats.panics.Add(1)
+			err = fmt.Errorf("verify: store Get(%q) panicked: %v", node, r)
+			v.stats.storeErrors.Add(1)
+		}
+	}()
+	stored, err = v.store.Get(ctx, node)
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return stored, err
+	}
+	v.stats.storeErrors.Add(1)
+	return "", fmt.Errorf("verify: store Get(%q): %w", node, err)
+}
+
+// create stores a new node's hash. ErrExists passes through.
+func (v *Verifier) create(ctx context.Context, node, stored string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v.stats.panics.Add(1)
+			v.stats.storeErrors.Add(1)
+			err = fmt.Errorf("verify: store Create(%q) panicked: %v", node, r)
+		}
+	}()
+	err = v.store.Create(ctx, node, stored)
+	if err == nil || errors.Is(err, ErrExists) {
+		return err
+	}
+	v.stats.storeErrors.Add(1)
+	return fmt.Errorf("verify: store Create(%q): %w", node, err)
+}
+
+// verifyStored answers from the cache or from a shared computation.
+func (v *Verifier) verifyStored(ctx context.Context, node, stored, password string) error {
+	key := v.cache.Key(node, stored, password)
+	if o, ok := v.cache.Get(key); ok {
+		v.stats.cacheHits.Add(1)
+		return v.outcome(o)
+	}
+	h, err := parseHash(stored, v.opts.Limits)
+	if err != nil {
+		return fmt.Errorf("%w (stored for node %q)", err, node)
+	}
+	return v.share(ctx, key, h.work, func(ctx context.Context, t *ticket) error {
+		err := v.withSlot(ctx, t, func() error { return v.compare(&h, password) })
+		switch {
+		case err == nil:
+			v.cache.Put(key, cache.Match)
+		case errors.Is(err, ErrMismatchedHashAndPassword):
+			v.cache.Put(key, cache.Mismatch)
+		}
+		return err
+	})
+}
+
+// enroll hashes password and creates node's hash. It returns an error
+// wrapping ErrExists when the node turned out to have one already.
+func (v *Verifier) enroll(ctx context.Context, node, password string) error {
+	// An empty stored hash never occurs in a verification key, so this key
+	// cannot collide with one.
+	key := v.cache.Key(node, "", password)
+	p := v.opts.Params
+	work := (int64(128) << p.LogN) * int64(p.R) * int64(p.P)
+	return v.share(ctx, key, work, func(ctx context.Context, t *ticket) error {
+		var stored string
+		err := v.withSlot(ctx, t, func() (err error) {
+			stored, err = v.generate(password, p, v.opts.Limits)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if err := v.create(ctx, node, stored); err != nil {
+			return err
+		}
+		v.cache.Put(v.cache.Key(node, stored, password), cache.Match)
+		v.stats.enrollments.Add(1)
+		return nil
+	})
+}
+
+func (v *Verifier) outcome(o cache.Outcome) error {
+	if o == cache.Match {
+		return nil
+	}
+	v.stats.mismatches.Add(1)
+	return ErrMismatchedHashAndPassword
+}
+
+// share runs job once for all concurrent callers with the same key and
+// waits for its result within ctx and Options.MaxWait. The job runs
+// detached from ctx, under Options.WorkTimeout, and caches its outcome
+// itself.
+func (v *Verifier) share(ctx context.Context, key cache.Key, work int64, job func(context.Context, *ticket) error) error {
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return ErrClosed
+	}
+	if f, ok := v.flights[key]; ok {
+		v.mu.Unlock()
+		v.stats.shared.Add(1)
+		return v.await(ctx, f)
+	}
+	// The flight for key may have ended between the caller's cache miss
+	// and now; its outcome is then cached.
+	if o, ok := v.cache.Get(key); ok {
+		v.mu.Unlock()
+		v.stats.cacheHits.Add(1)
+		return v.outcome(o)
+	}
+	t, overload := v.adm.enqueue(work)
+	if overload != nil {
+		v.mu.Unlock()
+		v.stats.shed.Add(1)
+		return overload
+	}
+	f := &flight{done: make(chan struct{}), t: t}
+	v.flights[key] = f
+	v.wg.Add(1)
+	v.mu.Unlock()
+
+	go v.run(ctx, key, f, job)
+	return v.await(ctx, f)
+}
+
+// run executes a flight's job detached from the caller that started it.
+func (v *Verifier) run(caller context.Context, key cache.Key, f *flight, job func(context.Context, *ticket) error) {
+	defer v.wg.Done()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), v.opts.WorkTimeout)
+	defer cancel()
+	stop := context.AfterFunc(v.base, cancel)
+	defer stop()
+
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				v.stats.panics.Add(1)
+				err = fmt.Errorf("verify: panic in shared work: %v", r)
+			}
+		}()
+		return job(ctx, f.t)
+	}()
+	// A ticket that never got a slot (or whose job panicked before
+	// releasing it) must not hold its place.
+	v.adm.release(f.t, 0)
+
+	v.mu.Lock()
+	delete(v.flights, key)
+	v.mu.Unlock()
+	f.err = err
+	close(f.done)
+}
+
+// withSlot waits for t's slot, runs fn on it and gives the slot back.
+func (v *Verifier) withSlot(ctx context.Context, t *ticket, fn func() error) error {
+	if err := v.adm.wait(ctx, t); err != nil {
+		return fmt.Errorf("verify: waiting for a scrypt slot: %w", err)
+	}
+	start := time.Now()
+	if o := v.opts.Observer; o != nil {
+		o.ObserveQueueWait(start.Sub(t.enqueued))
+	}
+	v.stats.scryptRuns.Add(1)
+	var elapsed time.Duration
+	defer func() { v.adm.release(t, elapsed) }()
+	err := fn()
+	elapsed = time.Since(start)
+	if o := v.opts.Observer; o != nil {
+		o.ObserveScrypt(elapsed)
+	}
+	return err
+}
+
+// await waits for f's result within ctx and Options.MaxWait.
+func (v *Verifier) await(ctx context.Context, f *flight) error {
+	select {
+	case <-f.done:
+		return v.result(f.err)
+	default:
+	}
+	if eta := v.adm.eta(f.t); eta > v.opts.MaxWait {
+		v.stats.shed.Add(1)
+		return &OverloadError{After: eta, Queued: true}
+	}
+	timer := time.NewTimer(v.opts.MaxWait)
+	defer timer.Stop()
+	select {
+	case <-f.done:
+		return v.result(f.err)
+	case <-ctx.Done():
+		return fmt.Errorf("verify: waiting for result: %w", context.Cause(ctx))
+	case <-timer.C:
+		v.stats.shed.Add(1)
+		return &OverloadError{After: v.adm.eta(f.t), Queued: true}
+	}
+}
+
+// result counts a flight's outcome for one waiter.
+func (v *Verifier) result(err error) error {
+	if errors.Is(err, ErrMismatchedHashAndPassword) {
+		v.stats.mismatches.Add(1)
+	}
+	return err
+}
