@@ -1,0 +1,195 @@
+// Package httpauth is net/http middleware that checks the node-password
+// headers k3s and RKE2 agents send (K3s-Node-Name, K3s-Node-Password,
+// K3s-Node-Ip, or Rke2-... for RKE2) and answers like a k3s server does:
+//
+//	400 Bad Request          missing or invalid headers
+//	401 Unauthorized         unknown node (a Verifier that does not enroll)
+//	403 Forbidden            wrong password
+//	503 Service Unavailable  overloaded; Retry-After says when to come back
+//	500 Internal Server Error store failure or corrupt stored hash
+//
+// On success the wrapped handler runs with the verified Node in the request
+// context (see NodeFromContext). Failures on the server's side are logged;
+// responses never carry their details.
+package httpauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// Verifier is what Auth calls for each request. *verify.Verifier
+// implements it; so can any other implementation that returns the verify
+// package's errors.
+type Verifier interface {
+	Ensure(ctx context.Context, node, password string) error
+}
+
+// Options configure an Auth. A nil *Options means the defaults.
+type Options struct {
+	// Program selects the header prefix: "k3s" (default) reads
+	// K3s-Node-Name, K3s-Node-Password and K3s-Node-Ip; "rke2" reads
+	// Rke2-Node-Name and so on. Any lower-case name of letters and digits
+	// is accepted.
+	Program string
+	// Logger receives server-side failures (store errors, corrupt stored
+	// hashes). nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Node is a verified node.
+type Node struct {
+	// Name is the node name from the request, lower-cased as k3s does.
+	Name string
+	// IP is the node's K3s-Node-Ip header as sent (possibly empty or a
+	// comma-separated list); Auth does not check it.
+	IP string
+}
+
+// Auth checks node-password headers. It is safe for concurrent use; the
+// zero value is not usable, use New.
+type Auth struct {
+	v                  Verifier
+	log                *slog.Logger
+	nameHdr, pwHdr, ip string
+}
+
+// New returns an Auth that verifies with v.
+func New(v Verifier, opts *Options) (*Auth, error) {
+	if v == nil {
+		return nil, errors.New("httpauth: nil Verifier")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Program == "" {
+		o.Program = "k3s"
+	}
+	for _, c := range o.Program {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return nil, fmt.Errorf("httpauth: invalid Program %q: want lower-case letters and digits", o.Program)
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	prefix := http.CanonicalHeaderKey(o.Program + "-Node-")
+	return &Auth{
+		v:       v,
+		log:     o.Logger,
+		nameHdr: prefix + "Name",
+		pwHdr:   prefix + "Password",
+		ip:      prefix + "Ip",
+	}, nil
+}
+
+type ctxKey struct{}
+
+// NodeFromContext returns the Node that Auth verified for this request.
+func NodeFromContext(ctx context.Context) (Node, bool) {
+	n, ok := ctx.Value(ctxKey{}).(Node)
+	return n, ok
+}
+
+// Middleware returns a handler that verifies each request and, on success,
+// calls next with the verified Node in the request context.
+func (a *Auth) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if node, ok := a.check(w, r); ok {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, node)))
+		}
+	})
+}
+
+// HandlerFunc adapts fn, which is given the verified Node, into a handler
+// that verifies each request first.
+func (a *Auth) HandlerFunc(fn func(http.ResponseWriter, *http.Request, Node)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if node, ok := a.check(w, r); ok {
+			fn(w, r, node)
+		}
+	})
+}
+
+// check verifies r and answers it when verification fails.
+func (a *Auth) check(w http.ResponseWriter, r *http.Request) (Node, bool) {
+	node, password, err := a.parse(r.Header)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return Node{}, false
+	}
+	err = a.v.Ensure(r.Context(), node.Name, password)
+	if err == nil {
+		return node, true
+	}
+	a.fail(w, r, node.Name, err)
+	return Node{}, false
+}
+
+// parse reads the node headers. Errors are safe to show the client.
+func (a *Auth) parse(h http.Header) (Node, string, error) {
+	names, pws := h.Values(a.nameHdr), h.Values(a.pwHdr)
+	switch {
+	case len(names) == 0 || names[0] == "":
+		return Node{}, "", fmt.Errorf("missing %s header", a.nameHdr)
+	case len(pws) == 0 || pws[0] == "":
+		return Node{}, "", fmt.Errorf("missing %s header", a.pwHdr)
+	case len(names) > 1:
+		return Node{}, "", fmt.Errorf("more than one %s header", a.nameHdr)
+	case len(pws) > 1:
+		return Node{}, "", fmt.Errorf("more than one %s header", a.pwHdr)
+	}
+	return Node{Name: strings.ToLower(names[0]), IP: h.Get(a.ip)}, pws[0], nil
+}
+
+// fail answers a failed verification.
+func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err error) {
+	var retry interface{ RetryAfter() time.Duration }
+	switch {
+	case errors.Is(err, verify.ErrMismatchedHashAndPassword):
+		http.Error(w, "node password rejected", http.StatusForbidden)
+	case errors.Is(err, verify.ErrInvalidInput):
+		// The message names the field and its limit, never its value.
+		http.Error(w, strings.TrimPrefix(err.Error(), "verify: "), http.StatusBadRequest)
+	case errors.Is(err, verify.ErrNotFound):
+		http.Error(w, "unknown node", http.StatusUnauthorized)
+	case errors.As(err, &retry) || errors.Is(err, verify.ErrOverloaded):
+		secs := 1
+		if retry != nil {
+			secs = RetryAfterSeconds(retry.RetryAfter())
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		http.Error(w, "server busy verifying node passwords, retry later", http.StatusServiceUnavailable)
+	case errors.Is(err, verify.ErrClosed):
+		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
+	case r.Context().Err() != nil:
+		// The client has gone; nobody reads this answer.
+		http.Error(w, "request cancelled", http.StatusServiceUnavailable)
+	default:
+		a.log.ErrorContext(r.Context(), "httpauth: node password check failed", "node", node, "err", err)
+		http.Error(w, "internal error checking node password", http.StatusInternalServerError)
+	}
+}
+
+// RetryAfterSeconds turns d into a Retry-After value: whole seconds,
+// rounded up, at least 1.
+func RetryAfterSeconds(d time.Duration) int {
+	s := math.Ceil(d.Seconds())
+	switch {
+	case s < 1:
+		return 1
+	case s > math.MaxInt32:
+		return math.MaxInt32
+	}
+	return int(s)
+}
