@@ -1,0 +1,19 @@
+// Package bench reproduces the reboot of a large k3s cluster: hundreds of
+// nodes whose passwords must be verified at once, each agent retrying on
+// its own schedule. It runs the herd against server models side by side,
+// in one process (ModeInproc) or over real HTTPS (ModeHTTP), and reports
+// for each how long the herd took against the lower bound measured on the
+// same machine, how much scrypt work and heap it cost, and how many
+// requests were shed or timed out.
+//
+// The server models (see Models) are written from the behaviour DESIGN.md
+// §6 describes: k3s-v1.25 fetches each hash through a 5 QPS limiter,
+// k3s-v1.28 reads it from a local cache, k3s-latest adds an in-flight cap
+// of 20 answering 429, and all three run scrypt without bound and without
+// a result cache; nodepass is verify.New with its defaults.
+//
+// A run: make the herd once with NewHerd (the stored hashes) and measure
+// its lower bound with Herd.MeasureLowerBound, then call Run once per
+// model. cmd/bench is the command line over this package; go test -bench
+// runs BenchmarkHerd.
+package bench

@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"runtime"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// Node is one agent's identity and its stored hash.
+type Node struct {
+	Name     string `json:"name"`
+	Password string `json:"password"`
+	// Hash is the node's stored hash, made at the herd's logN.
+	Hash string `json:"hash"`
+}
+
+// Herd is what every model's run of one scenario shares: the nodes with
+// their stored hashes (the herd is a reboot, so every node has joined
+// before) and the lower bound measured on this machine. Making the hashes
+// costs as much as the herd itself, so a Herd is made once and reused for
+// every model; it is plain data and survives a JSON round trip, which is
+// how cmd/bench hands it to its per-model worker processes.
+type Herd struct {
+	LogN  int    `json:"logn"`
+	Nodes []Node `json:"nodes"`
+	// LowerBound is the time GOMAXPROCS workers took to run one scrypt
+	// verification per node, warm, with nothing else running; 0 until
+	// MeasureLowerBound.
+	LowerBound time.Duration `json:"lower_bound_ns"`
+	// Workers is the number of workers LowerBound was measured with.
+	Workers int `json:"workers"`
+}
+
+// NewHerd makes n nodes named node-0001 and so on, each with a random
+// password of 16 bytes in hex (as k3s agents make them) and its stored
+// hash at logN, hashing on GOMAXPROCS goroutines. It returns early with
+// ctx's error when ctx ends.
+func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("bench: herd of %d nodes", n)
+	}
+	params := verify.DefaultParams
+	params.LogN = logN
+	h := &Herd{LogN: logN, Nodes: make([]Node, n)}
+	for i := range h.Nodes {
+		var pw [16]byte
+		rand.Read(pw[:])
+		h.Nodes[i] = Node{Name: fmt.Sprintf("node-%04d", i+1), Password: hex.EncodeToString(pw[:])}
+	}
+	err := parallel(ctx, n, runtime.GOMAXPROCS(0), func(i int) error {
+		hash, err := verify.GenerateFromPassword(h.Nodes[i].Password, params)
+		h.Nodes[i].Hash = hash
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: making stored hashes: %w", err)
+	}
+	return h, nil
+}
+
+// MeasureLowerBound sets h.LowerBound: the time to run one scrypt
+// verification for every node on GOMAXPROCS workers, after a warm-up of
+// one verification per worker. It is the least time any server on this
+// process's CPUs can let every node of the herd join in, so nothing else
+// should run meanwhile.
+func (h *Herd) MeasureLowerBound(ctx context.Context) error {
+	workers := runtime.GOMAXPROCS(0)
+	check := func(i int) error { return verify.CompareHashAndPassword(h.Nodes[i].Hash, h.Nodes[i].Password) }
+	if err := parallel(ctx, min(workers, len(h.Nodes)), workers, check); err != nil {
+		return fmt.Errorf("bench: lower bound warm-up: %w", err)
+	}
+	runtime.GC()
+	start := time.Now()
+	if err := parallel(ctx, len(h.Nodes), workers, check); err != nil {
+		return fmt.Errorf("bench: lower bound: %w", err)
+	}
+	h.LowerBound, h.Workers = time.Since(start), workers
+	return nil
+}
+
+// validate checks that h fits sc.
+func (h *Herd) validate(sc Scenario) error {
+	switch {
+	case h == nil:
+		return fmt.Errorf("bench: nil Herd")
+	case len(h.Nodes) != sc.Nodes:
+		return fmt.Errorf("bench: herd has %d nodes, scenario wants %d", len(h.Nodes), sc.Nodes)
+	case h.LogN != sc.LogN:
+		return fmt.Errorf("bench: herd's hashes are at logN %d, scenario wants %d", h.LogN, sc.LogN)
+	}
+	for i, n := range h.Nodes {
+		if n.Name == "" || n.Password == "" || n.Hash == "" {
+			return fmt.Errorf("bench: herd node %d is incomplete", i)
+		}
+	}
+	return nil
+}
+
+// parallel calls fn(0) to fn(n-1) on at most workers goroutines and
+// returns the first error; after an error or the end of ctx no new call
+// starts.
+func parallel(ctx context.Context, n, workers int, fn func(int) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := range n {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return fn(i) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// Server model names, as DESIGN.md §6 lists them.
+const (
+	ModelK3s125    = "k3s-v1.25"
+	ModelK3s128    = "k3s-v1.28"
+	ModelK3sLatest = "k3s-latest"
+	ModelNodepass  = "nodepass"
+)
+
+// Models lists every server model, in the order the benchmark runs them.
+var Models = []string{ModelK3s125, ModelK3s128, ModelK3sLatest, ModelNodepass}
+
+// The k3s behaviour the models emulate (DESIGN.md §1, §2 and §6).
+const (
+	// k3s v1.25 read each node's secret through client-go's client-side
+	// rate limiter, 5 QPS with a burst of 10.
+	k3sAPIQPS   = 5
+	k3sAPIBurst = 10
+	// k3sAPILatency is a round trip to the API server for one secret.
+	k3sAPILatency = 3 * time.Millisecond
+	// k3sLatestInFlight is the newest k3s router's cap on in-flight
+	// requests to the node-password routes; past it, 429.
+	k3sLatestInFlight = 20
+)
+
+// model is one server's verification behaviour. Ensure returns the
+// verify package's errors, so httpauth maps them to status codes.
+type model interface {
+	Ensure(ctx context.Context, node, password string) error
+	// admit takes an in-flight slot for one request; ok false means the
+	// request is refused with 429. release must be called when the
+	// request's handler returns (not when its client leaves).
+	admit() (release func(), ok bool)
+	// scryptRuns counts the scrypt computations started so far.
+	scryptRuns() uint64
+	// close stops the model; with wait, it also waits for the work
+	// still running.
+	close(wait bool)
+}
+
+// ValidModel reports an error unless name is one of Models.
+func ValidModel(name string) error {
+	if slices.Contains(Models, name) {
+		return nil
+	}
+	return fmt.Errorf("bench: unknown model %q: want one of %q", name, Models)
+}
+
+// newModel returns a fresh instance of the named model over store. params
+// hash the password of a node the store does not know; timeScale
+// multiplies the model's own durations (see Scenario.TimeScale).
+func newModel(name string, store verify.Store, params verify.Params, timeScale float64) (model, error) {
+	switch name {
+	case ModelK3s125:
+		m := newK3s(store, params, 0)
+		// rate.Limit is events per second: scaling time by f divides it.
+		m.limiter = rate.NewLimiter(rate.Limit(k3sAPIQPS/timeScale), k3sAPIBurst)
+		m.apiLatency = scaleDur(k3sAPILatency, timeScale)
+		return m, nil
+	case ModelK3s128:
+		return newK3s(store, params, 0), nil
+	case ModelK3sLatest:
+		return newK3s(store, params, k3sLatestInFlight), nil
+	case ModelNodepass:
+		v, err := verify.New(store, &verify.Options{
+			Params:  params,
+			MaxWait: scaleDur(verify.DefaultMaxWait, timeScale),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		return nodepassModel{v}, nil
+	}
+	return nil, ValidModel(name)
+}
+
+// k3sModel emulates a k3s server's node-password check: fetch the stored
+// hash (through a rate limiter for v1.25, from a local cache after), run
+// scrypt with no result cache and no bound on concurrency, and finish the
+// work even after the client has left (the handler does not look at its
+// context, and scrypt cannot be interrupted).
+//
+// It is safe for concurrent use.
+type k3sModel struct {
+	store      verify.Store
+	params     verify.Params
+	limiter    *rate.Limiter // nil: hash from a local cache
+	apiLatency time.Duration
+	maxFlight  int64 // 0: no cap
+
+	base     context.Context // ends on close; only limiter waits see it
+	cancel   context.CancelFunc
+	mu       sync.Mutex // guards closed and wg.Add
+	closed   bool
+	wg       sync.WaitGroup
+	inFlight atomic.Int64
+	runs     atomic.Uint64
+}
+
+func newK3s(store verify.Store, params verify.Params, maxFlight int64) *k3sModel {
+	base, cancel := context.WithCancel(context.Background())
+	return &k3sModel{store: store, params: params, maxFlight: maxFlight, base: base, cancel: cancel}
+}
+
+// Ensure checks password against node's stored hash, or stores a new hash
+// for an unknown node, as k3s's node-password Ensure does. ctx is ignored:
+// as in k3s, the work runs to its end whoever is still waiting.
+func (m *k3sModel) Ensure(_ context.Context, node, password string) error {
+	if node == "" || password == "" {
+		return fmt.Errorf("%w: empty node name or password", verify.ErrInvalidInput)
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return verify.ErrClosed
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer m.wg.Done()
+
+	stored, err := m.fetch(node)
+	if errors.Is(err, verify.ErrNotFound) {
+		m.runs.Add(1)
+		if stored, err = verify.GenerateFromPassword(password, m.params); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err = m.store.Create(m.base, node, stored); !errors.Is(err, verify.ErrExists) {
+			return err
+		}
+		stored, err = m.fetch(node)
+	}
+	if err != nil {
+		return err
+	}
+	m.runs.Add(1)
+	return verify.CompareHashAndPassword(stored, password)
+}
+
+// fetch reads node's stored hash, through the API rate limiter if any.
+func (m *k3sModel) fetch(node string) (string, error) {
+	if m.limiter != nil {
+		// client-go waits for the limiter under the call's context; k3s
+		// passed one its HTTP client could not cancel.
+		if err := m.limiter.Wait(m.base); err != nil {
+			return "", fmt.Errorf("bench: API rate limiter: %w", err)
+		}
+		time.Sleep(m.apiLatency)
+	}
+	return m.store.Get(m.base, node)
+}
+
+func (m *k3sModel) admit() (func(), bool) {
+	if m.maxFlight == 0 {
+		return func() {}, true
+	}
+	if m.inFlight.Add(1) > m.maxFlight {
+		m.inFlight.Add(-1)
+		return nil, false
+	}
+	return func() { m.inFlight.Add(-1) }, true
+}
+
+func (m *k3sModel) scryptRuns() uint64 { return m.runs.Load() }
+
+func (m *k3sModel) close(wait bool) {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	if wait {
+		m.wg.Wait()
+	}
+}
+
+// nodepassModel is this module's Verifier with its defaults (MaxWait
+// scaled with the scenario's time).
+type nodepassModel struct{ *verify.Verifier }
+
+func (nodepassModel) admit() (func(), bool) { return func() {}, true }
+
+func (m nodepassModel) scryptRuns() uint64 { return m.Stats().ScryptRuns }
+
+func (m nodepassModel) close(wait bool) {
+	if wait {
+		m.Close()
+		return
+	}
+	// Close waits for running computations; without wait, let them be.
+	go m.Close()
+}

@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Policy is an agent's retry policy: how long it waits after a failed
+// attempt before it asks again. Implementations must be safe for
+// concurrent use; the randomness comes from the caller's source.
+type Policy interface {
+	// Delay returns the wait after the failures-th failed attempt in a row
+	// (1 for the first). retryAfter is the server's Retry-After, or 0 when
+	// it sent none.
+	Delay(failures int, retryAfter time.Duration, rng *rand.Rand) time.Duration
+	// String returns the policy's name, as ParsePolicy accepts it.
+	String() string
+
+	validate() error
+	scaled(f float64) Policy
+}
+
+// Policy names accepted by ParsePolicy.
+const (
+	PolicyFixed   = "fixed-5s"
+	PolicyJitter  = "jitter-5-10s"
+	PolicyBackoff = "backoff"
+)
+
+// PolicyNames lists the names ParsePolicy accepts, the default first.
+var PolicyNames = []string{PolicyJitter, PolicyFixed, PolicyBackoff}
+
+// ParsePolicy returns the policy named name: "fixed-5s" (the k3s agent
+// before jitter was added), "jitter-5-10s" (k3s agents today) or
+// "backoff" (full-jitter exponential backoff, base 1 s, cap 30 s,
+// honouring Retry-After).
+func ParsePolicy(name string) (Policy, error) {
+	switch name {
+	case PolicyFixed:
+		return FixedPolicy{Interval: 5 * time.Second}, nil
+	case PolicyJitter:
+		return JitterPolicy{Min: 5 * time.Second, Max: 10 * time.Second}, nil
+	case PolicyBackoff:
+		return BackoffPolicy{Base: time.Second, Cap: 30 * time.Second}, nil
+	}
+	return nil, fmt.Errorf("bench: unknown agent policy %q: want one of %q", name, PolicyNames)
+}
+
+// FixedPolicy waits Interval after every failure and ignores Retry-After.
+type FixedPolicy struct{ Interval time.Duration }
+
+// Delay returns Interval.
+func (p FixedPolicy) Delay(int, time.Duration, *rand.Rand) time.Duration { return p.Interval }
+
+func (p FixedPolicy) String() string {
+	if p.Interval == 5*time.Second {
+		return PolicyFixed
+	}
+	return fmt.Sprintf("fixed-%v", p.Interval)
+}
+
+func (p FixedPolicy) validate() error {
+	if p.Interval < 0 {
+		return fmt.Errorf("bench: fixed policy: negative interval %v", p.Interval)
+	}
+	return nil
+}
+
+func (p FixedPolicy) scaled(f float64) Policy { return FixedPolicy{Interval: scaleDur(p.Interval, f)} }
+
+// JitterPolicy waits a uniformly random time in [Min, Max) after every
+// failure and ignores Retry-After.
+type JitterPolicy struct{ Min, Max time.Duration }
+
+// Delay returns a random duration in [Min, Max).
+func (p JitterPolicy) Delay(_ int, _ time.Duration, rng *rand.Rand) time.Duration {
+	return p.Min + randDur(rng, p.Max-p.Min)
+}
+
+func (p JitterPolicy) String() string {
+	if p.Min == 5*time.Second && p.Max == 10*time.Second {
+		return PolicyJitter
+	}
+	return fmt.Sprintf("jitter-%v-%v", p.Min, p.Max)
+}
+
+func (p JitterPolicy) validate() error {
+	if p.Min < 0 || p.Max < p.Min {
+		return fmt.Errorf("bench: jitter policy: want 0 <= min <= max, have %v, %v", p.Min, p.Max)
+	}
+	return nil
+}
+
+func (p JitterPolicy) scaled(f float64) Policy {
+	return JitterPolicy{Min: scaleDur(p.Min, f), Max: scaleDur(p.Max, f)}
+}
+
+// BackoffPolicy is full-jitter exponential backoff: after the n-th failure
+// in a row it waits a uniformly random time in [0, min(Cap, Base·2^(n-1))).
+// When the server sent Retry-After it waits exactly that instead: the
+// server's estimate already spreads the herd, and a nodepass server answers
+// a retry that comes back then from its cache.
+type BackoffPolicy struct{ Base, Cap time.Duration }
+
+// Delay returns retryAfter when positive, else the full-jitter backoff.
+func (p BackoffPolicy) Delay(failures int, retryAfter time.Duration, rng *rand.Rand) time.Duration {
+	if retryAfter > 0 {
+		return retryAfter
+	}
+	ceiling := p.Cap
+	if failures < 1 {
+		failures = 1
+	}
+	if failures-1 < 62 {
+		if c := p.Base << (failures - 1); c > 0 && c < ceiling && c>>(failures-1) == p.Base {
+			ceiling = c
+		}
+	}
+	return randDur(rng, ceiling)
+}
+
+func (p BackoffPolicy) String() string {
+	if p.Base == time.Second && p.Cap == 30*time.Second {
+		return PolicyBackoff
+	}
+	return fmt.Sprintf("backoff-%v-%v", p.Base, p.Cap)
+}
+
+func (p BackoffPolicy) validate() error {
+	if p.Base <= 0 || p.Cap < p.Base {
+		return fmt.Errorf("bench: backoff policy: want 0 < base <= cap, have %v, %v", p.Base, p.Cap)
+	}
+	return nil
+}
+
+func (p BackoffPolicy) scaled(f float64) Policy {
+	return BackoffPolicy{Base: scaleDur(p.Base, f), Cap: scaleDur(p.Cap, f)}
+}
+
+// randDur returns a uniformly random duration in [0, d), or 0 if d <= 0.
+func randDur(rng *rand.Rand, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rng.Int64N(int64(d)))
+}
+
+func scaleDur(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }

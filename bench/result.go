@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
+
+// Result is one model's figures for one run.
+type Result struct {
+	Model   string
+	Nodes   int
+	LogN    int
+	Mode    Mode
+	Agent   string // the agent policy's name
+	Servers int
+	LB      LB
+
+	// Joined is how many nodes joined before the run stopped.
+	Joined int
+	// Completion is the time from the start until the last node joined,
+	// or, when the run stopped first (Stopped not empty), until it
+	// stopped.
+	Completion time.Duration
+	// LowerBound is the herd's measured lower bound (see
+	// Herd.MeasureLowerBound); 0 if it was not measured.
+	LowerBound time.Duration
+	// Ratio is Completion / LowerBound; 0 without a lower bound. When the
+	// run stopped early it is only a floor.
+	Ratio float64
+	// Attempts counts the requests the agents sent.
+	Attempts uint64
+	// ScryptRuns counts the scrypt computations the servers started
+	// during the run, including those whose client had left.
+	ScryptRuns uint64
+	// ScryptRunsPerNode is ScryptRuns / Joined; 0 when none joined.
+	ScryptRunsPerNode float64
+	// P50, P99 and Max are join latencies (from the start of the run,
+	// retries included) over the nodes that joined.
+	P50, P99, Max time.Duration
+	// PeakHeap is the highest live heap sampled during the run, in bytes,
+	// for the whole process (agents and servers).
+	PeakHeap uint64
+	// Shed counts answers 429 or 503: the server refused quickly.
+	Shed uint64
+	// Timeouts counts requests the agent gave up on at its client
+	// timeout.
+	Timeouts uint64
+	// ConnErrors counts requests that failed to reach a server.
+	ConnErrors uint64
+	// Errors counts other failed answers (400, 401, 403, 500).
+	Errors uint64
+	// Stopped is empty when every node joined, else why the run stopped:
+	// StoppedDeadline, StoppedHeapGuard, or "cancelled: ...".
+	Stopped string
+	// JoinTimes are the joined nodes' join latencies, in order: the
+	// timeline of joined nodes over time.
+	JoinTimes []time.Duration
+}
+
+// Point is one step of the timeline: Joined nodes had joined at T.
+type Point struct {
+	T      time.Duration
+	Joined int
+}
+
+// Timeline returns joined nodes over time: a point at the start and one
+// per join.
+func (r *Result) Timeline() []Point {
+	pts := make([]Point, 0, len(r.JoinTimes)+1)
+	pts = append(pts, Point{})
+	for i, t := range r.JoinTimes {
+		pts = append(pts, Point{T: t, Joined: i + 1})
+	}
+	return pts
+}
+
+// finish derives the figures that follow from the counts.
+func (r *Result) finish(lowerBound time.Duration) {
+	r.LowerBound = lowerBound
+	if lowerBound > 0 {
+		r.Ratio = float64(r.Completion) / float64(lowerBound)
+	}
+	if r.Joined > 0 {
+		r.ScryptRunsPerNode = float64(r.ScryptRuns) / float64(r.Joined)
+	}
+	if n := len(r.JoinTimes); n > 0 {
+		r.P50 = r.JoinTimes[rank(n, 0.50)]
+		r.P99 = r.JoinTimes[rank(n, 0.99)]
+		r.Max = r.JoinTimes[n-1]
+	}
+}
+
+// rank is the nearest-rank index of quantile q in n sorted values.
+func rank(n int, q float64) int {
+	return max(int(math.Ceil(q*float64(n)))-1, 0)
+}
+
+// resultJSON is Result on the wire: durations in seconds, heap in MiB.
+type resultJSON struct {
+	Model             string      `json:"model"`
+	Nodes             int         `json:"nodes"`
+	LogN              int         `json:"logn"`
+	Mode              Mode        `json:"mode"`
+	Agent             string      `json:"agent"`
+	Servers           int         `json:"servers"`
+	LB                LB          `json:"lb"`
+	Joined            int         `json:"joined"`
+	CompletionS       float64     `json:"completion_s"`
+	LowerBoundS       float64     `json:"lower_bound_s"`
+	Ratio             float64     `json:"ratio"`
+	Attempts          uint64      `json:"attempts"`
+	ScryptRuns        uint64      `json:"scrypt_runs"`
+	ScryptRunsPerNode float64     `json:"scrypt_runs_per_node"`
+	P50S              float64     `json:"p50_s"`
+	P99S              float64     `json:"p99_s"`
+	MaxS              float64     `json:"max_s"`
+	PeakHeapMiB       float64     `json:"peak_heap_mib"`
+	Shed              uint64      `json:"shed"`
+	Timeouts          uint64      `json:"timeouts"`
+	ConnErrors        uint64      `json:"conn_errors"`
+	Errors            uint64      `json:"errors"`
+	Stopped           string      `json:"stopped"`
+	Timeline          [][]float64 `json:"timeline"` // [seconds, joined] pairs
+}
+
+// MarshalJSON writes r with the keys cmd/bench's -json documents:
+// durations as seconds (completion_s, p50_s, ...), the peak heap in MiB
+// (peak_heap_mib), stopped empty when every node joined, and timeline as
+// [seconds, joined] pairs.
+func (r Result) MarshalJSON() ([]byte, error) {
+	j := resultJSON{
+		Model: r.Model, Nodes: r.Nodes, LogN: r.LogN, Mode: r.Mode, Agent: r.Agent,
+		Servers: r.Servers, LB: r.LB, Joined: r.Joined,
+		CompletionS: r.Completion.Seconds(), LowerBoundS: r.LowerBound.Seconds(),
+		Ratio: r.Ratio, Attempts: r.Attempts, ScryptRuns: r.ScryptRuns,
+		ScryptRunsPerNode: r.ScryptRunsPerNode,
+		P50S:              r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
+		PeakHeapMiB: float64(r.PeakHeap) / (1 << 20),
+		Shed:        r.Shed, Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
+		Stopped:  r.Stopped,
+		Timeline: make([][]float64, 0, len(r.JoinTimes)+1),
+	}
+	for _, p := range r.Timeline() {
+		j.Timeline = append(j.Timeline, []float64{p.T.Seconds(), float64(p.Joined)})
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var j resultJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	secs := func(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+	*r = Result{
+		Model: j.Model, Nodes: j.Nodes, LogN: j.LogN, Mode: j.Mode, Agent: j.Agent,
+		Servers: j.Servers, LB: j.LB, Joined: j.Joined,
+		Completion: secs(j.CompletionS), LowerBound: secs(j.LowerBoundS),
+		Ratio: j.Ratio, Attempts: j.Attempts, ScryptRuns: j.ScryptRuns,
+		ScryptRunsPerNode: j.ScryptRunsPerNode,
+		P50:               secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),
+		PeakHeap: uint64(math.Round(j.PeakHeapMiB * (1 << 20))),
+		Shed:     j.Shed, Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
+		Stopped: j.Stopped,
+	}
+	for _, p := range j.Timeline {
+		if len(p) == 2 && p[1] > 0 {
+			r.JoinTimes = append(r.JoinTimes, secs(p[0]))
+		}
+	}
+	return nil
+}

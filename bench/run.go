@@ -1,0 +1,264 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime/metrics"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// Reasons a run stopped before every node joined, as Result.Stopped says.
+const (
+	StoppedDeadline  = "deadline"
+	StoppedHeapGuard = "heap guard"
+)
+
+var (
+	errDeadline  = errors.New("bench: run deadline")
+	errHeapGuard = errors.New("bench: heap guard")
+)
+
+// liveHeapMetric is the heap marked live by the last GC.
+const liveHeapMetric = "/gc/heap/live:bytes"
+
+// progressEvery is how often Scenario.Progress is called.
+const progressEvery = 100 * time.Millisecond
+
+// Run runs the scenario once against model (one of Models): every node
+// of h asks at once, and each keeps asking under the agent policy until
+// it has joined or the run stops (its deadline, the heap guard, or ctx).
+// It returns the run's figures; a model that did not let every node join
+// is not an error, its Result says how far it got and why it stopped.
+// Errors are for bad input or a failure to set the run up.
+//
+// h must have been made for sc.Nodes and sc.LogN; h.LowerBound, when
+// measured, gives the Result its ratio. The servers get a fresh store
+// holding h's hashes. Unless sc.NoDrain, Run returns only after the work
+// the servers still had running has ended.
+func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, error) {
+	sc = sc.withDefaults()
+	if err := sc.validate(); err != nil {
+		return nil, err
+	}
+	if err := ValidModel(modelName); err != nil {
+		return nil, err
+	}
+	if err := h.validate(sc); err != nil {
+		return nil, err
+	}
+	store := verify.NewMemoryStore()
+	for _, n := range h.Nodes {
+		store.Set(n.Name, n.Hash)
+	}
+	params := verify.DefaultParams
+	params.LogN = sc.LogN
+	models := make([]model, 0, sc.Servers)
+	var tgt target
+	defer func() {
+		for _, m := range models {
+			m.close(!sc.NoDrain)
+		}
+		if tgt != nil {
+			tgt.close()
+		}
+	}()
+	for range sc.Servers {
+		m, err := newModel(modelName, store, params, sc.TimeScale)
+		if err != nil {
+			return nil, err
+		}
+		models = append(models, m)
+	}
+	switch sc.Mode {
+	case ModeInproc:
+		tgt = &inprocTarget{servers: models, nodes: h.Nodes, second: sc.scale(time.Second), drain: !sc.NoDrain}
+	case ModeHTTP:
+		t, err := newHTTPTarget(models, h.Nodes)
+		if err != nil {
+			return nil, err
+		}
+		tgt = t
+	}
+	res := newRun(sc, tgt).execute(ctx)
+	res.Model = modelName
+	for _, m := range models {
+		res.ScryptRuns += m.scryptRuns()
+	}
+	res.finish(h.LowerBound)
+	return res, nil
+}
+
+// run is one model's run in progress.
+type run struct {
+	sc     Scenario
+	policy Policy
+	target target
+	start  time.Time
+	joinAt []time.Duration // by agent; written once by its agent
+
+	joined, attempts, shed, timeouts, connErrs, errs atomic.Uint64
+}
+
+// newRun prepares a run of sc (with defaults, validated) over tgt.
+func newRun(sc Scenario, tgt target) *run {
+	return &run{
+		sc:     sc,
+		policy: sc.Agent.scaled(sc.TimeScale),
+		target: tgt,
+		joinAt: make([]time.Duration, sc.Nodes),
+	}
+}
+
+// execute starts every agent at once and waits until all have joined or
+// the run stops.
+func (r *run) execute(ctx context.Context) *Result {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ctx, cancelDeadline := context.WithTimeoutCause(ctx, r.sc.scale(r.sc.Deadline), errDeadline)
+	defer cancelDeadline()
+
+	r.start = time.Now()
+	samplerDone := make(chan struct{})
+	var peak uint64
+	var sampler sync.WaitGroup
+	sampler.Go(func() { peak = r.sample(cancel, samplerDone) })
+
+	var agents sync.WaitGroup
+	for i := range r.sc.Nodes {
+		agents.Go(func() { r.agent(ctx, i) })
+	}
+	agents.Wait()
+	elapsed := time.Since(r.start)
+	close(samplerDone)
+	sampler.Wait()
+
+	res := &Result{
+		Nodes:      r.sc.Nodes,
+		LogN:       r.sc.LogN,
+		Mode:       r.sc.Mode,
+		Agent:      r.sc.Agent.String(),
+		Servers:    r.sc.Servers,
+		LB:         r.sc.LB,
+		Joined:     int(r.joined.Load()),
+		Attempts:   r.attempts.Load(),
+		Shed:       r.shed.Load(),
+		Timeouts:   r.timeouts.Load(),
+		ConnErrors: r.connErrs.Load(),
+		Errors:     r.errs.Load(),
+		PeakHeap:   peak,
+		Completion: elapsed,
+	}
+	for _, d := range r.joinAt {
+		if d > 0 {
+			res.JoinTimes = append(res.JoinTimes, d)
+		}
+	}
+	slices.Sort(res.JoinTimes)
+	if res.Joined == res.Nodes {
+		res.Completion = res.JoinTimes[len(res.JoinTimes)-1]
+		return res
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errHeapGuard):
+		res.Stopped = StoppedHeapGuard
+	case errors.Is(cause, errDeadline):
+		res.Stopped = StoppedDeadline
+	default:
+		res.Stopped = fmt.Sprintf("cancelled: %v", cause)
+	}
+	return res
+}
+
+// sample reads the live heap every SampleEvery until done is closed,
+// cancels the run when the heap passes the guard, reports progress and
+// returns the peak.
+func (r *run) sample(cancel context.CancelCauseFunc, done <-chan struct{}) uint64 {
+	s := []metrics.Sample{{Name: liveHeapMetric}}
+	var peak uint64
+	read := func() {
+		metrics.Read(s)
+		if s[0].Value.Kind() != metrics.KindUint64 {
+			return
+		}
+		live := s[0].Value.Uint64()
+		peak = max(peak, live)
+		if live > r.sc.MaxHeap {
+			cancel(errHeapGuard)
+		}
+	}
+	report := func(final bool) {
+		if r.sc.Progress != nil {
+			r.sc.Progress(Progress{Joined: int(r.joined.Load()), Nodes: r.sc.Nodes, Elapsed: time.Since(r.start), Done: final})
+		}
+	}
+	tick := time.NewTicker(r.sc.SampleEvery)
+	defer tick.Stop()
+	lastReport := time.Now()
+	for {
+		read()
+		if time.Since(lastReport) >= progressEvery {
+			report(false)
+			lastReport = time.Now()
+		}
+		// Sampling goes on after the run's context ends: the peak is
+		// taken until the agents have stopped.
+		select {
+		case <-done:
+			read()
+			report(true)
+			return peak
+		case <-tick.C:
+		}
+	}
+}
+
+// agent is one node: it asks until it has joined or ctx ends.
+func (r *run) agent(ctx context.Context, i int) {
+	rng := rand.New(rand.NewPCG(r.sc.Seed, uint64(i)))
+	server := i % r.sc.Servers
+	for failures := 1; ; failures++ {
+		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
+		r.attempts.Add(1)
+		o := r.target.attempt(actx, i, server)
+		cancel()
+		if o.status == http.StatusOK {
+			r.joinAt[i] = max(time.Since(r.start), 1)
+			r.joined.Add(1)
+			return
+		}
+		if ctx.Err() != nil {
+			return // the run stopped; this attempt's failure is not the server's
+		}
+		moveOn := o.connErr
+		switch {
+		case o.timeout:
+			r.timeouts.Add(1)
+			moveOn = moveOn || r.sc.LB == LBFailover
+		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
+			r.shed.Add(1)
+			moveOn = moveOn || r.sc.LB == LBFailover
+		case o.connErr:
+			r.connErrs.Add(1)
+		default:
+			r.errs.Add(1)
+		}
+		if moveOn {
+			server = (server + 1) % r.sc.Servers
+		}
+		wait := time.NewTimer(r.policy.Delay(failures, o.retryAfter, rng))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return
+		case <-wait.C:
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Mode says how agents reach the servers.
+type Mode string
+
+// Modes.
+const (
+	// ModeInproc calls each server model's Ensure directly from the agent
+	// goroutines, through the same in-flight cap and status mapping as the
+	// HTTP handler. It is what go test -bench uses.
+	ModeInproc Mode = "inproc"
+	// ModeHTTP runs each server as a real HTTPS server (HTTP/2, certificate
+	// from a CA made at start) on 127.0.0.1, the model mounted behind
+	// httpauth; every agent is its own net/http client with its own
+	// Transport and so its own connection.
+	ModeHTTP Mode = "http"
+)
+
+// LB is an agent's client-side load-balancing policy over several servers.
+type LB string
+
+// Load-balancing policies. Agent i starts on server i mod Servers.
+const (
+	// LBSticky stays on the current server unless the connection fails
+	// (dial or TLS error), as the k3s agent's load balancer does.
+	LBSticky LB = "sticky"
+	// LBFailover also moves to the next server after a client timeout, a
+	// 429 or a 503. The retry delay is the agent policy's either way.
+	LBFailover LB = "failover"
+)
+
+// Defaults for Scenario fields left zero.
+const (
+	DefaultNodes         = 320
+	DefaultLogN          = 15
+	DefaultClientTimeout = 10 * time.Second
+	DefaultDeadline      = 2 * time.Minute
+	DefaultMaxHeap       = 4 << 30
+	DefaultSampleEvery   = 5 * time.Millisecond
+)
+
+// Scenario is one herd: Nodes agents with stored hashes, all rebooted at
+// once, asking Servers servers of one model to verify their passwords.
+// A zero field means its default; see Scenario.withDefaults.
+type Scenario struct {
+	// Nodes is the number of agents. Default 320.
+	Nodes int
+	// LogN is the scrypt cost exponent of the stored hashes (and of hashes
+	// a model makes for a node it does not know). Default 15, what k3s
+	// uses; tests use 4 to 10.
+	LogN int
+	// ClientTimeout bounds each agent request, as the k3s agent's HTTP
+	// client does. Default 10 s.
+	ClientTimeout time.Duration
+	// Agent is the agents' retry policy. nil means JitterPolicy (5-10 s),
+	// what k3s agents do today.
+	Agent Policy
+	// Servers is how many servers share the store, each its own model
+	// instance (own result cache, own admission). Default 1.
+	Servers int
+	// LB is the agents' load-balancing policy when Servers > 1. Default
+	// LBSticky.
+	LB LB
+	// Mode is ModeInproc (default) or ModeHTTP.
+	Mode Mode
+	// Deadline bounds one model's run; a model that has not seen every
+	// node join by then stops with "deadline". Default 2 min.
+	Deadline time.Duration
+	// MaxHeap is the heap guard: a run whose live heap (runtime/metrics
+	// /gc/heap/live:bytes, which covers the whole process) passes it
+	// stops with "heap guard". Default 4 GiB.
+	MaxHeap uint64
+	// TimeScale multiplies every duration of the scenario and of the
+	// models: ClientTimeout, Deadline, the agent policy's delays, the
+	// 5 QPS limiter and API latency of k3s-v1.25, and nodepass's MaxWait.
+	// With TimeScale 2^(LogN-15) a small-logN run keeps the proportions of
+	// the real herd (scrypt cost is proportional to 2^LogN). 0 means 1.
+	TimeScale float64
+	// Seed makes the agents' random delays repeatable. 0 is a seed too.
+	Seed uint64
+	// SampleEvery is how often the live heap is sampled. Default 5 ms.
+	SampleEvery time.Duration
+	// Progress, if not nil, is called about every 100 ms during a run, and
+	// once at its end, from a goroutine of Run's.
+	Progress func(Progress)
+	// NoDrain makes Run return as soon as its figures are taken, without
+	// waiting for server work still running (the unbounded models' scrypt
+	// calls cannot be stopped). Only for a process that exits right after,
+	// as cmd/bench's per-model worker does; otherwise that work goes on
+	// with nothing left to wait for it.
+	NoDrain bool
+}
+
+// Progress is a run's state, for progress bars.
+type Progress struct {
+	Joined, Nodes int
+	Elapsed       time.Duration
+	// Done is true on the last call, with Joined final.
+	Done bool
+}
+
+func (s Scenario) withDefaults() Scenario {
+	if s.Nodes == 0 {
+		s.Nodes = DefaultNodes
+	}
+	if s.LogN == 0 {
+		s.LogN = DefaultLogN
+	}
+	if s.ClientTimeout == 0 {
+		s.ClientTimeout = DefaultClientTimeout
+	}
+	if s.Agent == nil {
+		s.Agent = JitterPolicy{Min: 5 * time.Second, Max: 10 * time.Second}
+	}
+	if s.Servers == 0 {
+		s.Servers = 1
+	}
+	if s.LB == "" {
+		s.LB = LBSticky
+	}
+	if s.Mode == "" {
+		s.Mode = ModeInproc
+	}
+	if s.Deadline == 0 {
+		s.Deadline = DefaultDeadline
+	}
+	if s.MaxHeap == 0 {
+		s.MaxHeap = DefaultMaxHeap
+	}
+	if s.TimeScale == 0 {
+		s.TimeScale = 1
+	}
+	if s.SampleEvery == 0 {
+		s.SampleEvery = DefaultSampleEvery
+	}
+	return s
+}
+
+// validate checks a scenario after withDefaults.
+func (s Scenario) validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if s.Nodes < 1 || s.Nodes > 100000 {
+		bad("nodes %d: want 1 to 100000", s.Nodes)
+	}
+	if s.LogN < 1 || s.LogN > 20 {
+		bad("logN %d: want 1 to 20", s.LogN)
+	}
+	if s.ClientTimeout < 0 {
+		bad("client timeout %v is negative", s.ClientTimeout)
+	}
+	if s.Servers < 1 || s.Servers > 64 {
+		bad("servers %d: want 1 to 64", s.Servers)
+	}
+	if s.LB != LBSticky && s.LB != LBFailover {
+		bad("load balancer %q: want %q or %q", s.LB, LBSticky, LBFailover)
+	}
+	if s.Mode != ModeInproc && s.Mode != ModeHTTP {
+		bad("mode %q: want %q or %q", s.Mode, ModeInproc, ModeHTTP)
+	}
+	if s.Deadline < 0 {
+		bad("deadline %v is negative", s.Deadline)
+	}
+	if !(s.TimeScale > 0 && s.TimeScale <= 1000) { // also rejects NaN
+		bad("time scale %v: want more than 0, at most 1000", s.TimeScale)
+	}
+	if s.SampleEvery < 0 {
+		bad("sample interval %v is negative", s.SampleEvery)
+	}
+	if err := s.Agent.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("bench: invalid scenario: %w", errors.Join(errs...))
+}
+
+// scale multiplies d by the scenario's TimeScale.
+func (s Scenario) scale(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * s.TimeScale)
+}
+
+// ParseLB returns the load-balancing policy named name.
+func ParseLB(name string) (LB, error) {
+	switch lb := LB(strings.ToLower(name)); lb {
+	case LBSticky, LBFailover:
+		return lb, nil
+	}
+	return "", fmt.Errorf("bench: unknown load balancer %q: want %q or %q", name, LBSticky, LBFailover)
+}
+
+// ParseMode returns the mode named name.
+func ParseMode(name string) (Mode, error) {
+	switch m := Mode(strings.ToLower(name)); m {
+	case ModeInproc, ModeHTTP:
+		return m, nil
+	}
+	return "", fmt.Errorf("bench: unknown mode %q: want %q or %q", name, ModeInproc, ModeHTTP)
+}
