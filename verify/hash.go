@@ -221,8 +221,9 @@ func parseHash(s string, lim Limits) (hash, error) {
 	return h, nil
 }
 
-// parseField parses a non-negative decimal of at most 9 digits; signs,
-// spaces and other forms strconv would accept are refused.
+// parseField parses a non-negative decimal of at most 9 digits in the
+// canonical form k3s writes (%d); signs, spaces, leading zeros and other
+// forms strconv would accept are refused.
 func parseField(name, s string) (int, error) {
 	if s == "" {
 		return 0, fmt.Errorf("%w: empty %s", ErrInvalidHash, name)
@@ -234,6 +235,9 @@ func parseField(name, s string) (int, error) {
 		if s[i] < '0' || s[i] > '9' {
 			return 0, fmt.Errorf("%w: %s is not a decimal number", ErrInvalidHash, name)
 		}
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, fmt.Errorf("%w: %s has a leading zero", ErrInvalidHash, name)
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil { // unreachable after the checks above
