@@ -1,0 +1,181 @@
+package cache
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func newCache(t *testing.T, o *Options) *Cache {
+	t.Helper()
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestKeyDistinguishesTuples(t *testing.T) {
+	c := newCache(t, nil)
+	tuples := [][3]string{
+		{"a", "h", "p"},
+		{"b", "h", "p"},
+		{"a", "h2", "p"},
+		{"a", "h", "p2"},
+		// Same concatenation, different split: only the length prefixes
+		// tell these apart.
+		{"ab", "c", ""},
+		{"a", "bc", ""},
+		{"a", "b", "c"},
+		{"", "", "abc"},
+		{"abc", "", ""},
+	}
+	seen := map[Key][3]string{}
+	for _, tu := range tuples {
+		k := c.Key(tu[0], tu[1], tu[2])
+		if prev, ok := seen[k]; ok {
+			t.Fatalf("tuples %q and %q share a key", prev, tu)
+		}
+		seen[k] = tu
+		if k != c.Key(tu[0], tu[1], tu[2]) {
+			t.Fatalf("key of %q not deterministic", tu)
+		}
+	}
+	// Another cache has another secret: its keys say nothing about these.
+	if newCache(t, nil).Key("a", "h", "p") == c.Key("a", "h", "p") {
+		t.Fatal("two caches derive the same key: HMAC key not random")
+	}
+}
+
+func TestGetPut(t *testing.T) {
+	c := newCache(t, nil)
+	k := c.Key("n", "h", "p")
+	if _, ok := c.Get(k); ok {
+		t.Fatal("hit in an empty cache")
+	}
+	c.Put(k, Mismatch)
+	if o, ok := c.Get(k); !ok || o != Mismatch {
+		t.Fatalf("got %v %v, want mismatch", o, ok)
+	}
+	c.Put(k, Match) // replaces the mismatch
+	if o, ok := c.Get(k); !ok || o != Match {
+		t.Fatalf("got %v %v, want match", o, ok)
+	}
+	if m, mm := c.Len(); m != 1 || mm != 0 {
+		t.Fatalf("Len %d %d", m, mm)
+	}
+	c.Put(k, 0) // not an outcome: ignored
+	if o, _ := c.Get(k); o != Match {
+		t.Fatal("invalid outcome replaced an entry")
+	}
+	c.Remove(k)
+	if _, ok := c.Get(k); ok {
+		t.Fatal("hit after Remove")
+	}
+}
+
+func TestTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCache(t, &Options{MatchTTL: time.Hour, MismatchTTL: time.Minute})
+		match, mismatch := c.Key("n", "h", "right"), c.Key("n", "h", "wrong")
+		c.Put(match, Match)
+		c.Put(mismatch, Mismatch)
+		time.Sleep(time.Minute - time.Nanosecond)
+		if _, ok := c.Get(mismatch); !ok {
+			t.Fatal("mismatch expired early")
+		}
+		time.Sleep(time.Nanosecond)
+		if _, ok := c.Get(mismatch); ok {
+			t.Fatal("mismatch outlived its TTL")
+		}
+		if _, ok := c.Get(match); !ok {
+			t.Fatal("match expired with the mismatch TTL")
+		}
+		time.Sleep(time.Hour)
+		if _, ok := c.Get(match); ok {
+			t.Fatal("match outlived its TTL")
+		}
+		if m, mm := c.Len(); m != 0 || mm != 0 {
+			t.Fatalf("expired entries not removed on read: %d %d", m, mm)
+		}
+	})
+}
+
+// TestMismatchFloodKeepsMatches: wrong passwords fill only their own list.
+func TestMismatchFloodKeepsMatches(t *testing.T) {
+	c := newCache(t, &Options{MatchSize: 4, MismatchSize: 8})
+	for i := range 4 {
+		c.Put(c.Key(fmt.Sprint("node-", i), "h", "right"), Match)
+	}
+	for i := range 1000 {
+		c.Put(c.Key("node-0", "h", fmt.Sprint("guess-", i)), Mismatch)
+	}
+	if m, mm := c.Len(); m != 4 || mm != 8 {
+		t.Fatalf("Len %d %d, want 4 and 8", m, mm)
+	}
+	for i := range 4 {
+		if o, ok := c.Get(c.Key(fmt.Sprint("node-", i), "h", "right")); !ok || o != Match {
+			t.Fatalf("match %d evicted by mismatches", i)
+		}
+	}
+	// The match list is an LRU: a fifth match evicts the least recent.
+	c.Get(c.Key("node-0", "h", "right"))
+	c.Put(c.Key("node-4", "h", "right"), Match)
+	if _, ok := c.Get(c.Key("node-1", "h", "right")); ok {
+		t.Fatal("least recently used match not evicted")
+	}
+	if _, ok := c.Get(c.Key("node-0", "h", "right")); !ok {
+		t.Fatal("recently used match evicted")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, o := range []Options{{MatchSize: -1}, {MismatchSize: -1}, {MatchTTL: -1}, {MismatchTTL: -time.Second}} {
+		if _, err := New(&o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	c := newCache(t, &Options{MatchSize: 64, MismatchSize: 64})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				k := c.Key(fmt.Sprint("n", i%100), "h", fmt.Sprint(g%2))
+				o := Outcome(g%2 + 1)
+				c.Put(k, o)
+				if got, ok := c.Get(k); ok && got != o {
+					t.Errorf("tuple with outcome %v read back as %v", o, got)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	c := newCache(t, nil)
+	hash := "$1:0001020304050607:15:8:1:kg9Jrz3bATlkXiCqL7d8SkSTs/2HeiPYnoI/BbhQCduby3WCOic74e71wmS0W2Hwv33if/xVbwSOfHTMwZY5Xg"
+	k := c.Key("node-1", hash, "0123456789abcdef0123456789abcdef")
+	c.Put(k, Match)
+	if n := testing.AllocsPerRun(1000, func() {
+		if _, ok := c.Get(c.Key("node-1", hash, "0123456789abcdef0123456789abcdef")); !ok {
+			t.Fatal("miss")
+		}
+	}); n != 0 {
+		t.Fatalf("Key+Get allocates %v times", n)
+	}
+}
+
+func TestOutcomeString(t *testing.T) {
+	if Match.String() != "match" || Mismatch.String() != "mismatch" || Outcome(9).String() != "Outcome(9)" {
+		t.Fatal("Outcome.String")
+	}
+}
