@@ -39,7 +39,12 @@ type Verifier struct {
 	generate func(password string, p Params, lim Limits) (string, error)
 }
 
-// flight is one computation shared by every request for its key.
+// flight is one computation shared by every request for its key: the
+// singleflight pattern. golang.org/x/sync/singleflight is not used because
+// a waiter here must learn the flight's admission ticket the moment it
+// joins (to tell its caller how long the queued work will take) and must be
+// able to leave while the work goes on; the map below, guarded by
+// Verifier.mu together with the admission queue, gives both without races.
 type flight struct {
 	done chan struct{} // closed when err is set
 	err  error

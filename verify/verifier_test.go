@@ -1,0 +1,739 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newTestVerifier returns a Verifier with cheap parameters, closed at the
+// end of the test.
+func newTestVerifier(t *testing.T, store Store, opts *Options) *Verifier {
+	t.Helper()
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Params == (Params{}) {
+		o.Params = testParams
+	}
+	v, err := New(store, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+// mustHash hashes password with testParams.
+func mustHash(t *testing.T, password string) string {
+	t.Helper()
+	h, err := GenerateFromPassword(password, testParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// gate blocks the hasher until released, to make sharing and queueing
+// deterministic.
+type gate struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}, 1024), release: make(chan struct{})} }
+
+func (g *gate) install(v *Verifier) {
+	compare := v.compare
+	v.compare = func(h *hash, pw string) error {
+		g.entered <- struct{}{}
+		<-g.release
+		return compare(h, pw)
+	}
+}
+
+// waitFor polls cond; it fails the test rather than hang if cond never
+// holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// idle reports whether v has no shared work in progress.
+func idle(v *Verifier) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.flights) == 0
+}
+
+// countingStore counts calls and can inject failures.
+type countingStore struct {
+	*MemoryStore
+	gets, creates atomic.Int64
+	getErr        func(n int64) error // called with the 1-based call count
+	createHook    func(ctx context.Context) error
+}
+
+func newCountingStore() *countingStore { return &countingStore{MemoryStore: NewMemoryStore()} }
+
+func (s *countingStore) Get(ctx context.Context, node string) (string, error) {
+	n := s.gets.Add(1)
+	if s.getErr != nil {
+		if err := s.getErr(n); err != nil {
+			return "", err
+		}
+	}
+	return s.MemoryStore.Get(ctx, node)
+}
+
+func (s *countingStore) Create(ctx context.Context, node, hash string) error {
+	s.creates.Add(1)
+	if s.createHook != nil {
+		if err := s.createHook(ctx); err != nil {
+			return err
+		}
+	}
+	return s.MemoryStore.Create(ctx, node, hash)
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	if _, err := New(nil, nil); err == nil {
+		t.Error("nil store accepted")
+	}
+	for _, o := range []Options{
+		{MaxConcurrent: -1}, {MaxWait: -1}, {MaxQueue: -1}, {MaxPasswordLen: -1}, {WorkTimeout: -1},
+		{Limits: Limits{MaxMemory: -1}},
+		{Params: Params{LogN: 4}},
+	} {
+		if _, err := New(NewMemoryStore(), &o); err == nil || !strings.HasPrefix(err.Error(), "verify: ") {
+			t.Errorf("options %+v: err %v, want a verify: error", o, err)
+		}
+	}
+	v, err := New(NewMemoryStore(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if v.opts.Params != DefaultParams || v.opts.MaxWait != DefaultMaxWait || v.opts.MaxConcurrent < 1 {
+		t.Fatalf("defaults not applied: %+v", v.opts)
+	}
+}
+
+func TestInvalidInputNeverReachesStore(t *testing.T) {
+	s := newCountingStore()
+	v := newTestVerifier(t, s, &Options{MaxPasswordLen: 64})
+	ctx := context.Background()
+	for _, tt := range []struct{ name, node, password, want string }{
+		{"empty node", "", "pw", "empty node name"},
+		{"long node", strings.Repeat("a", 254), "pw", "254 bytes"},
+		{"empty password", "n", "", "empty password"},
+		{"long password", "n", strings.Repeat("p", 65), "65 bytes"},
+		{"control char", "n\x00x", "pw", "control character"},
+		{"newline", "n\nx", "pw", "control character"},
+		{"bad utf8", "n\xffx", "pw", "UTF-8"},
+	} {
+		for _, call := range []func(context.Context, string, string) error{v.Verify, v.Ensure} {
+			err := call(ctx, tt.node, tt.password)
+			if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s: err %v, want ErrInvalidInput mentioning %q", tt.name, err, tt.want)
+			}
+			if tt.password != "" && strings.Contains(err.Error(), tt.password) {
+				t.Errorf("%s: error repeats the password", tt.name)
+			}
+		}
+	}
+	if n := s.gets.Load(); n != 0 {
+		t.Fatalf("store read %d times for invalid input", n)
+	}
+	// The limits themselves are accepted.
+	s.Set(strings.Repeat("a", 253), mustHash(t, strings.Repeat("p", 64)))
+	if err := v.Verify(ctx, strings.Repeat("a", 253), strings.Repeat("p", 64)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVerifyVectorsThroughStore(t *testing.T) {
+	s := NewMemoryStore()
+	v := newTestVerifier(t, s, nil)
+	checked := 0
+	for i, vec := range loadVectors(t) {
+		if vec.Password == "" {
+			continue // an empty password is invalid input for a Verifier
+		}
+		node := fmt.Sprintf("vector-%d", i)
+		s.Set(node, vec.Hash)
+		if err := v.Verify(context.Background(), node, vec.Password); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no vector checked")
+	}
+}
+
+func TestVerifyOutcomesAndCache(t *testing.T) {
+	s := NewMemoryStore()
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	s.Set("a", mustHash(t, "right"))
+
+	if err := v.Verify(ctx, "missing", "pw"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown node: %v", err)
+	}
+	for range 3 {
+		if err := v.Verify(ctx, "a", "right"); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Verify(ctx, "a", "wrong"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			t.Fatalf("wrong password: %v", err)
+		}
+	}
+	st := v.Stats()
+	if st.ScryptRuns != 2 || st.CacheHits != 4 || st.Mismatches != 3 {
+		t.Fatalf("stats %+v: want 2 scrypt runs, 4 cache hits, 3 mismatches", st)
+	}
+}
+
+// TestConcurrentIdenticalRequestsShareOneScrypt: 200 requests for one
+// tuple while its computation is held cost exactly one scrypt.
+func TestConcurrentIdenticalRequestsShareOneScrypt(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", mustHash(t, "pw"))
+	v := newTestVerifier(t, s, nil)
+	g := newGate()
+	g.install(v)
+	const n = 200
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- v.Verify(context.Background(), "n", "pw") }()
+	}
+	<-g.entered
+	waitFor(t, "all requests to join", func() bool { return v.Stats().Shared == n-1 })
+	close(g.release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := v.Stats(); st.ScryptRuns != 1 || st.Shared != n-1 {
+		t.Fatalf("stats %+v: want 1 scrypt run shared by %d", st, n-1)
+	}
+}
+
+// TestInterleavedPasswordsNeverMixed: right and wrong passwords for one
+// node, concurrently and repeatedly, each get their own answer.
+func TestInterleavedPasswordsNeverMixed(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", mustHash(t, "right"))
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 2})
+	var wg sync.WaitGroup
+	for i := range 400 {
+		wg.Go(func() {
+			pw := "right"
+			if i%2 == 1 {
+				pw = fmt.Sprintf("wrong-%d", i%7)
+			}
+			err := v.Verify(context.Background(), "n", pw)
+			if (pw == "right") != (err == nil) {
+				t.Errorf("password %q: err %v", pw, err)
+			}
+			if err != nil && !errors.Is(err, ErrMismatchedHashAndPassword) {
+				t.Errorf("password %q: unexpected error %v", pw, err)
+			}
+		})
+	}
+	wg.Wait()
+	// One right password and 7 distinct wrong ones: at most 8 computations.
+	if st := v.Stats(); st.ScryptRuns > 8 {
+		t.Fatalf("%d scrypt runs for 8 distinct tuples", st.ScryptRuns)
+	}
+}
+
+// TestOtherNodeNeverRidesOnCachedSuccess: a password verified for one node
+// is not accepted for another node, even one whose hash it matches only on
+// the first node.
+func TestOtherNodeNeverRidesOnCachedSuccess(t *testing.T) {
+	s := NewMemoryStore()
+	hA := mustHash(t, "pw-a")
+	s.Set("a", hA)
+	s.Set("b", mustHash(t, "pw-b"))
+	s.Set("c", hA) // the same stored hash under another name
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	if err := v.Verify(ctx, "a", "pw-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(ctx, "b", "pw-a"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatalf("node b accepted node a's password: %v", err)
+	}
+	runs := v.Stats().ScryptRuns
+	if err := v.Verify(ctx, "c", "pw-a"); err != nil {
+		t.Fatal(err)
+	}
+	if v.Stats().ScryptRuns != runs+1 {
+		t.Fatal("node c answered from node a's cache entry")
+	}
+}
+
+// TestRotatedHash: after the stored hash changes, the old password fails
+// and the new one works, whatever was cached.
+func TestRotatedHash(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", mustHash(t, "old"))
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	if err := v.Verify(ctx, "n", "old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(ctx, "n", "new"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatal(err)
+	}
+	s.Set("n", mustHash(t, "new"))
+	if err := v.Verify(ctx, "n", "old"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatalf("old password after rotation: %v", err)
+	}
+	if err := v.Verify(ctx, "n", "new"); err != nil {
+		t.Fatalf("new password after rotation: %v", err)
+	}
+}
+
+func TestStoreErrorsWrappedAndNotCached(t *testing.T) {
+	s := newCountingStore()
+	s.Set("n", mustHash(t, "pw"))
+	boom := errors.New("apiserver unavailable")
+	s.getErr = func(n int64) error {
+		if n <= 2 {
+			return boom
+		}
+		return nil
+	}
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	for _, call := range []func(context.Context, string, string) error{v.Verify, v.Ensure} {
+		err := call(ctx, "n", "pw")
+		if !errors.Is(err, boom) || errors.Is(err, ErrMismatchedHashAndPassword) || errors.Is(err, ErrNotFound) {
+			t.Fatalf("err %v: want the store error, not a mismatch", err)
+		}
+		if !strings.HasPrefix(err.Error(), `verify: store Get("n")`) {
+			t.Fatalf("err %q does not say what failed", err)
+		}
+	}
+	if err := v.Verify(ctx, "n", "pw"); err != nil {
+		t.Fatalf("after the store recovered: %v", err)
+	}
+	if st := v.Stats(); st.StoreErrors != 2 || st.ScryptRuns != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestFailedComputationNotCached: an error other than a mismatch (here
+// from the hasher) is returned and the next request computes again.
+func TestFailedComputationNotCached(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", mustHash(t, "pw"))
+	v := newTestVerifier(t, s, nil)
+	var calls atomic.Int64
+	compare := v.compare
+	v.compare = func(h *hash, pw string) error {
+		if calls.Add(1) == 1 {
+			return errors.New("transient")
+		}
+		return compare(h, pw)
+	}
+	if err := v.Verify(context.Background(), "n", "pw"); err == nil || err.Error() != "transient" {
+		t.Fatalf("first call: %v", err)
+	}
+	if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("%d computations, want 2", calls.Load())
+	}
+}
+
+func TestInvalidStoredHash(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", "$1:0011223344556677:40:8:1:"+strings.Repeat("A", 86))
+	v := newTestVerifier(t, s, nil)
+	err := v.Verify(context.Background(), "n", "pw")
+	if !errors.Is(err, ErrInvalidHash) || !strings.Contains(err.Error(), `node "n"`) {
+		t.Fatalf("err %v", err)
+	}
+	if st := v.Stats(); st.ScryptRuns != 0 {
+		t.Fatalf("%d scrypt runs for an invalid hash", st.ScryptRuns)
+	}
+}
+
+// TestEnrollmentIsAMatch: Ensure of a new node stores a hash in the
+// configured format and the next request costs no scrypt.
+func TestEnrollmentIsAMatch(t *testing.T) {
+	s := newCountingStore()
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	if err := v.Ensure(ctx, "n", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.MemoryStore.Get(ctx, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hashShape.MatchString(stored) {
+		t.Fatalf("stored hash %q not in the k3s format", stored)
+	}
+	if err := v.Verify(ctx, "n", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Ensure(ctx, "n", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Ensure(ctx, "n", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatalf("other password: %v", err)
+	}
+	if st := v.Stats(); st.Enrollments != 1 || st.ScryptRuns != 2 || st.CacheHits != 2 || s.creates.Load() != 1 {
+		t.Fatalf("stats %+v, creates %d", st, s.creates.Load())
+	}
+}
+
+// TestEnrollmentRace: concurrent first joins of one node with two
+// passwords: exactly one password wins, every request with the other gets
+// a mismatch.
+func TestEnrollmentRace(t *testing.T) {
+	for round := range 20 {
+		s := NewMemoryStore()
+		v := newTestVerifier(t, s, &Options{MaxConcurrent: 4})
+		var wg sync.WaitGroup
+		var okA, okB, mismatch atomic.Int64
+		for i := range 40 {
+			wg.Go(func() {
+				pw := []string{"pw-a", "pw-b"}[i%2]
+				err := v.Ensure(context.Background(), "n", pw)
+				switch {
+				case err == nil && pw == "pw-a":
+					okA.Add(1)
+				case err == nil:
+					okB.Add(1)
+				case errors.Is(err, ErrMismatchedHashAndPassword):
+					mismatch.Add(1)
+				default:
+					t.Errorf("round %d: %v", round, err)
+				}
+			})
+		}
+		wg.Wait()
+		a, b := okA.Load(), okB.Load()
+		if !(a == 20 && b == 0 || a == 0 && b == 20) || mismatch.Load() != 20 {
+			t.Fatalf("round %d: %d ok with a, %d ok with b, %d mismatches", round, a, b, mismatch.Load())
+		}
+		if st := v.Stats(); st.Enrollments != 1 {
+			t.Fatalf("round %d: %d enrollments", round, st.Enrollments)
+		}
+		winner := "pw-a"
+		if b > 0 {
+			winner = "pw-b"
+		}
+		stored, _ := s.Get(context.Background(), "n")
+		if err := CompareHashAndPassword(stored, winner); err != nil {
+			t.Fatalf("round %d: stored hash does not match the winner: %v", round, err)
+		}
+	}
+}
+
+// TestCancelledFirstCallerDoesNotFailOthers: the caller that started a
+// computation leaves; the computation goes on for the caller that joined
+// it and is cached.
+func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", mustHash(t, "pw"))
+	v := newTestVerifier(t, s, nil)
+	g := newGate()
+	g.install(v)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- v.Verify(ctx, "n", "pw") }()
+	<-g.entered
+	second := make(chan error, 1)
+	go func() { second <- v.Verify(context.Background(), "n", "pw") }()
+	waitFor(t, "second caller to join", func() bool { return v.Stats().Shared == 1 })
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "verify: ") {
+		t.Fatalf("cancelled caller: %v", err)
+	}
+	close(g.release)
+	if err := <-second; err != nil {
+		t.Fatalf("second caller: %v", err)
+	}
+	// A caller that leaves alone still gets its result cached.
+	s.Set("m", mustHash(t, "pw"))
+	g2 := newGate()
+	v.compare = (*hash).compare
+	g2.install(v)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Verify(ctx2, "m", "pw") }()
+	<-g2.entered
+	cancel2()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	close(g2.release)
+	waitFor(t, "detached work to finish", func() bool { return idle(v) })
+	hits := v.Stats().CacheHits
+	if err := v.Verify(context.Background(), "m", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if st := v.Stats(); st.ScryptRuns != 2 || st.CacheHits != hits+1 {
+		t.Fatalf("stats %+v: the retry should be a cache hit", st)
+	}
+}
+
+type panicStore struct{ MemoryStore }
+
+func (*panicStore) Get(context.Context, string) (string, error) { panic("store exploded") }
+
+type panicCreateStore struct{ *MemoryStore }
+
+func (panicCreateStore) Create(context.Context, string, string) error { panic("create exploded") }
+
+func TestPanicsBecomeErrors(t *testing.T) {
+	ctx := context.Background()
+	t.Run("store Get", func(t *testing.T) {
+		v := newTestVerifier(t, &panicStore{}, nil)
+		if err := v.Verify(ctx, "n", "pw"); err == nil || !strings.Contains(err.Error(), "store exploded") {
+			t.Fatalf("err %v", err)
+		}
+		if v.Stats().Panics != 1 {
+			t.Fatal("panic not counted")
+		}
+	})
+	t.Run("store Create in shared work", func(t *testing.T) {
+		v := newTestVerifier(t, panicCreateStore{NewMemoryStore()}, nil)
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				if err := v.Ensure(ctx, "n", "pw"); err == nil || !strings.Contains(err.Error(), "create exploded") {
+					t.Errorf("err %v", err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+	t.Run("hasher", func(t *testing.T) {
+		s := NewMemoryStore()
+		s.Set("n", mustHash(t, "pw"))
+		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
+		v.compare = func(*hash, string) error { panic("hasher exploded") }
+		if err := v.Verify(ctx, "n", "pw"); err == nil || !strings.Contains(err.Error(), "hasher exploded") {
+			t.Fatalf("err %v", err)
+		}
+		// The slot was given back: the next computation runs.
+		v.compare = (*hash).compare
+		if err := v.Verify(ctx, "n", "pw"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestOverload: with one slot held, a request whose estimated wait passes
+// MaxWait gets an OverloadError at once; its work stays queued, completes
+// and is cached for the retry.
+func TestOverload(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("busy", mustHash(t, "pw"))
+	s.Set("late", mustHash(t, "pw"))
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: time.Second})
+	v.adm.nsPerByte = float64(time.Second) / float64(testWork()) // one test hash "takes" 1 s
+	g := newGate()
+	g.install(v)
+	ctx := context.Background()
+	busy := make(chan error, 1)
+	go func() { busy <- v.Verify(ctx, "busy", "pw") }()
+	<-g.entered
+
+	err := v.Verify(ctx, "late", "pw")
+	var oe *OverloadError
+	if !errors.Is(err, ErrOverloaded) || !errors.As(err, &oe) {
+		t.Fatalf("err %v, want ErrOverloaded", err)
+	}
+	if !oe.Queued || oe.RetryAfter() <= v.opts.MaxWait || oe.RetryAfter() > 3*time.Second {
+		t.Fatalf("RetryAfter %v queued %v: want queued, about 2 s (1 s running + 1 s own)", oe.RetryAfter(), oe.Queued)
+	}
+	if st := v.Stats(); st.Shed != 1 || st.Queued != 1 || st.InFlight != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	close(g.release)
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "queued work to finish", func() bool { return idle(v) })
+	if err := v.Verify(ctx, "late", "pw"); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if st := v.Stats(); st.ScryptRuns != 2 || st.CacheHits != 1 {
+		t.Fatalf("stats %+v: the retry should be a cache hit", st)
+	}
+}
+
+// TestOverloadAfterMaxWait: when the estimate was too optimistic, the
+// request is answered after MaxWait rather than held.
+func TestOverloadAfterMaxWait(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", mustHash(t, "pw"))
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 20 * time.Millisecond})
+	g := newGate()
+	g.install(v)
+	err := v.Verify(context.Background(), "n", "pw")
+	var oe *OverloadError
+	if !errors.As(err, &oe) || !oe.Queued || oe.RetryAfter() <= 0 {
+		t.Fatalf("err %v, want a queued OverloadError with RetryAfter > 0", err)
+	}
+	close(g.release)
+	waitFor(t, "work to finish", func() bool { return idle(v) })
+	if err := v.Verify(context.Background(), "n", "pw"); err != nil || v.Stats().CacheHits != 1 {
+		t.Fatalf("retry: %v, stats %+v", err, v.Stats())
+	}
+}
+
+// TestQueueFull: past MaxQueue, new work is refused, not queued.
+func TestQueueFull(t *testing.T) {
+	s := NewMemoryStore()
+	for _, n := range []string{"a", "b", "c"} {
+		s.Set(n, mustHash(t, "pw"))
+	}
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: 1})
+	g := newGate()
+	g.install(v)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go v.Verify(ctx, "a", "pw")
+	<-g.entered
+	go v.Verify(ctx, "b", "pw")
+	waitFor(t, "b to queue", func() bool { return v.Stats().Queued == 1 })
+	err := v.Verify(ctx, "c", "pw")
+	var oe *OverloadError
+	if !errors.As(err, &oe) || oe.Queued || oe.RetryAfter() <= 0 {
+		t.Fatalf("err %v, want a refusal with RetryAfter > 0", err)
+	}
+	if st := v.Stats(); st.Queued != 1 {
+		t.Fatalf("refused work was queued: %+v", st)
+	}
+	close(g.release)
+	waitFor(t, "work to finish", func() bool { return idle(v) })
+}
+
+// TestHangingStoreTimesOut: shared work (here an enrollment's Create) is
+// bounded by WorkTimeout even though no caller waits for it.
+func TestHangingStoreTimesOut(t *testing.T) {
+	s := newCountingStore()
+	s.createHook = func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	v := newTestVerifier(t, s, &Options{WorkTimeout: 50 * time.Millisecond})
+	err := v.Ensure(context.Background(), "n", "pw")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "store Create") {
+		t.Fatalf("err %v", err)
+	}
+	if st := v.Stats(); st.StoreErrors != 1 || st.Enrollments != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestClose(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("a", mustHash(t, "pw"))
+	s.Set("b", mustHash(t, "pw"))
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
+	g := newGate()
+	g.install(v)
+	ctx := context.Background()
+	a := make(chan error, 1)
+	b := make(chan error, 1)
+	go func() { a <- v.Verify(ctx, "a", "pw") }()
+	<-g.entered
+	go func() { b <- v.Verify(ctx, "b", "pw") }()
+	waitFor(t, "b to queue", func() bool { return v.Stats().Queued == 1 })
+	closed := make(chan struct{})
+	go func() { v.Close(); close(closed) }()
+	if err := <-b; !errors.Is(err, context.Canceled) {
+		t.Fatalf("queued work on Close: %v", err)
+	}
+	close(g.release) // Close waits for the running computation
+	<-closed
+	if err := <-a; err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(ctx, "a", "pw"); err != nil {
+		t.Fatalf("cached answer after Close: %v", err) // cache hits need no work
+	}
+	if err := v.Verify(ctx, "b", "pw"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("new work after Close: %v", err)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type recordingObserver struct{ scrypt, wait atomic.Int64 }
+
+func (o *recordingObserver) ObserveScrypt(time.Duration)    { o.scrypt.Add(1) }
+func (o *recordingObserver) ObserveQueueWait(time.Duration) { o.wait.Add(1) }
+
+func TestObserver(t *testing.T) {
+	obs := &recordingObserver{}
+	v := newTestVerifier(t, NewMemoryStore(), &Options{Observer: obs})
+	ctx := context.Background()
+	if err := v.Ensure(ctx, "n", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(ctx, "n", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatal(err)
+	}
+	if obs.scrypt.Load() != 2 || obs.wait.Load() != 2 {
+		t.Fatalf("observed %d scrypt, %d waits; want 2 and 2", obs.scrypt.Load(), obs.wait.Load())
+	}
+}
+
+// TestCacheHitAllocatesNothing: the claim behind BenchmarkVerify/path=hit.
+func TestCacheHitAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	s := NewMemoryStore()
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	if err := v.Ensure(ctx, "node-1", "0123456789abcdef0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(ctx, "node-1", "wrong-password-0123456789abcdef"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{"0123456789abcdef0123456789abcdef", "wrong-password-0123456789abcdef"} {
+		if n := testing.AllocsPerRun(1000, func() {
+			v.Verify(ctx, "node-1", pw)
+			v.Ensure(ctx, "node-1", pw)
+		}); n != 0 {
+			t.Errorf("cache hit (%q) allocates %v times", pw, n)
+		}
+	}
+}
+
+func testWork() int64 {
+	return (int64(128) << testParams.LogN) * int64(testParams.R) * int64(testParams.P)
+}
