@@ -38,9 +38,14 @@ type Result struct {
 	// P50, P99 and Max are join latencies (from the start of the run,
 	// retries included) over the nodes that joined.
 	P50, P99, Max time.Duration
-	// PeakHeap is the highest live heap sampled during the run, in bytes,
-	// for the whole process (agents and servers).
+	// PeakHeap is the highest live heap (runtime/metrics
+	// /gc/heap/live:bytes, as of the last GC) sampled during the run, in
+	// bytes, for the whole process (agents and servers).
 	PeakHeap uint64
+	// PeakHeapObjects is the highest heap in use sampled (live objects and
+	// garbage not yet swept, /memory/classes/heap/objects:bytes): what the
+	// heap guard watches.
+	PeakHeapObjects uint64
 	// Shed counts answers 429 or 503: the server refused quickly.
 	Shed uint64
 	// Timeouts counts requests the agent gave up on at its client
@@ -50,6 +55,14 @@ type Result struct {
 	ConnErrors uint64
 	// Errors counts other failed answers (400, 401, 403, 500).
 	Errors uint64
+	// CPU is the CPU time (user and system) the whole process used during
+	// the run, agents included; 0 where it cannot be measured. Against
+	// Completion × Procs it shows how much of the machine the run got: a
+	// model with work pending that used much less was short of CPU (others
+	// ran on the machine) or idle by design (a rate limiter).
+	CPU time.Duration
+	// Procs is GOMAXPROCS during the run.
+	Procs int
 	// Stopped is empty when every node joined, else why the run stopped:
 	// StoppedDeadline, StoppedHeapGuard, or "cancelled: ...".
 	Stopped string
@@ -116,10 +129,13 @@ type resultJSON struct {
 	P99S              float64     `json:"p99_s"`
 	MaxS              float64     `json:"max_s"`
 	PeakHeapMiB       float64     `json:"peak_heap_mib"`
+	PeakHeapObjMiB    float64     `json:"peak_heap_objects_mib"`
 	Shed              uint64      `json:"shed"`
 	Timeouts          uint64      `json:"timeouts"`
 	ConnErrors        uint64      `json:"conn_errors"`
 	Errors            uint64      `json:"errors"`
+	CPUS              float64     `json:"cpu_s"`
+	Procs             int         `json:"procs"`
 	Stopped           string      `json:"stopped"`
 	Timeline          [][]float64 `json:"timeline"` // [seconds, joined] pairs
 }
@@ -136,8 +152,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Ratio: r.Ratio, Attempts: r.Attempts, ScryptRuns: r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
 		P50S:              r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
-		PeakHeapMiB: float64(r.PeakHeap) / (1 << 20),
-		Shed:        r.Shed, Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
+		PeakHeapMiB: mib(r.PeakHeap), PeakHeapObjMiB: mib(r.PeakHeapObjects),
+		Shed: r.Shed, Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
+		CPUS: r.CPU.Seconds(), Procs: r.Procs,
 		Stopped:  r.Stopped,
 		Timeline: make([][]float64, 0, len(r.JoinTimes)+1),
 	}
@@ -161,8 +178,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Ratio: j.Ratio, Attempts: j.Attempts, ScryptRuns: j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
 		P50:               secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),
-		PeakHeap: uint64(math.Round(j.PeakHeapMiB * (1 << 20))),
-		Shed:     j.Shed, Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
+		PeakHeap: fromMiB(j.PeakHeapMiB), PeakHeapObjects: fromMiB(j.PeakHeapObjMiB),
+		Shed: j.Shed, Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
+		CPU: secs(j.CPUS), Procs: j.Procs,
 		Stopped: j.Stopped,
 	}
 	for _, p := range j.Timeline {
@@ -171,4 +189,17 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func fromMiB(m float64) uint64 { return uint64(math.Round(m * (1 << 20))) }
+
+// CPUUse is CPU / (Completion × Procs): the share of the process's CPUs the
+// run used; 0 when not measured.
+func (r *Result) CPUUse() float64 {
+	if r.CPU <= 0 || r.Completion <= 0 || r.Procs <= 0 {
+		return 0
+	}
+	return r.CPU.Seconds() / (r.Completion.Seconds() * float64(r.Procs))
 }

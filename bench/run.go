@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"runtime/metrics"
 	"slices"
 	"sync"
@@ -26,8 +27,18 @@ var (
 	errHeapGuard = errors.New("bench: heap guard")
 )
 
-// liveHeapMetric is the heap marked live by the last GC.
-const liveHeapMetric = "/gc/heap/live:bytes"
+// The heap metrics sampled: the heap the last GC marked live (the figure
+// reported), and the heap objects allocated now, live or not yet swept
+// (what the guard watches: it moves with every allocation, while the live
+// figure waits for a GC to end, which an overloaded process can delay by
+// seconds).
+const (
+	liveHeapMetric    = "/gc/heap/live:bytes"
+	objectsHeapMetric = "/memory/classes/heap/objects:bytes"
+)
+
+// heapPeaks are the highest heap figures sampled in a run.
+type heapPeaks struct{ live, objects uint64 }
 
 // progressEvery is how often Scenario.Progress is called.
 const progressEvery = 100 * time.Millisecond
@@ -125,9 +136,10 @@ func (r *run) execute(ctx context.Context) *Result {
 	ctx, cancelDeadline := context.WithTimeoutCause(ctx, r.sc.scale(r.sc.Deadline), errDeadline)
 	defer cancelDeadline()
 
+	cpu0 := processCPU()
 	r.start = time.Now()
 	samplerDone := make(chan struct{})
-	var peak uint64
+	var peak heapPeaks
 	var sampler sync.WaitGroup
 	sampler.Go(func() { peak = r.sample(cancel, samplerDone) })
 
@@ -137,24 +149,28 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 	agents.Wait()
 	elapsed := time.Since(r.start)
+	cpu := processCPU() - cpu0
 	close(samplerDone)
 	sampler.Wait()
 
 	res := &Result{
-		Nodes:      r.sc.Nodes,
-		LogN:       r.sc.LogN,
-		Mode:       r.sc.Mode,
-		Agent:      r.sc.Agent.String(),
-		Servers:    r.sc.Servers,
-		LB:         r.sc.LB,
-		Joined:     int(r.joined.Load()),
-		Attempts:   r.attempts.Load(),
-		Shed:       r.shed.Load(),
-		Timeouts:   r.timeouts.Load(),
-		ConnErrors: r.connErrs.Load(),
-		Errors:     r.errs.Load(),
-		PeakHeap:   peak,
-		Completion: elapsed,
+		Nodes:           r.sc.Nodes,
+		LogN:            r.sc.LogN,
+		Mode:            r.sc.Mode,
+		Agent:           r.sc.Agent.String(),
+		Servers:         r.sc.Servers,
+		LB:              r.sc.LB,
+		Joined:          int(r.joined.Load()),
+		Attempts:        r.attempts.Load(),
+		Shed:            r.shed.Load(),
+		Timeouts:        r.timeouts.Load(),
+		ConnErrors:      r.connErrs.Load(),
+		Errors:          r.errs.Load(),
+		PeakHeap:        peak.live,
+		PeakHeapObjects: peak.objects,
+		Completion:      elapsed,
+		CPU:             cpu,
+		Procs:           runtime.GOMAXPROCS(0),
 	}
 	for _, d := range r.joinAt {
 		if d > 0 {
@@ -177,20 +193,21 @@ func (r *run) execute(ctx context.Context) *Result {
 	return res
 }
 
-// sample reads the live heap every SampleEvery until done is closed,
-// cancels the run when the heap passes the guard, reports progress and
-// returns the peak.
-func (r *run) sample(cancel context.CancelCauseFunc, done <-chan struct{}) uint64 {
-	s := []metrics.Sample{{Name: liveHeapMetric}}
-	var peak uint64
+// sample reads the heap every SampleEvery until done is closed, cancels
+// the run when the heap objects pass the guard, reports progress and
+// returns the peaks.
+func (r *run) sample(cancel context.CancelCauseFunc, done <-chan struct{}) heapPeaks {
+	s := []metrics.Sample{{Name: liveHeapMetric}, {Name: objectsHeapMetric}}
+	var peak heapPeaks
 	read := func() {
 		metrics.Read(s)
-		if s[0].Value.Kind() != metrics.KindUint64 {
+		if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
 			return
 		}
-		live := s[0].Value.Uint64()
-		peak = max(peak, live)
-		if live > r.sc.MaxHeap {
+		peak.live = max(peak.live, s[0].Value.Uint64())
+		objects := s[1].Value.Uint64()
+		peak.objects = max(peak.objects, objects)
+		if objects > r.sc.MaxHeap {
 			cancel(errHeapGuard)
 		}
 	}

@@ -73,9 +73,10 @@ type Scenario struct {
 	// Deadline bounds one model's run; a model that has not seen every
 	// node join by then stops with "deadline". Default 2 min.
 	Deadline time.Duration
-	// MaxHeap is the heap guard: a run whose live heap (runtime/metrics
-	// /gc/heap/live:bytes, which covers the whole process) passes it
-	// stops with "heap guard". Default 4 GiB.
+	// MaxHeap is the heap guard: a run whose heap objects (runtime/metrics
+	// /memory/classes/heap/objects:bytes, live objects and garbage not yet
+	// swept, for the whole process) pass it stops with "heap guard".
+	// Default 4 GiB.
 	MaxHeap uint64
 	// TimeScale multiplies every duration of the scenario and of the
 	// models: ClientTimeout, Deadline, the agent policy's delays, the

@@ -1,12 +1,250 @@
-// Command bench will run the herd benchmark. It is not built yet.
+// Command bench runs the herd benchmark: every node of a rebooted cluster
+// asks at once for its password to be verified, against each server model
+// in turn, and bench prints a table of how each fared.
+//
+// With no flags it runs the seed scenario: 320 nodes, scrypt logN 15, real
+// HTTPS on 127.0.0.1, agents retrying every 5-10 s with a 10 s client
+// timeout, all four models (k3s-v1.25, k3s-v1.28, k3s-latest, nodepass).
+// Progress bars go to stderr, the table to stdout.
+//
+//	go run ./cmd/bench
+//	go run ./cmd/bench -agent backoff -models nodepass
+//	go run ./cmd/bench -servers 3 -lb failover -json out.json -plot herd.svg
+//
+// Each model runs in its own child process (this program re-executed), so
+// that an unbounded model's heap and its scrypt calls, which cannot be
+// cancelled, die with it and each model's heap figure is its own. The
+// stored hashes are made once, and the lower bound measured once, in the
+// parent with nothing else running. Bad flags exit with status 2.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nodepass/nodepass/bench"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "bench: the herd benchmark is not built yet; run `make test` for the test suite")
-	os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// defaultDeadline bounds each model's run so that the default scenario's
+// four models, the hashes and the lower bound fit in 5 minutes on 2 cores.
+const defaultDeadline = 90 * time.Second
+
+// config is the parsed command line.
+type config struct {
+	sc       bench.Scenario
+	models   []string
+	jsonPath string
+	plotPath string
+	isolate  bool
+	worker   string // hidden: run this one model as a child process
+}
+
+// usageError is a bad command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// hiddenFlags are for the parent-child protocol, not for people.
+var hiddenFlags = map[string]bool{"worker": true}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		c                       config
+		nodes, logN, servers    int
+		timeout, deadline       time.Duration
+		agent, models, mode, lb string
+		maxHeap                 = byteSize(bench.DefaultMaxHeap)
+		seed                    uint64
+	)
+	fs.IntVar(&nodes, "nodes", bench.DefaultNodes, "number of nodes (agents) in the herd")
+	fs.IntVar(&logN, "logn", bench.DefaultLogN, "scrypt cost exponent of the stored hashes (k3s: 15)")
+	fs.DurationVar(&timeout, "timeout", bench.DefaultClientTimeout, "agents' HTTP client timeout")
+	fs.StringVar(&agent, "agent", bench.PolicyJitter, "agent retry policy: "+strings.Join(bench.PolicyNames, ", "))
+	fs.StringVar(&models, "models", "all", "comma-separated server models, or all: "+strings.Join(bench.Models, ", "))
+	fs.StringVar(&mode, "mode", string(bench.ModeHTTP), "http (real HTTPS on 127.0.0.1) or inproc (direct calls)")
+	fs.IntVar(&servers, "servers", 1, "number of servers, each its own model instance sharing one store")
+	fs.StringVar(&lb, "lb", string(bench.LBSticky), "agents' load balancer over several servers: sticky or failover")
+	fs.DurationVar(&deadline, "deadline", defaultDeadline, "longest run per model")
+	fs.Var(&maxHeap, "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
+	fs.StringVar(&c.jsonPath, "json", "", "write one JSON object per model to `FILE`")
+	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
+	fs.Uint64Var(&seed, "seed", 1, "seed of the agents' random delays")
+	fs.BoolVar(&c.isolate, "isolate", true, "run each model in its own child process")
+	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
+	fs.Usage = func() {} // parse errors get one line, -h the whole usage
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(fs, stderr)
+			return nil, err
+		}
+		return nil, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if nodes < 1 || nodes > 100000 {
+		bad("-nodes %d: want 1 to 100000", nodes)
+	}
+	if logN < 1 || logN > 20 {
+		bad("-logn %d: want 1 to 20", logN)
+	}
+	if timeout <= 0 {
+		bad("-timeout %v: want a positive duration", timeout)
+	}
+	if deadline <= 0 {
+		bad("-deadline %v: want a positive duration", deadline)
+	}
+	if servers < 1 || servers > 64 {
+		bad("-servers %d: want 1 to 64", servers)
+	}
+	if maxHeap == 0 {
+		bad("-max-heap: want a positive size")
+	}
+	policy, err := bench.ParsePolicy(agent)
+	if err != nil {
+		bad("-agent: %v", strings.TrimPrefix(err.Error(), "bench: "))
+	}
+	m, err := bench.ParseMode(mode)
+	if err != nil {
+		bad("-mode: %v", strings.TrimPrefix(err.Error(), "bench: "))
+	}
+	l, err := bench.ParseLB(lb)
+	if err != nil {
+		bad("-lb: %v", strings.TrimPrefix(err.Error(), "bench: "))
+	}
+	if c.models, err = parseModels(models); err != nil {
+		bad("-models: %v", err)
+	}
+	if c.plotPath != "" {
+		if ext := strings.ToLower(filepath.Ext(c.plotPath)); ext != ".svg" && ext != ".png" {
+			bad("-plot %q: want a file name ending in .svg or .png", c.plotPath)
+		}
+	}
+	if c.worker != "" {
+		if err := bench.ValidModel(c.worker); err != nil {
+			bad("-worker: %v", strings.TrimPrefix(err.Error(), "bench: "))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, usageError{strings.Join(errs, "\n")}
+	}
+	c.sc = bench.Scenario{
+		Nodes: nodes, LogN: logN, ClientTimeout: timeout, Agent: policy,
+		Servers: servers, LB: l, Mode: m, Deadline: deadline,
+		MaxHeap: uint64(maxHeap), Seed: seed,
+	}
+	return &c, nil
+}
+
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "usage: bench [flags]\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		if hiddenFlags[f.Name] {
+			return
+		}
+		name, help := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  -%s", f.Name)
+		if name != "" {
+			fmt.Fprintf(w, " %s", name)
+		}
+		fmt.Fprintf(w, "\n    \t%s", help)
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+func parseModels(s string) ([]string, error) {
+	if s == "all" {
+		return bench.Models, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if err := bench.ValidModel(name); err != nil {
+			return nil, errors.New(strings.TrimPrefix(err.Error(), "bench: "))
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// byteSize is a flag value: a size in bytes with an optional KiB, MiB,
+// GiB (or K, M, G) suffix.
+type byteSize uint64
+
+func (b *byteSize) String() string {
+	switch v := uint64(*b); {
+	case v >= 1<<30 && v%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", v>>30)
+	case v >= 1<<20 && v%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", v>>20)
+	}
+	return strconv.FormatUint(uint64(*b), 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"G", 30}, {"M", 20}, {"K", 10}, {"B", 0}}
+	num, shift := s, uint(0)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			num, shift = strings.TrimSuffix(s, u.suffix), u.shift
+			break
+		}
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
+	if err != nil || v > (1<<63)>>shift {
+		return fmt.Errorf("invalid size %q: want a number of bytes with an optional KiB, MiB or GiB suffix", s)
+	}
+	*b = byteSize(v << shift)
+	return nil
+}
+
+// run is the whole command; it returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\nRun bench -h for the flags.\n", err)
+		return 2
+	}
+	if c.worker != "" {
+		return runWorker(ctx, c, stdin, stdout, stderr)
+	}
+	if err := runParent(ctx, c, args, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	return 0
 }

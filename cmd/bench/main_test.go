@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain also lets the test binary stand in for the command when
+// cmd/bench re-executes itself to run a model in a child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("NODEPASS_BENCH_AS_MAIN") == "1" {
+		main()
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nodes", "0"}, "-nodes 0"},
+		{[]string{"-logn", "31"}, "-logn 31"},
+		{[]string{"-agent", "random"}, "unknown agent policy"},
+		{[]string{"-models", "nodepass,k3s"}, "unknown model"},
+		{[]string{"-mode", "grpc"}, "unknown mode"},
+		{[]string{"-lb", "random"}, "unknown load balancer"},
+		{[]string{"-servers", "0"}, "-servers 0"},
+		{[]string{"-deadline", "-1s"}, "-deadline"},
+		{[]string{"-timeout", "0s"}, "-timeout"},
+		{[]string{"-max-heap", "lots"}, "invalid size"},
+		{[]string{"-plot", "out.pdf"}, ".svg or .png"},
+		{[]string{"-nodes", "x"}, "invalid value"},
+		{[]string{"-frobnicate"}, "not defined"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		code, stdout, stderr := runCmd(t, c.args...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || !strings.HasPrefix(stderr, "bench: ") {
+			t.Errorf("bench %q: exit %d, stderr %q; want 2 and a message about %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+func TestHelpHidesWorkerFlag(t *testing.T) {
+	code, _, stderr := runCmd(t, "-h")
+	if code != 0 || !strings.Contains(stderr, "-max-heap") || strings.Contains(stderr, "-worker") {
+		t.Errorf("exit %d, usage:\n%s", code, stderr)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]uint64{"4GiB": 4 << 30, "512MiB": 512 << 20, "64K": 64 << 10, "1000": 1000, "2G": 2 << 30} {
+		var b byteSize
+		if err := b.Set(in); err != nil || uint64(b) != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	b := byteSize(4 << 30)
+	if b.String() != "4GiB" {
+		t.Errorf("String() = %q", b.String())
+	}
+}
+
+// TestRunInProcess runs two models in this process, with the JSON and the
+// plot.
+func TestRunInProcess(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, plotPath := filepath.Join(dir, "out.json"), filepath.Join(dir, "herd.svg")
+	code, stdout, stderr := runCmd(t, "-nodes", "12", "-logn", "5", "-mode", "inproc", "-isolate=false",
+		"-models", "k3s-latest,nodepass", "-json", jsonPath, "-plot", plotPath)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "lower bound:"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+	results := readJSON(t, jsonPath)
+	if len(results) != 2 || results[1]["model"] != "nodepass" || results[1]["joined"] != 12.0 {
+		t.Errorf("JSON results: %v", results)
+	}
+	for _, key := range []string{"model", "nodes", "joined", "completion_s", "lower_bound_s", "ratio", "attempts",
+		"scrypt_runs", "p50_s", "p99_s", "max_s", "peak_heap_mib", "shed", "timeouts", "stopped", "timeline"} {
+		if _, ok := results[0][key]; !ok {
+			t.Errorf("JSON result lacks %q", key)
+		}
+	}
+	if svg, err := os.ReadFile(plotPath); err != nil || !bytes.Contains(svg, []byte("<svg")) {
+		t.Errorf("plot: %v, %d bytes", err, len(svg))
+	}
+}
+
+// TestRunIsolated runs every model in its own child process over HTTPS:
+// the test binary re-executes itself as the command.
+func TestRunIsolated(t *testing.T) {
+	t.Setenv("NODEPASS_BENCH_AS_MAIN", "1")
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-json", jsonPath)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	results := readJSON(t, jsonPath)
+	if len(results) != 4 {
+		t.Fatalf("%d results, want 4\n%s", len(results), stdout)
+	}
+	for _, r := range results {
+		if r["joined"] != 8.0 || r["stopped"] != "" || r["mode"] != "http" {
+			t.Errorf("%v: joined %v stopped %q mode %v", r["model"], r["joined"], r["stopped"], r["mode"])
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

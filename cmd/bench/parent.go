@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nodepass/nodepass/bench"
+)
+
+// runParent makes the herd, measures the lower bound, runs every model
+// and writes the table, the JSON and the plot.
+func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.Writer) error {
+	sc := c.sc
+	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %d server(s)%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
+		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Servers, lbNote(sc), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
+	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
+	start := time.Now()
+	h, err := bench.NewHerd(ctx, sc.Nodes, sc.LogN)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench: made %d stored hashes in %.1fs\n", sc.Nodes, time.Since(start).Seconds())
+	if err := h.MeasureLowerBound(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench: lower bound %.2fs (%d verifications on %d workers)\n", h.LowerBound.Seconds(), sc.Nodes, h.Workers)
+	herdJSON, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encoding the herd: %w", err)
+	}
+
+	var results []*bench.Result
+	for _, model := range c.models {
+		bar := newProgressBar(stderr, model, sc.Nodes)
+		var res *bench.Result
+		if c.isolate {
+			res, err = runChild(ctx, c, args, herdJSON, model, bar, stderr)
+		} else {
+			s := sc
+			s.Progress = func(p bench.Progress) { bar.update(p.Joined, p.Elapsed, false) }
+			res, err = bench.Run(ctx, s, h, model)
+		}
+		if err != nil {
+			return err
+		}
+		bar.update(res.Joined, res.Completion, true)
+		results = append(results, res)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	writeTable(stdout, h, sc, results)
+	if c.jsonPath != "" {
+		b, err := json.MarshalIndent(results, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encoding results: %w", err)
+		}
+		if err := os.WriteFile(c.jsonPath, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if c.plotPath != "" {
+		if err := writePlot(c.plotPath, sc, h, results); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func lbNote(sc bench.Scenario) string {
+	if sc.Servers == 1 {
+		return ""
+	}
+	return ", " + string(sc.LB) + " load balancing"
+}
+
+// writeTable prints one row per model and what the figures mean.
+func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tattempts\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\ttimeouts\tcpu use\tstopped\t")
+	for _, r := range results {
+		ratio, completion := fmt.Sprintf("%.2f", r.Ratio), secs(r.Completion)
+		if r.Stopped != "" {
+			ratio, completion = ">"+ratio, ">"+completion
+		}
+		perNode := "-"
+		if r.Joined > 0 {
+			perNode = fmt.Sprintf("%.2f", r.ScryptRunsPerNode)
+		}
+		stopped := r.Stopped
+		if stopped == "" {
+			stopped = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%.0f%%\t%s\t\n",
+			r.Model, r.Joined, r.Nodes, completion, ratio, r.Attempts, perNode,
+			latency(r, r.P50), latency(r, r.P99), latency(r, r.Max),
+			float64(r.PeakHeap)/(1<<20), r.Shed, r.Timeouts, 100*r.CPUUse(), stopped)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nlower bound: %.2fs = %d scrypt verifications (logN %d) on %d workers, warm, nothing else running; ratio = completion / lower bound.\n",
+		h.LowerBound.Seconds(), len(h.Nodes), h.LogN, h.Workers)
+	if sc.Servers > 1 {
+		fmt.Fprintf(w, "%d servers: all run in this one process on the same %d CPUs, so their lower bound is the same %.2fs, not %.2fs / %d:\n"+
+			"%d servers on machines of their own would have %d times the CPUs; here they share them, and no run can beat the %d-CPU bound.\n",
+			sc.Servers, h.Workers, h.LowerBound.Seconds(), h.LowerBound.Seconds(), sc.Servers, sc.Servers, sc.Servers, h.Workers)
+	}
+	fmt.Fprintln(w, "latencies are per joined node, from the reboot (retries included); peak heap is the process's live heap (agents included), sampled;")
+	fmt.Fprintln(w, "cpu use is the process's CPU time over completion × GOMAXPROCS: well below 100% with work pending means the run was short of CPU or idle by design.")
+	for _, r := range results {
+		switch r.Stopped {
+		case "":
+		case bench.StoppedHeapGuard:
+			fmt.Fprintf(w, "%s: stopped by the heap guard (heap objects passed %s, peak %.0f MiB) after %s with %d of %d nodes joined.\n",
+				r.Model, (*byteSize)(&sc.MaxHeap), float64(r.PeakHeapObjects)/(1<<20), secs(r.Completion), r.Joined, r.Nodes)
+		case bench.StoppedDeadline:
+			fmt.Fprintf(w, "%s: hit the %v deadline with %d of %d nodes joined.\n", r.Model, sc.Deadline, r.Joined, r.Nodes)
+		default:
+			fmt.Fprintf(w, "%s: %s after %s with %d of %d nodes joined.\n", r.Model, r.Stopped, secs(r.Completion), r.Joined, r.Nodes)
+		}
+	}
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+func latency(r *bench.Result, d time.Duration) string {
+	if r.Joined == 0 {
+		return "-"
+	}
+	return secs(d)
+}
+
+// progressBar shows one model's progress on stderr: redrawn in place on a
+// terminal, a line every 10 s and one at the end otherwise.
+type progressBar struct {
+	w         io.Writer
+	tty       bool
+	model     string
+	nodes     int
+	lastPrint time.Time
+}
+
+func newProgressBar(w io.Writer, model string, nodes int) *progressBar {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &progressBar{w: w, tty: tty, model: model, nodes: nodes, lastPrint: time.Now()}
+}
+
+func (b *progressBar) update(joined int, elapsed time.Duration, done bool) {
+	const width = 30
+	filled := 0
+	if b.nodes > 0 {
+		filled = min(joined*width/b.nodes, width)
+	}
+	line := fmt.Sprintf("%-11s [%s%s] %4d/%d joined %6.1fs", b.model,
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), joined, b.nodes, elapsed.Seconds())
+	switch {
+	case b.tty && done:
+		fmt.Fprintf(b.w, "\r%s\n", line)
+	case b.tty:
+		fmt.Fprintf(b.w, "\r%s", line)
+	case done || time.Since(b.lastPrint) >= 10*time.Second:
+		fmt.Fprintln(b.w, line)
+		b.lastPrint = time.Now()
+	}
+}
+
+// loadAverage returns /proc/loadavg's 1, 5 and 15 minute figures, or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}

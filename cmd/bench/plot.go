@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/nodepass/nodepass/bench"
+)
+
+// writePlot draws joined nodes over time for every model in one chart,
+// with the lower bound as a dashed vertical line; the format (SVG or PNG)
+// follows path's extension.
+func writePlot(path string, sc bench.Scenario, h *bench.Herd, results []*bench.Result) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Herd of %d nodes, scrypt logN %d, %s agents, %d server(s)%s, %s",
+		sc.Nodes, sc.LogN, sc.Agent, sc.Servers, lbNote(sc), sc.Mode)
+	p.X.Label.Text = "seconds since the reboot"
+	p.Y.Label.Text = "nodes joined"
+	// Head room above the herd for the legend.
+	p.Y.Min, p.Y.Max = 0, float64(sc.Nodes)*1.45
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+
+	for i, r := range results {
+		pts := r.Timeline()
+		xys := make(plotter.XYs, 0, len(pts)+1)
+		for _, pt := range pts {
+			xys = append(xys, plotter.XY{X: pt.T.Seconds(), Y: float64(pt.Joined)})
+		}
+		// Carry the line on to where the run ended.
+		if end := r.Completion.Seconds(); end > xys[len(xys)-1].X {
+			xys = append(xys, plotter.XY{X: end, Y: float64(r.Joined)})
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		line.StepStyle = plotter.PostStep
+		line.Color = plotutil.Color(i)
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		label := r.Model
+		if r.Stopped != "" {
+			label = fmt.Sprintf("%s (%d joined, stopped: %s)", r.Model, r.Joined, r.Stopped)
+		}
+		p.Legend.Add(label, line)
+	}
+	if lb := h.LowerBound.Seconds(); lb > 0 {
+		bound, err := plotter.NewLine(plotter.XYs{{X: lb, Y: 0}, {X: lb, Y: float64(sc.Nodes)}})
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		bound.Color = color.Gray{Y: 96}
+		bound.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(bound)
+		p.Legend.Add(fmt.Sprintf("lower bound %.1fs", lb), bound)
+	}
+	p.Legend.ThumbnailWidth = vg.Points(20)
+	if err := p.Save(24*vg.Centimeter, 14*vg.Centimeter, path); err != nil {
+		return fmt.Errorf("writing plot: %w", err)
+	}
+	return nil
+}
