@@ -1,0 +1,76 @@
+package kube
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Defaults for Options fields left zero.
+const (
+	// DefaultProgram is the distribution whose secrets a Store reads.
+	DefaultProgram = "k3s"
+	// DefaultNamespace is where k3s and RKE2 keep node-password secrets.
+	DefaultNamespace = "kube-system"
+	// DefaultReadAfterCreate is how long a Store double-checks a name it
+	// has just created, or been told exists, with a direct GET when its
+	// cache has not seen that secret yet.
+	DefaultReadAfterCreate = time.Minute
+)
+
+// Options configure a Store. A nil *Options means all defaults; a zero
+// field means that field's default.
+type Options struct {
+	// Program is "k3s" (the default) or "rke2". It names the secrets,
+	// strings.ToLower(node + ".node-password." + Program), and the type
+	// given to the secrets Create makes, Program + ".cattle.io/node-password".
+	Program string
+
+	// Namespace holds the node-password secrets. Default "kube-system".
+	Namespace string
+
+	// Logger receives the informer's list and watch failures (client-go
+	// logs them through the logr logger this Store puts in its context).
+	// nil means slog.Default().
+	Logger *slog.Logger
+
+	// ReadAfterCreate is how long after Create succeeded or answered
+	// AlreadyExists for a node a Get that misses the informer cache asks
+	// the API server directly instead of answering ErrNotFound: the cache
+	// lags the API by one watch event. Default 1 min; negative is an error.
+	ReadAfterCreate time.Duration
+}
+
+// resolve validates o and fills in defaults.
+func (o *Options) resolve() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	switch r.Program {
+	case "":
+		r.Program = DefaultProgram
+	case "k3s", "rke2":
+	default:
+		return r, fmt.Errorf("kube: Options.Program is %q, want \"k3s\" or \"rke2\"", r.Program)
+	}
+	if r.Namespace == "" {
+		r.Namespace = DefaultNamespace
+	}
+	if errs := validation.IsDNS1123Label(r.Namespace); len(errs) > 0 {
+		return r, fmt.Errorf("kube: Options.Namespace %q: %s", r.Namespace, strings.Join(errs, "; "))
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	switch {
+	case r.ReadAfterCreate < 0:
+		return r, fmt.Errorf("kube: Options.ReadAfterCreate is negative")
+	case r.ReadAfterCreate == 0:
+		r.ReadAfterCreate = DefaultReadAfterCreate
+	}
+	return r, nil
+}

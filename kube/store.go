@@ -1,0 +1,288 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// HashKey is the data key of a node-password secret that holds the hash.
+const HashKey = "hash"
+
+// Store is a [verify.Store] over the node-password secrets of k3s or RKE2.
+// Get reads an informer cache (no API call per request once the cache has
+// synced); Create calls the API server.
+//
+// A Store is safe for concurrent use. Make one with New, Start it before
+// the first Get, and Close it to stop its informer; the zero value is not
+// usable.
+type Store struct {
+	client kubernetes.Interface
+	opts   Options
+	suffix string // ".node-password." + Program
+	typ    corev1.SecretType
+
+	factory informers.SharedInformerFactory
+	lister  corelisters.SecretNamespaceLister
+	synced  <-chan struct{} // closed once the informer cache has synced
+
+	run     context.Context // the informer's; cancelled by Close
+	cancel  context.CancelFunc
+	started atomic.Bool
+	mu      sync.Mutex  // serialises Start and Close
+	unlink  func() bool // stops Start's ctx from cancelling run
+
+	recent *recent
+}
+
+// New returns a Store over the secrets client can read and write. opts may
+// be nil for the defaults. The Store's informer does not run until Start.
+//
+// The informer is the Store's own (a private informer factory), not one
+// shared with other code: its transform strips every secret down to what
+// the Store needs, which other users of a shared secrets informer would not
+// expect.
+func New(client kubernetes.Interface, opts *Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("kube: nil client")
+	}
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		client: client,
+		opts:   o,
+		suffix: ".node-password." + o.Program,
+		typ:    corev1.SecretType(o.Program + ".cattle.io/node-password"),
+		recent: newRecent(o.ReadAfterCreate, time.Now),
+	}
+	s.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(o.Namespace),
+		informers.WithTransform(s.transform))
+	secrets := s.factory.Core().V1().Secrets()
+	s.synced = secrets.Informer().HasSyncedChecker().Done()
+	s.lister = secrets.Lister().Secrets(o.Namespace)
+	s.run, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Start starts the Store's informer in the background and returns at once;
+// it does not wait for the cache to sync (Get does, see Get). The informer
+// runs until ctx ends or Close is called, whichever comes first; after
+// that Get fails. Start fails if called twice or after Close.
+//
+// To keep answering the requests still in flight during a graceful
+// shutdown, start the Store with a context that outlives the HTTP server
+// and Close it after the server has shut down.
+func (s *Store) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.run.Err() != nil:
+		return errors.New("kube: Start after Close")
+	case s.started.Load():
+		return errors.New("kube: Store already started")
+	}
+	s.started.Store(true)
+	s.unlink = context.AfterFunc(ctx, s.cancel)
+	// client-go logs through the logr logger in its context.
+	run := klog.NewContext(s.run, logr.FromSlogHandler(s.opts.Logger.Handler()))
+	s.factory.StartWithContext(run)
+	return nil
+}
+
+// Close stops the informer and waits for its goroutines to exit. Later
+// calls to Get and Start fail; Create still works. Close is safe to call
+// more than once, and before Start.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unlink != nil {
+		s.unlink()
+	}
+	s.cancel()
+	s.factory.Shutdown()
+	return nil
+}
+
+// HasSynced reports whether the informer cache has synced: from then on
+// Get answers from memory.
+func (s *Store) HasSynced() bool {
+	select {
+	case <-s.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitForSync blocks until the informer cache has synced, ctx ends or the
+// Store stops. It returns nil once synced, and otherwise says why not.
+// Servers may call it before they start listening; Get does it by itself.
+func (s *Store) WaitForSync(ctx context.Context) error {
+	if !s.started.Load() {
+		return errors.New("kube: Store used before Start")
+	}
+	select {
+	case <-s.synced:
+		return nil
+	default:
+	}
+	select {
+	case <-s.synced:
+		return nil
+	case <-s.run.Done():
+		return errors.New("kube: Store stopped before its secret cache synced")
+	case <-ctx.Done():
+		return fmt.Errorf("kube: waiting for the secret cache of namespace %s to sync: %w", s.opts.Namespace, context.Cause(ctx))
+	}
+}
+
+// Get returns node's stored hash. Once the informer cache has synced it
+// answers from that cache; until then it waits for the sync within ctx and
+// returns ctx's error if ctx ends first, never ErrNotFound from an empty
+// cache. A cache miss for a secret that Create made, or was told exists,
+// less than Options.ReadAfterCreate ago is checked with a direct GET,
+// because the cache learns of new secrets a moment after the API server.
+//
+// Errors wrap [verify.ErrNotFound] when the node has no secret (a deleted
+// secret lets the node enroll again, as in k3s), [verify.ErrInvalidHash]
+// when its secret has no "hash" data (such a node must not re-enroll), and
+// [verify.ErrInvalidInput] when the node name cannot name a secret. Get
+// fails before Start and after the Store has stopped.
+func (s *Store) Get(ctx context.Context, node string) (string, error) {
+	name, err := s.secretName(node)
+	if err != nil {
+		return "", err
+	}
+	if !s.HasSynced() {
+		if err := s.WaitForSync(ctx); err != nil {
+			return "", err
+		}
+	}
+	if s.run.Err() != nil {
+		return "", errors.New("kube: Store stopped")
+	}
+	sec, err := s.lister.Get(name)
+	switch {
+	case err == nil:
+		return s.hashOf(sec)
+	case !apierrors.IsNotFound(err):
+		return "", fmt.Errorf("kube: reading secret %s/%s from the cache: %w", s.opts.Namespace, name, err)
+	case !s.recent.has(name):
+		return "", fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
+	}
+	s.opts.Logger.Debug("kube: secret created moments ago is not in the cache yet; reading it from the API server",
+		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
+	sec, err = s.client.CoreV1().Secrets(s.opts.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
+	case err != nil:
+		return "", fmt.Errorf("kube: getting secret %s/%s: %w", s.opts.Namespace, name, err)
+	}
+	return s.hashOf(sec)
+}
+
+// Create stores hash for node in a new immutable secret of type
+// <program>.cattle.io/node-password. It returns an error wrapping
+// [verify.ErrExists] when the secret exists already (whatever its type),
+// and other API errors wrapped, with the node name and secret. ctx bounds
+// the API call. Create does not need Start.
+func (s *Store) Create(ctx context.Context, node, hash string) error {
+	name, err := s.secretName(node)
+	if err != nil {
+		return err
+	}
+	if hash == "" {
+		return fmt.Errorf("kube: empty hash for node %q", node)
+	}
+	immutable := true
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.opts.Namespace},
+		Immutable:  &immutable,
+		Type:       s.typ,
+		Data:       map[string][]byte{HashKey: []byte(hash)},
+	}
+	_, err = s.client.CoreV1().Secrets(s.opts.Namespace).Create(ctx, sec, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		s.recent.add(name)
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		s.recent.add(name)
+		return fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrExists)
+	default:
+		return fmt.Errorf("kube: creating secret %s/%s: %w", s.opts.Namespace, name, err)
+	}
+}
+
+// SecretName returns the name of node's secret:
+// strings.ToLower(node + ".node-password." + program). It fails, wrapping
+// [verify.ErrInvalidInput], when that is not a valid secret name.
+func (s *Store) SecretName(node string) (string, error) { return s.secretName(node) }
+
+func (s *Store) secretName(node string) (string, error) {
+	if node == "" {
+		return "", fmt.Errorf("kube: empty node name: %w", verify.ErrInvalidInput)
+	}
+	name := strings.ToLower(node + s.suffix)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", fmt.Errorf("kube: node name %q does not make a valid secret name: %s: %w",
+			node, strings.Join(errs, "; "), verify.ErrInvalidInput)
+	}
+	return name, nil
+}
+
+// hashOf returns the hash held in sec. A secret without one is an error,
+// not ErrNotFound: answering ErrNotFound would let anyone enroll the node
+// again under a new password.
+func (s *Store) hashOf(sec *corev1.Secret) (string, error) {
+	h := sec.Data[HashKey]
+	if len(h) == 0 {
+		return "", fmt.Errorf("kube: secret %s/%s has no %q data: %w", sec.Namespace, sec.Name, HashKey, verify.ErrInvalidHash)
+	}
+	return string(h), nil
+}
+
+// transform is the informer's transform: it keeps of each secret only what
+// Get needs. Node-password secrets of this program keep name, namespace,
+// resource version, type and the hash; other secrets keep name, namespace
+// and resource version (an informer cannot drop an object, so a small stub
+// stands in for it). It is idempotent, as client-go asks.
+func (s *Store) transform(obj any) (any, error) {
+	sec, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+		Name:            sec.Name,
+		Namespace:       sec.Namespace,
+		ResourceVersion: sec.ResourceVersion,
+	}}
+	if strings.HasSuffix(sec.Name, s.suffix) {
+		slim.Type = sec.Type
+		if h, ok := sec.Data[HashKey]; ok {
+			slim.Data = map[string][]byte{HashKey: append([]byte(nil), h...)}
+		}
+	}
+	return slim, nil
+}
