@@ -5,7 +5,7 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test lint bench fuzz
+.PHONY: test lint bench herd benchmarks fuzz
 
 test: lint
 	go test -race -count=1 $(PKGS)
@@ -16,7 +16,13 @@ lint:
 	@for m in $(MODS); do (cd $$m && go mod tidy -diff) || { echo "go mod tidy: $$m is not tidy"; exit 1; }; done
 
 bench:
-	go test -run='^$$' -bench=. -benchmem ./verify/ ./cache/
+	go test -run='^$$' -bench=. -benchmem ./verify/ ./cache/ && go test -run='^$$' -bench=. -benchtime=1x ./bench/
+
+herd:
+	go run ./cmd/bench -json bench/results/herd.json -plot bench/results/herd.svg | tee bench/results/herd.txt
+
+benchmarks:
+	go test -run='^$$' -bench=. -count=10 -timeout=60m ./bench/ | tee bench/results/herd-bench.txt
 
 fuzz:
 	go test -run='^$$' -fuzz=FuzzParseHash -fuzztime=$(FUZZTIME) ./verify/

@@ -147,6 +147,29 @@ func TestInprocAnswers(t *testing.T) {
 	}
 }
 
+// TestK3sModelHeapGuard checks that an unbounded model asks the guard
+// before each scrypt call and runs none once it has tripped.
+func TestK3sModelHeapGuard(t *testing.T) {
+	h := testHerd(t)
+	store := verify.NewMemoryStore()
+	store.Set(h.Nodes[0].Name, h.Nodes[0].Hash)
+	tripped := 0
+	guard := &heapGuard{max: 1, trip: func() { tripped++ }}
+	m, err := newModel(ModelK3s128, store, verify.DefaultParams, 1, guard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close(true)
+	for range 2 {
+		if err := m.Ensure(t.Context(), h.Nodes[0].Name, h.Nodes[0].Password); !errors.Is(err, errGuardTripped) {
+			t.Errorf("Ensure past the guard: %v", err)
+		}
+	}
+	if tripped != 1 || m.scryptRuns() != 0 {
+		t.Errorf("guard tripped %d times, %d scrypt runs; want 1 and 0", tripped, m.scryptRuns())
+	}
+}
+
 func TestK3sModelEnrollsUnknownNode(t *testing.T) {
 	store := verify.NewMemoryStore()
 	m := newK3s(store, verify.Params{LogN: testLogN, R: 8, P: 1, KeyLen: 64, SaltLen: 8}, 0)

@@ -63,19 +63,25 @@ func ValidModel(name string) error {
 
 // newModel returns a fresh instance of the named model over store. params
 // hash the password of a node the store does not know; timeScale
-// multiplies the model's own durations (see Scenario.TimeScale).
-func newModel(name string, store verify.Store, params verify.Params, timeScale float64) (model, error) {
+// multiplies the model's own durations (see Scenario.TimeScale); the
+// unbounded models ask guard before each scrypt call.
+func newModel(name string, store verify.Store, params verify.Params, timeScale float64, guard *heapGuard) (model, error) {
 	switch name {
 	case ModelK3s125:
 		m := newK3s(store, params, 0)
+		m.guard = guard
 		// rate.Limit is events per second: scaling time by f divides it.
 		m.limiter = rate.NewLimiter(rate.Limit(k3sAPIQPS/timeScale), k3sAPIBurst)
 		m.apiLatency = scaleDur(k3sAPILatency, timeScale)
 		return m, nil
 	case ModelK3s128:
-		return newK3s(store, params, 0), nil
+		m := newK3s(store, params, 0)
+		m.guard = guard
+		return m, nil
 	case ModelK3sLatest:
-		return newK3s(store, params, k3sLatestInFlight), nil
+		m := newK3s(store, params, k3sLatestInFlight)
+		m.guard = guard
+		return m, nil
 	case ModelNodepass:
 		v, err := verify.New(store, &verify.Options{
 			Params:  params,
@@ -102,6 +108,7 @@ type k3sModel struct {
 	limiter    *rate.Limiter // nil: hash from a local cache
 	apiLatency time.Duration
 	maxFlight  int64 // 0: no cap
+	guard      *heapGuard
 
 	base     context.Context // ends on close; only limiter waits see it
 	cancel   context.CancelFunc
@@ -135,6 +142,9 @@ func (m *k3sModel) Ensure(_ context.Context, node, password string) error {
 
 	stored, err := m.fetch(node)
 	if errors.Is(err, verify.ErrNotFound) {
+		if !m.guard.admit(m.memory()) {
+			return errGuardTripped
+		}
 		m.runs.Add(1)
 		if stored, err = verify.GenerateFromPassword(password, m.params); err != nil {
 			return fmt.Errorf("bench: %w", err)
@@ -147,8 +157,16 @@ func (m *k3sModel) Ensure(_ context.Context, node, password string) error {
 	if err != nil {
 		return err
 	}
+	if !m.guard.admit(m.memory()) {
+		return errGuardTripped
+	}
 	m.runs.Add(1)
 	return verify.CompareHashAndPassword(stored, password)
+}
+
+// memory is what one scrypt computation allocates: 128·r·N bytes.
+func (m *k3sModel) memory() uint64 {
+	return 128 * uint64(m.params.R) << m.params.LogN
 }
 
 // fetch reads node's stored hash, through the API rate limiter if any.

@@ -61,11 +61,19 @@ type Result struct {
 	// model with work pending that used much less was short of CPU (others
 	// ran on the machine) or idle by design (a rate limiter).
 	CPU time.Duration
+	// MaxSampleGap is the longest time between two heap samples: how late
+	// the heap guard may have acted. Scenario.SampleEvery is the plan;
+	// a process whose CPUs are saturated by hundreds of goroutines can
+	// delay the sampler far past it.
+	MaxSampleGap time.Duration
 	// Procs is GOMAXPROCS during the run.
 	Procs int
 	// Stopped is empty when every node joined, else why the run stopped:
 	// StoppedDeadline, StoppedHeapGuard, or "cancelled: ...".
 	Stopped string
+	// StopDetail says in words what stopped the run, when it stopped
+	// early.
+	StopDetail string
 	// JoinTimes are the joined nodes' join latencies, in order: the
 	// timeline of joined nodes over time.
 	JoinTimes []time.Duration
@@ -136,7 +144,9 @@ type resultJSON struct {
 	Errors            uint64      `json:"errors"`
 	CPUS              float64     `json:"cpu_s"`
 	Procs             int         `json:"procs"`
+	MaxSampleGapS     float64     `json:"max_sample_gap_s"`
 	Stopped           string      `json:"stopped"`
+	StopDetail        string      `json:"stop_detail,omitempty"`
 	Timeline          [][]float64 `json:"timeline"` // [seconds, joined] pairs
 }
 
@@ -154,8 +164,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		P50S:              r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
 		PeakHeapMiB: mib(r.PeakHeap), PeakHeapObjMiB: mib(r.PeakHeapObjects),
 		Shed: r.Shed, Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
-		CPUS: r.CPU.Seconds(), Procs: r.Procs,
-		Stopped:  r.Stopped,
+		CPUS: r.CPU.Seconds(), Procs: r.Procs, MaxSampleGapS: r.MaxSampleGap.Seconds(),
+		Stopped: r.Stopped, StopDetail: r.StopDetail,
 		Timeline: make([][]float64, 0, len(r.JoinTimes)+1),
 	}
 	for _, p := range r.Timeline() {
@@ -180,8 +190,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		P50:               secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),
 		PeakHeap: fromMiB(j.PeakHeapMiB), PeakHeapObjects: fromMiB(j.PeakHeapObjMiB),
 		Shed: j.Shed, Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
-		CPU: secs(j.CPUS), Procs: j.Procs,
-		Stopped: j.Stopped,
+		CPU: secs(j.CPUS), Procs: j.Procs, MaxSampleGap: secs(j.MaxSampleGapS),
+		Stopped: j.Stopped, StopDetail: j.StopDetail,
 	}
 	for _, p := range j.Timeline {
 		if len(p) == 2 && p[1] > 0 {

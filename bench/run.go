@@ -38,7 +38,10 @@ const (
 )
 
 // heapPeaks are the highest heap figures sampled in a run.
-type heapPeaks struct{ live, objects uint64 }
+type heapPeaks struct {
+	live, objects uint64
+	maxGap        time.Duration // longest time between two samples
+}
 
 // progressEvery is how often Scenario.Progress is called.
 const progressEvery = 100 * time.Millisecond
@@ -77,12 +80,13 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 		for _, m := range models {
 			m.close(!sc.NoDrain)
 		}
-		if tgt != nil {
+		if tgt != nil && !sc.NoDrain {
 			tgt.close()
 		}
 	}()
+	r := newRun(sc)
 	for range sc.Servers {
-		m, err := newModel(modelName, store, params, sc.TimeScale)
+		m, err := newModel(modelName, store, params, sc.TimeScale, r.guard)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +102,8 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 		}
 		tgt = t
 	}
-	res := newRun(sc, tgt).execute(ctx)
+	r.target = tgt
+	res := r.execute(ctx)
 	res.Model = modelName
 	for _, m := range models {
 		res.ScryptRuns += m.scryptRuns()
@@ -112,20 +117,24 @@ type run struct {
 	sc     Scenario
 	policy Policy
 	target target
+	guard  *heapGuard
+	cancel context.CancelCauseFunc // ends the run; set by execute
 	start  time.Time
-	joinAt []time.Duration // by agent; written once by its agent
+	joinAt []atomic.Int64 // by agent: its join latency in ns, 0 until it joins
 
 	joined, attempts, shed, timeouts, connErrs, errs atomic.Uint64
 }
 
-// newRun prepares a run of sc (with defaults, validated) over tgt.
-func newRun(sc Scenario, tgt target) *run {
-	return &run{
+// newRun prepares a run of sc (with defaults, validated); its target is
+// to be set before execute.
+func newRun(sc Scenario) *run {
+	r := &run{
 		sc:     sc,
 		policy: sc.Agent.scaled(sc.TimeScale),
-		target: tgt,
-		joinAt: make([]time.Duration, sc.Nodes),
+		joinAt: make([]atomic.Int64, sc.Nodes),
 	}
+	r.guard = &heapGuard{max: sc.MaxHeap, trip: func() { r.cancel(errHeapGuard) }}
+	return r
 }
 
 // execute starts every agent at once and waits until all have joined or
@@ -135,19 +144,36 @@ func (r *run) execute(ctx context.Context) *Result {
 	defer cancel(nil)
 	ctx, cancelDeadline := context.WithTimeoutCause(ctx, r.sc.scale(r.sc.Deadline), errDeadline)
 	defer cancelDeadline()
+	r.cancel = cancel // for the guard; set before any goroutine can trip it
 
 	cpu0 := processCPU()
 	r.start = time.Now()
 	samplerDone := make(chan struct{})
 	var peak heapPeaks
 	var sampler sync.WaitGroup
-	sampler.Go(func() { peak = r.sample(cancel, samplerDone) })
+	sampler.Go(func() { peak = r.sample(samplerDone) })
 
 	var agents sync.WaitGroup
 	for i := range r.sc.Nodes {
 		agents.Go(func() { r.agent(ctx, i) })
 	}
-	agents.Wait()
+	agentsDone := make(chan struct{})
+	go func() {
+		agents.Wait()
+		close(agentsDone)
+	}()
+	stopped := ctx.Done()
+	if !r.sc.NoDrain {
+		stopped = nil // wait for every agent to have stopped
+	}
+	select {
+	case <-agentsDone:
+	case <-stopped:
+		// A process that exits after the run does not wait for its agents
+		// to wind down: under an unbounded model they queue for the CPUs
+		// behind hundreds of scrypt calls, for seconds, while the heap
+		// grows. The figures are taken now; later joins do not count.
+	}
 	elapsed := time.Since(r.start)
 	cpu := processCPU() - cpu0
 	close(samplerDone)
@@ -160,7 +186,6 @@ func (r *run) execute(ctx context.Context) *Result {
 		Agent:           r.sc.Agent.String(),
 		Servers:         r.sc.Servers,
 		LB:              r.sc.LB,
-		Joined:          int(r.joined.Load()),
 		Attempts:        r.attempts.Load(),
 		Shed:            r.shed.Load(),
 		Timeouts:        r.timeouts.Load(),
@@ -168,15 +193,17 @@ func (r *run) execute(ctx context.Context) *Result {
 		Errors:          r.errs.Load(),
 		PeakHeap:        peak.live,
 		PeakHeapObjects: peak.objects,
+		MaxSampleGap:    peak.maxGap,
 		Completion:      elapsed,
 		CPU:             cpu,
 		Procs:           runtime.GOMAXPROCS(0),
 	}
-	for _, d := range r.joinAt {
-		if d > 0 {
+	for i := range r.joinAt {
+		if d := time.Duration(r.joinAt[i].Load()); d > 0 && d <= elapsed {
 			res.JoinTimes = append(res.JoinTimes, d)
 		}
 	}
+	res.Joined = len(res.JoinTimes)
 	slices.Sort(res.JoinTimes)
 	if res.Joined == res.Nodes {
 		res.Completion = res.JoinTimes[len(res.JoinTimes)-1]
@@ -185,8 +212,10 @@ func (r *run) execute(ctx context.Context) *Result {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errHeapGuard):
 		res.Stopped = StoppedHeapGuard
+		res.StopDetail = fmt.Sprintf("heap in use passed the %d MiB guard (peak %d MiB)", r.sc.MaxHeap>>20, peak.objects>>20)
 	case errors.Is(cause, errDeadline):
 		res.Stopped = StoppedDeadline
+		res.StopDetail = fmt.Sprintf("%d of %d nodes joined by the %v deadline", res.Joined, res.Nodes, r.sc.scale(r.sc.Deadline))
 	default:
 		res.Stopped = fmt.Sprintf("cancelled: %v", cause)
 	}
@@ -196,7 +225,7 @@ func (r *run) execute(ctx context.Context) *Result {
 // sample reads the heap every SampleEvery until done is closed, cancels
 // the run when the heap objects pass the guard, reports progress and
 // returns the peaks.
-func (r *run) sample(cancel context.CancelCauseFunc, done <-chan struct{}) heapPeaks {
+func (r *run) sample(done <-chan struct{}) heapPeaks {
 	s := []metrics.Sample{{Name: liveHeapMetric}, {Name: objectsHeapMetric}}
 	var peak heapPeaks
 	read := func() {
@@ -208,7 +237,7 @@ func (r *run) sample(cancel context.CancelCauseFunc, done <-chan struct{}) heapP
 		objects := s[1].Value.Uint64()
 		peak.objects = max(peak.objects, objects)
 		if objects > r.sc.MaxHeap {
-			cancel(errHeapGuard)
+			r.guard.stop()
 		}
 	}
 	report := func(final bool) {
@@ -218,9 +247,12 @@ func (r *run) sample(cancel context.CancelCauseFunc, done <-chan struct{}) heapP
 	}
 	tick := time.NewTicker(r.sc.SampleEvery)
 	defer tick.Stop()
-	lastReport := time.Now()
+	lastReport, lastRead := time.Now(), time.Now()
 	for {
 		read()
+		now := time.Now()
+		peak.maxGap = max(peak.maxGap, now.Sub(lastRead))
+		lastRead = now
 		if time.Since(lastReport) >= progressEvery {
 			report(false)
 			lastReport = time.Now()
@@ -247,7 +279,7 @@ func (r *run) agent(ctx context.Context, i int) {
 		o := r.target.attempt(actx, i, server)
 		cancel()
 		if o.status == http.StatusOK {
-			r.joinAt[i] = max(time.Since(r.start), 1)
+			r.joinAt[i].Store(int64(max(time.Since(r.start), 1)))
 			r.joined.Add(1)
 			return
 		}

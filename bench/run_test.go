@@ -44,7 +44,9 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	}
 	var res *Result
 	synctest.Test(t, func(t *testing.T) {
-		res = newRun(sc, f).execute(t.Context())
+		r := newRun(sc)
+		r.target = f
+		res = r.execute(t.Context())
 		res.finish(10 * time.Second)
 	})
 	return res
@@ -189,6 +191,20 @@ func TestHeapGuardStopsRun(t *testing.T) {
 	}
 	if res.Timeouts != 0 {
 		t.Errorf("%d timeouts counted for requests the run itself ended", res.Timeouts)
+	}
+}
+
+// TestHeapGuardNoDrain checks that a run that will not wait for its
+// agents to wind down still reports the stop.
+func TestHeapGuardNoDrain(t *testing.T) {
+	runtime.GC()
+	hang := func(ctx context.Context, _, _, _ int) outcome {
+		<-ctx.Done()
+		return outcome{timeout: true}
+	}
+	res := runFake(t, Scenario{Nodes: 5, MaxHeap: 1, NoDrain: true}, &fakeTarget{answer: hang})
+	if res.Stopped != StoppedHeapGuard || res.Joined != 0 || res.StopDetail == "" {
+		t.Fatalf("stopped %q (%s) joined %d", res.Stopped, res.StopDetail, res.Joined)
 	}
 }
 

@@ -91,11 +91,12 @@ type Scenario struct {
 	// Progress, if not nil, is called about every 100 ms during a run, and
 	// once at its end, from a goroutine of Run's.
 	Progress func(Progress)
-	// NoDrain makes Run return as soon as its figures are taken, without
-	// waiting for server work still running (the unbounded models' scrypt
-	// calls cannot be stopped). Only for a process that exits right after,
-	// as cmd/bench's per-model worker does; otherwise that work goes on
-	// with nothing left to wait for it.
+	// NoDrain makes Run return as soon as its figures are taken: when the
+	// run stops early it does not wait for the agents to wind down, nor
+	// for server work still running (the unbounded models' scrypt calls
+	// cannot be stopped), and it leaves the servers open. Only for a
+	// process that exits right after, as cmd/bench's per-model worker
+	// does; otherwise all that goes on with nothing left to wait for it.
 	NoDrain bool
 }
 

@@ -115,15 +115,8 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	fmt.Fprintln(w, "latencies are per joined node, from the reboot (retries included); peak heap is the process's live heap (agents included), sampled;")
 	fmt.Fprintln(w, "cpu use is the process's CPU time over completion × GOMAXPROCS: well below 100% with work pending means the run was short of CPU or idle by design.")
 	for _, r := range results {
-		switch r.Stopped {
-		case "":
-		case bench.StoppedHeapGuard:
-			fmt.Fprintf(w, "%s: stopped by the heap guard (heap objects passed %s, peak %.0f MiB) after %s with %d of %d nodes joined.\n",
-				r.Model, (*byteSize)(&sc.MaxHeap), float64(r.PeakHeapObjects)/(1<<20), secs(r.Completion), r.Joined, r.Nodes)
-		case bench.StoppedDeadline:
-			fmt.Fprintf(w, "%s: hit the %v deadline with %d of %d nodes joined.\n", r.Model, sc.Deadline, r.Joined, r.Nodes)
-		default:
-			fmt.Fprintf(w, "%s: %s after %s with %d of %d nodes joined.\n", r.Model, r.Stopped, secs(r.Completion), r.Joined, r.Nodes)
+		if r.Stopped != "" {
+			fmt.Fprintf(w, "%s: stopped (%s) after %s: %s.\n", r.Model, r.Stopped, secs(r.Completion), r.StopDetail)
 		}
 	}
 }

@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"errors"
+	"runtime/metrics"
+	"sync/atomic"
+)
+
+// errGuardTripped is what an unbounded model answers, without running
+// scrypt, once the heap guard has stopped the run.
+var errGuardTripped = errors.New("bench: heap guard tripped: run stopped")
+
+// heapGuard stops a run whose heap in use passes a limit. The run's
+// sampler checks it every Scenario.SampleEvery, but a process saturated
+// by hundreds of scrypt goroutines can keep the sampler off the CPUs for
+// seconds (seen here: 2.5 s, by which time the heap had passed 8 GiB); so
+// the unbounded models also ask the guard before every scrypt call, in
+// the goroutine that would allocate, and allocate nothing once it has
+// tripped. Up to the trip the models behave exactly as without it.
+//
+// It is safe for concurrent use; a nil *heapGuard admits everything.
+type heapGuard struct {
+	max     uint64
+	trip    func() // stops the run; called once
+	tripped atomic.Bool
+}
+
+// admit reports whether a computation that allocates bytes may start,
+// tripping the guard when it would take the heap past the limit.
+func (g *heapGuard) admit(bytes uint64) bool {
+	if g == nil {
+		return true
+	}
+	if g.tripped.Load() {
+		return false
+	}
+	if heapObjects()+bytes > g.max {
+		g.stop()
+		return false
+	}
+	return true
+}
+
+// stop trips the guard.
+func (g *heapGuard) stop() {
+	if g.tripped.CompareAndSwap(false, true) {
+		g.trip()
+	}
+}
+
+// heapObjects returns the bytes of heap objects now, live or not yet
+// swept.
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: objectsHeapMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
