@@ -20,6 +20,12 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
+// pairEntry records the tuple Key that matched a (node, stored hash) pair.
+type pairEntry struct {
+	tuple   Key
+	expires time.Duration // since epoch
+}
+
 // Outcome is a cached verification result.
 type Outcome uint8
 
@@ -76,6 +82,7 @@ type Cache struct {
 	mu         sync.Mutex
 	matches    *lru.LRU[Key, time.Duration] // value: expiry, since epoch
 	mismatches *lru.LRU[Key, time.Duration]
+	pairs      *lru.LRU[Key, pairEntry] // pair key -> the tuple that matched
 }
 
 // New returns an empty Cache with a fresh random HMAC key. It fails on
@@ -106,6 +113,9 @@ func New(opts *Options) (*Cache, error) {
 	if c.mismatches, err = lru.NewLRU[Key, time.Duration](o.MismatchSize, nil); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
+	if c.pairs, err = lru.NewLRU[Key, pairEntry](o.MatchSize, nil); err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
 	return c, nil
 }
 
@@ -119,7 +129,13 @@ func orDefault[T int | time.Duration](v, def T) T {
 // Key returns the Key of the tuple (node, stored hash, password). It
 // allocates nothing and keeps no copy of its arguments.
 func (c *Cache) Key(node, hash, password string) Key {
-	return c.keys.key(node, hash, password)
+	return c.keys.key(domainTuple, node, hash, password)
+}
+
+// PairKey returns the key of the pair (node, stored hash), under which
+// PutMatch records which tuple matched. It is never equal to a tuple Key.
+func (c *Cache) PairKey(node, hash string) Key {
+	return c.keys.key(domainPair, node, hash, "")
 }
 
 // Get returns the outcome cached under k, if any and not expired. An
@@ -160,12 +176,43 @@ func (c *Cache) Put(k Key, o Outcome) {
 	}
 }
 
+// PutMatch records that tuple, the Key of (node, stored hash, password),
+// matched, and that it is the pair's (node, stored hash) verified password:
+// see MatchedTuple. It also does Put(tuple, Match).
+func (c *Cache) PutMatch(pair, tuple Key) {
+	now := time.Since(c.epoch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mismatches.Remove(tuple)
+	c.matches.Add(tuple, now+c.matchTTL)
+	c.pairs.Add(pair, pairEntry{tuple: tuple, expires: now + c.matchTTL})
+}
+
+// MatchedTuple returns the tuple Key recorded by PutMatch for pair, if it
+// has not expired. A caller holding another tuple Key for the same pair
+// knows that tuple's password differs from the verified one.
+func (c *Cache) MatchedTuple(pair Key) (Key, bool) {
+	now := time.Since(c.epoch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.pairs.Get(pair)
+	if !ok {
+		return Key{}, false
+	}
+	if now >= e.expires {
+		c.pairs.Remove(pair)
+		return Key{}, false
+	}
+	return e.tuple, true
+}
+
 // Remove drops any entry under k.
 func (c *Cache) Remove(k Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.matches.Remove(k)
 	c.mismatches.Remove(k)
+	c.pairs.Remove(k)
 }
 
 // Len returns the number of entries of each kind, expired ones included

@@ -41,11 +41,17 @@ func newKeyer() (*keyer, error) {
 	return k, nil
 }
 
-// key returns HMAC(secret, len(a) a len(b) b len(c) c), lengths as 8-byte
-// big-endian integers.
-func (k *keyer) key(a, b, c string) Key {
+// Key domains: a tuple key and a pair key never share an HMAC input.
+const (
+	domainTuple byte = 't'
+	domainPair  byte = 'p'
+)
+
+// key returns HMAC(secret, domain len(a) a len(b) b len(c) c), lengths as
+// 8-byte big-endian integers.
+func (k *keyer) key(domain byte, a, b, c string) Key {
 	s := k.pool.Get().(*keyState)
-	buf := s.buf[:0]
+	buf := append(s.buf[:0], domain)
 	for _, f := range [...]string{a, b, c} {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(len(f)))
 		buf = append(buf, f...)
