@@ -8,33 +8,48 @@ import (
 )
 
 // admission runs at most slots scrypt computations at once and queues the
-// rest in arrival order. It also estimates how long a queued computation
-// will take to finish, from the work (128·r·N·p bytes) of everything ahead
-// of it and a moving average of the measured time per byte, so that callers
-// can be told the truth about when to come back.
+// rest, serving node names in turn (round robin) rather than in arrival
+// order, so that a flood of work for some names cannot starve the others.
+// A name may have at most perName computations queued at once.
 //
-// x/sync/semaphore bounds concurrency too, but it can neither say how much
-// work is ahead of a waiter nor let a waiter be removed and accounted for,
-// which the estimate needs.
+// It also estimates how long a queued computation will take to finish,
+// from the work (128·r·N·p bytes) served before it and a moving average of
+// the measured time per byte, so that callers can be told the truth about
+// when to come back.
+//
+// x/sync/semaphore bounds concurrency too, but it serves waiters in
+// arrival order and can say nothing about the work ahead of a waiter,
+// which the fairness and the estimate need.
 //
 // It is safe for concurrent use.
 type admission struct {
 	mu         sync.Mutex
 	slots      int
 	maxQueue   int
+	perName    int
 	running    map[*ticket]struct{}
-	queue      list.List // of *ticket, oldest first
+	names      map[string]*nameQueue // names with queued tickets
+	ring       list.List             // of *nameQueue, in service order
+	queued     int
 	queuedWork int64
 	nsPerByte  float64 // moving average of scrypt time per byte of work
 }
 
+// nameQueue holds one name's queued tickets, oldest first.
+type nameQueue struct {
+	name    string
+	tickets []*ticket
+	elem    *list.Element // in admission.ring
+}
+
 // ticket is one computation's place in the admission.
 type ticket struct {
+	name     string
 	work     int64
-	elem     *list.Element // while queued
 	ready    chan struct{} // closed when a slot is granted
 	enqueued time.Time
 	started  time.Time // when the slot was granted
+	queued   bool
 	granted  bool
 	released bool
 }
@@ -49,41 +64,76 @@ const ewmaWeight = 0.25
 // minRetryAfter keeps every estimate positive.
 const minRetryAfter = time.Millisecond
 
-func newAdmission(slots, maxQueue int) *admission {
+func newAdmission(slots, maxQueue, perName int) *admission {
 	return &admission{
 		slots:     slots,
 		maxQueue:  maxQueue,
+		perName:   perName,
 		running:   make(map[*ticket]struct{}, slots),
+		names:     make(map[string]*nameQueue),
 		nsPerByte: initialNsPerByte,
 	}
 }
 
-// enqueue asks for a slot for a computation of the given work. The ticket
-// is granted at once when a slot is free and nothing is queued; otherwise
-// it joins the queue. When the queue is full it returns an OverloadError
-// saying when the queue is expected to have drained.
-func (a *admission) enqueue(work int64) (*ticket, *OverloadError) {
+// enqueue asks for a slot for a computation of the given work for name.
+// The ticket is granted at once when a slot is free and nothing is queued;
+// otherwise it joins name's queue. When the whole queue or name's queue is
+// full it returns an OverloadError saying when there should be room.
+func (a *admission) enqueue(name string, work int64) (*ticket, *OverloadError) {
 	now := time.Now()
-	t := &ticket{work: work, ready: make(chan struct{}), enqueued: now}
+	t := &ticket{name: name, work: work, ready: make(chan struct{}), enqueued: now}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.running) < a.slots && a.queue.Len() == 0 {
+	if len(a.running) < a.slots && a.queued == 0 {
 		a.grantLocked(t, now)
 		return t, nil
 	}
-	if a.queue.Len() >= a.maxQueue {
-		after := a.startEstimateLocked(a.queuedWork, now) + a.duration(work)
-		return nil, &OverloadError{After: max(after, minRetryAfter), Queued: false}
+	nq := a.names[name]
+	var after time.Duration
+	switch {
+	case a.queued >= a.maxQueue:
+		// Room for new work once the queue has drained.
+		after = a.startLocked(a.queuedWork, now) + a.duration(work)
+	case nq != nil && len(nq.tickets) >= a.perName:
+		// Room for this name once its oldest queued ticket has run.
+		after = a.etaLocked(nq.tickets[0], now)
+	default:
+		if nq == nil {
+			nq = &nameQueue{name: name}
+			nq.elem = a.ring.PushBack(nq)
+			a.names[name] = nq
+		}
+		nq.tickets = append(nq.tickets, t)
+		t.queued = true
+		a.queued++
+		a.queuedWork += work
+		return t, nil
 	}
-	t.elem = a.queue.PushBack(t)
-	a.queuedWork += work
-	return t, nil
+	return nil, &OverloadError{After: max(after, minRetryAfter), Queued: false}
 }
 
 func (a *admission) grantLocked(t *ticket, now time.Time) {
 	t.granted, t.started = true, now
 	a.running[t] = struct{}{}
 	close(t.ready)
+}
+
+// dequeueLocked takes t out of its name's queue.
+func (a *admission) dequeueLocked(t *ticket) {
+	nq := a.names[t.name]
+	for i, q := range nq.tickets {
+		if q == t {
+			nq.tickets = append(nq.tickets[:i], nq.tickets[i+1:]...)
+			break
+		}
+	}
+	if len(nq.tickets) == 0 {
+		a.ring.Remove(nq.elem)
+		delete(a.names, t.name)
+	}
+	t.queued = false
+	a.queued--
+	a.queuedWork -= t.work
 }
 
 // wait blocks until t holds a slot or ctx ends. On a nil return the caller
@@ -99,8 +149,8 @@ func (a *admission) wait(ctx context.Context, t *ticket) error {
 	return context.Cause(ctx)
 }
 
-// release gives t's slot to the next queued ticket, or takes t out of the
-// queue if it never got one. elapsed, when positive, is how long the
+// release gives t's slot to the next name in turn, or takes t out of the
+// queue if it never got a slot. elapsed, when positive, is how long the
 // computation took and updates the estimate. Releasing twice is harmless.
 func (a *admission) release(t *ticket, elapsed time.Duration) {
 	now := time.Now()
@@ -110,20 +160,21 @@ func (a *admission) release(t *ticket, elapsed time.Duration) {
 		return
 	}
 	t.released = true
-	if t.elem != nil { // still queued: it never ran
-		a.queue.Remove(t.elem)
-		a.queuedWork -= t.work
-		t.elem = nil
+	if t.queued { // it never ran
+		a.dequeueLocked(t)
 	}
 	delete(a.running, t)
 	if elapsed > 0 && t.work > 0 {
 		sample := float64(elapsed) / float64(t.work)
 		a.nsPerByte += ewmaWeight * (sample - a.nsPerByte)
 	}
-	for len(a.running) < a.slots && a.queue.Len() > 0 {
-		next := a.queue.Remove(a.queue.Front()).(*ticket)
-		next.elem = nil
-		a.queuedWork -= next.work
+	for len(a.running) < a.slots && a.queued > 0 {
+		nq := a.ring.Front().Value.(*nameQueue)
+		next := nq.tickets[0]
+		a.dequeueLocked(next)
+		if len(nq.tickets) > 0 {
+			a.ring.MoveToBack(nq.elem) // its next ticket waits for the other names
+		}
 		a.grantLocked(next, now)
 	}
 }
@@ -133,32 +184,48 @@ func (a *admission) eta(t *ticket) time.Duration {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var d time.Duration
-	switch {
-	case t.released:
-		d = 0
-	case t.granted:
-		d = a.duration(t.work) - now.Sub(t.started)
-	default:
-		var ahead int64
-		for e := a.queue.Front(); e != nil && e != t.elem; e = e.Next() {
-			ahead += e.Value.(*ticket).work
-		}
-		d = a.startEstimateLocked(ahead, now) + a.duration(t.work)
-	}
-	return max(d, minRetryAfter)
+	return max(a.etaLocked(t, now), minRetryAfter)
 }
 
-// startEstimateLocked estimates when a computation with ahead bytes of
-// queued work before it gets a slot: the running computations' remaining
-// time plus the work ahead, spread over all slots.
-func (a *admission) startEstimateLocked(ahead int64, now time.Time) time.Duration {
+func (a *admission) etaLocked(t *ticket, now time.Time) time.Duration {
+	switch {
+	case t.released:
+		return 0
+	case t.granted:
+		return a.duration(t.work) - now.Sub(t.started)
+	}
+	// Service order: round r takes the r-th ticket of every name, in ring
+	// order (a served name moves to the back, keeping the others' order).
+	var ahead int64
+	for r := 0; ; r++ {
+		more := false
+		for e := a.ring.Front(); e != nil; e = e.Next() {
+			nq := e.Value.(*nameQueue)
+			if r >= len(nq.tickets) {
+				continue
+			}
+			if nq.tickets[r] == t {
+				return a.startLocked(ahead, now) + a.duration(t.work)
+			}
+			ahead += nq.tickets[r].work
+			more = true
+		}
+		if !more {
+			return 0 // not queued: cannot happen for a live ticket
+		}
+	}
+}
+
+// startLocked estimates when a computation with ahead bytes of queued work
+// before it gets a slot: the running computations' remaining time plus the
+// work ahead, spread over all slots.
+func (a *admission) startLocked(ahead int64, now time.Time) time.Duration {
+	if len(a.running) < a.slots && ahead == 0 {
+		return 0
+	}
 	var remaining time.Duration
 	for r := range a.running {
 		remaining += max(a.duration(r.work)-now.Sub(r.started), 0)
-	}
-	if len(a.running) < a.slots && ahead == 0 {
-		return 0
 	}
 	return (remaining + a.duration(ahead)) / time.Duration(a.slots)
 }
@@ -171,5 +238,5 @@ func (a *admission) duration(work int64) time.Duration {
 func (a *admission) load() (running, queued int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.running), a.queue.Len()
+	return len(a.running), a.queued
 }

@@ -24,7 +24,8 @@ func Example() {
 	fmt.Println(v.Ensure(ctx, "worker-1", "0123456789abcdef0123456789abcdef"))
 	// Its retries are answered from the cache.
 	fmt.Println(v.Ensure(ctx, "worker-1", "0123456789abcdef0123456789abcdef"))
-	// Another password for the same node is refused.
+	// Another password for the same node is refused, without scrypt: the
+	// node's verified password is known.
 	err = v.Ensure(ctx, "worker-1", "guess")
 	fmt.Println(errors.Is(err, verify.ErrMismatchedHashAndPassword))
 
@@ -34,7 +35,7 @@ func Example() {
 	// <nil>
 	// <nil>
 	// true
-	// scrypt runs: 2 cache hits: 1
+	// scrypt runs: 1 cache hits: 2
 }
 
 func ExampleCompareHashAndPassword() {

@@ -10,10 +10,12 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultMaxPasswordLen = 1024
-	DefaultMaxWait        = 8 * time.Second
-	DefaultMaxQueue       = 1024
-	DefaultWorkTimeout    = 2 * time.Minute
+	DefaultMaxPasswordLen   = 1024
+	DefaultMaxWait          = 8 * time.Second
+	DefaultMaxQueue         = 1024
+	DefaultWorkTimeout      = 2 * time.Minute
+	DefaultMaxQueuedPerNode = 2
+	DefaultMaxFailDelay     = 2 * time.Second
 	// MaxNodeNameLen is the longest node name accepted: a DNS subdomain.
 	MaxNodeNameLen = 253
 )
@@ -50,6 +52,22 @@ type Options struct {
 	// work is refused with an OverloadError (Queued false) instead of being
 	// queued. Default 1024.
 	MaxQueue int
+
+	// MaxQueuedPerNode is how many computations (distinct passwords) one
+	// node name may have queued at once. The queue serves names in turn, so
+	// a flood of guesses against some names costs those names' turns, not
+	// everyone's; past this bound a name's new passwords are refused with
+	// an OverloadError until its oldest queued one has run. Default 2.
+	MaxQueuedPerNode int
+
+	// MaxFailDelay bounds how long a mismatch answer is held back for a
+	// node name that keeps failing: the second consecutive mismatch for a
+	// name waits 100 ms, each further one twice as long, up to
+	// MaxFailDelay. It slows down guessing and misconfigured duplicate
+	// nodes without costing CPU, and never delays a matching password. The
+	// count resets on a match or after 10 minutes without a mismatch.
+	// Default 2 s; negative disables the delay.
+	MaxFailDelay time.Duration
 
 	// WorkTimeout bounds one shared computation from the moment it is
 	// queued: its wait for a slot and any Store.Create it makes. Shared work
@@ -102,6 +120,7 @@ func (o *Options) resolve() (Options, error) {
 		{"MaxWait", int64(r.MaxWait)},
 		{"MaxQueue", int64(r.MaxQueue)},
 		{"WorkTimeout", int64(r.WorkTimeout)},
+		{"MaxQueuedPerNode", int64(r.MaxQueuedPerNode)},
 	} {
 		if f.v < 0 {
 			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
@@ -121,6 +140,12 @@ func (o *Options) resolve() (Options, error) {
 	}
 	if r.WorkTimeout == 0 {
 		r.WorkTimeout = DefaultWorkTimeout
+	}
+	if r.MaxQueuedPerNode == 0 {
+		r.MaxQueuedPerNode = DefaultMaxQueuedPerNode
+	}
+	if r.MaxFailDelay == 0 {
+		r.MaxFailDelay = DefaultMaxFailDelay
 	}
 	return r, nil
 }

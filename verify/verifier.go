@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,6 +27,7 @@ type Verifier struct {
 	opts    Options
 	cache   *cache.Cache
 	adm     *admission
+	fails   *failures
 	stats   counters
 	base    context.Context // cancelled by Close
 	cancel  context.CancelFunc
@@ -52,7 +54,7 @@ type flight struct {
 }
 
 type counters struct {
-	scryptRuns, cacheHits, shared, shed, mismatches,
+	scryptRuns, cacheHits, shared, shed, mismatches, knownMatchRejects,
 	enrollments, storeErrors, panics atomic.Uint64
 }
 
@@ -71,6 +73,10 @@ type Stats struct {
 	Shed uint64
 	// Mismatches counts requests answered with ErrMismatchedHashAndPassword.
 	Mismatches uint64
+	// KnownMatchRejects counts mismatches answered without scrypt because
+	// another password is the verified one for that node and stored hash
+	// (also counted in CacheHits and Mismatches).
+	KnownMatchRejects uint64
 	// Enrollments counts nodes whose hash Ensure created.
 	Enrollments uint64
 	// StoreErrors counts failed Store calls, other than ErrNotFound from
@@ -103,7 +109,8 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		store:    store,
 		opts:     o,
 		cache:    c,
-		adm:      newAdmission(o.MaxConcurrent, o.MaxQueue),
+		adm:      newAdmission(o.MaxConcurrent, o.MaxQueue, o.MaxQueuedPerNode),
+		fails:    newFailures(o.MaxFailDelay),
 		base:     base,
 		cancel:   cancel,
 		flights:  make(map[cache.Key]*flight),
@@ -127,7 +134,9 @@ func New(store Store, opts *Options) (*Verifier, error) {
 //
 // ctx bounds the Store.Get call and the wait for a result. When ctx ends
 // while the result is being computed, Verify returns ctx's error at once;
-// the computation goes on, detached, and its outcome is cached.
+// the computation goes on, detached, and its outcome is cached. A mismatch
+// for a node that keeps failing is answered after a delay (see
+// Options.MaxFailDelay), or when ctx ends if that is sooner.
 func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	if err := v.checkInput(node, password); err != nil {
 		return err
@@ -179,16 +188,17 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 func (v *Verifier) Stats() Stats {
 	running, queued := v.adm.load()
 	return Stats{
-		ScryptRuns:  v.stats.scryptRuns.Load(),
-		CacheHits:   v.stats.cacheHits.Load(),
-		Shared:      v.stats.shared.Load(),
-		Shed:        v.stats.shed.Load(),
-		Mismatches:  v.stats.mismatches.Load(),
-		Enrollments: v.stats.enrollments.Load(),
-		StoreErrors: v.stats.storeErrors.Load(),
-		Panics:      v.stats.panics.Load(),
-		InFlight:    uint64(running),
-		Queued:      uint64(queued),
+		ScryptRuns:        v.stats.scryptRuns.Load(),
+		CacheHits:         v.stats.cacheHits.Load(),
+		Shared:            v.stats.shared.Load(),
+		Shed:              v.stats.shed.Load(),
+		Mismatches:        v.stats.mismatches.Load(),
+		KnownMatchRejects: v.stats.knownMatchRejects.Load(),
+		Enrollments:       v.stats.enrollments.Load(),
+		StoreErrors:       v.stats.storeErrors.Load(),
+		Panics:            v.stats.panics.Load(),
+		InFlight:          uint64(running),
+		Queued:            uint64(queued),
 	}
 }
 
@@ -262,27 +272,72 @@ func (v *Verifier) create(ctx context.Context, node, stored string) (err error) 
 	return fmt.Errorf("verify: store Create(%q): %w", node, err)
 }
 
-// verifyStored answers from the cache or from a shared computation.
+// verifyStored answers from the cache or from a shared computation, and
+// holds back mismatch answers for names that keep failing.
 func (v *Verifier) verifyStored(ctx context.Context, node, stored, password string) error {
+	err := v.lookup(ctx, node, stored, password)
+	switch {
+	case err == nil:
+		v.fails.match(node)
+	case errors.Is(err, ErrMismatchedHashAndPassword):
+		hold(ctx, v.fails.mismatch(node))
+	}
+	return err
+}
+
+func (v *Verifier) lookup(ctx context.Context, node, stored, password string) error {
 	key := v.cache.Key(node, stored, password)
 	if o, ok := v.cache.Get(key); ok {
 		v.stats.cacheHits.Add(1)
 		return v.outcome(o)
 	}
+	pair := v.cache.PairKey(node, stored)
+	if matched, ok := v.cache.MatchedTuple(pair); ok {
+		// This node and stored hash have a verified password. Pairs are
+		// recorded only for stored keys of at least 16 bytes (see
+		// recordMatch), so a second password matching the same key would
+		// be a 128-bit scrypt collision: any other password is a mismatch,
+		// no scrypt needed. The keys are compared in constant time.
+		v.stats.cacheHits.Add(1)
+		if subtle.ConstantTimeCompare(matched[:], key[:]) == 1 {
+			return nil // the verified tuple itself, its own entry evicted
+		}
+		v.stats.knownMatchRejects.Add(1)
+		v.stats.mismatches.Add(1)
+		return ErrMismatchedHashAndPassword
+	}
+	return v.compute(ctx, node, stored, password, key, pair)
+}
+
+// compute verifies a tuple that the cache could not answer. It is apart
+// from lookup so that the keys its closure captures do not make lookup's
+// allocate on the cache-hit path.
+func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key) error {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
 		return fmt.Errorf("%w (stored for node %q)", err, node)
 	}
-	return v.share(ctx, key, h.work, func(ctx context.Context, t *ticket) error {
+	return v.share(ctx, node, key, h.work, func(ctx context.Context, t *ticket) error {
 		err := v.withSlot(ctx, t, func() error { return v.compare(&h, password) })
 		switch {
 		case err == nil:
-			v.cache.Put(key, cache.Match)
+			v.recordMatch(pair, key, len(h.key))
 		case errors.Is(err, ErrMismatchedHashAndPassword):
 			v.cache.Put(key, cache.Mismatch)
 		}
 		return err
 	})
+}
+
+// recordMatch caches a verified tuple and, when the stored key is long
+// enough to make a second matching password impossible in practice
+// (minKeyLen bytes), marks it as its pair's verified password.
+func (v *Verifier) recordMatch(pair, tuple cache.Key, keyLen int) {
+	if keyLen >= minKeyLen {
+		v.cache.PutMatch(pair, tuple)
+	} else {
+		v.cache.Put(tuple, cache.Match)
+	}
 }
 
 // enroll hashes password and creates node's hash. It returns an error
@@ -293,7 +348,7 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 	key := v.cache.Key(node, "", password)
 	p := v.opts.Params
 	work := (int64(128) << p.LogN) * int64(p.R) * int64(p.P)
-	return v.share(ctx, key, work, func(ctx context.Context, t *ticket) error {
+	return v.share(ctx, node, key, work, func(ctx context.Context, t *ticket) error {
 		var stored string
 		err := v.withSlot(ctx, t, func() (err error) {
 			stored, err = v.generate(password, p, v.opts.Limits)
@@ -305,7 +360,7 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 		if err := v.create(ctx, node, stored); err != nil {
 			return err
 		}
-		v.cache.Put(v.cache.Key(node, stored, password), cache.Match)
+		v.recordMatch(v.cache.PairKey(node, stored), v.cache.Key(node, stored, password), p.KeyLen)
 		v.stats.enrollments.Add(1)
 		return nil
 	})
@@ -323,7 +378,7 @@ func (v *Verifier) outcome(o cache.Outcome) error {
 // waits for its result within ctx and Options.MaxWait. The job runs
 // detached from ctx, under Options.WorkTimeout, and caches its outcome
 // itself.
-func (v *Verifier) share(ctx context.Context, key cache.Key, work int64, job func(context.Context, *ticket) error) error {
+func (v *Verifier) share(ctx context.Context, node string, key cache.Key, work int64, job func(context.Context, *ticket) error) error {
 	v.mu.Lock()
 	if v.closed {
 		v.mu.Unlock()
@@ -341,7 +396,7 @@ func (v *Verifier) share(ctx context.Context, key cache.Key, work int64, job fun
 		v.stats.cacheHits.Add(1)
 		return v.outcome(o)
 	}
-	t, overload := v.adm.enqueue(work)
+	t, overload := v.adm.enqueue(node, work)
 	if overload != nil {
 		v.mu.Unlock()
 		v.stats.shed.Add(1)

@@ -1,0 +1,133 @@
+package verify
+
+import (
+	"context"
+	"testing"
+)
+
+// granted reports whether t holds a slot.
+func granted(t *ticket) bool {
+	select {
+	case <-t.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+func mustEnqueue(t *testing.T, a *admission, name string) *ticket {
+	t.Helper()
+	tk, oe := a.enqueue(name, 1<<20)
+	if oe != nil {
+		t.Fatalf("enqueue %s: %v", name, oe)
+	}
+	return tk
+}
+
+// TestAdmissionServesNamesInTurn: a name with queued work gets one turn per
+// round, so other names are not starved behind it.
+func TestAdmissionServesNamesInTurn(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	run := mustEnqueue(t, a, "x")
+	if !granted(run) {
+		t.Fatal("first ticket not granted with a free slot")
+	}
+	a1 := mustEnqueue(t, a, "a")
+	a2 := mustEnqueue(t, a, "a")
+	if _, oe := a.enqueue("a", 1<<20); oe == nil || oe.Queued || oe.RetryAfter() <= 0 {
+		t.Fatalf("third ticket for one name: %v, want a refusal with RetryAfter", oe)
+	}
+	b := mustEnqueue(t, a, "b")
+	c := mustEnqueue(t, a, "c")
+	if a.eta(b) >= a.eta(a2) || a.eta(c) >= a.eta(a2) || a.eta(a1) >= a.eta(b) {
+		t.Fatalf("estimates do not follow the service order a1 %v, b %v, c %v, a2 %v", a.eta(a1), a.eta(b), a.eta(c), a.eta(a2))
+	}
+	want := []*ticket{a1, b, c, a2}
+	names := map[*ticket]string{a1: "a1", a2: "a2", b: "b", c: "c"}
+	prev := run
+	for i, w := range want {
+		a.release(prev, 0)
+		if !granted(w) {
+			t.Fatalf("step %d: %s not granted", i, names[w])
+		}
+		for _, o := range want[i+1:] {
+			if granted(o) {
+				t.Fatalf("step %d: %s granted before its turn", i, names[o])
+			}
+		}
+		prev = w
+	}
+	a.release(prev, 0)
+	if r, q := a.load(); r != 0 || q != 0 {
+		t.Fatalf("load %d running, %d queued after all released", r, q)
+	}
+}
+
+// TestAdmissionFloodDoesNotStarve: a name whose queue is refilled as soon
+// as it has room still gets only its turns.
+func TestAdmissionFloodDoesNotStarve(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	held := mustEnqueue(t, a, "x")
+	flood := []*ticket{mustEnqueue(t, a, "victim"), mustEnqueue(t, a, "victim")}
+	honest := mustEnqueue(t, a, "honest")
+	for served := 0; !granted(honest); served++ {
+		if served > 1 {
+			t.Fatalf("honest name waited %d flood computations", served)
+		}
+		a.release(held, 0)
+		for i, f := range flood {
+			if granted(f) {
+				held = f
+				flood[i] = mustEnqueue(t, a, "victim") // refilled at once
+			}
+		}
+	}
+}
+
+func TestAdmissionCancelWhileQueued(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	run := mustEnqueue(t, a, "x")
+	q := mustEnqueue(t, a, "a")
+	next := mustEnqueue(t, a, "b")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.wait(ctx, q); err == nil {
+		t.Fatal("wait with a cancelled context succeeded")
+	}
+	if _, queued := a.load(); queued != 1 {
+		t.Fatalf("%d queued after cancel, want 1", queued)
+	}
+	a.release(run, 0)
+	if !granted(next) || granted(q) {
+		t.Fatal("slot not passed to the next live ticket")
+	}
+	a.release(next, 0)
+	a.release(next, 0) // twice is harmless
+	if r, qd := a.load(); r != 0 || qd != 0 {
+		t.Fatalf("load %d %d", r, qd)
+	}
+}
+
+func TestAdmissionQueueFull(t *testing.T) {
+	a := newAdmission(1, 2, 2)
+	mustEnqueue(t, a, "x")
+	mustEnqueue(t, a, "a")
+	mustEnqueue(t, a, "b")
+	_, oe := a.enqueue("c", 1<<20)
+	if oe == nil || oe.Queued || oe.RetryAfter() <= 0 {
+		t.Fatalf("full queue: %v", oe)
+	}
+}
+
+// TestAdmissionEstimateLearns: the estimate follows measured durations.
+func TestAdmissionEstimateLearns(t *testing.T) {
+	a := newAdmission(1, 10, 2)
+	before := a.nsPerByte
+	for range 20 {
+		tk := mustEnqueue(t, a, "x")
+		a.release(tk, 1<<20) // 1 ns per byte of its 1 MiB of work
+	}
+	if a.nsPerByte >= before || a.nsPerByte < 0.99 || a.nsPerByte > 1.01 {
+		t.Fatalf("nsPerByte %v (from %v), want it to approach 1", a.nsPerByte, before)
+	}
+}

@@ -1,0 +1,91 @@
+package verify
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+const (
+	failBaseDelay = 100 * time.Millisecond // the second consecutive mismatch
+	failWindow    = 10 * time.Minute       // a count older than this restarts
+	failNames     = 16384                  // names tracked at most (LRU)
+)
+
+// failures counts consecutive mismatches per node name and says how long
+// to hold back the next mismatch answer. Node names are not secret; the
+// map is bounded, least recently failing name first out. Safe for
+// concurrent use.
+type failures struct {
+	maxDelay time.Duration // <= 0: no delay
+	size     atomic.Int64  // entries, to keep matches off the lock
+	mu       sync.Mutex
+	names    *simplelru.LRU[string, failState]
+}
+
+type failState struct {
+	n    int
+	last time.Time
+}
+
+func newFailures(maxDelay time.Duration) *failures {
+	names, err := simplelru.NewLRU[string, failState](failNames, nil)
+	if err != nil {
+		panic(err) // only for a non-positive size
+	}
+	return &failures{maxDelay: maxDelay, names: names}
+}
+
+// mismatch records a mismatch for name and returns how long to hold its
+// answer back.
+func (f *failures) mismatch(name string) time.Duration {
+	if f.maxDelay <= 0 {
+		return 0
+	}
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, _ := f.names.Get(name)
+	if now.Sub(st.last) > failWindow {
+		st.n = 0
+	}
+	st.n++
+	st.last = now
+	f.names.Add(name, st)
+	f.size.Store(int64(f.names.Len()))
+	if st.n < 2 {
+		return 0
+	}
+	d := f.maxDelay
+	if shift := st.n - 2; shift < 32 {
+		d = min(failBaseDelay<<shift, f.maxDelay)
+	}
+	return d
+}
+
+// match forgets name's failures.
+func (f *failures) match(name string) {
+	if f.size.Load() == 0 {
+		return
+	}
+	f.mu.Lock()
+	f.names.Remove(name)
+	f.size.Store(int64(f.names.Len()))
+	f.mu.Unlock()
+}
+
+// hold waits d or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
