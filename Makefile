@@ -25,4 +25,6 @@ benchmarks:
 	go test -run='^$$' -bench=. -count=10 -timeout=60m ./bench/ | tee bench/results/herd-bench.txt
 
 fuzz:
-	go test -run='^$$' -fuzz=FuzzParseHash -fuzztime=$(FUZZTIME) ./verify/
+	go test -run='^$$' -fuzz='^FuzzParseHash$$' -fuzztime=$(FUZZTIME) ./verify/
+	go test -run='^$$' -fuzz='^FuzzVerifier$$' -fuzztime=$(FUZZTIME) ./verify/
+	go test -run='^$$' -fuzz='^FuzzHeaders$$' -fuzztime=$(FUZZTIME) ./httpauth/

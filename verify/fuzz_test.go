@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -49,6 +50,77 @@ func FuzzParseHash(f *testing.F) {
 		err = fuzzLimits.CompareHashAndPassword(s, password)
 		if err != nil && !errors.Is(err, ErrMismatchedHashAndPassword) {
 			t.Fatalf("compare of a parsed hash: %v", err)
+		}
+	})
+}
+
+// FuzzVerifier drives Verify and Ensure with random (node, password,
+// stored hash) triples, with CompareHashAndPassword as the oracle: the
+// Verifier, its cache and its known-match rule must never answer
+// differently from a fresh scrypt comparison.
+func FuzzVerifier(f *testing.F) {
+	good, err := GenerateFromPassword("pw", testParams)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("node-1", "pw", good)
+	f.Add("node-1", "pw2", good)
+	f.Add("NODE-1", "pw", good)
+	f.Add("", "pw", good)
+	f.Add("n", "", good)
+	f.Add("n\x00", "pw", good)
+	f.Add("n", "pw", "$1:0011223344556677:40:8:1:AAAAAAAAAAAAAAAAAAAAAA")
+	f.Add("n", "pw", "garbage")
+	for _, v := range loadVectors(f) {
+		if strings.Contains(v.Hash, ":10:") {
+			f.Add("vector", v.Password, v.Hash)
+		}
+	}
+	store := NewMemoryStore()
+	v, err := New(store, &Options{Params: testParams, Limits: fuzzLimits, MaxFailDelay: -1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { v.Close() })
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, node, password, stored string) {
+		store.Set(node, stored)
+		got := v.Verify(ctx, node, password)
+		if err := v.checkInput(node, password); err != nil {
+			if !errors.Is(got, ErrInvalidInput) {
+				t.Fatalf("invalid input answered %v", got)
+			}
+			return
+		}
+		want := fuzzLimits.CompareHashAndPassword(stored, password)
+		switch {
+		case want == nil:
+			if got != nil {
+				t.Fatalf("oracle matches, Verifier says %v", got)
+			}
+		case errors.Is(want, ErrMismatchedHashAndPassword):
+			if !errors.Is(got, ErrMismatchedHashAndPassword) {
+				t.Fatalf("oracle mismatches, Verifier says %v", got)
+			}
+		default:
+			if !errors.Is(got, ErrInvalidHash) {
+				t.Fatalf("oracle says %v, Verifier says %v", want, got)
+			}
+		}
+		// Enrolling a new name under the password, then verifying it.
+		fresh := "fuzz-enroll-" + node
+		if len(fresh) > MaxNodeNameLen {
+			return
+		}
+		store.Delete(fresh)
+		if err := v.Ensure(ctx, fresh, password); err != nil {
+			t.Fatalf("enroll: %v", err)
+		}
+		if err := v.Verify(ctx, fresh, password); err != nil {
+			t.Fatalf("verify after enroll: %v", err)
+		}
+		if err := v.Verify(ctx, fresh, password+"x"); !errors.Is(err, ErrMismatchedHashAndPassword) && !errors.Is(err, ErrInvalidInput) {
+			t.Fatalf("other password after enroll: %v", err)
 		}
 	})
 }
