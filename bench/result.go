@@ -74,9 +74,29 @@ type Result struct {
 	// StopDetail says in words what stopped the run, when it stopped
 	// early.
 	StopDetail string
+	// ShedLog lists the answers counted in Shed, in time order: when, to
+	// which node, from which server, and the Retry-After they carried.
+	ShedLog []ShedEvent
 	// JoinTimes are the joined nodes' join latencies, in order: the
 	// timeline of joined nodes over time.
 	JoinTimes []time.Duration
+}
+
+// ShedEvent is one answer 429 or 503 an agent got.
+type ShedEvent struct {
+	T          time.Duration // since the start of the run
+	Node       int           // the agent's index in the herd
+	Server     int
+	Status     int
+	RetryAfter time.Duration // 0 when the answer had none
+}
+
+type shedJSON struct {
+	T          float64 `json:"t_s"`
+	Node       int     `json:"node"`
+	Server     int     `json:"server"`
+	Status     int     `json:"status"`
+	RetryAfter float64 `json:"retry_after_s"`
 }
 
 // Point is one step of the timeline: Joined nodes had joined at T.
@@ -148,12 +168,14 @@ type resultJSON struct {
 	Stopped           string      `json:"stopped"`
 	StopDetail        string      `json:"stop_detail,omitempty"`
 	Timeline          [][]float64 `json:"timeline"` // [seconds, joined] pairs
+	ShedLog           []shedJSON  `json:"shed_log"`
 }
 
 // MarshalJSON writes r with the keys cmd/bench's -json documents:
 // durations as seconds (completion_s, p50_s, ...), the peak heap in MiB
-// (peak_heap_mib), stopped empty when every node joined, and timeline as
-// [seconds, joined] pairs.
+// (peak_heap_mib), stopped empty when every node joined, timeline as
+// [seconds, joined] pairs and shed_log as objects (t_s, node, server,
+// status, retry_after_s).
 func (r Result) MarshalJSON() ([]byte, error) {
 	j := resultJSON{
 		Model: r.Model, Nodes: r.Nodes, LogN: r.LogN, Mode: r.Mode, Agent: r.Agent,
@@ -170,6 +192,10 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	}
 	for _, p := range r.Timeline() {
 		j.Timeline = append(j.Timeline, []float64{p.T.Seconds(), float64(p.Joined)})
+	}
+	j.ShedLog = make([]shedJSON, 0, len(r.ShedLog))
+	for _, e := range r.ShedLog {
+		j.ShedLog = append(j.ShedLog, shedJSON{e.T.Seconds(), e.Node, e.Server, e.Status, e.RetryAfter.Seconds()})
 	}
 	return json.Marshal(j)
 }
@@ -192,6 +218,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Shed: j.Shed, Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
 		CPU: secs(j.CPUS), Procs: j.Procs, MaxSampleGap: secs(j.MaxSampleGapS),
 		Stopped: j.Stopped, StopDetail: j.StopDetail,
+	}
+	for _, e := range j.ShedLog {
+		r.ShedLog = append(r.ShedLog, ShedEvent{secs(e.T), e.Node, e.Server, e.Status, secs(e.RetryAfter)})
 	}
 	for _, p := range j.Timeline {
 		if len(p) == 2 && p[1] > 0 {

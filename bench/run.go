@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,6 +124,9 @@ type run struct {
 	joinAt []atomic.Int64 // by agent: its join latency in ns, 0 until it joins
 
 	joined, attempts, shed, timeouts, connErrs, errs atomic.Uint64
+
+	shedMu  sync.Mutex
+	shedLog []ShedEvent
 }
 
 // newRun prepares a run of sc (with defaults, validated); its target is
@@ -204,6 +208,14 @@ func (r *run) execute(ctx context.Context) *Result {
 		}
 	}
 	res.Joined = len(res.JoinTimes)
+	r.shedMu.Lock()
+	for _, e := range r.shedLog {
+		if e.T <= elapsed {
+			res.ShedLog = append(res.ShedLog, e)
+		}
+	}
+	r.shedMu.Unlock()
+	slices.SortFunc(res.ShedLog, func(a, b ShedEvent) int { return cmp.Compare(a.T, b.T) })
 	slices.Sort(res.JoinTimes)
 	if res.Joined == res.Nodes {
 		res.Completion = res.JoinTimes[len(res.JoinTimes)-1]
@@ -269,6 +281,12 @@ func (r *run) sample(done <-chan struct{}) heapPeaks {
 	}
 }
 
+func (r *run) logShed(e ShedEvent) {
+	r.shedMu.Lock()
+	r.shedLog = append(r.shedLog, e)
+	r.shedMu.Unlock()
+}
+
 // agent is one node: it asks until it has joined or ctx ends.
 func (r *run) agent(ctx context.Context, i int) {
 	rng := rand.New(rand.NewPCG(r.sc.Seed, uint64(i)))
@@ -293,6 +311,7 @@ func (r *run) agent(ctx context.Context, i int) {
 			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
 			r.shed.Add(1)
+			r.logShed(ShedEvent{T: time.Since(r.start), Node: i, Server: server, Status: o.status, RetryAfter: o.retryAfter})
 			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.connErr:
 			r.connErrs.Add(1)

@@ -81,6 +81,14 @@ func TestBackoffAgentHonoursRetryAfter(t *testing.T) {
 	if res.Ratio != 0.3 {
 		t.Errorf("ratio %v, want 3s / 10s", res.Ratio)
 	}
+	if len(res.ShedLog) != 20 {
+		t.Fatalf("%d shed events, want 20", len(res.ShedLog))
+	}
+	for _, e := range res.ShedLog {
+		if e.T != 0 || e.Status != http.StatusServiceUnavailable || e.RetryAfter != 3*time.Second {
+			t.Errorf("shed event %+v, want a 503 at 0 with Retry-After 3s", e)
+		}
+	}
 }
 
 func TestJitterAgentIgnoresRetryAfter(t *testing.T) {
@@ -231,6 +239,7 @@ func TestResultJSON(t *testing.T) {
 		Model: ModelNodepass, Nodes: 3, Joined: 2, Completion: 1500 * time.Millisecond,
 		ScryptRuns: 2, PeakHeap: 96 << 20, Stopped: StoppedDeadline,
 		JoinTimes: []time.Duration{500 * time.Millisecond, time.Second},
+		ShedLog:   []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
 	}
 	r.finish(time.Second)
 	b, err := json.Marshal(r)
@@ -257,6 +266,9 @@ func TestResultJSON(t *testing.T) {
 	var back Result
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(back.ShedLog, r.ShedLog) {
+		t.Errorf("shed log round trip: %+v, want %+v", back.ShedLog, r.ShedLog)
 	}
 	if !slices.Equal(back.JoinTimes, r.JoinTimes) || back.Completion != r.Completion || back.PeakHeap != r.PeakHeap {
 		t.Errorf("round trip: %+v, want %+v", back, *r)

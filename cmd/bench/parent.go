@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -115,6 +117,11 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	fmt.Fprintln(w, "latencies are per joined node, from the reboot (retries included); peak heap is the process's live heap (agents included), sampled;")
 	fmt.Fprintln(w, "cpu use is the process's CPU time over completion × GOMAXPROCS: well below 100% with work pending means the run was short of CPU or idle by design.")
 	for _, r := range results {
+		if len(r.ShedLog) > 0 {
+			fmt.Fprintf(w, "%s: %s.\n", r.Model, shedSummary(r.ShedLog))
+		}
+	}
+	for _, r := range results {
 		if r.Stopped != "" {
 			fmt.Fprintf(w, "%s: stopped (%s) after %s: %s.\n", r.Model, r.Stopped, secs(r.Completion), r.StopDetail)
 		}
@@ -176,4 +183,28 @@ func loadAverage() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "?"
+}
+
+// shedSummary says how many answers were shed with which status, and what
+// Retry-After they carried.
+func shedSummary(log []bench.ShedEvent) string {
+	byStatus := map[int]int{}
+	var after []time.Duration
+	for _, e := range log {
+		byStatus[e.Status]++
+		if e.RetryAfter > 0 {
+			after = append(after, e.RetryAfter)
+		}
+	}
+	var parts []string
+	for _, st := range slices.Sorted(maps.Keys(byStatus)) {
+		parts = append(parts, fmt.Sprintf("%d × %d", byStatus[st], st))
+	}
+	s := "shed " + strings.Join(parts, ", ") + " between " + secs(log[0].T) + " and " + secs(log[len(log)-1].T)
+	if len(after) == 0 {
+		return s + ", without Retry-After"
+	}
+	slices.Sort(after)
+	return fmt.Sprintf("%s; Retry-After on %d of them, median %v (%v to %v)",
+		s, len(after), after[len(after)/2], after[0], after[len(after)-1])
 }
