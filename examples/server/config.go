@@ -1,0 +1,75 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// config is what the flags say.
+type config struct {
+	addr        string
+	store       string // "memory" or "kube"
+	kubeconfig  string
+	namespace   string
+	program     string
+	logN        int
+	concurrent  int
+	caFile      string
+	tlsSANs     []string
+	drain       time.Duration
+	syncTimeout time.Duration
+	verbose     bool
+}
+
+func parseFlags(args []string, out io.Writer) (config, error) {
+	var c config
+	var sans string
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:9345", "`address` to listen on (host:port; port 0 picks one)")
+	fs.StringVar(&c.store, "store", "memory", "where node password hashes live: memory, or kube (Secrets, as k3s and RKE2 keep them)")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `file` for -store kube; empty means $KUBECONFIG, ~/.kube/config, then in-cluster")
+	fs.StringVar(&c.namespace, "namespace", "kube-system", "namespace of the node-password secrets for -store kube")
+	fs.StringVar(&c.program, "program", "k3s", "k3s or rke2: route prefix, header names and secret names")
+	fs.IntVar(&c.logN, "logn", 15, "scrypt cost exponent for new hashes (15 is what k3s uses; stored hashes keep their own)")
+	fs.IntVar(&c.concurrent, "max-concurrent", 0, "scrypt computations at once; 0 means GOMAXPROCS")
+	fs.StringVar(&c.caFile, "ca-file", "", "write the generated CA certificate to this `file` (for curl --cacert)")
+	fs.StringVar(&sans, "tls-san", "", "extra comma-separated DNS names or IPs for the server's certificate")
+	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
+	fs.DurationVar(&c.syncTimeout, "sync-timeout", time.Minute, "how long -store kube waits for its secret cache before serving")
+	fs.BoolVar(&c.verbose, "v", false, "log at debug level")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("server: unexpected arguments %q", fs.Args())
+	}
+	switch c.store {
+	case "memory", "kube":
+	default:
+		return c, fmt.Errorf("server: -store %q: want memory or kube", c.store)
+	}
+	switch c.program {
+	case "k3s", "rke2":
+	default:
+		return c, fmt.Errorf("server: -program %q: want k3s or rke2", c.program)
+	}
+	for _, s := range strings.Split(sans, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.tlsSANs = append(c.tlsSANs, s)
+		}
+	}
+	return c, nil
+}
+
+func newLogger(w io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}

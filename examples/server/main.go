@@ -1,0 +1,64 @@
+// Command server is a small k3s/RKE2-style supervisor endpoint built on
+// nodepass: an HTTPS server that checks the node-password headers with
+// httpauth over a verify.Verifier, stores the hashes in Kubernetes Secrets
+// (kube.Store) or in memory, hands out kubelet certificates signed by a CA
+// it generates, and exposes Prometheus metrics.
+//
+//	go run . -addr 127.0.0.1:9345 -ca-file ca.crt                  # memory store
+//	go run . -store kube -kubeconfig ~/.kube/config -program rke2  # a cluster's secrets
+//
+// Routes (<prog> is the -program flag, k3s by default):
+//
+//	GET /v1-<prog>/serving-kubelet.crt  node headers checked; PEM: certificate, CA, key
+//	GET /v1-<prog>/client-kubelet.crt   node headers checked; PEM: certificate, CA, key
+//	GET /cacerts                        the CA certificate (unauthenticated, as in k3s)
+//	GET /metrics                        Prometheus metrics
+//
+// The node headers are K3s-Node-Name, K3s-Node-Password and K3s-Node-Ip
+// (Rke2-... with -program rke2). The serving certificate has the node name
+// as its common name and DNS name, and the addresses of the Node-Ip header
+// (a comma-separated list) as IP SANs.
+//
+// SIGINT or SIGTERM shuts the server down gracefully: requests in flight
+// are answered, then the Verifier and the Store are closed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// run parses args, serves until ctx ends, then shuts down gracefully. It
+// writes its log, and the line "listening on https://<addr>" once it
+// accepts connections, to stdout.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := parseFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stdout, cfg.verbose)
+	store, closeStore, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	return serve(ctx, cfg, store, log, stdout)
+}
