@@ -23,6 +23,7 @@
 //	nodepass_shared_total              counter    requests that joined an identical computation in flight
 //	nodepass_shed_total                counter    requests answered "overloaded, retry after"
 //	nodepass_mismatches_total          counter    requests answered "password does not match"
+//	nodepass_known_match_rejects_total counter    mismatches answered without scrypt: another password is the node's verified one
 //	nodepass_enrollments_total         counter    nodes whose hash Ensure created
 //	nodepass_store_errors_total        counter    failed Store calls (not NotFound/Exists)
 //	nodepass_panics_total              counter    panics recovered in the store or the hasher
@@ -147,6 +148,8 @@ func New(opts *Options) (*Collector, error) {
 		func(s verify.Stats) uint64 { return s.Shed })
 	stat("mismatches_total", "Requests whose password did not match the stored hash.", counter,
 		func(s verify.Stats) uint64 { return s.Mismatches })
+	stat("known_match_rejects_total", "Mismatches answered without scrypt because another password is the verified one for the node (also in cache hits and mismatches).", counter,
+		func(s verify.Stats) uint64 { return s.KnownMatchRejects })
 	stat("enrollments_total", "Nodes whose hash was created on their first join.", counter,
 		func(s verify.Stats) uint64 { return s.Enrollments })
 	stat("store_errors_total", "Failed Store calls, other than not-found and already-exists.", counter,

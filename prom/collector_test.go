@@ -22,7 +22,7 @@ func (f fixedStats) Stats() verify.Stats { return verify.Stats(f) }
 // counterNames are the metrics read from Stats.
 var counterNames = []string{
 	"nodepass_scrypt_runs_total", "nodepass_cache_hits_total", "nodepass_shared_total",
-	"nodepass_shed_total", "nodepass_mismatches_total", "nodepass_enrollments_total",
+	"nodepass_shed_total", "nodepass_mismatches_total", "nodepass_known_match_rejects_total", "nodepass_enrollments_total",
 	"nodepass_store_errors_total", "nodepass_panics_total",
 	"nodepass_scrypt_inflight", "nodepass_scrypt_queued",
 }
@@ -33,7 +33,7 @@ func TestCollectStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := c.Attach(fixedStats{ScryptRuns: 1, CacheHits: 2, Shared: 3, Shed: 4, Mismatches: 5,
-		Enrollments: 6, StoreErrors: 7, Panics: 8, InFlight: 9, Queued: 10}); err != nil {
+		KnownMatchRejects: 11, Enrollments: 6, StoreErrors: 7, Panics: 8, InFlight: 9, Queued: 10}); err != nil {
 		t.Fatal(err)
 	}
 	want := `
@@ -43,6 +43,9 @@ nodepass_cache_hits_total 2
 # HELP nodepass_enrollments_total Nodes whose hash was created on their first join.
 # TYPE nodepass_enrollments_total counter
 nodepass_enrollments_total 6
+# HELP nodepass_known_match_rejects_total Mismatches answered without scrypt because another password is the verified one for the node (also in cache hits and mismatches).
+# TYPE nodepass_known_match_rejects_total counter
+nodepass_known_match_rejects_total 11
 # HELP nodepass_mismatches_total Requests whose password did not match the stored hash.
 # TYPE nodepass_mismatches_total counter
 nodepass_mismatches_total 5
@@ -206,14 +209,15 @@ func TestVerifier(t *testing.T) {
 		t.Fatalf("Stats = %+v, want 3 enrollments, 2 mismatches and at least 3 scrypt runs", st)
 	}
 	for name, want := range map[string]uint64{
-		"nodepass_scrypt_runs_total":  st.ScryptRuns,
-		"nodepass_enrollments_total":  st.Enrollments,
-		"nodepass_cache_hits_total":   st.CacheHits,
-		"nodepass_mismatches_total":   st.Mismatches,
-		"nodepass_shed_total":         st.Shed,
-		"nodepass_store_errors_total": st.StoreErrors,
-		"nodepass_scrypt_inflight":    st.InFlight,
-		"nodepass_scrypt_queued":      st.Queued,
+		"nodepass_scrypt_runs_total":         st.ScryptRuns,
+		"nodepass_enrollments_total":         st.Enrollments,
+		"nodepass_cache_hits_total":          st.CacheHits,
+		"nodepass_mismatches_total":          st.Mismatches,
+		"nodepass_known_match_rejects_total": st.KnownMatchRejects,
+		"nodepass_shed_total":                st.Shed,
+		"nodepass_store_errors_total":        st.StoreErrors,
+		"nodepass_scrypt_inflight":           st.InFlight,
+		"nodepass_scrypt_queued":             st.Queued,
 	} {
 		m := gathered(t, c, name)
 		if got := m.GetCounter().GetValue() + m.GetGauge().GetValue(); got != float64(want) {
