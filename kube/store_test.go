@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -615,5 +616,19 @@ func TestTransformKeepsOnlyWhatGetNeeds(t *testing.T) {
 	}
 	if o, _ := s.transform("not a secret"); o != "not a secret" {
 		t.Error("transform changed an object that is not a secret")
+	}
+}
+
+// TestIsDNS1123Subdomain checks the fast name check against apimachinery's.
+func TestIsDNS1123Subdomain(t *testing.T) {
+	for _, name := range []string{
+		"a", "a.b", "a-b.c-d", "0.1", "worker-1.node-password.k3s", strings.Repeat("a", 253), strings.Repeat("a", 254),
+		"", ".", "a.", ".a", "a..b", "-a", "a-", "a.-b", "a_b", "A", "a/b", "ä", "a b", "a.b-.c",
+		strings.Repeat("a", 63) + "b.c", strings.Repeat("a", 64) + ".c",
+	} {
+		want := len(validation.IsDNS1123Subdomain(name)) == 0
+		if got := isDNS1123Subdomain(name); got != want {
+			t.Errorf("isDNS1123Subdomain(%q) = %v, apimachinery says %v", name, got, want)
+		}
 	}
 }
