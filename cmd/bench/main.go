@@ -47,12 +47,13 @@ const defaultDeadline = 90 * time.Second
 
 // config is the parsed command line.
 type config struct {
-	sc       bench.Scenario
-	models   []string
-	jsonPath string
-	plotPath string
-	isolate  bool
-	worker   string // hidden: run this one model as a child process
+	sc         bench.Scenario
+	models     []string
+	jsonPath   string
+	plotPath   string
+	isolate    bool
+	replotPath string
+	worker     string // hidden: run this one model as a child process
 }
 
 // usageError is a bad command line: exit status 2.
@@ -88,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the agents' random delays")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each model in its own child process")
+	fs.StringVar(&c.replotPath, "replot", "", "draw -plot from the results in `FILE` (an earlier -json) instead of running")
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
 	fs.Usage = func() {} // parse errors get one line, -h the whole usage
 
@@ -140,6 +142,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		if ext := strings.ToLower(filepath.Ext(c.plotPath)); ext != ".svg" && ext != ".png" {
 			bad("-plot %q: want a file name ending in .svg or .png", c.plotPath)
 		}
+	}
+	if c.replotPath != "" && c.plotPath == "" {
+		bad("-replot needs -plot")
 	}
 	if c.worker != "" {
 		if err := bench.ValidModel(c.worker); err != nil {
@@ -241,6 +246,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if c.worker != "" {
 		return runWorker(ctx, c, stdin, stdout, stderr)
+	}
+	if c.replotPath != "" {
+		if err := replot(c); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if err := runParent(ctx, c, args, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)

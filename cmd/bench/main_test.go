@@ -47,6 +47,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-nodes", "x"}, "invalid value"},
 		{[]string{"-frobnicate"}, "not defined"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"-replot", "out.json"}, "-replot needs -plot"},
 	} {
 		code, stdout, stderr := runCmd(t, c.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || !strings.HasPrefix(stderr, "bench: ") {
@@ -102,6 +103,13 @@ func TestRunInProcess(t *testing.T) {
 	}
 	if svg, err := os.ReadFile(plotPath); err != nil || !bytes.Contains(svg, []byte("<svg")) {
 		t.Errorf("plot: %v, %d bytes", err, len(svg))
+	}
+	pngPath := filepath.Join(dir, "herd.png")
+	if code, _, stderr := runCmd(t, "-replot", jsonPath, "-plot", pngPath); code != 0 {
+		t.Fatalf("-replot: exit %d\n%s", code, stderr)
+	}
+	if png, err := os.ReadFile(pngPath); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("replot: %v, %d bytes", err, len(png))
 	}
 }
 

@@ -16,12 +16,25 @@ import (
 	"github.com/nodepass/nodepass/bench"
 )
 
+// replot draws c.plotPath from the results of an earlier -json run.
+func replot(c *config) error {
+	b, err := os.ReadFile(c.replotPath)
+	if err != nil {
+		return err
+	}
+	var results []*bench.Result
+	if err := json.Unmarshal(b, &results); err != nil {
+		return fmt.Errorf("reading %s: %w", c.replotPath, err)
+	}
+	return writePlot(c.plotPath, results)
+}
+
 // runParent makes the herd, measures the lower bound, runs every model
 // and writes the table, the JSON and the plot.
 func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.Writer) error {
 	sc := c.sc
 	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %d server(s)%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
-		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Servers, lbNote(sc), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
+		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Servers, lbNote(sc.Servers, sc.LB), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
 	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
 	start := time.Now()
@@ -70,18 +83,18 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		}
 	}
 	if c.plotPath != "" {
-		if err := writePlot(c.plotPath, sc, h, results); err != nil {
+		if err := writePlot(c.plotPath, results); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func lbNote(sc bench.Scenario) string {
-	if sc.Servers == 1 {
+func lbNote(servers int, lb bench.LB) string {
+	if servers == 1 {
 		return ""
 	}
-	return ", " + string(sc.LB) + " load balancing"
+	return ", " + string(lb) + " load balancing"
 }
 
 // writeTable prints one row per model and what the figures mean.

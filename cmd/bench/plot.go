@@ -14,15 +14,19 @@ import (
 
 // writePlot draws joined nodes over time for every model in one chart,
 // with the lower bound as a dashed vertical line; the format (SVG or PNG)
-// follows path's extension.
-func writePlot(path string, sc bench.Scenario, h *bench.Herd, results []*bench.Result) error {
+// follows path's extension. The scenario is read from the first result.
+func writePlot(path string, results []*bench.Result) error {
+	if len(results) == 0 {
+		return fmt.Errorf("plot: no results")
+	}
+	r0 := results[0]
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Herd of %d nodes, scrypt logN %d, %s agents, %d server(s)%s, %s",
-		sc.Nodes, sc.LogN, sc.Agent, sc.Servers, lbNote(sc), sc.Mode)
+		r0.Nodes, r0.LogN, r0.Agent, r0.Servers, lbNote(r0.Servers, r0.LB), r0.Mode)
 	p.X.Label.Text = "seconds since the reboot"
 	p.Y.Label.Text = "nodes joined"
 	// Head room above the herd for the legend.
-	p.Y.Min, p.Y.Max = 0, float64(sc.Nodes)*1.45
+	p.Y.Min, p.Y.Max = 0, float64(r0.Nodes)*1.45
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 
@@ -50,8 +54,8 @@ func writePlot(path string, sc bench.Scenario, h *bench.Herd, results []*bench.R
 		}
 		p.Legend.Add(label, line)
 	}
-	if lb := h.LowerBound.Seconds(); lb > 0 {
-		bound, err := plotter.NewLine(plotter.XYs{{X: lb, Y: 0}, {X: lb, Y: float64(sc.Nodes)}})
+	if lb := r0.LowerBound.Seconds(); lb > 0 {
+		bound, err := plotter.NewLine(plotter.XYs{{X: lb, Y: 0}, {X: lb, Y: float64(r0.Nodes)}})
 		if err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
