@@ -79,13 +79,17 @@ func TestHerdHTTP(t *testing.T) {
 func TestHerdInprocServers(t *testing.T) {
 	h := testHerd(t)
 	for _, name := range Models {
-		sc := Scenario{Nodes: 30, LogN: testLogN, Servers: 3, LB: LBFailover, TimeScale: 0.1, Agent: BackoffPolicy{Base: time.Second, Cap: 30 * time.Second}}
+		sc := Scenario{Nodes: 30, LogN: testLogN, Servers: 3, LB: LBFailover, TimeScale: 0.1, BoundSample: 4,
+			Agent: BackoffPolicy{Base: time.Second, Cap: 30 * time.Second}}
 		res, err := Run(t.Context(), sc, h, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Joined != 30 || res.Stopped != "" || res.Servers != 3 || res.LB != LBFailover {
 			t.Errorf("%s: joined %d stopped %q servers %d lb %q", name, res.Joined, res.Stopped, res.Servers, res.LB)
+		}
+		if res.LocalBound <= 0 || res.LocalRatio <= 0 {
+			t.Errorf("%s: local lower bound %v, ratio %v", name, res.LocalBound, res.LocalRatio)
 		}
 	}
 }

@@ -71,18 +71,42 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 // process's CPUs can let every node of the herd join in, so nothing else
 // should run meanwhile.
 func (h *Herd) MeasureLowerBound(ctx context.Context) error {
+	d, workers, err := h.timeVerifications(ctx, len(h.Nodes))
+	if err != nil {
+		return err
+	}
+	h.LowerBound, h.Workers = d, workers
+	return nil
+}
+
+// EstimateLowerBound estimates the lower bound from the first sample nodes
+// only: their verification time on GOMAXPROCS workers, after the same
+// warm-up, times len(Nodes) / sample. It is cheap enough to take right
+// before each model's run, under the load the run itself will see; h is
+// not changed.
+func (h *Herd) EstimateLowerBound(ctx context.Context, sample int) (time.Duration, error) {
+	sample = min(max(sample, 1), len(h.Nodes))
+	d, _, err := h.timeVerifications(ctx, sample)
+	if err != nil {
+		return 0, err
+	}
+	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
+}
+
+// timeVerifications times the verification of the first n nodes on
+// GOMAXPROCS workers, after a warm-up of one verification per worker.
+func (h *Herd) timeVerifications(ctx context.Context, n int) (time.Duration, int, error) {
 	workers := runtime.GOMAXPROCS(0)
 	check := func(i int) error { return verify.CompareHashAndPassword(h.Nodes[i].Hash, h.Nodes[i].Password) }
 	if err := parallel(ctx, min(workers, len(h.Nodes)), workers, check); err != nil {
-		return fmt.Errorf("bench: lower bound warm-up: %w", err)
+		return 0, 0, fmt.Errorf("bench: lower bound warm-up: %w", err)
 	}
 	runtime.GC()
 	start := time.Now()
-	if err := parallel(ctx, len(h.Nodes), workers, check); err != nil {
-		return fmt.Errorf("bench: lower bound: %w", err)
+	if err := parallel(ctx, n, workers, check); err != nil {
+		return 0, 0, fmt.Errorf("bench: lower bound: %w", err)
 	}
-	h.LowerBound, h.Workers = time.Since(start), workers
-	return nil
+	return time.Since(start), workers, nil
 }
 
 // validate checks that h fits sc.

@@ -28,6 +28,11 @@ type Result struct {
 	// Ratio is Completion / LowerBound; 0 without a lower bound. When the
 	// run stopped early it is only a floor.
 	Ratio float64
+	// LocalBound is the lower bound estimated from a sample right before
+	// this run (Scenario.BoundSample); 0 if not asked for. LocalRatio is
+	// Completion / LocalBound.
+	LocalBound time.Duration
+	LocalRatio float64
 	// Attempts counts the requests the agents sent.
 	Attempts uint64
 	// ScryptRuns counts the scrypt computations the servers started
@@ -122,6 +127,9 @@ func (r *Result) finish(lowerBound time.Duration) {
 	if lowerBound > 0 {
 		r.Ratio = float64(r.Completion) / float64(lowerBound)
 	}
+	if r.LocalBound > 0 {
+		r.LocalRatio = float64(r.Completion) / float64(r.LocalBound)
+	}
 	if r.Joined > 0 {
 		r.ScryptRunsPerNode = float64(r.ScryptRuns) / float64(r.Joined)
 	}
@@ -150,6 +158,8 @@ type resultJSON struct {
 	CompletionS       float64     `json:"completion_s"`
 	LowerBoundS       float64     `json:"lower_bound_s"`
 	Ratio             float64     `json:"ratio"`
+	LocalBoundS       float64     `json:"local_lower_bound_s,omitempty"`
+	LocalRatio        float64     `json:"local_ratio,omitempty"`
 	Attempts          uint64      `json:"attempts"`
 	ScryptRuns        uint64      `json:"scrypt_runs"`
 	ScryptRunsPerNode float64     `json:"scrypt_runs_per_node"`
@@ -181,7 +191,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Model: r.Model, Nodes: r.Nodes, LogN: r.LogN, Mode: r.Mode, Agent: r.Agent,
 		Servers: r.Servers, LB: r.LB, Joined: r.Joined,
 		CompletionS: r.Completion.Seconds(), LowerBoundS: r.LowerBound.Seconds(),
-		Ratio: r.Ratio, Attempts: r.Attempts, ScryptRuns: r.ScryptRuns,
+		Ratio: r.Ratio, LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
+		Attempts: r.Attempts, ScryptRuns: r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
 		P50S:              r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
 		PeakHeapMiB: mib(r.PeakHeap), PeakHeapObjMiB: mib(r.PeakHeapObjects),
@@ -211,7 +222,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Model: j.Model, Nodes: j.Nodes, LogN: j.LogN, Mode: j.Mode, Agent: j.Agent,
 		Servers: j.Servers, LB: j.LB, Joined: j.Joined,
 		Completion: secs(j.CompletionS), LowerBound: secs(j.LowerBoundS),
-		Ratio: j.Ratio, Attempts: j.Attempts, ScryptRuns: j.ScryptRuns,
+		Ratio: j.Ratio, LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
+		Attempts: j.Attempts, ScryptRuns: j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
 		P50:               secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),
 		PeakHeap: fromMiB(j.PeakHeapMiB), PeakHeapObjects: fromMiB(j.PeakHeapObjMiB),

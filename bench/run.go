@@ -69,6 +69,13 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	if err := h.validate(sc); err != nil {
 		return nil, err
 	}
+	var localBound time.Duration
+	if sc.BoundSample > 0 {
+		var err error
+		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample); err != nil {
+			return nil, err
+		}
+	}
 	store := verify.NewMemoryStore()
 	for _, n := range h.Nodes {
 		store.Set(n.Name, n.Hash)
@@ -109,6 +116,7 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	for _, m := range models {
 		res.ScryptRuns += m.scryptRuns()
 	}
+	res.LocalBound = localBound
 	res.finish(h.LowerBound)
 	return res, nil
 }

@@ -88,6 +88,11 @@ type Scenario struct {
 	Seed uint64
 	// SampleEvery is how often the live heap is sampled. Default 5 ms.
 	SampleEvery time.Duration
+	// BoundSample, when positive, makes Run estimate the lower bound from
+	// that many verifications right before the model's run
+	// (Herd.EstimateLowerBound), into Result.LocalBound: on a machine
+	// whose load changes, a figure taken under the run's own load.
+	BoundSample int
 	// Progress, if not nil, is called about every 100 ms during a run, and
 	// once at its end, from a goroutine of Run's.
 	Progress func(Progress)
@@ -172,6 +177,9 @@ func (s Scenario) validate() error {
 	}
 	if !(s.TimeScale > 0 && s.TimeScale <= 1000) { // also rejects NaN
 		bad("time scale %v: want more than 0, at most 1000", s.TimeScale)
+	}
+	if s.BoundSample < 0 {
+		bad("bound sample %d is negative", s.BoundSample)
 	}
 	if s.SampleEvery < 0 {
 		bad("sample interval %v is negative", s.SampleEvery)

@@ -74,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		agent, models, mode, lb string
 		maxHeap                 = byteSize(bench.DefaultMaxHeap)
 		seed                    uint64
+		boundSample             int
 	)
 	fs.IntVar(&nodes, "nodes", bench.DefaultNodes, "number of nodes (agents) in the herd")
 	fs.IntVar(&logN, "logn", bench.DefaultLogN, "scrypt cost exponent of the stored hashes (k3s: 15)")
@@ -88,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.jsonPath, "json", "", "write one JSON object per model to `FILE`")
 	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the agents' random delays")
+	fs.IntVar(&boundSample, "bound-sample", 64, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each model in its own child process")
 	fs.StringVar(&c.replotPath, "replot", "", "draw -plot from the results in `FILE` (an earlier -json) instead of running")
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
@@ -119,6 +121,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if servers < 1 || servers > 64 {
 		bad("-servers %d: want 1 to 64", servers)
+	}
+	if boundSample < 0 {
+		bad("-bound-sample %d: want 0 or more", boundSample)
 	}
 	if maxHeap == 0 {
 		bad("-max-heap: want a positive size")
@@ -157,7 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c.sc = bench.Scenario{
 		Nodes: nodes, LogN: logN, ClientTimeout: timeout, Agent: policy,
 		Servers: servers, LB: l, Mode: m, Deadline: deadline,
-		MaxHeap: uint64(maxHeap), Seed: seed,
+		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample,
 	}
 	return &c, nil
 }

@@ -100,11 +100,14 @@ func lbNote(servers int, lb bench.LB) string {
 // writeTable prints one row per model and what the figures mean.
 func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tattempts\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\ttimeouts\tcpu use\tstopped\t")
+	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\ttimeouts\tcpu use\tstopped\t")
 	for _, r := range results {
-		ratio, completion := fmt.Sprintf("%.2f", r.Ratio), secs(r.Completion)
+		ratio, local, completion := fmt.Sprintf("%.2f", r.Ratio), fmt.Sprintf("%.2f", r.LocalRatio), secs(r.Completion)
 		if r.Stopped != "" {
-			ratio, completion = ">"+ratio, ">"+completion
+			ratio, local, completion = ">"+ratio, ">"+local, ">"+completion
+		}
+		if r.LocalBound == 0 {
+			local = "-"
 		}
 		perNode := "-"
 		if r.Joined > 0 {
@@ -114,14 +117,17 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		if stopped == "" {
 			stopped = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%.0f%%\t%s\t\n",
-			r.Model, r.Joined, r.Nodes, completion, ratio, r.Attempts, perNode,
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%.0f%%\t%s\t\n",
+			r.Model, r.Joined, r.Nodes, completion, ratio, local, r.Attempts, perNode,
 			latency(r, r.P50), latency(r, r.P99), latency(r, r.Max),
 			float64(r.PeakHeap)/(1<<20), r.Shed, r.Timeouts, 100*r.CPUUse(), stopped)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nlower bound: %.2fs = %d scrypt verifications (logN %d) on %d workers, warm, nothing else running; ratio = completion / lower bound.\n",
 		h.LowerBound.Seconds(), len(h.Nodes), h.LogN, h.Workers)
+	if sc.BoundSample > 0 {
+		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications right before the model's run (the load on a shared machine changes).\n", sc.BoundSample)
+	}
 	if sc.Servers > 1 {
 		fmt.Fprintf(w, "%d servers: all run in this one process on the same %d CPUs, so their lower bound is the same %.2fs, not %.2fs / %d:\n"+
 			"%d servers on machines of their own would have %d times the CPUs; here they share them, and no run can beat the %d-CPU bound.\n",
