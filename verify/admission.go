@@ -33,6 +33,7 @@ type admission struct {
 	queued     int
 	queuedWork int64
 	nsPerByte  float64 // moving average of scrypt time per byte of work
+	samples    int     // measurements so far
 }
 
 // nameQueue holds one name's queued tickets, oldest first.
@@ -58,7 +59,9 @@ type ticket struct {
 // until the first computation has been measured.
 const initialNsPerByte = 100e6 / float64(32<<20)
 
-// ewmaWeight is the weight of a new measurement in the moving average.
+// ewmaWeight is the weight of a new measurement in the moving average once
+// there are enough; before that the estimate is the plain mean of the
+// measurements, so the first one replaces the initial guess outright.
 const ewmaWeight = 0.25
 
 // minRetryAfter keeps every estimate positive.
@@ -166,7 +169,8 @@ func (a *admission) release(t *ticket, elapsed time.Duration) {
 	delete(a.running, t)
 	if elapsed > 0 && t.work > 0 {
 		sample := float64(elapsed) / float64(t.work)
-		a.nsPerByte += ewmaWeight * (sample - a.nsPerByte)
+		a.samples++
+		a.nsPerByte += max(ewmaWeight, 1/float64(a.samples)) * (sample - a.nsPerByte)
 	}
 	for len(a.running) < a.slots && a.queued > 0 {
 		nq := a.ring.Front().Value.(*nameQueue)

@@ -459,28 +459,49 @@ func (v *Verifier) withSlot(ctx context.Context, t *ticket, fn func() error) err
 	return err
 }
 
-// await waits for f's result within ctx and Options.MaxWait.
+// await waits for f's result within ctx and Options.MaxWait. The estimate
+// of when f will finish is checked when the caller arrives and again every
+// recheckInterval while it waits: as soon as the result is not expected
+// within what is left of MaxWait, the caller is told when to come back,
+// rather than held until MaxWait and told then.
 func (v *Verifier) await(ctx context.Context, f *flight) error {
 	select {
 	case <-f.done:
 		return v.result(f.err)
 	default:
 	}
-	if eta := v.adm.eta(f.t); eta > v.opts.MaxWait {
-		v.stats.shed.Add(1)
-		return &OverloadError{After: eta, Queued: true}
+	maxWait := v.opts.MaxWait
+	if eta := v.adm.eta(f.t); eta > maxWait {
+		return v.shedQueued(eta)
 	}
-	timer := time.NewTimer(v.opts.MaxWait)
+	deadline := time.Now().Add(maxWait)
+	every := recheckInterval(maxWait)
+	timer := time.NewTimer(min(every, maxWait))
 	defer timer.Stop()
-	select {
-	case <-f.done:
-		return v.result(f.err)
-	case <-ctx.Done():
-		return fmt.Errorf("verify: waiting for result: %w", context.Cause(ctx))
-	case <-timer.C:
-		v.stats.shed.Add(1)
-		return &OverloadError{After: v.adm.eta(f.t), Queued: true}
+	for {
+		select {
+		case <-f.done:
+			return v.result(f.err)
+		case <-ctx.Done():
+			return fmt.Errorf("verify: waiting for result: %w", context.Cause(ctx))
+		case <-timer.C:
+		}
+		left := time.Until(deadline)
+		if eta := v.adm.eta(f.t); left <= 0 || eta > left {
+			return v.shedQueued(eta)
+		}
+		timer.Reset(min(every, left))
 	}
+}
+
+// recheckInterval is how often a waiting caller's estimate is checked.
+func recheckInterval(maxWait time.Duration) time.Duration {
+	return min(max(maxWait/16, 10*time.Millisecond), 500*time.Millisecond)
+}
+
+func (v *Verifier) shedQueued(eta time.Duration) error {
+	v.stats.shed.Add(1)
+	return &OverloadError{After: eta, Queued: true}
 }
 
 // result counts a flight's outcome for one waiter.

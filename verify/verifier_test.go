@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -768,4 +769,41 @@ func TestCacheHitAllocatesNothing(t *testing.T) {
 
 func testWork() int64 {
 	return (int64(128) << testParams.LogN) * int64(testParams.R) * int64(testParams.P)
+}
+
+// TestShedEarlyWhenEstimateGrows: a caller allowed to wait is told to come
+// back as soon as the estimate says its result will not come within
+// MaxWait, not only when MaxWait has passed.
+func TestShedEarlyWhenEstimateGrows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewMemoryStore()
+		s.Set("a", mustHash(t, "pw"))
+		s.Set("b", mustHash(t, "pw"))
+		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second})
+		g := newGate()
+		g.install(v)
+		ctx := context.Background()
+		go v.Verify(ctx, "a", "pw")
+		<-g.entered
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- v.Verify(ctx, "b", "pw") }()
+		synctest.Wait() // b waits: the initial estimate for a tiny hash is tiny
+		v.adm.mu.Lock()
+		v.adm.nsPerByte = float64(20*time.Second) / float64(testWork()) // now 20 s per hash
+		v.adm.mu.Unlock()
+		err := <-done
+		var oe *OverloadError
+		if !errors.As(err, &oe) || !oe.Queued {
+			t.Fatalf("err %v, want a queued OverloadError", err)
+		}
+		if waited := time.Since(start); waited != recheckInterval(8*time.Second) {
+			t.Fatalf("shed after %v, want at the first recheck (%v)", waited, recheckInterval(8*time.Second))
+		}
+		if oe.RetryAfter() < 20*time.Second {
+			t.Fatalf("RetryAfter %v, want the new estimate (over 20 s)", oe.RetryAfter())
+		}
+		close(g.release)
+		v.Close()
+	})
 }
