@@ -349,6 +349,16 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 	p := v.opts.Params
 	work := (int64(128) << p.LogN) * int64(p.R) * int64(p.P)
 	return v.share(ctx, node, key, work, func(ctx context.Context, t *ticket) error {
+		// A request that found no hash may arrive just after an identical
+		// enrollment finished: look again before hashing, so it verifies
+		// against the new hash (a cache hit) instead of hashing anew.
+		if _, err := v.get(ctx, node); err == nil {
+			v.adm.release(t, 0)
+			return fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, node)
+		} else if !errors.Is(err, ErrNotFound) {
+			v.adm.release(t, 0)
+			return err
+		}
 		var stored string
 		err := v.withSlot(ctx, t, func() (err error) {
 			stored, err = v.generate(password, p, v.opts.Limits)
