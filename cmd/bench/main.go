@@ -86,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&lb, "lb", string(bench.LBSticky), "agents' load balancer over several servers: sticky or failover")
 	fs.DurationVar(&deadline, "deadline", defaultDeadline, "longest run per model")
 	fs.Var(&maxHeap, "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
-	fs.StringVar(&c.jsonPath, "json", "", "write one JSON object per model to `FILE`")
+	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")
 	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
 	fs.Uint64Var(&seed, "seed", 1, "seed of the agents' random delays")
 	fs.IntVar(&boundSample, "bound-sample", 64, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
