@@ -42,7 +42,7 @@ func testHerd(t *testing.T) *Herd {
 // starved machine; normally every node joins at its first attempt.
 func TestHerdHTTP(t *testing.T) {
 	h := testHerd(t)
-	for _, name := range Models {
+	for _, name := range Models() {
 		t.Run("model="+name, func(t *testing.T) {
 			sc := Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, TimeScale: 0.1,
 				ClientTimeout: 100 * time.Second, Deadline: 20 * time.Minute}
@@ -79,7 +79,7 @@ func TestHerdHTTP(t *testing.T) {
 // and failover, the path go test -bench takes.
 func TestHerdInprocServers(t *testing.T) {
 	h := testHerd(t)
-	for _, name := range Models {
+	for _, name := range Models() {
 		sc := Scenario{Nodes: 30, LogN: testLogN, Servers: 3, LB: LBFailover, TimeScale: 0.1, BoundSample: 4,
 			ClientTimeout: 100 * time.Second, Deadline: 20 * time.Minute,
 			Agent: BackoffPolicy{Base: time.Second, Cap: 30 * time.Second}}

@@ -59,7 +59,7 @@ func benchHerd(b *testing.B, n int) *Herd {
 // -herd.logn=15 for the real thing. ns/op is one whole herd, including the
 // wait for work an unbounded model still has running when it stops.
 func BenchmarkHerd(b *testing.B) {
-	for _, model := range Models {
+	for _, model := range Models() {
 		b.Run("model="+model, func(b *testing.B) {
 			for _, nodes := range []int{100, 320} {
 				b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {

@@ -22,8 +22,12 @@ const (
 	ModelNodepass  = "nodepass"
 )
 
-// Models lists every server model, in the order the benchmark runs them.
-var Models = []string{ModelK3s125, ModelK3s128, ModelK3sLatest, ModelNodepass}
+// models lists every server model, in the order the benchmark runs them.
+var models = []string{ModelK3s125, ModelK3s128, ModelK3sLatest, ModelNodepass}
+
+// Models returns the names of every server model, in the order the
+// benchmark runs them.
+func Models() []string { return slices.Clone(models) }
 
 // The k3s behaviour the models emulate (DESIGN.md §1, §2 and §6).
 const (
@@ -55,10 +59,10 @@ type model interface {
 
 // ValidModel reports an error unless name is one of Models.
 func ValidModel(name string) error {
-	if slices.Contains(Models, name) {
+	if slices.Contains(models, name) {
 		return nil
 	}
-	return fmt.Errorf("bench: unknown model %q: want one of %q", name, Models)
+	return fmt.Errorf("bench: unknown model %q: want one of %q", name, models)
 }
 
 // newModel returns a fresh instance of the named model over store. params

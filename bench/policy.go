@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -28,8 +29,10 @@ const (
 	PolicyBackoff = "backoff"
 )
 
-// PolicyNames lists the names ParsePolicy accepts, the default first.
-var PolicyNames = []string{PolicyJitter, PolicyFixed, PolicyBackoff}
+var policyNames = []string{PolicyJitter, PolicyFixed, PolicyBackoff}
+
+// PolicyNames returns the names ParsePolicy accepts, the default first.
+func PolicyNames() []string { return slices.Clone(policyNames) }
 
 // ParsePolicy returns the policy named name: "fixed-5s" (the k3s agent
 // before jitter was added), "jitter-5-10s" (k3s agents today) or
@@ -44,7 +47,7 @@ func ParsePolicy(name string) (Policy, error) {
 	case PolicyBackoff:
 		return BackoffPolicy{Base: time.Second, Cap: 30 * time.Second}, nil
 	}
-	return nil, fmt.Errorf("bench: unknown agent policy %q: want one of %q", name, PolicyNames)
+	return nil, fmt.Errorf("bench: unknown agent policy %q: want one of %q", name, policyNames)
 }
 
 // FixedPolicy waits Interval after every failure and ignores Retry-After.

@@ -7,7 +7,7 @@ import (
 )
 
 func TestParsePolicy(t *testing.T) {
-	for _, name := range PolicyNames {
+	for _, name := range PolicyNames() {
 		p, err := ParsePolicy(name)
 		if err != nil {
 			t.Fatalf("ParsePolicy(%q): %v", name, err)

@@ -47,7 +47,7 @@ type heapPeaks struct {
 // progressEvery is how often Scenario.Progress is called.
 const progressEvery = 100 * time.Millisecond
 
-// Run runs the scenario once against model (one of Models): every node
+// Run runs the scenario once against model (one of Models()): every node
 // of h asks at once, and each keeps asking under the agent policy until
 // it has joined or the run stops (its deadline, the heap guard, or ctx).
 // It returns the run's figures; a model that did not let every node join

@@ -79,8 +79,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&nodes, "nodes", bench.DefaultNodes, "number of nodes (agents) in the herd")
 	fs.IntVar(&logN, "logn", bench.DefaultLogN, "scrypt cost exponent of the stored hashes (k3s: 15)")
 	fs.DurationVar(&timeout, "timeout", bench.DefaultClientTimeout, "agents' HTTP client timeout")
-	fs.StringVar(&agent, "agent", bench.PolicyJitter, "agent retry policy: "+strings.Join(bench.PolicyNames, ", "))
-	fs.StringVar(&models, "models", "all", "comma-separated server models, or all: "+strings.Join(bench.Models, ", "))
+	fs.StringVar(&agent, "agent", bench.PolicyJitter, "agent retry policy: "+strings.Join(bench.PolicyNames(), ", "))
+	fs.StringVar(&models, "models", "all", "comma-separated server models, or all: "+strings.Join(bench.Models(), ", "))
 	fs.StringVar(&mode, "mode", string(bench.ModeHTTP), "http (real HTTPS on 127.0.0.1) or inproc (direct calls)")
 	fs.IntVar(&servers, "servers", 1, "number of servers, each its own model instance sharing one store")
 	fs.StringVar(&lb, "lb", string(bench.LBSticky), "agents' load balancer over several servers: sticky or failover")
@@ -188,7 +188,7 @@ func usage(fs *flag.FlagSet, w io.Writer) {
 
 func parseModels(s string) ([]string, error) {
 	if s == "all" {
-		return bench.Models, nil
+		return bench.Models(), nil
 	}
 	var out []string
 	seen := map[string]bool{}
