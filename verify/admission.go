@@ -61,7 +61,9 @@ const initialNsPerByte = 100e6 / float64(32<<20)
 
 // ewmaWeight is the weight of a new measurement in the moving average once
 // there are enough; before that the estimate is the plain mean of the
-// measurements, so the first one replaces the initial guess outright.
+// initial guess and the measurements, so that neither the guess nor one
+// unlucky first measurement (taken while a herd's TLS handshakes compete
+// for the CPU) decides the early estimates alone.
 const ewmaWeight = 0.25
 
 // minRetryAfter keeps every estimate positive.
@@ -170,7 +172,7 @@ func (a *admission) release(t *ticket, elapsed time.Duration) {
 	if elapsed > 0 && t.work > 0 {
 		sample := float64(elapsed) / float64(t.work)
 		a.samples++
-		a.nsPerByte += max(ewmaWeight, 1/float64(a.samples)) * (sample - a.nsPerByte)
+		a.nsPerByte += max(ewmaWeight, 1/float64(a.samples+1)) * (sample - a.nsPerByte)
 	}
 	for len(a.running) < a.slots && a.queued > 0 {
 		nq := a.ring.Front().Value.(*nameQueue)

@@ -45,8 +45,11 @@ var (
 // queued (Queued is true) it goes on after the error is returned and its
 // outcome is cached, so a retry after RetryAfter is answered from the cache.
 type OverloadError struct {
-	// After is the estimated time until the request can be answered
-	// promptly; always positive.
+	// After is how long to wait before asking again; always positive.
+	// For queued work it is the estimated completion minus half of
+	// Options.MaxWait, so that the retry arrives while the work is still
+	// running and waits for it; for a full queue it is the estimated time
+	// until the queue has drained.
 	After time.Duration
 	// Queued reports whether the work stays queued (true) or was refused
 	// because the queue was full (false).

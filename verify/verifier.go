@@ -509,9 +509,13 @@ func recheckInterval(maxWait time.Duration) time.Duration {
 	return min(max(maxWait/16, 10*time.Millisecond), 500*time.Millisecond)
 }
 
+// shedQueued answers a caller whose queued work is expected in eta. It
+// asks the caller back MaxWait/2 before then: the retry then waits for the
+// result rather than arriving after it, so an estimate that is off by up
+// to MaxWait/2 either way costs the caller no extra round.
 func (v *Verifier) shedQueued(eta time.Duration) error {
 	v.stats.shed.Add(1)
-	return &OverloadError{After: eta, Queued: true}
+	return &OverloadError{After: max(eta-v.opts.MaxWait/2, minRetryAfter), Queued: true}
 }
 
 // result counts a flight's outcome for one waiter.

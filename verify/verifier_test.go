@@ -602,8 +602,10 @@ func TestOverload(t *testing.T) {
 	if !errors.Is(err, ErrOverloaded) || !errors.As(err, &oe) {
 		t.Fatalf("err %v, want ErrOverloaded", err)
 	}
-	if !oe.Queued || oe.RetryAfter() <= v.opts.MaxWait || oe.RetryAfter() > 3*time.Second {
-		t.Fatalf("RetryAfter %v queued %v: want queued, about 2 s (1 s running + 1 s own)", oe.RetryAfter(), oe.Queued)
+	// Expected in about 2 s (1 s running + 1 s its own); asked back
+	// MaxWait/2 earlier, to wait for the result.
+	if !oe.Queued || oe.RetryAfter() <= time.Second || oe.RetryAfter() > 1500*time.Millisecond {
+		t.Fatalf("RetryAfter %v queued %v: want queued, about 1.5 s", oe.RetryAfter(), oe.Queued)
 	}
 	if st := v.Stats(); st.Shed != 1 || st.Queued != 1 || st.InFlight != 1 {
 		t.Fatalf("stats %+v", st)
@@ -800,8 +802,8 @@ func TestShedEarlyWhenEstimateGrows(t *testing.T) {
 		if waited := time.Since(start); waited != recheckInterval(8*time.Second) {
 			t.Fatalf("shed after %v, want at the first recheck (%v)", waited, recheckInterval(8*time.Second))
 		}
-		if oe.RetryAfter() < 20*time.Second {
-			t.Fatalf("RetryAfter %v, want the new estimate (over 20 s)", oe.RetryAfter())
+		if oe.RetryAfter() < 16*time.Second {
+			t.Fatalf("RetryAfter %v, want the new estimate (over 20 s) less MaxWait/2", oe.RetryAfter())
 		}
 		close(g.release)
 		v.Close()
