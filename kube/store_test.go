@@ -44,6 +44,19 @@ func startStore(t *testing.T, client *fake.Clientset, opts *Options) *Store {
 	return s
 }
 
+// startVerifier is startStore with a Verifier over the Store, closed when
+// the test ends (before the Store).
+func startVerifier(t *testing.T, client *fake.Clientset) (*Store, *verify.Verifier) {
+	t.Helper()
+	s := startStore(t, client, nil)
+	v, err := verify.New(s, &verify.Options{Params: testParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return s, v
+}
+
 // secret returns a secret as k3s or an operator would have written it.
 func secret(name string, typ corev1.SecretType, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
@@ -339,12 +352,7 @@ func TestMissingHashIsNotNotFound(t *testing.T) {
 		secret("nohash.node-password.k3s", corev1.SecretTypeOpaque, map[string][]byte{"other": []byte("x")}),
 		secret("empty.node-password.k3s", corev1.SecretTypeOpaque, map[string][]byte{"hash": nil}),
 	)
-	s := startStore(t, client, nil)
-	v, err := verify.New(s, &verify.Options{Params: testParams})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	s, v := startVerifier(t, client)
 	for _, node := range []string{"nohash", "empty"} {
 		if _, err := s.Get(t.Context(), node); !errors.Is(err, verify.ErrInvalidHash) || errors.Is(err, verify.ErrNotFound) {
 			t.Errorf("Get(%s) = %v, want ErrInvalidHash", node, err)
@@ -447,12 +455,7 @@ func TestReadAfterCreate(t *testing.T) {
 func TestEnsureOverLaggingCache(t *testing.T) {
 	client := fake.NewClientset()
 	freezeWatch(client)
-	s := startStore(t, client, nil)
-	v, err := verify.New(s, &verify.Options{Params: testParams})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	_, v := startVerifier(t, client)
 	if _, err := client.CoreV1().Secrets("kube-system").Create(t.Context(),
 		secret("n.node-password.k3s", "k3s.cattle.io/node-password", map[string][]byte{"hash": []byte(mustHash(t, "right"))}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -476,12 +479,7 @@ func TestEnsureOverLaggingCache(t *testing.T) {
 // change behind the cache: enrollment, rotation and deletion.
 func TestVerifierEndToEnd(t *testing.T) {
 	client := fake.NewClientset()
-	s := startStore(t, client, nil)
-	v, err := verify.New(s, &verify.Options{Params: testParams})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	s, v := startVerifier(t, client)
 	ctx := t.Context()
 	secrets := client.CoreV1().Secrets("kube-system")
 	const name = "node-1.node-password.k3s"
@@ -547,12 +545,7 @@ func TestVerifierEndToEnd(t *testing.T) {
 // racing first joins; run under -race it checks the Store's locking.
 func TestConcurrentJoins(t *testing.T) {
 	client := fake.NewClientset()
-	s := startStore(t, client, nil)
-	v, err := verify.New(s, &verify.Options{Params: testParams})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	_, v := startVerifier(t, client)
 	const nodes = 30
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*nodes)
