@@ -19,7 +19,7 @@
 //
 // The usual life cycle:
 //
-//	store, err := kube.New(clientset, &kube.Options{Program: "k3s"})
+//	store, err := kube.New(clientset.CoreV1(), &kube.Options{Program: "k3s"})
 //	...
 //	if err := store.Start(ctx); err != nil { ... } // informer in the background
 //	defer store.Close()                              // stops it and waits

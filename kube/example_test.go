@@ -5,18 +5,22 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodepass/nodepass/kube"
+	"github.com/nodepass/nodepass/kube/kubefake"
 	"github.com/nodepass/nodepass/verify"
 )
 
 // A Verifier over the node-password secrets of a k3s cluster. A server
-// would pass a clientset made with kubernetes.NewForConfig instead of the
-// fake one.
+// would pass clientset.CoreV1() of a clientset made with
+// kubernetes.NewForConfig (or corev1client.NewForConfig) instead of the
+// fake client.
 func Example() {
 	ctx := context.Background()
-	client := fake.NewClientset()
+	client, err := kubefake.New()
+	if err != nil {
+		panic(err)
+	}
 
 	store, err := kube.New(client, &kube.Options{Program: "k3s"})
 	if err != nil {
@@ -39,7 +43,7 @@ func Example() {
 	fmt.Println("first join:", v.Ensure(ctx, "Worker-1", "0123456789abcdef"))
 	fmt.Println("other password:", v.Ensure(ctx, "worker-1", "fedcba9876543210"))
 
-	sec, err := client.CoreV1().Secrets("kube-system").Get(ctx, "worker-1.node-password.k3s", metav1.GetOptions{})
+	sec, err := client.Secrets("kube-system").Get(ctx, "worker-1.node-password.k3s", metav1.GetOptions{})
 	if err != nil {
 		panic(err)
 	}

@@ -14,10 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/nodepass/nodepass/verify"
@@ -34,32 +36,35 @@ const HashKey = "hash"
 // the first Get, and Close it to stop its informer; the zero value is not
 // usable.
 type Store struct {
-	client kubernetes.Interface
-	opts   Options
-	suffix string // ".node-password." + Program
-	typ    corev1.SecretType
+	secrets corev1client.SecretInterface // of Options.Namespace
+	opts    Options
+	suffix  string // ".node-password." + Program
+	typ     corev1.SecretType
 
-	factory informers.SharedInformerFactory
-	lister  corelisters.SecretNamespaceLister
-	synced  <-chan struct{} // closed once the informer cache has synced
+	informer cache.SharedIndexInformer
+	lister   corelisters.SecretNamespaceLister
+	synced   <-chan struct{} // closed once the informer cache has synced
 
 	run     context.Context // the informer's; cancelled by Close
 	cancel  context.CancelFunc
 	started atomic.Bool
-	mu      sync.Mutex  // serialises Start and Close
-	unlink  func() bool // stops Start's ctx from cancelling run
+	mu      sync.Mutex     // serialises Start and Close
+	unlink  func() bool    // stops Start's ctx from cancelling run
+	wg      sync.WaitGroup // the informer's goroutine
 
 	recent *recent
 }
 
-// New returns a Store over the secrets client can read and write. opts may
-// be nil for the defaults. The Store's informer does not run until Start.
+// New returns a Store over the secrets client can read and write: pass
+// clientset.CoreV1() of a kubernetes.Clientset. opts may be nil for the
+// defaults. The Store's informer does not run until Start.
 //
-// The informer is the Store's own (a private informer factory), not one
-// shared with other code: its transform strips every secret down to what
-// the Store needs, which other users of a shared secrets informer would not
-// expect.
-func New(client kubernetes.Interface, opts *Options) (*Store, error) {
+// The informer is the Store's own, not one shared with other code through
+// an informer factory: its transform strips every secret down to what the
+// Store needs, which other users of a shared secrets informer would not
+// expect. Taking the core/v1 client rather than kubernetes.Interface keeps
+// the other API groups' clients and informers out of the build.
+func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("kube: nil client")
 	}
@@ -68,18 +73,29 @@ func New(client kubernetes.Interface, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		client: client,
-		opts:   o,
-		suffix: ".node-password." + o.Program,
-		typ:    corev1.SecretType(o.Program + ".cattle.io/node-password"),
-		recent: newRecent(o.ReadAfterCreate, time.Now),
+		secrets: client.Secrets(o.Namespace),
+		opts:    o,
+		suffix:  ".node-password." + o.Program,
+		typ:     corev1.SecretType(o.Program + ".cattle.io/node-password"),
+		recent:  newRecent(o.ReadAfterCreate, time.Now),
 	}
-	s.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(o.Namespace),
-		informers.WithTransform(s.transform))
-	secrets := s.factory.Core().V1().Secrets()
-	s.synced = secrets.Informer().HasSyncedChecker().Done()
-	s.lister = secrets.Lister().Secrets(o.Namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return s.secrets.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return s.secrets.Watch(ctx, opts)
+		},
+	}
+	s.informer = cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&corev1.Secret{},
+		cache.SharedIndexInformerOptions{ObjectDescription: "node-password secrets in " + o.Namespace})
+	if err := s.informer.SetTransform(s.transform); err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	s.synced = s.informer.HasSyncedChecker().Done()
+	s.lister = corelisters.NewSecretLister(s.informer.GetIndexer()).Secrets(o.Namespace)
 	s.run, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -105,7 +121,7 @@ func (s *Store) Start(ctx context.Context) error {
 	s.unlink = context.AfterFunc(ctx, s.cancel)
 	// client-go logs through the logr logger in its context.
 	run := klog.NewContext(s.run, logr.FromSlogHandler(s.opts.Logger.Handler()))
-	s.factory.StartWithContext(run)
+	s.wg.Go(func() { s.informer.RunWithContext(run) })
 	return nil
 }
 
@@ -119,7 +135,7 @@ func (s *Store) Close() error {
 		s.unlink()
 	}
 	s.cancel()
-	s.factory.Shutdown()
+	s.wg.Wait()
 	return nil
 }
 
@@ -192,7 +208,7 @@ func (s *Store) Get(ctx context.Context, node string) (string, error) {
 	}
 	s.opts.Logger.Debug("kube: secret created moments ago is not in the cache yet; reading it from the API server",
 		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
-	sec, err = s.client.CoreV1().Secrets(s.opts.Namespace).Get(ctx, name, metav1.GetOptions{})
+	sec, err = s.secrets.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
@@ -222,7 +238,7 @@ func (s *Store) Create(ctx context.Context, node, hash string) error {
 		Type:       s.typ,
 		Data:       map[string][]byte{HashKey: []byte(hash)},
 	}
-	_, err = s.client.CoreV1().Secrets(s.opts.Namespace).Create(ctx, sec, metav1.CreateOptions{})
+	_, err = s.secrets.Create(ctx, sec, metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		s.recent.add(name)

@@ -4,16 +4,19 @@ import (
 	"fmt"
 	"testing"
 
-	"k8s.io/client-go/kubernetes/fake"
+	"github.com/nodepass/nodepass/kube/kubefake"
 )
 
 // BenchmarkGet answers: what does one Get cost a request once the cache
 // has synced (secret name, lister read, hash copy), with 1000 node secrets
 // in the namespace?
 func BenchmarkGet(b *testing.B) {
-	client := fake.NewClientset()
+	client, err := kubefake.New()
+	if err != nil {
+		b.Fatal(err)
+	}
 	for i := range 1000 {
-		if err := client.Tracker().Add(secret(fmt.Sprintf("node-%d.node-password.k3s", i), "", map[string][]byte{"hash": []byte("$1:0123456789abcdef:15:8:1:" + fmt.Sprint(i))})); err != nil {
+		if err := client.Tracker.Add(secret(fmt.Sprintf("node-%d.node-password.k3s", i), "", map[string][]byte{"hash": []byte("$1:0123456789abcdef:15:8:1:" + fmt.Sprint(i))})); err != nil {
 			b.Fatal(err)
 		}
 	}

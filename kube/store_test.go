@@ -17,18 +17,28 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodepass/nodepass/kube/kubefake"
 	"github.com/nodepass/nodepass/verify"
 )
 
 // testParams keep scrypt cheap in tests.
 var testParams = verify.Params{LogN: 4, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
 
+// newClient returns a fake core/v1 client holding objs.
+func newClient(t testing.TB, objs ...runtime.Object) *kubefake.Client {
+	t.Helper()
+	c, err := kubefake.New(objs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // startStore makes a Store over client, starts it, waits for its cache to
 // sync and closes it when the test ends.
-func startStore(t *testing.T, client *fake.Clientset, opts *Options) *Store {
+func startStore(t *testing.T, client *kubefake.Client, opts *Options) *Store {
 	t.Helper()
 	s, err := New(client, opts)
 	if err != nil {
@@ -46,7 +56,7 @@ func startStore(t *testing.T, client *fake.Clientset, opts *Options) *Store {
 
 // startVerifier is startStore with a Verifier over the Store, closed when
 // the test ends (before the Store).
-func startVerifier(t *testing.T, client *fake.Clientset) (*Store, *verify.Verifier) {
+func startVerifier(t *testing.T, client *kubefake.Client) (*Store, *verify.Verifier) {
 	t.Helper()
 	s := startStore(t, client, nil)
 	v, err := verify.New(s, &verify.Options{Params: testParams})
@@ -91,14 +101,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // freezeWatch makes every watch on secrets deliver nothing: the informer
 // syncs from its list and never hears of later changes, which is the
 // cache lag after a Create, made permanent.
-func freezeWatch(client *fake.Clientset) {
+func freezeWatch(client *kubefake.Client) {
 	client.PrependWatchReactor("secrets", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, watch.NewFake(), nil
 	})
 }
 
 func TestNewOptions(t *testing.T) {
-	client := fake.NewClientset()
+	client := newClient(t)
 	for _, tc := range []struct {
 		opts *Options
 		want string // error substring; "" means success
@@ -128,13 +138,13 @@ func TestNewOptions(t *testing.T) {
 func TestCreateNamesAndMarksSecrets(t *testing.T) {
 	for _, prog := range []string{"k3s", "rke2"} {
 		t.Run("program="+prog, func(t *testing.T) {
-			client := fake.NewClientset()
+			client := newClient(t)
 			s := startStore(t, client, &Options{Program: prog})
 			if err := s.Create(t.Context(), "Worker-A.example", "$1:hash"); err != nil {
 				t.Fatal(err)
 			}
 			name := "worker-a.example.node-password." + prog
-			got, err := client.CoreV1().Secrets("kube-system").Get(t.Context(), name, metav1.GetOptions{})
+			got, err := client.Secrets("kube-system").Get(t.Context(), name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("secret %s not created: %v", name, err)
 			}
@@ -155,7 +165,7 @@ func TestCreateNamesAndMarksSecrets(t *testing.T) {
 }
 
 func TestGetReadsBothSecretTypes(t *testing.T) {
-	client := fake.NewClientset(
+	client := newClient(t,
 		secret("new.node-password.k3s", "k3s.cattle.io/node-password", map[string][]byte{"hash": []byte("$1:new")}),
 		secret("old.node-password.k3s", corev1.SecretTypeOpaque, map[string][]byte{"hash": []byte("$1:old")}),
 		secret("other.node-password.rke2", "rke2.cattle.io/node-password", map[string][]byte{"hash": []byte("$1:rke2")}),
@@ -179,7 +189,7 @@ func TestGetReadsBothSecretTypes(t *testing.T) {
 func TestNamespaceIsolation(t *testing.T) {
 	elsewhere := secret("n.node-password.k3s", "", map[string][]byte{"hash": []byte("$1:x")})
 	elsewhere.Namespace = "default"
-	client := fake.NewClientset(elsewhere)
+	client := newClient(t, elsewhere)
 	s := startStore(t, client, nil)
 	if _, err := s.Get(t.Context(), "n"); !errors.Is(err, verify.ErrNotFound) {
 		t.Errorf("Get of a secret in another namespace = %v, want ErrNotFound", err)
@@ -191,7 +201,7 @@ func TestNamespaceIsolation(t *testing.T) {
 }
 
 func TestNotFoundOnlyAfterSync(t *testing.T) {
-	client := fake.NewClientset()
+	client := newClient(t)
 	release := make(chan struct{})
 	var lists atomic.Int32
 	client.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -249,7 +259,7 @@ func TestNotFoundOnlyAfterSync(t *testing.T) {
 }
 
 func TestStopped(t *testing.T) {
-	client := fake.NewClientset(secret("n.node-password.k3s", "", map[string][]byte{"hash": []byte("$1:x")}))
+	client := newClient(t, secret("n.node-password.k3s", "", map[string][]byte{"hash": []byte("$1:x")}))
 	s := startStore(t, client, nil)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -286,7 +296,7 @@ func TestStopped(t *testing.T) {
 
 func TestCreateAlreadyExists(t *testing.T) {
 	// An older k3s wrote Opaque secrets; they exist all the same.
-	client := fake.NewClientset(secret("old.node-password.k3s", corev1.SecretTypeOpaque, map[string][]byte{"hash": []byte("$1:old")}))
+	client := newClient(t, secret("old.node-password.k3s", corev1.SecretTypeOpaque, map[string][]byte{"hash": []byte("$1:old")}))
 	s := startStore(t, client, nil)
 	if err := s.Create(t.Context(), "old", "$1:new"); !errors.Is(err, verify.ErrExists) || !strings.HasPrefix(err.Error(), "kube: ") {
 		t.Errorf("Create over an existing secret = %v, want kube: ... ErrExists", err)
@@ -304,7 +314,7 @@ func TestCreateAlreadyExists(t *testing.T) {
 
 func TestAPIErrors(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "x", errors.New("RBAC says no"))
-	client := fake.NewClientset()
+	client := newClient(t)
 	client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, forbidden
 	})
@@ -332,7 +342,7 @@ func TestAPIErrors(t *testing.T) {
 }
 
 func TestGetFallbackAPIError(t *testing.T) {
-	client := fake.NewClientset()
+	client := newClient(t)
 	freezeWatch(client)
 	client.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd is sad")
@@ -348,7 +358,7 @@ func TestGetFallbackAPIError(t *testing.T) {
 }
 
 func TestMissingHashIsNotNotFound(t *testing.T) {
-	client := fake.NewClientset(
+	client := newClient(t,
 		secret("nohash.node-password.k3s", corev1.SecretTypeOpaque, map[string][]byte{"other": []byte("x")}),
 		secret("empty.node-password.k3s", corev1.SecretTypeOpaque, map[string][]byte{"hash": nil}),
 	)
@@ -367,7 +377,7 @@ func TestMissingHashIsNotNotFound(t *testing.T) {
 }
 
 func TestInvalidNodeName(t *testing.T) {
-	s := startStore(t, fake.NewClientset(), nil)
+	s := startStore(t, newClient(t), nil)
 	for _, node := range []string{"", "a/b", "under_score", strings.Repeat("a", 240)} {
 		if _, err := s.Get(t.Context(), node); !errors.Is(err, verify.ErrInvalidInput) {
 			t.Errorf("Get(%q) = %v, want ErrInvalidInput", node, err)
@@ -382,7 +392,7 @@ func TestInvalidNodeName(t *testing.T) {
 }
 
 func TestReadAfterCreate(t *testing.T) {
-	client := fake.NewClientset()
+	client := newClient(t)
 	freezeWatch(client)
 	s := startStore(t, client, nil)
 	var mu sync.Mutex
@@ -405,7 +415,7 @@ func TestReadAfterCreate(t *testing.T) {
 
 	// Created by another server: the cache does not know it, Create says
 	// AlreadyExists, and Get then reads the stored hash.
-	if _, err := client.CoreV1().Secrets("kube-system").Create(t.Context(),
+	if _, err := client.Secrets("kube-system").Create(t.Context(),
 		secret("theirs.node-password.k3s", "", map[string][]byte{"hash": []byte("$1:theirs")}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +433,7 @@ func TestReadAfterCreate(t *testing.T) {
 	}
 
 	// Deleted since: the direct GET says so.
-	if err := client.CoreV1().Secrets("kube-system").Delete(t.Context(), "mine.node-password.k3s", metav1.DeleteOptions{}); err != nil {
+	if err := client.Secrets("kube-system").Delete(t.Context(), "mine.node-password.k3s", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Get(t.Context(), "mine"); !errors.Is(err, verify.ErrNotFound) {
@@ -453,10 +463,10 @@ func TestReadAfterCreate(t *testing.T) {
 // Store's cache has not heard of it. Without the window the Verifier would
 // find no hash after AlreadyExists and fail the join.
 func TestEnsureOverLaggingCache(t *testing.T) {
-	client := fake.NewClientset()
+	client := newClient(t)
 	freezeWatch(client)
 	_, v := startVerifier(t, client)
-	if _, err := client.CoreV1().Secrets("kube-system").Create(t.Context(),
+	if _, err := client.Secrets("kube-system").Create(t.Context(),
 		secret("n.node-password.k3s", "k3s.cattle.io/node-password", map[string][]byte{"hash": []byte(mustHash(t, "right"))}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -478,10 +488,10 @@ func TestEnsureOverLaggingCache(t *testing.T) {
 // TestVerifierEndToEnd runs the Verifier over the Store while the secrets
 // change behind the cache: enrollment, rotation and deletion.
 func TestVerifierEndToEnd(t *testing.T) {
-	client := fake.NewClientset()
+	client := newClient(t)
 	s, v := startVerifier(t, client)
 	ctx := t.Context()
-	secrets := client.CoreV1().Secrets("kube-system")
+	secrets := client.Secrets("kube-system")
 	const name = "node-1.node-password.k3s"
 
 	if err := v.Ensure(ctx, "Node-1", "first"); err != nil {
@@ -544,7 +554,7 @@ func TestVerifierEndToEnd(t *testing.T) {
 // TestConcurrentJoins enrolls many nodes at once and joins each twice with
 // racing first joins; run under -race it checks the Store's locking.
 func TestConcurrentJoins(t *testing.T) {
-	client := fake.NewClientset()
+	client := newClient(t)
 	_, v := startVerifier(t, client)
 	const nodes = 30
 	var wg sync.WaitGroup
@@ -563,7 +573,7 @@ func TestConcurrentJoins(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	list, err := client.CoreV1().Secrets("kube-system").List(t.Context(), metav1.ListOptions{})
+	list, err := client.Secrets("kube-system").List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,10 +591,10 @@ func TestTransformKeepsOnlyWhatGetNeeds(t *testing.T) {
 	helm.Labels = map[string]string{"owner": "helm"}
 	node := secret("n.node-password.k3s", "k3s.cattle.io/node-password", map[string][]byte{"hash": []byte("$1:x"), "extra": big})
 	node.Annotations = map[string]string{"a": strings.Repeat("x", 1024)}
-	client := fake.NewClientset(helm, node)
+	client := newClient(t, helm, node)
 	s := startStore(t, client, nil)
 
-	stored, err := client.CoreV1().Secrets("kube-system").Get(t.Context(), helm.Name, metav1.GetOptions{})
+	stored, err := client.Secrets("kube-system").Get(t.Context(), helm.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodepass/nodepass/kube"
+	"github.com/nodepass/nodepass/kube/kubefake"
 )
 
 // output collects what the server writes and reports its address once it
@@ -296,7 +296,10 @@ func TestJoin50Nodes(t *testing.T) {
 // TestKubeStore serves over kube.Store on a fake clientset and checks that
 // the joins leave secrets as k3s would.
 func TestKubeStore(t *testing.T) {
-	client := fake.NewClientset()
+	client, err := kubefake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	store, err := kube.New(client, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +322,7 @@ func TestKubeStore(t *testing.T) {
 	joinAll(t, s, ns)
 	for _, n := range ns {
 		name := strings.ToLower(n.name) + ".node-password.k3s"
-		sec, err := client.CoreV1().Secrets("kube-system").Get(t.Context(), name, metav1.GetOptions{})
+		sec, err := client.Secrets("kube-system").Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("no secret for %s: %v", n.name, err)
 			continue

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodepass/nodepass/kube"
@@ -37,7 +37,7 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (verify.Store,
 		return nil, nil, fmt.Errorf("server: kubeconfig: %w", err)
 	}
 	rc.QPS, rc.Burst = kubeQPS, kubeBurst
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := corev1client.NewForConfig(rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("server: Kubernetes client: %w", err)
 	}
