@@ -1,16 +1,29 @@
 package verify
 
 import (
+	"cmp"
 	"container/list"
 	"context"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/nodepass/nodepass/cache"
 )
 
 // admission runs at most slots scrypt computations at once and queues the
 // rest, serving node names in turn (round robin) rather than in arrival
 // order, so that a flood of work for some names cannot starve the others.
-// A name may have at most perName computations queued at once.
+//
+// A name may have at most perName computations queued at once. Within a
+// name, a password asked for again goes first: a node's agent retries the
+// same password, a guesser never sends one twice. The admission remembers
+// the last few passwords (as cache keys) asked for each name, and a
+// password asked for more often displaces a less-asked queued one when the
+// name has no room, so that guesses cannot hold a name's places against
+// the node's own password.
 //
 // It also estimates how long a queued computation will take to finish,
 // from the work (128·r·N·p bytes) served before it and a moving average of
@@ -32,11 +45,14 @@ type admission struct {
 	ring       list.List             // of *nameQueue, in service order
 	queued     int
 	queuedWork int64
+	seq        uint64
+	asked      *simplelru.LRU[string, *askLog]
 	nsPerByte  float64 // moving average of scrypt time per byte of work
 	samples    int     // measurements so far
 }
 
-// nameQueue holds one name's queued tickets, oldest first.
+// nameQueue holds one name's queued tickets in service order: most asked
+// first, then oldest first.
 type nameQueue struct {
 	name    string
 	tickets []*ticket
@@ -45,15 +61,31 @@ type nameQueue struct {
 
 // ticket is one computation's place in the admission.
 type ticket struct {
-	name     string
-	work     int64
-	ready    chan struct{} // closed when a slot is granted
-	enqueued time.Time
-	started  time.Time // when the slot was granted
-	queued   bool
-	granted  bool
-	released bool
+	name      string
+	key       cache.Key
+	work      int64
+	asks      uint32        // how often its password was asked for (askLog)
+	seq       uint64        // arrival order
+	ready     chan struct{} // closed when a slot is granted, or on displacement
+	enqueued  time.Time
+	started   time.Time // when the slot was granted
+	queued    bool
+	granted   bool
+	released  bool
+	displaced *OverloadError // set when a more-asked password took its place
 }
+
+// askLog remembers the last askSlots passwords asked for one name.
+type askLog struct {
+	keys   [askSlots]cache.Key
+	counts [askSlots]uint32
+	last   [askSlots]uint64 // seq of the last ask; 0: slot unused
+}
+
+const (
+	askSlots = 8     // passwords remembered per name
+	askNames = 16384 // names remembered (LRU)
+)
 
 // initialNsPerByte assumes 100 ms for a k3s default hash (32 MiB of work)
 // until the first computation has been measured.
@@ -70,51 +102,114 @@ const ewmaWeight = 0.25
 const minRetryAfter = time.Millisecond
 
 func newAdmission(slots, maxQueue, perName int) *admission {
+	asked, err := simplelru.NewLRU[string, *askLog](askNames, nil)
+	if err != nil {
+		panic(err) // only for a non-positive size
+	}
 	return &admission{
 		slots:     slots,
 		maxQueue:  maxQueue,
 		perName:   perName,
 		running:   make(map[*ticket]struct{}, slots),
 		names:     make(map[string]*nameQueue),
+		asked:     asked,
 		nsPerByte: initialNsPerByte,
 	}
 }
 
-// enqueue asks for a slot for a computation of the given work for name.
-// The ticket is granted at once when a slot is free and nothing is queued;
-// otherwise it joins name's queue. When the whole queue or name's queue is
-// full it returns an OverloadError saying when there should be room.
-func (a *admission) enqueue(name string, work int64) (*ticket, *OverloadError) {
-	now := time.Now()
-	t := &ticket{name: name, work: work, ready: make(chan struct{}), enqueued: now}
+// askLocked records an ask for (name, key) and returns how often that
+// password has been asked for among the name's remembered ones.
+func (a *admission) askLocked(name string, key cache.Key) uint32 {
+	a.seq++
+	log, ok := a.asked.Get(name)
+	if !ok {
+		log = &askLog{}
+		a.asked.Add(name, log)
+	}
+	oldest := 0
+	for i := range log.keys {
+		if log.last[i] != 0 && log.keys[i] == key {
+			log.counts[i]++
+			log.last[i] = a.seq
+			return log.counts[i]
+		}
+		if log.last[i] < log.last[oldest] {
+			oldest = i
+		}
+	}
+	log.keys[oldest], log.counts[oldest], log.last[oldest] = key, 1, a.seq
+	return 1
+}
+
+// ask records another request for t's password and moves t up its name's
+// queue if it now goes before others.
+func (a *admission) ask(t *ticket) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	t.asks = a.askLocked(t.name, t.key)
+	if t.queued {
+		a.sortLocked(a.names[t.name])
+	}
+}
+
+func (a *admission) sortLocked(nq *nameQueue) {
+	slices.SortStableFunc(nq.tickets, func(x, y *ticket) int {
+		if x.asks != y.asks {
+			return int(y.asks) - int(x.asks)
+		}
+		return cmp.Compare(x.seq, y.seq)
+	})
+}
+
+// enqueue asks for a slot for a computation of the given work for the
+// password whose cache key is key. The ticket is granted at once when a
+// slot is free and nothing is queued; otherwise it joins name's queue.
+// When the whole queue or name's queue is full it returns an
+// OverloadError saying when there should be room; perName tells which.
+func (a *admission) enqueue(name string, key cache.Key, work int64) (t *ticket, oe *OverloadError, perName bool) {
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t = &ticket{name: name, key: key, work: work, ready: make(chan struct{}), enqueued: now}
+	t.asks = a.askLocked(name, key)
+	t.seq = a.seq
 	if len(a.running) < a.slots && a.queued == 0 {
 		a.grantLocked(t, now)
-		return t, nil
+		return t, nil, false
+	}
+	if a.queued >= a.maxQueue {
+		// Room for new work once the queue has drained.
+		after := a.startLocked(a.queuedWork, now) + a.duration(work)
+		return nil, &OverloadError{After: max(after, minRetryAfter), reason: "queue full"}, false
 	}
 	nq := a.names[name]
-	var after time.Duration
-	switch {
-	case a.queued >= a.maxQueue:
-		// Room for new work once the queue has drained.
-		after = a.startLocked(a.queuedWork, now) + a.duration(work)
-	case nq != nil && len(nq.tickets) >= a.perName:
-		// Room for this name once its oldest queued ticket has run.
-		after = a.etaLocked(nq.tickets[0], now)
-	default:
-		if nq == nil {
-			nq = &nameQueue{name: name}
-			nq.elem = a.ring.PushBack(nq)
-			a.names[name] = nq
+	if nq != nil && len(nq.tickets) >= a.perName {
+		last := nq.tickets[len(nq.tickets)-1]
+		if last.asks >= t.asks {
+			// Room for this name once its first queued ticket has run.
+			return nil, &OverloadError{After: max(a.etaLocked(nq.tickets[0], now), minRetryAfter), reason: "node's queue full"}, true
 		}
-		nq.tickets = append(nq.tickets, t)
-		t.queued = true
-		a.queued++
-		a.queuedWork += work
-		return t, nil
+		a.dequeueLocked(last)
+		nq = a.names[name] // nil if last was its only ticket
+		last.released = true
+		defer func() {
+			// Come back when t, which took its place, is expected done.
+			last.displaced = &OverloadError{After: max(a.etaLocked(t, now), minRetryAfter),
+				reason: "displaced by a password asked for more often"}
+			close(last.ready)
+		}()
 	}
-	return nil, &OverloadError{After: max(after, minRetryAfter), Queued: false}
+	if nq == nil {
+		nq = &nameQueue{name: name}
+		nq.elem = a.ring.PushBack(nq)
+		a.names[name] = nq
+	}
+	nq.tickets = append(nq.tickets, t)
+	a.sortLocked(nq)
+	t.queued = true
+	a.queued++
+	a.queuedWork += work
+	return t, nil, false
 }
 
 func (a *admission) grantLocked(t *ticket, now time.Time) {
@@ -126,11 +221,8 @@ func (a *admission) grantLocked(t *ticket, now time.Time) {
 // dequeueLocked takes t out of its name's queue.
 func (a *admission) dequeueLocked(t *ticket) {
 	nq := a.names[t.name]
-	for i, q := range nq.tickets {
-		if q == t {
-			nq.tickets = append(nq.tickets[:i], nq.tickets[i+1:]...)
-			break
-		}
+	if i := slices.Index(nq.tickets, t); i >= 0 {
+		nq.tickets = slices.Delete(nq.tickets, i, i+1)
 	}
 	if len(nq.tickets) == 0 {
 		a.ring.Remove(nq.elem)
@@ -143,10 +235,14 @@ func (a *admission) dequeueLocked(t *ticket) {
 
 // wait blocks until t holds a slot or ctx ends. On a nil return the caller
 // must call release. When ctx ends first, t leaves the queue (or gives its
-// slot back, if it was granted meanwhile) and ctx's error is returned.
+// slot back, if it was granted meanwhile) and ctx's error is returned. A
+// displaced ticket returns its *OverloadError.
 func (a *admission) wait(ctx context.Context, t *ticket) error {
 	select {
 	case <-t.ready:
+		if t.displaced != nil { // written before ready was closed
+			return t.displaced
+		}
 		return nil
 	case <-ctx.Done():
 	}

@@ -2,8 +2,15 @@ package verify
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"testing"
+
+	"github.com/nodepass/nodepass/cache"
 )
+
+// keyOf makes a distinct cache key for a test password.
+func keyOf(s string) cache.Key { return cache.Key(sha256.Sum256([]byte(s))) }
 
 // granted reports whether t holds a slot.
 func granted(t *ticket) bool {
@@ -17,7 +24,7 @@ func granted(t *ticket) bool {
 
 func mustEnqueue(t *testing.T, a *admission, name string) *ticket {
 	t.Helper()
-	tk, oe := a.enqueue(name, 1<<20)
+	tk, oe, _ := a.enqueue(name, keyOf(name+fmt.Sprint(len(a.names), a.seq)), 1<<20)
 	if oe != nil {
 		t.Fatalf("enqueue %s: %v", name, oe)
 	}
@@ -34,7 +41,7 @@ func TestAdmissionServesNamesInTurn(t *testing.T) {
 	}
 	a1 := mustEnqueue(t, a, "a")
 	a2 := mustEnqueue(t, a, "a")
-	if _, oe := a.enqueue("a", 1<<20); oe == nil || oe.Queued || oe.RetryAfter() <= 0 {
+	if _, oe, perName := a.enqueue("a", keyOf("a3"), 1<<20); oe == nil || !perName || oe.Queued || oe.RetryAfter() <= 0 {
 		t.Fatalf("third ticket for one name: %v, want a refusal with RetryAfter", oe)
 	}
 	b := mustEnqueue(t, a, "b")
@@ -113,8 +120,8 @@ func TestAdmissionQueueFull(t *testing.T) {
 	mustEnqueue(t, a, "x")
 	mustEnqueue(t, a, "a")
 	mustEnqueue(t, a, "b")
-	_, oe := a.enqueue("c", 1<<20)
-	if oe == nil || oe.Queued || oe.RetryAfter() <= 0 {
+	_, oe, perName := a.enqueue("c", keyOf("c"), 1<<20)
+	if oe == nil || perName || oe.Queued || oe.RetryAfter() <= 0 {
 		t.Fatalf("full queue: %v", oe)
 	}
 }
@@ -129,5 +136,60 @@ func TestAdmissionEstimateLearns(t *testing.T) {
 	}
 	if a.nsPerByte >= before || a.nsPerByte < 0.99 || a.nsPerByte > 1.01 {
 		t.Fatalf("nsPerByte %v (from %v), want it to approach 1", a.nsPerByte, before)
+	}
+}
+
+// TestAdmissionAskedAgainGoesFirst: a password asked for again goes before
+// a name's other queued passwords and may take the place of a less-asked
+// one when the name has no room; one asked as often may not.
+func TestAdmissionAskedAgainGoesFirst(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	run := mustEnqueue(t, a, "x")
+	g1, _, _ := a.enqueue("a", keyOf("guess-1"), 1<<20)
+	g2, _, _ := a.enqueue("a", keyOf("guess-2"), 1<<20)
+	if _, oe, perName := a.enqueue("a", keyOf("guess-3"), 1<<20); oe == nil || !perName {
+		t.Fatal("a third guess took a place")
+	}
+	if _, oe, perName := a.enqueue("a", keyOf("right"), 1<<20); oe == nil || !perName {
+		t.Fatal("a first ask displaced an equally asked guess")
+	}
+	h, oe, _ := a.enqueue("a", keyOf("right"), 1<<20) // the agent's retry
+	if oe != nil {
+		t.Fatalf("asked again: %v", oe)
+	}
+	if !granted(g2) || g2.displaced == nil || g2.displaced.RetryAfter() <= 0 {
+		t.Fatal("the newest least-asked guess was not displaced with a RetryAfter")
+	}
+	if err := a.wait(context.Background(), g2); err != g2.displaced {
+		t.Fatalf("displaced wait: %v", err)
+	}
+	if a.eta(h) >= a.eta(g1) {
+		t.Fatalf("asked-again password expected after a guess: %v >= %v", a.eta(h), a.eta(g1))
+	}
+	a.release(run, 0)
+	if !granted(h) || granted(g1) {
+		t.Fatal("the guess was served before the password asked for twice")
+	}
+	a.release(h, 0)
+	if !granted(g1) {
+		t.Fatal("the remaining guess was not served")
+	}
+	a.release(g1, 0)
+	if r, q := a.load(); r != 0 || q != 0 {
+		t.Fatalf("load %d %d", r, q)
+	}
+}
+
+// TestAdmissionAskMovesQueuedTicket: asking again for a queued password
+// moves it ahead of its name's earlier ones.
+func TestAdmissionAskMovesQueuedTicket(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	run := mustEnqueue(t, a, "x")
+	g, _, _ := a.enqueue("a", keyOf("guess"), 1<<20)
+	h, _, _ := a.enqueue("a", keyOf("right"), 1<<20)
+	a.ask(h)
+	a.release(run, 0)
+	if !granted(h) || granted(g) {
+		t.Fatal("the password asked for again was not served first")
 	}
 }

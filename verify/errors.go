@@ -52,16 +52,22 @@ type OverloadError struct {
 	// until the queue has drained.
 	After time.Duration
 	// Queued reports whether the work stays queued (true) or was refused
-	// because the queue was full (false).
+	// (false): the queue, or the node's share of it, was full.
 	Queued bool
+
+	reason string // for Error; empty means from Queued
 }
 
 // RetryAfter returns how long the caller should wait before asking again.
 func (e *OverloadError) RetryAfter() time.Duration { return e.After }
 
 func (e *OverloadError) Error() string {
-	what := "work queued"
-	if !e.Queued {
+	what := e.reason
+	switch {
+	case what != "":
+	case e.Queued:
+		what = "work queued"
+	default:
 		what = "queue full"
 	}
 	return fmt.Sprintf("verify: overloaded (%s): retry after %v", what, e.After)

@@ -39,11 +39,11 @@ func newFailures(maxDelay time.Duration) *failures {
 	return &failures{maxDelay: maxDelay, names: names}
 }
 
-// mismatch records a mismatch for name and returns how long to hold its
-// answer back.
-func (f *failures) mismatch(name string) time.Duration {
+// mismatch records a mismatch for name: a computed one, or one answered
+// from the cache.
+func (f *failures) mismatch(name string) {
 	if f.maxDelay <= 0 {
-		return 0
+		return
 	}
 	now := time.Now()
 	f.mu.Lock()
@@ -56,14 +56,25 @@ func (f *failures) mismatch(name string) time.Duration {
 	st.last = now
 	f.names.Add(name, st)
 	f.size.Store(int64(f.names.Len()))
-	if st.n < 2 {
+}
+
+// delay returns how long to hold back an answer that refuses name: 0 up
+// to its first recorded mismatch, then 100 ms doubling with each further
+// one, up to maxDelay.
+func (f *failures) delay(name string) time.Duration {
+	if f.maxDelay <= 0 || f.size.Load() == 0 {
 		return 0
 	}
-	d := f.maxDelay
-	if shift := st.n - 2; shift < 32 {
-		d = min(failBaseDelay<<shift, f.maxDelay)
+	f.mu.Lock()
+	st, ok := f.names.Peek(name)
+	f.mu.Unlock()
+	if !ok || st.n < 2 || time.Since(st.last) > failWindow {
+		return 0
 	}
-	return d
+	if shift := st.n - 2; shift < 32 {
+		return min(failBaseDelay<<shift, f.maxDelay)
+	}
+	return f.maxDelay
 }
 
 // match forgets name's failures.

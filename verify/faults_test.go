@@ -293,3 +293,73 @@ func TestConcurrentEnsureNewNode(t *testing.T) {
 		t.Fatalf("stats %+v, creates %d", st, s.creates.Load())
 	}
 }
+
+// TestQueuedGuessAnsweredByKnownMatch: a guess queued before the node's own
+// password was verified costs no scrypt when its turn comes after.
+func TestQueuedGuessAnsweredByKnownMatch(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("busy", mustHash(t, "pw"))
+	s.Set("n", mustHash(t, "right"))
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
+	g := newGate()
+	g.install(v)
+	ctx := context.Background()
+	go v.Verify(ctx, "busy", "pw")
+	<-g.entered
+	guess := make(chan error, 1)
+	go func() { guess <- v.Verify(ctx, "n", "guess") }()
+	waitFor(t, "the guess to queue", func() bool { return v.Stats().Queued == 1 })
+	right := make(chan error, 2)
+	go func() { right <- v.Verify(ctx, "n", "right") }()
+	waitFor(t, "the password to queue", func() bool { return v.Stats().Queued == 2 })
+	go func() { right <- v.Verify(ctx, "n", "right") }() // the agent asks again
+	waitFor(t, "the retry to join", func() bool { return v.Stats().Shared == 1 })
+	close(g.release)
+	for range 2 {
+		if err := <-right; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-guess; !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatal(err)
+	}
+	if st := v.Stats(); st.ScryptRuns != 2 || st.KnownMatchRejects != 1 {
+		t.Fatalf("stats %+v: want 2 scrypt runs (busy, right) and the guess answered by the known match", st)
+	}
+}
+
+// TestRefusalsHeldForFailingName: when a name that keeps failing has no
+// room in the queue, the refusal is held back like a mismatch.
+func TestRefusalsHeldForFailingName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewMemoryStore()
+		s.Set("busy", mustHash(t, "pw"))
+		s.Set("n", mustHash(t, "right"))
+		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxFailDelay: time.Second})
+		ctx := context.Background()
+		for i := range 3 { // three computed mismatches
+			v.Verify(ctx, "n", fmt.Sprint("old-guess-", i))
+		}
+		g := newGate()
+		g.install(v)
+		go v.Verify(ctx, "busy", "pw")
+		<-g.entered
+		sctx, cancel := context.WithCancel(ctx)
+		for i := range 2 {
+			go v.Verify(sctx, "n", fmt.Sprint("queued-guess-", i))
+		}
+		synctest.Wait()
+		start := time.Now()
+		err := v.Verify(ctx, "n", "refused-guess")
+		var oe *OverloadError
+		if !errors.As(err, &oe) || oe.Queued {
+			t.Fatalf("err %v, want a refusal", err)
+		}
+		if d := time.Since(start); d != 200*time.Millisecond {
+			t.Fatalf("refusal held %v, want 200 ms (as a third mismatch)", d)
+		}
+		cancel()
+		close(g.release)
+		v.Close()
+	})
+}

@@ -56,17 +56,22 @@ type Options struct {
 	// MaxQueuedPerNode is how many computations (distinct passwords) one
 	// node name may have queued at once. The queue serves names in turn, so
 	// a flood of guesses against some names costs those names' turns, not
-	// everyone's; past this bound a name's new passwords are refused with
-	// an OverloadError until its oldest queued one has run. Default 2.
+	// everyone's. Within a name, a password asked for again (agents retry
+	// the same password; a guesser never repeats one) goes first, and takes
+	// the place of a less-asked one when the name has no room; otherwise a
+	// name's new passwords are refused with an OverloadError until its
+	// first queued one has run. Default 2.
 	MaxQueuedPerNode int
 
-	// MaxFailDelay bounds how long a mismatch answer is held back for a
-	// node name that keeps failing: the second consecutive mismatch for a
-	// name waits 100 ms, each further one twice as long, up to
-	// MaxFailDelay. It slows down guessing and misconfigured duplicate
-	// nodes without costing CPU, and never delays a matching password. The
-	// count resets on a match or after 10 minutes without a mismatch.
-	// Default 2 s; negative disables the delay.
+	// MaxFailDelay bounds how long an answer refusing a node name that
+	// keeps failing is held back: a mismatch, or a refusal because the
+	// name has no room in the queue. After the second mismatch recorded for
+	// a name (computed, or answered from the cache) such answers wait
+	// 100 ms, after each further one twice as long, up to MaxFailDelay. It
+	// slows guessing and misconfigured duplicate nodes without costing CPU,
+	// and never delays a matching password. The count resets on a match or
+	// after 10 minutes without a mismatch. Default 2 s; negative disables
+	// the delay.
 	MaxFailDelay time.Duration
 
 	// WorkTimeout bounds one shared computation from the moment it is

@@ -280,7 +280,7 @@ func (v *Verifier) verifyStored(ctx context.Context, node, stored, password stri
 	case err == nil:
 		v.fails.match(node)
 	case errors.Is(err, ErrMismatchedHashAndPassword):
-		hold(ctx, v.fails.mismatch(node))
+		hold(ctx, v.fails.delay(node))
 	}
 	return err
 }
@@ -289,24 +289,38 @@ func (v *Verifier) lookup(ctx context.Context, node, stored, password string) er
 	key := v.cache.Key(node, stored, password)
 	if o, ok := v.cache.Get(key); ok {
 		v.stats.cacheHits.Add(1)
+		if o == cache.Mismatch {
+			v.fails.mismatch(node)
+		}
 		return v.outcome(o)
 	}
 	pair := v.cache.PairKey(node, stored)
-	if matched, ok := v.cache.MatchedTuple(pair); ok {
-		// This node and stored hash have a verified password. Pairs are
-		// recorded only for stored keys of at least 16 bytes (see
-		// recordMatch), so a second password matching the same key would
-		// be a 128-bit scrypt collision: any other password is a mismatch,
-		// no scrypt needed. The keys are compared in constant time.
+	if err, ok := v.known(node, pair, key); ok {
 		v.stats.cacheHits.Add(1)
-		if subtle.ConstantTimeCompare(matched[:], key[:]) == 1 {
-			return nil // the verified tuple itself, its own entry evicted
+		if err != nil {
+			v.stats.mismatches.Add(1)
 		}
-		v.stats.knownMatchRejects.Add(1)
-		v.stats.mismatches.Add(1)
-		return ErrMismatchedHashAndPassword
+		return err
 	}
 	return v.compute(ctx, node, stored, password, key, pair)
+}
+
+// known answers a tuple from its pair's verified password, if the pair has
+// one. Pairs are recorded only for stored keys of at least 16 bytes (see
+// recordMatch), so a second password matching the same key would be a
+// 128-bit scrypt collision: any other password is a mismatch, no scrypt
+// needed. The keys are compared in constant time.
+func (v *Verifier) known(node string, pair, key cache.Key) (err error, ok bool) {
+	matched, ok := v.cache.MatchedTuple(pair)
+	if !ok {
+		return nil, false
+	}
+	if subtle.ConstantTimeCompare(matched[:], key[:]) == 1 {
+		return nil, true // the verified tuple itself, its own entry evicted
+	}
+	v.stats.knownMatchRejects.Add(1)
+	v.fails.mismatch(node)
+	return ErrMismatchedHashAndPassword, true
 }
 
 // compute verifies a tuple that the cache could not answer. It is apart
@@ -318,12 +332,22 @@ func (v *Verifier) compute(ctx context.Context, node, stored, password string, k
 		return fmt.Errorf("%w (stored for node %q)", err, node)
 	}
 	return v.share(ctx, node, key, h.work, func(ctx context.Context, t *ticket) error {
-		err := v.withSlot(ctx, t, func() error { return v.compare(&h, password) })
+		if err := v.acquire(ctx, t); err != nil {
+			return err
+		}
+		// The node's own password may have been verified while this
+		// waited in the queue: then no scrypt is needed.
+		if err, ok := v.known(node, pair, key); ok {
+			v.adm.release(t, 0)
+			return err
+		}
+		err := v.runSlot(t, func() error { return v.compare(&h, password) })
 		switch {
 		case err == nil:
 			v.recordMatch(pair, key, len(h.key))
 		case errors.Is(err, ErrMismatchedHashAndPassword):
 			v.cache.Put(key, cache.Mismatch)
+			v.fails.mismatch(node)
 		}
 		return err
 	})
@@ -359,8 +383,11 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 			v.adm.release(t, 0)
 			return err
 		}
+		if err := v.acquire(ctx, t); err != nil {
+			return err
+		}
 		var stored string
-		err := v.withSlot(ctx, t, func() (err error) {
+		err := v.runSlot(t, func() (err error) {
 			stored, err = v.generate(password, p, v.opts.Limits)
 			return err
 		})
@@ -397,6 +424,7 @@ func (v *Verifier) share(ctx context.Context, node string, key cache.Key, work i
 	if f, ok := v.flights[key]; ok {
 		v.mu.Unlock()
 		v.stats.shared.Add(1)
+		v.adm.ask(f.t) // asked again: it goes before less-asked passwords
 		return v.await(ctx, f)
 	}
 	// The flight for key may have ended between the caller's cache miss
@@ -406,10 +434,15 @@ func (v *Verifier) share(ctx context.Context, node string, key cache.Key, work i
 		v.stats.cacheHits.Add(1)
 		return v.outcome(o)
 	}
-	t, overload := v.adm.enqueue(node, work)
+	t, overload, perNode := v.adm.enqueue(node, key, work)
 	if overload != nil {
 		v.mu.Unlock()
 		v.stats.shed.Add(1)
+		if perNode {
+			// A name that keeps failing and has no room: hold the answer,
+			// so that a guesser cannot spin on refusals.
+			hold(ctx, v.fails.delay(node))
+		}
 		return overload
 	}
 	f := &flight{done: make(chan struct{}), t: t}
@@ -449,15 +482,26 @@ func (v *Verifier) run(caller context.Context, key cache.Key, f *flight, job fun
 	close(f.done)
 }
 
-// withSlot waits for t's slot, runs fn on it and gives the slot back.
-func (v *Verifier) withSlot(ctx context.Context, t *ticket, fn func() error) error {
+// acquire waits for t's slot. On a nil return the caller must give it
+// back, with runSlot or adm.release.
+func (v *Verifier) acquire(ctx context.Context, t *ticket) error {
 	if err := v.adm.wait(ctx, t); err != nil {
+		var oe *OverloadError
+		if errors.As(err, &oe) {
+			return err // displaced: come back later
+		}
 		return fmt.Errorf("verify: waiting for a scrypt slot: %w", err)
 	}
-	start := time.Now()
 	if o := v.opts.Observer; o != nil {
-		o.ObserveQueueWait(start.Sub(t.enqueued))
+		o.ObserveQueueWait(time.Since(t.enqueued))
 	}
+	return nil
+}
+
+// runSlot runs one scrypt computation fn on t's slot and gives the slot
+// back.
+func (v *Verifier) runSlot(t *ticket, fn func() error) error {
+	start := time.Now()
 	v.stats.scryptRuns.Add(1)
 	var elapsed time.Duration
 	defer func() { v.adm.release(t, elapsed) }()
@@ -520,8 +564,11 @@ func (v *Verifier) shedQueued(eta time.Duration) error {
 
 // result counts a flight's outcome for one waiter.
 func (v *Verifier) result(err error) error {
-	if errors.Is(err, ErrMismatchedHashAndPassword) {
+	switch {
+	case errors.Is(err, ErrMismatchedHashAndPassword):
 		v.stats.mismatches.Add(1)
+	case errors.Is(err, ErrOverloaded):
+		v.stats.shed.Add(1) // displaced by a password asked for more often
 	}
 	return err
 }
