@@ -107,21 +107,21 @@ func TestHTTPTarget(t *testing.T) {
 	m := newK3s(store, verify.Params{}, 1)
 	defer m.close(true)
 	nodes := []Node{h.Nodes[0], {Name: h.Nodes[1].Name, Password: "wrong"}}
-	tgt, err := newHTTPTarget([]model{m}, nodes)
+	tgt, err := newHTTPTarget([]model{m}, len(nodes))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tgt.close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if o := tgt.attempt(ctx, 0, 0); o.status != http.StatusOK {
+	if o := tgt.attempt(ctx, 0, 0, nodes[0]); o.status != http.StatusOK {
 		t.Errorf("right password: %+v", o)
 	}
-	if o := tgt.attempt(ctx, 1, 0); o.status != http.StatusForbidden {
+	if o := tgt.attempt(ctx, 1, 0, nodes[1]); o.status != http.StatusForbidden {
 		t.Errorf("wrong password: %+v", o)
 	}
 	release, _ := m.admit() // the cap of 1 is now full
-	if o := tgt.attempt(ctx, 0, 0); o.status != http.StatusTooManyRequests {
+	if o := tgt.attempt(ctx, 0, 0, nodes[0]); o.status != http.StatusTooManyRequests {
 		t.Errorf("past the in-flight cap: %+v", o)
 	}
 	release()
@@ -161,7 +161,7 @@ func TestK3sModelHeapGuard(t *testing.T) {
 	store.Set(h.Nodes[0].Name, h.Nodes[0].Hash)
 	tripped := 0
 	guard := &heapGuard{max: 1, trip: func() { tripped++ }}
-	m, err := newModel(ModelK3s128, store, verify.DefaultParams, 1, guard)
+	m, err := newModel(ModelK3s128, store, verify.DefaultParams, 1, guard, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,29 +68,38 @@ func ValidModel(name string) error {
 // newModel returns a fresh instance of the named model over store. params
 // hash the password of a node the store does not know; timeScale
 // multiplies the model's own durations (see Scenario.TimeScale); the
-// unbounded models ask guard before each scrypt call.
-func newModel(name string, store verify.Store, params verify.Params, timeScale float64, guard *heapGuard) (model, error) {
+// unbounded models ask guard before each scrypt call. obs, if not nil, is
+// told of every scrypt computation, to attribute it to the agent whose
+// password it checks.
+func newModel(name string, store verify.Store, params verify.Params, timeScale float64, guard *heapGuard, obs *serverObserver) (model, error) {
 	switch name {
-	case ModelK3s125:
-		m := newK3s(store, params, 0)
+	case ModelK3s125, ModelK3s128, ModelK3sLatest:
+		var maxFlight int64
+		if name == ModelK3sLatest {
+			maxFlight = k3sLatestInFlight
+		}
+		m := newK3s(store, params, maxFlight)
 		m.guard = guard
+		if obs != nil {
+			m.observe = obs.observeTuple
+		}
+		if name != ModelK3s125 {
+			return m, nil
+		}
 		// rate.Limit is events per second: scaling time by f divides it.
 		m.limiter = rate.NewLimiter(rate.Limit(k3sAPIQPS/timeScale), k3sAPIBurst)
 		m.apiLatency = scaleDur(k3sAPILatency, timeScale)
 		return m, nil
-	case ModelK3s128:
-		m := newK3s(store, params, 0)
-		m.guard = guard
-		return m, nil
-	case ModelK3sLatest:
-		m := newK3s(store, params, k3sLatestInFlight)
-		m.guard = guard
-		return m, nil
 	case ModelNodepass:
-		v, err := verify.New(store, &verify.Options{
-			Params:  params,
-			MaxWait: scaleDur(verify.DefaultMaxWait, timeScale),
-		})
+		opts := &verify.Options{
+			Params:       params,
+			MaxWait:      scaleDur(verify.DefaultMaxWait, timeScale),
+			MaxFailDelay: scaleDur(verify.DefaultMaxFailDelay, timeScale),
+		}
+		if obs != nil {
+			opts.Observer = obs
+		}
+		v, err := verify.New(store, opts)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
@@ -113,6 +122,7 @@ type k3sModel struct {
 	apiLatency time.Duration
 	maxFlight  int64 // 0: no cap
 	guard      *heapGuard
+	observe    func(node, password string) // if not nil, called before each scrypt
 
 	base     context.Context // ends on close; only limiter waits see it
 	cancel   context.CancelFunc
@@ -129,9 +139,10 @@ func newK3s(store verify.Store, params verify.Params, maxFlight int64) *k3sModel
 }
 
 // Ensure checks password against node's stored hash, or stores a new hash
-// for an unknown node, as k3s's node-password Ensure does. ctx is ignored:
-// as in k3s, the work runs to its end whoever is still waiting.
-func (m *k3sModel) Ensure(_ context.Context, node, password string) error {
+// for an unknown node, as k3s's node-password Ensure does. ctx's end is
+// ignored (the store sees only its values): as in k3s, the work runs to
+// its end whoever is still waiting.
+func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	if node == "" || password == "" {
 		return fmt.Errorf("%w: empty node name or password", verify.ErrInvalidInput)
 	}
@@ -144,19 +155,20 @@ func (m *k3sModel) Ensure(_ context.Context, node, password string) error {
 	m.mu.Unlock()
 	defer m.wg.Done()
 
-	stored, err := m.fetch(node)
+	sctx := valuesOf(ctx, m.base)
+	stored, err := m.fetch(sctx, node)
 	if errors.Is(err, verify.ErrNotFound) {
 		if !m.guard.admit(m.memory()) {
 			return errGuardTripped
 		}
-		m.runs.Add(1)
+		m.started(node, password)
 		if stored, err = verify.GenerateFromPassword(password, m.params); err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
-		if err = m.store.Create(m.base, node, stored); !errors.Is(err, verify.ErrExists) {
+		if err = m.store.Create(sctx, node, stored); !errors.Is(err, verify.ErrExists) {
 			return err
 		}
-		stored, err = m.fetch(node)
+		stored, err = m.fetch(sctx, node)
 	}
 	if err != nil {
 		return err
@@ -164,8 +176,16 @@ func (m *k3sModel) Ensure(_ context.Context, node, password string) error {
 	if !m.guard.admit(m.memory()) {
 		return errGuardTripped
 	}
-	m.runs.Add(1)
+	m.started(node, password)
 	return verify.CompareHashAndPassword(stored, password)
+}
+
+// started counts a scrypt computation over password for node.
+func (m *k3sModel) started(node, password string) {
+	m.runs.Add(1)
+	if m.observe != nil {
+		m.observe(node, password)
+	}
 }
 
 // memory is what one scrypt computation allocates: 128·r·N bytes.
@@ -174,7 +194,8 @@ func (m *k3sModel) memory() uint64 {
 }
 
 // fetch reads node's stored hash, through the API rate limiter if any.
-func (m *k3sModel) fetch(node string) (string, error) {
+// ctx ends with the model, not with the request.
+func (m *k3sModel) fetch(ctx context.Context, node string) (string, error) {
 	if m.limiter != nil {
 		// client-go waits for the limiter under the call's context; k3s
 		// passed one its HTTP client could not cancel.
@@ -183,7 +204,7 @@ func (m *k3sModel) fetch(node string) (string, error) {
 		}
 		time.Sleep(m.apiLatency)
 	}
-	return m.store.Get(m.base, node)
+	return m.store.Get(ctx, node)
 }
 
 func (m *k3sModel) admit() (func(), bool) {
@@ -209,8 +230,8 @@ func (m *k3sModel) close(wait bool) {
 	}
 }
 
-// nodepassModel is this module's Verifier with its defaults (MaxWait
-// scaled with the scenario's time).
+// nodepassModel is this module's Verifier with its defaults (MaxWait and
+// MaxFailDelay scaled with the scenario's time).
 type nodepassModel struct{ *verify.Verifier }
 
 func (nodepassModel) admit() (func(), bool) { return func() {}, true }

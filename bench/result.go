@@ -85,6 +85,12 @@ type Result struct {
 	// JoinTimes are the joined nodes' join latencies, in order: the
 	// timeline of joined nodes over time.
 	JoinTimes []time.Duration
+	// Attack has the attackers' and duplicates' figures and where the
+	// scrypt work went; nil when the scenario had neither attackers,
+	// duplicates nor store faults.
+	Attack *AttackResult
+	// Faults has the store faults' figures; nil without store faults.
+	Faults *FaultResult
 }
 
 // ShedEvent is one answer 429 or 503 an agent got.
@@ -147,45 +153,48 @@ func rank(n int, q float64) int {
 
 // resultJSON is Result on the wire: durations in seconds, heap in MiB.
 type resultJSON struct {
-	Model             string      `json:"model"`
-	Nodes             int         `json:"nodes"`
-	LogN              int         `json:"logn"`
-	Mode              Mode        `json:"mode"`
-	Agent             string      `json:"agent"`
-	Servers           int         `json:"servers"`
-	LB                LB          `json:"lb"`
-	Joined            int         `json:"joined"`
-	CompletionS       float64     `json:"completion_s"`
-	LowerBoundS       float64     `json:"lower_bound_s"`
-	Ratio             float64     `json:"ratio"`
-	LocalBoundS       float64     `json:"local_lower_bound_s,omitempty"`
-	LocalRatio        float64     `json:"local_ratio,omitempty"`
-	Attempts          uint64      `json:"attempts"`
-	ScryptRuns        uint64      `json:"scrypt_runs"`
-	ScryptRunsPerNode float64     `json:"scrypt_runs_per_node"`
-	P50S              float64     `json:"p50_s"`
-	P99S              float64     `json:"p99_s"`
-	MaxS              float64     `json:"max_s"`
-	PeakHeapMiB       float64     `json:"peak_heap_mib"`
-	PeakHeapObjMiB    float64     `json:"peak_heap_objects_mib"`
-	Shed              uint64      `json:"shed"`
-	Timeouts          uint64      `json:"timeouts"`
-	ConnErrors        uint64      `json:"conn_errors"`
-	Errors            uint64      `json:"errors"`
-	CPUS              float64     `json:"cpu_s"`
-	Procs             int         `json:"procs"`
-	MaxSampleGapS     float64     `json:"max_sample_gap_s"`
-	Stopped           string      `json:"stopped"`
-	StopDetail        string      `json:"stop_detail,omitempty"`
-	Timeline          [][]float64 `json:"timeline"` // [seconds, joined] pairs
-	ShedLog           []shedJSON  `json:"shed_log"`
+	Model             string        `json:"model"`
+	Nodes             int           `json:"nodes"`
+	LogN              int           `json:"logn"`
+	Mode              Mode          `json:"mode"`
+	Agent             string        `json:"agent"`
+	Servers           int           `json:"servers"`
+	LB                LB            `json:"lb"`
+	Joined            int           `json:"joined"`
+	CompletionS       float64       `json:"completion_s"`
+	LowerBoundS       float64       `json:"lower_bound_s"`
+	Ratio             float64       `json:"ratio"`
+	LocalBoundS       float64       `json:"local_lower_bound_s,omitempty"`
+	LocalRatio        float64       `json:"local_ratio,omitempty"`
+	Attempts          uint64        `json:"attempts"`
+	ScryptRuns        uint64        `json:"scrypt_runs"`
+	ScryptRunsPerNode float64       `json:"scrypt_runs_per_node"`
+	P50S              float64       `json:"p50_s"`
+	P99S              float64       `json:"p99_s"`
+	MaxS              float64       `json:"max_s"`
+	PeakHeapMiB       float64       `json:"peak_heap_mib"`
+	PeakHeapObjMiB    float64       `json:"peak_heap_objects_mib"`
+	Shed              uint64        `json:"shed"`
+	Timeouts          uint64        `json:"timeouts"`
+	ConnErrors        uint64        `json:"conn_errors"`
+	Errors            uint64        `json:"errors"`
+	CPUS              float64       `json:"cpu_s"`
+	Procs             int           `json:"procs"`
+	MaxSampleGapS     float64       `json:"max_sample_gap_s"`
+	Stopped           string        `json:"stopped"`
+	StopDetail        string        `json:"stop_detail,omitempty"`
+	Timeline          [][]float64   `json:"timeline"` // [seconds, joined] pairs
+	ShedLog           []shedJSON    `json:"shed_log"`
+	Attack            *AttackResult `json:"attack,omitempty"`
+	Faults            *FaultResult  `json:"faults,omitempty"`
 }
 
 // MarshalJSON writes r with the keys cmd/bench's -json documents:
 // durations as seconds (completion_s, p50_s, ...), the peak heap in MiB
 // (peak_heap_mib), stopped empty when every node joined, timeline as
 // [seconds, joined] pairs and shed_log as objects (t_s, node, server,
-// status, retry_after_s).
+// status, retry_after_s); attack and faults (see AttackResult and
+// FaultResult) only when the scenario had them.
 func (r Result) MarshalJSON() ([]byte, error) {
 	j := resultJSON{
 		Model: r.Model, Nodes: r.Nodes, LogN: r.LogN, Mode: r.Mode, Agent: r.Agent,
@@ -200,6 +209,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		CPUS: r.CPU.Seconds(), Procs: r.Procs, MaxSampleGapS: r.MaxSampleGap.Seconds(),
 		Stopped: r.Stopped, StopDetail: r.StopDetail,
 		Timeline: make([][]float64, 0, len(r.JoinTimes)+1),
+		Attack:   r.Attack, Faults: r.Faults,
 	}
 	for _, p := range r.Timeline() {
 		j.Timeline = append(j.Timeline, []float64{p.T.Seconds(), float64(p.Joined)})
@@ -230,6 +240,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Shed: j.Shed, Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
 		CPU: secs(j.CPUS), Procs: j.Procs, MaxSampleGap: secs(j.MaxSampleGapS),
 		Stopped: j.Stopped, StopDetail: j.StopDetail,
+		Attack: j.Attack, Faults: j.Faults,
 	}
 	for _, e := range j.ShedLog {
 		r.ShedLog = append(r.ShedLog, ShedEvent{secs(e.T), e.Node, e.Server, e.Status, secs(e.RetryAfter)})

@@ -76,9 +76,14 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 			return nil, err
 		}
 	}
-	store := verify.NewMemoryStore()
+	mem := verify.NewMemoryStore()
 	for _, n := range h.Nodes {
-		store.Set(n.Name, n.Hash)
+		mem.Set(n.Name, n.Hash)
+	}
+	var store verify.Store = mem
+	faults := newFaultStore(mem, sc) // nil without faults
+	if faults != nil {
+		store = faults
 	}
 	params := verify.DefaultParams
 	params.LogN = sc.LogN
@@ -92,19 +97,19 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 			tgt.close()
 		}
 	}()
-	r := newRun(sc)
-	for range sc.Servers {
-		m, err := newModel(modelName, store, params, sc.TimeScale, r.guard)
+	r := newRun(sc, h.Nodes)
+	for i := range sc.Servers {
+		m, err := newModel(modelName, store, params, sc.TimeScale, r.guard, r.adv.tracker.observer(i))
 		if err != nil {
 			return nil, err
 		}
-		models = append(models, m)
+		models = append(models, r.adv.tracker.wrap(m, i))
 	}
 	switch sc.Mode {
 	case ModeInproc:
-		tgt = &inprocTarget{servers: models, nodes: h.Nodes, second: sc.scale(time.Second), drain: !sc.NoDrain}
+		tgt = &inprocTarget{servers: models, second: sc.scale(time.Second), drain: !sc.NoDrain}
 	case ModeHTTP:
-		t, err := newHTTPTarget(models, h.Nodes)
+		t, err := newHTTPTarget(models, sc.Nodes+sc.Duplicates+sc.Attackers)
 		if err != nil {
 			return nil, err
 		}
@@ -116,6 +121,13 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	for _, m := range models {
 		res.ScryptRuns += m.scryptRuns()
 	}
+	r.adv.figures(res)
+	if faults != nil {
+		res.Faults = faults.figures(r.adv.tracker)
+		if res.Stopped == "" {
+			recheck(ctx, res.Faults, faults, r.adv.tracker, models, h.Nodes, sc.scale(sc.ClientTimeout))
+		}
+	}
 	res.LocalBound = localBound
 	res.finish(h.LowerBound)
 	return res, nil
@@ -124,27 +136,37 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 // run is one model's run in progress.
 type run struct {
 	sc     Scenario
+	nodes  []Node // the honest nodes, one per agent
 	policy Policy
 	target target
 	guard  *heapGuard
 	cancel context.CancelCauseFunc // ends the run; set by execute
 	start  time.Time
 	joinAt []atomic.Int64 // by agent: its join latency in ns, 0 until it joins
+	adv    *adversaries   // attackers, duplicates and their figures
 
-	joined, attempts, shed, timeouts, connErrs, errs atomic.Uint64
+	joined atomic.Uint64
+	tally  // the honest agents' requests
 
 	shedMu  sync.Mutex
 	shedLog []ShedEvent
 }
 
-// newRun prepares a run of sc (with defaults, validated); its target is
-// to be set before execute.
-func newRun(sc Scenario) *run {
+// tally counts one kind of agent's requests and failed answers.
+type tally struct {
+	attempts, shed, timeouts, connErrs, errs, rejected atomic.Uint64
+}
+
+// newRun prepares a run of sc (with defaults, validated) for nodes, one
+// per honest agent; its target is to be set before execute.
+func newRun(sc Scenario, nodes []Node) *run {
 	r := &run{
 		sc:     sc,
+		nodes:  nodes,
 		policy: sc.Agent.scaled(sc.TimeScale),
 		joinAt: make([]atomic.Int64, sc.Nodes),
 	}
+	r.adv = newAdversaries(sc, nodes)
 	r.guard = &heapGuard{max: sc.MaxHeap, trip: func() { r.cancel(errHeapGuard) }}
 	return r
 }
@@ -169,6 +191,12 @@ func (r *run) execute(ctx context.Context) *Result {
 	for i := range r.sc.Nodes {
 		agents.Go(func() { r.agent(ctx, i) })
 	}
+	// Attackers and duplicates never finish by themselves: they stop when
+	// every honest node has joined or the run stops.
+	advCtx, stopAdversaries := context.WithCancel(ctx)
+	defer stopAdversaries()
+	var adversaries sync.WaitGroup
+	r.startAdversaries(advCtx, &adversaries)
 	agentsDone := make(chan struct{})
 	go func() {
 		agents.Wait()
@@ -186,8 +214,12 @@ func (r *run) execute(ctx context.Context) *Result {
 		// behind hundreds of scrypt calls, for seconds, while the heap
 		// grows. The figures are taken now; later joins do not count.
 	}
+	stopAdversaries()
 	elapsed := time.Since(r.start)
 	cpu := processCPU() - cpu0
+	if !r.sc.NoDrain {
+		adversaries.Wait()
+	}
 	close(samplerDone)
 	sampler.Wait()
 
@@ -297,43 +329,72 @@ func (r *run) logShed(e ShedEvent) {
 
 // agent is one node: it asks until it has joined or ctx ends.
 func (r *run) agent(ctx context.Context, i int) {
-	rng := rand.New(rand.NewPCG(r.sc.Seed, uint64(i)))
-	server := i % r.sc.Servers
+	a := asker{
+		client: i, server: i % r.sc.Servers, node: r.nodes[i],
+		rng: rand.New(rand.NewPCG(r.sc.Seed, uint64(i))), tally: &r.tally, logShed: true,
+	}
+	if r.ask(ctx, a) {
+		r.joinAt[i].Store(int64(max(time.Since(r.start), 1)))
+		r.joined.Add(1)
+	}
+}
+
+// asker is what one agent's requests carry and where they are counted.
+type asker struct {
+	client, server int // the agent's own client; the server it starts on
+	node           Node
+	rng            *rand.Rand
+	tally          *tally
+	logShed        bool   // add shed answers to the run's shed log
+	onReject       func() // if not nil, called after each 403
+}
+
+// ask sends a.node's request until it is answered 200 (true) or ctx ends
+// (false), waiting under the agent policy after each failure, as a k3s
+// agent does.
+func (r *run) ask(ctx context.Context, a asker) bool {
+	server := a.server
 	for failures := 1; ; failures++ {
 		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
-		r.attempts.Add(1)
-		o := r.target.attempt(actx, i, server)
+		a.tally.attempts.Add(1)
+		o := r.target.attempt(actx, a.client, server, a.node)
 		cancel()
 		if o.status == http.StatusOK {
-			r.joinAt[i].Store(int64(max(time.Since(r.start), 1)))
-			r.joined.Add(1)
-			return
+			return true
 		}
 		if ctx.Err() != nil {
-			return // the run stopped; this attempt's failure is not the server's
+			return false // the run stopped; this attempt's failure is not the server's
 		}
 		moveOn := o.connErr
 		switch {
 		case o.timeout:
-			r.timeouts.Add(1)
+			a.tally.timeouts.Add(1)
 			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
-			r.shed.Add(1)
-			r.logShed(ShedEvent{T: time.Since(r.start), Node: i, Server: server, Status: o.status, RetryAfter: o.retryAfter})
+			a.tally.shed.Add(1)
+			if a.logShed {
+				r.logShed(ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status, RetryAfter: o.retryAfter})
+			}
 			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.connErr:
-			r.connErrs.Add(1)
+			a.tally.connErrs.Add(1)
 		default:
-			r.errs.Add(1)
+			a.tally.errs.Add(1)
+			if o.status == http.StatusForbidden {
+				a.tally.rejected.Add(1)
+				if a.onReject != nil {
+					a.onReject()
+				}
+			}
 		}
 		if moveOn {
 			server = (server + 1) % r.sc.Servers
 		}
-		wait := time.NewTimer(r.policy.Delay(failures, o.retryAfter, rng))
+		wait := time.NewTimer(r.policy.Delay(failures, o.retryAfter, a.rng))
 		select {
 		case <-ctx.Done():
 			wait.Stop()
-			return
+			return false
 		case <-wait.C:
 		}
 	}

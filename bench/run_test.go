@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"runtime"
 	"slices"
@@ -21,7 +22,7 @@ type fakeTarget struct {
 	seen   map[int][]int // agent -> servers asked, in order
 }
 
-func (f *fakeTarget) attempt(ctx context.Context, agent, server int) outcome {
+func (f *fakeTarget) attempt(ctx context.Context, agent, server int, _ Node) outcome {
 	f.mu.Lock()
 	if f.seen == nil {
 		f.seen = make(map[int][]int)
@@ -44,12 +45,21 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	}
 	var res *Result
 	synctest.Test(t, func(t *testing.T) {
-		r := newRun(sc)
+		r := newRun(sc, fakeNodes(sc.Nodes))
 		r.target = f
 		res = r.execute(t.Context())
 		res.finish(10 * time.Second)
 	})
 	return res
+}
+
+// fakeNodes returns n nodes with names and passwords, for fake targets.
+func fakeNodes(n int) []Node {
+	nodes := make([]Node, n)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprintf("node-%04d", i+1), Password: fmt.Sprintf("password-%d", i)}
+	}
+	return nodes
 }
 
 func shedOnce(retryAfter time.Duration) func(context.Context, int, int, int) outcome {

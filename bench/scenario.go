@@ -103,6 +103,29 @@ type Scenario struct {
 	// process that exits right after, as cmd/bench's per-model worker
 	// does; otherwise all that goes on with nothing left to wait for it.
 	NoDrain bool
+
+	// Adversity (see attack.go and faults.go); the zero values mean none.
+
+	// Attackers is how many attacker agents send wrong passwords for real
+	// node names, each as fast as answers come (see AttackNames).
+	Attackers int
+	// AttackNames is how attackers pick the names they guess for. Default
+	// AttackSticky.
+	AttackNames AttackNames
+	// Duplicates is how many nodes have a second machine with the same
+	// hostname and another password, retrying under the Agent policy for
+	// the whole run; it never joins. The honest nodes' completion does not
+	// wait for them.
+	Duplicates int
+	// StoreFaults is the probability that a store call (Get or Create, for
+	// every model) fails with an injected error.
+	StoreFaults float64
+	// StoreSpikes is the probability that a store call that does not fail
+	// answers only after StoreSpike.
+	StoreSpikes float64
+	// StoreSpike is the latency of a spike, scaled by TimeScale. Default
+	// DefaultStoreSpike when StoreSpikes is positive.
+	StoreSpike time.Duration
 }
 
 // Progress is a run's state, for progress bars.
@@ -147,7 +170,7 @@ func (s Scenario) withDefaults() Scenario {
 	if s.SampleEvery == 0 {
 		s.SampleEvery = DefaultSampleEvery
 	}
-	return s
+	return s.adversityDefaults()
 }
 
 // validate checks a scenario after withDefaults.
@@ -187,6 +210,7 @@ func (s Scenario) validate() error {
 	if err := s.Agent.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, s.validateAdversity()...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -40,9 +40,10 @@ type outcome struct {
 
 // target carries agents' requests to the servers.
 type target interface {
-	// attempt sends agent's request to server within ctx, which carries
-	// the client timeout.
-	attempt(ctx context.Context, agent, server int) outcome
+	// attempt sends a request for node n to server within ctx, which
+	// carries the client timeout, from client: each agent (honest node,
+	// duplicate or attacker) has its own client.
+	attempt(ctx context.Context, client, server int, n Node) outcome
 	// close stops the target after the agents have stopped and the models
 	// have been closed.
 	close()
@@ -51,14 +52,13 @@ type target interface {
 // inprocTarget calls the models directly, as the HTTP handler would.
 type inprocTarget struct {
 	servers []model
-	nodes   []Node
 	second  time.Duration // one Retry-After second, scaled
 	drain   bool          // close waits for the handlers still running
 	wg      sync.WaitGroup
 }
 
-func (t *inprocTarget) attempt(ctx context.Context, agent, server int) outcome {
-	m, n := t.servers[server], t.nodes[agent]
+func (t *inprocTarget) attempt(ctx context.Context, _, server int, n Node) outcome {
+	m := t.servers[server]
 	release, ok := m.admit()
 	if !ok {
 		return outcome{status: http.StatusTooManyRequests}
@@ -108,19 +108,19 @@ func (t *inprocTarget) close() {
 
 // httpTarget runs one HTTPS server per model and one client per agent.
 type httpTarget struct {
-	nodes   []Node
 	urls    []string
 	servers []*http.Server
 	clients []*http.Client
 	nonH2   atomic.Uint64 // responses not over HTTP/2; should stay 0
 }
 
-func newHTTPTarget(models []model, nodes []Node) (_ *httpTarget, err error) {
+// newHTTPTarget starts one server per model and makes clients clients.
+func newHTTPTarget(models []model, clients int) (_ *httpTarget, err error) {
 	serverTLS, pool, err := selfSignedTLS()
 	if err != nil {
 		return nil, err
 	}
-	t := &httpTarget{nodes: nodes}
+	t := &httpTarget{}
 	defer func() {
 		if err != nil {
 			t.close()
@@ -150,7 +150,7 @@ func newHTTPTarget(models []model, nodes []Node) (_ *httpTarget, err error) {
 		t.urls = append(t.urls, "https://"+ln.Addr().String()+Path)
 		go srv.ServeTLS(ln, "", "")
 	}
-	for range nodes {
+	for range clients {
 		// Its own Transport, so its own connection, as a real node has.
 		tr := &http.Transport{
 			TLSClientConfig:   &tls.Config{RootCAs: pool},
@@ -174,8 +174,7 @@ func capped(m model, next http.Handler) http.Handler {
 	})
 }
 
-func (t *httpTarget) attempt(ctx context.Context, agent, server int) outcome {
-	n := t.nodes[agent]
+func (t *httpTarget) attempt(ctx context.Context, client, server int, n Node) outcome {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.urls[server], nil)
 	if err != nil {
 		return outcome{connErr: true}
@@ -183,7 +182,7 @@ func (t *httpTarget) attempt(ctx context.Context, agent, server int) outcome {
 	req.Header.Set("K3s-Node-Name", n.Name)
 	req.Header.Set("K3s-Node-Password", n.Password)
 	req.Header.Set("K3s-Node-Ip", "127.0.0.1")
-	resp, err := t.clients[agent].Do(req)
+	resp, err := t.clients[client].Do(req)
 	if err == nil {
 		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()

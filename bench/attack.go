@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// AttackNames is how attacker agents pick the node names they guess
+// passwords for. Every name is a real one, of a node of the herd.
+type AttackNames string
+
+// Ways attackers pick names.
+const (
+	// AttackRandom draws a new name, uniformly from the herd, for every
+	// guess: the guesses spread over every name, including those whose
+	// node has not joined yet, whose guesses cost the server a scrypt
+	// computation each.
+	AttackRandom AttackNames = "random"
+	// AttackSticky draws one name per attacker at its start and guesses
+	// only for it (several attackers may draw the same name). It is the
+	// default, the harder case for a server that queues a name's
+	// passwords in turn: an attacker that keeps one name's queue full can
+	// keep that node out, where random guesses spread over every name
+	// cost CPU but hold no queue for long (RELIABILITY.md has both).
+	AttackSticky AttackNames = "sticky"
+)
+
+// ParseAttackNames returns the way of picking names called name.
+func ParseAttackNames(name string) (AttackNames, error) {
+	switch a := AttackNames(strings.ToLower(name)); a {
+	case AttackRandom, AttackSticky:
+		return a, nil
+	}
+	return "", fmt.Errorf("bench: unknown attack names %q: want %q or %q", name, AttackRandom, AttackSticky)
+}
+
+// DefaultStoreSpike is Scenario.StoreSpike when left zero: a slow read
+// from an API server under load.
+const DefaultStoreSpike = 200 * time.Millisecond
+
+// The random streams of the agents other than the honest nodes (stream i
+// is honest node i's): far apart so that no herd size makes them meet.
+const (
+	duplicateStream = 1 << 40
+	attackerStream  = 2 << 40
+	passwordStream  = 3 << 40 // the duplicates' passwords
+)
+
+// AttackResult has the figures of a run with attackers, duplicates or
+// store faults: what the adversaries sent and got, and where the servers'
+// scrypt computations went.
+//
+// Every scrypt computation is attributed to the password it checks: the
+// node's own (honest), a duplicate's, or anything else (a guess). The k3s
+// models report each computation with its node and password. A nodepass
+// server computes in a goroutine of its own, started by the request that
+// found no cached outcome and no computation under way for its (node,
+// stored hash, password); the model's Observer is called in that
+// goroutine after each computation, and the run attributes it to the
+// request whose goroutine started it (the runtime records the creator of
+// every goroutine). Computations that cannot be attributed are counted in
+// UnattributedScrypt (a test keeps it at 0).
+type AttackResult struct {
+	// Attackers is Scenario.Attackers and AttackNames how they picked
+	// names.
+	Attackers   int         `json:"attackers"`
+	AttackNames AttackNames `json:"attack_names,omitempty"`
+	// Guesses counts the requests the attackers sent; GuessesAccepted
+	// those answered 200 (must be 0), GuessesRejected those answered 403,
+	// GuessesShed those answered 429 or 503 and GuessTimeouts those the
+	// attacker gave up on at its client timeout.
+	Guesses         uint64 `json:"guesses"`
+	GuessesAccepted uint64 `json:"guesses_accepted"`
+	GuessesRejected uint64 `json:"guesses_rejected"`
+	GuessesShed     uint64 `json:"guesses_shed"`
+	GuessTimeouts   uint64 `json:"guess_timeouts"`
+
+	// Duplicates is Scenario.Duplicates. DuplicateRequests counts their
+	// requests, DuplicatesAccepted the duplicates that got a 200 (must be
+	// 0) and DuplicatesRejected their 403 answers.
+	Duplicates         int    `json:"duplicates"`
+	DuplicateRequests  uint64 `json:"duplicate_requests"`
+	DuplicatesAccepted uint64 `json:"duplicates_accepted"`
+	DuplicatesRejected uint64 `json:"duplicates_rejected"`
+
+	// HonestScrypt, GuessScrypt and DuplicateScrypt count the scrypt
+	// computations over honest nodes', attackers' and duplicates'
+	// passwords. DuplicateScryptMax is the most over one duplicate's
+	// password, and DuplicateScryptAfterReject counts those that finished
+	// after their duplicate had got its first 403: the cost of its
+	// retries. GuessScryptKnown counts the guesses' computations that
+	// started after the server had let the node in with its own password:
+	// a server that checked for a known match when the computation got
+	// its slot would have answered them without scrypt.
+	HonestScrypt               uint64 `json:"honest_scrypt"`
+	GuessScrypt                uint64 `json:"guess_scrypt"`
+	GuessScryptKnown           uint64 `json:"guess_scrypt_known"`
+	DuplicateScrypt            uint64 `json:"duplicate_scrypt"`
+	DuplicateScryptMax         uint64 `json:"duplicate_scrypt_max"`
+	DuplicateScryptAfterReject uint64 `json:"duplicate_scrypt_after_reject"`
+	// UnattributedScrypt counts computations observed that could not be
+	// attributed, including those whose request had not returned yet
+	// when the figures were taken (a run that does not drain takes them
+	// while requests are under way); UnfinishedScrypt those started
+	// (Result.ScryptRuns) but not yet finished then.
+	UnattributedScrypt uint64 `json:"unattributed_scrypt"`
+	UnfinishedScrypt   uint64 `json:"unfinished_scrypt"`
+
+	// WrongAccepts counts, at the servers, answers that let a password in
+	// that is not the node's own (must be 0; the agents' own counts are
+	// GuessesAccepted and DuplicatesAccepted). HonestRejected counts
+	// honest passwords answered as mismatches (must be 0).
+	WrongAccepts   uint64 `json:"wrong_accepts"`
+	HonestRejected uint64 `json:"honest_rejected"`
+}
+
+// Accepted is how many wrong passwords were let in, by the agents' count
+// or the servers', whichever is higher. Anything but 0 is a security bug.
+func (a *AttackResult) Accepted() uint64 {
+	if a == nil {
+		return 0
+	}
+	return max(a.GuessesAccepted+a.DuplicatesAccepted, a.WrongAccepts)
+}
+
+// adversaries are a run's attackers and duplicates and their counts. A
+// run without adversity has one with no agents and a nil tracker.
+type adversaries struct {
+	sc      Scenario
+	nodes   []Node
+	tracker *tracker // nil without adversity
+	dups    []Node   // duplicate d: the name of node twins[d], another password
+	twins   []int
+
+	dupTally    tally
+	dupAccepted atomic.Uint64
+
+	guesses, guessAccepted, guessRejected, guessShed, guessTimeouts atomic.Uint64
+}
+
+func newAdversaries(sc Scenario, nodes []Node) *adversaries {
+	a := &adversaries{sc: sc, nodes: nodes}
+	if !sc.adversity() {
+		return a
+	}
+	rng := rand.New(rand.NewPCG(sc.Seed, passwordStream))
+	for d := range sc.Duplicates {
+		// Spread over the herd: duplicate d is the twin of node d·N/D.
+		twin := d * len(nodes) / sc.Duplicates
+		a.twins = append(a.twins, twin)
+		a.dups = append(a.dups, Node{Name: nodes[twin].Name, Password: guessPassword(rng)})
+	}
+	a.tracker = newTracker(nodes, a.dups, sc.Servers)
+	return a
+}
+
+// guessPassword returns a password as a k3s agent makes them: 16 random
+// bytes in hex.
+func guessPassword(rng *rand.Rand) string {
+	return fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64())
+}
+
+// startAdversaries starts the duplicates and the attackers; they stop when
+// ctx ends.
+func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
+	for d := range r.adv.dups {
+		wg.Go(func() { r.duplicate(ctx, d) })
+	}
+	for j := range r.sc.Attackers {
+		wg.Go(func() { r.attacker(ctx, j) })
+	}
+}
+
+// duplicate is the second machine of a duplicate hostname: a k3s agent
+// like its twin (same retry policy, same first server) whose password is
+// not the stored one. It asks until ctx ends; a 200 is a wrong accept.
+func (r *run) duplicate(ctx context.Context, d int) {
+	a := r.adv
+	twin := a.twins[d]
+	ok := r.ask(ctx, asker{
+		client: r.sc.Nodes + d, server: twin % r.sc.Servers, node: a.dups[d],
+		rng: rand.New(rand.NewPCG(r.sc.Seed, duplicateStream+uint64(d))), tally: &a.dupTally,
+		onReject: func() { a.tracker.rejected(d) },
+	})
+	if ok {
+		a.dupAccepted.Add(1)
+	}
+}
+
+// attacker sends wrong passwords for real node names, each request as
+// soon as the previous one is answered, ignoring Retry-After, until ctx
+// ends. It goes round the servers, one request each.
+func (r *run) attacker(ctx context.Context, j int) {
+	a := r.adv
+	rng := rand.New(rand.NewPCG(r.sc.Seed, attackerStream+uint64(j)))
+	client := r.sc.Nodes + r.sc.Duplicates + j
+	name := r.nodes[rng.IntN(len(r.nodes))].Name
+	for k := 0; ctx.Err() == nil; k++ {
+		if r.sc.AttackNames == AttackRandom {
+			name = r.nodes[rng.IntN(len(r.nodes))].Name
+		}
+		guess := Node{Name: name, Password: guessPassword(rng)}
+		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
+		o := r.target.attempt(actx, client, (j+k)%r.sc.Servers, guess)
+		cancel()
+		a.guesses.Add(1)
+		switch {
+		case o.status == http.StatusOK:
+			a.guessAccepted.Add(1)
+		case o.status == http.StatusForbidden:
+			a.guessRejected.Add(1)
+		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
+			a.guessShed.Add(1)
+		case o.timeout && ctx.Err() == nil:
+			a.guessTimeouts.Add(1)
+		}
+	}
+}
+
+// figures fills res.Attack when the run had adversity.
+func (a *adversaries) figures(res *Result) {
+	t := a.tracker
+	if t == nil {
+		return
+	}
+	at := &AttackResult{
+		Attackers:          a.sc.Attackers,
+		Guesses:            a.guesses.Load(),
+		GuessesAccepted:    a.guessAccepted.Load(),
+		GuessesRejected:    a.guessRejected.Load(),
+		GuessesShed:        a.guessShed.Load(),
+		GuessTimeouts:      a.guessTimeouts.Load(),
+		Duplicates:         a.sc.Duplicates,
+		DuplicateRequests:  a.dupTally.attempts.Load(),
+		DuplicatesAccepted: a.dupAccepted.Load(),
+		DuplicatesRejected: a.dupTally.rejected.Load(),
+	}
+	if a.sc.Attackers > 0 {
+		at.AttackNames = a.sc.AttackNames
+	}
+	t.scryptFigures(at)
+	seen := at.HonestScrypt + at.GuessScrypt + at.DuplicateScrypt + at.UnattributedScrypt
+	if res.ScryptRuns > seen {
+		at.UnfinishedScrypt = res.ScryptRuns - seen
+	}
+	res.Attack = at
+}
+
+// adversity reports whether the scenario has attackers, duplicates or
+// store faults.
+func (s Scenario) adversity() bool {
+	return s.Attackers > 0 || s.Duplicates > 0 || s.faults()
+}
+
+// faults reports whether the scenario injects store faults.
+func (s Scenario) faults() bool { return s.StoreFaults > 0 || s.StoreSpikes > 0 }
+
+func (s Scenario) adversityDefaults() Scenario {
+	if s.AttackNames == "" {
+		s.AttackNames = AttackSticky
+	}
+	if s.StoreSpikes > 0 && s.StoreSpike == 0 {
+		s.StoreSpike = DefaultStoreSpike
+	}
+	return s
+}
+
+// validateAdversity checks the adversity fields after withDefaults.
+func (s Scenario) validateAdversity() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if s.Attackers < 0 || s.Attackers > 100000 {
+		bad("attackers %d: want 0 to 100000", s.Attackers)
+	}
+	if _, err := ParseAttackNames(string(s.AttackNames)); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Duplicates < 0 || s.Duplicates > s.Nodes {
+		bad("duplicates %d: want 0 to the %d nodes", s.Duplicates, s.Nodes)
+	}
+	if !(s.StoreFaults >= 0 && s.StoreFaults < 1) { // also rejects NaN
+		bad("store fault probability %v: want 0 or more, below 1", s.StoreFaults)
+	}
+	if !(s.StoreSpikes >= 0 && s.StoreSpikes <= 1) {
+		bad("store spike probability %v: want 0 to 1", s.StoreSpikes)
+	}
+	if s.StoreSpike < 0 || float64(s.StoreSpike) > math.MaxInt64/1000 {
+		bad("store spike %v: want 0 or more", s.StoreSpike)
+	}
+	return errs
+}

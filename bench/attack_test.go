@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// adversityScenario is a small in-process herd at testLogN with retries
+// scaled down and timeouts long enough for a starved machine.
+func adversityScenario() Scenario {
+	return Scenario{Nodes: 30, LogN: testLogN, TimeScale: 0.05,
+		ClientTimeout: 100 * time.Second, Deadline: 40 * time.Minute}
+}
+
+// TestAttackersNeverAccepted runs attackers of both kinds against every
+// model: no guess may get in, every computation is attributed, and the
+// nodes still join.
+func TestAttackersNeverAccepted(t *testing.T) {
+	h := testHerd(t)
+	for _, names := range []AttackNames{AttackSticky, AttackRandom} {
+		for _, model := range Models() {
+			t.Run(string(names)+"/"+model, func(t *testing.T) {
+				sc := adversityScenario()
+				sc.Attackers, sc.AttackNames = 6, names
+				res, err := Run(t.Context(), sc, h, model)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := res.Attack
+				if a == nil || a.Attackers != 6 || a.AttackNames != names {
+					t.Fatalf("attack figures %+v", a)
+				}
+				if a.Accepted() != 0 || a.HonestRejected != 0 {
+					t.Errorf("accepted %d guesses (servers: %d), rejected %d honest passwords", a.GuessesAccepted, a.WrongAccepts, a.HonestRejected)
+				}
+				if res.Joined != 30 || res.Stopped != "" {
+					t.Errorf("joined %d, stopped %q", res.Joined, res.Stopped)
+				}
+				if a.Guesses == 0 || a.GuessesRejected+a.GuessesShed > a.Guesses {
+					t.Errorf("guesses %d, rejected %d, shed %d", a.Guesses, a.GuessesRejected, a.GuessesShed)
+				}
+				checkAttribution(t, res, 30)
+			})
+		}
+	}
+}
+
+// checkAttribution checks that the computations attributed add up to
+// those the servers counted, honest ones included.
+func checkAttribution(t *testing.T, res *Result, honest uint64) {
+	t.Helper()
+	a := res.Attack
+	sum := a.HonestScrypt + a.GuessScrypt + a.DuplicateScrypt + a.UnattributedScrypt + a.UnfinishedScrypt
+	if sum != res.ScryptRuns {
+		t.Errorf("attributed %d honest + %d guesses + %d duplicates + %d unattributed + %d unfinished = %d, servers counted %d",
+			a.HonestScrypt, a.GuessScrypt, a.DuplicateScrypt, a.UnattributedScrypt, a.UnfinishedScrypt, sum, res.ScryptRuns)
+	}
+	// A run that ends may leave a few computations whose request is still
+	// under way; never more than one per slot.
+	if a.UnattributedScrypt+a.UnfinishedScrypt > uint64(2*runtime.GOMAXPROCS(0)) {
+		t.Errorf("%d unattributed and %d unfinished computations", a.UnattributedScrypt, a.UnfinishedScrypt)
+	}
+	if a.HonestScrypt < honest-min(honest, a.UnattributedScrypt) {
+		t.Errorf("%d honest computations for %d nodes that joined", a.HonestScrypt, honest)
+	}
+	if res.Model == ModelNodepass && a.GuessScryptKnown > a.GuessScrypt {
+		t.Errorf("%d guess computations after the join, of %d", a.GuessScryptKnown, a.GuessScrypt)
+	}
+}
+
+// TestDuplicatesNeverJoin runs duplicate hostnames against every model:
+// the run completes on the honest nodes, no duplicate gets in, and under
+// nodepass a duplicate costs at most one computation.
+func TestDuplicatesNeverJoin(t *testing.T) {
+	h := testHerd(t)
+	for _, model := range Models() {
+		t.Run(model, func(t *testing.T) {
+			sc := adversityScenario()
+			sc.Duplicates = 5
+			res, err := Run(t.Context(), sc, h, model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := res.Attack
+			if res.Joined != 30 || res.Stopped != "" {
+				t.Fatalf("joined %d, stopped %q", res.Joined, res.Stopped)
+			}
+			if a.Duplicates != 5 || a.DuplicateRequests < 5 || a.Accepted() != 0 {
+				t.Errorf("duplicates %d, requests %d, accepted %d (servers %d)", a.Duplicates, a.DuplicateRequests, a.DuplicatesAccepted, a.WrongAccepts)
+			}
+			if a.Guesses != 0 || a.GuessScrypt != 0 {
+				t.Errorf("%d guesses, %d guess computations without attackers", a.Guesses, a.GuessScrypt)
+			}
+			if model == ModelNodepass && (a.DuplicateScryptMax > 1 || a.DuplicateScryptAfterReject != 0) {
+				t.Errorf("nodepass: up to %d computations per duplicate, %d after a 403", a.DuplicateScryptMax, a.DuplicateScryptAfterReject)
+			}
+			checkAttribution(t, res, 30)
+		})
+	}
+}
+
+// TestAttribution sends known requests one at a time through a tracked
+// model and checks whose password each computation is counted for.
+func TestAttribution(t *testing.T) {
+	h := testHerd(t)
+	node, dup := h.Nodes[0], Node{Name: h.Nodes[0].Name, Password: "duplicate"}
+	guess := Node{Name: h.Nodes[1].Name, Password: "guess"}
+	for _, c := range []struct {
+		model                       string
+		honest, guesses, dups, late uint64 // late: duplicate computations after its 403
+	}{
+		// nodepass: the duplicate costs one computation, then its mismatch
+		// is cached and, once its twin is in, known; a guess for a node
+		// whose password is known costs nothing.
+		{ModelNodepass, 2, 1, 1, 0},
+		{ModelK3s128, 3, 2, 3, 2},
+	} {
+		t.Run(c.model, func(t *testing.T) {
+			store := verify.NewMemoryStore()
+			for _, n := range h.Nodes {
+				store.Set(n.Name, n.Hash)
+			}
+			tr := newTracker(h.Nodes, []Node{dup}, 1)
+			inner, err := newModel(c.model, store, verify.DefaultParams, 1, nil, tr.observer(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := tr.wrap(inner, 0)
+			defer m.close(true)
+			ask := func(n Node, want error) {
+				t.Helper()
+				if err := m.Ensure(t.Context(), n.Name, n.Password); !errors.Is(err, want) {
+					t.Fatalf("Ensure(%s, %s) = %v, want %v", n.Name, n.Password, err, want)
+				}
+			}
+			ask(guess, verify.ErrMismatchedHashAndPassword) // before node 1 is in: a computation
+			ask(dup, verify.ErrMismatchedHashAndPassword)
+			tr.rejected(0)
+			ask(dup, verify.ErrMismatchedHashAndPassword)
+			ask(node, nil)
+			ask(h.Nodes[1], nil)
+			ask(guess, verify.ErrMismatchedHashAndPassword) // node 1 is in
+			ask(dup, verify.ErrMismatchedHashAndPassword)
+			if c.model != ModelNodepass {
+				ask(node, nil)
+			}
+			var a AttackResult
+			tr.scryptFigures(&a)
+			if a.HonestScrypt != c.honest || a.GuessScrypt != c.guesses || a.DuplicateScrypt != c.dups ||
+				a.DuplicateScryptAfterReject != c.late || a.UnattributedScrypt != 0 {
+				t.Errorf("honest %d guesses %d duplicates %d (%d after its 403) unattributed %d; want %d %d %d (%d)",
+					a.HonestScrypt, a.GuessScrypt, a.DuplicateScrypt, a.DuplicateScryptAfterReject, a.UnattributedScrypt,
+					c.honest, c.guesses, c.dups, c.late)
+			}
+			if a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt != m.scryptRuns() {
+				t.Errorf("attributed %d computations, the model counted %d", a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt, m.scryptRuns())
+			}
+			// The k3s model computes the second guess after node 1 joined.
+			if want := c.guesses - 1; a.GuessScryptKnown != want {
+				t.Errorf("%d guess computations after the join, want %d", a.GuessScryptKnown, want)
+			}
+			if a.WrongAccepts != 0 || a.HonestRejected != 0 {
+				t.Errorf("wrong accepts %d, honest rejected %d", a.WrongAccepts, a.HonestRejected)
+			}
+		})
+	}
+}
+
+// acceptAll is a broken model that lets every password in.
+type acceptAll struct{ model }
+
+func (acceptAll) Ensure(context.Context, string, string) error { return nil }
+
+// TestWrongAcceptCounted checks that a server letting a guess in shows,
+// both at the agents and at the server.
+func TestWrongAcceptCounted(t *testing.T) {
+	h := testHerd(t)
+	tr := newTracker(h.Nodes, nil, 1)
+	m := tr.wrap(acceptAll{}, 0)
+	if err := m.Ensure(t.Context(), h.Nodes[0].Name, "guess"); err != nil {
+		t.Fatal(err)
+	}
+	var a AttackResult
+	tr.scryptFigures(&a)
+	if a.WrongAccepts != 1 || a.Accepted() != 1 {
+		t.Errorf("wrong accepts %d, Accepted() %d; want 1", a.WrongAccepts, a.Accepted())
+	}
+
+	sc := Scenario{Nodes: 4, Attackers: 3, Duplicates: 1}.withDefaults()
+	if err := sc.validate(); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRun(sc, fakeNodes(sc.Nodes))
+		// Every attempt is let in after a millisecond, honest or not.
+		r.target = &fakeTarget{answer: func(ctx context.Context, _, _, _ int) outcome {
+			time.Sleep(time.Millisecond)
+			return outcome{status: http.StatusOK}
+		}}
+		res := r.execute(t.Context())
+		r.adv.figures(res)
+		if a := res.Attack; a.GuessesAccepted == 0 || a.GuessesAccepted != a.Guesses || a.DuplicatesAccepted != 1 {
+			t.Errorf("guesses %d, accepted %d; duplicates accepted %d", a.Guesses, a.GuessesAccepted, a.DuplicatesAccepted)
+		}
+	})
+}
+
+func TestParseAttackNames(t *testing.T) {
+	for _, s := range []string{"sticky", "Random"} {
+		if _, err := ParseAttackNames(s); err != nil {
+			t.Errorf("ParseAttackNames(%q): %v", s, err)
+		}
+	}
+	if _, err := ParseAttackNames("smart"); err == nil {
+		t.Error("ParseAttackNames(smart) did not fail")
+	}
+}
+
+func TestAdversityValidation(t *testing.T) {
+	for _, sc := range []Scenario{
+		{Attackers: -1}, {Duplicates: 321}, {StoreFaults: 1}, {StoreFaults: -0.1},
+		{StoreSpikes: 1.5}, {StoreSpike: -time.Second, StoreSpikes: 0.1}, {AttackNames: "smart"},
+	} {
+		if err := sc.withDefaults().validate(); err == nil {
+			t.Errorf("%+v: no error", sc)
+		}
+	}
+	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).withDefaults().validate(); err != nil {
+		t.Error(err)
+	}
+}
