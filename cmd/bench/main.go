@@ -92,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&boundSample, "bound-sample", 64, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each model in its own child process")
 	fs.StringVar(&c.replotPath, "replot", "", "draw -plot from the results in `FILE` (an earlier -json) instead of running")
+	adversity := addAdversityFlags(fs)
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
 	fs.Usage = func() {} // parse errors get one line, -h the whole usage
 
@@ -156,6 +157,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			bad("-worker: %v", strings.TrimPrefix(err.Error(), "bench: "))
 		}
 	}
+	adversity.check(nodes, bad)
 	if len(errs) > 0 {
 		return nil, usageError{strings.Join(errs, "\n")}
 	}
@@ -164,6 +166,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		Servers: servers, LB: l, Mode: m, Deadline: deadline,
 		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample,
 	}
+	adversity.apply(&c.sc)
 	return &c, nil
 }
 

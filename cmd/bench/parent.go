@@ -31,10 +31,13 @@ func replot(c *config) error {
 
 // runParent makes the herd, measures the lower bound, runs every model
 // and writes the table, the JSON and the plot.
-func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.Writer) error {
+func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.Writer) (err error) {
 	sc := c.sc
 	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %d server(s)%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
 		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Servers, lbNote(sc.Servers, sc.LB), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
+	if note := adversityNote(sc); note != "" {
+		fmt.Fprintf(stderr, "bench: %s\n", note)
+	}
 	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
 	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
 	start := time.Now()
@@ -73,6 +76,13 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		}
 	}
 	writeTable(stdout, h, sc, results)
+	// A wrong password let in fails the run, once every output is written.
+	wrong := writeAdversity(stdout, results)
+	defer func() {
+		if err == nil {
+			err = wrong
+		}
+	}()
 	if c.jsonPath != "" {
 		b, err := json.MarshalIndent(results, "", "  ")
 		if err != nil {

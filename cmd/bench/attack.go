@@ -1,0 +1,239 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nodepass/nodepass/bench"
+)
+
+// adversityFlags are the flags of the attack and fault scenarios: wrong
+// passwords, duplicate hostnames and store faults (issue 6).
+type adversityFlags struct {
+	attackers, duplicates int
+	names                 string
+	faults, spikes        float64
+	spike                 time.Duration
+}
+
+func addAdversityFlags(fs *flag.FlagSet) *adversityFlags {
+	f := &adversityFlags{}
+	fs.IntVar(&f.attackers, "attackers", 0, "attacker agents sending wrong passwords for real node names, each as fast as answers come, ignoring Retry-After")
+	fs.StringVar(&f.names, "attack-names", string(bench.AttackSticky), "how attackers pick the names they guess for: sticky (one random name each, for the whole run) or random (a new one per guess)")
+	fs.IntVar(&f.duplicates, "duplicates", 0, "nodes with a second machine of the same hostname and another password, retrying like the nodes all run long (it never joins; completion waits for the honest nodes only)")
+	fs.Float64Var(&f.faults, "store-faults", 0, "probability `P` that a store call (every model's hash fetch, nodepass's Get and Create) fails; the server answers 500 and the agent retries")
+	fs.Float64Var(&f.spikes, "store-spikes", -1, "probability `Q` that a store call that does not fail answers only after -fault-latency (default: the -store-faults probability)")
+	fs.DurationVar(&f.spike, "fault-latency", bench.DefaultStoreSpike, "latency of a slow store call")
+	return f
+}
+
+// check reports bad values through bad; nodes is the -nodes value.
+func (f *adversityFlags) check(nodes int, bad func(string, ...any)) {
+	if f.attackers < 0 || f.attackers > 100000 {
+		bad("-attackers %d: want 0 to 100000", f.attackers)
+	}
+	if _, err := bench.ParseAttackNames(f.names); err != nil {
+		bad("-attack-names: %v", strings.TrimPrefix(err.Error(), "bench: "))
+	}
+	if f.duplicates < 0 || f.duplicates > nodes {
+		bad("-duplicates %d: want 0 to -nodes (%d)", f.duplicates, nodes)
+	}
+	if !(f.faults >= 0 && f.faults < 1) {
+		bad("-store-faults %v: want a probability, 0 or more and below 1", f.faults)
+	}
+	if !(f.spikes == -1 || f.spikes >= 0 && f.spikes <= 1) {
+		bad("-store-spikes %v: want a probability, 0 to 1", f.spikes)
+	}
+	if f.spike <= 0 {
+		bad("-fault-latency %v: want a positive duration", f.spike)
+	}
+}
+
+// apply sets the checked flags on sc.
+func (f *adversityFlags) apply(sc *bench.Scenario) {
+	sc.Attackers, sc.Duplicates = f.attackers, f.duplicates
+	sc.AttackNames, _ = bench.ParseAttackNames(f.names)
+	sc.StoreFaults, sc.StoreSpikes, sc.StoreSpike = f.faults, f.spikes, f.spike
+	if f.spikes == -1 {
+		sc.StoreSpikes = f.faults
+	}
+}
+
+// adversityNote describes sc's adversaries in words, or "" if none.
+func adversityNote(sc bench.Scenario) string {
+	var parts []string
+	if sc.Attackers > 0 {
+		parts = append(parts, fmt.Sprintf("%d attackers (%s names)", sc.Attackers, sc.AttackNames))
+	}
+	if sc.Duplicates > 0 {
+		parts = append(parts, fmt.Sprintf("%d duplicate hostnames", sc.Duplicates))
+	}
+	if sc.StoreFaults > 0 || sc.StoreSpikes > 0 {
+		parts = append(parts, fmt.Sprintf("store calls fail with probability %g, and %g of the others take %v",
+			sc.StoreFaults, sc.StoreSpikes, sc.StoreSpike))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// errWrongAccept fails a run in which a wrong password got in.
+var errWrongAccept = errors.New("a wrong password was accepted: see the table")
+
+// column is one column of the adversity table.
+type column struct {
+	head string
+	cell func(*bench.Result) string
+}
+
+// writeAdversity prints, when the results had attackers, duplicates or
+// store faults, a second table with their figures, and says loudly what
+// must never happen: a wrong password let in, an honest one turned away,
+// a store error answered from a cache. It returns errWrongAccept when a
+// wrong password got in.
+func writeAdversity(w io.Writer, results []*bench.Result) error {
+	var att, dup, faults bool
+	for _, r := range results {
+		if a := r.Attack; a != nil {
+			att = att || a.Attackers > 0
+			dup = dup || a.Duplicates > 0
+		}
+		faults = faults || r.Faults != nil
+	}
+	if !att && !dup && !faults {
+		return nil
+	}
+	attack := func(f func(*bench.AttackResult) string) func(*bench.Result) string {
+		return func(r *bench.Result) string {
+			if r.Attack == nil {
+				return "-"
+			}
+			return f(r.Attack)
+		}
+	}
+	fault := func(f func(*bench.FaultResult) string) func(*bench.Result) string {
+		return func(r *bench.Result) string {
+			if r.Faults == nil {
+				return "-"
+			}
+			return f(r.Faults)
+		}
+	}
+	cols := []column{
+		{"model", func(r *bench.Result) string { return r.Model }},
+		{"honest joined", func(r *bench.Result) string { return fmt.Sprintf("%d/%d", r.Joined, r.Nodes) }},
+		{"completion", func(r *bench.Result) string { return floor(r, secs(r.Completion)) }},
+		{"ratio", func(r *bench.Result) string { return floor(r, fmt.Sprintf("%.2f", r.Ratio)) }},
+		{"local ratio", func(r *bench.Result) string {
+			if r.LocalBound == 0 {
+				return "-"
+			}
+			return floor(r, fmt.Sprintf("%.2f", r.LocalRatio))
+		}},
+		{"honest scrypt", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.HonestScrypt) })},
+	}
+	if att {
+		cols = append(cols,
+			column{"guesses", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.Guesses) })},
+			column{"accepted", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessesAccepted) })},
+			column{"guess scrypt", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessScrypt) })},
+			column{"after join", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessScryptKnown) })},
+		)
+	}
+	if dup {
+		cols = append(cols,
+			column{"dup requests", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.DuplicateRequests) })},
+			column{"dup accepted", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.DuplicatesAccepted) })},
+			column{"dup scrypt", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.DuplicateScrypt) })},
+			column{"max/dup", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.DuplicateScryptMax) })},
+			column{"after 403", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.DuplicateScryptAfterReject) })},
+		)
+	}
+	if faults {
+		cols = append(cols,
+			column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) })},
+			column{"failed", fault(func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) })},
+			column{"slow", fault(func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) })},
+			column{"500s", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) })},
+			column{"cached errors", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) })},
+			column{"recheck", fault(func(f *bench.FaultResult) string {
+				if f.RecheckAsked == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%d/%d", f.RecheckJoined, f.RecheckAsked)
+			})},
+		)
+	}
+	cols = append(cols, column{"peak heap", func(r *bench.Result) string { return fmt.Sprintf("%.0f MiB", float64(r.PeakHeap)/(1<<20)) }})
+
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for i, c := range cols {
+		fmt.Fprint(tw, c.head, "\t")
+		if i == len(cols)-1 {
+			fmt.Fprintln(tw)
+		}
+	}
+	for _, r := range results {
+		for _, c := range cols {
+			fmt.Fprint(tw, c.cell(r), "\t")
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nhonest scrypt, guess scrypt and dup scrypt: the servers' scrypt computations by whose password they checked.")
+	if att {
+		fmt.Fprintln(w, "guesses: the attackers' requests; accepted: those answered 200 (must be 0); after join: guess computations that started after the")
+		fmt.Fprintln(w, "server had let that node in with its own password (a server that checked for a known match then would not have run them).")
+	}
+	if dup {
+		fmt.Fprintln(w, "dup: the duplicate-hostname machines; max/dup: the most computations over one duplicate's password; after 403: computations over")
+		fmt.Fprintln(w, "a duplicate's password that finished after it had got its first 403 (the cost of its retries).")
+	}
+	if faults {
+		fmt.Fprintln(w, "store calls: every server's; 500s: requests answered with an injected fault; cached errors: those whose own store calls had all")
+		fmt.Fprintln(w, "succeeded (must be 0); recheck: with faults off after the run, every honest node asked every server once more: answered 200 / asked.")
+	}
+	var wrong error
+	for _, r := range results {
+		a, f := r.Attack, r.Faults
+		if n := a.Accepted(); n > 0 {
+			fmt.Fprintf(w, "!!! %s ACCEPTED %d WRONG PASSWORDS: %d guesses and %d duplicates got 200; the servers let in %d !!!\n",
+				r.Model, n, a.GuessesAccepted, a.DuplicatesAccepted, a.WrongAccepts)
+			wrong = errWrongAccept
+		}
+		if a != nil && a.HonestRejected > 0 {
+			fmt.Fprintf(w, "!!! %s answered %d honest passwords as wrong !!!\n", r.Model, a.HonestRejected)
+		}
+		if f != nil && f.CachedErrors > 0 {
+			fmt.Fprintf(w, "!!! %s answered %d requests with a store error they had not met themselves (a cached error) !!!\n", r.Model, f.CachedErrors)
+		}
+		if f != nil && f.RecheckJoined < f.RecheckAsked {
+			fmt.Fprintf(w, "!!! %s: with faults off, only %d of %d honest requests were let in !!!\n", r.Model, f.RecheckJoined, f.RecheckAsked)
+		}
+		if a != nil && a.UnattributedScrypt > 0 {
+			fmt.Fprintf(w, "%s: %d scrypt computations could not be attributed (finished while their request was still under way when the figures were taken).\n",
+				r.Model, a.UnattributedScrypt)
+		}
+	}
+	return wrong
+}
+
+// floor marks a figure of a run that stopped early as a floor.
+func floor(r *bench.Result, s string) string {
+	if r.Stopped != "" {
+		return ">" + s
+	}
+	return s
+}
+
+func percent(n, of uint64) string {
+	if of == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", math.Round(1000*float64(n)/float64(of))/10)
+}
