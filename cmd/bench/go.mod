@@ -3,6 +3,7 @@ module github.com/nodepass/nodepass/cmd/bench
 go 1.26.0
 
 require (
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/nodepass/nodepass/bench v0.0.0
 	go.uber.org/goleak v1.3.0
 	gonum.org/v1/plot v0.17.0

@@ -16,6 +16,16 @@
 // cancelled, die with it and each model's heap figure is its own. The
 // stored hashes are made once, and the lower bound measured once, in the
 // parent with nothing else running. Bad flags exit with status 2.
+//
+// With -cpuprofile-dir DIR each model's process also writes a CPU and a
+// heap profile of its run (DIR/MODEL.cpu.pprof, DIR/MODEL.heap.pprof),
+// and the parent DIR/herd.json and DIR/README.md; bench profile reads
+// them (profile_cmd.go):
+//
+//	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
+//	go run ./cmd/bench profile report profiles/nodepass.cpu.pprof
+//	go run ./cmd/bench profile diff profiles/ci/nodepass.cpu.pprof new/nodepass.cpu.pprof
+//	go run ./cmd/bench profile check -nodes 200 -logn 12 -mode inproc -models nodepass profiles/ci
 package main
 
 import (
@@ -54,6 +64,9 @@ type config struct {
 	isolate    bool
 	replotPath string
 	worker     string // hidden: run this one model as a child process
+	// cpuprofileDir, when set, gets each model's CPU and heap profiles,
+	// the run's JSON (herd.json) and a README.md (profile.go, readme.go).
+	cpuprofileDir string
 }
 
 // usageError is a bad command line: exit status 2.
@@ -92,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&boundSample, "bound-sample", 64, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each model in its own child process")
 	fs.StringVar(&c.replotPath, "replot", "", "draw -plot from the results in `FILE` (an earlier -json) instead of running")
+	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/README.md (see bench profile -h)")
 	adversity := addAdversityFlags(fs)
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
 	fs.Usage = func() {} // parse errors get one line, -h the whole usage
@@ -171,7 +185,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 }
 
 func usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "usage: bench [flags]\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
+	fmt.Fprintf(w, "usage: bench [flags]\n       bench profile report|diff|check ... (bench profile -h)\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		if hiddenFlags[f.Name] {
 			return
@@ -244,6 +258,9 @@ func (b *byteSize) Set(s string) error {
 
 // run is the whole command; it returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "profile" {
+		return runProfileCmd(ctx, args[1:], stdout, stderr)
+	}
 	c, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

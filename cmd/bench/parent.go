@@ -55,6 +55,11 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		return fmt.Errorf("encoding the herd: %w", err)
 	}
 
+	if c.cpuprofileDir != "" {
+		if err := os.MkdirAll(c.cpuprofileDir, 0o755); err != nil {
+			return err
+		}
+	}
 	var results []*bench.Result
 	for _, model := range c.models {
 		bar := newProgressBar(stderr, model, sc.Nodes)
@@ -64,7 +69,7 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		} else {
 			s := sc
 			s.Progress = func(p bench.Progress) { bar.update(p.Joined, p.Elapsed, false) }
-			res, err = bench.Run(ctx, s, h, model)
+			res, err = runModel(ctx, c, s, h, model)
 		}
 		if err != nil {
 			return err
@@ -84,11 +89,7 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		}
 	}()
 	if c.jsonPath != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encoding results: %w", err)
-		}
-		if err := os.WriteFile(c.jsonPath, append(b, '\n'), 0o644); err != nil {
+		if err := writeResults(c.jsonPath, results); err != nil {
 			return err
 		}
 	}
@@ -96,6 +97,9 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		if err := writePlot(c.plotPath, results); err != nil {
 			return err
 		}
+	}
+	if c.cpuprofileDir != "" {
+		return writeProfileDir(c, args, h, results)
 	}
 	return nil
 }

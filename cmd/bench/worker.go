@@ -23,7 +23,7 @@ import (
 // as soon as the result is written, without waiting for the scrypt calls
 // an unbounded model still has running.
 //
-// Per-model profiles (-cpuprofile-dir) would start in runWorker around
+// Per-model profiles (-cpuprofile-dir) are taken in runModel around
 // bench.Run, so that each file covers exactly one model's run.
 
 // message is one line from a worker.
@@ -57,7 +57,7 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 			enc.Encode(message{Progress: &progressMsg{Joined: p.Joined, ElapsedS: p.Elapsed.Seconds()}})
 		}
 	}
-	res, err := bench.Run(ctx, sc, &h, c.worker)
+	res, err := runModel(ctx, c, sc, &h, c.worker)
 	if err != nil {
 		return fail(err)
 	}

@@ -1,0 +1,137 @@
+package pprofreport
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/nodepass/nodepass/bench"
+)
+
+// Stacks for synthetic profiles, the leaf first, as runtime/pprof names
+// the functions.
+var (
+	scryptStack = []string{
+		"golang.org/x/crypto/scrypt.salsaXOR", "golang.org/x/crypto/scrypt.blockMix", "golang.org/x/crypto/scrypt.smix",
+		"golang.org/x/crypto/scrypt.Key", "github.com/nodepass/nodepass/verify.(*hash).compare",
+		"github.com/nodepass/nodepass/verify.(*Verifier).withSlot", "github.com/nodepass/nodepass/verify.(*Verifier).run.func1",
+	}
+	cacheStack = []string{
+		"crypto/internal/fips140/sha256.blockAVX2", "crypto/internal/fips140/hmac.(*HMAC).Sum",
+		"github.com/nodepass/nodepass/cache.(*keyer).key", "github.com/nodepass/nodepass/cache.(*Cache).Key",
+		"github.com/nodepass/nodepass/verify.(*Verifier).lookup", "github.com/nodepass/nodepass/verify.(*Verifier).Ensure",
+	}
+	gcStack      = []string{"runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker.func2", "runtime.systemstack", "runtime.gcBgMarkWorker"}
+	runtimeStack = []string{"runtime.memclrNoHeapPointers", "runtime.mallocgc", "runtime.makeslice", "golang.org/x/crypto/scrypt.Key"}
+	agentStack   = []string{"github.com/nodepass/nodepass/bench.(*run).agent", "github.com/nodepass/nodepass/bench.(*run).execute.func2"}
+)
+
+// cpuSpec is a synthetic CPU profile: samples (10 ms each) per stack.
+type cpuSpec map[*[]string]int64
+
+// builder makes profiles whose functions and locations are shared
+// between samples, as real ones are.
+type builder struct {
+	p     *profile.Profile
+	funcs map[string]*profile.Function
+}
+
+func newBuilder(sampleTypes ...*profile.ValueType) *builder {
+	return &builder{p: &profile.Profile{SampleType: sampleTypes}, funcs: map[string]*profile.Function{}}
+}
+
+func (b *builder) location(name string) *profile.Location {
+	f, ok := b.funcs[name]
+	if !ok {
+		f = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name}
+		b.funcs[name] = f
+		b.p.Function = append(b.p.Function, f)
+	}
+	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1), Line: []profile.Line{{Function: f, Line: 1}}}
+	b.p.Location = append(b.p.Location, loc)
+	return loc
+}
+
+func (b *builder) sample(frames []string, values ...int64) *profile.Sample {
+	s := &profile.Sample{Value: values}
+	for _, f := range frames {
+		s.Location = append(s.Location, b.location(f))
+	}
+	b.p.Sample = append(b.p.Sample, s)
+	return s
+}
+
+// roundTrip writes p and parses it back, as a file would be.
+func roundTrip(t *testing.T, p *profile.Profile) *profile.Profile {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	q, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// cpuProfile builds a CPU profile at 100 Hz from spec, with meta in its
+// comments.
+func cpuProfile(t *testing.T, spec cpuSpec, meta Meta) *profile.Profile {
+	t.Helper()
+	const period = int64(10 * time.Millisecond)
+	b := newBuilder(&profile.ValueType{Type: "samples", Unit: "count"}, &profile.ValueType{Type: "cpu", Unit: "nanoseconds"})
+	b.p.PeriodType = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
+	b.p.Period = period
+	b.p.DurationNanos = int64(5 * time.Second)
+	for stack, n := range spec {
+		if n > 0 {
+			b.sample(*stack, n, n*period)
+		}
+	}
+	b.p.Comments = meta.Comments()
+	return roundTrip(t, b.p)
+}
+
+// heapProfile builds a heap profile in which scrypt.Key allocated calls
+// buffers of buffer bytes, and its small block a few times.
+func heapProfile(t *testing.T, calls, buffer int64) *profile.Profile {
+	t.Helper()
+	b := newBuilder(
+		&profile.ValueType{Type: "alloc_objects", Unit: "count"}, &profile.ValueType{Type: "alloc_space", Unit: "bytes"},
+		&profile.ValueType{Type: "inuse_objects", Unit: "count"}, &profile.ValueType{Type: "inuse_space", Unit: "bytes"})
+	b.p.PeriodType = &profile.ValueType{Type: "space", Unit: "bytes"}
+	b.p.Period = 512 * 1024
+	key := scryptStack[3:]
+	b.sample(key, calls, calls*buffer, 2, 2*buffer).NumLabel = map[string][]int64{"bytes": {buffer}}
+	b.sample(key, 7, 7*2048, 0, 0).NumLabel = map[string][]int64{"bytes": {2048}}
+	b.sample([]string{"github.com/nodepass/nodepass/bench.newRun"}, 1, 8<<20, 1, 8<<20).NumLabel = map[string][]int64{"bytes": {8 << 20}}
+	return roundTrip(t, b.p)
+}
+
+// herd is a synthetic run: a report of spec for model nodepass, whose
+// nodes all joined, with calls scrypt calls in its heap profile.
+func herd(t *testing.T, spec cpuSpec, nodes int, calls int64) *Report {
+	t.Helper()
+	r, err := FromProfile(cpuProfile(t, spec, Meta{Model: bench.ModelNodepass, OneScrypt: 10 * time.Millisecond, Verifications: 66}), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AttachHeap(heapProfile(t, calls, 4<<20)); err != nil {
+		t.Fatal(err)
+	}
+	res := &bench.Result{Model: bench.ModelNodepass, Nodes: nodes, Joined: nodes, ScryptRuns: uint64(nodes)}
+	res.ScryptRunsPerNode = 1
+	if !r.AttachRun([]*bench.Result{{Model: "other"}, res}) {
+		t.Fatal("AttachRun found no result for nodepass")
+	}
+	return r
+}
+
+// healthy is a herd of 200 nodes: one scrypt (1 sample of 10 ms) per
+// node, and a little of everything else.
+func healthy() cpuSpec {
+	return cpuSpec{&scryptStack: 200, &cacheStack: 1, &gcStack: 20, &runtimeStack: 35, &agentStack: 4}
+}

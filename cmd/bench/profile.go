@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/cmd/bench/internal/pprofreport"
+)
+
+// With -cpuprofile-dir, each model's process writes DIR/MODEL.cpu.pprof
+// and DIR/MODEL.heap.pprof covering that model's run only:
+//
+//   - The lower-bound sample (Herd.EstimateLowerBound: one warm-up
+//     verification per worker, then -bound-sample verifications, 16 if
+//     -bound-sample is 0) is taken first, outside the run's profile, and
+//     profiled on its own: its scrypt hot path over its verifications is
+//     one scrypt's CPU measured right before the run, recorded in the CPU
+//     profile's comments (pprofreport.Meta). Its local lower bound is the
+//     one bench.Run would have measured itself; bench.Run is then called
+//     with BoundSample 0.
+//   - The CPU profile starts right before bench.Run and stops when it
+//     returns: the servers' setup (a store of the herd's hashes, a CA and
+//     a certificate in http mode: milliseconds) and the herd.
+//   - The heap profile's inuse_* values are taken at the peak of the live
+//     heap: a goroutine looks every 5 ms for a finished GC cycle and keeps
+//     the heap profile of the cycle with the highest /gc/heap/live:bytes. The end of a run is
+//     the wrong moment: a finished nodepass run has nothing left but its
+//     cache, while the question is what the herd held at its worst
+//     (DESIGN.md: scrypt slots × 32 MiB). The runtime publishes heap
+//     profiles as of a completed GC cycle, so "peak" is the heap marked
+//     live by the cycle with the highest live heap, the figure the run's
+//     peak_heap_mib reports too. The alloc_* values cover the whole run:
+//     the heap profile at its end minus the one at its start. Their count
+//     of scrypt's buffers is the run's count of scrypt calls, which gives
+//     one scrypt's CPU in the run itself (pprofreport.ScryptCalls).
+
+// The CPU profiles are taken at runtime/pprof's own rate, 100 Hz. The
+// runtime takes a sample each time a thread's CPU timer expires, and
+// Linux checks CPU timers on its scheduler tick (250 Hz on many kernels,
+// this machine's included): past about half the tick rate, expirations
+// are lost. Measured here on the CI scenario, the samples covered 98-99%
+// of the process's CPU time at 100 Hz, 87% at 200 Hz, 80% at 250 Hz and
+// 47% at 500 Hz (set with runtime.SetCPUProfileRate before
+// StartCPUProfile). More samples come from more CPU time, not a higher
+// rate.
+
+// calibrationSample is how many verifications measure one scrypt's CPU
+// when -bound-sample is 0.
+const calibrationSample = 16
+
+// runModel runs one model, with its profiles when c.cpuprofileDir is set.
+func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, model string) (*bench.Result, error) {
+	if c.cpuprofileDir == "" {
+		return bench.Run(ctx, sc, h, model)
+	}
+	sample := sc.BoundSample
+	if sample == 0 {
+		sample = calibrationSample
+	}
+	before, err := calibrate(ctx, h, sample, model)
+	if err != nil {
+		return nil, err
+	}
+	localBound := before.localBound
+	if sc.BoundSample == 0 {
+		localBound = 0
+	}
+	sc.BoundSample = 0 // measured above, outside the run's profile
+
+	runtime.GC()
+	heap, err := watchHeap()
+	if err != nil {
+		return nil, err
+	}
+	var res *bench.Result
+	cpu, err := captureCPU(func() error {
+		var err error
+		res, err = bench.Run(ctx, sc, h, model)
+		return err
+	})
+	heapProf, heapErr := heap.stop()
+	if err != nil {
+		return nil, err
+	}
+	if heapErr != nil {
+		return nil, heapErr
+	}
+	meta := pprofreport.Meta{
+		Model:         model,
+		Scenario:      describeScenario(sc),
+		OneScrypt:     before.scrypt / time.Duration(before.verifications),
+		Verifications: before.verifications,
+	}
+	if localBound > 0 {
+		res.LocalBound = localBound
+		res.LocalRatio = float64(res.Completion) / float64(localBound)
+	}
+	cpu.Comments = append(cpu.Comments, meta.Comments()...)
+	heapProf.Comments = append(heapProf.Comments, "nodepass-bench: model="+model, heap.note)
+	if err := writeProfile(filepath.Join(c.cpuprofileDir, model+".cpu.pprof"), cpu); err != nil {
+		return nil, err
+	}
+	if err := writeProfile(filepath.Join(c.cpuprofileDir, model+".heap.pprof"), heapProf); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// calibration is one measurement of scrypt's CPU.
+type calibration struct {
+	scrypt        time.Duration // the scrypt hot path's CPU
+	verifications int
+	localBound    time.Duration // Herd.EstimateLowerBound's figure
+}
+
+// calibrate profiles Herd.EstimateLowerBound over sample verifications.
+func calibrate(ctx context.Context, h *bench.Herd, sample int, model string) (calibration, error) {
+	var c calibration
+	p, err := captureCPU(func() error {
+		var err error
+		c.localBound, err = h.EstimateLowerBound(ctx, sample)
+		return err
+	})
+	if err != nil {
+		return c, err
+	}
+	r, err := pprofreport.FromProfile(p, model)
+	if err != nil {
+		return c, fmt.Errorf("reading the calibration profile: %w", err)
+	}
+	c.scrypt = r.CPU[pprofreport.Scrypt]
+	// EstimateLowerBound: one warm-up verification per worker, then the
+	// sample.
+	c.verifications = min(runtime.GOMAXPROCS(0), len(h.Nodes)) + min(max(sample, 1), len(h.Nodes))
+	return c, nil
+}
+
+func describeScenario(sc bench.Scenario) string {
+	return fmt.Sprintf("%d nodes, logN %d, %s mode, %s agents, %d server(s) (%s), client timeout %v, seed %d, GOMAXPROCS %d",
+		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Servers, sc.LB, sc.ClientTimeout, sc.Seed, runtime.GOMAXPROCS(0))
+}
+
+// captureCPU returns a CPU profile of f.
+func captureCPU(f func() error) (*profile.Profile, error) {
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	ferr := f()
+	pprof.StopCPUProfile()
+	if ferr != nil {
+		return nil, ferr
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		return nil, fmt.Errorf("reading the CPU profile: %w", err)
+	}
+	return p, nil
+}
+
+func writeProfile(path string, p *profile.Profile) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// heapWatch keeps the heap profile of the GC cycle with the highest live
+// heap since it started.
+type heapWatch struct {
+	start   *profile.Profile
+	t0      time.Time
+	done    chan struct{}
+	wg      sync.WaitGroup
+	peak    []byte // heap profile at the peak, gzipped proto
+	live    uint64 // the live heap of that cycle
+	cycle   uint64
+	at      time.Duration // since t0
+	snapErr error
+	note    string // says what the merged profile holds; set by stop
+}
+
+// heapWatchEvery is how often the watch looks for a finished GC cycle.
+const heapWatchEvery = 5 * time.Millisecond
+
+func watchHeap() (*heapWatch, error) {
+	start, err := heapSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	p, err := profile.ParseData(start)
+	if err != nil {
+		return nil, fmt.Errorf("reading the heap profile: %w", err)
+	}
+	w := &heapWatch{start: p, t0: time.Now(), done: make(chan struct{})}
+	w.wg.Go(w.loop)
+	return w, nil
+}
+
+func (w *heapWatch) loop() {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	lastCycle := s[0].Value.Uint64()
+	tick := time.NewTicker(heapWatchEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-tick.C:
+		}
+		metrics.Read(s)
+		cycle, live := s[0].Value.Uint64(), s[1].Value.Uint64()
+		if cycle == lastCycle || live <= w.live {
+			lastCycle = cycle
+			continue
+		}
+		lastCycle = cycle
+		b, err := heapSnapshot()
+		if err != nil {
+			w.snapErr = err
+			return
+		}
+		w.peak, w.live, w.cycle, w.at = b, live, cycle, time.Since(w.t0)
+	}
+}
+
+// stop ends the watch and returns the heap profile: inuse_* at the peak,
+// alloc_* over the time since watchHeap.
+func (w *heapWatch) stop() (*profile.Profile, error) {
+	close(w.done)
+	w.wg.Wait()
+	if w.snapErr != nil {
+		return nil, w.snapErr
+	}
+	runtime.GC() // publish the allocations of the last cycles
+	endData, err := heapSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	end, err := profile.ParseData(endData)
+	if err != nil {
+		return nil, fmt.Errorf("reading the heap profile: %w", err)
+	}
+	peak := end.Copy()
+	w.note = "nodepass-bench: inuse_* at the end of the run (no GC cycle during the run raised the live heap); alloc_* over the whole run"
+	if w.peak != nil {
+		if peak, err = profile.ParseData(w.peak); err != nil {
+			return nil, fmt.Errorf("reading the heap profile: %w", err)
+		}
+		w.note = fmt.Sprintf("nodepass-bench: inuse_* at the peak of the live heap (GC cycle %d, %.0f MiB live, %.1fs into the run); alloc_* over the whole run",
+			w.cycle, float64(w.live)/(1<<20), w.at.Seconds())
+	}
+	// inuse from the peak, alloc from end minus start.
+	if err := scaleValues(peak, map[string]float64{"alloc_objects": 0, "alloc_space": 0}); err != nil {
+		return nil, err
+	}
+	if err := scaleValues(end, map[string]float64{"inuse_objects": 0, "inuse_space": 0}); err != nil {
+		return nil, err
+	}
+	if err := scaleValues(w.start, map[string]float64{"alloc_objects": -1, "alloc_space": -1, "inuse_objects": 0, "inuse_space": 0}); err != nil {
+		return nil, err
+	}
+	merged, err := profile.Merge([]*profile.Profile{peak, end, w.start})
+	if err != nil {
+		return nil, fmt.Errorf("merging heap profiles: %w", err)
+	}
+	return merged, nil
+}
+
+// scaleValues multiplies the values of the named sample types. (Profile.ScaleN
+// drops samples whose only non-zero values are those left unscaled.)
+func scaleValues(p *profile.Profile, by map[string]float64) error {
+	ratios := make([]float64, len(p.SampleType))
+	found := 0
+	for i, st := range p.SampleType {
+		ratios[i] = 1
+		if r, ok := by[st.Type]; ok {
+			ratios[i] = r
+			found++
+		}
+	}
+	if found != len(by) {
+		return fmt.Errorf("heap profile: sample types %v, want %d of them named in %v", p.SampleType, len(by), by)
+	}
+	for _, s := range p.Sample {
+		for i, r := range ratios {
+			s.Value[i] = int64(float64(s.Value[i]) * r)
+		}
+	}
+	return nil
+}
+
+func heapSnapshot() ([]byte, error) {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&buf, 0); err != nil {
+		return nil, fmt.Errorf("writing the heap profile: %w", err)
+	}
+	return buf.Bytes(), nil
+}
