@@ -15,13 +15,13 @@ const scryptKey = "golang.org/x/crypto/scrypt.Key"
 // objects golang.org/x/crypto/scrypt.Key itself allocated at its largest
 // size, which is its 128·r·N-byte work buffer, one per call (alloc_objects
 // of the samples whose leaf is scrypt.Key and whose "bytes" label is the
-// largest among them). It also returns that size. A buffer of 4 MiB (logN
-// 12) is sampled with probability 1-exp(-4 MiB/512 KiB) > 0.9996 at the
-// runtime's default sampling rate, and the profile scales counts by the
-// inverse of that probability, so the count is exact to well under 0.1%;
-// at logN 15 (32 MiB) it is exact. The count is independent of the
-// model's own counter (Result.ScryptRuns): it sees every call, including
-// any the model does not count.
+// largest among them). It also returns that size. At the runtime's
+// default sampling rate (one allocation per 512 KiB on average) a buffer
+// of 4 MiB (logN 12) goes unsampled with probability exp(-8), 1 in 3000,
+// and one of 32 MiB (logN 15) practically never; the profile scales the
+// sampled ones back by the inverse of their probability. The count is
+// independent of the model's own counter (Result.ScryptRuns): it sees
+// every call, including any the model does not count.
 func ScryptCalls(p *profile.Profile) (calls, buffer int64, err error) {
 	idx := -1
 	for i, st := range p.SampleType {
