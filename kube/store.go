@@ -112,10 +112,10 @@ func (s *Store) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.run.Err() != nil:
-		return errors.New("kube: Start after Close")
 	case s.started.Load():
 		return errors.New("kube: Store already started")
+	case s.run.Err() != nil:
+		return errors.New("kube: Start after Close")
 	}
 	s.started.Store(true)
 	s.unlink = context.AfterFunc(ctx, s.cancel)
