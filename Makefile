@@ -5,7 +5,7 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test lint bench herd benchmarks fuzz
+.PHONY: test lint bench herd benchmarks fuzz profile profile-check
 
 test: lint
 	go test -race -count=1 $(PKGS)
@@ -28,3 +28,9 @@ fuzz:
 	go test -run='^$$' -fuzz='^FuzzParseHash$$' -fuzztime=$(FUZZTIME) ./verify/
 	go test -run='^$$' -fuzz='^FuzzVerifier$$' -fuzztime=$(FUZZTIME) ./verify/
 	go test -run='^$$' -fuzz='^FuzzHeaders$$' -fuzztime=$(FUZZTIME) ./httpauth/
+
+profile:
+	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
+
+profile-check:
+	go run ./cmd/bench profile check -nodes 200 -logn 12 -mode inproc -models nodepass profiles/ci
