@@ -96,7 +96,8 @@ type AttackResult struct {
 	// password, and DuplicateScryptAfterReject counts those that finished
 	// after their duplicate had got its first 403: the cost of its
 	// retries. GuessScryptKnown counts the guesses' computations that
-	// started after the server had let the node in with its own password:
+	// started after the server knew the node's own password (a computation
+	// over it had ended with a match, or the server had let the node in):
 	// a server that checked for a known match when the computation got
 	// its slot would have answered them without scrypt.
 	HonestScrypt               uint64 `json:"honest_scrypt"`

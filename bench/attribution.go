@@ -43,11 +43,12 @@ type tracker struct {
 	start time.Time
 
 	honestRuns, guessRuns, dupRuns, unattributed atomic.Uint64
-	guessKnown, dupAfter                         atomic.Uint64
+	dupAfter                                     atomic.Uint64
 	dupRunsBy                                    []atomic.Uint64
 	dupRejected                                  []atomic.Bool
-	// verifiedAt[server][node] is when that server first let the node in,
-	// since start; 0 until then.
+	// verifiedAt[server][node] is when that server first knew the node's
+	// own password (its computation ended with a match, or the server let
+	// the node in), since start; 0 until then.
 	verifiedAt [][]atomic.Int64
 
 	wrongAccepts, honestRejected atomic.Uint64
@@ -60,8 +61,19 @@ type tracker struct {
 	// returns: computations observed before are claimed then, those still
 	// to come are matched when observed.
 	mu      sync.Mutex
-	waiting map[uint64]pending         // goroutine ID -> request gone, its computation to come
-	orphans map[uint64][]time.Duration // goroutine ID -> start of computations observed, not yet claimed
+	waiting map[uint64]pending // goroutine ID -> request gone, its computation to come
+	orphans map[uint64][]span  // goroutine ID -> computations observed, not yet claimed
+	guesses []guessRun         // every guess computation
+}
+
+// span is when a computation ran, since the tracker was made; end is 0
+// when not known.
+type span struct{ start, end time.Duration }
+
+// guessRun is one computation over a guess.
+type guessRun struct {
+	server, node int
+	start        time.Duration
 }
 
 // pending is a request that may have left a computation behind.
@@ -81,7 +93,7 @@ func newTracker(nodes, dups []Node, servers int) *tracker {
 		dupRejected: make([]atomic.Bool, len(dups)),
 		verifiedAt:  make([][]atomic.Int64, servers),
 		waiting:     make(map[uint64]pending),
-		orphans:     make(map[uint64][]time.Duration),
+		orphans:     make(map[uint64][]span),
 	}
 	for i, n := range nodes {
 		t.index[n.Name] = i
@@ -116,12 +128,14 @@ func (t *tracker) rejected(d int) { t.dupRejected[d].Store(true) }
 // since is the time since the tracker was made, at least 1 ns.
 func (t *tracker) since() time.Duration { return max(time.Since(t.start), 1) }
 
-// count attributes to w one computation on server that started at start
-// (since the tracker was made).
-func (t *tracker) count(w who, server int, start time.Duration) {
+// count attributes to w one computation on server that ran during r.
+func (t *tracker) count(w who, server int, r span) {
 	switch w.kind {
 	case kindHonest:
 		t.honestRuns.Add(1)
+		if r.end > 0 {
+			t.verified(server, w.node, r.end)
+		}
 	case kindDuplicate:
 		t.dupRuns.Add(1)
 		t.dupRunsBy[w.dup].Add(1)
@@ -131,9 +145,20 @@ func (t *tracker) count(w who, server int, start time.Duration) {
 	default:
 		t.guessRuns.Add(1)
 		if w.node >= 0 {
-			if at := t.verifiedAt[server][w.node].Load(); at > 0 && time.Duration(at) < start {
-				t.guessKnown.Add(1)
-			}
+			t.mu.Lock()
+			t.guesses = append(t.guesses, guessRun{server: server, node: w.node, start: r.start})
+			t.mu.Unlock()
+		}
+	}
+}
+
+// verified records that server knew node's own password at.
+func (t *tracker) verified(server, node int, at time.Duration) {
+	v := &t.verifiedAt[server][node]
+	for {
+		old := v.Load()
+		if old != 0 && old <= int64(at) || v.CompareAndSwap(old, int64(at)) {
+			return
 		}
 	}
 }
@@ -155,14 +180,15 @@ func (t *tracker) observer(server int) *serverObserver {
 // observeTuple is a k3s model's report of a computation over password,
 // as it starts.
 func (o *serverObserver) observeTuple(node, password string) {
-	o.t.count(o.t.classify(node, password), o.server, o.t.since())
+	o.t.count(o.t.classify(node, password), o.server, span{start: o.t.since()})
 }
 
 // ObserveScrypt is a nodepass server's report (verify.Observer) of a
 // computation that took d, from the goroutine that ran it.
 func (o *serverObserver) ObserveScrypt(d time.Duration) {
 	t := o.t
-	start := t.since() - d
+	end := t.since()
+	r := span{start: end - d, end: end}
 	id, ok := creatorID()
 	if !ok {
 		t.unattributed.Add(1)
@@ -173,11 +199,11 @@ func (o *serverObserver) ObserveScrypt(d time.Duration) {
 	if found {
 		delete(t.waiting, id)
 	} else {
-		t.orphans[id] = append(t.orphans[id], start)
+		t.orphans[id] = append(t.orphans[id], r)
 	}
 	t.mu.Unlock()
 	if found {
-		t.count(p.who, p.server, start)
+		t.count(p.who, p.server, r)
 	}
 }
 
@@ -196,14 +222,14 @@ func (t *tracker) claim(w who, server int, err error) {
 	later := errors.As(err, &oe) && oe.Queued ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 	t.mu.Lock()
-	starts := t.orphans[id]
+	runs := t.orphans[id]
 	delete(t.orphans, id)
 	if later {
 		t.waiting[id] = pending{who: w, server: server}
 	}
 	t.mu.Unlock()
-	for _, start := range starts {
-		t.count(w, server, start)
+	for _, r := range runs {
+		t.count(w, server, r)
 	}
 }
 
@@ -211,11 +237,15 @@ func (t *tracker) claim(w who, server int, err error) {
 func (t *tracker) scryptFigures(a *AttackResult) {
 	t.mu.Lock()
 	var orphans uint64
-	for _, starts := range t.orphans {
-		orphans += uint64(len(starts))
+	for _, runs := range t.orphans {
+		orphans += uint64(len(runs))
+	}
+	for _, g := range t.guesses {
+		if at := t.verifiedAt[g.server][g.node].Load(); at > 0 && time.Duration(at) < g.start {
+			a.GuessScryptKnown++
+		}
 	}
 	t.mu.Unlock()
-	a.GuessScryptKnown = t.guessKnown.Load()
 	a.HonestScrypt = t.honestRuns.Load()
 	a.GuessScrypt = t.guessRuns.Load()
 	a.DuplicateScrypt = t.dupRuns.Load()
@@ -267,7 +297,7 @@ func (m trackedModel) Ensure(ctx context.Context, node, password string) error {
 	}
 	switch {
 	case err == nil && w.kind == kindHonest:
-		m.t.verifiedAt[m.server][w.node].CompareAndSwap(0, int64(m.t.since()))
+		m.t.verified(m.server, w.node, m.t.since())
 	case err == nil:
 		m.t.wrongAccepts.Add(1)
 	case w.kind == kindHonest && errors.Is(err, verify.ErrMismatchedHashAndPassword):

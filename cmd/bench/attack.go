@@ -141,7 +141,7 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 			column{"guesses", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.Guesses) })},
 			column{"accepted", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessesAccepted) })},
 			column{"guess scrypt", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessScrypt) })},
-			column{"after join", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessScryptKnown) })},
+			column{"pw known", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessScryptKnown) })},
 		)
 	}
 	if dup {
@@ -187,8 +187,8 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 	tw.Flush()
 	fmt.Fprintln(w, "\nhonest scrypt, guess scrypt and dup scrypt: the servers' scrypt computations by whose password they checked.")
 	if att {
-		fmt.Fprintln(w, "guesses: the attackers' requests; accepted: those answered 200 (must be 0); after join: guess computations that started after the")
-		fmt.Fprintln(w, "server had let that node in with its own password (a server that checked for a known match then would not have run them).")
+		fmt.Fprintln(w, "guesses: the attackers' requests; accepted: those answered 200 (must be 0); pw known: guess computations that started after the")
+		fmt.Fprintln(w, "server knew that node's own password (a server that checked for a known match then would not have run them).")
 	}
 	if dup {
 		fmt.Fprintln(w, "dup: the duplicate-hostname machines; max/dup: the most computations over one duplicate's password; after 403: computations over")
