@@ -74,7 +74,11 @@ func perNodeLine(r *Report) string {
 		if r.Run == nil {
 			return "scrypt CPU per joined node: unknown without the run's JSON"
 		}
-		return "scrypt CPU per joined node: no node joined"
+		s := "scrypt CPU per joined node: no node joined"
+		if r.HaveCalls {
+			s += fmt.Sprintf(" (%d scrypt calls counted in the heap profile)", r.ScryptCalls)
+		}
+		return s
 	}
 	s := "scrypt CPU per joined node: " + ms(d)
 	if x, ok := r.PerNode(); ok {
