@@ -300,7 +300,8 @@ some 130 at 100 nodes.
   machine's other tenants slow the memory-bound scrypt loop more than the rest and their time is
   partly charged to it. That extra variance fits p(1-p)/m with m = 50 to 110 "machine samples";
   the check uses m = %.0f (the widest). A share may move the wrong way by %.1f standard
-  deviations of the difference of two runs, %.1f × sqrt(p1(1-p1)(1/n1 + 1/m) + p2(1-p2)(1/n2 + 1/m)):
+  deviations of the difference of two runs, %.1f × sqrt(p1(1-p1)(1/n1 + 1/m) + p2(1-p2)(1/n2 + 1/m)),
+  each p with half a sample added so that a share seen in no sample still has a tolerance:
   about %.0f points for the scrypt share and %.0f for GC at 250 samples. A healthy run passes this
   with a probability above 0.999 per share; what it catches is a gross shift (GC or runtime
   doubling, the scrypt share dropping by a third), while the two limits above catch the

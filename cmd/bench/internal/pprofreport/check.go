@@ -150,12 +150,17 @@ func Check(cur, base *Report, lim Limits) []Verdict {
 // ShareTolerance is how far a share may move between a baseline (share
 // pb over nb samples) and a new profile (pc over nc samples) before Check
 // calls it a regression: Sigmas standard deviations of the difference,
-// sampling and machine noise together (see Limits).
+// sampling and machine noise together (see Limits). Each share is taken
+// with half a sample added (p = (pn + 0.5)/(n + 1)), so that one seen in
+// no sample does not get a tolerance of 0.
 func (lim Limits) ShareTolerance(pb float64, nb int64, pc float64, nc int64) float64 {
 	variance := func(p float64, n int64) float64 {
 		v := 0.0
 		if n > 0 {
 			v += 1 / float64(n)
+			// Half a sample more of the share and of the rest, so that
+			// a share seen 0 times still has a variance.
+			p = (p*float64(n) + 0.5) / float64(n+1)
 		}
 		if lim.MachineSamples > 0 {
 			v += 1 / lim.MachineSamples

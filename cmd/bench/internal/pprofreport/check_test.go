@@ -126,6 +126,10 @@ func TestShareTolerance(t *testing.T) {
 	if got := lim.ShareTolerance(0.5, 100, 0.5, 100); got < 0.199 || got > 0.201 {
 		t.Errorf("with machine noise: ShareTolerance = %v, want 0.2", got)
 	}
+	// A share seen in no sample of either profile still gets a tolerance.
+	if got := DefaultLimits.ShareTolerance(0, 250, 0, 250); got < 0.005 || got > 0.05 {
+		t.Errorf("ShareTolerance(0, 250, 0, 250) = %v, want a point or two", got)
+	}
 }
 
 func join(vs []Verdict) string {
