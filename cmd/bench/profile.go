@@ -200,15 +200,11 @@ type heapWatch struct {
 const heapWatchEvery = 5 * time.Millisecond
 
 func watchHeap() (*heapWatch, error) {
-	start, err := heapSnapshot()
+	start, err := heapNow()
 	if err != nil {
 		return nil, err
 	}
-	p, err := profile.ParseData(start)
-	if err != nil {
-		return nil, fmt.Errorf("reading the heap profile: %w", err)
-	}
-	w := &heapWatch{start: p, t0: time.Now(), done: make(chan struct{})}
+	w := &heapWatch{start: start, t0: time.Now(), done: make(chan struct{})}
 	w.wg.Go(w.loop)
 	return w, nil
 }
@@ -250,19 +246,15 @@ func (w *heapWatch) stop() (*profile.Profile, error) {
 		return nil, w.snapErr
 	}
 	runtime.GC() // publish the allocations of the last cycles
-	endData, err := heapSnapshot()
+	end, err := heapNow()
 	if err != nil {
 		return nil, err
-	}
-	end, err := profile.ParseData(endData)
-	if err != nil {
-		return nil, fmt.Errorf("reading the heap profile: %w", err)
 	}
 	peak := end.Copy()
 	w.note = "nodepass-bench: inuse_* at the end of the run (no GC cycle during the run raised the live heap); alloc_* over the whole run"
 	if w.peak != nil {
-		if peak, err = profile.ParseData(w.peak); err != nil {
-			return nil, fmt.Errorf("reading the heap profile: %w", err)
+		if peak, err = parseHeap(w.peak); err != nil {
+			return nil, err
 		}
 		w.note = fmt.Sprintf("nodepass-bench: inuse_* at the peak of the live heap (GC cycle %d, %.0f MiB live, %.1fs into the run); alloc_* over the whole run",
 			w.cycle, float64(w.live)/(1<<20), w.at.Seconds())
@@ -313,4 +305,21 @@ func heapSnapshot() ([]byte, error) {
 		return nil, fmt.Errorf("writing the heap profile: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// heapNow returns the heap profile as the runtime has published it.
+func heapNow() (*profile.Profile, error) {
+	b, err := heapSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return parseHeap(b)
+}
+
+func parseHeap(b []byte) (*profile.Profile, error) {
+	p, err := profile.ParseData(b)
+	if err != nil {
+		return nil, fmt.Errorf("reading the heap profile: %w", err)
+	}
+	return p, nil
 }
