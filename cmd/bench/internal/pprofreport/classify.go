@@ -160,18 +160,18 @@ func verifyCategory(name string) Category {
 	if i := strings.IndexAny(method, ".["); i >= 0 {
 		method = method[:i] // closures (func1) and instantiations count with their function
 	}
-	switch {
-	case typ == "admission" || typ == "ticket" || typ == "failures" || typ == "OverloadError":
+	switch typ {
+	case "admission", "ticket", "nameQueue", "failures", "OverloadError":
 		return Admission
-	case typ == "flight":
+	case "flight":
 		return Flights
 	}
 	switch method {
-	case "withSlot", "shedQueued", "recheckInterval", "hold":
+	case "acquire", "runSlot", "withSlot", "shedQueued", "recheckInterval", "hold", "newAdmission", "newFailures":
 		return Admission
 	case "share", "run", "await":
 		return Flights
-	case "lookup", "recordMatch", "outcome":
+	case "lookup", "known", "recordMatch", "outcome":
 		return Cache
 	}
 	return Verify
@@ -181,7 +181,7 @@ func verifyCategory(name string) Category {
 // types with value-receiver methods.
 func isType(s string) bool {
 	switch s {
-	case "Params", "Limits", "Options", "Stats", "hash", "ticket", "admission", "failures", "flight":
+	case "Params", "Limits", "Options", "Stats", "hash", "ticket", "admission", "nameQueue", "failures", "flight":
 		return true
 	}
 	return false
