@@ -61,14 +61,19 @@ func shellQuote(s string) string {
 }
 
 // gitState returns the commit checked out and whether the working tree
-// differs from it, or "unknown" without git.
-func gitState() (commit, tree string) {
+// differs from it, outside dir (where this run writes), or "unknown"
+// without git.
+func gitState(dir string) (commit, tree string) {
 	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		return "unknown (git rev-parse HEAD failed)", ""
 	}
 	commit = strings.TrimSpace(string(out))
-	out, err = exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
+	args := []string{"status", "--porcelain", "--untracked-files=no"}
+	if rel, err := filepath.Rel(".", dir); err == nil && !filepath.IsAbs(rel) && !strings.HasPrefix(rel, "..") {
+		args = append(args, "--", ".", ":(exclude)"+rel)
+	}
+	out, err = exec.Command("git", args...).Output()
 	switch {
 	case err != nil:
 		tree = "unknown"
@@ -117,7 +122,7 @@ func machine() (cpu, osName string) {
 }
 
 func writeReadme(b *bytes.Buffer, c *config, args []string, h *bench.Herd, reports []*pprofreport.Report, missing []string) {
-	commit, tree := gitState()
+	commit, tree := gitState(c.cpuprofileDir)
 	cpu, osName := machine()
 	sc := c.sc
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
@@ -130,7 +135,7 @@ func writeReadme(b *bytes.Buffer, c *config, args []string, h *bench.Herd, repor
 	p("| command | `%s` (from the repository root) |\n", commandLine(args))
 	p("| commit | `%s` |\n", commit)
 	if tree != "" {
-		p("| working tree | %s |\n", tree)
+		p("| working tree | %s (outside %s) |\n", tree, dir)
 	}
 	p("| Go | %s |\n", runtime.Version())
 	p("| machine | %s |\n", cpu)
