@@ -16,4 +16,12 @@
 // its lower bound with Herd.MeasureLowerBound, then call Run once per
 // model. cmd/bench is the command line over this package; go test -bench
 // runs BenchmarkHerd.
+//
+// A Scenario may also put the herd under attack: Attackers flood the
+// servers with wrong passwords for real node names, Duplicates give some
+// nodes a second machine with the same hostname and another password, and
+// StoreFaults make the store fail or answer late. Result.Attack and
+// Result.Faults then say whether anything wrong got in, where the scrypt
+// work went (each computation attributed to whose password it checked),
+// and whether a store error was ever answered from a cache.
 package bench
