@@ -55,10 +55,8 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		return fmt.Errorf("encoding the herd: %w", err)
 	}
 
-	if c.cpuprofileDir != "" {
-		if err := os.MkdirAll(c.cpuprofileDir, 0o755); err != nil {
-			return err
-		}
+	if err := prepareProfileDir(c); err != nil {
+		return err
 	}
 	var results []*bench.Result
 	for _, model := range c.models {

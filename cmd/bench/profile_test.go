@@ -129,3 +129,27 @@ func TestProfileCheck(t *testing.T) {
 		t.Errorf("profile check against another scenario: exit %d\n%s", code, stderr)
 	}
 }
+
+func TestPrepareProfileDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p")
+	c := &config{cpuprofileDir: dir, models: []string{"nodepass"}}
+	if err := prepareProfileDir(c); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"nodepass.cpu.pprof", "nodepass.heap.pprof", "k3s-v1.28.cpu.pprof", "README.md"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("from an earlier run"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := prepareProfileDir(c); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"nodepass.cpu.pprof": false, "nodepass.heap.pprof": false, "k3s-v1.28.cpu.pprof": true, "README.md": true} {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", name, err == nil, want)
+		}
+	}
+	if err := prepareProfileDir(&config{}); err != nil {
+		t.Errorf("without -cpuprofile-dir: %v", err)
+	}
+}

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,27 @@ import (
 	"github.com/nodepass/nodepass/bench"
 	"github.com/nodepass/nodepass/cmd/bench/internal/pprofreport"
 )
+
+// prepareProfileDir makes the -cpuprofile-dir directory, if any, and
+// removes the profiles an earlier run left there for the models about to
+// run, so that a model whose worker dies without writing its profiles is
+// reported without them rather than with another run's.
+func prepareProfileDir(c *config) error {
+	if c.cpuprofileDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(c.cpuprofileDir, 0o755); err != nil {
+		return err
+	}
+	for _, m := range c.models {
+		for _, kind := range []string{".cpu.pprof", ".heap.pprof"} {
+			if err := os.Remove(filepath.Join(c.cpuprofileDir, m+kind)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // writeProfileDir finishes a -cpuprofile-dir run: the run's JSON as
 // DIR/herd.json (beside the profiles, where bench profile looks for it)
@@ -32,7 +55,11 @@ func writeProfileDir(c *config, args []string, h *bench.Herd, results []*bench.R
 		r, err := pprofreport.Load(filepath.Join(dir, res.Model+".cpu.pprof"), jsonPath)
 		if err != nil {
 			// A worker killed by the parent's RSS guard wrote no profile.
-			missing = append(missing, fmt.Sprintf("%s (%v)", res.Model, err))
+			why := err.Error()
+			if res.StopDetail != "" {
+				why = res.StopDetail
+			}
+			missing = append(missing, fmt.Sprintf("%s: %s", res.Model, why))
 			continue
 		}
 		reports = append(reports, r)
@@ -157,7 +184,7 @@ func writeReadme(b *bytes.Buffer, c *config, args []string, h *bench.Herd, repor
 		p("| `%s.heap.pprof` | heap profile of the same run: `inuse_*` at the peak of the live heap, `alloc_*` over the whole run |\n", r.Name)
 	}
 	for _, m := range missing {
-		p("| (none) | no profile for %s: the worker process did not write one |\n", m)
+		p("| (none) | no profile for %s |\n", m)
 	}
 	p("\n")
 
