@@ -25,6 +25,13 @@ import (
 // name has no room, so that guesses cannot hold a name's places against
 // the node's own password.
 //
+// A first ask for a name that is failing (it has had mismatches and no
+// verified password yet) is a suspect: it is served only when no other
+// work is queued. A guesser's passwords are all first asks, so once a
+// name has failed, guesses for it wait for spare capacity, while the
+// node's own password, asked for again by its agent's retry, is served in
+// the name's next turn.
+//
 // It also estimates how long a queued computation will take to finish,
 // from the work (128·r·N·p bytes) served before it and a moving average of
 // the measured time per byte, so that callers can be told the truth about
@@ -51,8 +58,8 @@ type admission struct {
 	samples    int     // measurements so far
 }
 
-// nameQueue holds one name's queued tickets in service order: most asked
-// first, then oldest first.
+// nameQueue holds one name's queued tickets in service order: suspects
+// last, then most asked first, then oldest first.
 type nameQueue struct {
 	name    string
 	tickets []*ticket
@@ -65,6 +72,7 @@ type ticket struct {
 	key       cache.Key
 	work      int64
 	asks      uint32        // how often its password was asked for (askLog)
+	failing   bool          // its name was failing when it was first asked for
 	seq       uint64        // arrival order
 	ready     chan struct{} // closed when a slot is granted, or on displacement
 	enqueued  time.Time
@@ -154,23 +162,39 @@ func (a *admission) ask(t *ticket) {
 
 func (a *admission) sortLocked(nq *nameQueue) {
 	slices.SortStableFunc(nq.tickets, func(x, y *ticket) int {
-		if x.asks != y.asks {
-			return int(y.asks) - int(x.asks)
+		if c := x.rank(y); c != 0 {
+			return -c
 		}
 		return cmp.Compare(x.seq, y.seq)
 	})
 }
 
+// suspect reports whether t waits for spare capacity: a first ask for a
+// name that was failing.
+func (t *ticket) suspect() bool { return t.failing && t.asks < 2 }
+
+// rank orders t and u by priority: positive when t goes first.
+func (t *ticket) rank(u *ticket) int {
+	if ts, us := t.suspect(), u.suspect(); ts != us {
+		if ts {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(t.asks, u.asks)
+}
+
 // enqueue asks for a slot for a computation of the given work for the
-// password whose cache key is key. The ticket is granted at once when a
-// slot is free and nothing is queued; otherwise it joins name's queue.
+// password whose cache key is key; failing says whether name has had
+// mismatches and no verified password. The ticket is granted at once when
+// a slot is free and nothing is queued; otherwise it joins name's queue.
 // When the whole queue or name's queue is full it returns an
 // OverloadError saying when there should be room; perName tells which.
-func (a *admission) enqueue(name string, key cache.Key, work int64) (t *ticket, oe *OverloadError, perName bool) {
+func (a *admission) enqueue(name string, key cache.Key, work int64, failing bool) (t *ticket, oe *OverloadError, perName bool) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t = &ticket{name: name, key: key, work: work, ready: make(chan struct{}), enqueued: now}
+	t = &ticket{name: name, key: key, work: work, failing: failing, ready: make(chan struct{}), enqueued: now}
 	t.asks = a.askLocked(name, key)
 	t.seq = a.seq
 	if len(a.running) < a.slots && a.queued == 0 {
@@ -185,7 +209,7 @@ func (a *admission) enqueue(name string, key cache.Key, work int64) (t *ticket, 
 	nq := a.names[name]
 	if nq != nil && len(nq.tickets) >= a.perName {
 		last := nq.tickets[len(nq.tickets)-1]
-		if last.asks >= t.asks {
+		if last.rank(t) >= 0 {
 			// Room for this name once its first queued ticket has run.
 			return nil, &OverloadError{After: max(a.etaLocked(nq.tickets[0], now), minRetryAfter), reason: "node's queue full"}, true
 		}
@@ -271,13 +295,38 @@ func (a *admission) release(t *ticket, elapsed time.Duration) {
 		a.nsPerByte += max(ewmaWeight, 1/float64(a.samples+1)) * (sample - a.nsPerByte)
 	}
 	for len(a.running) < a.slots && a.queued > 0 {
-		nq := a.ring.Front().Value.(*nameQueue)
+		nq := a.nextLocked()
 		next := nq.tickets[0]
 		a.dequeueLocked(next)
 		if len(nq.tickets) > 0 {
 			a.ring.MoveToBack(nq.elem) // its next ticket waits for the other names
 		}
 		a.grantLocked(next, now)
+	}
+}
+
+// nextLocked returns the name whose turn it is: the first in ring order
+// with a ticket that is not a suspect, or else the first.
+func (a *admission) nextLocked() *nameQueue {
+	for e := a.ring.Front(); e != nil; e = e.Next() {
+		if nq := e.Value.(*nameQueue); !nq.tickets[0].suspect() {
+			return nq
+		}
+	}
+	return a.ring.Front().Value.(*nameQueue)
+}
+
+// cheapen marks name's queued computations as costing nothing: its
+// password was just verified, so they will be answered without scrypt
+// when their turn comes (see Verifier.known). Estimates stop counting them.
+func (a *admission) cheapen(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if nq := a.names[name]; nq != nil {
+		for _, t := range nq.tickets {
+			a.queuedWork -= t.work
+			t.work = 0
+		}
 	}
 }
 
@@ -296,26 +345,39 @@ func (a *admission) etaLocked(t *ticket, now time.Time) time.Duration {
 	case t.granted:
 		return a.duration(t.work) - now.Sub(t.started)
 	}
-	// Service order: round r takes the r-th ticket of every name, in ring
-	// order (a served name moves to the back, keeping the others' order).
+	// Service order: first the tickets that are not suspects, round r
+	// taking the r-th of every name in ring order (a served name moves to
+	// the back, keeping the others' order); then the suspects, likewise.
+	// A name's tickets are sorted with its suspects last.
 	var ahead int64
-	for r := 0; ; r++ {
-		more := false
-		for e := a.ring.Front(); e != nil; e = e.Next() {
-			nq := e.Value.(*nameQueue)
-			if r >= len(nq.tickets) {
-				continue
+	for _, suspects := range []bool{false, true} {
+		for r := 0; ; r++ {
+			more := false
+			for e := a.ring.Front(); e != nil; e = e.Next() {
+				nq := e.Value.(*nameQueue)
+				i := r
+				if suspects {
+					first := slices.IndexFunc(nq.tickets, (*ticket).suspect)
+					if first < 0 {
+						continue
+					}
+					i += first
+				}
+				if i >= len(nq.tickets) || nq.tickets[i].suspect() != suspects {
+					continue
+				}
+				if nq.tickets[i] == t {
+					return a.startLocked(ahead, now) + a.duration(t.work)
+				}
+				ahead += nq.tickets[i].work
+				more = true
 			}
-			if nq.tickets[r] == t {
-				return a.startLocked(ahead, now) + a.duration(t.work)
+			if !more {
+				break
 			}
-			ahead += nq.tickets[r].work
-			more = true
-		}
-		if !more {
-			return 0 // not queued: cannot happen for a live ticket
 		}
 	}
+	return 0 // not queued: cannot happen for a live ticket
 }
 
 // startLocked estimates when a computation with ahead bytes of queued work

@@ -24,7 +24,7 @@ func granted(t *ticket) bool {
 
 func mustEnqueue(t *testing.T, a *admission, name string) *ticket {
 	t.Helper()
-	tk, oe, _ := a.enqueue(name, keyOf(name+fmt.Sprint(len(a.names), a.seq)), 1<<20)
+	tk, oe, _ := a.enqueue(name, keyOf(name+fmt.Sprint(len(a.names), a.seq)), 1<<20, false)
 	if oe != nil {
 		t.Fatalf("enqueue %s: %v", name, oe)
 	}
@@ -41,7 +41,7 @@ func TestAdmissionServesNamesInTurn(t *testing.T) {
 	}
 	a1 := mustEnqueue(t, a, "a")
 	a2 := mustEnqueue(t, a, "a")
-	if _, oe, perName := a.enqueue("a", keyOf("a3"), 1<<20); oe == nil || !perName || oe.Queued || oe.RetryAfter() <= 0 {
+	if _, oe, perName := a.enqueue("a", keyOf("a3"), 1<<20, false); oe == nil || !perName || oe.Queued || oe.RetryAfter() <= 0 {
 		t.Fatalf("third ticket for one name: %v, want a refusal with RetryAfter", oe)
 	}
 	b := mustEnqueue(t, a, "b")
@@ -120,7 +120,7 @@ func TestAdmissionQueueFull(t *testing.T) {
 	mustEnqueue(t, a, "x")
 	mustEnqueue(t, a, "a")
 	mustEnqueue(t, a, "b")
-	_, oe, perName := a.enqueue("c", keyOf("c"), 1<<20)
+	_, oe, perName := a.enqueue("c", keyOf("c"), 1<<20, false)
 	if oe == nil || perName || oe.Queued || oe.RetryAfter() <= 0 {
 		t.Fatalf("full queue: %v", oe)
 	}
@@ -145,15 +145,15 @@ func TestAdmissionEstimateLearns(t *testing.T) {
 func TestAdmissionAskedAgainGoesFirst(t *testing.T) {
 	a := newAdmission(1, 100, 2)
 	run := mustEnqueue(t, a, "x")
-	g1, _, _ := a.enqueue("a", keyOf("guess-1"), 1<<20)
-	g2, _, _ := a.enqueue("a", keyOf("guess-2"), 1<<20)
-	if _, oe, perName := a.enqueue("a", keyOf("guess-3"), 1<<20); oe == nil || !perName {
+	g1, _, _ := a.enqueue("a", keyOf("guess-1"), 1<<20, false)
+	g2, _, _ := a.enqueue("a", keyOf("guess-2"), 1<<20, false)
+	if _, oe, perName := a.enqueue("a", keyOf("guess-3"), 1<<20, false); oe == nil || !perName {
 		t.Fatal("a third guess took a place")
 	}
-	if _, oe, perName := a.enqueue("a", keyOf("right"), 1<<20); oe == nil || !perName {
+	if _, oe, perName := a.enqueue("a", keyOf("right"), 1<<20, false); oe == nil || !perName {
 		t.Fatal("a first ask displaced an equally asked guess")
 	}
-	h, oe, _ := a.enqueue("a", keyOf("right"), 1<<20) // the agent's retry
+	h, oe, _ := a.enqueue("a", keyOf("right"), 1<<20, false) // the agent's retry
 	if oe != nil {
 		t.Fatalf("asked again: %v", oe)
 	}
@@ -185,11 +185,68 @@ func TestAdmissionAskedAgainGoesFirst(t *testing.T) {
 func TestAdmissionAskMovesQueuedTicket(t *testing.T) {
 	a := newAdmission(1, 100, 2)
 	run := mustEnqueue(t, a, "x")
-	g, _, _ := a.enqueue("a", keyOf("guess"), 1<<20)
-	h, _, _ := a.enqueue("a", keyOf("right"), 1<<20)
+	g, _, _ := a.enqueue("a", keyOf("guess"), 1<<20, false)
+	h, _, _ := a.enqueue("a", keyOf("right"), 1<<20, false)
 	a.ask(h)
 	a.release(run, 0)
 	if !granted(h) || granted(g) {
 		t.Fatal("the password asked for again was not served first")
+	}
+}
+
+// TestAdmissionSuspectsWaitForSpareCapacity: a first ask for a failing name
+// is served after every other queued computation, and stops being a
+// suspect when asked for again.
+func TestAdmissionSuspectsWaitForSpareCapacity(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	run := mustEnqueue(t, a, "x")
+	guess, _, _ := a.enqueue("attacked", keyOf("guess"), 1<<20, true)
+	b := mustEnqueue(t, a, "b")
+	c := mustEnqueue(t, a, "c")
+	if !guess.suspect() || a.eta(guess) <= a.eta(c) {
+		t.Fatalf("suspect expected before later names: %v <= %v", a.eta(guess), a.eta(c))
+	}
+	a.release(run, 0)
+	if !granted(b) || granted(guess) {
+		t.Fatal("suspect served before a later name")
+	}
+	a.release(b, 0)
+	if !granted(c) || granted(guess) {
+		t.Fatal("suspect served before a later name")
+	}
+	a.release(c, 0)
+	if !granted(guess) {
+		t.Fatal("suspect not served with nothing else queued")
+	}
+	a.release(guess, 0)
+
+	// Asked for again: an ordinary ticket.
+	run = mustEnqueue(t, a, "x")
+	own, _, _ := a.enqueue("attacked", keyOf("own"), 1<<20, true)
+	d := mustEnqueue(t, a, "d")
+	a.ask(own)
+	if own.suspect() {
+		t.Fatal("a password asked for twice is still a suspect")
+	}
+	a.release(run, 0)
+	if !granted(own) || granted(d) {
+		t.Fatal("the password asked for again lost its turn")
+	}
+	a.release(own, 0)
+	a.release(d, 0)
+}
+
+// TestAdmissionCheapen: once a name is verified its queued computations no
+// longer count in the estimates of those behind them.
+func TestAdmissionCheapen(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	mustEnqueue(t, a, "x")
+	mustEnqueue(t, a, "verified")
+	mustEnqueue(t, a, "verified")
+	later := mustEnqueue(t, a, "later")
+	before := a.eta(later)
+	a.cheapen("verified")
+	if after := a.eta(later); after >= before || a.queuedWork != later.work {
+		t.Fatalf("eta %v -> %v, queued work %d", before, after, a.queuedWork)
 	}
 }

@@ -15,8 +15,9 @@ const (
 	failNames     = 16384                  // names tracked at most (LRU)
 )
 
-// failures counts consecutive mismatches per node name and says how long
-// to hold back the next mismatch answer. Node names are not secret; the
+// failures counts consecutive mismatches per node name: it says whether a
+// name is failing (for the admission's suspects) and how long to hold back
+// the next answer refusing it. Node names are not secret; the
 // map is bounded, least recently failing name first out. Safe for
 // concurrent use.
 type failures struct {
@@ -42,9 +43,6 @@ func newFailures(maxDelay time.Duration) *failures {
 // mismatch records a mismatch for name: a computed one, or one answered
 // from the cache.
 func (f *failures) mismatch(name string) {
-	if f.maxDelay <= 0 {
-		return
-	}
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -75,6 +73,17 @@ func (f *failures) delay(name string) time.Duration {
 		return min(failBaseDelay<<shift, f.maxDelay)
 	}
 	return f.maxDelay
+}
+
+// failing reports whether name has a recorded mismatch in the window.
+func (f *failures) failing(name string) bool {
+	if f.size.Load() == 0 {
+		return false
+	}
+	f.mu.Lock()
+	st, ok := f.names.Peek(name)
+	f.mu.Unlock()
+	return ok && st.n > 0 && time.Since(st.last) <= failWindow
 }
 
 // match forgets name's failures.

@@ -363,3 +363,46 @@ func TestRefusalsHeldForFailingName(t *testing.T) {
 		v.Close()
 	})
 }
+
+// TestGuessForFailingNameWaits: once a name has failed, a new password for
+// it (a first ask) is computed only after other nodes' work.
+func TestGuessForFailingNameWaits(t *testing.T) {
+	s := NewMemoryStore()
+	for _, n := range []string{"busy", "attacked", "honest"} {
+		s.Set(n, mustHash(t, "right"))
+	}
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
+	ctx := context.Background()
+	if err := v.Verify(ctx, "attacked", "guess-0"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	compare := v.compare
+	g := newGate()
+	v.compare = func(h *hash, pw string) error {
+		g.entered <- struct{}{}
+		<-g.release
+		mu.Lock()
+		order = append(order, pw)
+		mu.Unlock()
+		return compare(h, pw)
+	}
+	go v.Verify(ctx, "busy", "right")
+	<-g.entered
+	done := make(chan error, 2)
+	go func() { done <- v.Verify(ctx, "attacked", "guess-1") }()
+	waitFor(t, "the guess to queue", func() bool { return v.Stats().Queued == 1 })
+	go func() { done <- v.Verify(ctx, "honest", "right") }()
+	waitFor(t, "the honest node to queue", func() bool { return v.Stats().Queued == 2 })
+	close(g.release)
+	for range 2 {
+		<-done
+	}
+	waitFor(t, "work to finish", func() bool { return idle(v) })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 3 || order[1] != "right" || order[2] != "guess-1" {
+		t.Fatalf("computed in order %q, want busy, honest, then the guess", order)
+	}
+}

@@ -60,7 +60,9 @@ type Options struct {
 	// the same password; a guesser never repeats one) goes first, and takes
 	// the place of a less-asked one when the name has no room; otherwise a
 	// name's new passwords are refused with an OverloadError until its
-	// first queued one has run. Default 2.
+	// first queued one has run. Once a name has had a mismatch, a password
+	// asked for it only once is computed only when nothing else is queued.
+	// Default 2.
 	MaxQueuedPerNode int
 
 	// MaxFailDelay bounds how long an answer refusing a node name that

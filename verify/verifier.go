@@ -344,7 +344,7 @@ func (v *Verifier) compute(ctx context.Context, node, stored, password string, k
 		err := v.runSlot(t, func() error { return v.compare(&h, password) })
 		switch {
 		case err == nil:
-			v.recordMatch(pair, key, len(h.key))
+			v.recordMatch(node, pair, key, len(h.key))
 		case errors.Is(err, ErrMismatchedHashAndPassword):
 			v.cache.Put(key, cache.Mismatch)
 			v.fails.mismatch(node)
@@ -356,9 +356,11 @@ func (v *Verifier) compute(ctx context.Context, node, stored, password string, k
 // recordMatch caches a verified tuple and, when the stored key is long
 // enough to make a second matching password impossible in practice
 // (minKeyLen bytes), marks it as its pair's verified password.
-func (v *Verifier) recordMatch(pair, tuple cache.Key, keyLen int) {
+func (v *Verifier) recordMatch(node string, pair, tuple cache.Key, keyLen int) {
+	v.fails.match(node)
 	if keyLen >= minKeyLen {
 		v.cache.PutMatch(pair, tuple)
+		v.adm.cheapen(node) // its queued guesses will cost no scrypt
 	} else {
 		v.cache.Put(tuple, cache.Match)
 	}
@@ -397,7 +399,7 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 		if err := v.create(ctx, node, stored); err != nil {
 			return err
 		}
-		v.recordMatch(v.cache.PairKey(node, stored), v.cache.Key(node, stored, password), p.KeyLen)
+		v.recordMatch(node, v.cache.PairKey(node, stored), v.cache.Key(node, stored, password), p.KeyLen)
 		v.stats.enrollments.Add(1)
 		return nil
 	})
@@ -434,7 +436,7 @@ func (v *Verifier) share(ctx context.Context, node string, key cache.Key, work i
 		v.stats.cacheHits.Add(1)
 		return v.outcome(o)
 	}
-	t, overload, perNode := v.adm.enqueue(node, key, work)
+	t, overload, perNode := v.adm.enqueue(node, key, work, v.fails.failing(node))
 	if overload != nil {
 		v.mu.Unlock()
 		v.stats.shed.Add(1)
