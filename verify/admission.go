@@ -26,16 +26,23 @@ import (
 // the node's own password.
 //
 // A first ask for a name that is failing (it has had mismatches and no
-// verified password yet) is a suspect: it is served only when no other
-// work is queued. A guesser's passwords are all first asks, so once a
-// name has failed, guesses for it wait for spare capacity, while the
-// node's own password, asked for again by its agent's retry, is served in
-// the name's next turn.
+// verified password yet), or that already has work queued or running, is
+// a suspect: it is served only when no other work is queued. A guesser's
+// passwords are all first asks, so guesses for a name that is failing or
+// already being checked wait for spare capacity, and a herd's queue holds
+// at most one ordinary computation per name; the node's own password,
+// asked for again by its agent's retry, is served in the name's next turn.
 //
 // It also estimates how long a queued computation will take to finish,
-// from the work (128·r·N·p bytes) served before it and a moving average of
-// the measured time per byte, so that callers can be told the truth about
-// when to come back.
+// from the work (128·r·N·p bytes) served before it, so that callers can be
+// told the truth about when to come back. The time per byte has two
+// parts, measured apart: the CPU time a computation takes (a moving
+// average that settles within a few computations) and how much longer
+// than that it takes on the wall clock because others want the CPU too (a
+// slow moving average, starting at 1). A burst of contention, such as a
+// herd's TLS handshakes in its first second, then does not make every
+// estimate of that second many times too long, while lasting contention
+// is learnt within a few dozen computations.
 //
 // x/sync/semaphore bounds concurrency too, but it serves waiters in
 // arrival order and can say nothing about the work ahead of a waiter,
@@ -54,7 +61,8 @@ type admission struct {
 	queuedWork int64
 	seq        uint64
 	asked      *simplelru.LRU[string, *askLog]
-	nsPerByte  float64 // moving average of scrypt time per byte of work
+	nsPerByte  float64 // moving average of scrypt CPU time per byte of work
+	slowdown   float64 // moving average of wall time over CPU time, >= 1
 	samples    int     // measurements so far
 }
 
@@ -72,7 +80,7 @@ type ticket struct {
 	key       cache.Key
 	work      int64
 	asks      uint32        // how often its password was asked for (askLog)
-	failing   bool          // its name was failing when it was first asked for
+	doubtful  bool          // first asked while its name was failing or busy
 	seq       uint64        // arrival order
 	ready     chan struct{} // closed when a slot is granted, or on displacement
 	enqueued  time.Time
@@ -99,12 +107,17 @@ const (
 // until the first computation has been measured.
 const initialNsPerByte = 100e6 / float64(32<<20)
 
-// ewmaWeight is the weight of a new measurement in the moving average once
+// ewmaWeight is the weight of a new measurement of CPU time per byte once
 // there are enough; before that the estimate is the plain mean of the
-// initial guess and the measurements, so that neither the guess nor one
-// unlucky first measurement (taken while a herd's TLS handshakes compete
-// for the CPU) decides the early estimates alone.
+// initial guess and the measurements.
 const ewmaWeight = 0.25
+
+// slowdownWeight is the weight of a new measurement of wall over CPU time,
+// and maxSlowdown its bound.
+const (
+	slowdownWeight = 0.05
+	maxSlowdown    = 16
+)
 
 // minRetryAfter keeps every estimate positive.
 const minRetryAfter = time.Millisecond
@@ -122,6 +135,7 @@ func newAdmission(slots, maxQueue, perName int) *admission {
 		names:     make(map[string]*nameQueue),
 		asked:     asked,
 		nsPerByte: initialNsPerByte,
+		slowdown:  1,
 	}
 }
 
@@ -170,8 +184,8 @@ func (a *admission) sortLocked(nq *nameQueue) {
 }
 
 // suspect reports whether t waits for spare capacity: a first ask for a
-// name that was failing.
-func (t *ticket) suspect() bool { return t.failing && t.asks < 2 }
+// name that was failing or busy.
+func (t *ticket) suspect() bool { return t.doubtful && t.asks < 2 }
 
 // rank orders t and u by priority: positive when t goes first.
 func (t *ticket) rank(u *ticket) int {
@@ -194,7 +208,7 @@ func (a *admission) enqueue(name string, key cache.Key, work int64, failing bool
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t = &ticket{name: name, key: key, work: work, failing: failing, ready: make(chan struct{}), enqueued: now}
+	t = &ticket{name: name, key: key, work: work, doubtful: failing || a.busyLocked(name), ready: make(chan struct{}), enqueued: now}
 	t.asks = a.askLocked(name, key)
 	t.seq = a.seq
 	if len(a.running) < a.slots && a.queued == 0 {
@@ -236,6 +250,19 @@ func (a *admission) enqueue(name string, key cache.Key, work int64, failing bool
 	return t, nil, false
 }
 
+// busyLocked reports whether name has work queued or running.
+func (a *admission) busyLocked(name string) bool {
+	if a.names[name] != nil {
+		return true
+	}
+	for r := range a.running {
+		if r.name == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *admission) grantLocked(t *ticket, now time.Time) {
 	t.granted, t.started = true, now
 	a.running[t] = struct{}{}
@@ -275,9 +302,15 @@ func (a *admission) wait(ctx context.Context, t *ticket) error {
 }
 
 // release gives t's slot to the next name in turn, or takes t out of the
-// queue if it never got a slot. elapsed, when positive, is how long the
-// computation took and updates the estimate. Releasing twice is harmless.
+// queue if it never got a slot. Releasing twice is harmless.
 func (a *admission) release(t *ticket, elapsed time.Duration) {
+	a.releaseMeasured(t, elapsed, 0)
+}
+
+// releaseMeasured is release after a computation that took elapsed on the
+// wall clock and cpu of CPU time (0 if unknown); both update the
+// estimates.
+func (a *admission) releaseMeasured(t *ticket, elapsed, cpu time.Duration) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -290,9 +323,14 @@ func (a *admission) release(t *ticket, elapsed time.Duration) {
 	}
 	delete(a.running, t)
 	if elapsed > 0 && t.work > 0 {
-		sample := float64(elapsed) / float64(t.work)
+		if cpu <= 0 || cpu > elapsed {
+			cpu = elapsed // no CPU clock: the wall clock says it all
+		}
+		sample := float64(cpu) / float64(t.work)
 		a.samples++
 		a.nsPerByte += max(ewmaWeight, 1/float64(a.samples+1)) * (sample - a.nsPerByte)
+		ratio := min(float64(elapsed)/float64(cpu), maxSlowdown)
+		a.slowdown += slowdownWeight * (ratio - a.slowdown)
 	}
 	for len(a.running) < a.slots && a.queued > 0 {
 		nq := a.nextLocked()
@@ -306,14 +344,22 @@ func (a *admission) release(t *ticket, elapsed time.Duration) {
 }
 
 // nextLocked returns the name whose turn it is: the first in ring order
-// with a ticket that is not a suspect, or else the first.
+// with a ticket that is not a suspect; when all are suspects, the name of
+// the oldest (suspects are served in arrival order: the node's own
+// password, sent with the herd, goes before the guesses that follow it;
+// each name has at most perName of them).
 func (a *admission) nextLocked() *nameQueue {
+	var oldest *nameQueue
 	for e := a.ring.Front(); e != nil; e = e.Next() {
-		if nq := e.Value.(*nameQueue); !nq.tickets[0].suspect() {
+		nq := e.Value.(*nameQueue)
+		if !nq.tickets[0].suspect() {
 			return nq
 		}
+		if oldest == nil || nq.tickets[0].seq < oldest.tickets[0].seq {
+			oldest = nq
+		}
 	}
-	return a.ring.Front().Value.(*nameQueue)
+	return oldest
 }
 
 // cheapen marks name's queued computations as costing nothing: its
@@ -330,6 +376,13 @@ func (a *admission) cheapen(name string) {
 	}
 }
 
+// isSuspect reports whether t is a queued suspect.
+func (a *admission) isSuspect(t *ticket) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return t.queued && t.suspect()
+}
+
 // eta estimates how long until t's computation has finished.
 func (a *admission) eta(t *ticket) time.Duration {
 	now := time.Now()
@@ -344,40 +397,46 @@ func (a *admission) etaLocked(t *ticket, now time.Time) time.Duration {
 		return 0
 	case t.granted:
 		return a.duration(t.work) - now.Sub(t.started)
+	case t.suspect():
+		return a.suspectEtaLocked(t, now)
 	}
 	// Service order: first the tickets that are not suspects, round r
 	// taking the r-th of every name in ring order (a served name moves to
-	// the back, keeping the others' order); then the suspects, likewise.
-	// A name's tickets are sorted with its suspects last.
+	// the back, keeping the others' order); then the suspects, oldest
+	// first. A name's tickets are sorted with its suspects last.
 	var ahead int64
-	for _, suspects := range []bool{false, true} {
-		for r := 0; ; r++ {
-			more := false
-			for e := a.ring.Front(); e != nil; e = e.Next() {
-				nq := e.Value.(*nameQueue)
-				i := r
-				if suspects {
-					first := slices.IndexFunc(nq.tickets, (*ticket).suspect)
-					if first < 0 {
-						continue
-					}
-					i += first
-				}
-				if i >= len(nq.tickets) || nq.tickets[i].suspect() != suspects {
-					continue
-				}
-				if nq.tickets[i] == t {
-					return a.startLocked(ahead, now) + a.duration(t.work)
-				}
-				ahead += nq.tickets[i].work
-				more = true
+	for r := 0; ; r++ {
+		more := false
+		for e := a.ring.Front(); e != nil; e = e.Next() {
+			nq := e.Value.(*nameQueue)
+			if r >= len(nq.tickets) || nq.tickets[r].suspect() {
+				continue
 			}
-			if !more {
-				break
+			if nq.tickets[r] == t {
+				return a.startLocked(ahead, now) + a.duration(t.work)
 			}
+			ahead += nq.tickets[r].work
+			more = true
+		}
+		if !more {
+			break
 		}
 	}
 	return 0 // not queued: cannot happen for a live ticket
+}
+
+// suspectEtaLocked estimates a suspect's completion: after every ticket
+// that is not a suspect and every older suspect.
+func (a *admission) suspectEtaLocked(t *ticket, now time.Time) time.Duration {
+	var ahead int64
+	for e := a.ring.Front(); e != nil; e = e.Next() {
+		for _, q := range e.Value.(*nameQueue).tickets {
+			if !q.suspect() || q.seq < t.seq {
+				ahead += q.work
+			}
+		}
+	}
+	return a.startLocked(ahead, now) + a.duration(t.work)
 }
 
 // startLocked estimates when a computation with ahead bytes of queued work
@@ -395,7 +454,7 @@ func (a *admission) startLocked(ahead int64, now time.Time) time.Duration {
 }
 
 func (a *admission) duration(work int64) time.Duration {
-	return time.Duration(a.nsPerByte * float64(work))
+	return time.Duration(a.nsPerByte * a.slowdown * float64(work))
 }
 
 // load returns how many computations are running and queued.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nodepass/nodepass/cache"
 )
@@ -248,5 +249,28 @@ func TestAdmissionCheapen(t *testing.T) {
 	a.cheapen("verified")
 	if after := a.eta(later); after >= before || a.queuedWork != later.work {
 		t.Fatalf("eta %v -> %v, queued work %d", before, after, a.queuedWork)
+	}
+}
+
+// TestAdmissionSlowdown: CPU time per byte settles fast; contention (wall
+// over CPU time) is learnt slowly, so a short burst barely moves the
+// estimate and a lasting one is learnt.
+func TestAdmissionSlowdown(t *testing.T) {
+	a := newAdmission(1, 10, 2)
+	measure := func(n int, wall, cpu time.Duration) {
+		for range n {
+			tk := mustEnqueue(t, a, "x")
+			a.releaseMeasured(tk, wall, cpu)
+		}
+	}
+	measure(10, 1<<20, 1<<20) // 1 ns per byte, no contention
+	base := a.duration(1 << 20)
+	measure(3, 8<<20, 1<<20) // a burst: 8 times longer on the wall clock
+	if burst := a.duration(1 << 20); burst > 2*base {
+		t.Fatalf("a 3-computation burst raised the estimate from %v to %v", base, burst)
+	}
+	measure(200, 4<<20, 1<<20) // lasting contention: 4 times
+	if got := a.duration(1 << 20); got < 3*base || got > 5*base {
+		t.Fatalf("lasting 4x contention: estimate %v, base %v", got, base)
 	}
 }

@@ -328,14 +328,14 @@ func TestQueuedGuessAnsweredByKnownMatch(t *testing.T) {
 	}
 }
 
-// TestRefusalsHeldForFailingName: when a name that keeps failing has no
-// room in the queue, the refusal is held back like a mismatch.
-func TestRefusalsHeldForFailingName(t *testing.T) {
+// TestRefusalsHeld: when a name has no room in the queue, the refusal is
+// held back MaxFailDelay, so that a guesser cannot spin on refusals.
+func TestRefusalsHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewMemoryStore()
 		s.Set("busy", mustHash(t, "pw"))
 		s.Set("n", mustHash(t, "right"))
-		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxFailDelay: time.Second})
+		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueuedPerNode: 2, MaxFailDelay: time.Second})
 		ctx := context.Background()
 		for i := range 3 { // three computed mismatches
 			v.Verify(ctx, "n", fmt.Sprint("old-guess-", i))
@@ -355,8 +355,8 @@ func TestRefusalsHeldForFailingName(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Queued {
 			t.Fatalf("err %v, want a refusal", err)
 		}
-		if d := time.Since(start); d != 200*time.Millisecond {
-			t.Fatalf("refusal held %v, want 200 ms (as a third mismatch)", d)
+		if d := time.Since(start); d != time.Second {
+			t.Fatalf("refusal held %v, want MaxFailDelay (1 s)", d)
 		}
 		cancel()
 		close(g.release)

@@ -14,7 +14,7 @@ const (
 	DefaultMaxWait          = 8 * time.Second
 	DefaultMaxQueue         = 1024
 	DefaultWorkTimeout      = 2 * time.Minute
-	DefaultMaxQueuedPerNode = 2
+	DefaultMaxQueuedPerNode = 4
 	DefaultMaxFailDelay     = 2 * time.Second
 	// MaxNodeNameLen is the longest node name accepted: a DNS subdomain.
 	MaxNodeNameLen = 253
@@ -62,18 +62,18 @@ type Options struct {
 	// name's new passwords are refused with an OverloadError until its
 	// first queued one has run. Once a name has had a mismatch, a password
 	// asked for it only once is computed only when nothing else is queued.
-	// Default 2.
+	// Default 4.
 	MaxQueuedPerNode int
 
-	// MaxFailDelay bounds how long an answer refusing a node name that
-	// keeps failing is held back: a mismatch, or a refusal because the
-	// name has no room in the queue. After the second mismatch recorded for
-	// a name (computed, or answered from the cache) such answers wait
-	// 100 ms, after each further one twice as long, up to MaxFailDelay. It
-	// slows guessing and misconfigured duplicate nodes without costing CPU,
-	// and never delays a matching password. The count resets on a match or
-	// after 10 minutes without a mismatch. Default 2 s; negative disables
-	// the delay.
+	// MaxFailDelay bounds how long a mismatch for a node name that keeps
+	// failing is held back: after the second mismatch recorded for a name
+	// (computed, or answered from the cache) its mismatches wait 100 ms,
+	// after each further one twice as long, up to MaxFailDelay; the count
+	// resets on a match or after 10 minutes without a mismatch. A refusal
+	// because the name has no room in the queue is held MaxFailDelay. Both
+	// slow guessing and misconfigured duplicate nodes without costing CPU,
+	// and never delay a matching password. Default 2 s; negative disables
+	// the delays.
 	MaxFailDelay time.Duration
 
 	// WorkTimeout bounds one shared computation from the moment it is

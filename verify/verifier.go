@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -441,9 +442,10 @@ func (v *Verifier) share(ctx context.Context, node string, key cache.Key, work i
 		v.mu.Unlock()
 		v.stats.shed.Add(1)
 		if perNode {
-			// A name that keeps failing and has no room: hold the answer,
-			// so that a guesser cannot spin on refusals.
-			hold(ctx, v.fails.delay(node))
+			// The name has no room: hold the answer, so that a guesser
+			// cannot spin on refusals (an agent retries after 5-10 s
+			// anyway).
+			hold(ctx, max(v.fails.delay(node), v.opts.MaxFailDelay))
 		}
 		return overload
 	}
@@ -503,12 +505,19 @@ func (v *Verifier) acquire(ctx context.Context, t *ticket) error {
 // runSlot runs one scrypt computation fn on t's slot and gives the slot
 // back.
 func (v *Verifier) runSlot(t *ticket, fn func() error) error {
-	start := time.Now()
+	// The goroutine keeps its thread so that the thread's CPU clock
+	// measures this computation alone.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start, cpu0 := time.Now(), threadCPU()
 	v.stats.scryptRuns.Add(1)
-	var elapsed time.Duration
-	defer func() { v.adm.release(t, elapsed) }()
+	var elapsed, cpu time.Duration
+	defer func() { v.adm.releaseMeasured(t, elapsed, cpu) }()
 	err := fn()
 	elapsed = time.Since(start)
+	if cpu0 > 0 {
+		cpu = time.Duration(threadCPU() - cpu0)
+	}
 	if o := v.opts.Observer; o != nil {
 		o.ObserveScrypt(elapsed)
 	}
@@ -527,7 +536,9 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 	default:
 	}
 	maxWait := v.opts.MaxWait
-	if eta := v.adm.eta(f.t); eta > maxWait {
+	// A suspect (see admission) is not told early: it waits out MaxWait in
+	// case spare capacity comes, and a guesser is slowed down the same way.
+	if eta := v.adm.eta(f.t); eta > maxWait && !v.adm.isSuspect(f.t) {
 		return v.shedQueued(eta)
 	}
 	deadline := time.Now().Add(maxWait)
@@ -543,7 +554,7 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 		case <-timer.C:
 		}
 		left := time.Until(deadline)
-		if eta := v.adm.eta(f.t); left <= 0 || eta > left {
+		if eta := v.adm.eta(f.t); left <= 0 || eta > left && !v.adm.isSuspect(f.t) {
 			return v.shedQueued(eta)
 		}
 		timer.Reset(min(every, left))
