@@ -33,6 +33,14 @@ import (
 // at most one ordinary computation per name; the node's own password,
 // asked for again by its agent's retry, is served in the name's next turn.
 //
+// Among the names in turn, those with a caller waiting for one of their
+// computations go first, in the order their callers came; the
+// computations nobody waits for (their callers were told to come back
+// later) run when no caller is waiting. The work
+// done is the same either way, but a node's retry then finds its
+// computation done or served next, rather than queued behind computations
+// whose callers have not come back yet.
+//
 // It also estimates how long a queued computation will take to finish,
 // from the work (128·r·N·p bytes) served before it, so that callers can be
 // told the truth about when to come back. The time per byte has two
@@ -80,6 +88,7 @@ type ticket struct {
 	key       cache.Key
 	work      int64
 	asks      uint32        // how often its password was asked for (askLog)
+	waiters   int           // callers waiting for its outcome now
 	doubtful  bool          // first asked while its name was failing or busy
 	seq       uint64        // arrival order
 	ready     chan struct{} // closed when a slot is granted, or on displacement
@@ -344,22 +353,60 @@ func (a *admission) releaseMeasured(t *ticket, elapsed, cpu time.Duration) {
 }
 
 // nextLocked returns the name whose turn it is: the first in ring order
-// with a ticket that is not a suspect; when all are suspects, the name of
-// the oldest (suspects are served in arrival order: the node's own
+// that a caller is waiting for (see wantedLocked); when there is none, the
+// first with a ticket that is not a suspect; when all are suspects, the
+// name of the oldest (suspects are served in arrival order: the node's own
 // password, sent with the herd, goes before the guesses that follow it;
 // each name has at most perName of them).
 func (a *admission) nextLocked() *nameQueue {
-	var oldest *nameQueue
+	var first, oldest *nameQueue
 	for e := a.ring.Front(); e != nil; e = e.Next() {
 		nq := e.Value.(*nameQueue)
-		if !nq.tickets[0].suspect() {
+		if wantedLocked(nq) {
 			return nq
+		}
+		if first == nil && !nq.tickets[0].suspect() {
+			first = nq
 		}
 		if oldest == nil || nq.tickets[0].seq < oldest.tickets[0].seq {
 			oldest = nq
 		}
 	}
+	if first != nil {
+		return first
+	}
 	return oldest
+}
+
+// wantedLocked reports whether a caller is waiting for one of nq's
+// tickets that are not suspects.
+func wantedLocked(nq *nameQueue) bool {
+	for _, t := range nq.tickets {
+		if t.waiters > 0 && !t.suspect() {
+			return true
+		}
+	}
+	return false
+}
+
+// watch counts a caller that starts (delta 1) or stops (delta -1) waiting
+// for t's outcome. A name that a caller starts waiting for goes to the
+// back of the ring: the names callers wait for are served in the order
+// their callers came, so that one who came back early is not overtaken
+// by those coming back after it, which its estimate did not count.
+func (a *admission) watch(t *ticket, delta int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	nq := a.names[t.name]
+	if !t.queued || nq == nil {
+		t.waiters += delta
+		return
+	}
+	was := wantedLocked(nq)
+	t.waiters += delta
+	if !was && wantedLocked(nq) {
+		a.ring.MoveToBack(nq.elem)
+	}
 }
 
 // cheapen marks name's queued computations as costing nothing: its
@@ -400,16 +447,29 @@ func (a *admission) etaLocked(t *ticket, now time.Time) time.Duration {
 	case t.suspect():
 		return a.suspectEtaLocked(t, now)
 	}
-	// Service order: first the tickets that are not suspects, round r
-	// taking the r-th of every name in ring order (a served name moves to
-	// the back, keeping the others' order); then the suspects, oldest
-	// first. A name's tickets are sorted with its suspects last.
+	// Service order: first the names a caller waits for, then the others,
+	// then the suspects, oldest first. Within each of the first two
+	// groups, round r takes the r-th ticket that is not a suspect of every
+	// name in ring order (a served name moves to the back, keeping the
+	// others' order). A name's tickets are sorted with its suspects last.
+	wanted := wantedLocked(a.names[t.name])
 	var ahead int64
+	if !wanted {
+		for e := a.ring.Front(); e != nil; e = e.Next() {
+			if nq := e.Value.(*nameQueue); wantedLocked(nq) {
+				for _, q := range nq.tickets {
+					if !q.suspect() {
+						ahead += q.work
+					}
+				}
+			}
+		}
+	}
 	for r := 0; ; r++ {
 		more := false
 		for e := a.ring.Front(); e != nil; e = e.Next() {
 			nq := e.Value.(*nameQueue)
-			if r >= len(nq.tickets) || nq.tickets[r].suspect() {
+			if r >= len(nq.tickets) || nq.tickets[r].suspect() || wantedLocked(nq) != wanted {
 				continue
 			}
 			if nq.tickets[r] == t {

@@ -274,3 +274,56 @@ func TestAdmissionSlowdown(t *testing.T) {
 		t.Fatalf("lasting 4x contention: estimate %v, base %v", got, base)
 	}
 }
+
+// TestAdmissionWaitedFirst: a computation a caller waits for goes before
+// those whose callers were told to come back, and the estimates say so;
+// the others still run when nobody waits.
+func TestAdmissionWaitedFirst(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	run := mustEnqueue(t, a, "x")
+	early := mustEnqueue(t, a, "early") // its caller was told to come back
+	late := mustEnqueue(t, a, "late")
+	if a.eta(early) >= a.eta(late) {
+		t.Fatalf("nobody waits: estimates %v, %v do not follow arrival order", a.eta(early), a.eta(late))
+	}
+	a.watch(late, 1)
+	if a.eta(late) >= a.eta(early) {
+		t.Fatalf("estimate of the waited computation %v not before the other's %v", a.eta(late), a.eta(early))
+	}
+	a.release(run, 0)
+	if !granted(late) || granted(early) {
+		t.Fatalf("granted waited=%v, not waited=%v; want only the waited one", granted(late), granted(early))
+	}
+	a.watch(late, -1)
+	a.release(late, 0)
+	if !granted(early) {
+		t.Fatal("computation nobody waits for not granted with a free slot")
+	}
+	a.release(early, 0)
+}
+
+// TestAdmissionWaitedInOrderOfWaiting: callers waiting for queued
+// computations are served in the order they came to wait, not in the
+// order the computations were queued: one that came back early is not
+// overtaken by later ones its estimate did not count.
+func TestAdmissionWaitedInOrderOfWaiting(t *testing.T) {
+	a := newAdmission(1, 100, 2)
+	run := mustEnqueue(t, a, "x")
+	first := mustEnqueue(t, a, "first") // queued first, waited for last
+	second := mustEnqueue(t, a, "second")
+	a.watch(second, 1)
+	before := a.eta(second)
+	a.watch(first, 1)
+	if got := a.eta(second); got > before {
+		t.Fatalf("estimate grew from %v to %v when a later caller came to wait", before, got)
+	}
+	a.release(run, 0)
+	if !granted(second) || granted(first) {
+		t.Fatalf("granted first-waited=%v, later-waited=%v; want the first-waited only", granted(second), granted(first))
+	}
+	a.release(second, 0)
+	if !granted(first) {
+		t.Fatal("later-waited computation not granted next")
+	}
+	a.release(first, 0)
+}

@@ -535,6 +535,9 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 		return v.result(f.err)
 	default:
 	}
+	// While it waits, its computation goes before those nobody waits for.
+	v.adm.watch(f.t, 1)
+	defer v.adm.watch(f.t, -1)
 	maxWait := v.opts.MaxWait
 	// A suspect (see admission) is not told early: it waits out MaxWait in
 	// case spare capacity comes, and a guesser is slowed down the same way.
