@@ -537,12 +537,18 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 	}
 	// While it waits, its computation goes before those nobody waits for.
 	v.adm.watch(f.t, 1)
-	defer v.adm.watch(f.t, -1)
+	watching := true
+	defer func() {
+		if watching {
+			v.adm.watch(f.t, -1)
+		}
+	}()
 	maxWait := v.opts.MaxWait
 	// A suspect (see admission) is not told early: it waits out MaxWait in
 	// case spare capacity comes, and a guesser is slowed down the same way.
 	if eta := v.adm.eta(f.t); eta > maxWait && !v.adm.isSuspect(f.t) {
-		return v.shedQueued(eta)
+		watching = false
+		return v.shedQueued(f.t)
 	}
 	deadline := time.Now().Add(maxWait)
 	every := recheckInterval(maxWait)
@@ -558,7 +564,8 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 		}
 		left := time.Until(deadline)
 		if eta := v.adm.eta(f.t); left <= 0 || eta > left && !v.adm.isSuspect(f.t) {
-			return v.shedQueued(eta)
+			watching = false
+			return v.shedQueued(f.t)
 		}
 		timer.Reset(min(every, left))
 	}
@@ -569,13 +576,16 @@ func recheckInterval(maxWait time.Duration) time.Duration {
 	return min(max(maxWait/16, 10*time.Millisecond), 500*time.Millisecond)
 }
 
-// shedQueued answers a caller whose queued work is expected in eta. It
-// asks the caller back MaxWait/2 before then: the retry then waits for the
+// shedQueued answers a caller of await that stops waiting for t (its
+// watch is given back here). The estimate is made once nobody waits, as
+// t will then be served after the computations callers wait for. It asks
+// the caller back MaxWait/2 before then: the retry then waits for the
 // result rather than arriving after it, so an estimate that is off by up
 // to MaxWait/2 either way costs the caller no extra round.
-func (v *Verifier) shedQueued(eta time.Duration) error {
+func (v *Verifier) shedQueued(t *ticket) error {
+	v.adm.watch(t, -1)
 	v.stats.shed.Add(1)
-	return &OverloadError{After: max(eta-v.opts.MaxWait/2, minRetryAfter), Queued: true}
+	return &OverloadError{After: max(v.adm.eta(t)-v.opts.MaxWait/2, minRetryAfter), Queued: true}
 }
 
 // result counts a flight's outcome for one waiter.
