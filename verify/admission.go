@@ -226,7 +226,7 @@ func (a *admission) enqueue(name string, key cache.Key, work int64, failing bool
 	}
 	if a.queued >= a.maxQueue {
 		// Room for new work once the queue has drained.
-		after := a.startLocked(a.queuedWork, now) + a.duration(work)
+		after := a.startLocked(a.queuedWork, now, a.slowdown) + a.duration(work, a.slowdown)
 		return nil, &OverloadError{After: max(after, minRetryAfter), reason: "queue full"}, false
 	}
 	nq := a.names[name]
@@ -234,14 +234,14 @@ func (a *admission) enqueue(name string, key cache.Key, work int64, failing bool
 		last := nq.tickets[len(nq.tickets)-1]
 		if last.rank(t) >= 0 {
 			// Room for this name once its first queued ticket has run.
-			return nil, &OverloadError{After: max(a.etaLocked(nq.tickets[0], now), minRetryAfter), reason: "node's queue full"}, true
+			return nil, &OverloadError{After: max(a.etaLocked(nq.tickets[0], now, a.slowdown), minRetryAfter), reason: "node's queue full"}, true
 		}
 		a.dequeueLocked(last)
 		nq = a.names[name] // nil if last was its only ticket
 		last.released = true
 		defer func() {
 			// Come back when t, which took its place, is expected done.
-			last.displaced = &OverloadError{After: max(a.etaLocked(t, now), minRetryAfter),
+			last.displaced = &OverloadError{After: max(a.etaLocked(t, now, a.slowdown), minRetryAfter),
 				reason: "displaced by a password asked for more often"}
 			close(last.ready)
 		}()
@@ -435,17 +435,28 @@ func (a *admission) eta(t *ticket) time.Duration {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return max(a.etaLocked(t, now), minRetryAfter)
+	return max(a.etaLocked(t, now, a.slowdown), minRetryAfter)
 }
 
-func (a *admission) etaLocked(t *ticket, now time.Time) time.Duration {
+// etaAtBest is eta if computations took only their CPU time from now on:
+// the contention measured so far (see admission) gone.
+func (a *admission) etaAtBest(t *ticket) time.Duration {
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return max(a.etaLocked(t, now, 1), minRetryAfter)
+}
+
+// etaLocked estimates t's completion with computations taking slow times
+// their CPU time.
+func (a *admission) etaLocked(t *ticket, now time.Time, slow float64) time.Duration {
 	switch {
 	case t.released:
 		return 0
 	case t.granted:
-		return a.duration(t.work) - now.Sub(t.started)
+		return a.duration(t.work, slow) - now.Sub(t.started)
 	case t.suspect():
-		return a.suspectEtaLocked(t, now)
+		return a.suspectEtaLocked(t, now, slow)
 	}
 	// Service order: first the names a caller waits for, then the others,
 	// then the suspects, oldest first. Within each of the first two
@@ -473,7 +484,7 @@ func (a *admission) etaLocked(t *ticket, now time.Time) time.Duration {
 				continue
 			}
 			if nq.tickets[r] == t {
-				return a.startLocked(ahead, now) + a.duration(t.work)
+				return a.startLocked(ahead, now, slow) + a.duration(t.work, slow)
 			}
 			ahead += nq.tickets[r].work
 			more = true
@@ -487,7 +498,7 @@ func (a *admission) etaLocked(t *ticket, now time.Time) time.Duration {
 
 // suspectEtaLocked estimates a suspect's completion: after every ticket
 // that is not a suspect and every older suspect.
-func (a *admission) suspectEtaLocked(t *ticket, now time.Time) time.Duration {
+func (a *admission) suspectEtaLocked(t *ticket, now time.Time, slow float64) time.Duration {
 	var ahead int64
 	for e := a.ring.Front(); e != nil; e = e.Next() {
 		for _, q := range e.Value.(*nameQueue).tickets {
@@ -496,25 +507,27 @@ func (a *admission) suspectEtaLocked(t *ticket, now time.Time) time.Duration {
 			}
 		}
 	}
-	return a.startLocked(ahead, now) + a.duration(t.work)
+	return a.startLocked(ahead, now, slow) + a.duration(t.work, slow)
 }
 
 // startLocked estimates when a computation with ahead bytes of queued work
 // before it gets a slot: the running computations' remaining time plus the
 // work ahead, spread over all slots.
-func (a *admission) startLocked(ahead int64, now time.Time) time.Duration {
+func (a *admission) startLocked(ahead int64, now time.Time, slow float64) time.Duration {
 	if len(a.running) < a.slots && ahead == 0 {
 		return 0
 	}
 	var remaining time.Duration
 	for r := range a.running {
-		remaining += max(a.duration(r.work)-now.Sub(r.started), 0)
+		remaining += max(a.duration(r.work, slow)-now.Sub(r.started), 0)
 	}
-	return (remaining + a.duration(ahead)) / time.Duration(a.slots)
+	return (remaining + a.duration(ahead, slow)) / time.Duration(a.slots)
 }
 
-func (a *admission) duration(work int64) time.Duration {
-	return time.Duration(a.nsPerByte * a.slowdown * float64(work))
+// duration estimates a computation of the given work taking slow times
+// its CPU time.
+func (a *admission) duration(work int64, slow float64) time.Duration {
+	return time.Duration(a.nsPerByte * slow * float64(work))
 }
 
 // load returns how many computations are running and queued.

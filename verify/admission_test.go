@@ -264,15 +264,24 @@ func TestAdmissionSlowdown(t *testing.T) {
 		}
 	}
 	measure(10, 1<<20, 1<<20) // 1 ns per byte, no contention
-	base := a.duration(1 << 20)
+	base := a.duration(1<<20, a.slowdown)
 	measure(3, 8<<20, 1<<20) // a burst: 8 times longer on the wall clock
-	if burst := a.duration(1 << 20); burst > 2*base {
+	if burst := a.duration(1<<20, a.slowdown); burst > 2*base {
 		t.Fatalf("a 3-computation burst raised the estimate from %v to %v", base, burst)
 	}
 	measure(200, 4<<20, 1<<20) // lasting contention: 4 times
-	if got := a.duration(1 << 20); got < 3*base || got > 5*base {
+	if got := a.duration(1<<20, a.slowdown); got < 3*base || got > 5*base {
 		t.Fatalf("lasting 4x contention: estimate %v, base %v", got, base)
 	}
+	// At best, the contention is gone: queued work costs its CPU time.
+	held := mustEnqueue(t, a, "x")
+	queued := mustEnqueue(t, a, "y")
+	full, best := a.eta(queued), a.etaAtBest(queued)
+	if best >= full/2 || best < base {
+		t.Fatalf("with 4x contention, estimate at best %v, estimate %v (one computation's CPU time %v)", best, full, base)
+	}
+	a.release(held, 0)
+	a.release(queued, 0)
 }
 
 // TestAdmissionWaitedFirst: a computation a caller waits for goes before

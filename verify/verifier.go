@@ -544,9 +544,15 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 		}
 	}()
 	maxWait := v.opts.MaxWait
-	// A suspect (see admission) is not told early: it waits out MaxWait in
-	// case spare capacity comes, and a guesser is slowed down the same way.
-	if eta := v.adm.eta(f.t); eta > maxWait && !v.adm.isSuspect(f.t) {
+	// A caller is told at once to come back only when its result cannot
+	// come within MaxWait even at the best: an agent sent away wrongly
+	// loses a whole retry delay (k3s: 5-10 s), one held wrongly is told
+	// at the next recheck, which counts the contention measured meanwhile
+	// (a herd's own TLS handshakes, in its first second, are no guide to
+	// the seconds after). A suspect (see admission) is not told early: it
+	// waits out MaxWait in case spare capacity comes, and a guesser is
+	// slowed down the same way.
+	if eta := v.adm.etaAtBest(f.t); eta > maxWait && !v.adm.isSuspect(f.t) {
 		watching = false
 		return v.shedQueued(f.t)
 	}
