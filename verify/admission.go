@@ -463,37 +463,43 @@ func (a *admission) etaLocked(t *ticket, now time.Time, slow float64) time.Durat
 	// groups, round r takes the r-th ticket that is not a suspect of every
 	// name in ring order (a served name moves to the back, keeping the
 	// others' order). A name's tickets are sorted with its suspects last.
-	wanted := wantedLocked(a.names[t.name])
+	// So ahead of t, at index rt of its name's queue, go: all of the
+	// earlier group's tickets, and in t's group every name's tickets
+	// before index rt, and at index rt of the names before t's in the ring.
+	nqT := a.names[t.name]
+	rt := -1
+	if nqT != nil {
+		rt = slices.Index(nqT.tickets, t)
+	}
+	if rt < 0 {
+		return 0 // not queued: cannot happen for a live ticket
+	}
+	wanted := wantedLocked(nqT)
 	var ahead int64
-	if !wanted {
-		for e := a.ring.Front(); e != nil; e = e.Next() {
-			if nq := e.Value.(*nameQueue); wantedLocked(nq) {
-				for _, q := range nq.tickets {
-					if !q.suspect() {
-						ahead += q.work
-					}
-				}
+	before := true // nq comes before t's name in the ring
+	for e := a.ring.Front(); e != nil; e = e.Next() {
+		nq := e.Value.(*nameQueue)
+		if nq == nqT {
+			before = false
+		}
+		last := rt // index of the last of nq's tickets served before t
+		if !before {
+			last = rt - 1
+		}
+		if w := wantedLocked(nq); w != wanted {
+			if !w {
+				continue // served after t's group
 			}
+			last = len(nq.tickets) - 1
+		}
+		for _, q := range nq.tickets[:min(last+1, len(nq.tickets))] {
+			if q.suspect() {
+				break
+			}
+			ahead += q.work
 		}
 	}
-	for r := 0; ; r++ {
-		more := false
-		for e := a.ring.Front(); e != nil; e = e.Next() {
-			nq := e.Value.(*nameQueue)
-			if r >= len(nq.tickets) || nq.tickets[r].suspect() || wantedLocked(nq) != wanted {
-				continue
-			}
-			if nq.tickets[r] == t {
-				return a.startLocked(ahead, now, slow) + a.duration(t.work, slow)
-			}
-			ahead += nq.tickets[r].work
-			more = true
-		}
-		if !more {
-			break
-		}
-	}
-	return 0 // not queued: cannot happen for a live ticket
+	return a.startLocked(ahead, now, slow) + a.duration(t.work, slow)
 }
 
 // suspectEtaLocked estimates a suspect's completion: after every ticket
