@@ -537,12 +537,17 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 	}
 	// While it waits, its computation goes before those nobody waits for.
 	v.adm.watch(f.t, 1)
-	watching := true
-	defer func() {
-		if watching {
-			v.adm.watch(f.t, -1)
-		}
-	}()
+	comeBack, err := v.hold(ctx, f)
+	v.adm.watch(f.t, -1)
+	if comeBack {
+		return v.shedQueued(f.t)
+	}
+	return err
+}
+
+// hold is await's wait for f: it returns f's result, ctx's error, or
+// comeBack when the caller is to be told to come back later.
+func (v *Verifier) hold(ctx context.Context, f *flight) (comeBack bool, err error) {
 	maxWait := v.opts.MaxWait
 	// A caller is told at once to come back only when its result cannot
 	// come within MaxWait even at the best: an agent sent away wrongly
@@ -553,8 +558,7 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 	// waits out MaxWait in case spare capacity comes, and a guesser is
 	// slowed down the same way.
 	if eta := v.adm.etaAtBest(f.t); eta > maxWait && !v.adm.isSuspect(f.t) {
-		watching = false
-		return v.shedQueued(f.t)
+		return true, nil
 	}
 	deadline := time.Now().Add(maxWait)
 	every := recheckInterval(maxWait)
@@ -563,15 +567,14 @@ func (v *Verifier) await(ctx context.Context, f *flight) error {
 	for {
 		select {
 		case <-f.done:
-			return v.result(f.err)
+			return false, v.result(f.err)
 		case <-ctx.Done():
-			return fmt.Errorf("verify: waiting for result: %w", context.Cause(ctx))
+			return false, fmt.Errorf("verify: waiting for result: %w", context.Cause(ctx))
 		case <-timer.C:
 		}
 		left := time.Until(deadline)
 		if eta := v.adm.eta(f.t); left <= 0 || eta > left && !v.adm.isSuspect(f.t) {
-			watching = false
-			return v.shedQueued(f.t)
+			return true, nil
 		}
 		timer.Reset(min(every, left))
 	}
@@ -582,14 +585,13 @@ func recheckInterval(maxWait time.Duration) time.Duration {
 	return min(max(maxWait/16, 10*time.Millisecond), 500*time.Millisecond)
 }
 
-// shedQueued answers a caller of await that stops waiting for t (its
-// watch is given back here). The estimate is made once nobody waits, as
-// t will then be served after the computations callers wait for. It asks
+// shedQueued answers a caller of await that has stopped waiting for t.
+// The estimate is made once the caller no longer counts as waiting, as t
+// may then be served after the computations callers wait for. It asks
 // the caller back MaxWait/2 before then: the retry then waits for the
 // result rather than arriving after it, so an estimate that is off by up
 // to MaxWait/2 either way costs the caller no extra round.
 func (v *Verifier) shedQueued(t *ticket) error {
-	v.adm.watch(t, -1)
 	v.stats.shed.Add(1)
 	return &OverloadError{After: max(v.adm.eta(t)-v.opts.MaxWait/2, minRetryAfter), Queued: true}
 }
