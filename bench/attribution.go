@@ -185,7 +185,7 @@ func (o *serverObserver) observeTuple(node, password string) {
 
 // ObserveScrypt is a nodepass server's report (verify.Observer) of a
 // computation that took d, from the goroutine that ran it.
-func (o *serverObserver) ObserveScrypt(d time.Duration) {
+func (o *serverObserver) ObserveScrypt(_ context.Context, d time.Duration) {
 	t := o.t
 	end := t.since()
 	r := span{start: end - d, end: end}
@@ -208,7 +208,7 @@ func (o *serverObserver) ObserveScrypt(d time.Duration) {
 }
 
 // ObserveQueueWait is part of verify.Observer.
-func (o *serverObserver) ObserveQueueWait(time.Duration) {}
+func (o *serverObserver) ObserveQueueWait(context.Context, time.Duration) {}
 
 // claim attributes to w the computations started by the calling
 // goroutine on server, and those it will be found to have started, when

@@ -34,6 +34,7 @@
 package prom
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -189,11 +190,13 @@ func (c *Collector) Attach(src Source) error {
 
 // ObserveScrypt implements verify.Observer: it feeds
 // nodepass_scrypt_seconds.
-func (c *Collector) ObserveScrypt(d time.Duration) { c.scrypt.Observe(d.Seconds()) }
+func (c *Collector) ObserveScrypt(_ context.Context, d time.Duration) { c.scrypt.Observe(d.Seconds()) }
 
 // ObserveQueueWait implements verify.Observer: it feeds
 // nodepass_queue_wait_seconds.
-func (c *Collector) ObserveQueueWait(d time.Duration) { c.queueWait.Observe(d.Seconds()) }
+func (c *Collector) ObserveQueueWait(_ context.Context, d time.Duration) {
+	c.queueWait.Observe(d.Seconds())
+}
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {

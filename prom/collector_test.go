@@ -81,9 +81,9 @@ func TestHistograms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ObserveScrypt(50 * time.Millisecond)
-	c.ObserveScrypt(2 * time.Second)
-	c.ObserveQueueWait(0)
+	c.ObserveScrypt(context.Background(), 50*time.Millisecond)
+	c.ObserveScrypt(context.Background(), 2*time.Second)
+	c.ObserveQueueWait(context.Background(), 0)
 	want := `
 # HELP nodepass_queue_wait_seconds Time a scrypt computation waited for a slot.
 # TYPE nodepass_queue_wait_seconds histogram

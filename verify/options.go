@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"time"
@@ -94,13 +95,19 @@ type Options struct {
 // Observer receives timings from a Verifier. Its methods are called from
 // the goroutines doing the work, so they must be safe for concurrent use
 // and return quickly.
+//
+// ctx is the computation's own context: detached from the callers (it is
+// not cancelled when they leave), it carries the values and pprof labels
+// of the request that started the computation, with [ProfileLabel] set to
+// [ProfileScrypt]. An observer can therefore tell whose request a
+// computation served, e.g. to attach exemplars or to attribute it.
 type Observer interface {
 	// ObserveScrypt is called after each scrypt computation (verification
 	// or enrollment) with its duration.
-	ObserveScrypt(d time.Duration)
+	ObserveScrypt(ctx context.Context, d time.Duration)
 	// ObserveQueueWait is called when a computation gets a slot, with how
 	// long it waited in the queue.
-	ObserveQueueWait(d time.Duration)
+	ObserveQueueWait(ctx context.Context, d time.Duration)
 }
 
 // resolve validates o and fills in defaults.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,7 +171,7 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	if !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	err = v.enroll(ctx, node, password)
+	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.enroll(ctx, node, password) })
 	if !errors.Is(err, ErrExists) {
 		return err
 	}
@@ -327,7 +328,12 @@ func (v *Verifier) known(node string, pair, key cache.Key) (err error, ok bool) 
 // compute verifies a tuple that the cache could not answer. It is apart
 // from lookup so that the keys its closure captures do not make lookup's
 // allocate on the cache-hit path.
-func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key) error {
+func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key) (err error) {
+	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.computeLabelled(ctx, node, stored, password, key, pair) })
+	return err
+}
+
+func (v *Verifier) computeLabelled(ctx context.Context, node, stored, password string, key, pair cache.Key) error {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
 		return fmt.Errorf("%w (stored for node %q)", err, node)
@@ -342,7 +348,7 @@ func (v *Verifier) compute(ctx context.Context, node, stored, password string, k
 			v.adm.release(t, 0)
 			return err
 		}
-		err := v.runSlot(t, func() error { return v.compare(&h, password) })
+		err := v.runSlot(ctx, t, func() error { return v.compare(&h, password) })
 		switch {
 		case err == nil:
 			v.recordMatch(node, pair, key, len(h.key))
@@ -390,7 +396,7 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 			return err
 		}
 		var stored string
-		err := v.runSlot(t, func() (err error) {
+		err := v.runSlot(ctx, t, func() (err error) {
 			stored, err = v.generate(password, p, v.opts.Limits)
 			return err
 		})
@@ -473,7 +479,8 @@ func (v *Verifier) run(caller context.Context, key cache.Key, f *flight, job fun
 				err = fmt.Errorf("verify: panic in shared work: %v", r)
 			}
 		}()
-		return job(ctx, f.t)
+		pprof.Do(ctx, scryptLabels, func(ctx context.Context) { err = job(ctx, f.t) })
+		return err
 	}()
 	// A ticket that never got a slot (or whose job panicked before
 	// releasing it) must not hold its place.
@@ -497,14 +504,14 @@ func (v *Verifier) acquire(ctx context.Context, t *ticket) error {
 		return fmt.Errorf("verify: waiting for a scrypt slot: %w", err)
 	}
 	if o := v.opts.Observer; o != nil {
-		o.ObserveQueueWait(time.Since(t.enqueued))
+		o.ObserveQueueWait(ctx, time.Since(t.enqueued))
 	}
 	return nil
 }
 
 // runSlot runs one scrypt computation fn on t's slot and gives the slot
 // back.
-func (v *Verifier) runSlot(t *ticket, fn func() error) error {
+func (v *Verifier) runSlot(ctx context.Context, t *ticket, fn func() error) error {
 	// The goroutine keeps its thread so that the thread's CPU clock
 	// measures this computation alone.
 	runtime.LockOSThread()
@@ -519,7 +526,7 @@ func (v *Verifier) runSlot(t *ticket, fn func() error) error {
 		cpu = time.Duration(threadCPU() - cpu0)
 	}
 	if o := v.opts.Observer; o != nil {
-		o.ObserveScrypt(elapsed)
+		o.ObserveScrypt(ctx, elapsed)
 	}
 	return err
 }

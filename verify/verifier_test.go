@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -728,25 +730,44 @@ func TestClose(t *testing.T) {
 	}
 }
 
-type recordingObserver struct{ scrypt, wait atomic.Int64 }
+type recordingObserver struct {
+	scrypt, wait atomic.Int64
+	mu           sync.Mutex
+	callers      []string // the "caller" label of each scrypt computation's context
+}
 
-func (o *recordingObserver) ObserveScrypt(time.Duration)    { o.scrypt.Add(1) }
-func (o *recordingObserver) ObserveQueueWait(time.Duration) { o.wait.Add(1) }
+func (o *recordingObserver) ObserveScrypt(ctx context.Context, _ time.Duration) {
+	o.scrypt.Add(1)
+	l, _ := pprof.Label(ctx, "caller")
+	if w, _ := pprof.Label(ctx, ProfileLabel); w != ProfileScrypt {
+		l += " without " + ProfileLabel + "=" + ProfileScrypt
+	}
+	o.mu.Lock()
+	o.callers = append(o.callers, l)
+	o.mu.Unlock()
+}
+
+func (o *recordingObserver) ObserveQueueWait(context.Context, time.Duration) { o.wait.Add(1) }
 
 func TestObserver(t *testing.T) {
 	obs := &recordingObserver{}
 	s := NewMemoryStore()
 	v := newTestVerifier(t, s, &Options{Observer: obs})
-	ctx := context.Background()
+	// The observer sees the labels of the request that started the work.
+	ctx := pprof.WithLabels(context.Background(), pprof.Labels("caller", "first"))
 	if err := v.Ensure(ctx, "n", "pw"); err != nil {
 		t.Fatal(err)
 	}
 	s.Set("m", mustHash(t, "pw"))
+	ctx = pprof.WithLabels(context.Background(), pprof.Labels("caller", "second"))
 	if err := v.Verify(ctx, "m", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
 		t.Fatal(err)
 	}
 	if obs.scrypt.Load() != 2 || obs.wait.Load() != 2 {
 		t.Fatalf("observed %d scrypt, %d waits; want 2 and 2", obs.scrypt.Load(), obs.wait.Load())
+	}
+	if want := []string{"first", "second"}; !slices.Equal(obs.callers, want) {
+		t.Fatalf("scrypt computations observed with caller labels %q, want %q", obs.callers, want)
 	}
 }
 
