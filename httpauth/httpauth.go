@@ -166,7 +166,7 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 	case errors.As(err, &retry) || errors.Is(err, verify.ErrOverloaded):
 		secs := 1
 		if retry != nil {
-			secs = RetryAfterSeconds(retry.RetryAfter())
+			secs = retryAfterSeconds(retry.RetryAfter())
 		}
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		http.Error(w, "server busy verifying node passwords, retry later", http.StatusServiceUnavailable)
@@ -181,9 +181,9 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 	}
 }
 
-// RetryAfterSeconds turns d into a Retry-After value: whole seconds,
+// retryAfterSeconds turns d into a Retry-After value: whole seconds,
 // rounded up, at least 1.
-func RetryAfterSeconds(d time.Duration) int {
+func retryAfterSeconds(d time.Duration) int {
 	s := math.Ceil(d.Seconds())
 	switch {
 	case s < 1:

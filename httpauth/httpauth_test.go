@@ -188,17 +188,6 @@ func TestHandlerFunc(t *testing.T) {
 	}
 }
 
-func TestRetryAfterSeconds(t *testing.T) {
-	for _, tt := range []struct {
-		d    time.Duration
-		want int
-	}{{0, 1}, {-time.Second, 1}, {time.Millisecond, 1}, {time.Second, 1}, {1001 * time.Millisecond, 2}, {2100 * time.Millisecond, 3}, {time.Duration(1 << 62), 1<<31 - 1}} {
-		if got := httpauth.RetryAfterSeconds(tt.d); got != tt.want {
-			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
-		}
-	}
-}
-
 // TestWithVerifier runs the real Verifier behind the middleware over TLS:
 // first join enrolls, a retry is a cache hit, a wrong password is 403.
 func TestWithVerifier(t *testing.T) {
