@@ -9,6 +9,16 @@
 // live in separate bounded LRU lists with separate TTLs, so a flood of wrong
 // passwords can evict only other mismatches. Expiry is checked on read; the
 // cache starts no goroutines.
+//
+// The package is public for two reasons: [Options] is how a server sizes
+// the cache inside a verify.Verifier (verify.Options.Cache), and a Cache
+// serves any other slow, deterministic check keyed by such tuples the same
+// way. Beyond Key, Get and Put it keeps, per (node, stored hash) pair, the
+// one tuple known to match ([Cache.PutMatch], [Cache.MatchedTuple]): with a
+// long enough stored key no second password can match, so every other
+// password for the pair is a mismatch without scrypt. [Cache.Remove]
+// drops an entry a caller knows to be stale, and [Cache.Len] reports the
+// sizes for metrics.
 package cache
 
 import (

@@ -22,7 +22,8 @@ const (
 )
 
 // Options configure a Verifier. A nil *Options means all defaults; a zero
-// field means that field's default. Negative values are an error.
+// field means that field's default. Negative values are an error, except
+// for MaxFailDelay, where a negative value turns the delays off.
 type Options struct {
 	// Params hash the passwords of nodes that Ensure enrolls. Zero means
 	// DefaultParams, what k3s and RKE2 use.
