@@ -19,4 +19,17 @@
 //     estimate, while their work stays queued for the retry;
 //   - refuses stored hashes whose parameters exceed [Limits] before
 //     allocating anything.
+//
+// # How a request flows
+//
+// httpauth → [Verifier.Ensure] or [Verifier.Verify]: check the input →
+// Store.Get → the verified-tuple cache (package cache: a hit allocates
+// nothing) → the scheduler (verify/internal/sched: one job per distinct
+// tuple, shared by its callers, queued fairly across node names for one
+// of Options.MaxConcurrent slots) → scrypt → the outcome, cached before
+// the job ends → Store.Create when enrolling, after the slot is given
+// back. Two mutexes hold all of the Verifier's own state: the scheduler's
+// (jobs and queue) and the failure counter's (per-name mismatch counts);
+// neither is held while the other is taken or while anything outside
+// their packages runs.
 package verify

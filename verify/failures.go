@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,17 +94,4 @@ func (f *failures) match(name string) {
 	f.names.Remove(name)
 	f.size.Store(int64(f.names.Len()))
 	f.mu.Unlock()
-}
-
-// hold waits d or until ctx ends.
-func hold(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -5,14 +5,13 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
 // Verifier checks node passwords against a Store and keeps doing so when
@@ -25,34 +24,20 @@ import (
 // A Verifier is safe for concurrent use. Make one with New; the zero value
 // is not usable. Close it to stop its background work.
 type Verifier struct {
-	store   Store
-	opts    Options
-	cache   *cache.Cache
-	adm     *admission
-	fails   *failures
-	stats   counters
-	base    context.Context // cancelled by Close
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // detached work
-	mu      sync.Mutex     // guards flights and closed
-	flights map[cache.Key]*flight
-	closed  bool
+	store      Store
+	opts       Options
+	enrollWork int64 // 128·r·N·p of Options.Params
+	cache      *cache.Cache
+	sched      *sched.Scheduler // the key → job map and the queue
+	fails      *failures
+	stats      counters
+	base       context.Context // cancelled by Close; every job's context ends with it
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // job runners
 
 	// The hash functions, replaceable in tests.
 	compare  func(h *hash, password string) error
 	generate func(password string, p Params, lim Limits) (string, error)
-}
-
-// flight is one computation shared by every request for its key: the
-// singleflight pattern. golang.org/x/sync/singleflight is not used because
-// a waiter here must learn the flight's admission ticket the moment it
-// joins (to tell its caller how long the queued work will take) and must be
-// able to leave while the work goes on; the map below, guarded by
-// Verifier.mu together with the admission queue, gives both without races.
-type flight struct {
-	done chan struct{} // closed when err is set
-	err  error
-	t    *ticket
 }
 
 type counters struct {
@@ -106,16 +91,21 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
+	_, enrollWork, err := cost(o.Params.LogN, o.Params.R, o.Params.P, o.Limits)
+	if err != nil { // resolve checked it
+		return nil, fmt.Errorf("verify: Options.Params: %v", err)
+	}
 	base, cancel := context.WithCancel(context.Background())
 	return &Verifier{
-		store:    store,
-		opts:     o,
-		cache:    c,
-		adm:      newAdmission(o.MaxConcurrent, o.MaxQueue, o.MaxQueuedPerNode),
+		store:      store,
+		opts:       o,
+		enrollWork: enrollWork,
+		cache:      c,
+		sched: sched.New(sched.Config{Slots: o.MaxConcurrent, MaxQueue: o.MaxQueue,
+			PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait}),
 		fails:    newFailures(o.MaxFailDelay),
 		base:     base,
 		cancel:   cancel,
-		flights:  make(map[cache.Key]*flight),
 		compare:  (*hash).compare,
 		generate: generate,
 	}, nil
@@ -188,7 +178,7 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 
 // Stats returns the Verifier's counters.
 func (v *Verifier) Stats() Stats {
-	running, queued := v.adm.load()
+	running, queued := v.sched.Load()
 	return Stats{
 		ScryptRuns:        v.stats.scryptRuns.Load(),
 		CacheHits:         v.stats.cacheHits.Load(),
@@ -205,13 +195,11 @@ func (v *Verifier) Stats() Stats {
 }
 
 // Close stops the Verifier: later calls return ErrClosed, queued work is
-// dropped (its waiters get an error) and Close waits for the computations
+// dropped (its waiters get ErrClosed) and Close waits for the computations
 // already running, at most one scrypt per slot. It is safe to call more
 // than once.
 func (v *Verifier) Close() error {
-	v.mu.Lock()
-	v.closed = true
-	v.mu.Unlock()
+	v.sched.Close()
 	v.cancel()
 	v.wg.Wait()
 	return nil
@@ -245,8 +233,8 @@ func (v *Verifier) get(ctx context.Context, node string) (stored string, err err
 	defer func() {
 		if r := recover(); r != nil {
 			v.stats.panics.Add(1)
-			err = fmt.Errorf("verify: store Get(%q) panicked: %v", node, r)
 			v.stats.storeErrors.Add(1)
+			err = fmt.Errorf("verify: store Get(%q) panicked: %v", node, r)
 		}
 	}()
 	stored, err = v.store.Get(ctx, node)
@@ -282,82 +270,100 @@ func (v *Verifier) verifyStored(ctx context.Context, node, stored, password stri
 	case err == nil:
 		v.fails.match(node)
 	case errors.Is(err, ErrMismatchedHashAndPassword):
-		hold(ctx, v.fails.delay(node))
+		sleep(ctx, v.fails.delay(node))
 	}
 	return err
 }
 
+// lookup answers from the cache when it can (allocating nothing) and
+// otherwise from a shared computation.
 func (v *Verifier) lookup(ctx context.Context, node, stored, password string) error {
 	key := v.cache.Key(node, stored, password)
-	if o, ok := v.cache.Get(key); ok {
-		v.stats.cacheHits.Add(1)
-		if o == cache.Mismatch {
-			v.fails.mismatch(node)
-		}
-		return v.outcome(o)
-	}
 	pair := v.cache.PairKey(node, stored)
-	if err, ok := v.known(node, pair, key); ok {
-		v.stats.cacheHits.Add(1)
-		if err != nil {
-			v.stats.mismatches.Add(1)
-		}
+	if err, ok := v.cached(node, key, pair); ok {
 		return err
 	}
 	return v.compute(ctx, node, stored, password, key, pair)
 }
 
-// known answers a tuple from its pair's verified password, if the pair has
-// one. Pairs are recorded only for stored keys of at least 16 bytes (see
-// recordMatch), so a second password matching the same key would be a
-// 128-bit scrypt collision: any other password is a mismatch, no scrypt
-// needed. The keys are compared in constant time.
-func (v *Verifier) known(node string, pair, key cache.Key) (err error, ok bool) {
-	matched, ok := v.cache.MatchedTuple(pair)
+// cached answers a request from the cache, counting it, when the cache
+// knows the tuple's outcome (see fromCache).
+func (v *Verifier) cached(node string, key, pair cache.Key) (err error, ok bool) {
+	o, knownReject, ok := v.fromCache(key, pair)
 	if !ok {
 		return nil, false
 	}
-	if subtle.ConstantTimeCompare(matched[:], key[:]) == 1 {
-		return nil, true // the verified tuple itself, its own entry evicted
+	v.stats.cacheHits.Add(1)
+	if knownReject {
+		v.stats.knownMatchRejects.Add(1)
 	}
-	v.stats.knownMatchRejects.Add(1)
+	if o == cache.Match {
+		return nil, true
+	}
+	v.stats.mismatches.Add(1)
 	v.fails.mismatch(node)
 	return ErrMismatchedHashAndPassword, true
 }
 
-// compute verifies a tuple that the cache could not answer. It is apart
-// from lookup so that the keys its closure captures do not make lookup's
-// allocate on the cache-hit path.
-func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key) (err error) {
-	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.computeLabelled(ctx, node, stored, password, key, pair) })
-	return err
+// fromCache returns the tuple's cached outcome: its own, or a mismatch
+// (knownReject) when another password is its pair's verified one. Pairs
+// are recorded only for stored keys of at least 16 bytes (see
+// recordMatch), so a second password matching the same key would be a
+// 128-bit scrypt collision: any other password is a mismatch, no scrypt
+// needed. The keys are compared in constant time.
+func (v *Verifier) fromCache(key, pair cache.Key) (o cache.Outcome, knownReject, ok bool) {
+	if o, ok := v.cache.Get(key); ok {
+		return o, false, true
+	}
+	matched, ok := v.cache.MatchedTuple(pair)
+	switch {
+	case !ok:
+		return 0, false, false
+	case subtle.ConstantTimeCompare(matched[:], key[:]) == 1:
+		return cache.Match, false, true // the verified tuple itself, its own entry evicted
+	}
+	return cache.Mismatch, true, true
 }
 
-func (v *Verifier) computeLabelled(ctx context.Context, node, stored, password string, key, pair cache.Key) error {
+// compute verifies a tuple that the cache could not answer, in a job
+// shared with every request for the same tuple. It is apart from lookup
+// so that what its closures capture does not make lookup allocate on the
+// cache-hit path.
+func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key) (err error) {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
 		return fmt.Errorf("%w (stored for node %q)", err, node)
 	}
-	return v.share(ctx, node, key, h.work, func(ctx context.Context, t *ticket) error {
-		if err := v.acquire(ctx, t); err != nil {
+	pprof.Do(ctx, requestLabels, func(ctx context.Context) {
+		r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work}
+		err = v.share(ctx, r, func(ctx context.Context, j *sched.Job) error {
+			if err := v.acquire(ctx, j); err != nil {
+				return err
+			}
+			// The outcome may have been cached, or the node's own password
+			// verified, since the caller looked: then no scrypt is needed.
+			if o, knownReject, ok := v.fromCache(key, pair); ok {
+				if o == cache.Match {
+					return nil
+				}
+				if knownReject {
+					v.stats.knownMatchRejects.Add(1)
+				}
+				v.fails.mismatch(node)
+				return ErrMismatchedHashAndPassword
+			}
+			err := v.runSlot(ctx, j, func() error { return v.compare(&h, password) })
+			switch {
+			case err == nil:
+				v.recordMatch(node, pair, key, len(h.key))
+			case errors.Is(err, ErrMismatchedHashAndPassword):
+				v.cache.Put(key, cache.Mismatch)
+				v.fails.mismatch(node)
+			}
 			return err
-		}
-		// The node's own password may have been verified while this
-		// waited in the queue: then no scrypt is needed.
-		if err, ok := v.known(node, pair, key); ok {
-			v.adm.release(t, 0)
-			return err
-		}
-		err := v.runSlot(ctx, t, func() error { return v.compare(&h, password) })
-		switch {
-		case err == nil:
-			v.recordMatch(node, pair, key, len(h.key))
-		case errors.Is(err, ErrMismatchedHashAndPassword):
-			v.cache.Put(key, cache.Mismatch)
-			v.fails.mismatch(node)
-		}
-		return err
+		})
 	})
+	return err
 }
 
 // recordMatch caches a verified tuple and, when the stored key is long
@@ -367,36 +373,38 @@ func (v *Verifier) recordMatch(node string, pair, tuple cache.Key, keyLen int) {
 	v.fails.match(node)
 	if keyLen >= minKeyLen {
 		v.cache.PutMatch(pair, tuple)
-		v.adm.cheapen(node) // its queued guesses will cost no scrypt
+		v.sched.Cheapen(node) // its queued guesses will cost no scrypt
 	} else {
 		v.cache.Put(tuple, cache.Match)
 	}
 }
 
-// enroll hashes password and creates node's hash. It returns an error
-// wrapping ErrExists when the node turned out to have one already.
+// enroll hashes password and creates node's hash, in a job shared with
+// every request enrolling the same node with the same password. It
+// returns an error wrapping ErrExists when the node turned out to have a
+// hash already. The job holds its scrypt slot only while it hashes: the
+// store is read before and written after.
 func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 	// An empty stored hash never occurs in a verification key, so this key
 	// cannot collide with one.
 	key := v.cache.Key(node, "", password)
 	p := v.opts.Params
-	work := (int64(128) << p.LogN) * int64(p.R) * int64(p.P)
-	return v.share(ctx, node, key, work, func(ctx context.Context, t *ticket) error {
+	r := sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork, Later: true}
+	return v.share(ctx, r, func(ctx context.Context, j *sched.Job) error {
 		// A request that found no hash may arrive just after an identical
-		// enrollment finished: look again before hashing, so it verifies
-		// against the new hash (a cache hit) instead of hashing anew.
+		// enrollment finished: look again before hashing, so that it
+		// verifies against the new hash (a cache hit) instead of hashing
+		// anew. The job holds no slot while it reads the store.
 		if _, err := v.get(ctx, node); err == nil {
-			v.adm.release(t, 0)
 			return fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, node)
 		} else if !errors.Is(err, ErrNotFound) {
-			v.adm.release(t, 0)
 			return err
 		}
-		if err := v.acquire(ctx, t); err != nil {
+		if err := v.acquire(ctx, j); err != nil {
 			return err
 		}
 		var stored string
-		err := v.runSlot(ctx, t, func() (err error) {
+		err := v.runSlot(ctx, j, func() (err error) {
 			stored, err = v.generate(password, p, v.opts.Limits)
 			return err
 		})
@@ -410,206 +418,4 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 		v.stats.enrollments.Add(1)
 		return nil
 	})
-}
-
-func (v *Verifier) outcome(o cache.Outcome) error {
-	if o == cache.Match {
-		return nil
-	}
-	v.stats.mismatches.Add(1)
-	return ErrMismatchedHashAndPassword
-}
-
-// share runs job once for all concurrent callers with the same key and
-// waits for its result within ctx and Options.MaxWait. The job runs
-// detached from ctx, under Options.WorkTimeout, and caches its outcome
-// itself.
-func (v *Verifier) share(ctx context.Context, node string, key cache.Key, work int64, job func(context.Context, *ticket) error) error {
-	v.mu.Lock()
-	if v.closed {
-		v.mu.Unlock()
-		return ErrClosed
-	}
-	if f, ok := v.flights[key]; ok {
-		v.mu.Unlock()
-		v.stats.shared.Add(1)
-		v.adm.ask(f.t) // asked again: it goes before less-asked passwords
-		return v.await(ctx, f)
-	}
-	// The flight for key may have ended between the caller's cache miss
-	// and now; its outcome is then cached.
-	if o, ok := v.cache.Get(key); ok {
-		v.mu.Unlock()
-		v.stats.cacheHits.Add(1)
-		return v.outcome(o)
-	}
-	t, overload, perNode := v.adm.enqueue(node, key, work, v.fails.failing(node))
-	if overload != nil {
-		v.mu.Unlock()
-		v.stats.shed.Add(1)
-		if perNode {
-			// The name has no room: hold the answer, so that a guesser
-			// cannot spin on refusals (an agent retries after 5-10 s
-			// anyway).
-			hold(ctx, max(v.fails.delay(node), v.opts.MaxFailDelay))
-		}
-		return overload
-	}
-	f := &flight{done: make(chan struct{}), t: t}
-	v.flights[key] = f
-	v.wg.Add(1)
-	v.mu.Unlock()
-
-	go v.run(ctx, key, f, job)
-	return v.await(ctx, f)
-}
-
-// run executes a flight's job detached from the caller that started it.
-func (v *Verifier) run(caller context.Context, key cache.Key, f *flight, job func(context.Context, *ticket) error) {
-	defer v.wg.Done()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), v.opts.WorkTimeout)
-	defer cancel()
-	stop := context.AfterFunc(v.base, cancel)
-	defer stop()
-
-	err := func() (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				v.stats.panics.Add(1)
-				err = fmt.Errorf("verify: panic in shared work: %v", r)
-			}
-		}()
-		pprof.Do(ctx, scryptLabels, func(ctx context.Context) { err = job(ctx, f.t) })
-		return err
-	}()
-	// A ticket that never got a slot (or whose job panicked before
-	// releasing it) must not hold its place.
-	v.adm.release(f.t, 0)
-
-	v.mu.Lock()
-	delete(v.flights, key)
-	v.mu.Unlock()
-	f.err = err
-	close(f.done)
-}
-
-// acquire waits for t's slot. On a nil return the caller must give it
-// back, with runSlot or adm.release.
-func (v *Verifier) acquire(ctx context.Context, t *ticket) error {
-	if err := v.adm.wait(ctx, t); err != nil {
-		var oe *OverloadError
-		if errors.As(err, &oe) {
-			return err // displaced: come back later
-		}
-		return fmt.Errorf("verify: waiting for a scrypt slot: %w", err)
-	}
-	if o := v.opts.Observer; o != nil {
-		o.ObserveQueueWait(ctx, time.Since(t.enqueued))
-	}
-	return nil
-}
-
-// runSlot runs one scrypt computation fn on t's slot and gives the slot
-// back.
-func (v *Verifier) runSlot(ctx context.Context, t *ticket, fn func() error) error {
-	// The goroutine keeps its thread so that the thread's CPU clock
-	// measures this computation alone.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	start, cpu0 := time.Now(), threadCPU()
-	v.stats.scryptRuns.Add(1)
-	var elapsed, cpu time.Duration
-	defer func() { v.adm.releaseMeasured(t, elapsed, cpu) }()
-	err := fn()
-	elapsed = time.Since(start)
-	if cpu0 > 0 {
-		cpu = time.Duration(threadCPU() - cpu0)
-	}
-	if o := v.opts.Observer; o != nil {
-		o.ObserveScrypt(ctx, elapsed)
-	}
-	return err
-}
-
-// await waits for f's result within ctx and Options.MaxWait. The estimate
-// of when f will finish is checked when the caller arrives and again every
-// recheckInterval while it waits: as soon as the result is not expected
-// within what is left of MaxWait, the caller is told when to come back,
-// rather than held until MaxWait and told then.
-func (v *Verifier) await(ctx context.Context, f *flight) error {
-	select {
-	case <-f.done:
-		return v.result(f.err)
-	default:
-	}
-	// While it waits, its computation goes before those nobody waits for.
-	v.adm.watch(f.t, 1)
-	comeBack, err := v.hold(ctx, f)
-	v.adm.watch(f.t, -1)
-	if comeBack {
-		return v.shedQueued(f.t)
-	}
-	return err
-}
-
-// hold is await's wait for f: it returns f's result, ctx's error, or
-// comeBack when the caller is to be told to come back later.
-func (v *Verifier) hold(ctx context.Context, f *flight) (comeBack bool, err error) {
-	maxWait := v.opts.MaxWait
-	// A caller is told at once to come back only when its result cannot
-	// come within MaxWait even at the best: an agent sent away wrongly
-	// loses a whole retry delay (k3s: 5-10 s), one held wrongly is told
-	// at the next recheck, which counts the contention measured meanwhile
-	// (a herd's own TLS handshakes, in its first second, are no guide to
-	// the seconds after). A suspect (see admission) is not told early: it
-	// waits out MaxWait in case spare capacity comes, and a guesser is
-	// slowed down the same way.
-	if eta := v.adm.etaAtBest(f.t); eta > maxWait && !v.adm.isSuspect(f.t) {
-		return true, nil
-	}
-	deadline := time.Now().Add(maxWait)
-	every := recheckInterval(maxWait)
-	timer := time.NewTimer(min(every, maxWait))
-	defer timer.Stop()
-	for {
-		select {
-		case <-f.done:
-			return false, v.result(f.err)
-		case <-ctx.Done():
-			return false, fmt.Errorf("verify: waiting for result: %w", context.Cause(ctx))
-		case <-timer.C:
-		}
-		left := time.Until(deadline)
-		if eta := v.adm.eta(f.t); left <= 0 || eta > left && !v.adm.isSuspect(f.t) {
-			return true, nil
-		}
-		timer.Reset(min(every, left))
-	}
-}
-
-// recheckInterval is how often a waiting caller's estimate is checked.
-func recheckInterval(maxWait time.Duration) time.Duration {
-	return min(max(maxWait/16, 10*time.Millisecond), 500*time.Millisecond)
-}
-
-// shedQueued answers a caller of await that has stopped waiting for t.
-// The estimate is made once the caller no longer counts as waiting, as t
-// may then be served after the computations callers wait for. It asks
-// the caller back MaxWait/2 before then: the retry then waits for the
-// result rather than arriving after it, so an estimate that is off by up
-// to MaxWait/2 either way costs the caller no extra round.
-func (v *Verifier) shedQueued(t *ticket) error {
-	v.stats.shed.Add(1)
-	return &OverloadError{After: max(v.adm.eta(t)-v.opts.MaxWait/2, minRetryAfter), Queued: true}
-}
-
-// result counts a flight's outcome for one waiter.
-func (v *Verifier) result(err error) error {
-	switch {
-	case errors.Is(err, ErrMismatchedHashAndPassword):
-		v.stats.mismatches.Add(1)
-	case errors.Is(err, ErrOverloaded):
-		v.stats.shed.Add(1) // displaced by a password asked for more often
-	}
-	return err
 }

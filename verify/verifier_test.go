@@ -88,9 +88,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // idle reports whether v has no shared work in progress.
 func idle(v *Verifier) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.flights) == 0
+	return v.sched.Jobs() == 0
 }
 
 // countingStore counts calls and can inject failures.
@@ -596,7 +594,7 @@ func TestOverload(t *testing.T) {
 	s.Set("busy", mustHash(t, "pw"))
 	s.Set("late", mustHash(t, "pw"))
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: time.Second})
-	v.adm.nsPerByte = float64(time.Second) / float64(testWork()) // one test hash "takes" 1 s
+	v.sched.Calibrate(time.Second, testWork()) // one test hash "takes" 1 s
 	g := newGate()
 	g.install(v)
 	ctx := context.Background()
@@ -816,17 +814,15 @@ func TestShedEarlyWhenEstimateGrows(t *testing.T) {
 		start := time.Now()
 		done := make(chan error, 1)
 		go func() { done <- v.Verify(ctx, "b", "pw") }()
-		synctest.Wait() // b waits: the initial estimate for a tiny hash is tiny
-		v.adm.mu.Lock()
-		v.adm.nsPerByte = float64(20*time.Second) / float64(testWork()) // now 20 s per hash
-		v.adm.mu.Unlock()
+		synctest.Wait()                               // b waits: the initial estimate for a tiny hash is tiny
+		v.sched.Calibrate(20*time.Second, testWork()) // now 20 s per hash
 		err := <-done
 		var oe *OverloadError
 		if !errors.As(err, &oe) || !oe.Queued {
 			t.Fatalf("err %v, want a queued OverloadError", err)
 		}
-		if waited := time.Since(start); waited != recheckInterval(8*time.Second) {
-			t.Fatalf("shed after %v, want at the first recheck (%v)", waited, recheckInterval(8*time.Second))
+		if waited := time.Since(start); waited != 500*time.Millisecond {
+			t.Fatalf("shed after %v, want at the first recheck (MaxWait/16, at most 500 ms)", waited)
 		}
 		if oe.RetryAfter() < 16*time.Second {
 			t.Fatalf("RetryAfter %v, want the new estimate (over 20 s) less MaxWait/2", oe.RetryAfter())

@@ -1,0 +1,117 @@
+package sched
+
+import (
+	"context"
+	"time"
+)
+
+// Key identifies the computation a job does: the verifier's HMAC of
+// (node, stored hash, password).
+type Key [32]byte
+
+// State is where a job is in its life. Every transition happens under
+// Scheduler.mu:
+//
+//	Pending ──Acquire──▶ Queued ──(a slot is free, its name's turn)──▶ Running
+//	Running ──Release──▶ Finishing ──Finish──▶ Done
+//	Pending, Queued or Running ──Finish──▶ Done
+//
+// Join creates a job Queued, or Running when a slot is free and nothing
+// is queued; with Request.Later it creates it Pending, and the job asks
+// for its slot when its runner calls Acquire (or goes straight to Running
+// when one is free then). A Queued job can also end Done without
+// running: displaced by a password asked for more often, or when the
+// context of its Acquire ends (work timeout, or the scheduler closed).
+type State uint8
+
+const (
+	// Pending: in the map, so that callers share it, but not yet asking
+	// for a slot: its runner does I/O first.
+	Pending State = iota
+	// Queued: waiting for a slot.
+	Queued
+	// Running: holds a slot; its computation may run.
+	Running
+	// Finishing: its computation is over and its slot given back; what
+	// is left holds no slot (e.g. storing an enrolled hash).
+	Finishing
+	// Done: its result is published and it has left the scheduler.
+	Done
+)
+
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Queued:
+		return "queued"
+	case Running:
+		return "running"
+	case Finishing:
+		return "finishing"
+	case Done:
+		return "done"
+	}
+	return "State(?)"
+}
+
+// Job is one computation, shared by every caller with its key, and its
+// place in the scheduler. Callers hold it from Join until it is done and
+// read its result with Wait; only the goroutine running it calls Acquire,
+// Release and Finish.
+type Job struct {
+	// Set by Join, then read-only.
+	key   Key
+	name  string
+	ctx   context.Context // the starting request's, for Start
+	ready chan struct{}   // closed when it leaves Queued
+	done  chan struct{}   // closed when it is Done, after err is set
+
+	// Written before done is closed, read after.
+	err error
+
+	// Guarded by Scheduler.mu.
+	state    State
+	work     int64     // bytes mixed (128·r·N·p); 0 once known to need no scrypt
+	arrived  uint64    // order of its first ask among all asks
+	asks     uint32    // how often its password was asked for (see asks)
+	waiters  int       // callers waiting in Wait now
+	wary     bool      // its name was failing or busy when it arrived
+	queuedAt time.Time // when Join created it
+	started  time.Time // when it got its slot
+}
+
+// Name returns the node name the job is for.
+func (j *Job) Name() string { return j.name }
+
+// Done returns a channel closed once the job's result is published.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
+// Err returns the job's result; it may only be called once Done is
+// closed.
+func (j *Job) Err() error { return j.err }
+
+// suspect reports whether j waits for spare capacity: a first ask for a
+// name that was failing or busy. A second ask makes it ordinary.
+func (j *Job) suspect() bool { return j.wary && j.asks < 2 }
+
+// before reports whether j goes before u within their name: ordinary
+// before suspects, then more asked first, then older first.
+func (j *Job) before(u *Job) bool {
+	if js, us := j.suspect(), u.suspect(); js != us {
+		return us
+	}
+	if j.asks != u.asks {
+		return j.asks > u.asks
+	}
+	return j.arrived < u.arrived
+}
+
+// outranks reports whether j may take u's place in a full name queue:
+// only by going strictly before it on suspicion or asks, not on age.
+func (j *Job) outranks(u *Job) bool {
+	if js, us := j.suspect(), u.suspect(); js != us {
+		return us
+	}
+	return j.asks > u.asks
+}

@@ -1,0 +1,209 @@
+package sched
+
+import (
+	"container/list"
+	"slices"
+)
+
+// fairQueue holds the queued jobs by name, names in service order. A
+// plain helper: the Scheduler calls it under its lock.
+type fairQueue struct {
+	names map[string]*nameQueue // names with queued jobs
+	ring  list.List             // of *nameQueue, in service order
+	len   int                   // jobs queued
+	work  int64                 // their bytes of work
+}
+
+// nameQueue holds one name's queued jobs in service order (see
+// Job.before).
+type nameQueue struct {
+	name string
+	jobs []*Job
+	elem *list.Element // in fairQueue.ring
+}
+
+func newFairQueue() fairQueue {
+	return fairQueue{names: make(map[string]*nameQueue)}
+}
+
+// of returns name's queue, or nil when it has no job queued.
+func (q *fairQueue) of(name string) *nameQueue { return q.names[name] }
+
+// push queues j behind the other names.
+func (q *fairQueue) push(j *Job) {
+	nq := q.names[j.name]
+	if nq == nil {
+		nq = &nameQueue{name: j.name}
+		nq.elem = q.ring.PushBack(nq)
+		q.names[j.name] = nq
+	}
+	nq.jobs = append(nq.jobs, j)
+	nq.sort()
+	q.len++
+	q.work += j.work
+}
+
+// remove takes queued j out.
+func (q *fairQueue) remove(j *Job) {
+	nq := q.names[j.name]
+	if nq == nil {
+		return
+	}
+	i := slices.Index(nq.jobs, j)
+	if i < 0 {
+		return
+	}
+	nq.jobs = slices.Delete(nq.jobs, i, i+1)
+	q.len--
+	q.work -= j.work
+	if len(nq.jobs) == 0 {
+		q.ring.Remove(nq.elem)
+		delete(q.names, j.name)
+	}
+}
+
+// pop takes out the job whose turn it is: the first of the name next in
+// turn (see next), whose other jobs then wait for the other names.
+func (q *fairQueue) pop() *Job {
+	nq := q.next()
+	j := nq.jobs[0]
+	q.remove(j)
+	if len(nq.jobs) > 0 {
+		q.ring.MoveToBack(nq.elem)
+	}
+	return j
+}
+
+// next returns the name whose turn it is: the first in ring order that a
+// caller is waiting for (see wanted); when there is none, the first whose
+// first job is not a suspect; when all are suspects, the name of the
+// oldest (suspects are served in arrival order: the node's own password,
+// sent with the herd, goes before the guesses that follow it).
+func (q *fairQueue) next() *nameQueue {
+	var first, oldest *nameQueue
+	for e := q.ring.Front(); e != nil; e = e.Next() {
+		nq := e.Value.(*nameQueue)
+		if nq.wanted() {
+			return nq
+		}
+		if first == nil && !nq.jobs[0].suspect() {
+			first = nq
+		}
+		if oldest == nil || nq.jobs[0].arrived < oldest.jobs[0].arrived {
+			oldest = nq
+		}
+	}
+	if first != nil {
+		return first
+	}
+	return oldest
+}
+
+// waitedFor is called when a caller starts waiting for queued j. A name
+// that a caller starts waiting for goes to the back of the ring: the names
+// callers wait for are served in the order their callers came, so that
+// one who came back early is not overtaken by those coming back after it,
+// which its estimate did not count.
+func (q *fairQueue) waitedFor(j *Job, wasWanted bool) {
+	if nq := q.names[j.name]; nq != nil && !wasWanted && nq.wanted() {
+		q.ring.MoveToBack(nq.elem)
+	}
+}
+
+// cheapen sets the work of name's queued jobs to 0: they will be answered
+// without scrypt.
+func (q *fairQueue) cheapen(name string) {
+	if nq := q.names[name]; nq != nil {
+		for _, j := range nq.jobs {
+			q.work -= j.work
+			j.work = 0
+		}
+	}
+}
+
+// ahead returns the bytes of work served before queued j. Service order:
+// first the names a caller waits for, then the others, then the suspects,
+// oldest first. Within each of the first two groups, round r takes the
+// r-th job that is not a suspect of every name in ring order (a served
+// name moves to the back, keeping the others' order), and a name's jobs
+// are sorted with its suspects last. So ahead of j, at index rj of its
+// name's queue, go: all of the earlier group's jobs, and in j's group
+// every name's jobs before index rj, and at index rj of the names before
+// j's in the ring.
+func (q *fairQueue) ahead(j *Job) int64 {
+	if j.suspect() {
+		return q.aheadOfSuspect(j)
+	}
+	nqJ := q.names[j.name]
+	rj := -1
+	if nqJ != nil {
+		rj = slices.Index(nqJ.jobs, j)
+	}
+	if rj < 0 {
+		return 0 // not queued
+	}
+	wanted := nqJ.wanted()
+	var ahead int64
+	before := true // nq comes before j's name in the ring
+	for e := q.ring.Front(); e != nil; e = e.Next() {
+		nq := e.Value.(*nameQueue)
+		if nq == nqJ {
+			before = false
+		}
+		last := rj // index of the last of nq's jobs served before j
+		if !before {
+			last = rj - 1
+		}
+		if w := nq.wanted(); w != wanted {
+			if !w {
+				continue // served after j's group
+			}
+			last = len(nq.jobs) - 1
+		}
+		for _, u := range nq.jobs[:min(last+1, len(nq.jobs))] {
+			if u.suspect() {
+				break
+			}
+			ahead += u.work
+		}
+	}
+	return ahead
+}
+
+// aheadOfSuspect returns the bytes of work served before suspect j: every
+// job that is not a suspect and every older suspect.
+func (q *fairQueue) aheadOfSuspect(j *Job) int64 {
+	var ahead int64
+	for e := q.ring.Front(); e != nil; e = e.Next() {
+		for _, u := range e.Value.(*nameQueue).jobs {
+			if !u.suspect() || u.arrived < j.arrived {
+				ahead += u.work
+			}
+		}
+	}
+	return ahead
+}
+
+// sort puts nq's jobs in service order.
+func (nq *nameQueue) sort() {
+	slices.SortStableFunc(nq.jobs, func(x, y *Job) int {
+		switch {
+		case x.before(y):
+			return -1
+		case y.before(x):
+			return 1
+		}
+		return 0
+	})
+}
+
+// wanted reports whether a caller is waiting for one of nq's jobs that is
+// not a suspect.
+func (nq *nameQueue) wanted() bool {
+	for _, j := range nq.jobs {
+		if j.waiters > 0 && !j.suspect() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,156 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// oneSecondJobs returns a one-slot Scheduler whose estimates take a job
+// of 1 MiB (what join makes) to cost 1 s.
+func oneSecondJobs(maxWait time.Duration) *Scheduler {
+	s := New(Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: maxWait})
+	s.Calibrate(time.Second, 1<<20)
+	return s
+}
+
+// TestWaitSendsAwayAtArrival: a caller whose result cannot come within
+// MaxWait even at the best is told so at once, with the job still queued
+// and a come-back time MaxWait/2 before its estimated completion.
+func TestWaitSendsAwayAtArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := oneSecondJobs(1500 * time.Millisecond)
+		join(s, "running", "a", false)
+		queued, _ := join(s, "late", "b", false)
+		start := time.Now()
+		err := s.Wait(context.Background(), queued)
+		var o *Overload
+		if !errors.As(err, &o) || !o.Queued {
+			t.Fatalf("Wait: %v, want a queued Overload", err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("sent away after %v, want at once", waited)
+		}
+		// Done in 2 s (1 s running, 1 s its own), asked back 0.75 s earlier.
+		if o.After != 1250*time.Millisecond {
+			t.Fatalf("After %v, want 1.25 s", o.After)
+		}
+		if queued.state != Queued || queued.waiters != 0 {
+			t.Fatalf("job %v with %d waiters after its caller left, want queued with none", queued.state, queued.waiters)
+		}
+	})
+}
+
+// TestWaitHoldsWhatFits: a caller whose result is expected within MaxWait
+// is held until it comes, however slowly the work goes.
+func TestWaitHoldsWhatFits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := oneSecondJobs(8 * time.Second)
+		running, _ := join(s, "running", "a", false)
+		queued, _ := join(s, "next", "b", false)
+		got := make(chan error, 1)
+		go func() { got <- s.Wait(context.Background(), queued) }()
+		time.Sleep(time.Second)
+		done(s, running)
+		time.Sleep(time.Second)
+		s.Release(queued, time.Second, time.Second)
+		s.Finish(queued, nil)
+		if err := <-got; err != nil {
+			t.Fatalf("Wait: %v, want the job's result", err)
+		}
+	})
+}
+
+// TestWaitSuspectWaitsOutMaxWait: a suspect is not sent away early: it is
+// held for MaxWait in case spare capacity comes, then told to come back.
+func TestWaitSuspectWaitsOutMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := oneSecondJobs(2 * time.Second)
+		join(s, "running", "a", false)
+		join(s, "other", "b", false)
+		join(s, "third", "c", false)
+		guess, _ := join(s, "attacked", "guess", true)
+		if !guess.suspect() {
+			t.Fatal("a first ask for a failing name is not a suspect")
+		}
+		start := time.Now()
+		err := s.Wait(context.Background(), guess)
+		var o *Overload
+		if !errors.As(err, &o) || !o.Queued {
+			t.Fatalf("Wait: %v, want a queued Overload", err)
+		}
+		if waited := time.Since(start); waited != 2*time.Second {
+			t.Fatalf("suspect held %v, want MaxWait (2 s)", waited)
+		}
+	})
+}
+
+// TestLastWaiterLeavesWhileRunning: a job whose only caller leaves goes
+// on; its result is published to later callers and it leaves the
+// scheduler only when its runner finishes it.
+func TestLastWaiterLeavesWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := oneSecondJobs(8 * time.Second)
+		j, created, err := s.Join(context.Background(), Request{Key: keyOf("pw"), Name: "n", Work: 1 << 20})
+		if err != nil || !created || j.state != Running {
+			t.Fatalf("Join: %v, created %v, state %v", err, created, j.state)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		got := make(chan error, 1)
+		go func() { got <- s.Wait(ctx, j) }()
+		synctest.Wait()
+		cancel()
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait after its context ended: %v", err)
+		}
+		if j.waiters != 0 || s.Jobs() != 1 || j.state != Running {
+			t.Fatalf("after the caller left: %d waiters, %d jobs, state %v; want 0, 1, running", j.waiters, s.Jobs(), j.state)
+		}
+		again, created, _ := s.Join(context.Background(), Request{Key: keyOf("pw"), Name: "n", Work: 1 << 20})
+		if created || again != j {
+			t.Fatal("a later caller did not join the running job")
+		}
+		time.Sleep(time.Second)
+		s.Release(j, time.Second, time.Second)
+		s.Finish(j, errors.New("the result"))
+		if err := s.Wait(context.Background(), again); err == nil || err.Error() != "the result" {
+			t.Fatalf("later caller got %v", err)
+		}
+		if s.Jobs() != 0 {
+			t.Fatalf("%d jobs after the only one finished", s.Jobs())
+		}
+	})
+}
+
+// TestJoinAfterClose: Join takes no new work after Close.
+func TestJoinAfterClose(t *testing.T) {
+	s := newTest(1, 10, 2)
+	s.Close()
+	if _, _, err := s.Join(context.Background(), Request{Key: keyOf("new"), Name: "z", Work: 1}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Join after Close: %v", err)
+	}
+}
+
+// TestPendingHoldsNoSlot: a job created Pending holds no slot while its
+// runner does I/O, and asks for one with Acquire.
+func TestPendingHoldsNoSlot(t *testing.T) {
+	s := newTest(1, 10, 2)
+	p, created, err := s.Join(context.Background(), Request{Key: keyOf("enroll"), Name: "new", Work: 1 << 20, Later: true})
+	if err != nil || !created || p.state != Pending {
+		t.Fatalf("Join Later: %v, created %v, state %v", err, created, p.state)
+	}
+	other := mustEnqueue(t, s, "other")
+	if !granted(other) {
+		t.Fatal("a pending job kept the free slot")
+	}
+	go done(s, other)
+	if _, err := s.Acquire(context.Background(), p); err != nil || !granted(p) {
+		t.Fatalf("Acquire: %v, state %v", err, p.state)
+	}
+	done(s, p)
+	if r, q := s.Load(); r != 0 || q != 0 || s.Jobs() != 0 {
+		t.Fatalf("load %d running, %d queued, %d jobs", r, q, s.Jobs())
+	}
+}
