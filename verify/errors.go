@@ -36,7 +36,8 @@ var (
 	// error also has a RetryAfter() time.Duration method; see OverloadError.
 	ErrOverloaded = errors.New("verify: overloaded")
 
-	// ErrClosed is returned by a Verifier after Close.
+	// ErrClosed is returned by every call to a Verifier after Close, and
+	// to the callers whose work Close cut short.
 	ErrClosed = errors.New("verify: verifier closed")
 )
 

@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/nodepass/nodepass/cache"
@@ -31,8 +32,9 @@ type Verifier struct {
 	sched      *sched.Scheduler // the key → job map and the queue
 	fails      *failures
 	stats      counters
-	base       context.Context // cancelled by Close; every job's context ends with it
-	cancel     context.CancelFunc
+	closed     atomic.Bool
+	base       context.Context // cancelled by Close with ErrClosed; every job's context ends with it
+	cancel     context.CancelCauseFunc
 	wg         sync.WaitGroup // job runners
 
 	// The hash functions, replaceable in tests.
@@ -95,7 +97,7 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	if err != nil { // resolve checked it
 		return nil, fmt.Errorf("verify: Options.Params: %v", err)
 	}
-	base, cancel := context.WithCancel(context.Background())
+	base, cancel := context.WithCancelCause(context.Background())
 	return &Verifier{
 		store:      store,
 		opts:       o,
@@ -130,7 +132,8 @@ func New(store Store, opts *Options) (*Verifier, error) {
 // for a node that keeps failing is answered after a delay (see
 // Options.MaxFailDelay), or when ctx ends if that is sooner.
 func (v *Verifier) Verify(ctx context.Context, node, password string) error {
-	if err := v.checkInput(node, password); err != nil {
+	node, err := v.checkInput(node, password)
+	if err != nil {
 		return err
 	}
 	stored, err := v.get(ctx, node)
@@ -151,7 +154,8 @@ func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 // Errors and ctx are as for Verify, except that ErrNotFound is not
 // returned.
 func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
-	if err := v.checkInput(node, password); err != nil {
+	node, err := v.checkInput(node, password)
+	if err != nil {
 		return err
 	}
 	stored, err := v.get(ctx, node)
@@ -194,18 +198,41 @@ func (v *Verifier) Stats() Stats {
 	}
 }
 
-// Close stops the Verifier: later calls return ErrClosed, queued work is
-// dropped (its waiters get ErrClosed) and Close waits for the computations
-// already running, at most one scrypt per slot. It is safe to call more
-// than once.
+// Close stops the Verifier: every later call returns ErrClosed (a cached
+// answer too), work cut short (queued, or in a Store call) ends with
+// ErrClosed for its waiters, and Close waits for the computations already
+// running, at most one scrypt per slot. It is safe to call more than once.
 func (v *Verifier) Close() error {
+	v.closed.Store(true)
 	v.sched.Close()
-	v.cancel()
+	v.cancel(ErrClosed)
 	v.wg.Wait()
 	return nil
 }
 
-func (v *Verifier) checkInput(node, password string) error {
+// checkInput refuses what no Store should see, and everything once the
+// Verifier is closed. It returns the node name in the one form every part
+// of the Verifier uses (the Store, the cache keys, the scheduler's names
+// and the failure counts): lower case, as k3s lower-cases the
+// K3s-Node-Name header and the node-password secret's name. Names that
+// differ only in case are one node, so spreading guesses over Node-1 and
+// NODE-1 gains nothing. An all-lower-case name is returned as is, without
+// allocating.
+func (v *Verifier) checkInput(node, password string) (string, error) {
+	if v.closed.Load() {
+		return "", ErrClosed
+	}
+	if err := v.checkRaw(node, password); err != nil {
+		return "", err
+	}
+	node = strings.ToLower(node)
+	if len(node) > MaxNodeNameLen { // lower case can be longer in UTF-8
+		return "", fmt.Errorf("%w: node name is %d bytes in lower case, limit %d", ErrInvalidInput, len(node), MaxNodeNameLen)
+	}
+	return node, nil
+}
+
+func (v *Verifier) checkRaw(node, password string) error {
 	switch {
 	case node == "":
 		return fmt.Errorf("%w: empty node name", ErrInvalidInput)

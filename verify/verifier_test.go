@@ -709,16 +709,20 @@ func TestClose(t *testing.T) {
 	waitFor(t, "b to queue", func() bool { return v.Stats().Queued == 1 })
 	closed := make(chan struct{})
 	go func() { v.Close(); close(closed) }()
-	if err := <-b; !errors.Is(err, context.Canceled) {
-		t.Fatalf("queued work on Close: %v", err)
+	if err := <-b; err != ErrClosed {
+		t.Fatalf("queued work on Close: %v, want ErrClosed", err)
 	}
 	close(g.release) // Close waits for the running computation
 	<-closed
 	if err := <-a; err != nil {
 		t.Fatal(err)
 	}
-	if err := v.Verify(ctx, "a", "pw"); err != nil {
-		t.Fatalf("cached answer after Close: %v", err) // cache hits need no work
+	if st := v.Stats(); st.ScryptRuns != 1 {
+		t.Fatalf("stats %+v: want the running computation finished, the queued one dropped", st)
+	}
+	// Its outcome is cached, but the Verifier is closed: no answer but ErrClosed.
+	if err := v.Verify(ctx, "a", "pw"); err != ErrClosed {
+		t.Fatalf("cached tuple after Close: %v, want ErrClosed", err)
 	}
 	if err := v.Verify(ctx, "b", "pw"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("new work after Close: %v", err)

@@ -47,10 +47,12 @@ func (v *Verifier) share(ctx context.Context, r sched.Request, work func(context
 // result, not a dead process.
 func (v *Verifier) run(j *sched.Job, work func(context.Context, *sched.Job) error) {
 	defer v.wg.Done()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.Context()), v.opts.WorkTimeout)
-	defer cancel()
-	stop := context.AfterFunc(v.base, cancel)
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(j.Context()))
+	defer cancel(nil)
+	stop := context.AfterFunc(v.base, func() { cancel(ErrClosed) })
 	defer stop()
+	ctx, cancelTimeout := context.WithTimeout(ctx, v.opts.WorkTimeout)
+	defer cancelTimeout()
 
 	var err error
 	func() {
@@ -62,6 +64,9 @@ func (v *Verifier) run(j *sched.Job, work func(context.Context, *sched.Job) erro
 		}()
 		pprof.Do(ctx, scryptLabels, func(ctx context.Context) { err = work(ctx, j) })
 	}()
+	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		err = ErrClosed // cut short by Close, wherever it was
+	}
 	v.sched.Finish(j, err)
 }
 
@@ -71,7 +76,7 @@ func (v *Verifier) acquire(ctx context.Context, j *sched.Job) error {
 	waited, err := v.sched.Acquire(ctx, j)
 	if err != nil {
 		var o *sched.Overload
-		if errors.As(err, &o) || errors.Is(err, sched.ErrClosed) {
+		if errors.As(err, &o) || errors.Is(err, ErrClosed) {
 			return err // displaced, or closed: the callers are told so
 		}
 		return fmt.Errorf("verify: waiting for a scrypt slot: %w", err)

@@ -1,0 +1,57 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// TestCloseDuringCreate: an enrollment whose Store.Create Close cuts short
+// answers ErrClosed, not the store's context error.
+func TestCloseDuringCreate(t *testing.T) {
+	s := newCountingStore()
+	entered := make(chan struct{})
+	s.createHook = func(ctx context.Context) error {
+		close(entered)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	v := newTestVerifier(t, s, nil)
+	got := make(chan error, 1)
+	go func() { got <- v.Ensure(context.Background(), "n", "pw") }()
+	<-entered
+	v.Close()
+	if err := <-got; err != ErrClosed {
+		t.Fatalf("enrollment cut short by Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestNamesAreCaseInsensitive: names that differ only in case are one
+// node for every defence: the store, the cache, known-match rejects and
+// the failure count.
+func TestNamesAreCaseInsensitive(t *testing.T) {
+	s := NewMemoryStore()
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	if err := v.Ensure(ctx, "Node-1", "right"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "node-1"); err != nil {
+		t.Fatalf("stored under %v, want the lower-case name", err)
+	}
+	if err := v.Verify(ctx, "NODE-1", "right"); err != nil {
+		t.Fatalf("upper case: %v", err)
+	}
+	for i, n := range []string{"Node-1", "NODE-1", "node-1", "nOdE-1"} {
+		if err := v.Ensure(ctx, n, fmt.Sprint("guess-", i)); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			t.Fatalf("%s: %v", n, err)
+		}
+	}
+	if st := v.Stats(); st.ScryptRuns != 1 || st.KnownMatchRejects != 4 {
+		t.Fatalf("stats %+v: want 1 scrypt (the enrollment) and every case variant's guess a known-match reject", st)
+	}
+	if !v.fails.failing("node-1") || v.fails.delay("node-1") == 0 && v.opts.MaxFailDelay > 0 {
+		t.Fatal("the mismatches of the case variants were not counted against one name")
+	}
+}
