@@ -2,15 +2,22 @@
 // headers k3s and RKE2 agents send (K3s-Node-Name, K3s-Node-Password,
 // K3s-Node-Ip, or Rke2-... for RKE2) and answers like a k3s server does:
 //
-//	400 Bad Request          missing or invalid headers
+//	400 Bad Request          missing or invalid headers, invalid node name or password
 //	401 Unauthorized         unknown node (a Verifier that does not enroll)
-//	403 Forbidden            wrong password
-//	503 Service Unavailable  overloaded; Retry-After says when to come back
-//	500 Internal Server Error store failure or corrupt stored hash
+//	403 Forbidden            wrong password, or a stored hash that cannot be read
+//	503 Service Unavailable  overloaded or shutting down; Retry-After says when to come back
+//	500 Internal Server Error store failure
 //
 // On success the wrapped handler runs with the verified Node in the request
-// context (see NodeFromContext). Failures on the server's side are logged;
-// responses never carry their details.
+// context (see NodeFromContext). Every failure is answered with a fixed
+// text for its status; the details (which field was wrong, what the store
+// said) go to the Logger only.
+//
+// A stored hash that cannot be parsed (a secret without hash data, or
+// with a corrupt one) is answered 403, as k3s does: its agent then prints
+// that the node password was rejected and may not match the server's
+// entry, which points the operator at the secret, whereas a 500 makes it
+// retry silently for ever. The server logs the node's name.
 package httpauth
 
 import (
@@ -158,9 +165,12 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 	switch {
 	case errors.Is(err, verify.ErrMismatchedHashAndPassword):
 		http.Error(w, "node password rejected", http.StatusForbidden)
+	case errors.Is(err, verify.ErrInvalidHash):
+		a.log.ErrorContext(r.Context(), "httpauth: stored node password hash is invalid; rewrite or delete the node's secret", "node", node, "err", err)
+		http.Error(w, "node password rejected", http.StatusForbidden)
 	case errors.Is(err, verify.ErrInvalidInput):
-		// The message names the field and its limit, never its value.
-		http.Error(w, strings.TrimPrefix(err.Error(), "verify: "), http.StatusBadRequest)
+		a.log.InfoContext(r.Context(), "httpauth: invalid node name or password", "node", node, "err", err)
+		http.Error(w, "invalid node name or password", http.StatusBadRequest)
 	case errors.Is(err, verify.ErrNotFound):
 		http.Error(w, "unknown node", http.StatusUnauthorized)
 	case errors.As(err, &retry) || errors.Is(err, verify.ErrOverloaded):
@@ -171,6 +181,9 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		http.Error(w, "server busy verifying node passwords, retry later", http.StatusServiceUnavailable)
 	case errors.Is(err, verify.ErrClosed):
+		// Agents go to another server; one that honours Retry-After comes
+		// back here soon, in case this one restarts.
+		w.Header().Set("Retry-After", "1")
 		http.Error(w, "server shutting down", http.StatusServiceUnavailable)
 	case r.Context().Err() != nil:
 		// The client has gone; nobody reads this answer.

@@ -87,12 +87,14 @@ func TestStatusCodes(t *testing.T) {
 		{"no password", map[string]string{"K3s-Node-Name": "a"}, nil, 400, "", "missing K3s-Node-Password"},
 		{"mismatch", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, verify.ErrMismatchedHashAndPassword, 403, "", "rejected"},
 		{"wrapped mismatch", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, fmt.Errorf("x: %w", verify.ErrMismatchedHashAndPassword), 403, "", "rejected"},
-		{"invalid input", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, fmt.Errorf("%w: password is 2000 bytes, limit 1024", verify.ErrInvalidInput), 400, "", "limit 1024"},
+		{"invalid input", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, fmt.Errorf("%w: password is 2000 bytes, limit 1024", verify.ErrInvalidInput), 400, "", "invalid node name or password"},
+		{"invalid input from the store", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, fmt.Errorf("verify: store Get(\"a\"): kube: %w: must match regex [a-z0-9]: %w", verify.ErrInvalidInput, secret), 400, "", "invalid node name or password"},
 		{"unknown", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, verify.ErrNotFound, 401, "", "unknown node"},
 		{"overloaded", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, overload, 503, "3", "busy"},
 		{"overloaded sentinel only", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, verify.ErrOverloaded, 503, "1", "busy"},
 		{"store failure", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, secret, 500, "", "internal error"},
-		{"corrupt hash", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, fmt.Errorf("%w: salt is not hex", verify.ErrInvalidHash), 500, "", "internal error"},
+		{"corrupt hash", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, fmt.Errorf("%w: salt is not hex", verify.ErrInvalidHash), 403, "", "rejected"},
+		{"closed", map[string]string{"K3s-Node-Name": "a", "K3s-Node-Password": "pw"}, verify.ErrClosed, 503, "1", "shutting down"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,8 +118,12 @@ func TestStatusCodes(t *testing.T) {
 			if !strings.Contains(body, tt.wantBody) {
 				t.Errorf("body %q does not contain %q", body, tt.wantBody)
 			}
-			if strings.Contains(body, "secret-internal-detail") {
-				t.Errorf("body leaks the store error: %q", body)
+			if strings.Contains(body, "secret-internal-detail") || strings.Contains(body, "regex") || strings.Contains(body, "limit") {
+				t.Errorf("body leaks the error's details: %q", body)
+			}
+			if tt.err != nil && !errors.Is(tt.err, verify.ErrMismatchedHashAndPassword) && !errors.Is(tt.err, verify.ErrNotFound) &&
+				!errors.Is(tt.err, verify.ErrOverloaded) && !errors.Is(tt.err, verify.ErrClosed) && !strings.Contains(logs.String(), "err=") {
+				t.Errorf("details of %v not logged: %q", tt.err, logs.String())
 			}
 			if tt.wantStatus == 400 && called && tt.err == nil {
 				t.Error("Verifier called for a request with missing headers")
@@ -211,4 +217,45 @@ func TestWithVerifier(t *testing.T) {
 	if s := v.Stats(); s.Enrollments != 1 || s.ScryptRuns != 1 || s.CacheHits != 3 || s.KnownMatchRejects != 1 {
 		t.Fatalf("stats %+v: want 1 enrollment, 1 scrypt run, 3 cache hits", s)
 	}
+}
+
+// TestCloseAnswers503: requests that a closing Verifier cuts short, and
+// those after it, get 503 with a Retry-After over a real listener, not
+// 500, so that agents go to another server.
+func TestCloseAnswers503(t *testing.T) {
+	var logs bytes.Buffer
+	store := &gatedStore{MemoryStore: verify.NewMemoryStore(), entered: make(chan struct{})}
+	v, err := verify.New(store, &verify.Options{Params: verify.Params{LogN: 4, R: 8, P: 1, KeyLen: 64, SaltLen: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, v, &httpauth.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	hdr := map[string]string{"K3s-Node-Name": "worker-1", "K3s-Node-Password": "0123456789abcdef0123456789abcdef"}
+	cut := make(chan *http.Response, 1)
+	go func() {
+		resp, _ := get(t, srv, hdr) // an enrollment whose Store.Create hangs
+		cut <- resp
+	}()
+	<-store.entered
+	v.Close()
+	for _, resp := range []*http.Response{<-cut, func() *http.Response { r, _ := get(t, srv, hdr); return r }()} {
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("status %d, Retry-After %q; want 503 with a Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if strings.Contains(logs.String(), "check failed") {
+		t.Fatalf("a shutdown was logged as a failure: %q", logs.String())
+	}
+}
+
+// gatedStore's Create blocks until its context ends.
+type gatedStore struct {
+	*verify.MemoryStore
+	entered chan struct{}
+}
+
+func (s *gatedStore) Create(ctx context.Context, node, hash string) error {
+	close(s.entered)
+	<-ctx.Done()
+	return ctx.Err()
 }
