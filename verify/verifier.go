@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/nodepass/nodepass/cache"
