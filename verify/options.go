@@ -17,6 +17,7 @@ const (
 	DefaultWorkTimeout      = 2 * time.Minute
 	DefaultMaxQueuedPerNode = 4
 	DefaultMaxFailDelay     = 2 * time.Second
+	DefaultEnrollRetryFor   = 10 * time.Minute
 	// MaxNodeNameLen is the longest node name accepted: a DNS subdomain.
 	MaxNodeNameLen = 253
 )
@@ -84,6 +85,34 @@ type Options struct {
 	// hanging store from holding it forever. Default 2 min.
 	WorkTimeout time.Duration
 
+	// EnrollFailOpen lets a new node in when its hash cannot be stored, as
+	// k3s does: an outage of what guards secret creation (a validating
+	// webhook whose pods need new nodes to run, say) then does not lock
+	// every new node out. It applies only to a node with no stored hash,
+	// and only when Store.Create fails with an error other than
+	// ErrExists. Ensure then answers nil, the password that was let in is
+	// the only one accepted for that node until its hash is stored, and
+	// the Verifier retries the Create in the background, one retry loop
+	// per node, 5 s apart doubling up to 1 min, for at most
+	// EnrollRetryFor; OnDeferredEnrollment hears how it ended. At most
+	// MaxQueue nodes wait this way at once; past that, enrollments fail
+	// closed. Off by default: a node let in this way has proven nothing
+	// but that it knows its own password's hash was not stored yet.
+	EnrollFailOpen bool
+
+	// EnrollRetryFor bounds the background retries of an enrollment let
+	// in by EnrollFailOpen. Default 10 min.
+	EnrollRetryFor time.Duration
+
+	// OnDeferredEnrollment, if not nil, is called once for each enrollment
+	// that EnrollFailOpen let in, from the goroutine retrying it: with nil
+	// once its hash is stored; with an error wrapping
+	// ErrMismatchedHashAndPassword when another hash was stored for the
+	// node meanwhile (from then on the node is verified against that
+	// hash); or with the last store error when the retries ran out or the
+	// Verifier was closed (the node's next request enrolls it anew).
+	OnDeferredEnrollment func(node string, err error)
+
 	// Cache configures the verified-tuple cache; nil means its defaults
 	// (matches kept 1 h, mismatches 1 min).
 	Cache *cache.Options
@@ -136,6 +165,7 @@ func (o *Options) resolve() (Options, error) {
 		{"MaxQueue", int64(r.MaxQueue)},
 		{"WorkTimeout", int64(r.WorkTimeout)},
 		{"MaxQueuedPerNode", int64(r.MaxQueuedPerNode)},
+		{"EnrollRetryFor", int64(r.EnrollRetryFor)},
 	} {
 		if f.v < 0 {
 			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
@@ -158,6 +188,9 @@ func (o *Options) resolve() (Options, error) {
 	}
 	if r.MaxQueuedPerNode == 0 {
 		r.MaxQueuedPerNode = DefaultMaxQueuedPerNode
+	}
+	if r.EnrollRetryFor == 0 {
+		r.EnrollRetryFor = DefaultEnrollRetryFor
 	}
 	if r.MaxFailDelay == 0 {
 		r.MaxFailDelay = DefaultMaxFailDelay

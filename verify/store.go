@@ -17,6 +17,26 @@ type Store interface {
 	Create(ctx context.Context, node, hash string) error
 }
 
+// FreshGetter is implemented by a Store whose Get may answer from a cache
+// that lags behind writes made elsewhere, as kube's Store reads an
+// informer cache. Before Ensure hashes a new node's password it confirms
+// Get's ErrNotFound with GetFresh, a read that sees every write completed
+// before it (one API call for kube), so that a node just enrolled by
+// another server is verified against that hash instead of costing one
+// scrypt and one failing Create, as k3s reads the API before it creates.
+//
+// It costs at most one GetFresh per enrollment computation: under a flood
+// of new names, at most one per distinct (node, password) that reaches
+// the scheduler, so no more than MaxQueue + MaxConcurrent at a time, and
+// an implementation may rate-limit them further by answering ErrNotFound
+// from its cache when its own budget is spent (the Create then settles
+// it, as without GetFresh).
+type FreshGetter interface {
+	// GetFresh is Get without the cache: node's stored hash, or an error
+	// wrapping ErrNotFound.
+	GetFresh(ctx context.Context, node string) (string, error)
+}
+
 // MemoryStore is a Store in process memory, for tests, benchmarks and
 // single-process servers. It is safe for concurrent use; the zero value is
 // not usable, use NewMemoryStore.

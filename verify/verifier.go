@@ -33,9 +33,13 @@ type Verifier struct {
 	fails      *failures
 	stats      counters
 	closed     atomic.Bool
-	base       context.Context // cancelled by Close with ErrClosed; every job's context ends with it
-	cancel     context.CancelCauseFunc
-	wg         sync.WaitGroup // job runners
+	// pending holds the enrollments Options.EnrollFailOpen let in while
+	// their Create is retried: node → *deferredEnrollment.
+	pending      sync.Map
+	pendingCount atomic.Int64
+	base         context.Context // cancelled by Close with ErrClosed; every job's context ends with it
+	cancel       context.CancelCauseFunc
+	wg           sync.WaitGroup // job runners
 
 	// The hash functions, replaceable in tests.
 	compare  func(h *hash, password string) error
@@ -44,7 +48,7 @@ type Verifier struct {
 
 type counters struct {
 	scryptRuns, cacheHits, shared, shed, mismatches, knownMatchRejects,
-	enrollments, storeErrors, panics atomic.Uint64
+	enrollments, storeErrors, panics, failOpenEnrollments, failOpenFailures atomic.Uint64
 }
 
 // Stats are a Verifier's counters since New. Counters only grow; InFlight
@@ -73,6 +77,12 @@ type Stats struct {
 	StoreErrors uint64
 	// Panics counts panics recovered in the store or the hasher.
 	Panics uint64
+	// FailOpenEnrollments counts new nodes let in although their hash
+	// could not be stored (Options.EnrollFailOpen); FailOpenFailures
+	// those of them whose hash was never stored or lost to another.
+	FailOpenEnrollments, FailOpenFailures uint64
+	// FailOpenPending is the number of such enrollments being retried now.
+	FailOpenPending uint64
 	// InFlight is the number of scrypt computations running now.
 	InFlight uint64
 	// Queued is the number of computations waiting for a slot now.
@@ -165,6 +175,9 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	if !errors.Is(err, ErrNotFound) {
 		return err
 	}
+	if err, ok := v.deferred(node, password); ok {
+		return err
+	}
 	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.enroll(ctx, node, password) })
 	if !errors.Is(err, ErrExists) {
 		return err
@@ -184,17 +197,20 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 func (v *Verifier) Stats() Stats {
 	running, queued := v.sched.Load()
 	return Stats{
-		ScryptRuns:        v.stats.scryptRuns.Load(),
-		CacheHits:         v.stats.cacheHits.Load(),
-		Shared:            v.stats.shared.Load(),
-		Shed:              v.stats.shed.Load(),
-		Mismatches:        v.stats.mismatches.Load(),
-		KnownMatchRejects: v.stats.knownMatchRejects.Load(),
-		Enrollments:       v.stats.enrollments.Load(),
-		StoreErrors:       v.stats.storeErrors.Load(),
-		Panics:            v.stats.panics.Load(),
-		InFlight:          uint64(running),
-		Queued:            uint64(queued),
+		ScryptRuns:          v.stats.scryptRuns.Load(),
+		CacheHits:           v.stats.cacheHits.Load(),
+		Shared:              v.stats.shared.Load(),
+		Shed:                v.stats.shed.Load(),
+		Mismatches:          v.stats.mismatches.Load(),
+		KnownMatchRejects:   v.stats.knownMatchRejects.Load(),
+		Enrollments:         v.stats.enrollments.Load(),
+		StoreErrors:         v.stats.storeErrors.Load(),
+		Panics:              v.stats.panics.Load(),
+		FailOpenEnrollments: v.stats.failOpenEnrollments.Load(),
+		FailOpenFailures:    v.stats.failOpenFailures.Load(),
+		FailOpenPending:     uint64(v.pendingCount.Load()),
+		InFlight:            uint64(running),
+		Queued:              uint64(queued),
 	}
 }
 
@@ -254,39 +270,45 @@ func (v *Verifier) checkRaw(node, password string) error {
 	return nil
 }
 
-// get reads node's hash. ErrNotFound passes through; other failures,
-// panics included, become store errors.
-func (v *Verifier) get(ctx context.Context, node string) (stored string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			v.stats.panics.Add(1)
-			v.stats.storeErrors.Add(1)
-			err = fmt.Errorf("verify: store Get(%q) panicked: %v", node, r)
-		}
-	}()
-	stored, err = v.store.Get(ctx, node)
-	if err == nil || errors.Is(err, ErrNotFound) {
-		return stored, err
-	}
-	v.stats.storeErrors.Add(1)
-	return "", fmt.Errorf("verify: store Get(%q): %w", node, err)
+// get reads node's hash (see storeCall).
+func (v *Verifier) get(ctx context.Context, node string) (string, error) {
+	return storeCall(v, "Get", node, func() (string, error) { return v.store.Get(ctx, node) })
 }
 
-// create stores a new node's hash. ErrExists passes through.
-func (v *Verifier) create(ctx context.Context, node, stored string) (err error) {
+// getFresh is get past the store's cache, where it has one (FreshGetter).
+func (v *Verifier) getFresh(ctx context.Context, node string) (string, error) {
+	fg, ok := v.store.(FreshGetter)
+	if !ok {
+		return v.get(ctx, node)
+	}
+	return storeCall(v, "GetFresh", node, func() (string, error) { return fg.GetFresh(ctx, node) })
+}
+
+// create stores a new node's hash (see storeCall).
+func (v *Verifier) create(ctx context.Context, node, stored string) error {
+	_, err := storeCall(v, "Create", node, func() (struct{}, error) { return struct{}{}, v.store.Create(ctx, node, stored) })
+	return err
+}
+
+// storeCall calls the store's op for node. ErrNotFound and ErrExists pass
+// through as the store wrapped them; any other failure, a panic included,
+// is counted and wrapped with the call it came from.
+func storeCall[T any](v *Verifier, op, node string, call func() (T, error)) (res T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v.stats.panics.Add(1)
 			v.stats.storeErrors.Add(1)
-			err = fmt.Errorf("verify: store Create(%q) panicked: %v", node, r)
+			var zero T
+			res, err = zero, fmt.Errorf("verify: store %s(%q) panicked: %v", op, node, r)
 		}
 	}()
-	err = v.store.Create(ctx, node, stored)
-	if err == nil || errors.Is(err, ErrExists) {
-		return err
+	res, err = call()
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
+		return res, err
 	}
 	v.stats.storeErrors.Add(1)
-	return fmt.Errorf("verify: store Create(%q): %w", node, err)
+	var zero T
+	return zero, fmt.Errorf("verify: store %s(%q): %w", op, node, err)
 }
 
 // verifyStored answers from the cache or from a shared computation, and
@@ -419,10 +441,11 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 	r := sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork, Later: true}
 	return v.share(ctx, r, func(ctx context.Context, j *sched.Job) error {
 		// A request that found no hash may arrive just after an identical
-		// enrollment finished: look again before hashing, so that it
-		// verifies against the new hash (a cache hit) instead of hashing
-		// anew. The job holds no slot while it reads the store.
-		if _, err := v.get(ctx, node); err == nil {
+		// enrollment finished, or another server may have enrolled the
+		// node a moment ago (see FreshGetter): look again before hashing,
+		// so that it verifies against that hash instead of hashing anew.
+		// The job holds no slot while it reads the store.
+		if _, err := v.getFresh(ctx, node); err == nil {
 			return fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, node)
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
@@ -439,7 +462,16 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 			return err
 		}
 		if err := v.create(ctx, node, stored); err != nil {
-			return err
+			if errors.Is(err, ErrExists) {
+				return err
+			}
+			if err := v.failOpen(node, key, stored, err); err != nil {
+				return err
+			}
+			// Let in: once the retry stores the hash, the node's requests
+			// are cache hits.
+			v.recordMatch(node, v.cache.PairKey(node, stored), v.cache.Key(node, stored, password), p.KeyLen)
+			return nil
 		}
 		v.recordMatch(node, v.cache.PairKey(node, stored), v.cache.Key(node, stored, password), p.KeyLen)
 		v.stats.enrollments.Add(1)

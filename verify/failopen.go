@@ -1,0 +1,100 @@
+package verify
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nodepass/nodepass/cache"
+)
+
+// deferredEnrollment is a node let in by Options.EnrollFailOpen whose hash
+// is not stored yet. Set once, then read-only.
+type deferredEnrollment struct {
+	key  cache.Key // the enrollment key of the password let in
+	hash string    // its hash, retried with Store.Create
+}
+
+// Retry schedule of a deferred enrollment's Create.
+const (
+	enrollRetryFirst = 5 * time.Second
+	enrollRetryMax   = time.Minute
+)
+
+// deferred answers a request for a node whose enrollment was let in and
+// is still being retried: the password let in passes, any other fails.
+func (v *Verifier) deferred(node, password string) (err error, ok bool) {
+	d, ok := v.pending.Load(node)
+	if !ok {
+		return nil, false
+	}
+	key := v.cache.Key(node, "", password)
+	if subtle.ConstantTimeCompare(key[:], d.(*deferredEnrollment).key[:]) == 1 {
+		v.stats.cacheHits.Add(1)
+		return nil, true
+	}
+	v.stats.mismatches.Add(1)
+	v.fails.mismatch(node)
+	return ErrMismatchedHashAndPassword, true
+}
+
+// failOpen lets in an enrollment whose Create failed with createErr, if
+// Options.EnrollFailOpen allows it, and starts its background retry. It
+// returns createErr when it does not.
+func (v *Verifier) failOpen(node string, key cache.Key, stored string, createErr error) error {
+	if !v.opts.EnrollFailOpen || errors.Is(createErr, ErrClosed) || v.pendingCount.Load() >= int64(v.opts.MaxQueue) {
+		return createErr
+	}
+	d := &deferredEnrollment{key: key, hash: stored}
+	if first, loaded := v.pending.LoadOrStore(node, d); loaded {
+		// Another enrollment of the node was let in first: only its
+		// password passes.
+		if subtle.ConstantTimeCompare(key[:], first.(*deferredEnrollment).key[:]) == 1 {
+			return nil
+		}
+		return ErrMismatchedHashAndPassword
+	}
+	v.pendingCount.Add(1)
+	v.stats.failOpenEnrollments.Add(1)
+	v.wg.Add(1)
+	go v.retryEnrollment(node, d, createErr)
+	return nil
+}
+
+// retryEnrollment retries a deferred enrollment's Create until it is
+// stored, another hash is, the retries run out or the Verifier closes.
+func (v *Verifier) retryEnrollment(node string, d *deferredEnrollment, lastErr error) {
+	defer v.wg.Done()
+	ctx, cancel := context.WithTimeout(v.base, v.opts.EnrollRetryFor)
+	defer cancel()
+	err := lastErr
+	for wait := enrollRetryFirst; ; wait = min(2*wait, enrollRetryMax) {
+		sleep(ctx, wait)
+		if ctx.Err() != nil {
+			err = fmt.Errorf("verify: enrollment of %q let in but never stored: %w", node, err)
+			break
+		}
+		err = v.create(ctx, node, d.hash)
+		if errors.Is(err, ErrExists) {
+			if stored, gerr := v.get(ctx, node); gerr == nil && stored != d.hash {
+				err = fmt.Errorf("%w: another hash was stored for %q while its enrollment was let in", ErrMismatchedHashAndPassword, node)
+				break
+			}
+			err = nil // ours, stored by an attempt whose answer was lost
+		}
+		if err == nil {
+			v.stats.enrollments.Add(1)
+			break
+		}
+	}
+	v.pending.Delete(node)
+	v.pendingCount.Add(-1)
+	if err != nil {
+		v.stats.failOpenFailures.Add(1)
+	}
+	if f := v.opts.OnDeferredEnrollment; f != nil {
+		f(node, err)
+	}
+}

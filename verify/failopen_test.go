@@ -1,0 +1,187 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// outageStore's Create fails with a store error while down is set (a
+// validating webhook that is down).
+type outageStore struct {
+	*countingStore
+	down atomic.Bool
+}
+
+var errWebhook = errors.New(`admission webhook "secrets.example" denied the request: connection refused`)
+
+func newOutageStore() *outageStore {
+	s := &outageStore{countingStore: newCountingStore()}
+	s.down.Store(true)
+	s.createHook = func(context.Context) error {
+		if s.down.Load() {
+			return errWebhook
+		}
+		return nil
+	}
+	return s
+}
+
+// deferredLog records OnDeferredEnrollment's calls.
+type deferredLog struct {
+	mu    sync.Mutex
+	calls map[string]error
+}
+
+func (l *deferredLog) record(node string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls == nil {
+		l.calls = make(map[string]error)
+	}
+	l.calls[node] = err
+}
+
+func (l *deferredLog) get(node string) (error, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err, ok := l.calls[node]
+	return err, ok
+}
+
+// TestEnrollFailOpen: with the option on, a new node is let in during a
+// Create outage, only with the password let in first, and its hash is
+// stored by the background retry once the outage ends.
+func TestEnrollFailOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newOutageStore()
+		var log deferredLog
+		v := newTestVerifier(t, s, &Options{EnrollFailOpen: true, OnDeferredEnrollment: log.record})
+		ctx := context.Background()
+		if err := v.Ensure(ctx, "new", "right"); err != nil {
+			t.Fatalf("enrollment during the outage: %v, want let in", err)
+		}
+		if st := v.Stats(); st.FailOpenEnrollments != 1 || st.FailOpenPending != 1 || st.Enrollments != 0 || st.ScryptRuns != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		if err := v.Ensure(ctx, "new", "right"); err != nil || v.Stats().ScryptRuns != 1 {
+			t.Fatalf("retry during the outage: %v, %+v; want let in without scrypt", err, v.Stats())
+		}
+		if err := v.Ensure(ctx, "new", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			t.Fatalf("another password during the outage: %v, want a mismatch", err)
+		}
+		time.Sleep(time.Minute) // retries fail while the outage lasts
+		if _, ok := log.get("new"); ok {
+			t.Fatal("reported before the outage ended")
+		}
+		s.down.Store(false)
+		time.Sleep(2 * enrollRetryMax)
+		if err, ok := log.get("new"); !ok || err != nil {
+			t.Fatalf("after the outage: reported %v (%v), want nil", err, ok)
+		}
+		if st := v.Stats(); st.Enrollments != 1 || st.FailOpenPending != 0 || st.FailOpenFailures != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		if err := v.Verify(ctx, "new", "right"); err != nil || v.Stats().ScryptRuns != 1 {
+			t.Fatalf("verified after the retry stored it: %v, %+v; want a cache hit", err, v.Stats())
+		}
+		if err := v.Verify(ctx, "new", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			t.Fatalf("another password after the retry: %v", err)
+		}
+	})
+}
+
+// TestEnrollFailOpenReportsLoss: the retries run out, or another hash is
+// stored meanwhile: the callback hears it and the node is no longer let in
+// without a stored hash.
+func TestEnrollFailOpenReportsLoss(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		outage func(*outageStore) // what happens after the node was let in
+		want   error
+	}{
+		{"retries run out", func(*outageStore) {}, errWebhook},
+		{"another hash stored", func(s *outageStore) {
+			s.MemoryStore.Set("new", mustHash(t, "someone-else"))
+			s.down.Store(false)
+		}, ErrMismatchedHashAndPassword},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newOutageStore()
+				var log deferredLog
+				v := newTestVerifier(t, s, &Options{EnrollFailOpen: true, EnrollRetryFor: time.Minute, OnDeferredEnrollment: log.record})
+				ctx := context.Background()
+				if err := v.Ensure(ctx, "new", "right"); err != nil {
+					t.Fatal(err)
+				}
+				tt.outage(s)
+				time.Sleep(2 * time.Minute)
+				if err, ok := log.get("new"); !ok || !errors.Is(err, tt.want) {
+					t.Fatalf("reported %v (%v), want %v", err, ok, tt.want)
+				}
+				if st := v.Stats(); st.FailOpenFailures != 1 || st.FailOpenPending != 0 || st.Enrollments != 0 {
+					t.Fatalf("stats %+v", st)
+				}
+				// No longer let in on the old grounds: with the outage
+				// still on, a new enrollment; with another hash stored, a
+				// verification against it.
+				err := v.Ensure(ctx, "new", "right")
+				if tt.want == ErrMismatchedHashAndPassword && !errors.Is(err, ErrMismatchedHashAndPassword) ||
+					tt.want == errWebhook && (err != nil || v.Stats().FailOpenEnrollments != 2) {
+					t.Fatalf("next request: %v, %+v", err, v.Stats())
+				}
+			})
+		})
+	}
+}
+
+// TestEnrollFailsClosedByDefault: without the option a Create outage is a
+// store error, and nothing is let in or cached.
+func TestEnrollFailsClosedByDefault(t *testing.T) {
+	s := newOutageStore()
+	v := newTestVerifier(t, s, nil)
+	if err := v.Ensure(context.Background(), "new", "right"); !errors.Is(err, errWebhook) {
+		t.Fatalf("enrollment during the outage: %v, want the store error", err)
+	}
+	s.down.Store(false)
+	if err := v.Ensure(context.Background(), "new", "right"); err != nil || v.Stats().Enrollments != 1 {
+		t.Fatalf("after the outage: %v, %+v", err, v.Stats())
+	}
+}
+
+// laggingStore's Get misses nodes another server enrolled; GetFresh sees
+// them.
+type laggingStore struct {
+	*countingStore
+	fresh atomic.Int64
+}
+
+func (s *laggingStore) Get(ctx context.Context, node string) (string, error) {
+	s.gets.Add(1)
+	return "", ErrNotFound
+}
+
+func (s *laggingStore) GetFresh(ctx context.Context, node string) (string, error) {
+	s.fresh.Add(1)
+	return s.MemoryStore.Get(ctx, node)
+}
+
+// TestFreshGetConfirmsMiss: a node enrolled by another server, missing
+// from this one's lagging cache, is verified against its hash (one scrypt)
+// rather than hashed and created again.
+func TestFreshGetConfirmsMiss(t *testing.T) {
+	s := &laggingStore{countingStore: newCountingStore()}
+	s.MemoryStore.Set("elsewhere", mustHash(t, "right"))
+	v := newTestVerifier(t, s, nil)
+	err := v.Ensure(context.Background(), "elsewhere", "right")
+	// The Verifier then reads the hash with Get, which still lags: a store
+	// whose reads lag its writes, not a mismatch.
+	if err == nil || errors.Is(err, ErrMismatchedHashAndPassword) || s.creates.Load() != 0 || v.Stats().ScryptRuns != 0 || s.fresh.Load() != 1 {
+		t.Fatalf("Ensure: %v, %d creates, %+v, %d fresh reads; want no scrypt, no create, one fresh read", err, s.creates.Load(), v.Stats(), s.fresh.Load())
+	}
+}
