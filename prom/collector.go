@@ -147,6 +147,12 @@ func New(opts *Options) (*Collector, error) {
 		func(s verify.Stats) uint64 { return s.Shared })
 	stat("shed_total", "Requests answered as overloaded, with a time to retry after.", counter,
 		func(s verify.Stats) uint64 { return s.Shed })
+	stat("fail_open_enrollments_total", "New nodes let in although their hash could not be stored (EnrollFailOpen).", counter,
+		func(s verify.Stats) uint64 { return s.FailOpenEnrollments })
+	stat("fail_open_failures_total", "Nodes let in by EnrollFailOpen whose hash was never stored or lost to another.", counter,
+		func(s verify.Stats) uint64 { return s.FailOpenFailures })
+	stat("fail_open_pending", "Enrollments let in by EnrollFailOpen whose Create is being retried now.", gauge,
+		func(s verify.Stats) uint64 { return s.FailOpenPending })
 	stat("mismatches_total", "Requests whose password did not match the stored hash.", counter,
 		func(s verify.Stats) uint64 { return s.Mismatches })
 	stat("known_match_rejects_total", "Mismatches answered without scrypt because another password is the verified one for the node (also in cache hits and mismatches).", counter,

@@ -25,6 +25,7 @@ var counterNames = []string{
 	"nodepass_shed_total", "nodepass_mismatches_total", "nodepass_known_match_rejects_total", "nodepass_enrollments_total",
 	"nodepass_store_errors_total", "nodepass_panics_total",
 	"nodepass_scrypt_inflight", "nodepass_scrypt_queued",
+	"nodepass_fail_open_enrollments_total", "nodepass_fail_open_failures_total", "nodepass_fail_open_pending",
 }
 
 func TestCollectStats(t *testing.T) {
@@ -33,7 +34,8 @@ func TestCollectStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := c.Attach(fixedStats{ScryptRuns: 1, CacheHits: 2, Shared: 3, Shed: 4, Mismatches: 5,
-		KnownMatchRejects: 11, Enrollments: 6, StoreErrors: 7, Panics: 8, InFlight: 9, Queued: 10}); err != nil {
+		KnownMatchRejects: 11, Enrollments: 6, StoreErrors: 7, Panics: 8, InFlight: 9, Queued: 10,
+		FailOpenEnrollments: 12, FailOpenFailures: 13, FailOpenPending: 14}); err != nil {
 		t.Fatal(err)
 	}
 	want := `
@@ -43,6 +45,15 @@ nodepass_cache_hits_total 2
 # HELP nodepass_enrollments_total Nodes whose hash was created on their first join.
 # TYPE nodepass_enrollments_total counter
 nodepass_enrollments_total 6
+# HELP nodepass_fail_open_enrollments_total New nodes let in although their hash could not be stored (EnrollFailOpen).
+# TYPE nodepass_fail_open_enrollments_total counter
+nodepass_fail_open_enrollments_total 12
+# HELP nodepass_fail_open_failures_total Nodes let in by EnrollFailOpen whose hash was never stored or lost to another.
+# TYPE nodepass_fail_open_failures_total counter
+nodepass_fail_open_failures_total 13
+# HELP nodepass_fail_open_pending Enrollments let in by EnrollFailOpen whose Create is being retried now.
+# TYPE nodepass_fail_open_pending gauge
+nodepass_fail_open_pending 14
 # HELP nodepass_known_match_rejects_total Mismatches answered without scrypt because another password is the verified one for the node (also in cache hits and mismatches).
 # TYPE nodepass_known_match_rejects_total counter
 nodepass_known_match_rejects_total 11
