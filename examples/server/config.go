@@ -23,6 +23,7 @@ type config struct {
 	drain       time.Duration
 	syncTimeout time.Duration
 	verbose     bool
+	failOpen    bool // verify.Options.EnrollFailOpen
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -42,6 +43,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fs.DurationVar(&c.syncTimeout, "sync-timeout", time.Minute, "how long -store kube waits for its secret cache before serving")
 	fs.BoolVar(&c.verbose, "v", false, "log at debug level")
+	fs.BoolVar(&c.failOpen, "enroll-fail-open", false, "let a new node in when its hash cannot be stored (e.g. a secret-validating webhook is down), as k3s does, and retry storing it in the background")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

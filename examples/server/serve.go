@@ -33,9 +33,17 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 		return err
 	}
 	v, err := verify.New(store, &verify.Options{
-		Params:        verify.Params{LogN: cfg.logN, R: 8, P: 1, KeyLen: 64, SaltLen: 8},
-		MaxConcurrent: cfg.concurrent,
-		Observer:      metrics,
+		Params:         verify.Params{LogN: cfg.logN, R: 8, P: 1, KeyLen: 64, SaltLen: 8},
+		MaxConcurrent:  cfg.concurrent,
+		Observer:       metrics,
+		EnrollFailOpen: cfg.failOpen,
+		OnDeferredEnrollment: func(node string, err error) {
+			if err != nil {
+				log.Warn("node let in while its password hash could not be stored; it never was", "node", node, "err", err)
+				return
+			}
+			log.Info("node let in while its password hash could not be stored; now stored", "node", node)
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
