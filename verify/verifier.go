@@ -328,42 +328,47 @@ func (v *Verifier) verifyStored(ctx context.Context, node, stored, password stri
 // otherwise from a shared computation.
 func (v *Verifier) lookup(ctx context.Context, node, stored, password string) error {
 	key := v.cache.Key(node, stored, password)
+	if o, ok := v.cache.Get(key); ok {
+		return v.cached(node, o, false)
+	}
+	// The pair's key only now: a hit costs one HMAC, not two.
 	pair := v.cache.PairKey(node, stored)
-	if err, ok := v.cached(node, key, pair); ok {
-		return err
+	if o, knownReject, ok := v.fromPair(key, pair); ok {
+		return v.cached(node, o, knownReject)
 	}
 	return v.compute(ctx, node, stored, password, key, pair)
 }
 
-// cached answers a request from the cache, counting it, when the cache
-// knows the tuple's outcome (see fromCache).
-func (v *Verifier) cached(node string, key, pair cache.Key) (err error, ok bool) {
-	o, knownReject, ok := v.fromCache(key, pair)
-	if !ok {
-		return nil, false
-	}
+// cached answers a request with the outcome the cache knew, and counts it.
+func (v *Verifier) cached(node string, o cache.Outcome, knownReject bool) error {
 	v.stats.cacheHits.Add(1)
 	if knownReject {
 		v.stats.knownMatchRejects.Add(1)
 	}
 	if o == cache.Match {
-		return nil, true
+		return nil
 	}
 	v.stats.mismatches.Add(1)
 	v.fails.mismatch(node)
-	return ErrMismatchedHashAndPassword, true
+	return ErrMismatchedHashAndPassword
 }
 
-// fromCache returns the tuple's cached outcome: its own, or a mismatch
-// (knownReject) when another password is its pair's verified one. Pairs
-// are recorded only for stored keys of at least 16 bytes (see
-// recordMatch), so a second password matching the same key would be a
-// 128-bit scrypt collision: any other password is a mismatch, no scrypt
-// needed. The keys are compared in constant time.
+// fromCache returns the tuple's cached outcome: its own, or its pair's
+// (see fromPair).
 func (v *Verifier) fromCache(key, pair cache.Key) (o cache.Outcome, knownReject, ok bool) {
 	if o, ok := v.cache.Get(key); ok {
 		return o, false, true
 	}
+	return v.fromPair(key, pair)
+}
+
+// fromPair answers a tuple from its pair's verified password: a match if
+// it is that password, a mismatch (knownReject) if it is another. Pairs
+// are recorded only for stored keys of at least 16 bytes (see
+// recordMatch), so a second password matching the same key would be a
+// 128-bit scrypt collision: any other password is a mismatch, no scrypt
+// needed. The keys are compared in constant time.
+func (v *Verifier) fromPair(key, pair cache.Key) (o cache.Outcome, knownReject, ok bool) {
 	matched, ok := v.cache.MatchedTuple(pair)
 	switch {
 	case !ok:
