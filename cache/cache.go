@@ -10,6 +10,17 @@
 // passwords can evict only other mismatches. Expiry is checked on read; the
 // cache starts no goroutines.
 //
+// Matches do not expire with time by default, only by count (least
+// recently used first). That is safe because a match is a pure function
+// of its tuple: the stored hash is part of the Key, so a node whose secret
+// is rewritten (a new password, a re-enrolled node, another salt) asks
+// under a new Key and never reads the old entry, and a deleted node has no
+// stored hash to ask under. An hour's TTL bought no safety, only a full
+// herd's worth of scrypt after every reboot that came later. A positive
+// Options.MatchTTL still bounds them by time, for deployments that want
+// it. Mismatches keep a short TTL: a wrong password costs one scrypt per
+// MismatchTTL, however often it is retried.
+//
 // The package is public for two reasons: [Options] is how a server sizes
 // the cache inside a verify.Verifier (verify.Options.Cache), and a Cache
 // serves any other slow, deterministic check keyed by such tuples the same
@@ -24,6 +35,7 @@ package cache
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -60,7 +72,6 @@ func (o Outcome) String() string {
 const (
 	DefaultMatchSize    = 16384
 	DefaultMismatchSize = 4096
-	DefaultMatchTTL     = time.Hour
 	DefaultMismatchTTL  = time.Minute
 )
 
@@ -73,7 +84,9 @@ type Options struct {
 	// MismatchSize is the most mismatches kept. Default
 	// DefaultMismatchSize (4096).
 	MismatchSize int
-	// MatchTTL is how long a match is trusted. Default 1 h.
+	// MatchTTL, if positive, is how long a match is trusted. Zero (the
+	// default) means matches are bounded by MatchSize only: see the
+	// package doc for why that is safe.
 	MatchTTL time.Duration
 	// MismatchTTL is how long a mismatch is remembered, so that a node
 	// retrying a wrong password (a duplicate hostname) costs one scrypt per
@@ -110,7 +123,6 @@ func New(opts *Options) (*Cache, error) {
 	}
 	o.MatchSize = orDefault(o.MatchSize, DefaultMatchSize)
 	o.MismatchSize = orDefault(o.MismatchSize, DefaultMismatchSize)
-	o.MatchTTL = orDefault(o.MatchTTL, DefaultMatchTTL)
 	o.MismatchTTL = orDefault(o.MismatchTTL, DefaultMismatchTTL)
 	keys, err := newKeyer()
 	if err != nil {
@@ -127,6 +139,17 @@ func New(opts *Options) (*Cache, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	return c, nil
+}
+
+// never is the expiry of an entry without a TTL.
+const never = time.Duration(math.MaxInt64)
+
+// matchExpiry is when a match put at now expires.
+func (c *Cache) matchExpiry(now time.Duration) time.Duration {
+	if c.matchTTL <= 0 {
+		return never
+	}
+	return now + c.matchTTL
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -179,7 +202,7 @@ func (c *Cache) Put(k Key, o Outcome) {
 	switch o {
 	case Match:
 		c.mismatches.Remove(k)
-		c.matches.Add(k, now+c.matchTTL)
+		c.matches.Add(k, c.matchExpiry(now))
 	case Mismatch:
 		c.matches.Remove(k)
 		c.mismatches.Add(k, now+c.mismatchTTL)
@@ -194,8 +217,8 @@ func (c *Cache) PutMatch(pair, tuple Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mismatches.Remove(tuple)
-	c.matches.Add(tuple, now+c.matchTTL)
-	c.pairs.Add(pair, pairEntry{tuple: tuple, expires: now + c.matchTTL})
+	c.matches.Add(tuple, c.matchExpiry(now))
+	c.pairs.Add(pair, pairEntry{tuple: tuple, expires: c.matchExpiry(now)})
 }
 
 // MatchedTuple returns the tuple Key recorded by PutMatch for pair, if it

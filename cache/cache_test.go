@@ -103,6 +103,28 @@ func TestTTL(t *testing.T) {
 	})
 }
 
+// TestMatchesDoNotExpireByDefault: without a MatchTTL a match stays until
+// it is evicted by count, however long ago it was made.
+func TestMatchesDoNotExpireByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCache(t, nil)
+		match, mismatch := c.Key("n", "h", "right"), c.Key("n", "h", "wrong")
+		pair := c.PairKey("n", "h")
+		c.PutMatch(pair, match)
+		c.Put(mismatch, Mismatch)
+		time.Sleep(365 * 24 * time.Hour)
+		if o, ok := c.Get(match); !ok || o != Match {
+			t.Fatal("a match expired by time without a MatchTTL")
+		}
+		if got, ok := c.MatchedTuple(pair); !ok || got != match {
+			t.Fatal("a pair's verified tuple expired by time without a MatchTTL")
+		}
+		if _, ok := c.Get(mismatch); ok {
+			t.Fatal("a mismatch outlived the default MismatchTTL")
+		}
+	})
+}
+
 // TestMismatchFloodKeepsMatches: wrong passwords fill only their own list.
 func TestMismatchFloodKeepsMatches(t *testing.T) {
 	c := newCache(t, &Options{MatchSize: 4, MismatchSize: 8})

@@ -7,7 +7,7 @@ import (
 )
 
 func Example() {
-	c, err := cache.New(nil) // matches kept 1 h, mismatches 1 min
+	c, err := cache.New(nil) // matches kept until evicted by count, mismatches 1 min
 	if err != nil {
 		panic(err)
 	}

@@ -114,7 +114,7 @@ type Options struct {
 	OnDeferredEnrollment func(node string, err error)
 
 	// Cache configures the verified-tuple cache; nil means its defaults
-	// (matches kept 1 h, mismatches 1 min).
+	// (matches kept until evicted by count, mismatches 1 min).
 	Cache *cache.Options
 
 	// Observer, if not nil, is told how long each scrypt computation took
