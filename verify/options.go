@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -113,6 +114,23 @@ type Options struct {
 	// Verifier was closed (the node's next request enrolls it anew).
 	OnDeferredEnrollment func(node string, err error)
 
+	// DigestKey, if not nil, turns on remembered verification: after each
+	// scrypt match the Verifier records, through a Store that implements
+	// DigestStore, the digest HMAC-SHA256(DigestKey, node, stored hash,
+	// password), and a later request whose password gives the digest
+	// remembered for its node and stored hash is a match without scrypt,
+	// in any process that shares the store and the key: after a restart,
+	// on another server, hours later. At least MinDigestKeyLen (32) bytes,
+	// secret, the same on every server (derive it from a secret they all
+	// hold; see the README). The key never leaves the process and no
+	// password is stored. A remembered digest that does not match a
+	// request never makes it fail: the request is computed after the
+	// others, scrypt decides, and a match replaces the digest. Recording
+	// is asynchronous, coalesced per node and bounded; its failures are
+	// counted in Stats and cost a later request one scrypt. nil (the
+	// default) leaves the feature off.
+	DigestKey []byte
+
 	// Cache configures the verified-tuple cache; nil means its defaults
 	// (matches kept until evicted by count, mismatches 1 min).
 	Cache *cache.Options
@@ -170,6 +188,12 @@ func (o *Options) resolve() (Options, error) {
 		if f.v < 0 {
 			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
 		}
+	}
+	if r.DigestKey != nil {
+		if len(r.DigestKey) < MinDigestKeyLen {
+			return r, fmt.Errorf("verify: Options.DigestKey is %d bytes, want at least %d", len(r.DigestKey), MinDigestKeyLen)
+		}
+		r.DigestKey = bytes.Clone(r.DigestKey)
 	}
 	if r.MaxPasswordLen == 0 {
 		r.MaxPasswordLen = DefaultMaxPasswordLen

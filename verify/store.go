@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -41,13 +42,48 @@ type FreshGetter interface {
 // single-process servers. It is safe for concurrent use; the zero value is
 // not usable, use NewMemoryStore.
 type MemoryStore struct {
-	mu sync.RWMutex
-	m  map[string]string
+	mu      sync.RWMutex
+	m       map[string]string
+	digests map[string]memoryDigest
 }
 
-// NewMemoryStore returns an empty MemoryStore.
+// memoryDigest is a remembered digest and the stored hash it is bound to.
+type memoryDigest struct {
+	hash   string
+	digest []byte
+}
+
+// NewMemoryStore returns an empty MemoryStore. It is a DigestStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{m: make(map[string]string)}
+	return &MemoryStore{m: make(map[string]string), digests: make(map[string]memoryDigest)}
+}
+
+// GetWithDigest is Get, with the digest remembered for node's stored hash
+// (nil if none). It does not block and ignores ctx.
+func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []byte, error) {
+	s.mu.RLock()
+	h, ok := s.m[node]
+	d := s.digests[node]
+	s.mu.RUnlock()
+	if !ok {
+		return "", nil, fmt.Errorf("%w: %q", ErrNotFound, node)
+	}
+	if d.hash != h {
+		return h, nil, nil
+	}
+	return h, d.digest, nil
+}
+
+// RememberDigest records digest for node while its stored hash is hash;
+// for any other hash, or a node without one, it records nothing and
+// returns nil (the digest would never be read). It ignores ctx.
+func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, digest []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[node] == hash && hash != "" {
+		s.digests[node] = memoryDigest{hash: hash, digest: slices.Clone(digest)}
+	}
+	return nil
 }
 
 // Get returns node's hash or an error wrapping ErrNotFound. It does not
@@ -83,10 +119,11 @@ func (s *MemoryStore) Set(node, hash string) {
 	s.mu.Unlock()
 }
 
-// Delete removes node's hash, if any.
+// Delete removes node's hash and its remembered digest, if any.
 func (s *MemoryStore) Delete(node string) {
 	s.mu.Lock()
 	delete(s.m, node)
+	delete(s.digests, node)
 	s.mu.Unlock()
 }
 

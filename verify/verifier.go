@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ type Verifier struct {
 	cache      *cache.Cache
 	sched      *sched.Scheduler // the key → job map and the queue
 	fails      *failures
+	digests    *recorder // nil unless Options.DigestKey is set and the store is a DigestStore
 	stats      counters
 	closed     atomic.Bool
 	// pending holds the enrollments Options.EnrollFailOpen let in while
@@ -48,7 +50,8 @@ type Verifier struct {
 
 type counters struct {
 	scryptRuns, cacheHits, shared, shed, mismatches, knownMatchRejects,
-	enrollments, storeErrors, panics, failOpenEnrollments, failOpenFailures atomic.Uint64
+	enrollments, storeErrors, panics, failOpenEnrollments, failOpenFailures,
+	digestHits, digestWrites, digestWriteFailures atomic.Uint64
 }
 
 // Stats are a Verifier's counters since New. Counters only grow; InFlight
@@ -83,6 +86,11 @@ type Stats struct {
 	FailOpenEnrollments, FailOpenFailures uint64
 	// FailOpenPending is the number of such enrollments being retried now.
 	FailOpenPending uint64
+	// DigestHits counts requests answered as a match by a remembered
+	// digest, without scrypt (Options.DigestKey); DigestWrites and
+	// DigestWriteFailures count the digests recorded and those that could
+	// not be (a store error, a full queue, or Close's flush timing out).
+	DigestHits, DigestWrites, DigestWriteFailures uint64
 	// InFlight is the number of scrypt computations running now.
 	InFlight uint64
 	// Queued is the number of computations waiting for a slot now.
@@ -108,7 +116,7 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		return nil, fmt.Errorf("verify: Options.Params: %v", err)
 	}
 	base, cancel := context.WithCancelCause(context.Background())
-	return &Verifier{
+	v := &Verifier{
 		store:      store,
 		opts:       o,
 		enrollWork: enrollWork,
@@ -120,7 +128,11 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		cancel:   cancel,
 		compare:  (*hash).compare,
 		generate: generate,
-	}, nil
+	}
+	if ds, ok := store.(DigestStore); ok && o.DigestKey != nil {
+		v.digests = newRecorder(ds, &v.stats)
+	}
+	return v, nil
 }
 
 // Verify checks password against node's stored hash. It returns nil on a
@@ -146,11 +158,11 @@ func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	if err != nil {
 		return err
 	}
-	stored, err := v.get(ctx, node)
+	stored, remembered, err := v.read(ctx, node)
 	if err != nil {
 		return err
 	}
-	return v.verifyStored(ctx, node, stored, password)
+	return v.verifyStored(ctx, node, stored, password, remembered)
 }
 
 // Ensure is Verify for a node's join, as k3s does it: when the node has no
@@ -168,9 +180,9 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	if err != nil {
 		return err
 	}
-	stored, err := v.get(ctx, node)
+	stored, remembered, err := v.read(ctx, node)
 	if err == nil {
-		return v.verifyStored(ctx, node, stored, password)
+		return v.verifyStored(ctx, node, stored, password, remembered)
 	}
 	if !errors.Is(err, ErrNotFound) {
 		return err
@@ -182,7 +194,7 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	if !errors.Is(err, ErrExists) {
 		return err
 	}
-	if stored, err = v.get(ctx, node); err != nil {
+	if stored, remembered, err = v.read(ctx, node); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			// The store said the node exists and then that it does not:
 			// a store whose reads lag its writes. Not a mismatch.
@@ -190,7 +202,7 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 		}
 		return err
 	}
-	return v.verifyStored(ctx, node, stored, password)
+	return v.verifyStored(ctx, node, stored, password, remembered)
 }
 
 // Stats returns the Verifier's counters.
@@ -209,6 +221,9 @@ func (v *Verifier) Stats() Stats {
 		FailOpenEnrollments: v.stats.failOpenEnrollments.Load(),
 		FailOpenFailures:    v.stats.failOpenFailures.Load(),
 		FailOpenPending:     uint64(v.pendingCount.Load()),
+		DigestHits:          v.stats.digestHits.Load(),
+		DigestWrites:        v.stats.digestWrites.Load(),
+		DigestWriteFailures: v.stats.digestWriteFailures.Load(),
 		InFlight:            uint64(running),
 		Queued:              uint64(queued),
 	}
@@ -223,6 +238,9 @@ func (v *Verifier) Close() error {
 	v.sched.Close()
 	v.cancel(ErrClosed)
 	v.wg.Wait()
+	if v.digests != nil {
+		v.digests.close() // after the jobs, which may still record
+	}
 	return nil
 }
 
@@ -270,6 +288,24 @@ func (v *Verifier) checkRaw(node, password string) error {
 	return nil
 }
 
+// read reads node's hash and, with remembered digests on, the digest
+// remembered for it, in one store call.
+func (v *Verifier) read(ctx context.Context, node string) (stored string, remembered []byte, err error) {
+	if v.digests == nil {
+		stored, err = v.get(ctx, node)
+		return stored, nil, err
+	}
+	type hashDigest struct {
+		hash   string
+		digest []byte
+	}
+	hd, err := storeCall(v, "GetWithDigest", node, func() (hashDigest, error) {
+		h, d, err := v.digests.store.GetWithDigest(ctx, node)
+		return hashDigest{h, d}, err
+	})
+	return hd.hash, hd.digest, err
+}
+
 // get reads node's hash (see storeCall).
 func (v *Verifier) get(ctx context.Context, node string) (string, error) {
 	return storeCall(v, "Get", node, func() (string, error) { return v.store.Get(ctx, node) })
@@ -313,8 +349,8 @@ func storeCall[T any](v *Verifier, op, node string, call func() (T, error)) (res
 
 // verifyStored answers from the cache or from a shared computation, and
 // holds back mismatch answers for names that keep failing.
-func (v *Verifier) verifyStored(ctx context.Context, node, stored, password string) error {
-	err := v.lookup(ctx, node, stored, password)
+func (v *Verifier) verifyStored(ctx context.Context, node, stored, password string, remembered []byte) error {
+	err := v.lookup(ctx, node, stored, password, remembered)
 	switch {
 	case err == nil:
 		v.fails.match(node)
@@ -324,9 +360,9 @@ func (v *Verifier) verifyStored(ctx context.Context, node, stored, password stri
 	return err
 }
 
-// lookup answers from the cache when it can (allocating nothing) and
-// otherwise from a shared computation.
-func (v *Verifier) lookup(ctx context.Context, node, stored, password string) error {
+// lookup answers from the cache when it can (allocating nothing), then
+// from the remembered digest, and otherwise from a shared computation.
+func (v *Verifier) lookup(ctx context.Context, node, stored, password string, remembered []byte) error {
 	key := v.cache.Key(node, stored, password)
 	if o, ok := v.cache.Get(key); ok {
 		return v.cached(node, o, false)
@@ -336,7 +372,37 @@ func (v *Verifier) lookup(ctx context.Context, node, stored, password string) er
 	if o, knownReject, ok := v.fromPair(key, pair); ok {
 		return v.cached(node, o, knownReject)
 	}
-	return v.compute(ctx, node, stored, password, key, pair)
+	var doubted bool
+	if remembered != nil {
+		d := digest(v.opts.DigestKey, node, stored, password)
+		if hmac.Equal(d, remembered) {
+			return v.digestHit(node, stored, key, pair)
+		}
+		// Another password's, a stale key's or a forged digest: never a
+		// mismatch by itself, but computed after the others.
+		doubted = true
+	}
+	return v.compute(ctx, node, stored, password, key, pair, doubted)
+}
+
+// digestHit answers a request whose password gives the digest remembered
+// for its node and stored hash: a match proven by scrypt before, here or
+// in another process sharing the store.
+func (v *Verifier) digestHit(node, stored string, key, pair cache.Key) error {
+	h, err := parseHash(stored, v.opts.Limits)
+	if err != nil {
+		return fmt.Errorf("%w (stored for node %q)", err, node)
+	}
+	v.stats.digestHits.Add(1)
+	v.recordMatch(node, pair, key, len(h.key))
+	return nil
+}
+
+// remember records the digest of a scrypt match, off the request path.
+func (v *Verifier) remember(node, stored, password string) {
+	if v.digests != nil {
+		v.digests.record(node, stored, digest(v.opts.DigestKey, node, stored, password))
+	}
 }
 
 // cached answers a request with the outcome the cache knew, and counts it.
@@ -383,13 +449,13 @@ func (v *Verifier) fromPair(key, pair cache.Key) (o cache.Outcome, knownReject, 
 // shared with every request for the same tuple. It is apart from lookup
 // so that what its closures capture does not make lookup allocate on the
 // cache-hit path.
-func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key) (err error) {
+func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key, doubted bool) (err error) {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
 		return fmt.Errorf("%w (stored for node %q)", err, node)
 	}
 	pprof.Do(ctx, requestLabels, func(ctx context.Context) {
-		r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work}
+		r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Failing: doubted}
 		err = v.share(ctx, r, func(ctx context.Context, j *sched.Job) error {
 			if err := v.acquire(ctx, j); err != nil {
 				return err
@@ -410,6 +476,7 @@ func (v *Verifier) compute(ctx context.Context, node, stored, password string, k
 			switch {
 			case err == nil:
 				v.recordMatch(node, pair, key, len(h.key))
+				v.remember(node, stored, password)
 			case errors.Is(err, ErrMismatchedHashAndPassword):
 				v.cache.Put(key, cache.Mismatch)
 				v.fails.mismatch(node)
@@ -479,6 +546,7 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 			return nil
 		}
 		v.recordMatch(node, v.cache.PairKey(node, stored), v.cache.Key(node, stored, password), p.KeyLen)
+		v.remember(node, stored, password)
 		v.stats.enrollments.Add(1)
 		return nil
 	})

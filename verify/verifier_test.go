@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -778,21 +779,23 @@ func TestCacheHitAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	s := NewMemoryStore()
-	v := newTestVerifier(t, s, nil)
-	ctx := context.Background()
-	if err := v.Ensure(ctx, "node-1", "0123456789abcdef0123456789abcdef"); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Verify(ctx, "node-1", "wrong-password-0123456789abcdef"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-		t.Fatal(err)
-	}
-	for _, pw := range []string{"0123456789abcdef0123456789abcdef", "wrong-password-0123456789abcdef"} {
-		if n := testing.AllocsPerRun(1000, func() {
-			v.Verify(ctx, "node-1", pw)
-			v.Ensure(ctx, "node-1", pw)
-		}); n != 0 {
-			t.Errorf("cache hit (%q) allocates %v times", pw, n)
+	for _, opts := range []*Options{nil, {DigestKey: bytes.Repeat([]byte{7}, MinDigestKeyLen)}} {
+		s := NewMemoryStore()
+		v := newTestVerifier(t, s, opts)
+		ctx := context.Background()
+		if err := v.Ensure(ctx, "node-1", "0123456789abcdef0123456789abcdef"); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Verify(ctx, "node-1", "wrong-password-0123456789abcdef"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			t.Fatal(err)
+		}
+		for _, pw := range []string{"0123456789abcdef0123456789abcdef", "wrong-password-0123456789abcdef"} {
+			if n := testing.AllocsPerRun(1000, func() {
+				v.Verify(ctx, "node-1", pw)
+				v.Ensure(ctx, "node-1", pw)
+			}); n != 0 {
+				t.Errorf("cache hit (%q, digests %v) allocates %v times", pw, v.digests != nil, n)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -30,8 +31,11 @@ func BenchmarkCompareHashAndPassword(b *testing.B) {
 }
 
 // BenchmarkVerify answers: what does a request cost once its tuple is
-// known (path=hit: a node's retry, from many goroutines at once), and what
-// does the Verifier add around scrypt on a miss (path=miss, logN 15)?
+// known (path=hit: a node's retry, from many goroutines at once), what
+// does a node cost whose verification another process remembered
+// (path=digest: its first request after a restart, one HMAC and no
+// scrypt), and what does the Verifier add around scrypt on a miss
+// (path=miss, logN 15)?
 func BenchmarkVerify(b *testing.B) {
 	const pw = "0123456789abcdef0123456789abcdef"
 	b.Run("path=hit", func(b *testing.B) {
@@ -68,6 +72,33 @@ func BenchmarkVerify(b *testing.B) {
 		b.StopTimer()
 		st := v.Stats()
 		b.ReportMetric(float64(st.ScryptRuns-runs)/float64(b.N), "scrypt-runs/op")
+	})
+	b.Run("path=digest", func(b *testing.B) {
+		key := bytes.Repeat([]byte{7}, MinDigestKeyLen)
+		s := NewMemoryStore()
+		h := mustHashB(b, pw, 15)
+		nodes := make([]string, b.N)
+		for i := range nodes {
+			nodes[i] = fmt.Sprint("node-", i)
+			s.Set(nodes[i], h)
+			s.RememberDigest(context.Background(), nodes[i], h, digest(key, nodes[i], h, pw))
+		}
+		v, err := New(s, &Options{DigestKey: key})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer v.Close()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for _, node := range nodes {
+			if err := v.Verify(context.Background(), node, pw); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		st := v.Stats()
+		b.ReportMetric(float64(st.ScryptRuns)/float64(b.N), "scrypt-runs/op")
+		b.ReportMetric(float64(st.DigestHits)/float64(b.N), "digest-hits/op")
 	})
 	b.Run("path=miss", func(b *testing.B) {
 		s := NewMemoryStore()

@@ -18,7 +18,7 @@ import (
 // outcome itself, before the job ends.
 func (v *Verifier) share(ctx context.Context, r sched.Request, work func(context.Context, *sched.Job) error) error {
 	node := r.Name
-	r.Failing = v.fails.failing(node)
+	r.Failing = r.Failing || v.fails.failing(node)
 	j, created, err := v.sched.Join(ctx, r)
 	switch {
 	case err != nil:

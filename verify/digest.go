@@ -1,0 +1,165 @@
+package verify
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DigestStore is a Store that also remembers, for each node, one digest
+// of a password verified against its stored hash (see Options.DigestKey),
+// so that every Verifier sharing the store knows what any of them has
+// proven. A Store that does not implement it works as without digests.
+type DigestStore interface {
+	Store
+	// GetWithDigest is Get, and also returns the digest remembered for
+	// node's stored hash, or nil when there is none, in the same read.
+	GetWithDigest(ctx context.Context, node string) (hash string, digest []byte, err error)
+	// RememberDigest records digest for node, bound to its stored hash: an
+	// implementation records it only while node's hash is still hash, and
+	// forgets it when the hash changes or the node goes. It replaces the
+	// digest remembered before. The Verifier calls it off the request
+	// path; its failures cost a later request one scrypt, nothing else.
+	RememberDigest(ctx context.Context, node, hash string, digest []byte) error
+}
+
+// MinDigestKeyLen is the shortest Options.DigestKey accepted.
+const MinDigestKeyLen = 32
+
+// digestDomain separates remembered digests from any other use of the
+// same key.
+const digestDomain = "nodepass remembered verification v1"
+
+// Bounds of the digest recorder.
+const (
+	digestQueue        = 4096             // records waiting to be written
+	digestWriteTimeout = 10 * time.Second // one RememberDigest call
+	digestFlushTimeout = 5 * time.Second  // Close's wait for what is pending
+)
+
+// digest returns HMAC-SHA256(key, domain, node, stored hash, password),
+// each field prefixed with its length as 8 bytes big-endian.
+func digest(key []byte, node, stored, password string) []byte {
+	m := hmac.New(sha256.New, key)
+	var n [8]byte
+	for _, f := range [...]string{digestDomain, node, stored, password} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		m.Write(n[:])
+		m.Write([]byte(f))
+	}
+	return m.Sum(nil)
+}
+
+// digestRecord is a digest waiting to be written.
+type digestRecord struct {
+	hash   string
+	digest []byte
+}
+
+// recorder writes remembered digests off the request path: one writer
+// goroutine, a bounded queue of node names, and the newest record per node
+// (a node verified again before its record was written is written once).
+// It declares no lock: the records are in a sync.Map, the order in a
+// channel.
+type recorder struct {
+	store    DigestStore
+	stats    *counters
+	pending  sync.Map // node → *digestRecord
+	queue    chan string
+	quit     chan struct{} // closed by close: drain, then stop
+	finished chan struct{} // closed when the writer has stopped
+}
+
+func newRecorder(store DigestStore, stats *counters) *recorder {
+	r := &recorder{store: store, stats: stats, queue: make(chan string, digestQueue),
+		quit: make(chan struct{}), finished: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+// record queues digest for node and its stored hash. It never blocks:
+// with the queue full, the record is dropped and counted as a failed
+// write.
+func (r *recorder) record(node, hash string, digest []byte) {
+	rec := &digestRecord{hash: hash, digest: digest}
+	if _, queued := r.pending.Swap(node, rec); queued {
+		return // the writer will take this newer record
+	}
+	select {
+	case <-r.quit:
+	case r.queue <- node:
+		return
+	default:
+	}
+	if r.pending.CompareAndDelete(node, rec) {
+		r.stats.digestWriteFailures.Add(1)
+	}
+}
+
+// run writes queued records until close, then what is still queued, for
+// at most digestFlushTimeout.
+func (r *recorder) run() {
+	defer close(r.finished)
+	for {
+		select {
+		case node := <-r.queue:
+			r.write(context.Background(), node)
+		case <-r.quit:
+			ctx, cancel := context.WithTimeout(context.Background(), digestFlushTimeout)
+			defer cancel()
+			for {
+				select {
+				case node := <-r.queue:
+					r.write(ctx, node)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (r *recorder) write(parent context.Context, node string) {
+	v, ok := r.pending.LoadAndDelete(node)
+	if !ok {
+		return
+	}
+	rec := v.(*digestRecord)
+	if parent.Err() != nil {
+		r.stats.digestWriteFailures.Add(1) // Close's flush ran out of time
+		return
+	}
+	ctx, cancel := context.WithTimeout(parent, digestWriteTimeout)
+	defer cancel()
+	if err := r.remember(ctx, node, rec); err != nil {
+		r.stats.digestWriteFailures.Add(1)
+		return
+	}
+	r.stats.digestWrites.Add(1)
+}
+
+// remember calls the store, a panic included.
+func (r *recorder) remember(ctx context.Context, node string, rec *digestRecord) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.stats.panics.Add(1)
+			err = fmt.Errorf("verify: store RememberDigest(%q) panicked: %v", node, p)
+		}
+	}()
+	return r.store.RememberDigest(ctx, node, rec.hash, rec.digest)
+}
+
+// close stops taking records and waits until the pending ones are written
+// or digestFlushTimeout has passed.
+func (r *recorder) close() {
+	select {
+	case <-r.quit:
+	default:
+		close(r.quit)
+	}
+	<-r.finished
+}
