@@ -153,6 +153,12 @@ func New(opts *Options) (*Collector, error) {
 		func(s verify.Stats) uint64 { return s.FailOpenFailures })
 	stat("fail_open_pending", "Enrollments let in by EnrollFailOpen whose Create is being retried now.", gauge,
 		func(s verify.Stats) uint64 { return s.FailOpenPending })
+	stat("digest_hits_total", "Requests answered as a match by a remembered digest, without scrypt.", counter,
+		func(s verify.Stats) uint64 { return s.DigestHits })
+	stat("digest_writes_total", "Remembered digests recorded with the store.", counter,
+		func(s verify.Stats) uint64 { return s.DigestWrites })
+	stat("digest_write_failures_total", "Remembered digests that could not be recorded (store error, full queue, shutdown); each costs a later request one scrypt.", counter,
+		func(s verify.Stats) uint64 { return s.DigestWriteFailures })
 	stat("mismatches_total", "Requests whose password did not match the stored hash.", counter,
 		func(s verify.Stats) uint64 { return s.Mismatches })
 	stat("known_match_rejects_total", "Mismatches answered without scrypt because another password is the verified one for the node (also in cache hits and mismatches).", counter,

@@ -26,6 +26,7 @@ var counterNames = []string{
 	"nodepass_store_errors_total", "nodepass_panics_total",
 	"nodepass_scrypt_inflight", "nodepass_scrypt_queued",
 	"nodepass_fail_open_enrollments_total", "nodepass_fail_open_failures_total", "nodepass_fail_open_pending",
+	"nodepass_digest_hits_total", "nodepass_digest_writes_total", "nodepass_digest_write_failures_total",
 }
 
 func TestCollectStats(t *testing.T) {
@@ -35,13 +36,23 @@ func TestCollectStats(t *testing.T) {
 	}
 	if err := c.Attach(fixedStats{ScryptRuns: 1, CacheHits: 2, Shared: 3, Shed: 4, Mismatches: 5,
 		KnownMatchRejects: 11, Enrollments: 6, StoreErrors: 7, Panics: 8, InFlight: 9, Queued: 10,
-		FailOpenEnrollments: 12, FailOpenFailures: 13, FailOpenPending: 14}); err != nil {
+		FailOpenEnrollments: 12, FailOpenFailures: 13, FailOpenPending: 14,
+		DigestHits: 15, DigestWrites: 16, DigestWriteFailures: 17}); err != nil {
 		t.Fatal(err)
 	}
 	want := `
 # HELP nodepass_cache_hits_total Requests answered from the verified-tuple cache.
 # TYPE nodepass_cache_hits_total counter
 nodepass_cache_hits_total 2
+# HELP nodepass_digest_hits_total Requests answered as a match by a remembered digest, without scrypt.
+# TYPE nodepass_digest_hits_total counter
+nodepass_digest_hits_total 15
+# HELP nodepass_digest_write_failures_total Remembered digests that could not be recorded (store error, full queue, shutdown); each costs a later request one scrypt.
+# TYPE nodepass_digest_write_failures_total counter
+nodepass_digest_write_failures_total 17
+# HELP nodepass_digest_writes_total Remembered digests recorded with the store.
+# TYPE nodepass_digest_writes_total counter
+nodepass_digest_writes_total 16
 # HELP nodepass_enrollments_total Nodes whose hash was created on their first join.
 # TYPE nodepass_enrollments_total counter
 nodepass_enrollments_total 6
