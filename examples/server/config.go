@@ -23,7 +23,8 @@ type config struct {
 	drain       time.Duration
 	syncTimeout time.Duration
 	verbose     bool
-	failOpen    bool // verify.Options.EnrollFailOpen
+	failOpen    bool   // verify.Options.EnrollFailOpen
+	digestKey   string // file of verify.Options.DigestKey; "" for none
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -43,6 +44,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fs.DurationVar(&c.syncTimeout, "sync-timeout", time.Minute, "how long -store kube waits for its secret cache before serving")
 	fs.BoolVar(&c.verbose, "v", false, "log at debug level")
+	fs.StringVar(&c.digestKey, "digest-key-file", "", "remember verified passwords as HMAC digests in the store under the key in this `file` (made with 32 random bytes, mode 0600, if absent); every server sharing the store needs the same key")
 	fs.BoolVar(&c.failOpen, "enroll-fail-open", false, "let a new node in when its hash cannot be stored (e.g. a secret-validating webhook is down), as k3s does, and retry storing it in the background")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -32,7 +32,12 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	if err != nil {
 		return err
 	}
+	digestKey, err := loadDigestKey(cfg.digestKey)
+	if err != nil {
+		return err
+	}
 	v, err := verify.New(store, &verify.Options{
+		DigestKey:      digestKey,
 		Params:         verify.Params{LogN: cfg.logN, R: 8, P: 1, KeyLen: 64, SaltLen: 8},
 		MaxConcurrent:  cfg.concurrent,
 		Observer:       metrics,
