@@ -19,6 +19,11 @@ const (
 	// has just created, or been told exists, with a direct GET when its
 	// cache has not seen that secret yet.
 	DefaultReadAfterCreate = time.Minute
+	// DefaultFreshReads and DefaultDigestWrites are the default rates (per
+	// second, with a burst of twice as many) of GetFresh's direct reads
+	// and RememberDigest's patches.
+	DefaultFreshReads   = 10
+	DefaultDigestWrites = 20
 )
 
 // Options configure a Store. A nil *Options means all defaults; a zero
@@ -42,6 +47,20 @@ type Options struct {
 	// the API server directly instead of answering ErrNotFound: the cache
 	// lags the API by one watch event. Default 1 min; negative is an error.
 	ReadAfterCreate time.Duration
+
+	// FreshReads bounds GetFresh's direct GETs per second (burst: twice
+	// as many). Past it, GetFresh answers from the cache at once instead
+	// of waiting: under a flood of new names the Verifier then hashes and
+	// lets Create settle it. Default DefaultFreshReads; negative is an
+	// error.
+	FreshReads float64
+
+	// DigestWrites bounds RememberDigest's patches per second (burst:
+	// twice as many). RememberDigest waits for its turn within its
+	// context; the Verifier calls it off the request path, so requests
+	// never wait for it. Default DefaultDigestWrites; negative is an
+	// error.
+	DigestWrites float64
 }
 
 // resolve validates o and fills in defaults.
@@ -65,6 +84,18 @@ func (o *Options) resolve() (Options, error) {
 	}
 	if r.Logger == nil {
 		r.Logger = slog.Default()
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+		def  float64
+	}{{"FreshReads", &r.FreshReads, DefaultFreshReads}, {"DigestWrites", &r.DigestWrites, DefaultDigestWrites}} {
+		switch {
+		case *f.v < 0:
+			return r, fmt.Errorf("kube: Options.%s is negative", f.name)
+		case *f.v == 0:
+			*f.v = f.def
+		}
 	}
 	switch {
 	case r.ReadAfterCreate < 0:

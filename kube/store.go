@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,8 @@ type Store struct {
 	wg      sync.WaitGroup // the informer's goroutine
 
 	recent *recent
+	reads  *rate.Limiter // GetFresh's direct reads
+	writes *rate.Limiter // RememberDigest's patches
 }
 
 // New returns a Store over the secrets client can read and write: pass
@@ -78,6 +81,8 @@ func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 		suffix:  ".node-password." + o.Program,
 		typ:     corev1.SecretType(o.Program + ".cattle.io/node-password"),
 		recent:  newRecent(o.ReadAfterCreate, time.Now),
+		reads:   rate.NewLimiter(rate.Limit(o.FreshReads), int(2*o.FreshReads)),
+		writes:  rate.NewLimiter(rate.Limit(o.DigestWrites), int(2*o.DigestWrites)),
 	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -185,37 +190,47 @@ func (s *Store) WaitForSync(ctx context.Context) error {
 // [verify.ErrInvalidInput] when the node name cannot name a secret. Get
 // fails before Start and after the Store has stopped.
 func (s *Store) Get(ctx context.Context, node string) (string, error) {
-	name, err := s.secretName(node)
+	sec, err := s.secret(ctx, node)
 	if err != nil {
 		return "", err
 	}
+	return s.hashOf(sec)
+}
+
+// secret returns node's secret as Get finds it (see Get). The informer's
+// copy is shared: it must not be modified.
+func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error) {
+	name, err := s.secretName(node)
+	if err != nil {
+		return nil, err
+	}
 	if !s.HasSynced() {
 		if err := s.WaitForSync(ctx); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	if s.run.Err() != nil {
-		return "", errors.New("kube: Store stopped")
+		return nil, errors.New("kube: Store stopped")
 	}
 	sec, err := s.lister.Get(name)
 	switch {
 	case err == nil:
-		return s.hashOf(sec)
+		return sec, nil
 	case !apierrors.IsNotFound(err):
-		return "", fmt.Errorf("kube: reading secret %s/%s from the cache: %w", s.opts.Namespace, name, err)
+		return nil, fmt.Errorf("kube: reading secret %s/%s from the cache: %w", s.opts.Namespace, name, err)
 	case !s.recent.has(name):
-		return "", fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
+		return nil, fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
 	}
 	s.opts.Logger.Debug("kube: secret created moments ago is not in the cache yet; reading it from the API server",
 		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
 	sec, err = s.secrets.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
+		return nil, fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
 	case err != nil:
-		return "", fmt.Errorf("kube: getting secret %s/%s: %w", s.opts.Namespace, name, err)
+		return nil, fmt.Errorf("kube: getting secret %s/%s: %w", s.opts.Namespace, name, err)
 	}
-	return s.hashOf(sec)
+	return sec, nil
 }
 
 // Create stores hash for node in a new immutable secret of type
@@ -303,9 +318,11 @@ func (s *Store) hashOf(sec *corev1.Secret) (string, error) {
 }
 
 // transform is the informer's transform: it keeps of each secret only what
-// Get needs. Node-password secrets of this program keep name, namespace,
-// resource version, type and the hash; other secrets keep name, namespace
-// and resource version (an informer cannot drop an object, so a small stub
+// Get and GetWithDigest need. Node-password secrets of this program keep
+// name, namespace, UID, resource version, type, the hash and the
+// remembered digest (DigestAnnotation), so that every server sees what
+// any server wrote; other secrets keep name, namespace and resource
+// version (an informer cannot drop an object, so a small stub
 // stands in for it). It is idempotent, as client-go asks.
 func (s *Store) transform(obj any) (any, error) {
 	sec, ok := obj.(*corev1.Secret)
@@ -318,6 +335,8 @@ func (s *Store) transform(obj any) (any, error) {
 		ResourceVersion: sec.ResourceVersion,
 	}}
 	if strings.HasSuffix(sec.Name, s.suffix) {
+		slim.UID = sec.UID
+		slim.Annotations = keepAnnotations(sec)
 		slim.Type = sec.Type
 		if h, ok := sec.Data[HashKey]; ok {
 			slim.Data = map[string][]byte{HashKey: append([]byte(nil), h...)}

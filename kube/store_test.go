@@ -612,6 +612,15 @@ func TestTransformKeepsOnlyWhatGetNeeds(t *testing.T) {
 	if len(got.Data) != 1 || string(got.Data["hash"]) != "$1:x" || got.Annotations != nil || got.Type != node.Type {
 		t.Errorf("node-password secret cached as %+v, want only its type and hash", got)
 	}
+	// The remembered digest is kept, and only it.
+	node.Annotations[DigestAnnotation] = "ZGlnZXN0"
+	if err := client.Tracker.Update(corev1.SchemeGroupVersion.WithResource("secrets"), node, "kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the annotated secret in the cache", func() bool {
+		got, err := s.lister.Get(node.Name)
+		return err == nil && got.Annotations[DigestAnnotation] == "ZGlnZXN0" && len(got.Annotations) == 1
+	})
 	// Idempotent, as client-go asks of transforms.
 	again, _ := s.transform(got)
 	if a := again.(*corev1.Secret); string(a.Data["hash"]) != "$1:x" || a.Type != got.Type || a.Name != got.Name {
