@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -62,12 +63,16 @@ func checkAttribution(t *testing.T, res *Result, honest uint64) {
 		t.Errorf("attributed %d honest + %d guesses + %d duplicates + %d unattributed + %d unfinished = %d, servers counted %d",
 			a.HonestScrypt, a.GuessScrypt, a.DuplicateScrypt, a.UnattributedScrypt, a.UnfinishedScrypt, sum, res.ScryptRuns)
 	}
-	// A run that ends may leave a few computations whose request is still
-	// under way; never more than one per slot.
-	if a.UnattributedScrypt+a.UnfinishedScrypt > uint64(2*runtime.GOMAXPROCS(0)) {
-		t.Errorf("%d unattributed and %d unfinished computations", a.UnattributedScrypt, a.UnfinishedScrypt)
+	// Every computation carries its request's labels.
+	if a.UnattributedScrypt != 0 {
+		t.Errorf("%d unattributed computations", a.UnattributedScrypt)
 	}
-	if a.HonestScrypt < honest-min(honest, a.UnattributedScrypt) {
+	// A run that ends may leave a few computations still running, whose
+	// client has left; never more than one per slot.
+	if a.UnfinishedScrypt > uint64(2*runtime.GOMAXPROCS(0)) {
+		t.Errorf("%d unfinished computations", a.UnfinishedScrypt)
+	}
+	if a.HonestScrypt < honest {
 		t.Errorf("%d honest computations for %d nodes that joined", a.HonestScrypt, honest)
 	}
 	if res.Model == ModelNodepass && a.GuessScryptKnown > a.GuessScrypt {
@@ -234,5 +239,34 @@ func TestAdversityValidation(t *testing.T) {
 	}
 	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).withDefaults().validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestAttributionByLabels: a computation is counted for the agent its
+// context's labels name, and as unattributed without them or with labels
+// that name no agent of the run.
+func TestAttributionByLabels(t *testing.T) {
+	h := testHerd(t)
+	dup := Node{Name: h.Nodes[2].Name, Password: "duplicate"}
+	tr := newTracker(h.Nodes, []Node{dup}, 1)
+	o := tr.observer(0)
+	observe := func(labels pprof.LabelSet) {
+		o.ObserveScrypt(pprof.WithLabels(t.Context(), labels), time.Millisecond)
+	}
+	o.ObserveScrypt(t.Context(), time.Millisecond)
+	observe(pprof.Labels(PasswordLabel, "honest", NodeLabel, "999"))
+	observe(pprof.Labels(PasswordLabel, "duplicate", NodeLabel, "2"))
+	observe(pprof.Labels(PasswordLabel, "friend"))
+	for _, n := range []Node{h.Nodes[0], h.Nodes[1], dup, {Name: h.Nodes[3].Name, Password: "guess"}, {Name: "nobody", Password: "guess"}} {
+		observe(tr.classify(n.Name, n.Password).labels())
+	}
+	var a AttackResult
+	tr.scryptFigures(&a)
+	if a.HonestScrypt != 2 || a.DuplicateScrypt != 1 || a.GuessScrypt != 2 || a.UnattributedScrypt != 4 {
+		t.Errorf("honest %d, duplicates %d, guesses %d, unattributed %d; want 2, 1, 2, 4",
+			a.HonestScrypt, a.DuplicateScrypt, a.GuessScrypt, a.UnattributedScrypt)
+	}
+	if at := tr.verifiedAt[0][1].Load(); at == 0 {
+		t.Error("node 1's honest computation did not mark its password known")
 	}
 }
