@@ -183,13 +183,13 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 }
 
 // scrypt counts and runs fn, one scrypt computation for the request ctx
-// is of.
+// is of, under verify's scrypt label (labelScrypt).
 func (m *k3sModel) scrypt(ctx context.Context, fn func() error) error {
 	m.runs.Add(1)
 	if m.observe != nil {
 		m.observe(ctx)
 	}
-	return fn()
+	return labelScrypt(ctx, fn)
 }
 
 // memory is what one scrypt computation allocates: 128·r·N bytes.
