@@ -66,15 +66,15 @@ func (w who) labels() pprof.LabelSet {
 	return pprof.Labels(PasswordLabel, w.kind.String(), NodeLabel, strconv.Itoa(w.node))
 }
 
-// scryptLabels are the labels verify runs its scrypt computations under.
-var scryptLabels = pprof.Labels(verify.ProfileLabel, verify.ProfileScrypt)
+// scryptLabelSet is the label verify runs its scrypt computations under.
+var scryptLabelSet = pprof.Labels(verify.ProfileLabel, verify.ProfileScrypt)
 
 // labelScrypt runs fn, one scrypt computation made by bench itself (a k3s
 // model's, the lower bound's), under the label verify gives its own,
 // merged with ctx's labels: a CPU profile then finds every model's scrypt
 // work by the same label.
 func labelScrypt(ctx context.Context, fn func() error) (err error) {
-	pprof.Do(ctx, scryptLabels, func(context.Context) { err = fn() })
+	pprof.Do(ctx, scryptLabelSet, func(context.Context) { err = fn() })
 	return err
 }
 
