@@ -23,7 +23,7 @@ import (
 //   - The lower-bound sample (Herd.EstimateLowerBound: one warm-up
 //     verification per worker, then -bound-sample verifications, 16 if
 //     -bound-sample is 0) is taken first, outside the run's profile, and
-//     profiled on its own: its scrypt hot path over its verifications is
+//     profiled on its own: its scrypt work over its verifications is
 //     one scrypt's CPU measured right before the run, recorded in the CPU
 //     profile's comments (pprofreport.Meta). Its local lower bound is the
 //     one bench.Run would have measured itself; bench.Run is then called
@@ -117,7 +117,7 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 
 // calibration is one measurement of scrypt's CPU.
 type calibration struct {
-	scrypt        time.Duration // the scrypt hot path's CPU
+	scrypt        time.Duration // the scrypt work's CPU
 	verifications int
 	localBound    time.Duration // Herd.EstimateLowerBound's figure
 }
