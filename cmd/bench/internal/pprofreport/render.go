@@ -70,6 +70,9 @@ func labelLine(r *Report) string {
 	if r.ScryptLabelled == 0 {
 		return "no sample carries " + verify.ProfileLabel + "=" + verify.ProfileScrypt + ": scrypt found by package paths only (a profile made before the labels)"
 	}
+	if r.ScryptLabelled == r.CPU[Scrypt] {
+		return "all the scrypt work carried " + verify.ProfileLabel + "=" + verify.ProfileScrypt
+	}
 	return fmt.Sprintf("%s of the scrypt work carried %s=%s (the rest was found by package paths)",
 		pct(float64(r.ScryptLabelled)/float64(max(r.CPU[Scrypt], 1))), verify.ProfileLabel, verify.ProfileScrypt)
 }

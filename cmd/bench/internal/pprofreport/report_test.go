@@ -74,7 +74,7 @@ func TestFromProfile(t *testing.T) {
 	}
 	var text bytes.Buffer
 	WriteText(&text, r, 0)
-	for _, want := range []string{"100.0% of the scrypt work carried nodepass.verify=scrypt",
+	for _, want := range []string{"all the scrypt work carried nodepass.verify=scrypt",
 		"scrypt work by whose password it checked (nodepass.bench.password): honest 0.00s (0.0%), guess 0.40s (37.0%), duplicate 0.00s (0.0%), unlabelled 0.68s (63.0%)"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("WriteText lacks %q:\n%s", want, text.String())
