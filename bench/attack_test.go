@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -268,5 +270,26 @@ func TestAttributionByLabels(t *testing.T) {
 	}
 	if at := tr.verifiedAt[0][1].Load(); at == 0 {
 		t.Error("node 1's honest computation did not mark its password known")
+	}
+}
+
+// TestScryptLabelled: a k3s model's scrypt runs under verify's scrypt
+// label merged with the labels of the request, as a nodepass server's
+// does, so that a CPU profile classifies and splits both alike.
+func TestScryptLabelled(t *testing.T) {
+	m := newK3s(verify.NewMemoryStore(), verify.DefaultParams, 0)
+	defer m.close(true)
+	ctx := pprof.WithLabels(t.Context(), who{kind: kindGuess, node: 3}.labels())
+	var dump bytes.Buffer
+	err := m.scrypt(ctx, func() error { return pprof.Lookup("goroutine").WriteTo(&dump, 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# labels: {"nodepass.bench.node":"3", "nodepass.bench.password":"guess", "nodepass.verify":"scrypt"}`
+	if !strings.Contains(dump.String(), want) {
+		t.Errorf("no goroutine with %s:\n%s", want, dump.String())
+	}
+	if m.scryptRuns() != 1 {
+		t.Errorf("%d scrypt runs counted, want 1", m.scryptRuns())
 	}
 }
