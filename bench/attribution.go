@@ -24,10 +24,11 @@ const (
 // The pprof labels under which a run with attackers, duplicates or store
 // faults sends each request to its server, saying whose password it
 // carries. The server's work for the request runs under them, and so does
-// every scrypt computation the request starts (verify gives an Observer,
-// and the computation, the labels of the request that started it), so a
-// CPU profile of such a run splits the scrypt work by whose password it
-// checked (go tool pprof -tagfocus=nodepass.bench.password=guess).
+// every scrypt computation the request starts: verify runs it under the
+// labels of the request that started it, and gives its Observer that
+// context. A CPU profile of such a run therefore splits the scrypt work by
+// whose password it checked (go tool pprof
+// -tagfocus=nodepass.bench.password=guess).
 const (
 	// PasswordLabel is "honest" (the node's own password), "guess" (an
 	// attacker's) or "duplicate" (the password of a second machine with
@@ -52,18 +53,16 @@ type who struct {
 	dup  int // the duplicate's index, for kindDuplicate
 }
 
-// labels returns w as pprof labels.
+// labels returns w as pprof labels: its kind, and the indexes it has.
 func (w who) labels() pprof.LabelSet {
-	switch w.kind {
-	case kindDuplicate:
-		return pprof.Labels(PasswordLabel, w.kind.String(), NodeLabel, strconv.Itoa(w.node), DuplicateLabel, strconv.Itoa(w.dup))
-	case kindHonest:
-		return pprof.Labels(PasswordLabel, w.kind.String(), NodeLabel, strconv.Itoa(w.node))
+	args := []string{PasswordLabel, w.kind.String()}
+	if w.node >= 0 {
+		args = append(args, NodeLabel, strconv.Itoa(w.node))
 	}
-	if w.node < 0 {
-		return pprof.Labels(PasswordLabel, w.kind.String())
+	if w.kind == kindDuplicate {
+		args = append(args, DuplicateLabel, strconv.Itoa(w.dup))
 	}
-	return pprof.Labels(PasswordLabel, w.kind.String(), NodeLabel, strconv.Itoa(w.node))
+	return pprof.Labels(args...)
 }
 
 // scryptLabelSet is the label verify runs its scrypt computations under.
