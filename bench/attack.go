@@ -168,15 +168,25 @@ func guessPassword(rng *rand.Rand) string {
 	return fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64())
 }
 
-// startAdversaries starts the duplicates and the attackers; they stop when
-// ctx ends.
+// startAdversaries starts the duplicates and the attackers, and returns
+// once each is about to send its first request; they stop when ctx ends.
+// A herd that joins at once would otherwise leave them no time to start.
 func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
+	var started sync.WaitGroup
+	start := func(f func()) {
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			f()
+		})
+	}
 	for d := range r.adv.dups {
-		wg.Go(func() { r.duplicate(ctx, d) })
+		start(func() { r.duplicate(ctx, d) })
 	}
 	for j := range r.sc.Attackers {
-		wg.Go(func() { r.attacker(ctx, j) })
+		start(func() { r.attacker(ctx, j) })
 	}
+	started.Wait()
 }
 
 // duplicate is the second machine of a duplicate hostname: a k3s agent

@@ -176,16 +176,17 @@ func (r *run) execute(ctx context.Context) *Result {
 	var sampler sync.WaitGroup
 	sampler.Go(func() { peak = r.sample(samplerDone) })
 
-	var agents sync.WaitGroup
-	for i := range r.sc.Nodes {
-		agents.Go(func() { r.agent(ctx, i) })
-	}
 	// Attackers and duplicates never finish by themselves: they stop when
-	// every honest node has joined or the run stops.
+	// every honest node has joined or the run stops. They are in place
+	// before the herd starts.
 	advCtx, stopAdversaries := context.WithCancel(ctx)
 	defer stopAdversaries()
 	var adversaries sync.WaitGroup
 	r.startAdversaries(advCtx, &adversaries)
+	var agents sync.WaitGroup
+	for i := range r.sc.Nodes {
+		agents.Go(func() { r.agent(ctx, i) })
+	}
 	agentsDone := make(chan struct{})
 	go func() {
 		agents.Wait()
