@@ -58,15 +58,15 @@ const (
 // scrypt computations went.
 //
 // Every scrypt computation is attributed to the password it checks: the
-// node's own (honest), a duplicate's, or anything else (a guess). The k3s
-// models report each computation with its node and password. A nodepass
-// server computes in a goroutine of its own, started by the request that
-// found no cached outcome and no computation under way for its (node,
-// stored hash, password); the model's Observer is called in that
-// goroutine after each computation, and the run attributes it to the
-// request whose goroutine started it (the runtime records the creator of
-// every goroutine). Computations that cannot be attributed are counted in
-// UnattributedScrypt (a test keeps it at 0).
+// node's own (honest), a duplicate's, or anything else (a guess). Each
+// request reaches its server under pprof labels that say whose password
+// it carries (PasswordLabel, NodeLabel, DuplicateLabel). A k3s model
+// reports each computation as it starts, with the request's context; a
+// nodepass server's Observer is called as each computation ends with the
+// computation's context, which carries the labels of the request that
+// started it (a computation shared by identical requests is the first
+// one's). Computations whose context carries no such labels are counted
+// in UnattributedScrypt (a test keeps it at 0).
 type AttackResult struct {
 	// Attackers is Scenario.Attackers and AttackNames how they picked
 	// names.
@@ -107,10 +107,10 @@ type AttackResult struct {
 	DuplicateScryptMax         uint64 `json:"duplicate_scrypt_max"`
 	DuplicateScryptAfterReject uint64 `json:"duplicate_scrypt_after_reject"`
 	// UnattributedScrypt counts computations observed that could not be
-	// attributed, including those whose request had not returned yet
-	// when the figures were taken (a run that does not drain takes them
-	// while requests are under way); UnfinishedScrypt those started
-	// (Result.ScryptRuns) but not yet finished then.
+	// attributed; UnfinishedScrypt those started (Result.ScryptRuns) but
+	// not yet observed when the figures were taken (a nodepass
+	// computation is observed as it ends, and its client may have left
+	// long before).
 	UnattributedScrypt uint64 `json:"unattributed_scrypt"`
 	UnfinishedScrypt   uint64 `json:"unfinished_scrypt"`
 
@@ -168,15 +168,25 @@ func guessPassword(rng *rand.Rand) string {
 	return fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64())
 }
 
-// startAdversaries starts the duplicates and the attackers; they stop when
-// ctx ends.
+// startAdversaries starts the duplicates and the attackers, and returns
+// once each is about to send its first request; they stop when ctx ends.
+// A herd that joins at once would otherwise leave them no time to start.
 func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
+	var started sync.WaitGroup
+	start := func(f func()) {
+		started.Add(1)
+		wg.Go(func() {
+			started.Done()
+			f()
+		})
+	}
 	for d := range r.adv.dups {
-		wg.Go(func() { r.duplicate(ctx, d) })
+		start(func() { r.duplicate(ctx, d) })
 	}
 	for j := range r.sc.Attackers {
-		wg.Go(func() { r.attacker(ctx, j) })
+		start(func() { r.attacker(ctx, j) })
 	}
+	started.Wait()
 }
 
 // duplicate is the second machine of a duplicate hostname: a k3s agent

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -62,12 +65,16 @@ func checkAttribution(t *testing.T, res *Result, honest uint64) {
 		t.Errorf("attributed %d honest + %d guesses + %d duplicates + %d unattributed + %d unfinished = %d, servers counted %d",
 			a.HonestScrypt, a.GuessScrypt, a.DuplicateScrypt, a.UnattributedScrypt, a.UnfinishedScrypt, sum, res.ScryptRuns)
 	}
-	// A run that ends may leave a few computations whose request is still
-	// under way; never more than one per slot.
-	if a.UnattributedScrypt+a.UnfinishedScrypt > uint64(2*runtime.GOMAXPROCS(0)) {
-		t.Errorf("%d unattributed and %d unfinished computations", a.UnattributedScrypt, a.UnfinishedScrypt)
+	// Every computation carries its request's labels.
+	if a.UnattributedScrypt != 0 {
+		t.Errorf("%d unattributed computations", a.UnattributedScrypt)
 	}
-	if a.HonestScrypt < honest-min(honest, a.UnattributedScrypt) {
+	// A run that ends may leave a few computations still running, whose
+	// client has left; never more than one per slot.
+	if a.UnfinishedScrypt > uint64(2*runtime.GOMAXPROCS(0)) {
+		t.Errorf("%d unfinished computations", a.UnfinishedScrypt)
+	}
+	if a.HonestScrypt < honest {
 		t.Errorf("%d honest computations for %d nodes that joined", a.HonestScrypt, honest)
 	}
 	if res.Model == ModelNodepass && a.GuessScryptKnown > a.GuessScrypt {
@@ -234,5 +241,55 @@ func TestAdversityValidation(t *testing.T) {
 	}
 	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).withDefaults().validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestAttributionByLabels: a computation is counted for the agent its
+// context's labels name, and as unattributed without them or with labels
+// that name no agent of the run.
+func TestAttributionByLabels(t *testing.T) {
+	h := testHerd(t)
+	dup := Node{Name: h.Nodes[2].Name, Password: "duplicate"}
+	tr := newTracker(h.Nodes, []Node{dup}, 1)
+	o := tr.observer(0)
+	observe := func(labels pprof.LabelSet) {
+		o.ObserveScrypt(pprof.WithLabels(t.Context(), labels), time.Millisecond)
+	}
+	o.ObserveScrypt(t.Context(), time.Millisecond)
+	observe(pprof.Labels(PasswordLabel, "honest", NodeLabel, "999"))
+	observe(pprof.Labels(PasswordLabel, "duplicate", NodeLabel, "2"))
+	observe(pprof.Labels(PasswordLabel, "friend"))
+	for _, n := range []Node{h.Nodes[0], h.Nodes[1], dup, {Name: h.Nodes[3].Name, Password: "guess"}, {Name: "nobody", Password: "guess"}} {
+		observe(tr.classify(n.Name, n.Password).labels())
+	}
+	var a AttackResult
+	tr.scryptFigures(&a)
+	if a.HonestScrypt != 2 || a.DuplicateScrypt != 1 || a.GuessScrypt != 2 || a.UnattributedScrypt != 4 {
+		t.Errorf("honest %d, duplicates %d, guesses %d, unattributed %d; want 2, 1, 2, 4",
+			a.HonestScrypt, a.DuplicateScrypt, a.GuessScrypt, a.UnattributedScrypt)
+	}
+	if at := tr.verifiedAt[0][1].Load(); at == 0 {
+		t.Error("node 1's honest computation did not mark its password known")
+	}
+}
+
+// TestScryptLabelled: a k3s model's scrypt runs under verify's scrypt
+// label merged with the labels of the request, as a nodepass server's
+// does, so that a CPU profile classifies and splits both alike.
+func TestScryptLabelled(t *testing.T) {
+	m := newK3s(verify.NewMemoryStore(), verify.DefaultParams, 0)
+	defer m.close(true)
+	ctx := pprof.WithLabels(t.Context(), who{kind: kindGuess, node: 3}.labels())
+	var dump bytes.Buffer
+	err := m.scrypt(ctx, func() error { return pprof.Lookup("goroutine").WriteTo(&dump, 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# labels: {"nodepass.bench.node":"3", "nodepass.bench.password":"guess", "nodepass.verify":"scrypt"}`
+	if !strings.Contains(dump.String(), want) {
+		t.Errorf("no goroutine with %s:\n%s", want, dump.String())
+	}
+	if m.scryptRuns() != 1 {
+		t.Errorf("%d scrypt runs counted, want 1", m.scryptRuns())
 	}
 }

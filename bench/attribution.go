@@ -1,10 +1,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,11 +21,60 @@ const (
 	kindDuplicate             // the password of the node's duplicate
 )
 
+// The pprof labels under which a run with attackers, duplicates or store
+// faults sends each request to its server, saying whose password it
+// carries. The server's work for the request runs under them, and so does
+// every scrypt computation the request starts: verify runs it under the
+// labels of the request that started it, and gives its Observer that
+// context. A CPU profile of such a run therefore splits the scrypt work by
+// whose password it checked (go tool pprof
+// -tagfocus=nodepass.bench.password=guess).
+const (
+	// PasswordLabel is "honest" (the node's own password), "guess" (an
+	// attacker's) or "duplicate" (the password of a second machine with
+	// the node's name).
+	PasswordLabel = "nodepass.bench.password"
+	// NodeLabel is the index in the herd of the node whose name the
+	// request carries.
+	NodeLabel = "nodepass.bench.node"
+	// DuplicateLabel is the duplicate's index, for PasswordLabel
+	// "duplicate".
+	DuplicateLabel = "nodepass.bench.duplicate"
+)
+
+var kindNames = [...]string{kindGuess: "guess", kindHonest: "honest", kindDuplicate: "duplicate"}
+
+func (k kind) String() string { return kindNames[k] }
+
 // who is the agent a password belongs to.
 type who struct {
 	kind kind
 	node int // the index of the node whose name it carries
 	dup  int // the duplicate's index, for kindDuplicate
+}
+
+// labels returns w as pprof labels: its kind, and the indexes it has.
+func (w who) labels() pprof.LabelSet {
+	args := []string{PasswordLabel, w.kind.String()}
+	if w.node >= 0 {
+		args = append(args, NodeLabel, strconv.Itoa(w.node))
+	}
+	if w.kind == kindDuplicate {
+		args = append(args, DuplicateLabel, strconv.Itoa(w.dup))
+	}
+	return pprof.Labels(args...)
+}
+
+// scryptLabelSet is the label verify runs its scrypt computations under.
+var scryptLabelSet = pprof.Labels(verify.ProfileLabel, verify.ProfileScrypt)
+
+// labelScrypt runs fn, one scrypt computation made by bench itself (a k3s
+// model's, the lower bound's), under the label verify gives its own,
+// merged with ctx's labels: a CPU profile then finds every model's scrypt
+// work by the same label.
+func labelScrypt(ctx context.Context, fn func() error) (err error) {
+	pprof.Do(ctx, scryptLabelSet, func(context.Context) { err = fn() })
+	return err
 }
 
 // tracker attributes every scrypt computation of a run to the password it
@@ -54,16 +102,8 @@ type tracker struct {
 	wrongAccepts, honestRejected atomic.Uint64
 	faultAnswers, cachedErrors   atomic.Uint64
 
-	// A nodepass computation runs in a goroutine started by the request
-	// that queued it; it is observed by that goroutine's ID. The ID of a
-	// request's goroutine is looked up (runtime.Stack, microseconds) only
-	// when its answer says a computation may be involved, when the request
-	// returns: computations observed before are claimed then, those still
-	// to come are matched when observed.
 	mu      sync.Mutex
-	waiting map[uint64]pending // goroutine ID -> request gone, its computation to come
-	orphans map[uint64][]span  // goroutine ID -> computations observed, not yet claimed
-	guesses []guessRun         // every guess computation
+	guesses []guessRun // every guess computation
 }
 
 // span is when a computation ran, since the tracker was made; end is 0
@@ -76,12 +116,6 @@ type guessRun struct {
 	start        time.Duration
 }
 
-// pending is a request that may have left a computation behind.
-type pending struct {
-	who    who
-	server int
-}
-
 func newTracker(nodes, dups []Node, servers int) *tracker {
 	t := &tracker{
 		nodes:       nodes,
@@ -92,8 +126,6 @@ func newTracker(nodes, dups []Node, servers int) *tracker {
 		dupRunsBy:   make([]atomic.Uint64, len(dups)),
 		dupRejected: make([]atomic.Bool, len(dups)),
 		verifiedAt:  make([][]atomic.Int64, servers),
-		waiting:     make(map[uint64]pending),
-		orphans:     make(map[uint64][]span),
 	}
 	for i, n := range nodes {
 		t.index[n.Name] = i
@@ -120,6 +152,35 @@ func (t *tracker) classify(node, password string) who {
 		return who{kind: kindDuplicate, node: i, dup: d}
 	}
 	return who{kind: kindGuess, node: i}
+}
+
+// whoOf reads whose password a request carries from the labels ctx
+// carries (see who.labels); ok is false when ctx has none, or labels this
+// tracker did not make.
+func (t *tracker) whoOf(ctx context.Context) (w who, ok bool) {
+	k, _ := pprof.Label(ctx, PasswordLabel)
+	index := func(key string, n int) (int, bool) {
+		v, ok := pprof.Label(ctx, key)
+		if !ok {
+			return -1, true
+		}
+		i, err := strconv.Atoi(v)
+		return i, err == nil && i >= 0 && i < n
+	}
+	node, nodeOK := index(NodeLabel, len(t.nodes))
+	dup, dupOK := index(DuplicateLabel, len(t.dups))
+	w = who{node: node, dup: dup}
+	switch k {
+	case kindHonest.String():
+		w.kind = kindHonest
+		return w, nodeOK && node >= 0
+	case kindDuplicate.String():
+		w.kind = kindDuplicate
+		return w, nodeOK && node >= 0 && dupOK && dup >= 0
+	case kindGuess.String():
+		return w, nodeOK
+	}
+	return who{}, false
 }
 
 // rejected records that duplicate d got a 403.
@@ -177,69 +238,37 @@ func (t *tracker) observer(server int) *serverObserver {
 	return &serverObserver{t: t, server: server}
 }
 
-// observeTuple is a k3s model's report of a computation over password,
-// as it starts.
-func (o *serverObserver) observeTuple(node, password string) {
-	o.t.count(o.t.classify(node, password), o.server, span{start: o.t.since()})
+// started is a k3s model's report of a computation, as it starts, from
+// the goroutine of the request that runs it.
+func (o *serverObserver) started(ctx context.Context) {
+	o.t.countIn(ctx, o.server, span{start: o.t.since()})
 }
 
 // ObserveScrypt is a nodepass server's report (verify.Observer) of a
-// computation that took d, from the goroutine that ran it.
-func (o *serverObserver) ObserveScrypt(_ context.Context, d time.Duration) {
-	t := o.t
-	end := t.since()
-	r := span{start: end - d, end: end}
-	id, ok := creatorID()
-	if !ok {
-		t.unattributed.Add(1)
-		return
-	}
-	t.mu.Lock()
-	p, found := t.waiting[id]
-	if found {
-		delete(t.waiting, id)
-	} else {
-		t.orphans[id] = append(t.orphans[id], r)
-	}
-	t.mu.Unlock()
-	if found {
-		t.count(p.who, p.server, r)
-	}
+// computation that took d, as it ends. ctx is the computation's: it
+// carries the labels of the request that started it.
+func (o *serverObserver) ObserveScrypt(ctx context.Context, d time.Duration) {
+	end := o.t.since()
+	o.t.countIn(ctx, o.server, span{start: end - d, end: end})
 }
 
 // ObserveQueueWait is part of verify.Observer.
 func (o *serverObserver) ObserveQueueWait(context.Context, time.Duration) {}
 
-// claim attributes to w the computations started by the calling
-// goroutine on server, and those it will be found to have started, when
-// err says its computation may still be to come.
-func (t *tracker) claim(w who, server int, err error) {
-	id, ok := goroutineID()
+// countIn attributes one computation on server that ran during r to the
+// agent ctx's labels name, or counts it unattributed.
+func (t *tracker) countIn(ctx context.Context, server int, r span) {
+	w, ok := t.whoOf(ctx)
 	if !ok {
+		t.unattributed.Add(1)
 		return
 	}
-	var oe *verify.OverloadError
-	later := errors.As(err, &oe) && oe.Queued ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-	t.mu.Lock()
-	runs := t.orphans[id]
-	delete(t.orphans, id)
-	if later {
-		t.waiting[id] = pending{who: w, server: server}
-	}
-	t.mu.Unlock()
-	for _, r := range runs {
-		t.count(w, server, r)
-	}
+	t.count(w, server, r)
 }
 
 // scryptFigures fills a's computation counts.
 func (t *tracker) scryptFigures(a *AttackResult) {
 	t.mu.Lock()
-	var orphans uint64
-	for _, runs := range t.orphans {
-		orphans += uint64(len(runs))
-	}
 	for _, g := range t.guesses {
 		if at := t.verifiedAt[g.server][g.node].Load(); at > 0 && time.Duration(at) < g.start {
 			a.GuessScryptKnown++
@@ -253,28 +282,25 @@ func (t *tracker) scryptFigures(a *AttackResult) {
 	for i := range t.dupRunsBy {
 		a.DuplicateScryptMax = max(a.DuplicateScryptMax, t.dupRunsBy[i].Load())
 	}
-	a.UnattributedScrypt = t.unattributed.Load() + orphans
+	a.UnattributedScrypt = t.unattributed.Load()
 	a.WrongAccepts = t.wrongAccepts.Load()
 	a.HonestRejected = t.honestRejected.Load()
 }
 
-// wrap returns server's model m with every request checked and, for a
-// model that computes in goroutines of its own (nodepass), its
-// computations attributed.
+// wrap returns server's model m with every request labelled with whose
+// password it carries, and its answer checked.
 func (t *tracker) wrap(m model, server int) model {
 	if t == nil {
 		return m
 	}
-	_, flights := m.(nodepassModel)
-	return trackedModel{model: m, t: t, server: server, flights: flights}
+	return trackedModel{model: m, t: t, server: server}
 }
 
-// trackedModel is a model whose requests a tracker checks.
+// trackedModel is a model whose requests a tracker labels and checks.
 type trackedModel struct {
 	model
-	t       *tracker
-	server  int
-	flights bool // the model computes in goroutines started by requests
+	t      *tracker
+	server int
 }
 
 // request is what the store learns of the request it serves.
@@ -291,10 +317,10 @@ func requestOf(ctx context.Context) *request {
 func (m trackedModel) Ensure(ctx context.Context, node, password string) error {
 	w := m.t.classify(node, password)
 	req := new(request)
-	err := m.model.Ensure(context.WithValue(ctx, requestKey{}, req), node, password)
-	if m.flights && mayCompute(err) {
-		m.t.claim(w, m.server, err)
-	}
+	var err error
+	pprof.Do(context.WithValue(ctx, requestKey{}, req), w.labels(), func(ctx context.Context) {
+		err = m.model.Ensure(ctx, node, password)
+	})
 	switch {
 	case err == nil && w.kind == kindHonest:
 		m.t.verified(m.server, w.node, m.t.since())
@@ -310,53 +336,4 @@ func (m trackedModel) Ensure(ctx context.Context, node, password string) error {
 		}
 	}
 	return err
-}
-
-// mayCompute reports whether a nodepass answer may involve a computation
-// started by the request: all but a refusal before queueing and bad input.
-func mayCompute(err error) bool {
-	var oe *verify.OverloadError
-	return !(errors.As(err, &oe) && !oe.Queued) && !errors.Is(err, verify.ErrInvalidInput)
-}
-
-// goroutineID returns the calling goroutine's ID, from the first line of
-// its stack trace: "goroutine 123 [running]:".
-func goroutineID() (uint64, bool) {
-	var buf [64]byte
-	s := buf[:runtime.Stack(buf[:], false)]
-	s, ok := bytes.CutPrefix(s, []byte("goroutine "))
-	if !ok {
-		return 0, false
-	}
-	return leadingUint(s)
-}
-
-// creatorID returns the ID of the goroutine that started the calling one,
-// from the last line of its stack trace: "created by f in goroutine 123".
-func creatorID() (uint64, bool) {
-	buf := make([]byte, 16<<10)
-	s := buf[:runtime.Stack(buf, false)]
-	i := bytes.LastIndex(s, []byte("\ncreated by "))
-	if i < 0 {
-		return 0, false
-	}
-	line := s[i+1:]
-	if j := bytes.IndexByte(line, '\n'); j >= 0 {
-		line = line[:j]
-	}
-	_, after, ok := bytes.Cut(line, []byte(" in goroutine "))
-	if !ok {
-		return 0, false
-	}
-	return leadingUint(after)
-}
-
-// leadingUint parses the decimal digits at the start of s.
-func leadingUint(s []byte) (uint64, bool) {
-	n := 0
-	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
-		n++
-	}
-	id, err := strconv.ParseUint(string(s[:n]), 10, 64)
-	return id, err == nil
 }

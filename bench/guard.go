@@ -2,7 +2,6 @@ package bench
 
 import (
 	"errors"
-	"runtime/metrics"
 	"sync/atomic"
 )
 
@@ -34,7 +33,7 @@ func (g *heapGuard) admit(bytes uint64) bool {
 	if g.tripped.Load() {
 		return false
 	}
-	if heapObjects()+bytes > g.max {
+	if ReadHeap().Objects+bytes > g.max {
 		g.stop()
 		return false
 	}
@@ -46,15 +45,4 @@ func (g *heapGuard) stop() {
 	if g.tripped.CompareAndSwap(false, true) {
 		g.trip()
 	}
-}
-
-// heapObjects returns the bytes of heap objects now, live or not yet
-// swept.
-func heapObjects() uint64 {
-	s := []metrics.Sample{{Name: objectsHeapMetric}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
 }

@@ -55,9 +55,10 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 		h.Nodes[i] = Node{Name: fmt.Sprintf("node-%04d", i+1), Password: hex.EncodeToString(pw[:])}
 	}
 	err := parallel(ctx, n, runtime.GOMAXPROCS(0), func(i int) error {
-		hash, err := verify.GenerateFromPassword(h.Nodes[i].Password, params)
-		h.Nodes[i].Hash = hash
-		return err
+		return labelScrypt(ctx, func() (err error) {
+			h.Nodes[i].Hash, err = verify.GenerateFromPassword(h.Nodes[i].Password, params)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: making stored hashes: %w", err)
@@ -97,7 +98,9 @@ func (h *Herd) EstimateLowerBound(ctx context.Context, sample int) (time.Duratio
 // GOMAXPROCS workers, after a warm-up of one verification per worker.
 func (h *Herd) timeVerifications(ctx context.Context, n int) (time.Duration, int, error) {
 	workers := runtime.GOMAXPROCS(0)
-	check := func(i int) error { return verify.CompareHashAndPassword(h.Nodes[i].Hash, h.Nodes[i].Password) }
+	check := func(i int) error {
+		return labelScrypt(ctx, func() error { return verify.CompareHashAndPassword(h.Nodes[i].Hash, h.Nodes[i].Password) })
+	}
 	if err := parallel(ctx, min(workers, len(h.Nodes)), workers, check); err != nil {
 		return 0, 0, fmt.Errorf("bench: lower bound warm-up: %w", err)
 	}

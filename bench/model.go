@@ -81,7 +81,7 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 		m := newK3s(store, params, maxFlight)
 		m.guard = guard
 		if obs != nil {
-			m.observe = obs.observeTuple
+			m.observe = obs.started
 		}
 		if name != ModelK3s125 {
 			return m, nil
@@ -122,7 +122,7 @@ type k3sModel struct {
 	apiLatency time.Duration
 	maxFlight  int64 // 0: no cap
 	guard      *heapGuard
-	observe    func(node, password string) // if not nil, called before each scrypt
+	observe    func(ctx context.Context) // if not nil, called before each scrypt with the request's context
 
 	base     context.Context // ends on close; only limiter waits see it
 	cancel   context.CancelFunc
@@ -161,8 +161,11 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 		if !m.guard.admit(m.memory()) {
 			return errGuardTripped
 		}
-		m.started(node, password)
-		if stored, err = verify.GenerateFromPassword(password, m.params); err != nil {
+		err = m.scrypt(ctx, func() (err error) {
+			stored, err = verify.GenerateFromPassword(password, m.params)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
 		if err = m.store.Create(sctx, node, stored); !errors.Is(err, verify.ErrExists) {
@@ -176,16 +179,17 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	if !m.guard.admit(m.memory()) {
 		return errGuardTripped
 	}
-	m.started(node, password)
-	return verify.CompareHashAndPassword(stored, password)
+	return m.scrypt(ctx, func() error { return verify.CompareHashAndPassword(stored, password) })
 }
 
-// started counts a scrypt computation over password for node.
-func (m *k3sModel) started(node, password string) {
+// scrypt counts and runs fn, one scrypt computation for the request ctx
+// is of, under verify's scrypt label (labelScrypt).
+func (m *k3sModel) scrypt(ctx context.Context, fn func() error) error {
 	m.runs.Add(1)
 	if m.observe != nil {
-		m.observe(node, password)
+		m.observe(ctx)
 	}
+	return labelScrypt(ctx, fn)
 }
 
 // memory is what one scrypt computation allocates: 128·r·N bytes.

@@ -133,9 +133,6 @@ func (r *Result) finish(lowerBound time.Duration) {
 	if lowerBound > 0 {
 		r.Ratio = float64(r.Completion) / float64(lowerBound)
 	}
-	if r.LocalBound > 0 {
-		r.LocalRatio = float64(r.Completion) / float64(r.LocalBound)
-	}
 	if r.Joined > 0 {
 		r.ScryptRunsPerNode = float64(r.ScryptRuns) / float64(r.Joined)
 	}
@@ -143,6 +140,15 @@ func (r *Result) finish(lowerBound time.Duration) {
 		r.P50 = r.JoinTimes[rank(n, 0.50)]
 		r.P99 = r.JoinTimes[rank(n, 0.99)]
 		r.Max = r.JoinTimes[n-1]
+	}
+}
+
+// SetLocalBound sets LocalBound to d and LocalRatio to Completion / d (0
+// when d is not positive). Completion must be set first.
+func (r *Result) SetLocalBound(d time.Duration) {
+	r.LocalBound, r.LocalRatio = d, 0
+	if d > 0 {
+		r.LocalRatio = float64(r.Completion) / float64(d)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime"
-	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,16 +25,6 @@ const (
 var (
 	errDeadline  = errors.New("bench: run deadline")
 	errHeapGuard = errors.New("bench: heap guard")
-)
-
-// The heap metrics sampled: the heap the last GC marked live (the figure
-// reported), and the heap objects allocated now, live or not yet swept
-// (what the guard watches: it moves with every allocation, while the live
-// figure waits for a GC to end, which an overloaded process can delay by
-// seconds).
-const (
-	liveHeapMetric    = "/gc/heap/live:bytes"
-	objectsHeapMetric = "/memory/classes/heap/objects:bytes"
 )
 
 // heapPeaks are the highest heap figures sampled in a run.
@@ -128,7 +117,7 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 			recheck(ctx, res.Faults, faults, r.adv.tracker, models, h.Nodes, sc.scale(sc.ClientTimeout))
 		}
 	}
-	res.LocalBound = localBound
+	res.SetLocalBound(localBound)
 	res.finish(h.LowerBound)
 	return res, nil
 }
@@ -187,16 +176,17 @@ func (r *run) execute(ctx context.Context) *Result {
 	var sampler sync.WaitGroup
 	sampler.Go(func() { peak = r.sample(samplerDone) })
 
-	var agents sync.WaitGroup
-	for i := range r.sc.Nodes {
-		agents.Go(func() { r.agent(ctx, i) })
-	}
 	// Attackers and duplicates never finish by themselves: they stop when
-	// every honest node has joined or the run stops.
+	// every honest node has joined or the run stops. They are in place
+	// before the herd starts.
 	advCtx, stopAdversaries := context.WithCancel(ctx)
 	defer stopAdversaries()
 	var adversaries sync.WaitGroup
 	r.startAdversaries(advCtx, &adversaries)
+	var agents sync.WaitGroup
+	for i := range r.sc.Nodes {
+		agents.Go(func() { r.agent(ctx, i) })
+	}
 	agentsDone := make(chan struct{})
 	go func() {
 		agents.Wait()
@@ -278,17 +268,12 @@ func (r *run) execute(ctx context.Context) *Result {
 // the run when the heap objects pass the guard, reports progress and
 // returns the peaks.
 func (r *run) sample(done <-chan struct{}) heapPeaks {
-	s := []metrics.Sample{{Name: liveHeapMetric}, {Name: objectsHeapMetric}}
 	var peak heapPeaks
 	read := func() {
-		metrics.Read(s)
-		if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
-			return
-		}
-		peak.live = max(peak.live, s[0].Value.Uint64())
-		objects := s[1].Value.Uint64()
-		peak.objects = max(peak.objects, objects)
-		if objects > r.sc.MaxHeap {
+		h := ReadHeap()
+		peak.live = max(peak.live, h.Live)
+		peak.objects = max(peak.objects, h.Objects)
+		if h.Objects > r.sc.MaxHeap {
 			r.guard.stop()
 		}
 	}

@@ -252,6 +252,7 @@ func TestResultJSON(t *testing.T) {
 		ShedLog:   []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
 	}
 	r.finish(time.Second)
+	r.SetLocalBound(3 * time.Second)
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +265,7 @@ func TestResultJSON(t *testing.T) {
 		"model": "nodepass", "nodes": 3.0, "joined": 2.0, "completion_s": 1.5, "lower_bound_s": 1.0,
 		"ratio": 1.5, "attempts": 0.0, "scrypt_runs": 2.0, "p50_s": 0.5, "p99_s": 1.0, "max_s": 1.0,
 		"peak_heap_mib": 96.0, "shed": 0.0, "timeouts": 0.0, "stopped": "deadline",
+		"local_lower_bound_s": 3.0, "local_ratio": 0.5,
 	}
 	for k, v := range want {
 		if m[k] != v {
@@ -306,5 +308,25 @@ func TestRank(t *testing.T) {
 		if got := rank(c.n, c.q); got != c.want {
 			t.Errorf("rank(%d, %v) = %d, want %d", c.n, c.q, got, c.want)
 		}
+	}
+}
+
+// TestReadHeap: the heap metrics exist in this runtime, and the heap
+// objects count a large allocation while it is live.
+func TestReadHeap(t *testing.T) {
+	runtime.GC() // the live heap is 0 until a cycle has ended
+	before := ReadHeap()
+	if before.Objects == 0 || before.Live == 0 {
+		t.Fatalf("ReadHeap() = %+v: a metric is missing", before)
+	}
+	buf := make([]byte, 64<<20)
+	after := ReadHeap()
+	runtime.KeepAlive(buf)
+	if after.Objects < before.Objects+32<<20 {
+		t.Errorf("heap objects %d after a 64 MiB allocation, %d before", after.Objects, before.Objects)
+	}
+	runtime.GC()
+	if got := ReadHeap().GCCycles; got <= before.GCCycles {
+		t.Errorf("GC cycles %d after runtime.GC, %d before", got, before.GCCycles)
 	}
 }

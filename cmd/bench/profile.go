@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/metrics"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -24,7 +23,7 @@ import (
 //   - The lower-bound sample (Herd.EstimateLowerBound: one warm-up
 //     verification per worker, then -bound-sample verifications, 16 if
 //     -bound-sample is 0) is taken first, outside the run's profile, and
-//     profiled on its own: its scrypt hot path over its verifications is
+//     profiled on its own: its scrypt work over its verifications is
 //     one scrypt's CPU measured right before the run, recorded in the CPU
 //     profile's comments (pprofreport.Meta). Its local lower bound is the
 //     one bench.Run would have measured itself; bench.Run is then called
@@ -34,7 +33,7 @@ import (
 //     a certificate in http mode: milliseconds) and the herd.
 //   - The heap profile's inuse_* values are taken at the peak of the live
 //     heap: a goroutine looks every 5 ms for a finished GC cycle and keeps
-//     the heap profile of the cycle with the highest /gc/heap/live:bytes. The end of a run is
+//     the heap profile of the cycle with the highest live heap (bench.ReadHeap). The end of a run is
 //     the wrong moment: a finished nodepass run has nothing left but its
 //     cache, while the question is what the herd held at its worst
 //     (DESIGN.md: scrypt slots × 32 MiB). The runtime publishes heap
@@ -103,8 +102,7 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 		Verifications: before.verifications,
 	}
 	if localBound > 0 {
-		res.LocalBound = localBound
-		res.LocalRatio = float64(res.Completion) / float64(localBound)
+		res.SetLocalBound(localBound)
 	}
 	cpu.Comments = append(cpu.Comments, meta.Comments()...)
 	heapProf.Comments = append(heapProf.Comments, "nodepass-bench: model="+model, heap.note)
@@ -119,7 +117,7 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 
 // calibration is one measurement of scrypt's CPU.
 type calibration struct {
-	scrypt        time.Duration // the scrypt hot path's CPU
+	scrypt        time.Duration // the scrypt work's CPU
 	verifications int
 	localBound    time.Duration // Herd.EstimateLowerBound's figure
 }
@@ -210,9 +208,7 @@ func watchHeap() (*heapWatch, error) {
 }
 
 func (w *heapWatch) loop() {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	lastCycle := s[0].Value.Uint64()
+	lastCycle := bench.ReadHeap().GCCycles
 	tick := time.NewTicker(heapWatchEvery)
 	defer tick.Stop()
 	for {
@@ -221,8 +217,8 @@ func (w *heapWatch) loop() {
 			return
 		case <-tick.C:
 		}
-		metrics.Read(s)
-		cycle, live := s[0].Value.Uint64(), s[1].Value.Uint64()
+		h := bench.ReadHeap()
+		cycle, live := h.GCCycles, h.Live
 		if cycle == lastCycle || live <= w.live {
 			lastCycle = cycle
 			continue

@@ -22,14 +22,16 @@ const profileUsage = `usage:
 
 Reads the CPU profiles bench -cpuprofile-dir writes (DIR/MODEL.cpu.pprof).
 
-report: for each profile, the CPU sampled; its share in the scrypt hot path,
-  the module's own code (cache, flights, admission, httpauth, verify), TLS/HTTP,
+report: for each profile, the CPU sampled; its share in the scrypt work (by its
+  label nodepass.verify=scrypt), the module's own code (the cache-miss request
+  path by its label nodepass.verify=request, cache, httpauth, verify), TLS/HTTP,
   GC, the rest of the runtime and everything else; scrypt CPU per joined node
   and in units of one scrypt measured in the same process; the top functions
   flat and cumulative. -markdown prints one table for all profiles instead.
 diff: each of those figures for BASE and NEW and its change.
 check: runs bench with the flags given and -cpuprofile-dir, then fails (exit 1)
-  when a model spends more than 1.25 × one scrypt of CPU per joined node, when
+  when less than 95% of the scrypt work carries its label, when a model spends
+  more than 1.25 × one scrypt of CPU per joined node, when
   the module's own code takes more than 2% of the sampled CPU, or when a share
   or per-node figure moved the wrong way from the profile of the same model in
   BASELINE_DIR by more than the noise (see profiles/README.md). The new

@@ -56,7 +56,7 @@ func TestProfileDir(t *testing.T) {
 		t.Errorf("profile report -markdown: exit %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCmd(t, "profile", "diff", filepath.Join(dir, "k3s-latest.cpu.pprof"), filepath.Join(dir, "nodepass.cpu.pprof"))
-	if code != 0 || !strings.Contains(stdout, "scrypt hot path") || !strings.Contains(stdout, "flat share of the top 10") {
+	if code != 0 || !strings.Contains(stdout, "scrypt work") || !strings.Contains(stdout, "flat share of the top 10") {
 		t.Errorf("profile diff: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

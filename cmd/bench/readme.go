@@ -227,40 +227,49 @@ minus the one at the start).
 
 ### Categories
 
-Each CPU sample is counted once, by its stack (the leaf first, inlined calls included):
+Each CPU sample is counted once, by its labels first, then by the packages on its stack (the leaf
+first, inlined calls included). No rule names a function of the module.
 
-1. **GC** and **runtime**: a leaf in package ` + "`runtime`" + ` (or ` + "`internal/runtime/...`" + `) is GC when
-   one of the runtime frames from the leaf up to the first frame outside the runtime is a
-   collector function (` + "`runtime.gc*`" + ` - gcBgMarkWorker, gcAssistAlloc, gcDrain -,
-   ` + "`markroot`, `scanobject`, `scanblock`, `scanstack`, `scanSpan`, `greyobject`" + `, write-barrier
-   flushes, ` + "`bgsweep`, `sweepone`, `deductSweepCredit`, `(*sweepLocked).sweep`, `(*mheap).reclaim`" + `);
-   otherwise it is runtime. The runtime's work for any caller stays in the runtime, including the
-   allocation and zeroing of scrypt's 128·r·N-byte buffer (shown apart as "scrypt and the runtime
-   work below it").
-2. Otherwise the stack is walked from the leaf up to the first frame of an **owner**, which decides:
-   - **scrypt hot path**: ` + "`golang.org/x/crypto/scrypt`, `golang.org/x/crypto/pbkdf2`" + `; so
-     ` + "`crypto/sha256`, `crypto/internal/fips140/sha256`, `crypto/hmac`" + ` and the rest of crypto/*
-     called from under scrypt count here;
-   - **the module's own code**: ` + "`github.com/nodepass/nodepass/{verify,cache,httpauth}`" + `, split by the
-     owner frame's function: *cache* (package cache, ` + "`(*Verifier).lookup`, `known`, `recordMatch`, `outcome`" + `),
-     *flights* (` + "`(*Verifier).share`, `run`, `await`" + `, type flight), *admission* (types admission,
-     ticket, nameQueue, failures, OverloadError; ` + "`acquire`, `runSlot`, `withSlot`, `shedQueued`, `recheckInterval`, `hold`" + `),
-     *httpauth* (package httpauth), *verify* (the rest of package verify: Ensure, Verify, input checks,
-     hash parsing, store calls, and any function added since these names were listed). The HMAC-SHA256 of the cache keys
-     is cache; scrypt itself, called from verify, is not own code;
-   - **TLS/HTTP**: ` + "`crypto/tls`, `crypto/x509`, `net/http`" + ` (with its HTTP/2 bundle),
-     ` + "`golang.org/x/net/...`, `vendor/golang.org/x/net/...`, `net`" + `; so AES-GCM, ECDSA and ECDH
-     under crypto/tls count here.
-3. A stack with no owner is TLS/HTTP when its leaf is in crypto/* (the CA and certificate made at
+1. **scrypt work**: every sample labelled ` + "`nodepass.verify=scrypt`" + `. verify runs each scrypt
+   computation under that label (merged with the labels of the request that started it), and
+   bench runs the k3s models' scrypt calls and its own (the lower-bound sample) under the same one,
+   so every model is classified alike. The label is the goroutine's: the runtime's work on it counts
+   here too (allocating and zeroing scrypt's 128·r·N-byte buffer, the GC assists its allocation pays),
+   and so does the little of the module's code that runs inside a computation.
+2. **the module's own code**: *request*, every sample labelled ` + "`nodepass.verify=request`" + `: the
+   part of a request that missed the cache (queueing for a slot, sharing a computation, waiting
+   for it, enrolling), runtime work included; then, unlabelled, the first frame of the module's
+   packages from the leaf up decides: *cache* (` + "`github.com/nodepass/nodepass/cache`" + `: the
+   cache-hit path's HMAC-SHA256 keys and lookups), *httpauth*, and *verify* (the rest of package
+   verify: Ensure and Verify themselves, input checks, the cache-hit path).
+3. **GC** and **runtime**: an unlabelled sample whose leaf is in package ` + "`runtime`" + ` (or
+   ` + "`internal/runtime/...`" + `) is GC when one of the runtime frames from the leaf up to the first frame
+   outside the runtime is a collector function (` + "`runtime.gc*`" + ` - gcBgMarkWorker, gcAssistAlloc,
+   gcDrain -, ` + "`markroot`, `scanobject`, `scanblock`, `scanstack`, `scanSpan`, `greyobject`" + `,
+   write-barrier flushes, ` + "`bgsweep`, `sweepone`, `deductSweepCredit`, `(*sweepLocked).sweep`, `(*mheap).reclaim`" + `);
+   otherwise it is runtime.
+4. Otherwise the first frame of an **owner** package from the leaf up decides:
+   ` + "`golang.org/x/crypto/scrypt`, `golang.org/x/crypto/pbkdf2`" + ` are scrypt work (scrypt called outside
+   the label: profiles made before it), the module's packages as in 2, and **TLS/HTTP** is
+   ` + "`crypto/tls`, `crypto/x509`, `net/http`" + ` (with its HTTP/2 bundle), ` + "`golang.org/x/net/...`" + `,
+   ` + "`vendor/golang.org/x/net/...`, `net`" + `; so AES-GCM, ECDSA and ECDH under crypto/tls count there.
+5. A stack with no owner is TLS/HTTP when its leaf is in crypto/* (the CA and certificate made at
    start), and **other** otherwise: the simulator, the agents' own code, the benchmark's
    bookkeeping (heap sampling, the heap-profile watch).
 
+` + "`bench profile check`" + ` fails when less than 95% of the scrypt work carries the label: a computation
+that lost it would move to the runtime and GC shares unseen. In a run with attackers or duplicates
+every request also carries ` + "`nodepass.bench.password=honest|guess|duplicate`" + ` (with
+` + "`nodepass.bench.node`" + ` and ` + "`nodepass.bench.duplicate`" + `), and the scrypt work it started
+carries them too: the report splits the scrypt work by whose password it checked, and
+` + "`go tool pprof -tagfocus=nodepass.bench.password=guess`" + ` shows the attackers' share alone.
+
 ### Scrypt CPU per joined node
 
-The scrypt hot path's CPU in the profile, divided by the nodes that joined (` + "`joined`" + ` in
+The scrypt work's CPU in the profile, divided by the nodes that joined (` + "`joined`" + ` in
 herd.json, which ` + "`bench profile`" + ` reads from beside the profile). It is given in two units:
 
-- **one scrypt in the run**: the scrypt hot path's CPU over the scrypt calls the run made, counted
+- **one scrypt in the run**: the scrypt work's CPU over the scrypt calls the run made, counted
   in its heap profile (every ` + "`scrypt.Key`" + ` call allocates one 128·r·N-byte buffer, 4 MiB at
   logN 12, 32 MiB at logN 15; the heap profiler, sampling one allocation per 512 KiB on average,
   misses a 4 MiB one with probability e^-8, 1 in 3000, and a 32 MiB one practically never, and
@@ -270,7 +279,7 @@ herd.json, which ` + "`bench profile`" + ` reads from beside the profile). It is
   moves it. This is the figure make profile-check limits.
 - **one scrypt before the run**: the worker profiles the lower-bound sample
   (` + "`Herd.EstimateLowerBound`" + `: one warm-up verification per worker, then ` + "`-bound-sample`" + `
-  verifications) right before the run and divides that profile's scrypt hot path by the
+  verifications, under the same label) right before the run and divides that profile's scrypt work by the
   verifications (recorded in the CPU profile's comments). Same profiler, same process, same
   classification, but a few seconds earlier: on a shared machine one scrypt's CPU time moves by
   ±20% from one second to the next (measured here: batches of 40 scrypts at logN 12 took 10.9 to
@@ -288,6 +297,8 @@ func readmeCheck(lim pprofreport.Limits) string {
 runs a small herd (about 5 s of CPU; 10 s on this shared 2-core machine), profiles it as above,
 and fails when
 
+- less than **%.0f%%** of the scrypt work carries the label `+"`nodepass.verify=scrypt`"+` (the
+  categories are read from it);
 - scrypt CPU per joined node is more than **%.2f × one scrypt** in the same run (nodepass makes
   exactly one scrypt call per node of a herd that all joins; scrypt twice per node is 2.00);
 - the module's own code takes more than **%.0f%%** of the sampled CPU;
@@ -299,7 +310,7 @@ Only shares and per-node ratios are compared, never absolute times: CI machines 
 and load, while a share or a ratio measured in one process over the same seconds does not depend
 on either. profiles/ci/ is made again with the command in its own README.md; do that when a change
 moves the figures on purpose, and say so in the commit.
-`, lim.MaxPerNode, 100*lim.MaxOwnShare, 100*lim.PerNodeTolerance) + readmeTolerance(lim)
+`, 100*lim.MinLabelled, lim.MaxPerNode, 100*lim.MaxOwnShare, 100*lim.PerNodeTolerance) + readmeTolerance(lim)
 }
 
 // readmeTolerance says why the limits and tolerances are what they are.
@@ -320,7 +331,7 @@ some 130 at 100 nodes.
   %.2f, is the issue's; its tolerance against the baseline, %.0f%%, allows for that and for a herd
   in which a few nodes' work is done twice (a timed-out request recomputed), which would already
   be worth a look.
-- **Own code** is a handful of samples: a cache lookup, an admission queue update or an HMAC
+- **Own code** is a handful of samples: a cache lookup, a queue update or an HMAC
   costs microseconds, and a 10 ms sample lands in one by chance. Over 20 runs its share was 0 in
   13, 0.3 to 0.8%% in 6, and 1.9%% in one (3 samples of 158 at 100 nodes: one more would have
   failed); 0.2%% on average. The 2%% limit is 5 samples of 200, 7 of 350; for a true share of
@@ -335,16 +346,22 @@ some 130 at 100 nodes.
   the check uses m = %.0f (the widest). A share may move the wrong way by %.1f standard
   deviations of the difference of two runs, %.1f × sqrt(p1(1-p1)(1/n1 + 1/m) + p2(1-p2)(1/n2 + 1/m)),
   each p with half a sample added so that a share seen in no sample still has a tolerance:
-  about %.0f points for the scrypt share and %.0f for GC at 250 samples. 18 runs of the CI scenario
+  about %.0f points for the scrypt share and %.0f for GC at 250 samples and the shares the CI
+  scenario shows under the labels (scrypt 93%%, GC 5%%). 18 runs of the CI scenario
   itself (200 to 340 samples each) all passed: scrypt 64-85%%, runtime 9-19%%, own code 0-0.9%%,
   GC 3-11%% but for one run at 21%%, made right after make test in a fresh clone, in which the
   collector spun (runtime.procyield, 11%%) waiting for scrypt goroutines whose threads the host had
   descheduled: 15 points above the baseline, 2.7 standard deviations, inside the tolerance. What
   this comparison catches is a gross shift (GC or runtime doubling, the scrypt share dropping by a
   third); the two limits above catch the regressions this module can make (scrypt more than once
-  per node, overhead around it).
+  per node, overhead around it). These runs classified scrypt by its packages only, before the
+  labels: the runtime's work on a computation's goroutine (zeroing its buffer, above all) counted as
+  runtime then and counts as scrypt work now, which moves about 22 points from the runtime share
+  to the scrypt share (4 runs of the CI scenario under the labels: scrypt 92-95%%, runtime 1-2%%,
+  GC 4-6%%; 69%%, 23%% and 7%% in the baseline before them). The tolerances were kept; a few runs
+  do not say whether the labelled shares vary less.
 `, lim.MaxPerNode, 100*lim.PerNodeTolerance, lim.MinSamples, lim.MachineSamples, lim.Sigmas, lim.Sigmas,
-		100*lim.ShareTolerance(0.77, 250, 0.77, 250), 100*lim.ShareTolerance(0.075, 250, 0.075, 250))
+		100*lim.ShareTolerance(0.93, 250, 0.93, 250), 100*lim.ShareTolerance(0.05, 250, 0.05, 250))
 }
 
 // writeResults writes results as the JSON array -json documents.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/nodepass/nodepass/verify"
 )
 
 // Limits are what Check enforces. profiles/README.md says why each value
@@ -18,6 +20,11 @@ type Limits struct {
 	// MinSamples is the fewest samples a profile needs for its shares to
 	// mean anything.
 	MinSamples int64
+	// MinLabelled is the least share of the Scrypt category that must
+	// carry the label nodepass.verify=scrypt (Report.ScryptLabelled): the
+	// categories are read from the labels, and scrypt work that lost its
+	// label would move to the runtime and GC shares unseen.
+	MinLabelled float64
 	// PerNodeTolerance is how far Report.PerNode may rise above the
 	// baseline's, as a fraction of the baseline's.
 	PerNodeTolerance float64
@@ -36,6 +43,7 @@ var DefaultLimits = Limits{
 	MaxPerNode:       1.25,
 	MaxOwnShare:      0.02,
 	MinSamples:       150,
+	MinLabelled:      0.95,
 	PerNodeTolerance: 0.05,
 	Sigmas:           3.5,
 	MachineSamples:   50,
@@ -89,6 +97,15 @@ func Check(cur, base *Report, lim Limits) []Verdict {
 	if cur.Samples < lim.MinSamples {
 		add("samples", false, "%d samples, want at least %d: too few for the shares to mean anything (more nodes, a higher logN or a higher rate)", cur.Samples, lim.MinSamples)
 		return out
+	}
+
+	labelled := float64(cur.ScryptLabelled) / float64(max(cur.CPU[Scrypt], 1))
+	if labelled < lim.MinLabelled {
+		add("scrypt labelled", false, "%s of the scrypt work carried %s=%s, want at least %s: the categories are read from that label. "+
+			"Did a scrypt computation lose it (verify's, or a model's in bench), or was the profile made before the labels?",
+			pct(labelled), verify.ProfileLabel, verify.ProfileScrypt, pct(lim.MinLabelled))
+	} else {
+		add("scrypt labelled", true, "%s of the scrypt work carried %s=%s, want at least %s", pct(labelled), verify.ProfileLabel, verify.ProfileScrypt, pct(lim.MinLabelled))
 	}
 
 	perNode, ok := cur.PerNode()

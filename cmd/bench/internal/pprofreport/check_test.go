@@ -25,8 +25,8 @@ func TestCheckPassesHealthyProfile(t *testing.T) {
 	if Failed(vs) {
 		t.Fatalf("a healthy profile failed:\n%s", join(vs))
 	}
-	if len(vs) != 7 {
-		t.Errorf("%d verdicts, want 7 (2 limits, per node and 4 shares against the baseline):\n%s", len(vs), join(vs))
+	if len(vs) != 8 {
+		t.Errorf("%d verdicts, want 8 (the label, 2 limits, per node and 4 shares against the baseline):\n%s", len(vs), join(vs))
 	}
 }
 
@@ -34,7 +34,7 @@ func TestCheckFailsWhenScryptRunsTwicePerNode(t *testing.T) {
 	base := herd(t, healthy(), 200, 200)
 	twice := healthy()
 	twice[&scryptStack] *= 2
-	twice[&runtimeStack] *= 2 // each call zeroes its own buffer
+	twice[&zeroStack] *= 2 // each call zeroes its own buffer
 	cur := herd(t, twice, 200, 400)
 	vs := Check(cur, base, DefaultLimits)
 	v := verdict(t, vs, "scrypt per joined node")
@@ -113,6 +113,30 @@ func TestCheckCannotCheck(t *testing.T) {
 	r.HaveCalls = false
 	if v := verdict(t, Check(r, nil, DefaultLimits), "scrypt per joined node"); v.OK || !strings.Contains(v.Detail, "heap profile") {
 		t.Errorf("without the heap profile: %v", v)
+	}
+}
+
+// TestCheckByLabel: a profile whose scrypt work does not carry verify's
+// label fails, whether made before the labels or by code that lost them.
+func TestCheckByLabel(t *testing.T) {
+	old := cpuSpec{}
+	for st, n := range healthy() {
+		u := unlabelled(*st)
+		old[&u] = n
+	}
+	v := verdict(t, Check(herd(t, old, 200, 200), nil, DefaultLimits), "scrypt labelled")
+	if v.OK || !strings.Contains(v.Detail, "0.0% of the scrypt work carried nodepass.verify=scrypt") {
+		t.Errorf("a profile without labels: %v", v)
+	}
+	// 25 of 225 scrypt samples without the label: 88.9%.
+	lost := healthy()
+	u := unlabelled(scryptStack)
+	lost[&scryptStack], lost[&u] = 175, 25
+	if v := verdict(t, Check(herd(t, lost, 200, 200), nil, DefaultLimits), "scrypt labelled"); v.OK || !strings.Contains(v.Detail, "88.9%") {
+		t.Errorf("a profile with scrypt work unlabelled: %v", v)
+	}
+	if v := verdict(t, Check(herd(t, healthy(), 200, 200), nil, DefaultLimits), "scrypt labelled"); !v.OK || !strings.Contains(v.Detail, "100.0%") {
+		t.Errorf("a healthy profile: %v", v)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/nodepass/nodepass/verify"
 )
 
 // Category is where a CPU sample is counted in the hot-path table.
@@ -11,22 +13,26 @@ type Category int
 
 // The categories, in table order. Classify gives the rules.
 const (
-	// Scrypt is the scrypt hot path: golang.org/x/crypto/scrypt and
-	// pbkdf2, and the crypto/* code (SHA-256, HMAC) they call.
+	// Scrypt is the scrypt work: every sample labelled
+	// nodepass.verify=scrypt (verify.ProfileLabel=verify.ProfileScrypt),
+	// which verify sets on its computations and bench on the k3s models'
+	// and its own, so the runtime work done on that goroutine (allocating
+	// and zeroing scrypt's buffer, the GC assists it pays) counts here.
+	// Without the label (profiles made before it), the
+	// golang.org/x/crypto/scrypt and pbkdf2 code and the crypto/* code
+	// (SHA-256, HMAC) they call.
 	Scrypt Category = iota
-	// Cache is the verified-tuple cache: package cache, and the verify
-	// functions that consult it.
+	// Request is the part of a request that missed the cache, labelled
+	// nodepass.verify=request by verify: queueing, sharing a computation,
+	// waiting for it, enrolling.
+	Request
+	// Cache is package cache outside those labels: the cache-hit path's
+	// keys and lookups.
 	Cache
-	// Flights is the sharing of one computation between identical
-	// concurrent requests (the Verifier's singleflight).
-	Flights
-	// Admission is the bounded scrypt slots, the queue, shedding and the
-	// delays for failing names.
-	Admission
 	// HTTPAuth is package httpauth: the node headers and status codes.
 	HTTPAuth
-	// Verify is the rest of package verify: Ensure and Verify themselves,
-	// input checks, hash parsing, store calls.
+	// Verify is the rest of package verify, outside those labels: Ensure
+	// and Verify themselves, input checks, the cache-hit path.
 	Verify
 	// TLSHTTP is crypto/tls, net/http (with its HTTP/2 bundle),
 	// golang.org/x/net, package net, and crypto/* not under scrypt or the
@@ -55,13 +61,13 @@ func Categories() []Category {
 }
 
 // OwnCode returns the categories that make up the module's own code.
-func OwnCode() []Category { return []Category{Cache, Flights, Admission, HTTPAuth, Verify} }
+func OwnCode() []Category { return []Category{Request, Cache, HTTPAuth, Verify} }
 
 // IsOwn reports whether c is part of the module's own code.
-func (c Category) IsOwn() bool { return c >= Cache && c <= Verify }
+func (c Category) IsOwn() bool { return c >= Request && c <= Verify }
 
 var categoryNames = [numCategories]string{
-	Scrypt: "scrypt", Cache: "cache", Flights: "flights", Admission: "admission",
+	Scrypt: "scrypt", Request: "request", Cache: "cache",
 	HTTPAuth: "httpauth", Verify: "verify", TLSHTTP: "tls/http", GC: "gc",
 	Runtime: "runtime", Other: "other",
 }
@@ -73,8 +79,9 @@ func (c Category) String() string {
 	return categoryNames[c]
 }
 
-// The module's packages.
+// The packages that own a sample.
 const (
+	scryptPkg   = "golang.org/x/crypto/scrypt"
 	modulePath  = "github.com/nodepass/nodepass/"
 	verifyPkg   = modulePath + "verify"
 	cachePkg    = modulePath + "cache"
@@ -83,26 +90,36 @@ const (
 
 // Classify returns the category of one sample whose stack is frames, the
 // leaf first, each a Go function name as in a profile
-// ("golang.org/x/crypto/scrypt.salsaXOR", "runtime.mallocgc"). The rules,
-// also written out in profiles/README.md:
+// ("golang.org/x/crypto/scrypt.salsaXOR", "runtime.mallocgc"), and whose
+// labels are labels (profile.Sample.Label). The rules, also written out in
+// profiles/README.md:
 //
-//  1. A leaf in package runtime (or internal/runtime/...) is GC when one
-//     of the runtime frames from the leaf up to the first non-runtime
-//     frame is a collector function (runtime.gc*, mark, scan, sweep,
-//     write-barrier flush; see isGCFrame); otherwise it is Runtime. The
-//     runtime's work for any caller, including the zeroing of scrypt's
-//     buffer, stays in the runtime.
-//  2. Otherwise the stack is walked from the leaf up to the first frame
-//     of an owner: golang.org/x/crypto/scrypt or pbkdf2 (Scrypt), the
-//     module's verify, cache or httpauth (the own-code category of that
-//     frame's function), or crypto/tls, crypto/x509, net/http,
-//     golang.org/x/net, package net (TLSHTTP). So SHA-256 and HMAC under
-//     scrypt are Scrypt, the HMAC of the cache keys is Cache, AES-GCM
-//     under crypto/tls is TLSHTTP, and a sync.Mutex taken by the
-//     admission queue is Admission.
-//  3. A stack with no owner is TLSHTTP when its leaf is in crypto/* (the
+//  1. A sample labelled nodepass.verify=scrypt is Scrypt and one labelled
+//     nodepass.verify=request is Request, whatever its stack: the label
+//     says whose work the goroutine was doing, the runtime's included.
+//  2. Otherwise a leaf in package runtime (or internal/runtime/...) is GC
+//     when one of the runtime frames from the leaf up to the first
+//     non-runtime frame is a collector function (runtime.gc*, mark, scan,
+//     sweep, write-barrier flush; see isGCFrame), and Runtime otherwise.
+//  3. Otherwise the stack is walked from the leaf up to the first frame
+//     of an owner, a package: golang.org/x/crypto/scrypt or pbkdf2
+//     (Scrypt: scrypt called outside the label, as in profiles made
+//     before it), the module's cache, httpauth or verify (Cache, HTTPAuth,
+//     Verify), or crypto/tls, crypto/x509, net/http, golang.org/x/net,
+//     package net (TLSHTTP). So the HMAC of a cache key is Cache and
+//     AES-GCM under crypto/tls is TLSHTTP.
+//  4. A stack with no owner is TLSHTTP when its leaf is in crypto/* (the
 //     certificates made at start), and Other otherwise.
-func Classify(frames []string) Category {
+//
+// No rule names a function of the module: a category follows from labels
+// and package paths only.
+func Classify(frames []string, labels map[string][]string) Category {
+	switch label(labels, verify.ProfileLabel) {
+	case verify.ProfileScrypt:
+		return Scrypt
+	case verify.ProfileRequest:
+		return Request
+	}
 	if len(frames) == 0 {
 		return Other
 	}
@@ -128,63 +145,31 @@ func Classify(frames []string) Category {
 	return Other
 }
 
+// label returns the value of a sample's string label key, or "" if it has
+// none (runtime/pprof gives each key one value).
+func label(labels map[string][]string, key string) string {
+	if v := labels[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // owner returns the category of a frame that decides a sample's category.
 func owner(fn string) (Category, bool) {
 	switch pkg := pkgOf(fn); {
-	case pkg == "golang.org/x/crypto/scrypt" || pkg == "golang.org/x/crypto/pbkdf2":
+	case pkg == scryptPkg || pkg == "golang.org/x/crypto/pbkdf2":
 		return Scrypt, true
 	case pkg == cachePkg:
 		return Cache, true
 	case pkg == httpauthPkg:
 		return HTTPAuth, true
 	case pkg == verifyPkg:
-		return verifyCategory(strings.TrimPrefix(fn, verifyPkg+".")), true
+		return Verify, true
 	case pkg == "crypto/tls" || pkg == "crypto/x509" || pkg == "net" ||
 		under(pkg, "net/http") || under(pkg, "golang.org/x/net") || under(pkg, "vendor/golang.org/x/net"):
 		return TLSHTTP, true
 	}
 	return 0, false
-}
-
-// verifyCategory sorts a function of package verify (name without the
-// package, e.g. "(*Verifier).share.func1") by its type and method.
-func verifyCategory(name string) Category {
-	typ, method := "", name
-	if strings.HasPrefix(name, "(*") {
-		if i := strings.Index(name, ")."); i > 0 {
-			typ, method = name[2:i], name[i+2:]
-		}
-	} else if i := strings.Index(name, "."); i > 0 && isType(name[:i]) {
-		typ, method = name[:i], name[i+1:]
-	}
-	if i := strings.IndexAny(method, ".["); i >= 0 {
-		method = method[:i] // closures (func1) and instantiations count with their function
-	}
-	switch typ {
-	case "admission", "ticket", "nameQueue", "failures", "OverloadError":
-		return Admission
-	case "flight":
-		return Flights
-	}
-	switch method {
-	case "acquire", "runSlot", "withSlot", "shedQueued", "recheckInterval", "hold", "newAdmission", "newFailures":
-		return Admission
-	case "share", "run", "await":
-		return Flights
-	case "lookup", "known", "recordMatch", "outcome":
-		return Cache
-	}
-	return Verify
-}
-
-// isType reports whether a name component is one of package verify's
-// types with value-receiver methods.
-func isType(s string) bool {
-	switch s {
-	case "Params", "Limits", "Options", "Stats", "hash", "ticket", "admission", "nameQueue", "failures", "flight":
-		return true
-	}
-	return false
 }
 
 // gcFramePrefixes are the runtime functions of the garbage collector. A

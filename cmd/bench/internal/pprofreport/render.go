@@ -6,12 +6,15 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/verify"
 )
 
 // categoryLabels are the row names of the text report.
 var categoryLabels = [numCategories]string{
-	Scrypt: "scrypt hot path", Cache: "  cache", Flights: "  flights (shared work)",
-	Admission: "  admission", HTTPAuth: "  httpauth", Verify: "  verify (other)",
+	Scrypt: "scrypt work", Request: "  request (cache miss)", Cache: "  cache",
+	HTTPAuth: "  httpauth", Verify: "  verify (other)",
 	TLSHTTP: "TLS/HTTP", GC: "GC", Runtime: "runtime", Other: "other (simulator, agents)",
 }
 
@@ -36,13 +39,19 @@ func WriteText(w io.Writer, r *Report, top int) {
 	fmt.Fprintln(tw, "\tCPU\tshare\t")
 	for _, c := range Categories() {
 		if c == TLSHTTP {
-			fmt.Fprintf(tw, "own code (the five above)\t%s\t%s\t\n", secs(sumCPU(r, OwnCode())), pct(r.OwnShare()))
+			fmt.Fprintf(tw, "own code (the four above)\t%s\t%s\t\n", secs(sumCPU(r, OwnCode())), pct(r.OwnShare()))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", categoryLabels[c], secs(r.CPU[c]), pct(r.Share(c)))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "scrypt and the runtime work below it (allocating, zeroing its buffer): %s, %s\n",
-		secs(r.UnderScrypt), pct(float64(r.UnderScrypt)/float64(max(r.Total, 1))))
+	fmt.Fprintln(w, labelLine(r))
+	if r.UnderScrypt != r.CPU[Scrypt] {
+		fmt.Fprintf(w, "scrypt and the runtime work below it (allocating, zeroing its buffer): %s, %s\n",
+			secs(r.UnderScrypt), pct(float64(r.UnderScrypt)/float64(max(r.Total, 1))))
+	}
+	if line := scryptByLine(r); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	if r.Preempted > 0 {
 		fmt.Fprintf(w, "%s of the samples were taken on entry to runtime.asyncPreempt and are counted in the function it interrupted\n",
 			pct(float64(r.Preempted)/float64(max(r.Total, 1))))
@@ -54,6 +63,37 @@ func WriteText(w io.Writer, r *Report, top int) {
 		fmt.Fprintln(w)
 		writeTop(w, "cumulative", r.Cum, r.Total, top)
 	}
+}
+
+// labelLine says how much of the scrypt work was found by its label.
+func labelLine(r *Report) string {
+	if r.ScryptLabelled == 0 {
+		return "no sample carries " + verify.ProfileLabel + "=" + verify.ProfileScrypt + ": scrypt found by package paths only (a profile made before the labels)"
+	}
+	if r.ScryptLabelled == r.CPU[Scrypt] {
+		return "all the scrypt work carried " + verify.ProfileLabel + "=" + verify.ProfileScrypt
+	}
+	return fmt.Sprintf("%s of the scrypt work carried %s=%s (the rest was found by package paths)",
+		pct(float64(r.ScryptLabelled)/float64(max(r.CPU[Scrypt], 1))), verify.ProfileLabel, verify.ProfileScrypt)
+}
+
+// scryptByLine splits the scrypt work by whose password it checked, or
+// returns "" when the profile does not say.
+func scryptByLine(r *Report) string {
+	if len(r.ScryptBy) == 0 {
+		return ""
+	}
+	var parts []string
+	var known time.Duration
+	for _, who := range []string{"honest", "guess", "duplicate"} {
+		d := r.ScryptBy[who]
+		known += d
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", who, secs(d), pct(float64(d)/float64(max(r.CPU[Scrypt], 1)))))
+	}
+	if rest := r.CPU[Scrypt] - known; rest > 0 {
+		parts = append(parts, fmt.Sprintf("unlabelled %s (%s)", secs(rest), pct(float64(rest)/float64(max(r.CPU[Scrypt], 1)))))
+	}
+	return "scrypt work by whose password it checked (" + bench.PasswordLabel + "): " + strings.Join(parts, ", ")
 }
 
 func runLine(r *Report) string {
@@ -83,7 +123,7 @@ func perNodeLine(r *Report) string {
 	s := "scrypt CPU per joined node: " + ms(d)
 	if x, ok := r.PerNode(); ok {
 		one, _ := r.OneScryptInRun()
-		s += fmt.Sprintf("\n  = %.2f × one scrypt in this run (%s: the scrypt hot path over the %d scrypt calls the heap profile counts, %s buffer each)",
+		s += fmt.Sprintf("\n  = %.2f × one scrypt in this run (%s: the scrypt work over the %d scrypt calls the heap profile counts, %s buffer each)",
 			x, ms(one), r.ScryptCalls, mib(r.ScryptBuffer))
 	}
 	if x, ok := r.PerNodeVsBound(); ok {
@@ -105,7 +145,7 @@ func writeTop(w io.Writer, kind string, fs []FuncCPU, total time.Duration, n int
 // WriteMarkdown writes the hot-path table of every report, one row per
 // model, and the split of the module's own code.
 func WriteMarkdown(w io.Writer, rs []*Report) {
-	fmt.Fprintln(w, "| model | joined | CPU sampled | scrypt hot path | scrypt with the runtime below it | own code | TLS/HTTP | GC | runtime | other | scrypt CPU per joined node | × one scrypt in the run | × one scrypt before the run |")
+	fmt.Fprintln(w, "| model | joined | CPU sampled | scrypt work | scrypt with the runtime below it | own code | TLS/HTTP | GC | runtime | other | scrypt CPU per joined node | × one scrypt in the run | × one scrypt before the run |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
 		joined, perNode, inRun, before := "-", "-", "-", "-"
@@ -128,8 +168,8 @@ func WriteMarkdown(w io.Writer, rs []*Report) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "The module's own code, split:")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| model | cache | flights | admission | httpauth | verify (other) |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| model | request (cache miss) | cache | httpauth | verify (other) |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
 	for _, r := range rs {
 		fmt.Fprintf(w, "| %s |", r.Name)
 		for _, c := range OwnCode() {

@@ -1,8 +1,9 @@
 // Package pprofreport says where the CPU of a herd run went, from the CPU
-// profile cmd/bench writes per server model: the share of the scrypt hot
-// path, of the module's own code (cache, flights, admission, httpauth,
+// profile cmd/bench writes per server model: the share of the scrypt work,
+// of the module's own code (the cache-miss request path, cache, httpauth,
 // verify), of TLS/HTTP, the garbage collector, the rest of the runtime and
-// everything else (Classify gives the rules); scrypt CPU per joined node,
+// everything else (Classify gives the rules: by the pprof labels verify
+// and bench set, and by package paths); scrypt CPU per joined node,
 // in units of one scrypt's CPU in the same run (the scrypt calls counted
 // in the run's heap profile) and of one scrypt measured right before it;
 // and the top functions. It compares two profiles (WriteDiff) and checks
@@ -27,6 +28,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/verify"
 )
 
 // Report is what one CPU profile shows. Make one with FromProfile or
@@ -50,10 +52,21 @@ type Report struct {
 	// CPU and Count are the CPU time and the samples per Category.
 	CPU   [numCategories]time.Duration
 	Count [numCategories]int64
-	// UnderScrypt is the CPU of every sample with a scrypt frame anywhere
-	// in its stack: the Scrypt category plus the runtime work below it
-	// (allocating and zeroing its buffer).
+	// UnderScrypt is the CPU of the Scrypt category and of every other
+	// sample with a scrypt frame anywhere in its stack. In a profile made
+	// under the labels it is the Scrypt category; in one made before them
+	// it adds the runtime work below scrypt (allocating and zeroing its
+	// buffer).
 	UnderScrypt time.Duration
+	// ScryptLabelled is the CPU of the samples labelled
+	// nodepass.verify=scrypt: all of the Scrypt category when every
+	// scrypt call ran under the label, none in a profile made before it.
+	ScryptLabelled time.Duration
+	// ScryptBy splits the Scrypt category by whose password the work
+	// checked, by the bench.PasswordLabel label of a run with attackers
+	// or duplicates ("honest", "guess", "duplicate"); nil when no scrypt
+	// sample carried it.
+	ScryptBy map[string]time.Duration
 	// Preempted is the CPU of the samples whose leaf was
 	// runtime.asyncPreempt, counted in the function the runtime had
 	// interrupted (see Classify).
@@ -114,7 +127,18 @@ func FromProfile(p *profile.Profile, name string) (*Report, error) {
 		if preempted {
 			r.Preempted += v
 		}
-		c := Classify(frames)
+		c := Classify(frames, s.Label)
+		if c == Scrypt {
+			if label(s.Label, verify.ProfileLabel) == verify.ProfileScrypt {
+				r.ScryptLabelled += v
+			}
+			if who := label(s.Label, bench.PasswordLabel); who != "" {
+				if r.ScryptBy == nil {
+					r.ScryptBy = map[string]time.Duration{}
+				}
+				r.ScryptBy[who] += v
+			}
+		}
 		r.CPU[c] += v
 		r.Count[c] += n
 		r.Total += v
@@ -130,7 +154,7 @@ func FromProfile(p *profile.Profile, name string) (*Report, error) {
 				seen[f] = true
 				cum[f] += v
 			}
-			under = under || pkgOf(f) == "golang.org/x/crypto/scrypt"
+			under = under || pkgOf(f) == scryptPkg
 		}
 		if under {
 			r.UnderScrypt += v
@@ -257,7 +281,7 @@ func (r *Report) count(cs ...Category) int64 {
 	return n
 }
 
-// ScryptPerNode returns the scrypt hot path's CPU per joined node; ok is
+// ScryptPerNode returns the scrypt work's CPU per joined node; ok is
 // false without the run's figures or when no node joined.
 func (r *Report) ScryptPerNode() (d time.Duration, ok bool) {
 	if r.Run == nil || r.Run.Joined == 0 {
@@ -267,7 +291,7 @@ func (r *Report) ScryptPerNode() (d time.Duration, ok bool) {
 }
 
 // OneScryptInRun returns one scrypt's CPU in the run itself: the scrypt
-// hot path's CPU over the scrypt calls counted in the run's heap profile.
+// work's CPU over the scrypt calls counted in the run's heap profile.
 // ok is false without the heap profile or when it counted no call.
 func (r *Report) OneScryptInRun() (d time.Duration, ok bool) {
 	if !r.HaveCalls || r.ScryptCalls <= 0 {
@@ -329,7 +353,7 @@ type Meta struct {
 	// Scenario says in words what ran ("100 nodes, logN 12, inproc, ...").
 	Scenario string
 	// OneScrypt is the CPU one scrypt verification spent in the scrypt
-	// hot path (the Scrypt category), measured by profiling
+	// work (the Scrypt category), measured by profiling
 	// Herd.EstimateLowerBound in the same process right before the run.
 	OneScrypt time.Duration
 	// Verifications is how many verifications OneScrypt was measured

@@ -3,6 +3,7 @@ package pprofreport
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,15 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/verify"
 )
 
 func TestFromProfile(t *testing.T) {
-	preempted := append([]string{asyncPreempt}, scryptStack...)
-	spec := cpuSpec{&scryptStack: 60, &preempted: 40, &cacheStack: 2, &gcStack: 10, &runtimeStack: 8, &agentStack: 5}
+	// A computation for a guess whose samples were taken on entry to
+	// asyncPreempt.
+	guessLabels := map[string][]string{verify.ProfileLabel: {verify.ProfileScrypt}, bench.PasswordLabel: {"guess"}}
+	preempted := sample{append([]string{asyncPreempt}, scryptFrames...), guessLabels}
+	spec := cpuSpec{&scryptStack: 60, &preempted: 40, &zeroStack: 8, &cacheStack: 1, &waitStack: 1, &gcStack: 10, &agentStack: 5}
 	r, err := FromProfile(cpuProfile(t, spec, Meta{Model: "nodepass", Scenario: "a test", OneScrypt: 12 * time.Millisecond, Verifications: 66}), "file-name")
 	if err != nil {
 		t.Fatal(err)
@@ -25,20 +30,24 @@ func TestFromProfile(t *testing.T) {
 	if r.Name != "nodepass" || r.Samples != 125 || r.Total != 125*ms10 || r.Hz() != 100 {
 		t.Errorf("name %q, %d samples, total %v, %d Hz", r.Name, r.Samples, r.Total, r.Hz())
 	}
-	if r.CPU[Scrypt] != 100*ms10 || r.Count[Scrypt] != 100 || r.CPU[Cache] != 2*ms10 || r.CPU[GC] != 10*ms10 ||
-		r.CPU[Runtime] != 8*ms10 || r.CPU[Other] != 5*ms10 {
+	// The zeroing of scrypt's buffer is scrypt work by its label.
+	if r.CPU[Scrypt] != 108*ms10 || r.Count[Scrypt] != 108 || r.CPU[Cache] != ms10 || r.CPU[Request] != ms10 ||
+		r.CPU[GC] != 10*ms10 || r.CPU[Runtime] != 0 || r.CPU[Other] != 5*ms10 {
 		t.Errorf("by category: %v", r.CPU)
+	}
+	if r.ScryptLabelled != 108*ms10 || r.UnderScrypt != 108*ms10 {
+		t.Errorf("ScryptLabelled = %v, UnderScrypt = %v; want 1.08s", r.ScryptLabelled, r.UnderScrypt)
+	}
+	if len(r.ScryptBy) != 1 || r.ScryptBy["guess"] != 40*ms10 {
+		t.Errorf("ScryptBy = %v, want guess 400ms", r.ScryptBy)
 	}
 	if r.Preempted != 40*ms10 {
 		t.Errorf("Preempted = %v, want 400ms", r.Preempted)
 	}
-	if r.UnderScrypt != 108*ms10 { // scrypt itself and the runtime's zeroing under scrypt.Key
-		t.Errorf("UnderScrypt = %v, want 1.08s", r.UnderScrypt)
+	if got := r.Share(Scrypt); math.Abs(got-0.864) > 1e-9 {
+		t.Errorf("scrypt share %v, want 0.864", got)
 	}
-	if got := r.Share(Scrypt); got != 0.8 {
-		t.Errorf("scrypt share %v, want 0.8", got)
-	}
-	if got := r.OwnShare(); got != 0.016 {
+	if got := r.OwnShare(); math.Abs(got-0.016) > 1e-9 {
 		t.Errorf("own share %v, want 0.016", got)
 	}
 	if r.Flat[0].Name != "golang.org/x/crypto/scrypt.salsaXOR" || r.Flat[0].CPU != 100*ms10 {
@@ -62,6 +71,37 @@ func TestFromProfile(t *testing.T) {
 	}
 	if _, ok := r.PerNode(); ok {
 		t.Error("PerNode without heap profile")
+	}
+	var text bytes.Buffer
+	WriteText(&text, r, 0)
+	for _, want := range []string{"all the scrypt work carried nodepass.verify=scrypt",
+		"scrypt work by whose password it checked (nodepass.bench.password): honest 0.00s (0.0%), guess 0.40s (37.0%), duplicate 0.00s (0.0%), unlabelled 0.68s (63.0%)"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("WriteText lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// The same profile made before the labels: scrypt by its package, the
+	// runtime's work below it the runtime's.
+	old := cpuSpec{}
+	for st, n := range spec {
+		u := unlabelled(*st)
+		old[&u] = n
+	}
+	r, err = FromProfile(cpuProfile(t, old, Meta{}), "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CPU[Scrypt] != 100*ms10 || r.CPU[Runtime] != 8*ms10 || r.CPU[Request] != 0 || r.CPU[Verify] != ms10 ||
+		r.UnderScrypt != 108*ms10 || r.ScryptLabelled != 0 || r.ScryptBy != nil {
+		t.Errorf("without labels: by category %v, under scrypt %v, labelled %v, by password %v", r.CPU, r.UnderScrypt, r.ScryptLabelled, r.ScryptBy)
+	}
+	text.Reset()
+	WriteText(&text, r, 0)
+	for _, want := range []string{"no sample carries nodepass.verify=scrypt", "scrypt and the runtime work below it (allocating, zeroing its buffer): 1.08s, 86.4%"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("WriteText lacks %q:\n%s", want, text.String())
+		}
 	}
 }
 
@@ -111,7 +151,8 @@ func TestLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("nodepass.cpu.pprof", cpuProfile(t, healthy(), Meta{Model: "nodepass", OneScrypt: 10 * time.Millisecond, Verifications: 66}))
+	// One scrypt before the run as in it: 225 samples of scrypt work for 200 calls.
+	write("nodepass.cpu.pprof", cpuProfile(t, healthy(), Meta{Model: "nodepass", OneScrypt: 11250 * time.Microsecond, Verifications: 66}))
 	write("nodepass.heap.pprof", heapProfile(t, 200, 4<<20))
 	results := []*bench.Result{{Model: "nodepass", Nodes: 200, Joined: 200, ScryptRuns: 200, ScryptRunsPerNode: 1, CPU: 2600 * time.Millisecond}}
 	b, err := json.Marshal(results)
@@ -132,7 +173,7 @@ func TestLoad(t *testing.T) {
 	if x, ok := r.PerNode(); !ok || x != 1 {
 		t.Errorf("PerNode = %v, %v", x, ok)
 	}
-	if d, ok := r.ScryptPerNode(); !ok || d != 10*time.Millisecond {
+	if d, ok := r.ScryptPerNode(); !ok || d != 11250*time.Microsecond {
 		t.Errorf("ScryptPerNode = %v, %v", d, ok)
 	}
 	if x, ok := r.PerNodeVsBound(); !ok || x != 1 {
@@ -145,18 +186,20 @@ func TestLoad(t *testing.T) {
 	var text, md, diff bytes.Buffer
 	WriteText(&text, r, 3)
 	for _, want := range []string{"nodepass (", "200/200 nodes joined", "CPU sampled: 2.60s", "100% of the CPU the process used",
-		"scrypt hot path            2.00s  76.9%", "own code (the five above)", "= 1.00 × one scrypt in this run (10.0 ms",
-		"200 scrypt calls", "4.0 MiB buffer", "= 1.00 × one scrypt measured before the run", "top 3 functions, flat:", "top 3 functions, cumulative:"} {
-		if !strings.Contains(text.String(), want) {
+		"scrypt work 2.25s 86.5%", "request (cache miss) 0.00s 0.0%", "own code (the four above) 0.01s 0.4%", "runtime 0.10s 3.8%",
+		"= 1.00 × one scrypt in this run (", "200 scrypt calls", "4.0 MiB buffer", "= 1.00 × one scrypt measured before the run",
+		"top 3 functions, flat:", "top 3 functions, cumulative:"} {
+		if !strings.Contains(strings.Join(strings.Fields(text.String()), " "), want) {
 			t.Errorf("WriteText lacks %q:\n%s", want, text.String())
 		}
 	}
 	WriteMarkdown(&md, []*Report{r})
-	if !strings.Contains(md.String(), "| nodepass | 200/200 | 2.60s | 76.9% | 90.4% | 0.4% | 0.0% | 7.7% | 13.5% | 1.5% | 10.0 ms | 1.00 | 1.00 |") {
+	if !strings.Contains(md.String(), "| nodepass | 200/200 | 2.60s | 86.5% | 86.5% | 0.4% | 0.0% | 7.7% | 3.8% | 1.5% | 11.2 ms | 1.00 | 1.00 |") ||
+		!strings.Contains(md.String(), "| nodepass | 0.00% | 0.38% | 0.00% | 0.00% |") {
 		t.Errorf("WriteMarkdown:\n%s", md.String())
 	}
 	WriteDiff(&diff, r, r, 5)
-	for _, want := range []string{"scrypt hot path 76.9% 76.9% +0.0 pts", "scrypts per joined node (in-run) 1.000 1.000 +0.0%", "flat share of the top 5"} {
+	for _, want := range []string{"scrypt work 86.5% 86.5% +0.0 pts", "scrypts per joined node (in-run) 1.000 1.000 +0.0%", "flat share of the top 5"} {
 		if !strings.Contains(strings.Join(strings.Fields(diff.String()), " "), want) {
 			t.Errorf("WriteDiff lacks %q:\n%s", want, diff.String())
 		}

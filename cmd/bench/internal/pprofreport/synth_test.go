@@ -8,28 +8,58 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/verify"
 )
 
-// Stacks for synthetic profiles, the leaf first, as runtime/pprof names
-// the functions.
+// sample is one kind of sample in a synthetic profile: its frames, the
+// leaf first, as runtime/pprof names the functions, and its labels.
+type sample struct {
+	frames []string
+	labels map[string][]string
+}
+
+// The labels verify sets.
 var (
-	scryptStack = []string{
-		"golang.org/x/crypto/scrypt.salsaXOR", "golang.org/x/crypto/scrypt.blockMix", "golang.org/x/crypto/scrypt.smix",
-		"golang.org/x/crypto/scrypt.Key", "github.com/nodepass/nodepass/verify.(*hash).compare",
-		"github.com/nodepass/nodepass/verify.(*Verifier).withSlot", "github.com/nodepass/nodepass/verify.(*Verifier).run.func1",
-	}
-	cacheStack = []string{
+	scryptLabel  = map[string][]string{verify.ProfileLabel: {verify.ProfileScrypt}}
+	requestLabel = map[string][]string{verify.ProfileLabel: {verify.ProfileRequest}}
+)
+
+// The frames of a scrypt computation, from the scrypt loop down to verify.
+var scryptFrames = []string{
+	"golang.org/x/crypto/scrypt.salsaXOR", "golang.org/x/crypto/scrypt.blockMix", "golang.org/x/crypto/scrypt.smix",
+	"golang.org/x/crypto/scrypt.Key", "github.com/nodepass/nodepass/verify.CompareHashAndPassword",
+}
+
+// Stacks for synthetic profiles, as a profile made under verify's labels
+// has them.
+var (
+	scryptStack = sample{scryptFrames, scryptLabel}
+	// zeroStack is the runtime zeroing scrypt's buffer, on the
+	// computation's goroutine.
+	zeroStack = sample{[]string{"runtime.memclrNoHeapPointers", "runtime.mallocgc", "runtime.makeslice", "golang.org/x/crypto/scrypt.Key",
+		"github.com/nodepass/nodepass/verify.CompareHashAndPassword"}, scryptLabel}
+	// assistStack is a GC assist paid by a computation's allocation.
+	assistStack = sample{[]string{"runtime.scanobject", "runtime.gcDrainN", "runtime.gcAssistAlloc1", "runtime.gcAssistAlloc",
+		"runtime.mallocgc", "golang.org/x/crypto/scrypt.Key"}, scryptLabel}
+	// waitStack is a request that missed the cache, queueing.
+	waitStack = sample{[]string{"sync.(*Mutex).Lock", "github.com/nodepass/nodepass/verify.(*Verifier).Verify"}, requestLabel}
+	// cacheStack is a cache hit's key: HMAC-SHA256.
+	cacheStack = sample{[]string{
 		"crypto/internal/fips140/sha256.blockAVX2", "crypto/internal/fips140/hmac.(*HMAC).Sum",
 		"github.com/nodepass/nodepass/cache.(*keyer).key", "github.com/nodepass/nodepass/cache.(*Cache).Key",
-		"github.com/nodepass/nodepass/verify.(*Verifier).lookup", "github.com/nodepass/nodepass/verify.(*Verifier).Ensure",
-	}
-	gcStack      = []string{"runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker.func2", "runtime.systemstack", "runtime.gcBgMarkWorker"}
-	runtimeStack = []string{"runtime.memclrNoHeapPointers", "runtime.mallocgc", "runtime.makeslice", "golang.org/x/crypto/scrypt.Key"}
-	agentStack   = []string{"github.com/nodepass/nodepass/bench.(*run).agent", "github.com/nodepass/nodepass/bench.(*run).execute.func2"}
+		"github.com/nodepass/nodepass/verify.(*Verifier).Verify",
+	}, nil}
+	gcStack    = sample{[]string{"runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker.func2", "runtime.systemstack", "runtime.gcBgMarkWorker"}, nil}
+	schedStack = sample{[]string{"runtime.futex", "runtime.notesleep", "runtime.stopm", "runtime.schedule"}, nil}
+	agentStack = sample{[]string{"github.com/nodepass/nodepass/bench.(*run).agent", "github.com/nodepass/nodepass/bench.(*run).execute.func2"}, nil}
 )
 
+// unlabelled returns s without its labels, as in a profile made before
+// them.
+func unlabelled(s sample) sample { return sample{s.frames, nil} }
+
 // cpuSpec is a synthetic CPU profile: samples (10 ms each) per stack.
-type cpuSpec map[*[]string]int64
+type cpuSpec map[*sample]int64
 
 // builder makes profiles whose functions and locations are shared
 // between samples, as real ones are.
@@ -55,7 +85,7 @@ func (b *builder) location(name string) *profile.Location {
 }
 
 func (b *builder) sample(frames []string, values ...int64) *profile.Sample {
-	s := &profile.Sample{Value: values}
+	s := &profile.Sample{Value: values, Label: map[string][]string{}}
 	for _, f := range frames {
 		s.Location = append(s.Location, b.location(f))
 	}
@@ -86,9 +116,12 @@ func cpuProfile(t *testing.T, spec cpuSpec, meta Meta) *profile.Profile {
 	b.p.PeriodType = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
 	b.p.Period = period
 	b.p.DurationNanos = int64(5 * time.Second)
-	for stack, n := range spec {
+	for st, n := range spec {
 		if n > 0 {
-			b.sample(*stack, n, n*period)
+			s := b.sample(st.frames, n, n*period)
+			for k, v := range st.labels {
+				s.Label[k] = v
+			}
 		}
 	}
 	b.p.Comments = meta.Comments()
@@ -104,7 +137,7 @@ func heapProfile(t *testing.T, calls, buffer int64) *profile.Profile {
 		&profile.ValueType{Type: "inuse_objects", Unit: "count"}, &profile.ValueType{Type: "inuse_space", Unit: "bytes"})
 	b.p.PeriodType = &profile.ValueType{Type: "space", Unit: "bytes"}
 	b.p.Period = 512 * 1024
-	key := scryptStack[3:]
+	key := scryptFrames[3:]
 	b.sample(key, calls, calls*buffer, 2, 2*buffer).NumLabel = map[string][]int64{"bytes": {buffer}}
 	b.sample(key, 7, 7*2048, 0, 0).NumLabel = map[string][]int64{"bytes": {2048}}
 	b.sample([]string{"github.com/nodepass/nodepass/bench.newRun"}, 1, 8<<20, 1, 8<<20).NumLabel = map[string][]int64{"bytes": {8 << 20}}
@@ -130,8 +163,9 @@ func herd(t *testing.T, spec cpuSpec, nodes int, calls int64) *Report {
 	return r
 }
 
-// healthy is a herd of 200 nodes: one scrypt (1 sample of 10 ms) per
-// node, and a little of everything else.
+// healthy is a herd of 200 nodes: one scrypt (1 sample of 10 ms, and
+// one in 8 nodes a sample of zeroing its buffer) per node, and a little
+// of everything else.
 func healthy() cpuSpec {
-	return cpuSpec{&scryptStack: 200, &cacheStack: 1, &gcStack: 20, &runtimeStack: 35, &agentStack: 4}
+	return cpuSpec{&scryptStack: 200, &zeroStack: 25, &cacheStack: 1, &gcStack: 20, &schedStack: 10, &agentStack: 4}
 }
