@@ -92,6 +92,10 @@ type Options struct {
 	// retrying a wrong password (a duplicate hostname) costs one scrypt per
 	// MismatchTTL instead of one per retry. Default 1 min.
 	MismatchTTL time.Duration
+	// Clock, if not nil, is the cache's time, read on every Get and Put
+	// (nil means time.Now): for simulations that move a server's clock on
+	// by hours without waiting for them, as the herd benchmark does.
+	Clock func() time.Time
 }
 
 // Cache is a bounded cache of verification outcomes. It is safe for
@@ -99,6 +103,7 @@ type Options struct {
 type Cache struct {
 	keys        *keyer
 	epoch       time.Time // expiries are monotonic offsets from it
+	clock       func() time.Time
 	matchTTL    time.Duration
 	mismatchTTL time.Duration
 
@@ -128,7 +133,10 @@ func New(opts *Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	c := &Cache{keys: keys, epoch: o.Clock(), clock: o.Clock, matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
 	if c.matches, err = lru.NewLRU[Key, time.Duration](o.MatchSize, nil); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
@@ -174,7 +182,7 @@ func (c *Cache) PairKey(node, hash string) Key {
 // Get returns the outcome cached under k, if any and not expired. An
 // expired entry is removed. Get allocates nothing.
 func (c *Cache) Get(k Key) (Outcome, bool) {
-	now := time.Since(c.epoch)
+	now := c.clock().Sub(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if exp, ok := c.matches.Get(k); ok {
@@ -196,7 +204,7 @@ func (c *Cache) Get(k Key) (Outcome, bool) {
 // entry of the other kind. Outcomes other than Match and Mismatch are
 // ignored: errors are never cached.
 func (c *Cache) Put(k Key, o Outcome) {
-	now := time.Since(c.epoch)
+	now := c.clock().Sub(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch o {
@@ -213,7 +221,7 @@ func (c *Cache) Put(k Key, o Outcome) {
 // matched, and that it is the pair's (node, stored hash) verified password:
 // see MatchedTuple. It also does Put(tuple, Match).
 func (c *Cache) PutMatch(pair, tuple Key) {
-	now := time.Since(c.epoch)
+	now := c.clock().Sub(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mismatches.Remove(tuple)
@@ -225,7 +233,7 @@ func (c *Cache) PutMatch(pair, tuple Key) {
 // has not expired. A caller holding another tuple Key for the same pair
 // knows that tuple's password differs from the verified one.
 func (c *Cache) MatchedTuple(pair Key) (Key, bool) {
-	now := time.Since(c.epoch)
+	now := c.clock().Sub(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.pairs.Get(pair)

@@ -125,6 +125,22 @@ func TestMatchesDoNotExpireByDefault(t *testing.T) {
 	})
 }
 
+// TestClock: a cache's time is its Clock's.
+func TestClock(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	c := newCache(t, &Options{MatchTTL: time.Hour, Clock: func() time.Time { return now }})
+	k := c.Key("n", "h", "pw")
+	c.Put(k, Match)
+	now = now.Add(time.Hour - 1)
+	if _, ok := c.Get(k); !ok {
+		t.Fatal("expired before its TTL on the injected clock")
+	}
+	now = now.Add(1)
+	if _, ok := c.Get(k); ok {
+		t.Fatal("outlived its TTL on the injected clock")
+	}
+}
+
 // TestMismatchFloodKeepsMatches: wrong passwords fill only their own list.
 func TestMismatchFloodKeepsMatches(t *testing.T) {
 	c := newCache(t, &Options{MatchSize: 4, MismatchSize: 8})
