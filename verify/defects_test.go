@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 )
 
@@ -53,5 +54,50 @@ func TestNamesAreCaseInsensitive(t *testing.T) {
 	}
 	if !v.fails.failing("node-1") || v.fails.delay("node-1") == 0 && v.opts.MaxFailDelay > 0 {
 		t.Fatal("the mismatches of the case variants were not counted against one name")
+	}
+}
+
+// slowReadStore blocks every Get of one node after its first (the
+// enrollment's re-read) until released.
+type slowReadStore struct {
+	*MemoryStore
+	node    string
+	reads   atomic.Int64
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowReadStore) Get(ctx context.Context, node string) (string, error) {
+	if node == s.node && s.reads.Add(1) == 2 {
+		close(s.entered)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return s.MemoryStore.Get(ctx, node)
+}
+
+// TestEnrollmentReadHoldsNoSlot: while an enrollment reads the store, its
+// job holds no scrypt slot, so another node's verification runs on the
+// only slot meanwhile.
+func TestEnrollmentReadHoldsNoSlot(t *testing.T) {
+	s := &slowReadStore{MemoryStore: NewMemoryStore(), node: "new", entered: make(chan struct{}), release: make(chan struct{})}
+	s.Set("known", mustHash(t, "pw"))
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
+	ctx := context.Background()
+	enrolled := make(chan error, 1)
+	go func() { enrolled <- v.Ensure(ctx, "new", "pw") }()
+	<-s.entered
+	if st := v.Stats(); st.InFlight != 0 {
+		t.Fatalf("stats %+v: the enrollment holds a slot while it reads the store", st)
+	}
+	if err := v.Verify(ctx, "known", "pw"); err != nil {
+		t.Fatalf("another node's verification during the enrollment's read: %v", err)
+	}
+	close(s.release)
+	if err := <-enrolled; err != nil {
+		t.Fatal(err)
 	}
 }
