@@ -148,6 +148,11 @@ func New(store Store, opts *Options) (*Verifier, error) {
 //   - ErrClosed: Close was called;
 //   - or a Store error, never cached.
 //
+// Node names are case-insensitive: node is lower-cased (strings.ToLower,
+// as k3s lower-cases the K3s-Node-Name header and the secret's name)
+// before anything else, and the Store, the cache and every per-name
+// defence see only the lower-case name.
+//
 // ctx bounds the Store.Get call and the wait for a result. When ctx ends
 // while the result is being computed, Verify returns ctx's error at once;
 // the computation goes on, detached, and its outcome is cached. A mismatch
