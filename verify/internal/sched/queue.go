@@ -197,6 +197,17 @@ func (nq *nameQueue) sort() {
 	})
 }
 
+// displaceable returns nq's newest job that a parked one may displace
+// (see Job.displaceable), or nil.
+func (nq *nameQueue) displaceable() *Job {
+	for i := len(nq.jobs) - 1; i >= 0; i-- {
+		if j := nq.jobs[i]; j.displaceable() {
+			return j
+		}
+	}
+	return nil
+}
+
 // wanted reports whether a caller is waiting for one of nq's jobs that is
 // not a suspect.
 func (nq *nameQueue) wanted() bool {
