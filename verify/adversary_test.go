@@ -43,8 +43,8 @@ func TestAdversaryCannotKeepPasswordOut(t *testing.T) {
 		{name: "fresh guesses, 8 connections", conns: 8, repeat: 1},
 		{name: "each guess twice, 4 connections", conns: 4, repeat: 2},
 		{name: "each guess 5 times, 8 connections", conns: 8, repeat: 5},
-		{name: "bursts of 8 before each retry", conns: 2, repeat: 1, burst: 8},
-		{name: "bursts of 8 repeated guesses before each retry", conns: 2, repeat: 3, burst: 8},
+		{name: "bursts of 8 before each retry, 4 connections", conns: 4, repeat: 1, burst: 8},
+		{name: "bursts of 8 repeated guesses before each retry, 2 connections", conns: 2, repeat: 3, burst: 8},
 		{name: "abandoned requests, 4 connections", conns: 4, repeat: 1, abandon: true},
 	} {
 		t.Run(a.name, func(t *testing.T) {
