@@ -189,3 +189,33 @@ func runningOf(s *Scheduler, name string) *Job {
 	}
 	return nil
 }
+
+// TestPinnedDoNotFillQueue: jobs pinned past their name's places do not
+// count against MaxQueue: guessers that wait for one name cannot make the
+// scheduler refuse other names' work.
+func TestPinnedDoNotFillQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{Slots: 1, MaxQueue: 2, PerName: 1, MaxWait: time.Second})
+		join(s, "running", "r", false)
+		q, _ := join(s, "a", "q", true)
+		s.watch(q, 1)
+		for i := range 5 {
+			p, o := join(s, "a", fmt.Sprint("p", i), true)
+			if o != nil {
+				t.Fatalf("guess %d refused: %v", i, o)
+			}
+			go s.Wait(context.Background(), p)
+			time.Sleep(time.Second) // its caller waits out MaxWait: pinned
+			synctest.Wait()
+		}
+		if nq := s.queue.of("a"); len(nq.jobs) != 6 || s.queue.over != 5 {
+			t.Fatalf("name a: %d queued, %d over its place; want 6 and 5", len(s.queue.of("a").jobs), s.queue.over)
+		}
+		if _, o := join(s, "b", "b", false); o != nil {
+			t.Fatalf("another name refused: %v", o)
+		}
+		if _, o := join(s, "c", "c", false); o == nil || o.NameFull {
+			t.Fatalf("past MaxQueue: %v, want queue full", o)
+		}
+	})
+}

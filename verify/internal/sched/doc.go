@@ -83,7 +83,10 @@
 // A guesser keeping c requests in progress for a name at once puts at
 // most c jobs in its line, and pins at most c per MaxWait over the cap;
 // jobs older than the work timeout have ended. The guesser's pinned
-// suspects still run only with spare capacity.
+// suspects still run only with spare capacity. Jobs pinned over their
+// names' caps do not count against Config.MaxQueue, so that guessers who
+// wait cannot make the scheduler refuse other names' work; what bounds
+// them is the guessers' waiting, each costing a request in progress.
 //
 // # Estimates
 //

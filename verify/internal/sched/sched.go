@@ -11,7 +11,7 @@ import (
 // Config sizes a Scheduler. Every field must be positive.
 type Config struct {
 	Slots    int           // jobs running at once
-	MaxQueue int           // jobs queued at most; past it Join refuses
+	MaxQueue int           // jobs queued or parked at most, pinned ones past their name's places apart; past it Join refuses
 	PerName  int           // jobs one name may have queued, pinned ones apart
 	MaxWait  time.Duration // longest Wait holds a caller
 }
@@ -54,7 +54,7 @@ func New(cfg Config) *Scheduler {
 		cfg:     cfg,
 		jobs:    make(map[Key]*Job),
 		running: make(map[*Job]struct{}, cfg.Slots),
-		queue:   newFairQueue(),
+		queue:   newFairQueue(cfg.PerName),
 		lines:   make(map[string][]*Job),
 		asks:    newAskLog(),
 		est:     newEstimator(),
@@ -84,8 +84,9 @@ type Request struct {
 // runner derives its own from.
 //
 // Joining an existing job counts as asking for its password again. Join
-// returns an *Overload when the queue as a whole (Config.MaxQueue, parked
-// jobs included) has no room, and ErrClosed after Close.
+// returns an *Overload when the queue as a whole has no room
+// (Config.MaxQueue: queued jobs within their names' places and parked
+// ones), and ErrClosed after Close.
 func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, err error) {
 	now := time.Now()
 	s.mu.Lock()
@@ -116,7 +117,10 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 		s.grantLocked(j, now)
 		return j, true, nil
 	}
-	if s.queue.len+s.parked >= s.cfg.MaxQueue {
+	// Jobs pinned over their names' places do not count: each cost a
+	// caller a whole MaxWait, and guessers that wait must not fill the
+	// queue for everyone.
+	if s.queue.len-s.queue.over+s.parked >= s.cfg.MaxQueue {
 		// Room for new work once the queue has drained.
 		after := s.startLocked(s.queue.work, now, s.est.slowdown) + s.est.duration(work, s.est.slowdown)
 		return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
@@ -324,13 +328,16 @@ func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
 	return freed
 }
 
-// Cheapen marks name's queued jobs as costing no scrypt: its password was
+// Cheapen marks name's queued and parked jobs as costing no scrypt: its password was
 // just verified, so they will be answered without it. Estimates stop
 // counting them.
 func (s *Scheduler) Cheapen(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue.cheapen(name)
+	for _, j := range s.lines[name] {
+		j.work = 0 // parked: not counted in queue.work yet
+	}
 }
 
 // Load returns how many jobs hold a slot and how many wait for one
