@@ -51,7 +51,8 @@ type Options struct {
 	MaxWait time.Duration
 
 	// MaxQueue is how many computations may wait for a slot, those waiting
-	// for room in their node's queue included. Past it, new work is refused with an OverloadError (Queued false) instead of being
+	// for room in their node's queue included and those a caller pinned
+	// past MaxQueuedPerNode (see there) apart. Past it, new work is refused with an OverloadError (Queued false) instead of being
 	// queued. Default 1024.
 	MaxQueue int
 
