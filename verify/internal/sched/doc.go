@@ -61,8 +61,9 @@
 //
 // Assume that the node's agent retries the same password and waits for
 // each answer at least MaxWait (k3s agents: a 10 s client timeout, against
-// a default MaxWait of 8 s), and that its job does not reach its work
-// timeout while queued. Then, whatever other requests for its name come,
+// a default MaxWait of 8 s), that the queue as a whole has room when its
+// first request comes (Config.MaxQueue), and that its job does not reach
+// its work timeout while queued. Then, whatever other requests for its name come,
 // fresh or repeated passwords, steady or timed before its retries, and
 // whether their callers wait or leave at once:
 //

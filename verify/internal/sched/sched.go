@@ -328,9 +328,9 @@ func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
 	return freed
 }
 
-// Cheapen marks name's queued and parked jobs as costing no scrypt: its password was
-// just verified, so they will be answered without it. Estimates stop
-// counting them.
+// Cheapen marks name's queued and parked jobs as costing no scrypt: its
+// password was just verified, so they will be answered without it.
+// Estimates stop counting them.
 func (s *Scheduler) Cheapen(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
