@@ -24,7 +24,7 @@ type adversary struct {
 	// half a second before each of the agent's asks (the guesser is told
 	// when they come), on top of the conns.
 	burst int
-	// abandon makes every request leave 1 ms after it was sent, its
+	// abandon makes every request leave 10 ms after it was sent, its
 	// connection at once ready for the next one.
 	abandon bool
 }
@@ -91,7 +91,7 @@ func runAdversary(t *testing.T, a adversary) {
 	send := func(pw string) error {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if a.abandon {
-			rctx, cancel = context.WithTimeout(ctx, time.Millisecond)
+			rctx, cancel = context.WithTimeout(ctx, 10*time.Millisecond)
 		}
 		defer cancel()
 		err := v.Verify(rctx, node, pw)
