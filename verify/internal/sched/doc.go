@@ -63,9 +63,9 @@
 // each answer at least MaxWait (k3s agents: a 10 s client timeout, against
 // a default MaxWait of 8 s), that the queue as a whole has room when its
 // first request comes (Config.MaxQueue), and that its job does not reach
-// its work timeout while queued. Then, whatever other requests for its name come,
-// fresh or repeated passwords, steady or timed before its retries, and
-// whether their callers wait or leave at once:
+// its work timeout while queued. Then, whatever other requests for its
+// name come, fresh or repeated passwords, steady or timed before its
+// retries, and whether their callers wait or leave at once:
 //
 //  1. its password is queued, never to be displaced, by the end of its
 //     agent's first request that is not answered within MaxWait (that
