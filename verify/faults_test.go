@@ -328,14 +328,16 @@ func TestQueuedGuessAnsweredByKnownMatch(t *testing.T) {
 	}
 }
 
-// TestRefusalsHeld: when a name has no room in the queue, the refusal is
-// held back MaxFailDelay, so that a guesser cannot spin on refusals.
-func TestRefusalsHeld(t *testing.T) {
+// TestFullNameHeld: when a name has no room in the queue, a new password
+// for it waits in the name's line for its whole MaxWait, so that a
+// guesser cannot spin on answers; a caller that waits it out gets the
+// password queued (over the name's cap), to be computed for its retry.
+func TestFullNameHeld(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewMemoryStore()
 		s.Set("busy", mustHash(t, "pw"))
 		s.Set("n", mustHash(t, "right"))
-		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueuedPerNode: 2, MaxFailDelay: time.Second})
+		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueuedPerNode: 2, MaxFailDelay: time.Second, MaxWait: 3 * time.Second})
 		ctx := context.Background()
 		for i := range 3 { // three computed mismatches
 			v.Verify(ctx, "n", fmt.Sprint("old-guess-", i))
@@ -350,13 +352,16 @@ func TestRefusalsHeld(t *testing.T) {
 		}
 		synctest.Wait()
 		start := time.Now()
-		err := v.Verify(ctx, "n", "refused-guess")
+		err := v.Verify(ctx, "n", "waiting-guess")
 		var oe *OverloadError
-		if !errors.As(err, &oe) || oe.Queued {
-			t.Fatalf("err %v, want a refusal", err)
+		if !errors.As(err, &oe) || !oe.Queued {
+			t.Fatalf("err %v, want an overload with the work queued", err)
 		}
-		if d := time.Since(start); d != time.Second {
-			t.Fatalf("refusal held %v, want MaxFailDelay (1 s)", d)
+		if d := time.Since(start); d != 3*time.Second {
+			t.Fatalf("held %v, want MaxWait (3 s)", d)
+		}
+		if st := v.Stats(); st.Queued != 3 {
+			t.Fatalf("%d queued, want 3: the name's two and the one that waited", st.Queued)
 		}
 		cancel()
 		close(g.release)

@@ -52,30 +52,48 @@ type Options struct {
 	// (10 s for k3s). Default 8 s.
 	MaxWait time.Duration
 
-	// MaxQueue is how many computations may wait for a slot. Past it, new
-	// work is refused with an OverloadError (Queued false) instead of being
+	// MaxQueue is how many computations may wait for a slot, those waiting
+	// for room in their node's queue included and those a caller pinned
+	// past MaxQueuedPerNode (see there) apart. Past it, new work is refused with an OverloadError (Queued false) instead of being
 	// queued. Default 1024.
 	MaxQueue int
 
 	// MaxQueuedPerNode is how many computations (distinct passwords) one
-	// node name may have queued at once. The queue serves names in turn, so
-	// a flood of guesses against some names costs those names' turns, not
-	// everyone's. Within a name, a password asked for again (agents retry
-	// the same password; a guesser never repeats one) goes first, and takes
-	// the place of a less-asked one when the name has no room; otherwise a
-	// name's new passwords are refused with an OverloadError until its
-	// first queued one has run. Once a name has had a mismatch, a password
-	// asked for it only once is computed only when nothing else is queued.
-	// Default 4.
+	// node name may have queued at once, apart from those pinned below. The
+	// queue serves names in turn, so a flood of guesses against some names
+	// costs those names' turns, not everyone's. Once a name has had a
+	// mismatch, a password asked for it only once is computed only when
+	// nothing else is queued.
+	//
+	// A new password for a name with no room is not refused: its request
+	// waits for room, at most MaxWait, and a request that waits out MaxWait
+	// (for a password queued or waiting for room) pins it: it is queued,
+	// over this limit if need be, and never dropped for another password.
+	// Only a first ask for a failing or busy name whose callers all left
+	// before MaxWait gives its place to a request waiting for room. Within
+	// a name, a password asked for again (agents retry the same password)
+	// goes before those asked once, and otherwise the first queued goes
+	// first; asking more often gains nothing.
+	//
+	// So, whatever wrong passwords are sent for a node, fresh or repeated,
+	// and however timed: if its agent waits MaxWait for each answer (k3s:
+	// 10 s client timeout) and retries the same password, that password is
+	// queued by the end of its agent's first request not answered within
+	// MaxWait, and from the agent's next request on only the name's
+	// passwords queued or waiting before that first request are computed
+	// before it: at most MaxQueuedPerNode, plus those pinned over it (each
+	// cost a caller a whole MaxWait of waiting), plus one per other request
+	// then in progress for the name. It is computed as the name's turns
+	// come, unless WorkTimeout ends its wait first. Default 4.
 	MaxQueuedPerNode int
 
 	// MaxFailDelay bounds how long a mismatch for a node name that keeps
 	// failing is held back: after the second mismatch recorded for a name
 	// (computed, or answered from the cache) its mismatches wait 100 ms,
 	// after each further one twice as long, up to MaxFailDelay; the count
-	// resets on a match or after 10 minutes without a mismatch. A refusal
-	// because the name has no room in the queue is held MaxFailDelay. Both
-	// slow guessing and misconfigured duplicate nodes without costing CPU,
+	// resets on a match or after 10 minutes without a mismatch. (A request
+	// for a node name with no room in the queue is held by its wait for
+	// room instead; see MaxQueuedPerNode.) Both slow guessing and misconfigured duplicate nodes without costing CPU,
 	// and never delay a matching password. Default 2 s; negative disables
 	// the delays.
 	MaxFailDelay time.Duration

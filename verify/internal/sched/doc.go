@@ -14,22 +14,80 @@
 //
 // Slots are granted to node names in turn (round robin), not in arrival
 // order, so that a flood of work for some names cannot starve the others.
-// A name may have at most Config.PerName jobs queued. Within a name, a
-// password asked for again goes first: a node's agent retries the same
-// password, a guesser rarely does. The last few passwords asked for each
-// name are remembered (as keys), and a password asked for more often takes
-// the place of a less-asked queued one when the name has no room.
 //
 // A first ask for a name that is failing (the caller says so) or that
 // already has work queued or running is a suspect: it runs only when no
 // other work is queued. A guesser's passwords are first asks, so guesses
 // for a name being attacked wait for spare capacity, and a herd's queue
-// holds at most one ordinary job per name.
+// holds at most one ordinary job per name. A password asked for again is
+// ordinary: an agent retries the same password. The last few passwords
+// asked for each name are remembered (as keys), so that a password asked
+// again after its job ended still counts as asked again.
+//
+// Within a name, ordinary jobs go before suspects, a password asked again
+// before one asked once, and otherwise the one that arrived first. Asking
+// more than twice counts for nothing: asking costs a guesser nothing, and
+// a count would let a guess keep passing a password queued before it.
 //
 // Among the names in turn, those with a caller waiting for one of their
 // jobs go first, in the order their callers came; jobs nobody waits for
 // (their callers were told to come back later) run when no caller is
 // waiting. A node's retry then finds its job done or served next.
+//
+// # Admission: a name's places
+//
+// A name may have at most Config.PerName jobs queued, but for pinned ones.
+// A new password for a name with no room is not refused: its job is
+// Parked in the name's line, holding no place, for as long as a caller
+// waits for it, and ends (Overload.NameFull) when its last caller leaves.
+// The line gets the name's places oldest first: a place that frees, or
+// the place of a queued suspect whose callers have all left without
+// pinning it (displaced). A caller that waits out its whole
+// Config.MaxWait for a parked or queued job pins it: a pinned job is
+// never displaced, and a parked one is then queued at once, over the
+// cap. Nothing else ends a queued job before it runs but its runner's
+// context (the work timeout, or Close).
+//
+// Why waiting, not asking, earns a place: a node's first request cannot
+// be told from a guess, and any bounded memory of passwords (queued or
+// only remembered) whose freed room goes to whoever asks first is refilled
+// by a guesser at once, as asking costs nothing, and a request can leave
+// as soon as it is sent. Waiting costs a guesser what it costs the node's
+// agent: a request in progress for MaxWait. So the line holds only
+// requests whose callers wait, and only waiting out MaxWait earns a place
+// that nothing can take away.
+//
+// # The bound
+//
+// Assume that the node's agent retries the same password and waits for
+// each answer at least MaxWait (k3s agents: a 10 s client timeout, against
+// a default MaxWait of 8 s), that the queue as a whole has room when its
+// first request comes (Config.MaxQueue), and that its job does not reach
+// its work timeout while queued. Then, whatever other requests for its
+// name come, fresh or repeated passwords, steady or timed before its
+// retries, and whether their callers wait or leave at once:
+//
+//  1. its password is queued, never to be displaced, by the end of its
+//     agent's first request that is not answered within MaxWait (that
+//     request's caller pins it);
+//  2. from the agent's next request on, it is ordinary and asked again,
+//     so the only jobs of its name that can run before it are those
+//     queued or waiting in the name's line when its first request came:
+//     at most PerName, plus those queued over the cap (each pinned by a
+//     caller that waited a whole MaxWait), plus one per other request then
+//     in progress for the name;
+//  3. it is therefore computed within that many of its name's turns
+//     after the agent's second request: at that request when the name is
+//     served that often within MaxWait, otherwise at a later one, each of
+//     the name's turns computing one of the jobs ahead of it.
+//
+// A guesser keeping c requests in progress for a name at once puts at
+// most c jobs in its line, and pins at most c per MaxWait over the cap;
+// jobs older than the work timeout have ended. The guesser's pinned
+// suspects still run only with spare capacity. Jobs pinned over their
+// names' caps do not count against Config.MaxQueue, so that guessers who
+// wait cannot make the scheduler refuse other names' work; what bounds
+// them is the guessers' waiting, each costing a request in progress.
 //
 // # Estimates
 //

@@ -13,21 +13,28 @@ type Key [32]byte
 // Scheduler.mu:
 //
 //	Pending ──Acquire──▶ Queued ──(a slot is free, its name's turn)──▶ Running
+//	Parked ──(its name has room, or a caller waited out MaxWait)──▶ Queued
 //	Running ──Release──▶ Finishing ──Finish──▶ Done
-//	Pending, Queued or Running ──Finish──▶ Done
+//	Pending, Parked, Queued or Running ──Finish──▶ Done
 //
 // Join creates a job Queued, or Running when a slot is free and nothing
-// is queued; with Request.Later it creates it Pending, and the job asks
-// for its slot when its runner calls Acquire (or goes straight to Running
-// when one is free then). A Queued job can also end Done without
-// running: displaced by a password asked for more often, or when the
-// context of its Acquire ends (work timeout, or the scheduler closed).
+// is queued, or Parked when its name's queue is full; with Request.Later
+// it creates it Pending, and the job asks for its slot when its runner
+// calls Acquire (or goes straight to Running when one is free then). A
+// Parked or Queued job can also end Done without running: a Parked one
+// when its last caller leaves before it got a place, a Queued suspect
+// when a parked job takes its place (see the package doc), either when
+// the context of its Acquire ends (work timeout, or the scheduler
+// closed).
 type State uint8
 
 const (
 	// Pending: in the map, so that callers share it, but not yet asking
 	// for a slot: its runner does I/O first.
 	Pending State = iota
+	// Parked: its name's queue was full; it waits in its name's line for
+	// a place while a caller waits for it, and holds none.
+	Parked
 	// Queued: waiting for a slot.
 	Queued
 	// Running: holds a slot; its computation may run.
@@ -43,6 +50,8 @@ func (s State) String() string {
 	switch s {
 	case Pending:
 		return "pending"
+	case Parked:
+		return "parked"
 	case Queued:
 		return "queued"
 	case Running:
@@ -76,7 +85,9 @@ type Job struct {
 	arrived  uint64    // order of its first ask among all asks
 	asks     uint32    // how often its password was asked for (see asks)
 	waiters  int       // callers waiting in Wait now
+	waited   bool      // some caller has waited in Wait
 	wary     bool      // its name was failing or busy when it arrived
+	pinned   bool      // a caller waited out MaxWait for it: never displaced
 	queuedAt time.Time // when Join created it
 	started  time.Time // when it got its slot
 }
@@ -96,22 +107,25 @@ func (j *Job) Err() error { return j.err }
 func (j *Job) suspect() bool { return j.wary && j.asks < 2 }
 
 // before reports whether j goes before u within their name: ordinary
-// before suspects, then more asked first, then older first.
+// before suspects, then a password asked again before one asked once
+// (an agent retries the same password), then in the order they arrived.
+// Asking more than twice does not count: asking costs a guesser nothing,
+// so a count could keep a guess jumping ahead of a password queued before
+// it; with the count capped at two, only jobs that arrived before j can
+// stay ahead of it once it has been asked again.
 func (j *Job) before(u *Job) bool {
 	if js, us := j.suspect(), u.suspect(); js != us {
 		return us
 	}
-	if j.asks != u.asks {
-		return j.asks > u.asks
+	if ja, ua := j.asks >= 2, u.asks >= 2; ja != ua {
+		return ja
 	}
 	return j.arrived < u.arrived
 }
 
-// outranks reports whether j may take u's place in a full name queue:
-// only by going strictly before it on suspicion or asks, not on age.
-func (j *Job) outranks(u *Job) bool {
-	if js, us := j.suspect(), u.suspect(); js != us {
-		return us
-	}
-	return j.asks > u.asks
+// displaceable reports whether a parked job may take queued j's place: a
+// suspect whose callers have all left without pinning it. A job nobody
+// has waited for yet is not: its creator is on its way to Wait.
+func (j *Job) displaceable() bool {
+	return j.state == Queued && j.suspect() && j.waited && j.waiters == 0 && !j.pinned
 }

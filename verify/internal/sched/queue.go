@@ -8,10 +8,12 @@ import (
 // fairQueue holds the queued jobs by name, names in service order. A
 // plain helper: the Scheduler calls it under its lock.
 type fairQueue struct {
-	names map[string]*nameQueue // names with queued jobs
-	ring  list.List             // of *nameQueue, in service order
-	len   int                   // jobs queued
-	work  int64                 // their bytes of work
+	names   map[string]*nameQueue // names with queued jobs
+	ring    list.List             // of *nameQueue, in service order
+	len     int                   // jobs queued
+	work    int64                 // their bytes of work
+	perName int                   // a name's places (Config.PerName)
+	over    int                   // jobs queued past their name's places (pinned)
 }
 
 // nameQueue holds one name's queued jobs in service order (see
@@ -22,8 +24,8 @@ type nameQueue struct {
 	elem *list.Element // in fairQueue.ring
 }
 
-func newFairQueue() fairQueue {
-	return fairQueue{names: make(map[string]*nameQueue)}
+func newFairQueue(perName int) fairQueue {
+	return fairQueue{names: make(map[string]*nameQueue), perName: perName}
 }
 
 // of returns name's queue, or nil when it has no job queued.
@@ -39,6 +41,9 @@ func (q *fairQueue) push(j *Job) {
 	}
 	nq.jobs = append(nq.jobs, j)
 	nq.sort()
+	if len(nq.jobs) > q.perName {
+		q.over++
+	}
 	q.len++
 	q.work += j.work
 }
@@ -52,6 +57,9 @@ func (q *fairQueue) remove(j *Job) {
 	i := slices.Index(nq.jobs, j)
 	if i < 0 {
 		return
+	}
+	if len(nq.jobs) > q.perName {
+		q.over--
 	}
 	nq.jobs = slices.Delete(nq.jobs, i, i+1)
 	q.len--
@@ -195,6 +203,17 @@ func (nq *nameQueue) sort() {
 		}
 		return 0
 	})
+}
+
+// displaceable returns nq's newest job that a parked one may displace
+// (see Job.displaceable), or nil.
+func (nq *nameQueue) displaceable() *Job {
+	for i := len(nq.jobs) - 1; i >= 0; i-- {
+		if j := nq.jobs[i]; j.displaceable() {
+			return j
+		}
+	}
+	return nil
 }
 
 // wanted reports whether a caller is waiting for one of nq's jobs that is

@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -10,8 +11,8 @@ import (
 // Config sizes a Scheduler. Every field must be positive.
 type Config struct {
 	Slots    int           // jobs running at once
-	MaxQueue int           // jobs queued at most; past it Join refuses
-	PerName  int           // jobs one name may have queued
+	MaxQueue int           // jobs queued or parked at most, pinned ones past their name's places apart; past it Join refuses
+	PerName  int           // jobs one name may have queued, pinned ones apart
 	MaxWait  time.Duration // longest Wait holds a caller
 }
 
@@ -21,8 +22,8 @@ var ErrClosed = errors.New("scheduler closed")
 // Overload tells a caller to come back later.
 type Overload struct {
 	After    time.Duration // when to come back; always positive
-	Queued   bool          // the job stays queued; false: it was refused
-	NameFull bool          // refused because its name had no room
+	Queued   bool          // the job stays queued; false: it was dropped or refused
+	NameFull bool          // dropped: its name had no room and its caller left first
 	Reason   string        // what happened, for the error message
 }
 
@@ -41,6 +42,8 @@ type Scheduler struct {
 	jobs    map[Key]*Job      // every job not Done, by key
 	running map[*Job]struct{} // jobs holding a slot
 	queue   fairQueue
+	lines   map[string][]*Job // Parked jobs by name, oldest first
+	parked  int               // Parked jobs in lines
 	asks    askLog
 	est     estimator
 }
@@ -51,7 +54,8 @@ func New(cfg Config) *Scheduler {
 		cfg:     cfg,
 		jobs:    make(map[Key]*Job),
 		running: make(map[*Job]struct{}, cfg.Slots),
-		queue:   newFairQueue(),
+		queue:   newFairQueue(cfg.PerName),
+		lines:   make(map[string][]*Job),
 		asks:    newAskLog(),
 		est:     newEstimator(),
 	}
@@ -73,13 +77,16 @@ type Request struct {
 // Join returns the job for r.Key, or creates one when there is none;
 // created says which. A created job is granted a slot at once when one is
 // free and nothing is queued, and is queued otherwise (unless r.Later);
-// the caller must then run it (Acquire, Release, Finish), detached from
-// its own context. ctx is kept for the job (Job.Context): the context its
+// when its name's queue is full it is Parked instead: it waits in its
+// name's line while a caller waits for it (see the package doc). The
+// caller must then run it (Acquire, Release, Finish), detached from its
+// own context. ctx is kept for the job (Job.Context): the context its
 // runner derives its own from.
 //
 // Joining an existing job counts as asking for its password again. Join
-// returns an *Overload when the queue, or the name's share of it, has no
-// room, and ErrClosed after Close.
+// returns an *Overload when the queue as a whole has no room
+// (Config.MaxQueue: queued jobs within their names' places and parked
+// ones), and ErrClosed after Close.
 func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, err error) {
 	now := time.Now()
 	s.mu.Lock()
@@ -89,7 +96,9 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 	}
 	key, name, work := r.Key, r.Name, r.Work
 	if j := s.jobs[key]; j != nil {
-		j.asks, _ = s.asks.record(name, key)
+		// The job remembers its own asks: the log may have forgotten them.
+		n, _ := s.asks.record(name, key)
+		j.asks = max(j.asks+1, n)
 		if j.state == Queued {
 			s.queue.of(name).sort()
 		}
@@ -108,26 +117,27 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 		s.grantLocked(j, now)
 		return j, true, nil
 	}
-	if s.queue.len >= s.cfg.MaxQueue {
+	// Jobs pinned over their names' places do not count: each cost a
+	// caller a whole MaxWait, and guessers that wait must not fill the
+	// queue for everyone.
+	if s.queue.len-s.queue.over+s.parked >= s.cfg.MaxQueue {
 		// Room for new work once the queue has drained.
 		after := s.startLocked(s.queue.work, now, s.est.slowdown) + s.est.duration(work, s.est.slowdown)
 		return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
 	}
-	if nq := s.queue.of(name); nq != nil && len(nq.jobs) >= s.cfg.PerName {
-		last := nq.jobs[len(nq.jobs)-1]
-		if !j.outranks(last) {
-			// Room for this name once its first queued job has run.
-			after := s.etaLocked(nq.jobs[0], now, s.est.slowdown)
-			return nil, false, &Overload{After: max(after, minAfter), NameFull: true, Reason: "node's queue full"}
-		}
-		s.queue.remove(last)
-		defer func() {
-			// Come back when j, which took its place, is expected done.
-			after := s.etaLocked(j, now, s.est.slowdown)
-			s.finishLocked(last, &Overload{After: max(after, minAfter), Reason: "displaced by a password asked for more often"})
-		}()
-	}
 	s.jobs[key] = j
+	if nq := s.queue.of(name); nq != nil && len(nq.jobs) >= s.cfg.PerName {
+		// The line is empty whenever the name has a displaceable job (see
+		// admitLocked), so j takes that job's place or waits in line.
+		if v := nq.displaceable(); v != nil {
+			s.displaceLocked(v, now)
+		} else {
+			j.state = Parked
+			s.lines[name] = append(s.lines[name], j)
+			s.parked++
+			return j, true, nil
+		}
+	}
 	j.state = Queued
 	s.queue.push(j)
 	return j, true, nil
@@ -210,11 +220,68 @@ func (s *Scheduler) Release(j *Job, wall, cpu time.Duration) {
 	s.releaseLocked(j, now)
 }
 
-// releaseLocked frees j's slot and grants free slots to the jobs in turn.
+// releaseLocked frees j's slot and grants free slots to the jobs in turn;
+// each granted job leaves a place in its name's queue to that name's line.
 func (s *Scheduler) releaseLocked(j *Job, now time.Time) {
 	delete(s.running, j)
 	for len(s.running) < s.cfg.Slots && s.queue.len > 0 {
-		s.grantLocked(s.queue.pop(), now)
+		next := s.queue.pop()
+		s.grantLocked(next, now)
+		s.admitLocked(next.name, now)
+	}
+}
+
+// admitLocked gives name's places to its line, oldest first: a free
+// place, or the place of a suspect nobody waits for (displaced).
+func (s *Scheduler) admitLocked(name string, now time.Time) {
+	for len(s.lines[name]) > 0 {
+		if nq := s.queue.of(name); nq != nil && len(nq.jobs) >= s.cfg.PerName {
+			v := nq.displaceable()
+			if v == nil {
+				return
+			}
+			s.displaceLocked(v, now)
+		}
+		j := s.lines[name][0]
+		s.unparkLocked(j)
+		j.state = Queued
+		s.queue.push(j)
+	}
+}
+
+// displaceLocked ends queued v, whose place a parked or new job takes.
+func (s *Scheduler) displaceLocked(v *Job, now time.Time) {
+	// Nobody waits for v: the result is for its runner, and says when v
+	// would have run.
+	after := s.etaLocked(v, now, s.est.slowdown)
+	s.endLocked(v, &Overload{After: max(after, minAfter), Reason: "displaced by a password whose caller waits"})
+}
+
+// unparkLocked takes parked j out of its name's line.
+func (s *Scheduler) unparkLocked(j *Job) {
+	line := s.lines[j.name]
+	if i := slices.Index(line, j); i >= 0 {
+		line = slices.Delete(line, i, i+1)
+		s.parked--
+	}
+	if len(line) == 0 {
+		delete(s.lines, j.name)
+	} else {
+		s.lines[j.name] = line
+	}
+}
+
+// pinLocked marks j as waited for a whole MaxWait: it is never displaced,
+// and when parked it is queued at once, over its name's cap.
+func (s *Scheduler) pinLocked(j *Job) {
+	switch j.state {
+	case Parked:
+		s.unparkLocked(j)
+		j.state = Queued
+		s.queue.push(j)
+		fallthrough
+	case Queued:
+		j.pinned = true
 	}
 }
 
@@ -227,15 +294,28 @@ func (s *Scheduler) Finish(j *Job, err error) {
 	s.finishLocked(j, err)
 }
 
+// finishLocked ends j and gives a queue place it held to its name's line.
 func (s *Scheduler) finishLocked(j *Job, err error) {
+	if s.endLocked(j, err) {
+		s.admitLocked(j.name, time.Now())
+	}
+}
+
+// endLocked ends j with err and reports whether it gave back a place in
+// its name's queue.
+func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
 	switch j.state {
 	case Done:
-		return
+		return false
 	case Pending:
+		close(j.ready)
+	case Parked:
+		s.unparkLocked(j)
 		close(j.ready)
 	case Queued:
 		s.queue.remove(j)
 		close(j.ready)
+		freed = true
 	case Running:
 		s.releaseLocked(j, time.Now())
 	}
@@ -245,22 +325,27 @@ func (s *Scheduler) finishLocked(j *Job, err error) {
 	}
 	j.err = err
 	close(j.done)
+	return freed
 }
 
-// Cheapen marks name's queued jobs as costing no scrypt: its password was
-// just verified, so they will be answered without it. Estimates stop
-// counting them.
+// Cheapen marks name's queued and parked jobs as costing no scrypt: its
+// password was just verified, so they will be answered without it.
+// Estimates stop counting them.
 func (s *Scheduler) Cheapen(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue.cheapen(name)
+	for _, j := range s.lines[name] {
+		j.work = 0 // parked: not counted in queue.work yet
+	}
 }
 
-// Load returns how many jobs hold a slot and how many are queued.
+// Load returns how many jobs hold a slot and how many wait for one
+// (queued, or parked in their name's line).
 func (s *Scheduler) Load() (running, queued int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.running), s.queue.len
+	return len(s.running), s.queue.len + s.parked
 }
 
 // Jobs returns how many jobs are not Done.
@@ -270,8 +355,8 @@ func (s *Scheduler) Jobs() int {
 	return len(s.jobs)
 }
 
-// Close makes Join refuse new work with ErrClosed. Jobs already queued
-// end when their runners' contexts do.
+// Close makes Join refuse new work with ErrClosed. Jobs already queued or
+// parked end when their runners' contexts do.
 func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true

@@ -1,0 +1,179 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// adversary is a way of sending wrong passwords for one node name.
+type adversary struct {
+	name string
+	// conns is how many requests the guesser keeps in progress at once.
+	conns int
+	// repeat is how often each guess is sent, one after the other (1:
+	// fresh guesses only).
+	repeat int
+	// burst, if not zero, is how many fresh guesses are sent at once,
+	// half a second before each of the agent's asks (the guesser is told
+	// when they come), on top of the conns.
+	burst int
+	// abandon makes every request leave 10 ms after it was sent, its
+	// connection at once ready for the next one.
+	abandon bool
+}
+
+// TestAdversaryCannotKeepPasswordOut: whatever wrong passwords are sent
+// for a node name, fresh or repeated, steady or timed just before the
+// agent's retries, the node's own password is computed within the bound
+// of the package doc: it is queued, never to be displaced, by the end of
+// the agent's first request (which waits out MaxWait), and computed while
+// its next request waits, the name being served every other turn here.
+// So the agent joins at its second request at the latest. The server is
+// busy throughout: one slot, always wanted by other names.
+func TestAdversaryCannotKeepPasswordOut(t *testing.T) {
+	for _, a := range []adversary{
+		{name: "fresh guesses, 2 connections", conns: 2, repeat: 1},
+		{name: "fresh guesses, 8 connections", conns: 8, repeat: 1},
+		{name: "each guess twice, 4 connections", conns: 4, repeat: 2},
+		{name: "each guess 5 times, 8 connections", conns: 8, repeat: 5},
+		{name: "bursts of 8 before each retry, 4 connections", conns: 4, repeat: 1, burst: 8},
+		{name: "bursts of 8 repeated guesses before each retry, 2 connections", conns: 2, repeat: 3, burst: 8},
+		{name: "abandoned requests, 4 connections", conns: 4, repeat: 1, abandon: true},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runAdversary(t, a) })
+		})
+	}
+}
+
+// agentMaxAsks is the bound the test holds the agent to: its first
+// request queues its password, its second finds it computed.
+const agentMaxAsks = 2
+
+func runAdversary(t *testing.T, a adversary) {
+	const node = "attacked"
+	s := NewMemoryStore()
+	s.Set(node, mustHash(t, "right"))
+	loadHash := mustHash(t, "load")
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second, MaxFailDelay: 2 * time.Second})
+	compare := v.compare
+	v.compare = func(h *hash, pw string) error {
+		time.Sleep(100 * time.Millisecond) // one computation, in fake time
+		return compare(h, pw)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+
+	// Other names keep the one slot busy: two clients, each asking for a
+	// new node as soon as the last is answered.
+	var loadNodes atomic.Int64
+	for range 2 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				name := fmt.Sprint("load-", loadNodes.Add(1))
+				s.Set(name, loadHash)
+				v.Verify(ctx, name, "load")
+			}
+		})
+	}
+
+	// The node has failed before (a guesser was there first): its new
+	// passwords are suspects from the start.
+	var guesses atomic.Int64
+	guess := func() string { return fmt.Sprint("guess-", guesses.Add(1)) }
+	send := func(pw string) error {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if a.abandon {
+			rctx, cancel = context.WithTimeout(ctx, 10*time.Millisecond)
+		}
+		defer cancel()
+		err := v.Verify(rctx, node, pw)
+		if err == nil {
+			t.Errorf("guess %q accepted", pw)
+		}
+		return err
+	}
+	send(guess())
+
+	// The guessers send their next request as soon as the last is answered.
+	for range a.conns {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				pw := guess()
+				for range a.repeat {
+					send(pw)
+				}
+			}
+		})
+	}
+
+	// The agent: the k3s retry policy, 10 s client timeout, 5-10 s between
+	// requests; it tells the bursting guesser when it will ask next.
+	var mu sync.Mutex
+	nextAsk := time.Now().Add(time.Second)
+	agentAsks := make(chan time.Time, 1)
+	if a.burst > 0 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case at := <-agentAsks:
+					time.Sleep(time.Until(at.Add(-500 * time.Millisecond)))
+					var burst sync.WaitGroup
+					for range a.burst {
+						pw := guess()
+						burst.Go(func() {
+							for range a.repeat {
+								send(pw)
+							}
+						})
+					}
+					burst.Wait()
+				}
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(13, 1))
+	asks := 0
+	var answers []string
+	for asks < 10 {
+		mu.Lock()
+		at := nextAsk
+		mu.Unlock()
+		select {
+		case agentAsks <- at:
+		default:
+		}
+		time.Sleep(time.Until(at))
+		asks++
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := v.Ensure(rctx, node, "right")
+		cancel()
+		if err == nil {
+			break
+		}
+		answers = append(answers, err.Error())
+		if !errors.Is(err, ErrOverloaded) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the node's own password: %v", err)
+		}
+		mu.Lock()
+		nextAsk = time.Now().Add(5*time.Second + time.Duration(rng.Int64N(int64(5*time.Second))))
+		mu.Unlock()
+	}
+	stop()
+	wg.Wait()
+	v.Close()
+	t.Logf("agent asked %d times; %d guesses, %d load computations, stats %+v",
+		asks, guesses.Load(), loadNodes.Load(), v.Stats())
+	if asks > agentMaxAsks {
+		t.Fatalf("the node's own password took %d requests (bound %d); answers %q", asks, agentMaxAsks, answers)
+	}
+}
