@@ -21,14 +21,7 @@ func (v *Verifier) share(ctx context.Context, r sched.Request, work func(context
 	r.Failing = r.Failing || v.fails.failing(node)
 	j, created, err := v.sched.Join(ctx, r)
 	switch {
-	case err != nil:
-		var o *sched.Overload
-		if errors.As(err, &o) && o.NameFull {
-			// The name has no room: hold the answer, so that a guesser
-			// cannot spin on refusals (an agent retries after 5-10 s
-			// anyway).
-			sleep(ctx, max(v.fails.delay(node), v.opts.MaxFailDelay))
-		}
+	case err != nil: // closed, or the whole queue full
 		return v.result(err)
 	case created:
 		v.wg.Add(1)

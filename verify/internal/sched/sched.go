@@ -66,8 +66,10 @@ type Request struct {
 	Key  Key    // what is computed: callers with the same Key share one job
 	Name string // the node name it is for, the unit of fairness
 	Work int64  // its bytes of work, 128·r·N·p
-	// Failing says whether Name has had mismatches and no verified
-	// password (see the package doc's suspects).
+	// Failing says whether the request is in doubt: Name has had
+	// mismatches and no verified password, or the password does not give
+	// the digest remembered for it. Such a first ask is a suspect (see the
+	// package doc).
 	Failing bool
 	// Later creates the job Pending: its runner does I/O before it needs
 	// a slot, and asks for one with Acquire.
