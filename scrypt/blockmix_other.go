@@ -1,3 +1,5 @@
+//go:build !amd64 || purego || !gc
+
 package scrypt
 
 // lanes is how many SMix computations mixAll runs together.

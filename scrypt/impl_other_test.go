@@ -1,3 +1,5 @@
+//go:build !amd64 || purego || !gc
+
 package scrypt
 
 func pairImpls() []pairCode { return []pairCode{{"purego", 0}} }
