@@ -4,67 +4,82 @@ package scrypt
 
 import "golang.org/x/sys/cpu"
 
-// The SIMD BlockMix: SSE2 (part of amd64) for one hash, and for two hashes
-// at once AVX2 (both in one YMM register, one per 128-bit half) where the
-// CPU has it, else SSE2 with the two hashes' instructions interleaved.
+// The SIMD BlockMix: with AVX2, four hashes at once in two interleaved
+// chains of YMM registers (two hashes per register, one per 128-bit half),
+// or two in one chain; without AVX2, two hashes in interleaved SSE2 chains;
+// one hash alone in SSE2 (part of amd64).
 
-// lanes is how many SMix computations mixAll runs together.
-var lanes = 2
-
-// pairImpl selects blockMix2's code: the tests and benchmarks switch it.
-var pairImpl = defaultPair()
-
+// The BlockMix codes blockMixN can run, for the tests and benchmarks to
+// compare; code is the one in use and lanes how many hashes it takes.
 const (
-	pairAVX2    = iota // both hashes in one YMM chain
-	pairSSE2           // two interleaved XMM chains
-	pairSingle         // one blockMixSSE2 after the other
-	pairGeneric        // pure Go, one after the other
+	codeAVX2x4  = iota // two interleaved YMM chains of two hashes each
+	codeAVX2x2         // both hashes in one YMM chain
+	codeSSE2x2         // two interleaved XMM chains
+	codeSSE2           // one XMM chain
+	codeGeneric        // pure Go
 )
 
-func defaultPair() int {
+var (
+	code  = defaultCode()
+	lanes = codeLanes(code)
+)
+
+func defaultCode() int {
 	if cpu.X86.HasAVX2 {
-		return pairAVX2
+		return codeAVX2x4
 	}
-	return pairSSE2
+	return codeSSE2x2
 }
 
-func blockMix(out, in, v []uint32, r int) {
-	n := 32 * r
-	_, _ = out[n-1], in[n-1]
-	if v == nil {
-		blockMixSSE2(&out[0], &in[0], r)
-		return
+func codeLanes(c int) int {
+	switch c {
+	case codeAVX2x4:
+		return 4
+	case codeAVX2x2, codeSSE2x2:
+		return 2
 	}
-	_ = v[n-1]
-	blockMixXorSSE2(&out[0], &in[0], &v[0], r)
+	return 1
 }
 
-func blockMix2(out0, in0, v0, out1, in1, v1 []uint32, r int) {
-	n := 32 * r
-	_, _, _, _ = out0[n-1], in0[n-1], out1[n-1], in1[n-1]
-	switch pairImpl {
-	case pairSingle:
-		blockMix(out0, in0, v0, r)
-		blockMix(out1, in1, v1, r)
-		return
-	case pairGeneric:
-		blockMixGeneric(out0, in0, v0, r)
-		blockMixGeneric(out1, in1, v1, r)
-		return
-	}
-	avx2 := pairImpl == pairAVX2
-	if v0 == nil {
-		if avx2 {
-			blockMix2AVX2(&out0[0], &in0[0], &out1[0], &in1[0], r)
-		} else {
-			blockMix2SSE2(&out0[0], &in0[0], &out1[0], &in1[0], r)
+// blockMixN sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when
+// v is not nil, for k < n; n is lanes, or less at the end of a batch.
+func blockMixN(out, in, v *[maxLanes][]uint32, n, r int) {
+	w := 32 * r
+	var o, i, x [maxLanes]*uint32
+	for k := range n {
+		o[k], i[k] = &out[k][:w][0], &in[k][:w][0]
+		if v != nil {
+			x[k] = &v[k][:w][0]
 		}
-		return
 	}
-	_, _ = v0[n-1], v1[n-1]
-	if avx2 {
-		blockMixXor2AVX2(&out0[0], &in0[0], &v0[0], &out1[0], &in1[0], &v1[0], r)
-	} else {
-		blockMixXor2SSE2(&out0[0], &in0[0], &v0[0], &out1[0], &in1[0], &v1[0], r)
+	switch {
+	case n == 4 && v == nil:
+		blockMix4AVX2(o[0], i[0], o[1], i[1], o[2], i[2], o[3], i[3], r)
+	case n == 4:
+		blockMixXor4AVX2(o[0], i[0], x[0], o[1], i[1], x[1], o[2], i[2], x[2], o[3], i[3], x[3], r)
+	case n == 2 && code <= codeAVX2x2 && v == nil:
+		blockMix2AVX2(o[0], i[0], o[1], i[1], r)
+	case n == 2 && code <= codeAVX2x2:
+		blockMixXor2AVX2(o[0], i[0], x[0], o[1], i[1], x[1], r)
+	case n == 2 && code == codeSSE2x2 && v == nil:
+		blockMix2SSE2(o[0], i[0], o[1], i[1], r)
+	case n == 2 && code == codeSSE2x2:
+		blockMixXor2SSE2(o[0], i[0], x[0], o[1], i[1], x[1], r)
+	case code == codeGeneric:
+		for k := range n {
+			var vk []uint32
+			if v != nil {
+				vk = v[k]
+			}
+			blockMixGeneric(out[k], in[k], vk, r)
+		}
+	default:
+		for k := range n {
+			if v == nil {
+				blockMixSSE2(o[k], i[k], r)
+			} else {
+				blockMixXorSSE2(o[k], i[k], x[k], r)
+			}
+		}
 	}
 }

@@ -11,21 +11,13 @@ TEXT ·blockMixSSE2(SB), NOSPLIT, $0-24
 	MOVQ out+0(FP), CX
 	MOVQ in+8(FP), DX
 	MOVQ AX, BX
-	SHLQ $0x07, BX
-	SUBQ $0x40, BX
-	MOVQ AX, SI
-	SHLQ $0x06, SI
-	ADDQ CX, SI
+	SHLQ $0x06, BX
 
 	// The state starts as the last block of the input.
-	LEAQ  (DX)(BX*1), DI
-	MOVOU (DI), X0
-	LEAQ  (DX)(BX*1), DI
-	MOVOU 16(DI), X2
-	LEAQ  (DX)(BX*1), DI
-	MOVOU 32(DI), X4
-	LEAQ  (DX)(BX*1), BX
-	MOVOU 48(BX), X6
+	MOVOU -64(DX)(BX*2), X0
+	MOVOU -48(DX)(BX*2), X2
+	MOVOU -32(DX)(BX*2), X4
+	MOVOU -16(DX)(BX*2), X6
 
 blockMixSSE2_loop:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
@@ -560,16 +552,15 @@ blockMixSSE2_loop:
 	PSHUFD $0x39, X2, X2
 	PSHUFD $0x4e, X4, X4
 	PADDL  X1, X0
-	MOVOU  X0, (SI)
+	MOVOU  X0, (CX)(BX*1)
 	PADDL  X3, X2
-	MOVOU  X2, 16(SI)
+	MOVOU  X2, 16(CX)(BX*1)
 	PADDL  X5, X4
-	MOVOU  X4, 32(SI)
+	MOVOU  X4, 32(CX)(BX*1)
 	PADDL  X7, X6
-	MOVOU  X6, 48(SI)
+	MOVOU  X6, 48(CX)(BX*1)
 	ADDQ   $0x80, DX
 	ADDQ   $0x40, CX
-	ADDQ   $0x40, SI
 	DECQ   AX
 	JNZ    blockMixSSE2_loop
 	RET
@@ -583,32 +574,17 @@ TEXT ·blockMix2SSE2(SB), NOSPLIT, $0-40
 	MOVQ out1+16(FP), BX
 	MOVQ in1+24(FP), SI
 	MOVQ AX, DI
-	SHLQ $0x07, DI
-	SUBQ $0x40, DI
-	MOVQ AX, R8
-	SHLQ $0x06, R8
-	ADDQ CX, R8
-	MOVQ AX, R9
-	SHLQ $0x06, R9
-	ADDQ BX, R9
+	SHLQ $0x06, DI
 
 	// The state starts as the last block of the input.
-	LEAQ  (DX)(DI*1), R10
-	MOVOU (R10), X0
-	LEAQ  (DX)(DI*1), R10
-	MOVOU 16(R10), X1
-	LEAQ  (DX)(DI*1), R10
-	MOVOU 32(R10), X2
-	LEAQ  (DX)(DI*1), R10
-	MOVOU 48(R10), X3
-	LEAQ  (SI)(DI*1), R10
-	MOVOU (R10), X6
-	LEAQ  (SI)(DI*1), R10
-	MOVOU 16(R10), X7
-	LEAQ  (SI)(DI*1), R10
-	MOVOU 32(R10), X8
-	LEAQ  (SI)(DI*1), DI
-	MOVOU 48(DI), X9
+	MOVOU -64(DX)(DI*2), X0
+	MOVOU -48(DX)(DI*2), X1
+	MOVOU -32(DX)(DI*2), X2
+	MOVOU -16(DX)(DI*2), X3
+	MOVOU -64(SI)(DI*2), X6
+	MOVOU -48(SI)(DI*2), X7
+	MOVOU -32(SI)(DI*2), X8
+	MOVOU -16(SI)(DI*2), X9
 
 blockMix2SSE2_loop:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
@@ -1160,28 +1136,28 @@ blockMix2SSE2_loop:
 	// Block 1 of the pair: state = Salsa20/8(state ⊕ in).
 	MOVOU  64(DX), X4
 	PXOR   X4, X0
-	MOVOU  X0, (R8)
+	MOVOU  X0, (CX)(DI*1)
 	MOVOU  80(DX), X4
 	PXOR   X4, X1
-	MOVOU  X1, 16(R8)
+	MOVOU  X1, 16(CX)(DI*1)
 	MOVOU  96(DX), X4
 	PXOR   X4, X2
-	MOVOU  X2, 32(R8)
+	MOVOU  X2, 32(CX)(DI*1)
 	MOVOU  112(DX), X4
 	PXOR   X4, X3
-	MOVOU  X3, 48(R8)
+	MOVOU  X3, 48(CX)(DI*1)
 	MOVOU  64(SI), X4
 	PXOR   X4, X6
-	MOVOU  X6, (R9)
+	MOVOU  X6, (BX)(DI*1)
 	MOVOU  80(SI), X4
 	PXOR   X4, X7
-	MOVOU  X7, 16(R9)
+	MOVOU  X7, 16(BX)(DI*1)
 	MOVOU  96(SI), X4
 	PXOR   X4, X8
-	MOVOU  X8, 32(R9)
+	MOVOU  X8, 32(BX)(DI*1)
 	MOVOU  112(SI), X4
 	PXOR   X4, X9
-	MOVOU  X9, 48(R9)
+	MOVOU  X9, 48(BX)(DI*1)
 	MOVO   X0, X4
 	PADDL  X3, X4
 	MOVO   X4, X5
@@ -1678,36 +1654,34 @@ blockMix2SSE2_loop:
 	PSHUFD $0x93, X9, X9
 	PSHUFD $0x39, X7, X7
 	PSHUFD $0x4e, X8, X8
-	MOVOU  (R8), X4
+	MOVOU  (CX)(DI*1), X4
 	PADDL  X4, X0
-	MOVOU  X0, (R8)
-	MOVOU  16(R8), X4
+	MOVOU  X0, (CX)(DI*1)
+	MOVOU  16(CX)(DI*1), X4
 	PADDL  X4, X1
-	MOVOU  X1, 16(R8)
-	MOVOU  32(R8), X4
+	MOVOU  X1, 16(CX)(DI*1)
+	MOVOU  32(CX)(DI*1), X4
 	PADDL  X4, X2
-	MOVOU  X2, 32(R8)
-	MOVOU  48(R8), X4
+	MOVOU  X2, 32(CX)(DI*1)
+	MOVOU  48(CX)(DI*1), X4
 	PADDL  X4, X3
-	MOVOU  X3, 48(R8)
-	MOVOU  (R9), X4
+	MOVOU  X3, 48(CX)(DI*1)
+	MOVOU  (BX)(DI*1), X4
 	PADDL  X4, X6
-	MOVOU  X6, (R9)
-	MOVOU  16(R9), X4
+	MOVOU  X6, (BX)(DI*1)
+	MOVOU  16(BX)(DI*1), X4
 	PADDL  X4, X7
-	MOVOU  X7, 16(R9)
-	MOVOU  32(R9), X4
+	MOVOU  X7, 16(BX)(DI*1)
+	MOVOU  32(BX)(DI*1), X4
 	PADDL  X4, X8
-	MOVOU  X8, 32(R9)
-	MOVOU  48(R9), X4
+	MOVOU  X8, 32(BX)(DI*1)
+	MOVOU  48(BX)(DI*1), X4
 	PADDL  X4, X9
-	MOVOU  X9, 48(R9)
+	MOVOU  X9, 48(BX)(DI*1)
 	ADDQ   $0x80, DX
 	ADDQ   $0x40, CX
-	ADDQ   $0x40, R8
 	ADDQ   $0x80, SI
 	ADDQ   $0x40, BX
-	ADDQ   $0x40, R9
 	DECQ   AX
 	JNZ    blockMix2SSE2_loop
 	RET
@@ -1721,32 +1695,17 @@ TEXT ·blockMix2AVX2(SB), NOSPLIT, $0-40
 	MOVQ out1+16(FP), BX
 	MOVQ in1+24(FP), SI
 	MOVQ AX, DI
-	SHLQ $0x07, DI
-	SUBQ $0x40, DI
-	MOVQ AX, R8
-	SHLQ $0x06, R8
-	ADDQ CX, R8
-	MOVQ AX, R9
-	SHLQ $0x06, R9
-	ADDQ BX, R9
+	SHLQ $0x06, DI
 
 	// The state starts as the last block of the input.
-	LEAQ        (DX)(DI*1), R10
-	VMOVDQU     (R10), X0
-	LEAQ        (SI)(DI*1), R10
-	VINSERTI128 $0x01, (R10), Y0, Y0
-	LEAQ        (DX)(DI*1), R10
-	VMOVDQU     16(R10), X2
-	LEAQ        (SI)(DI*1), R10
-	VINSERTI128 $0x01, 16(R10), Y2, Y2
-	LEAQ        (DX)(DI*1), R10
-	VMOVDQU     32(R10), X4
-	LEAQ        (SI)(DI*1), R10
-	VINSERTI128 $0x01, 32(R10), Y4, Y4
-	LEAQ        (DX)(DI*1), R10
-	VMOVDQU     48(R10), X6
-	LEAQ        (SI)(DI*1), DI
-	VINSERTI128 $0x01, 48(DI), Y6, Y6
+	VMOVDQU     -64(DX)(DI*2), X0
+	VINSERTI128 $0x01, -64(SI)(DI*2), Y0, Y0
+	VMOVDQU     -48(DX)(DI*2), X2
+	VINSERTI128 $0x01, -48(SI)(DI*2), Y2, Y2
+	VMOVDQU     -32(DX)(DI*2), X4
+	VINSERTI128 $0x01, -32(SI)(DI*2), Y4, Y4
+	VMOVDQU     -16(DX)(DI*2), X6
+	VINSERTI128 $0x01, -16(SI)(DI*2), Y6, Y6
 
 blockMix2AVX2_loop:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
@@ -2165,25 +2124,969 @@ blockMix2AVX2_loop:
 	VPSHUFD      $0x39, Y2, Y2
 	VPSHUFD      $0x4e, Y4, Y4
 	VPADDD       Y1, Y0, Y0
-	VMOVDQU      X0, (R8)
-	VEXTRACTI128 $0x01, Y0, (R9)
+	VMOVDQU      X0, (CX)(DI*1)
+	VEXTRACTI128 $0x01, Y0, (BX)(DI*1)
 	VPADDD       Y3, Y2, Y2
-	VMOVDQU      X2, 16(R8)
-	VEXTRACTI128 $0x01, Y2, 16(R9)
+	VMOVDQU      X2, 16(CX)(DI*1)
+	VEXTRACTI128 $0x01, Y2, 16(BX)(DI*1)
 	VPADDD       Y5, Y4, Y4
-	VMOVDQU      X4, 32(R8)
-	VEXTRACTI128 $0x01, Y4, 32(R9)
+	VMOVDQU      X4, 32(CX)(DI*1)
+	VEXTRACTI128 $0x01, Y4, 32(BX)(DI*1)
 	VPADDD       Y7, Y6, Y6
-	VMOVDQU      X6, 48(R8)
-	VEXTRACTI128 $0x01, Y6, 48(R9)
+	VMOVDQU      X6, 48(CX)(DI*1)
+	VEXTRACTI128 $0x01, Y6, 48(BX)(DI*1)
 	ADDQ         $0x80, DX
 	ADDQ         $0x40, CX
-	ADDQ         $0x40, R8
 	ADDQ         $0x80, SI
 	ADDQ         $0x40, BX
-	ADDQ         $0x40, R9
 	DECQ         AX
 	JNZ          blockMix2AVX2_loop
+	VZEROUPPER
+	RET
+
+// func blockMix4AVX2(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, r int)
+// Requires: AVX, AVX2
+TEXT ·blockMix4AVX2(SB), NOSPLIT, $0-72
+	MOVQ r+64(FP), AX
+	MOVQ out0+0(FP), CX
+	MOVQ in0+8(FP), DX
+	MOVQ out1+16(FP), BX
+	MOVQ in1+24(FP), SI
+	MOVQ out2+32(FP), DI
+	MOVQ in2+40(FP), R8
+	MOVQ out3+48(FP), R9
+	MOVQ in3+56(FP), R10
+	MOVQ AX, R11
+	SHLQ $0x06, R11
+
+	// The state starts as the last block of the input.
+	VMOVDQU     -64(DX)(R11*2), X0
+	VINSERTI128 $0x01, -64(SI)(R11*2), Y0, Y0
+	VMOVDQU     -48(DX)(R11*2), X1
+	VINSERTI128 $0x01, -48(SI)(R11*2), Y1, Y1
+	VMOVDQU     -32(DX)(R11*2), X2
+	VINSERTI128 $0x01, -32(SI)(R11*2), Y2, Y2
+	VMOVDQU     -16(DX)(R11*2), X3
+	VINSERTI128 $0x01, -16(SI)(R11*2), Y3, Y3
+	VMOVDQU     -64(R8)(R11*2), X6
+	VINSERTI128 $0x01, -64(R10)(R11*2), Y6, Y6
+	VMOVDQU     -48(R8)(R11*2), X7
+	VINSERTI128 $0x01, -48(R10)(R11*2), Y7, Y7
+	VMOVDQU     -32(R8)(R11*2), X8
+	VINSERTI128 $0x01, -32(R10)(R11*2), Y8, Y8
+	VMOVDQU     -16(R8)(R11*2), X9
+	VINSERTI128 $0x01, -16(R10)(R11*2), Y9, Y9
+
+blockMix4AVX2_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU      (DX), X4
+	VINSERTI128  $0x01, (SI), Y4, Y4
+	VPXOR        Y4, Y0, Y0
+	VMOVDQU      X0, (CX)
+	VEXTRACTI128 $0x01, Y0, (BX)
+	VMOVDQU      16(DX), X4
+	VINSERTI128  $0x01, 16(SI), Y4, Y4
+	VPXOR        Y4, Y1, Y1
+	VMOVDQU      X1, 16(CX)
+	VEXTRACTI128 $0x01, Y1, 16(BX)
+	VMOVDQU      32(DX), X4
+	VINSERTI128  $0x01, 32(SI), Y4, Y4
+	VPXOR        Y4, Y2, Y2
+	VMOVDQU      X2, 32(CX)
+	VEXTRACTI128 $0x01, Y2, 32(BX)
+	VMOVDQU      48(DX), X4
+	VINSERTI128  $0x01, 48(SI), Y4, Y4
+	VPXOR        Y4, Y3, Y3
+	VMOVDQU      X3, 48(CX)
+	VEXTRACTI128 $0x01, Y3, 48(BX)
+	VMOVDQU      (R8), X5
+	VINSERTI128  $0x01, (R10), Y5, Y5
+	VPXOR        Y5, Y6, Y6
+	VMOVDQU      X6, (DI)
+	VEXTRACTI128 $0x01, Y6, (R9)
+	VMOVDQU      16(R8), X5
+	VINSERTI128  $0x01, 16(R10), Y5, Y5
+	VPXOR        Y5, Y7, Y7
+	VMOVDQU      X7, 16(DI)
+	VEXTRACTI128 $0x01, Y7, 16(R9)
+	VMOVDQU      32(R8), X5
+	VINSERTI128  $0x01, 32(R10), Y5, Y5
+	VPXOR        Y5, Y8, Y8
+	VMOVDQU      X8, 32(DI)
+	VEXTRACTI128 $0x01, Y8, 32(R9)
+	VMOVDQU      48(R8), X5
+	VINSERTI128  $0x01, 48(R10), Y5, Y5
+	VPXOR        Y5, Y9, Y9
+	VMOVDQU      X9, 48(DI)
+	VEXTRACTI128 $0x01, Y9, 48(R9)
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VMOVDQU      (CX), X4
+	VINSERTI128  $0x01, (BX), Y4, Y4
+	VPADDD       Y4, Y0, Y0
+	VMOVDQU      X0, (CX)
+	VEXTRACTI128 $0x01, Y0, (BX)
+	VMOVDQU      16(CX), X4
+	VINSERTI128  $0x01, 16(BX), Y4, Y4
+	VPADDD       Y4, Y1, Y1
+	VMOVDQU      X1, 16(CX)
+	VEXTRACTI128 $0x01, Y1, 16(BX)
+	VMOVDQU      32(CX), X4
+	VINSERTI128  $0x01, 32(BX), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      X2, 32(CX)
+	VEXTRACTI128 $0x01, Y2, 32(BX)
+	VMOVDQU      48(CX), X4
+	VINSERTI128  $0x01, 48(BX), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      X3, 48(CX)
+	VEXTRACTI128 $0x01, Y3, 48(BX)
+	VMOVDQU      (DI), X5
+	VINSERTI128  $0x01, (R9), Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VMOVDQU      X6, (DI)
+	VEXTRACTI128 $0x01, Y6, (R9)
+	VMOVDQU      16(DI), X5
+	VINSERTI128  $0x01, 16(R9), Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VMOVDQU      X7, 16(DI)
+	VEXTRACTI128 $0x01, Y7, 16(R9)
+	VMOVDQU      32(DI), X5
+	VINSERTI128  $0x01, 32(R9), Y5, Y5
+	VPADDD       Y5, Y8, Y8
+	VMOVDQU      X8, 32(DI)
+	VEXTRACTI128 $0x01, Y8, 32(R9)
+	VMOVDQU      48(DI), X5
+	VINSERTI128  $0x01, 48(R9), Y5, Y5
+	VPADDD       Y5, Y9, Y9
+	VMOVDQU      X9, 48(DI)
+	VEXTRACTI128 $0x01, Y9, 48(R9)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU      64(DX), X4
+	VINSERTI128  $0x01, 64(SI), Y4, Y4
+	VPXOR        Y4, Y0, Y0
+	VMOVDQU      X0, (CX)(R11*1)
+	VEXTRACTI128 $0x01, Y0, (BX)(R11*1)
+	VMOVDQU      80(DX), X4
+	VINSERTI128  $0x01, 80(SI), Y4, Y4
+	VPXOR        Y4, Y1, Y1
+	VMOVDQU      X1, 16(CX)(R11*1)
+	VEXTRACTI128 $0x01, Y1, 16(BX)(R11*1)
+	VMOVDQU      96(DX), X4
+	VINSERTI128  $0x01, 96(SI), Y4, Y4
+	VPXOR        Y4, Y2, Y2
+	VMOVDQU      X2, 32(CX)(R11*1)
+	VEXTRACTI128 $0x01, Y2, 32(BX)(R11*1)
+	VMOVDQU      112(DX), X4
+	VINSERTI128  $0x01, 112(SI), Y4, Y4
+	VPXOR        Y4, Y3, Y3
+	VMOVDQU      X3, 48(CX)(R11*1)
+	VEXTRACTI128 $0x01, Y3, 48(BX)(R11*1)
+	VMOVDQU      64(R8), X5
+	VINSERTI128  $0x01, 64(R10), Y5, Y5
+	VPXOR        Y5, Y6, Y6
+	VMOVDQU      X6, (DI)(R11*1)
+	VEXTRACTI128 $0x01, Y6, (R9)(R11*1)
+	VMOVDQU      80(R8), X5
+	VINSERTI128  $0x01, 80(R10), Y5, Y5
+	VPXOR        Y5, Y7, Y7
+	VMOVDQU      X7, 16(DI)(R11*1)
+	VEXTRACTI128 $0x01, Y7, 16(R9)(R11*1)
+	VMOVDQU      96(R8), X5
+	VINSERTI128  $0x01, 96(R10), Y5, Y5
+	VPXOR        Y5, Y8, Y8
+	VMOVDQU      X8, 32(DI)(R11*1)
+	VEXTRACTI128 $0x01, Y8, 32(R9)(R11*1)
+	VMOVDQU      112(R8), X5
+	VINSERTI128  $0x01, 112(R10), Y5, Y5
+	VPXOR        Y5, Y9, Y9
+	VMOVDQU      X9, 48(DI)(R11*1)
+	VEXTRACTI128 $0x01, Y9, 48(R9)(R11*1)
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VMOVDQU      (CX)(R11*1), X4
+	VINSERTI128  $0x01, (BX)(R11*1), Y4, Y4
+	VPADDD       Y4, Y0, Y0
+	VMOVDQU      X0, (CX)(R11*1)
+	VEXTRACTI128 $0x01, Y0, (BX)(R11*1)
+	VMOVDQU      16(CX)(R11*1), X4
+	VINSERTI128  $0x01, 16(BX)(R11*1), Y4, Y4
+	VPADDD       Y4, Y1, Y1
+	VMOVDQU      X1, 16(CX)(R11*1)
+	VEXTRACTI128 $0x01, Y1, 16(BX)(R11*1)
+	VMOVDQU      32(CX)(R11*1), X4
+	VINSERTI128  $0x01, 32(BX)(R11*1), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      X2, 32(CX)(R11*1)
+	VEXTRACTI128 $0x01, Y2, 32(BX)(R11*1)
+	VMOVDQU      48(CX)(R11*1), X4
+	VINSERTI128  $0x01, 48(BX)(R11*1), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      X3, 48(CX)(R11*1)
+	VEXTRACTI128 $0x01, Y3, 48(BX)(R11*1)
+	VMOVDQU      (DI)(R11*1), X5
+	VINSERTI128  $0x01, (R9)(R11*1), Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VMOVDQU      X6, (DI)(R11*1)
+	VEXTRACTI128 $0x01, Y6, (R9)(R11*1)
+	VMOVDQU      16(DI)(R11*1), X5
+	VINSERTI128  $0x01, 16(R9)(R11*1), Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VMOVDQU      X7, 16(DI)(R11*1)
+	VEXTRACTI128 $0x01, Y7, 16(R9)(R11*1)
+	VMOVDQU      32(DI)(R11*1), X5
+	VINSERTI128  $0x01, 32(R9)(R11*1), Y5, Y5
+	VPADDD       Y5, Y8, Y8
+	VMOVDQU      X8, 32(DI)(R11*1)
+	VEXTRACTI128 $0x01, Y8, 32(R9)(R11*1)
+	VMOVDQU      48(DI)(R11*1), X5
+	VINSERTI128  $0x01, 48(R9)(R11*1), Y5, Y5
+	VPADDD       Y5, Y9, Y9
+	VMOVDQU      X9, 48(DI)(R11*1)
+	VEXTRACTI128 $0x01, Y9, 48(R9)(R11*1)
+	ADDQ         $0x80, DX
+	ADDQ         $0x40, CX
+	ADDQ         $0x80, SI
+	ADDQ         $0x40, BX
+	ADDQ         $0x80, R8
+	ADDQ         $0x40, DI
+	ADDQ         $0x80, R10
+	ADDQ         $0x40, R9
+	DECQ         AX
+	JNZ          blockMix4AVX2_loop
 	VZEROUPPER
 	RET
 
@@ -2195,32 +3098,20 @@ TEXT ·blockMixXorSSE2(SB), NOSPLIT, $0-32
 	MOVQ in+8(FP), DX
 	MOVQ v+16(FP), BX
 	MOVQ AX, SI
-	SHLQ $0x07, SI
-	SUBQ $0x40, SI
-	MOVQ AX, DI
-	SHLQ $0x06, DI
-	ADDQ CX, DI
+	SHLQ $0x06, SI
 
 	// The state starts as the last block of the input.
-	LEAQ  (DX)(SI*1), R8
-	MOVOU (R8), X0
-	LEAQ  (BX)(SI*1), R8
-	MOVOU (R8), X8
+	MOVOU -64(DX)(SI*2), X0
+	MOVOU -64(BX)(SI*2), X8
 	PXOR  X8, X0
-	LEAQ  (DX)(SI*1), R8
-	MOVOU 16(R8), X2
-	LEAQ  (BX)(SI*1), R8
-	MOVOU 16(R8), X8
+	MOVOU -48(DX)(SI*2), X2
+	MOVOU -48(BX)(SI*2), X8
 	PXOR  X8, X2
-	LEAQ  (DX)(SI*1), R8
-	MOVOU 32(R8), X4
-	LEAQ  (BX)(SI*1), R8
-	MOVOU 32(R8), X8
+	MOVOU -32(DX)(SI*2), X4
+	MOVOU -32(BX)(SI*2), X8
 	PXOR  X8, X4
-	LEAQ  (DX)(SI*1), R8
-	MOVOU 48(R8), X6
-	LEAQ  (BX)(SI*1), SI
-	MOVOU 48(SI), X8
+	MOVOU -16(DX)(SI*2), X6
+	MOVOU -16(BX)(SI*2), X8
 	PXOR  X8, X6
 
 blockMixXorSSE2_loop:
@@ -2772,17 +3663,16 @@ blockMixXorSSE2_loop:
 	PSHUFD $0x39, X2, X2
 	PSHUFD $0x4e, X4, X4
 	PADDL  X1, X0
-	MOVOU  X0, (DI)
+	MOVOU  X0, (CX)(SI*1)
 	PADDL  X3, X2
-	MOVOU  X2, 16(DI)
+	MOVOU  X2, 16(CX)(SI*1)
 	PADDL  X5, X4
-	MOVOU  X4, 32(DI)
+	MOVOU  X4, 32(CX)(SI*1)
 	PADDL  X7, X6
-	MOVOU  X6, 48(DI)
+	MOVOU  X6, 48(CX)(SI*1)
 	ADDQ   $0x80, DX
 	ADDQ   $0x80, BX
 	ADDQ   $0x40, CX
-	ADDQ   $0x40, DI
 	DECQ   AX
 	JNZ    blockMixXorSSE2_loop
 	RET
@@ -2798,55 +3688,32 @@ TEXT ·blockMixXor2SSE2(SB), NOSPLIT, $0-56
 	MOVQ in1+32(FP), DI
 	MOVQ v1+40(FP), R8
 	MOVQ AX, R9
-	SHLQ $0x07, R9
-	SUBQ $0x40, R9
-	MOVQ AX, R10
-	SHLQ $0x06, R10
-	ADDQ CX, R10
-	MOVQ AX, R11
-	SHLQ $0x06, R11
-	ADDQ SI, R11
+	SHLQ $0x06, R9
 
 	// The state starts as the last block of the input.
-	LEAQ  (DX)(R9*1), R12
-	MOVOU (R12), X0
-	LEAQ  (BX)(R9*1), R12
-	MOVOU (R12), X4
+	MOVOU -64(DX)(R9*2), X0
+	MOVOU -64(BX)(R9*2), X4
 	PXOR  X4, X0
-	LEAQ  (DX)(R9*1), R12
-	MOVOU 16(R12), X1
-	LEAQ  (BX)(R9*1), R12
-	MOVOU 16(R12), X4
+	MOVOU -48(DX)(R9*2), X1
+	MOVOU -48(BX)(R9*2), X4
 	PXOR  X4, X1
-	LEAQ  (DX)(R9*1), R12
-	MOVOU 32(R12), X2
-	LEAQ  (BX)(R9*1), R12
-	MOVOU 32(R12), X4
+	MOVOU -32(DX)(R9*2), X2
+	MOVOU -32(BX)(R9*2), X4
 	PXOR  X4, X2
-	LEAQ  (DX)(R9*1), R12
-	MOVOU 48(R12), X3
-	LEAQ  (BX)(R9*1), R12
-	MOVOU 48(R12), X4
+	MOVOU -16(DX)(R9*2), X3
+	MOVOU -16(BX)(R9*2), X4
 	PXOR  X4, X3
-	LEAQ  (DI)(R9*1), R12
-	MOVOU (R12), X6
-	LEAQ  (R8)(R9*1), R12
-	MOVOU (R12), X4
+	MOVOU -64(DI)(R9*2), X6
+	MOVOU -64(R8)(R9*2), X4
 	PXOR  X4, X6
-	LEAQ  (DI)(R9*1), R12
-	MOVOU 16(R12), X7
-	LEAQ  (R8)(R9*1), R12
-	MOVOU 16(R12), X4
+	MOVOU -48(DI)(R9*2), X7
+	MOVOU -48(R8)(R9*2), X4
 	PXOR  X4, X7
-	LEAQ  (DI)(R9*1), R12
-	MOVOU 32(R12), X8
-	LEAQ  (R8)(R9*1), R12
-	MOVOU 32(R12), X4
+	MOVOU -32(DI)(R9*2), X8
+	MOVOU -32(R8)(R9*2), X4
 	PXOR  X4, X8
-	LEAQ  (DI)(R9*1), R12
-	MOVOU 48(R12), X9
-	LEAQ  (R8)(R9*1), R9
-	MOVOU 48(R9), X4
+	MOVOU -16(DI)(R9*2), X9
+	MOVOU -16(R8)(R9*2), X4
 	PXOR  X4, X9
 
 blockMixXor2SSE2_loop:
@@ -3417,42 +4284,42 @@ blockMixXor2SSE2_loop:
 	PXOR   X4, X0
 	MOVOU  64(BX), X4
 	PXOR   X4, X0
-	MOVOU  X0, (R10)
+	MOVOU  X0, (CX)(R9*1)
 	MOVOU  80(DX), X4
 	PXOR   X4, X1
 	MOVOU  80(BX), X4
 	PXOR   X4, X1
-	MOVOU  X1, 16(R10)
+	MOVOU  X1, 16(CX)(R9*1)
 	MOVOU  96(DX), X4
 	PXOR   X4, X2
 	MOVOU  96(BX), X4
 	PXOR   X4, X2
-	MOVOU  X2, 32(R10)
+	MOVOU  X2, 32(CX)(R9*1)
 	MOVOU  112(DX), X4
 	PXOR   X4, X3
 	MOVOU  112(BX), X4
 	PXOR   X4, X3
-	MOVOU  X3, 48(R10)
+	MOVOU  X3, 48(CX)(R9*1)
 	MOVOU  64(DI), X4
 	PXOR   X4, X6
 	MOVOU  64(R8), X4
 	PXOR   X4, X6
-	MOVOU  X6, (R11)
+	MOVOU  X6, (SI)(R9*1)
 	MOVOU  80(DI), X4
 	PXOR   X4, X7
 	MOVOU  80(R8), X4
 	PXOR   X4, X7
-	MOVOU  X7, 16(R11)
+	MOVOU  X7, 16(SI)(R9*1)
 	MOVOU  96(DI), X4
 	PXOR   X4, X8
 	MOVOU  96(R8), X4
 	PXOR   X4, X8
-	MOVOU  X8, 32(R11)
+	MOVOU  X8, 32(SI)(R9*1)
 	MOVOU  112(DI), X4
 	PXOR   X4, X9
 	MOVOU  112(R8), X4
 	PXOR   X4, X9
-	MOVOU  X9, 48(R11)
+	MOVOU  X9, 48(SI)(R9*1)
 	MOVO   X0, X4
 	PADDL  X3, X4
 	MOVO   X4, X5
@@ -3949,38 +4816,36 @@ blockMixXor2SSE2_loop:
 	PSHUFD $0x93, X9, X9
 	PSHUFD $0x39, X7, X7
 	PSHUFD $0x4e, X8, X8
-	MOVOU  (R10), X4
+	MOVOU  (CX)(R9*1), X4
 	PADDL  X4, X0
-	MOVOU  X0, (R10)
-	MOVOU  16(R10), X4
+	MOVOU  X0, (CX)(R9*1)
+	MOVOU  16(CX)(R9*1), X4
 	PADDL  X4, X1
-	MOVOU  X1, 16(R10)
-	MOVOU  32(R10), X4
+	MOVOU  X1, 16(CX)(R9*1)
+	MOVOU  32(CX)(R9*1), X4
 	PADDL  X4, X2
-	MOVOU  X2, 32(R10)
-	MOVOU  48(R10), X4
+	MOVOU  X2, 32(CX)(R9*1)
+	MOVOU  48(CX)(R9*1), X4
 	PADDL  X4, X3
-	MOVOU  X3, 48(R10)
-	MOVOU  (R11), X4
+	MOVOU  X3, 48(CX)(R9*1)
+	MOVOU  (SI)(R9*1), X4
 	PADDL  X4, X6
-	MOVOU  X6, (R11)
-	MOVOU  16(R11), X4
+	MOVOU  X6, (SI)(R9*1)
+	MOVOU  16(SI)(R9*1), X4
 	PADDL  X4, X7
-	MOVOU  X7, 16(R11)
-	MOVOU  32(R11), X4
+	MOVOU  X7, 16(SI)(R9*1)
+	MOVOU  32(SI)(R9*1), X4
 	PADDL  X4, X8
-	MOVOU  X8, 32(R11)
-	MOVOU  48(R11), X4
+	MOVOU  X8, 32(SI)(R9*1)
+	MOVOU  48(SI)(R9*1), X4
 	PADDL  X4, X9
-	MOVOU  X9, 48(R11)
+	MOVOU  X9, 48(SI)(R9*1)
 	ADDQ   $0x80, DX
 	ADDQ   $0x80, BX
 	ADDQ   $0x40, CX
-	ADDQ   $0x40, R10
 	ADDQ   $0x80, DI
 	ADDQ   $0x80, R8
 	ADDQ   $0x40, SI
-	ADDQ   $0x40, R11
 	DECQ   AX
 	JNZ    blockMixXor2SSE2_loop
 	RET
@@ -3996,51 +4861,28 @@ TEXT ·blockMixXor2AVX2(SB), NOSPLIT, $0-56
 	MOVQ in1+32(FP), DI
 	MOVQ v1+40(FP), R8
 	MOVQ AX, R9
-	SHLQ $0x07, R9
-	SUBQ $0x40, R9
-	MOVQ AX, R10
-	SHLQ $0x06, R10
-	ADDQ CX, R10
-	MOVQ AX, R11
-	SHLQ $0x06, R11
-	ADDQ SI, R11
+	SHLQ $0x06, R9
 
 	// The state starts as the last block of the input.
-	LEAQ        (DX)(R9*1), R12
-	VMOVDQU     (R12), X0
-	LEAQ        (DI)(R9*1), R12
-	VINSERTI128 $0x01, (R12), Y0, Y0
-	LEAQ        (BX)(R9*1), R12
-	VMOVDQU     (R12), X8
-	LEAQ        (R8)(R9*1), R12
-	VINSERTI128 $0x01, (R12), Y8, Y8
+	VMOVDQU     -64(DX)(R9*2), X0
+	VINSERTI128 $0x01, -64(DI)(R9*2), Y0, Y0
+	VMOVDQU     -64(BX)(R9*2), X8
+	VINSERTI128 $0x01, -64(R8)(R9*2), Y8, Y8
 	VPXOR       Y8, Y0, Y0
-	LEAQ        (DX)(R9*1), R12
-	VMOVDQU     16(R12), X2
-	LEAQ        (DI)(R9*1), R12
-	VINSERTI128 $0x01, 16(R12), Y2, Y2
-	LEAQ        (BX)(R9*1), R12
-	VMOVDQU     16(R12), X8
-	LEAQ        (R8)(R9*1), R12
-	VINSERTI128 $0x01, 16(R12), Y8, Y8
+	VMOVDQU     -48(DX)(R9*2), X2
+	VINSERTI128 $0x01, -48(DI)(R9*2), Y2, Y2
+	VMOVDQU     -48(BX)(R9*2), X8
+	VINSERTI128 $0x01, -48(R8)(R9*2), Y8, Y8
 	VPXOR       Y8, Y2, Y2
-	LEAQ        (DX)(R9*1), R12
-	VMOVDQU     32(R12), X4
-	LEAQ        (DI)(R9*1), R12
-	VINSERTI128 $0x01, 32(R12), Y4, Y4
-	LEAQ        (BX)(R9*1), R12
-	VMOVDQU     32(R12), X8
-	LEAQ        (R8)(R9*1), R12
-	VINSERTI128 $0x01, 32(R12), Y8, Y8
+	VMOVDQU     -32(DX)(R9*2), X4
+	VINSERTI128 $0x01, -32(DI)(R9*2), Y4, Y4
+	VMOVDQU     -32(BX)(R9*2), X8
+	VINSERTI128 $0x01, -32(R8)(R9*2), Y8, Y8
 	VPXOR       Y8, Y4, Y4
-	LEAQ        (DX)(R9*1), R12
-	VMOVDQU     48(R12), X6
-	LEAQ        (DI)(R9*1), R12
-	VINSERTI128 $0x01, 48(R12), Y6, Y6
-	LEAQ        (BX)(R9*1), R12
-	VMOVDQU     48(R12), X8
-	LEAQ        (R8)(R9*1), R9
-	VINSERTI128 $0x01, 48(R9), Y8, Y8
+	VMOVDQU     -16(DX)(R9*2), X6
+	VINSERTI128 $0x01, -16(DI)(R9*2), Y6, Y6
+	VMOVDQU     -16(BX)(R9*2), X8
+	VINSERTI128 $0x01, -16(R8)(R9*2), Y8, Y8
 	VPXOR       Y8, Y6, Y6
 
 blockMixXor2AVX2_loop:
@@ -4484,26 +5326,1050 @@ blockMixXor2AVX2_loop:
 	VPSHUFD      $0x39, Y2, Y2
 	VPSHUFD      $0x4e, Y4, Y4
 	VPADDD       Y1, Y0, Y0
-	VMOVDQU      X0, (R10)
-	VEXTRACTI128 $0x01, Y0, (R11)
+	VMOVDQU      X0, (CX)(R9*1)
+	VEXTRACTI128 $0x01, Y0, (SI)(R9*1)
 	VPADDD       Y3, Y2, Y2
-	VMOVDQU      X2, 16(R10)
-	VEXTRACTI128 $0x01, Y2, 16(R11)
+	VMOVDQU      X2, 16(CX)(R9*1)
+	VEXTRACTI128 $0x01, Y2, 16(SI)(R9*1)
 	VPADDD       Y5, Y4, Y4
-	VMOVDQU      X4, 32(R10)
-	VEXTRACTI128 $0x01, Y4, 32(R11)
+	VMOVDQU      X4, 32(CX)(R9*1)
+	VEXTRACTI128 $0x01, Y4, 32(SI)(R9*1)
 	VPADDD       Y7, Y6, Y6
-	VMOVDQU      X6, 48(R10)
-	VEXTRACTI128 $0x01, Y6, 48(R11)
+	VMOVDQU      X6, 48(CX)(R9*1)
+	VEXTRACTI128 $0x01, Y6, 48(SI)(R9*1)
 	ADDQ         $0x80, DX
 	ADDQ         $0x80, BX
 	ADDQ         $0x40, CX
-	ADDQ         $0x40, R10
 	ADDQ         $0x80, DI
 	ADDQ         $0x80, R8
 	ADDQ         $0x40, SI
-	ADDQ         $0x40, R11
 	DECQ         AX
 	JNZ          blockMixXor2AVX2_loop
+	VZEROUPPER
+	RET
+
+// func blockMixXor4AVX2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
+// Requires: AVX, AVX2
+TEXT ·blockMixXor4AVX2(SB), NOSPLIT, $0-104
+	MOVQ r+96(FP), AX
+	MOVQ out0+0(FP), CX
+	MOVQ in0+8(FP), DX
+	MOVQ v0+16(FP), BX
+	MOVQ out1+24(FP), SI
+	MOVQ in1+32(FP), DI
+	MOVQ v1+40(FP), R8
+	MOVQ out2+48(FP), R9
+	MOVQ in2+56(FP), R10
+	MOVQ v2+64(FP), R11
+	MOVQ out3+72(FP), R12
+	MOVQ in3+80(FP), R13
+	MOVQ v3+88(FP), R14
+	MOVQ AX, R15
+	SHLQ $0x06, R15
+
+	// The state starts as the last block of the input.
+	VMOVDQU     -64(DX)(R15*2), X0
+	VINSERTI128 $0x01, -64(DI)(R15*2), Y0, Y0
+	VMOVDQU     -64(BX)(R15*2), X4
+	VINSERTI128 $0x01, -64(R8)(R15*2), Y4, Y4
+	VPXOR       Y4, Y0, Y0
+	VMOVDQU     -48(DX)(R15*2), X1
+	VINSERTI128 $0x01, -48(DI)(R15*2), Y1, Y1
+	VMOVDQU     -48(BX)(R15*2), X4
+	VINSERTI128 $0x01, -48(R8)(R15*2), Y4, Y4
+	VPXOR       Y4, Y1, Y1
+	VMOVDQU     -32(DX)(R15*2), X2
+	VINSERTI128 $0x01, -32(DI)(R15*2), Y2, Y2
+	VMOVDQU     -32(BX)(R15*2), X4
+	VINSERTI128 $0x01, -32(R8)(R15*2), Y4, Y4
+	VPXOR       Y4, Y2, Y2
+	VMOVDQU     -16(DX)(R15*2), X3
+	VINSERTI128 $0x01, -16(DI)(R15*2), Y3, Y3
+	VMOVDQU     -16(BX)(R15*2), X4
+	VINSERTI128 $0x01, -16(R8)(R15*2), Y4, Y4
+	VPXOR       Y4, Y3, Y3
+	VMOVDQU     -64(R10)(R15*2), X6
+	VINSERTI128 $0x01, -64(R13)(R15*2), Y6, Y6
+	VMOVDQU     -64(R11)(R15*2), X5
+	VINSERTI128 $0x01, -64(R14)(R15*2), Y5, Y5
+	VPXOR       Y5, Y6, Y6
+	VMOVDQU     -48(R10)(R15*2), X7
+	VINSERTI128 $0x01, -48(R13)(R15*2), Y7, Y7
+	VMOVDQU     -48(R11)(R15*2), X5
+	VINSERTI128 $0x01, -48(R14)(R15*2), Y5, Y5
+	VPXOR       Y5, Y7, Y7
+	VMOVDQU     -32(R10)(R15*2), X8
+	VINSERTI128 $0x01, -32(R13)(R15*2), Y8, Y8
+	VMOVDQU     -32(R11)(R15*2), X5
+	VINSERTI128 $0x01, -32(R14)(R15*2), Y5, Y5
+	VPXOR       Y5, Y8, Y8
+	VMOVDQU     -16(R10)(R15*2), X9
+	VINSERTI128 $0x01, -16(R13)(R15*2), Y9, Y9
+	VMOVDQU     -16(R11)(R15*2), X5
+	VINSERTI128 $0x01, -16(R14)(R15*2), Y5, Y5
+	VPXOR       Y5, Y9, Y9
+
+blockMixXor4AVX2_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU      (DX), X4
+	VINSERTI128  $0x01, (DI), Y4, Y4
+	VPXOR        Y4, Y0, Y0
+	VMOVDQU      (BX), X4
+	VINSERTI128  $0x01, (R8), Y4, Y4
+	VPXOR        Y4, Y0, Y0
+	VMOVDQU      X0, (CX)
+	VEXTRACTI128 $0x01, Y0, (SI)
+	VMOVDQU      16(DX), X4
+	VINSERTI128  $0x01, 16(DI), Y4, Y4
+	VPXOR        Y4, Y1, Y1
+	VMOVDQU      16(BX), X4
+	VINSERTI128  $0x01, 16(R8), Y4, Y4
+	VPXOR        Y4, Y1, Y1
+	VMOVDQU      X1, 16(CX)
+	VEXTRACTI128 $0x01, Y1, 16(SI)
+	VMOVDQU      32(DX), X4
+	VINSERTI128  $0x01, 32(DI), Y4, Y4
+	VPXOR        Y4, Y2, Y2
+	VMOVDQU      32(BX), X4
+	VINSERTI128  $0x01, 32(R8), Y4, Y4
+	VPXOR        Y4, Y2, Y2
+	VMOVDQU      X2, 32(CX)
+	VEXTRACTI128 $0x01, Y2, 32(SI)
+	VMOVDQU      48(DX), X4
+	VINSERTI128  $0x01, 48(DI), Y4, Y4
+	VPXOR        Y4, Y3, Y3
+	VMOVDQU      48(BX), X4
+	VINSERTI128  $0x01, 48(R8), Y4, Y4
+	VPXOR        Y4, Y3, Y3
+	VMOVDQU      X3, 48(CX)
+	VEXTRACTI128 $0x01, Y3, 48(SI)
+	VMOVDQU      (R10), X5
+	VINSERTI128  $0x01, (R13), Y5, Y5
+	VPXOR        Y5, Y6, Y6
+	VMOVDQU      (R11), X5
+	VINSERTI128  $0x01, (R14), Y5, Y5
+	VPXOR        Y5, Y6, Y6
+	VMOVDQU      X6, (R9)
+	VEXTRACTI128 $0x01, Y6, (R12)
+	VMOVDQU      16(R10), X5
+	VINSERTI128  $0x01, 16(R13), Y5, Y5
+	VPXOR        Y5, Y7, Y7
+	VMOVDQU      16(R11), X5
+	VINSERTI128  $0x01, 16(R14), Y5, Y5
+	VPXOR        Y5, Y7, Y7
+	VMOVDQU      X7, 16(R9)
+	VEXTRACTI128 $0x01, Y7, 16(R12)
+	VMOVDQU      32(R10), X5
+	VINSERTI128  $0x01, 32(R13), Y5, Y5
+	VPXOR        Y5, Y8, Y8
+	VMOVDQU      32(R11), X5
+	VINSERTI128  $0x01, 32(R14), Y5, Y5
+	VPXOR        Y5, Y8, Y8
+	VMOVDQU      X8, 32(R9)
+	VEXTRACTI128 $0x01, Y8, 32(R12)
+	VMOVDQU      48(R10), X5
+	VINSERTI128  $0x01, 48(R13), Y5, Y5
+	VPXOR        Y5, Y9, Y9
+	VMOVDQU      48(R11), X5
+	VINSERTI128  $0x01, 48(R14), Y5, Y5
+	VPXOR        Y5, Y9, Y9
+	VMOVDQU      X9, 48(R9)
+	VEXTRACTI128 $0x01, Y9, 48(R12)
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VMOVDQU      (CX), X4
+	VINSERTI128  $0x01, (SI), Y4, Y4
+	VPADDD       Y4, Y0, Y0
+	VMOVDQU      X0, (CX)
+	VEXTRACTI128 $0x01, Y0, (SI)
+	VMOVDQU      16(CX), X4
+	VINSERTI128  $0x01, 16(SI), Y4, Y4
+	VPADDD       Y4, Y1, Y1
+	VMOVDQU      X1, 16(CX)
+	VEXTRACTI128 $0x01, Y1, 16(SI)
+	VMOVDQU      32(CX), X4
+	VINSERTI128  $0x01, 32(SI), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      X2, 32(CX)
+	VEXTRACTI128 $0x01, Y2, 32(SI)
+	VMOVDQU      48(CX), X4
+	VINSERTI128  $0x01, 48(SI), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      X3, 48(CX)
+	VEXTRACTI128 $0x01, Y3, 48(SI)
+	VMOVDQU      (R9), X5
+	VINSERTI128  $0x01, (R12), Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VMOVDQU      X6, (R9)
+	VEXTRACTI128 $0x01, Y6, (R12)
+	VMOVDQU      16(R9), X5
+	VINSERTI128  $0x01, 16(R12), Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VMOVDQU      X7, 16(R9)
+	VEXTRACTI128 $0x01, Y7, 16(R12)
+	VMOVDQU      32(R9), X5
+	VINSERTI128  $0x01, 32(R12), Y5, Y5
+	VPADDD       Y5, Y8, Y8
+	VMOVDQU      X8, 32(R9)
+	VEXTRACTI128 $0x01, Y8, 32(R12)
+	VMOVDQU      48(R9), X5
+	VINSERTI128  $0x01, 48(R12), Y5, Y5
+	VPADDD       Y5, Y9, Y9
+	VMOVDQU      X9, 48(R9)
+	VEXTRACTI128 $0x01, Y9, 48(R12)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU      64(DX), X4
+	VINSERTI128  $0x01, 64(DI), Y4, Y4
+	VPXOR        Y4, Y0, Y0
+	VMOVDQU      64(BX), X4
+	VINSERTI128  $0x01, 64(R8), Y4, Y4
+	VPXOR        Y4, Y0, Y0
+	VMOVDQU      X0, (CX)(R15*1)
+	VEXTRACTI128 $0x01, Y0, (SI)(R15*1)
+	VMOVDQU      80(DX), X4
+	VINSERTI128  $0x01, 80(DI), Y4, Y4
+	VPXOR        Y4, Y1, Y1
+	VMOVDQU      80(BX), X4
+	VINSERTI128  $0x01, 80(R8), Y4, Y4
+	VPXOR        Y4, Y1, Y1
+	VMOVDQU      X1, 16(CX)(R15*1)
+	VEXTRACTI128 $0x01, Y1, 16(SI)(R15*1)
+	VMOVDQU      96(DX), X4
+	VINSERTI128  $0x01, 96(DI), Y4, Y4
+	VPXOR        Y4, Y2, Y2
+	VMOVDQU      96(BX), X4
+	VINSERTI128  $0x01, 96(R8), Y4, Y4
+	VPXOR        Y4, Y2, Y2
+	VMOVDQU      X2, 32(CX)(R15*1)
+	VEXTRACTI128 $0x01, Y2, 32(SI)(R15*1)
+	VMOVDQU      112(DX), X4
+	VINSERTI128  $0x01, 112(DI), Y4, Y4
+	VPXOR        Y4, Y3, Y3
+	VMOVDQU      112(BX), X4
+	VINSERTI128  $0x01, 112(R8), Y4, Y4
+	VPXOR        Y4, Y3, Y3
+	VMOVDQU      X3, 48(CX)(R15*1)
+	VEXTRACTI128 $0x01, Y3, 48(SI)(R15*1)
+	VMOVDQU      64(R10), X5
+	VINSERTI128  $0x01, 64(R13), Y5, Y5
+	VPXOR        Y5, Y6, Y6
+	VMOVDQU      64(R11), X5
+	VINSERTI128  $0x01, 64(R14), Y5, Y5
+	VPXOR        Y5, Y6, Y6
+	VMOVDQU      X6, (R9)(R15*1)
+	VEXTRACTI128 $0x01, Y6, (R12)(R15*1)
+	VMOVDQU      80(R10), X5
+	VINSERTI128  $0x01, 80(R13), Y5, Y5
+	VPXOR        Y5, Y7, Y7
+	VMOVDQU      80(R11), X5
+	VINSERTI128  $0x01, 80(R14), Y5, Y5
+	VPXOR        Y5, Y7, Y7
+	VMOVDQU      X7, 16(R9)(R15*1)
+	VEXTRACTI128 $0x01, Y7, 16(R12)(R15*1)
+	VMOVDQU      96(R10), X5
+	VINSERTI128  $0x01, 96(R13), Y5, Y5
+	VPXOR        Y5, Y8, Y8
+	VMOVDQU      96(R11), X5
+	VINSERTI128  $0x01, 96(R14), Y5, Y5
+	VPXOR        Y5, Y8, Y8
+	VMOVDQU      X8, 32(R9)(R15*1)
+	VEXTRACTI128 $0x01, Y8, 32(R12)(R15*1)
+	VMOVDQU      112(R10), X5
+	VINSERTI128  $0x01, 112(R13), Y5, Y5
+	VPXOR        Y5, Y9, Y9
+	VMOVDQU      112(R11), X5
+	VINSERTI128  $0x01, 112(R14), Y5, Y5
+	VPXOR        Y5, Y9, Y9
+	VMOVDQU      X9, 48(R9)(R15*1)
+	VEXTRACTI128 $0x01, Y9, 48(R12)(R15*1)
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y3, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y0, Y1, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y7, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y1, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y2, Y3, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y9, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x39, Y3, Y3
+	VPSHUFD      $0x93, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x39, Y9, Y9
+	VPSHUFD      $0x93, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VPADDD       Y1, Y0, Y4
+	VPSLLD       $0x07, Y4, Y5
+	VPSRLD       $0x19, Y4, Y4
+	VPXOR        Y5, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VPADDD       Y7, Y6, Y5
+	VPSLLD       $0x07, Y5, Y10
+	VPSRLD       $0x19, Y5, Y5
+	VPXOR        Y10, Y9, Y9
+	VPXOR        Y5, Y9, Y9
+	VPADDD       Y0, Y3, Y4
+	VPSLLD       $0x09, Y4, Y5
+	VPSRLD       $0x17, Y4, Y4
+	VPXOR        Y5, Y2, Y2
+	VPXOR        Y4, Y2, Y2
+	VPADDD       Y6, Y9, Y5
+	VPSLLD       $0x09, Y5, Y10
+	VPSRLD       $0x17, Y5, Y5
+	VPXOR        Y10, Y8, Y8
+	VPXOR        Y5, Y8, Y8
+	VPADDD       Y3, Y2, Y4
+	VPSLLD       $0x0d, Y4, Y5
+	VPSRLD       $0x13, Y4, Y4
+	VPXOR        Y5, Y1, Y1
+	VPXOR        Y4, Y1, Y1
+	VPADDD       Y9, Y8, Y5
+	VPSLLD       $0x0d, Y5, Y10
+	VPSRLD       $0x13, Y5, Y5
+	VPXOR        Y10, Y7, Y7
+	VPXOR        Y5, Y7, Y7
+	VPADDD       Y2, Y1, Y4
+	VPSLLD       $0x12, Y4, Y5
+	VPSRLD       $0x0e, Y4, Y4
+	VPXOR        Y5, Y0, Y0
+	VPXOR        Y4, Y0, Y0
+	VPADDD       Y8, Y7, Y5
+	VPSLLD       $0x12, Y5, Y10
+	VPSRLD       $0x0e, Y5, Y5
+	VPXOR        Y10, Y6, Y6
+	VPXOR        Y5, Y6, Y6
+	VPSHUFD      $0x93, Y3, Y3
+	VPSHUFD      $0x39, Y1, Y1
+	VPSHUFD      $0x4e, Y2, Y2
+	VPSHUFD      $0x93, Y9, Y9
+	VPSHUFD      $0x39, Y7, Y7
+	VPSHUFD      $0x4e, Y8, Y8
+	VMOVDQU      (CX)(R15*1), X4
+	VINSERTI128  $0x01, (SI)(R15*1), Y4, Y4
+	VPADDD       Y4, Y0, Y0
+	VMOVDQU      X0, (CX)(R15*1)
+	VEXTRACTI128 $0x01, Y0, (SI)(R15*1)
+	VMOVDQU      16(CX)(R15*1), X4
+	VINSERTI128  $0x01, 16(SI)(R15*1), Y4, Y4
+	VPADDD       Y4, Y1, Y1
+	VMOVDQU      X1, 16(CX)(R15*1)
+	VEXTRACTI128 $0x01, Y1, 16(SI)(R15*1)
+	VMOVDQU      32(CX)(R15*1), X4
+	VINSERTI128  $0x01, 32(SI)(R15*1), Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      X2, 32(CX)(R15*1)
+	VEXTRACTI128 $0x01, Y2, 32(SI)(R15*1)
+	VMOVDQU      48(CX)(R15*1), X4
+	VINSERTI128  $0x01, 48(SI)(R15*1), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      X3, 48(CX)(R15*1)
+	VEXTRACTI128 $0x01, Y3, 48(SI)(R15*1)
+	VMOVDQU      (R9)(R15*1), X5
+	VINSERTI128  $0x01, (R12)(R15*1), Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VMOVDQU      X6, (R9)(R15*1)
+	VEXTRACTI128 $0x01, Y6, (R12)(R15*1)
+	VMOVDQU      16(R9)(R15*1), X5
+	VINSERTI128  $0x01, 16(R12)(R15*1), Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VMOVDQU      X7, 16(R9)(R15*1)
+	VEXTRACTI128 $0x01, Y7, 16(R12)(R15*1)
+	VMOVDQU      32(R9)(R15*1), X5
+	VINSERTI128  $0x01, 32(R12)(R15*1), Y5, Y5
+	VPADDD       Y5, Y8, Y8
+	VMOVDQU      X8, 32(R9)(R15*1)
+	VEXTRACTI128 $0x01, Y8, 32(R12)(R15*1)
+	VMOVDQU      48(R9)(R15*1), X5
+	VINSERTI128  $0x01, 48(R12)(R15*1), Y5, Y5
+	VPADDD       Y5, Y9, Y9
+	VMOVDQU      X9, 48(R9)(R15*1)
+	VEXTRACTI128 $0x01, Y9, 48(R12)(R15*1)
+	ADDQ         $0x80, DX
+	ADDQ         $0x80, BX
+	ADDQ         $0x40, CX
+	ADDQ         $0x80, DI
+	ADDQ         $0x80, R8
+	ADDQ         $0x40, SI
+	ADDQ         $0x80, R10
+	ADDQ         $0x80, R11
+	ADDQ         $0x40, R9
+	ADDQ         $0x80, R13
+	ADDQ         $0x80, R14
+	ADDQ         $0x40, R12
+	DECQ         AX
+	JNZ          blockMixXor4AVX2_loop
 	VZEROUPPER
 	RET

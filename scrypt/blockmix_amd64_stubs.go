@@ -8,26 +8,36 @@ package scrypt
 // in permuted order and out overlaps no input.
 func blockMixSSE2(out *uint32, in *uint32, r int)
 
-// blockMix2SSE2 sets outK to BlockMix(inK) for K = 0 and 1 (two
-// independent hashes with the same r); the blocks hold 32·r words in
+// blockMix2SSE2 sets outK to BlockMix(inK) for K < 2
+// (independent hashes with the same r); the blocks hold 32·r words in
 // permuted order and each out overlaps no input.
 func blockMix2SSE2(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, r int)
 
-// blockMix2AVX2 sets outK to BlockMix(inK) for K = 0 and 1 (two
-// independent hashes with the same r); the blocks hold 32·r words in
+// blockMix2AVX2 sets outK to BlockMix(inK) for K < 2
+// (independent hashes with the same r); the blocks hold 32·r words in
 // permuted order and each out overlaps no input.
 func blockMix2AVX2(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, r int)
+
+// blockMix4AVX2 sets outK to BlockMix(inK) for K < 4
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMix4AVX2(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, r int)
 
 // blockMixXorSSE2 sets out to BlockMix(in ⊕ v); the blocks hold 32·r words
 // in permuted order and out overlaps no input.
 func blockMixXorSSE2(out *uint32, in *uint32, v *uint32, r int)
 
-// blockMixXor2SSE2 sets outK to BlockMix(inK ⊕ vK) for K = 0 and 1 (two
-// independent hashes with the same r); the blocks hold 32·r words in
+// blockMixXor2SSE2 sets outK to BlockMix(inK ⊕ vK) for K < 2
+// (independent hashes with the same r); the blocks hold 32·r words in
 // permuted order and each out overlaps no input.
 func blockMixXor2SSE2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, r int)
 
-// blockMixXor2AVX2 sets outK to BlockMix(inK ⊕ vK) for K = 0 and 1 (two
-// independent hashes with the same r); the blocks hold 32·r words in
+// blockMixXor2AVX2 sets outK to BlockMix(inK ⊕ vK) for K < 2
+// (independent hashes with the same r); the blocks hold 32·r words in
 // permuted order and each out overlaps no input.
 func blockMixXor2AVX2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, r int)
+
+// blockMixXor4AVX2 sets outK to BlockMix(inK ⊕ vK) for K < 4
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMixXor4AVX2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)

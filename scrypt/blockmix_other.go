@@ -5,9 +5,14 @@ package scrypt
 // lanes is how many SMix computations mixAll runs together.
 const lanes = 1
 
-func blockMix(out, in, v []uint32, r int) { blockMixGeneric(out, in, v, r) }
-
-func blockMix2(out0, in0, v0, out1, in1, v1 []uint32, r int) {
-	blockMixGeneric(out0, in0, v0, r)
-	blockMixGeneric(out1, in1, v1, r)
+// blockMixN sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when
+// v is not nil, for k < n.
+func blockMixN(out, in, v *[maxLanes][]uint32, n, r int) {
+	for k := range n {
+		var vk []uint32
+		if v != nil {
+			vk = v[k]
+		}
+		blockMixGeneric(out[k], in[k], vk, r)
+	}
 }

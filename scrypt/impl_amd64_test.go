@@ -2,21 +2,24 @@
 
 package scrypt
 
-// pairImpls are the BlockMix codes for two hashes this build can run, by
-// name, for the tests and benchmarks to compare; the first is the default.
-func pairImpls() []pairCode {
-	var cs []pairCode
-	if pairImpl == pairAVX2 {
-		cs = append(cs, pairCode{"avx2x2", pairAVX2})
+import "golang.org/x/sys/cpu"
+
+// codes are the BlockMix codes this build can run, by name, for the tests
+// and benchmarks to compare.
+func codes() []codeName {
+	var cs []codeName
+	if cpu.X86.HasAVX2 {
+		cs = append(cs, codeName{"avx2x4", codeAVX2x4}, codeName{"avx2x2", codeAVX2x2})
 	}
 	return append(cs,
-		pairCode{"sse2x2", pairSSE2},
-		pairCode{"sse2", pairSingle},
-		pairCode{"purego", pairGeneric})
+		codeName{"sse2x2", codeSSE2x2},
+		codeName{"sse2", codeSSE2},
+		codeName{"purego", codeGeneric})
 }
 
-func setPairImpl(c int) (restore func()) {
-	old := pairImpl
-	pairImpl = c
-	return func() { pairImpl = old }
+// setCode makes c the BlockMix code until restore is called.
+func setCode(c int) (restore func()) {
+	oldCode, oldLanes := code, lanes
+	code, lanes = c, codeLanes(c)
+	return func() { code, lanes = oldCode, oldLanes }
 }

@@ -2,6 +2,6 @@
 
 package scrypt
 
-func pairImpls() []pairCode { return []pairCode{{"purego", 0}} }
+func codes() []codeName { return []codeName{{"purego", 0}} }
 
-func setPairImpl(int) (restore func()) { return func() {} }
+func setCode(int) (restore func()) { return func() {} }

@@ -39,14 +39,14 @@ func check(N, r, p int) error {
 // output for every input and the same errors for the same parameters. Key
 // takes its working memory (128·r·(N+2) bytes per lane, see [Lanes]) from
 // the package's buffer pool and clears it before returning it there; with
-// p ≥ 2 it computes two of the p independent mixes at a time when [Lanes]
-// is 2. It is safe for concurrent use.
+// p ≥ 2 it computes up to Lanes() of the p independent mixes at a time
+// (holding as many buffers). It is safe for concurrent use.
 func Key(password, salt []byte, N, r, p, keyLen int) ([]byte, error) {
 	if err := check(N, r, p); err != nil {
 		return nil, err
 	}
 	b := pbkdf2.Key(password, salt, 1, p*128*r, sha256.New)
-	mixAll(N, r, [][]byte{b}, p)
+	mixAll(N, r, [][]byte{b})
 	k := pbkdf2.Key(password, b, 1, keyLen, sha256.New)
 	clear(b)
 	return k, nil
@@ -73,9 +73,9 @@ type Job struct {
 // Key.
 //
 // KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time
-// (one set per distinct (N, R), taken in turn), from the package's buffer
-// pool, cleared before they go back. It is safe for concurrent use with
-// other calls, on different jobs.
+// (fewer when the group has fewer blocks; the (N, R) groups are taken in
+// turn), from the package's buffer pool, cleared before they go back. It
+// is safe for concurrent use with other calls on other jobs.
 func KeyBatch(jobs []Job) {
 	bs := make([][]byte, len(jobs))
 	for i := range jobs {
@@ -100,7 +100,7 @@ func KeyBatch(jobs []Job) {
 				group = append(group, bs[k])
 			}
 		}
-		mixAll(N, r, group, 0)
+		mixAll(N, r, group)
 	}
 	for i := range jobs {
 		j := &jobs[i]
@@ -111,10 +111,9 @@ func KeyBatch(jobs []Job) {
 	}
 }
 
-// mixAll runs SMix on every 128·r-byte block of every b in place, Lanes()
-// blocks at a time. p is the number of blocks in each b when known (0: from
-// len(b)); it only bounds how many buffers a single Key needs.
-func mixAll(N, r int, bs [][]byte, p int) {
+// mixAll runs SMix on every 128·r-byte block of every b in place, up to
+// lanes blocks at a time, with at most lanes buffers from the pool.
+func mixAll(N, r int, bs [][]byte) {
 	R := 32 * r
 	var blocks [][]byte
 	for _, b := range bs {
@@ -122,24 +121,27 @@ func mixAll(N, r int, bs [][]byte, p int) {
 			blocks = append(blocks, b[off:off+4*R])
 		}
 	}
-	n := lanes
-	if len(blocks) < n {
-		n = len(blocks)
-	}
 	size := R * (N + 2)
-	var bufs [2][]uint32
-	for i := range n {
-		bufs[i] = getBuf(size)
+	var bufs [maxLanes][]uint32
+	var set [maxLanes][]byte
+	for len(blocks) > 0 {
+		n := min(lanes, len(blocks))
+		for n&(n-1) != 0 { // the codes take 1, 2 or 4 blocks
+			n--
+		}
+		for k := range n {
+			if bufs[k] == nil {
+				bufs[k] = getBuf(size)
+			}
+			set[k] = blocks[k]
+		}
+		smix(&set, &bufs, n, r, N)
+		blocks = blocks[n:]
 	}
-	for len(blocks) >= 2 && n == 2 {
-		smix2(blocks[0], blocks[1], r, N, bufs[0], bufs[1])
-		blocks = blocks[2:]
-	}
-	for _, b := range blocks {
-		smix(b, r, N, bufs[0])
-	}
-	for i := range n {
-		putBuf(bufs[i])
+	for _, b := range bufs {
+		if b != nil {
+			putBuf(b)
+		}
 	}
 }
 
@@ -165,58 +167,54 @@ func store(b []byte, src []uint32) {
 	}
 }
 
-// smix runs SMix (ROMix with BlockMix over Salsa20/8) on the 128·r-byte block
-// b in place, with buf (32·r·(N+2) words) as V and the two working blocks.
-func smix(b []byte, r, N int, buf []uint32) {
+// maxLanes bounds lanes on every architecture.
+const maxLanes = 4
+
+// smix runs SMix (ROMix with BlockMix over Salsa20/8) in place on each of
+// the n ≤ maxLanes 128·r-byte blocks bs[:n], in lockstep so that blockMixN
+// computes them together; bufs[k] (32·r·(N+2) words) holds V and the two
+// working blocks of bs[k].
+func smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n, r, N int) {
 	R := 32 * r
-	v := buf[:R*N]
-	x, y := buf[R*N:R*N+R], buf[R*N+R:R*N+2*R]
-	load(v[:R], b)
+	var v, x, y, out, in, xv [maxLanes][]uint32
+	for k := range n {
+		v[k] = bufs[k][:R*N]
+		x[k] = bufs[k][R*N : R*N+R]
+		y[k] = bufs[k][R*N+R : R*N+2*R]
+		load(v[k][:R], bs[k])
+	}
 	// V[i+1] = BlockMix(V[i]): the first loop writes straight into V.
 	for i := 0; i < N-1; i++ {
-		blockMix(v[(i+1)*R:(i+2)*R], v[i*R:(i+1)*R], nil, r)
+		for k := range n {
+			out[k], in[k] = v[k][(i+1)*R:(i+2)*R], v[k][i*R:(i+1)*R]
+		}
+		blockMixN(&out, &in, nil, n, r)
 	}
-	blockMix(x, v[(N-1)*R:], nil, r)
+	for k := range n {
+		in[k] = v[k][(N-1)*R:]
+	}
+	blockMixN(&x, &in, nil, n, r)
 	mask := uint64(N - 1)
 	for i := 0; i < N; i += 2 {
-		j := int(integerify(x, r) & mask)
-		blockMix(y, x, v[j*R:(j+1)*R], r)
-		j = int(integerify(y, r) & mask)
-		blockMix(x, y, v[j*R:(j+1)*R], r)
+		for k := range n {
+			j := int(integerify(x[k], r) & mask)
+			xv[k] = v[k][j*R : (j+1)*R]
+		}
+		blockMixN(&y, &x, &xv, n, r)
+		for k := range n {
+			j := int(integerify(y[k], r) & mask)
+			xv[k] = v[k][j*R : (j+1)*R]
+		}
+		blockMixN(&x, &y, &xv, n, r)
 	}
-	store(b, x)
-}
-
-// smix2 is smix on two independent blocks with the same r and N, in
-// lockstep, so that blockMix2 can compute both at once.
-func smix2(b0, b1 []byte, r, N int, buf0, buf1 []uint32) {
-	R := 32 * r
-	v0, v1 := buf0[:R*N], buf1[:R*N]
-	x0, y0 := buf0[R*N:R*N+R], buf0[R*N+R:R*N+2*R]
-	x1, y1 := buf1[R*N:R*N+R], buf1[R*N+R:R*N+2*R]
-	load(v0[:R], b0)
-	load(v1[:R], b1)
-	for i := 0; i < N-1; i++ {
-		blockMix2(v0[(i+1)*R:(i+2)*R], v0[i*R:(i+1)*R], nil,
-			v1[(i+1)*R:(i+2)*R], v1[i*R:(i+1)*R], nil, r)
+	for k := range n {
+		store(bs[k], x[k])
 	}
-	blockMix2(x0, v0[(N-1)*R:], nil, x1, v1[(N-1)*R:], nil, r)
-	mask := uint64(N - 1)
-	for i := 0; i < N; i += 2 {
-		j0 := int(integerify(x0, r) & mask)
-		j1 := int(integerify(x1, r) & mask)
-		blockMix2(y0, x0, v0[j0*R:(j0+1)*R], y1, x1, v1[j1*R:(j1+1)*R], r)
-		j0 = int(integerify(y0, r) & mask)
-		j1 = int(integerify(y1, r) & mask)
-		blockMix2(x0, y0, v0[j0*R:(j0+1)*R], x1, y1, v1[j1*R:(j1+1)*R], r)
-	}
-	store(b0, x0)
-	store(b1, x1)
 }
 
 // Lanes returns how many independent SMix computations (one per 128·r-byte
-// block: p per key) this build computes together: 2 on amd64 with the
-// assembly path, 1 with the pure-Go path (other architectures, -tags
-// purego). Each lane needs its own buffer of 128·r·(N+2) bytes while it
-// runs, so a call to [Key] or [KeyBatch] holds at most Lanes() buffers.
+// block: p per key) this build computes together: 4 on amd64 with AVX2, 2
+// on other amd64, 1 with the pure-Go code (other architectures, gccgo,
+// -tags purego). Each lane needs its own buffer of 128·r·(N+2) bytes while
+// it runs, so a call to [Key] or [KeyBatch] holds at most Lanes() buffers.
 func Lanes() int { return lanes }

@@ -22,8 +22,12 @@ import (
 
 // hash holds the pointers of one hash's BlockMix.
 type hash struct {
-	in, v, out, outHi GPVirtual // v is nil without the XOR
+	in, v, out GPVirtual // v is nil without the XOR
 }
+
+// addr is an addressing mode: the address of byte d of one of a hash's
+// blocks.
+type addr func(h hash, d int) Mem
 
 // chain is one dependency chain of vector code: one hash in XMM registers
 // (SSE2), or two hashes in the low and high halves of YMM registers (AVX2).
@@ -54,24 +58,25 @@ func newChain(avx, wInRegs bool, hs []hash) *chain {
 	return c
 }
 
-// load sets dst to row i of the block at base+off (one per hash).
-func (c *chain) load(dst VecVirtual, base func(h hash) GPVirtual, off int) {
+// load sets dst to the 16 bytes at a(h, d) of each of the chain's hashes.
+func (c *chain) load(dst VecVirtual, a addr, d int) {
 	if !c.avx {
-		MOVOU(Mem{Base: base(c.hashes[0]), Disp: off}, dst)
+		MOVOU(a(c.hashes[0], d), dst)
 		return
 	}
-	VMOVDQU(Mem{Base: base(c.hashes[0]), Disp: off}, dst.AsX())
-	VINSERTI128(U8(1), Mem{Base: base(c.hashes[1]), Disp: off}, dst, dst)
+	VMOVDQU(a(c.hashes[0], d), dst.AsX())
+	VINSERTI128(U8(1), a(c.hashes[1], d), dst, dst)
 }
 
-// store writes src to row i of the block at base+off (one per hash).
-func (c *chain) store(src VecVirtual, base func(h hash) GPVirtual, off int) {
+// store writes src to the 16 bytes at a(h, d) of each of the chain's
+// hashes.
+func (c *chain) store(src VecVirtual, a addr, d int) {
 	if !c.avx {
-		MOVOU(src, Mem{Base: base(c.hashes[0]), Disp: off})
+		MOVOU(src, a(c.hashes[0], d))
 		return
 	}
-	VMOVDQU(src.AsX(), Mem{Base: base(c.hashes[0]), Disp: off})
-	VEXTRACTI128(U8(1), src, Mem{Base: base(c.hashes[1]), Disp: off})
+	VMOVDQU(src.AsX(), a(c.hashes[0], d))
+	VEXTRACTI128(U8(1), src, a(c.hashes[1], d))
 }
 
 func (c *chain) xor(dst, src VecVirtual) {
@@ -155,11 +160,6 @@ func doubleRound(cs []*chain) {
 	})
 }
 
-func in(h hash) GPVirtual    { return h.in }
-func vv(h hash) GPVirtual    { return h.v }
-func out(h hash) GPVirtual   { return h.out }
-func outHi(h hash) GPVirtual { return h.outHi }
-
 // blockMix emits a BlockMix function over nh hashes: out = BlockMix(in),
 // or BlockMix(in ⊕ v) with xor. avx puts two hashes in each YMM chain;
 // wInRegs keeps the Salsa20 input in registers instead of in the output
@@ -188,8 +188,8 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 		Doc(fmt.Sprintf("%s sets out to %s; the blocks hold 32·r words", name, what),
 			"in permuted order and out overlaps no input.")
 	} else {
-		Doc(fmt.Sprintf("%s sets outK to %s for K = 0 and 1 (two", name, strings.NewReplacer("in", "inK", "v", "vK").Replace(what)),
-			"independent hashes with the same r); the blocks hold 32·r words in",
+		Doc(fmt.Sprintf("%s sets outK to %s for K < %d", name, strings.NewReplacer("in", "inK", "v", "vK").Replace(what), nh),
+			"(independent hashes with the same r); the blocks hold 32·r words in",
 			"permuted order and each out overlaps no input.")
 	}
 
@@ -203,17 +203,21 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 			hs[i].v = Load(Param("v"+s), GP64()).(GPVirtual)
 		}
 	}
-	// last = 128·r - 64: the offset of the last 64-byte block.
-	last := GP64()
-	MOVQ(n, last)
-	SHLQ(U8(7), last)
-	SUBQ(U8(64), last)
-	for i := range hs {
-		// outHi = out + 64·r: where the odd blocks go.
-		hs[i].outHi = GP64().(GPVirtual)
-		MOVQ(n, hs[i].outHi)
-		SHLQ(U8(6), hs[i].outHi)
-		ADDQ(hs[i].out, hs[i].outHi)
+	// hi = 64·r: the odd blocks go to out+hi, and the last block of the
+	// input is at in+2·hi-64.
+	hi := GP64()
+	MOVQ(n, hi)
+	SHLQ(U8(6), hi)
+	in := func(h hash, d int) Mem { return Mem{Base: h.in, Disp: d} }
+	vv := func(h hash, d int) Mem { return Mem{Base: h.v, Disp: d} }
+	out := func(h hash, d int) Mem { return Mem{Base: h.out, Disp: d} }
+	outHi := func(h hash, d int) Mem { return Mem{Base: h.out, Index: hi, Scale: 1, Disp: d} }
+	lastOf := func(base func(hash, int) Mem) addr {
+		return func(h hash, d int) Mem {
+			m := base(h, d-64)
+			m.Index, m.Scale = hi, 2
+			return m
+		}
 	}
 	var cs []*chain
 	per := 1
@@ -226,13 +230,6 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 	Comment("The state starts as the last block of the input.")
 	for _, c := range cs {
 		for k := range c.x {
-			lastOf := func(base func(hash) GPVirtual) func(hash) GPVirtual {
-				return func(h hash) GPVirtual {
-					p := GP64().(GPVirtual)
-					LEAQ(Mem{Base: base(h), Index: last, Scale: 1}, p)
-					return p
-				}
-			}
 			c.load(c.x[k], lastOf(in), 16*k)
 			if xor {
 				c.load(c.t, lastOf(vv), 16*k)
@@ -242,7 +239,7 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 	}
 
 	Label(name + "_loop")
-	for half, dst := range []func(hash) GPVirtual{out, outHi} {
+	for half, dst := range []addr{out, outHi} {
 		Commentf("Block %d of the pair: state = Salsa20/8(state ⊕ in%s).", half, map[bool]string{true: " ⊕ v"}[xor])
 		for _, c := range cs {
 			for k := range c.x {
@@ -280,7 +277,6 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 			ADDQ(U8(128), h.v)
 		}
 		ADDQ(U8(64), h.out)
-		ADDQ(U8(64), h.outHi)
 	}
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
@@ -300,6 +296,7 @@ func main() {
 		blockMix("blockMix"+x+"SSE2", 1, xor, false, true)
 		blockMix("blockMix"+x+"2SSE2", 2, xor, false, false)
 		blockMix("blockMix"+x+"2AVX2", 2, xor, true, true)
+		blockMix("blockMix"+x+"4AVX2", 4, xor, true, false)
 	}
 	Generate()
 }
