@@ -230,10 +230,10 @@ func TestKeyBatchDifferential(t *testing.T) {
 // with the same message, by Key and in a batch.
 func TestErrors(t *testing.T) {
 	for _, c := range []struct{ N, r, p int }{
-		{0, 1, 1}, {1, 1, 1}, {3, 1, 1}, {-16, 1, 1}, {1 << 62, 1, 1},
+		{0, 1, 1}, {1, 1, 1}, {3, 1, 1}, {-16, 1, 1}, {maxInt/2 + 1, 1, 1},
 		{16, 0, 1}, {16, 1, 0}, {16, -1, 1}, {16, 1, -1},
 		{16, 1 << 15, 1 << 15}, {16, 1 << 30, 1}, {16, 1, 1 << 30},
-		{1 << 60, 8, 1}, {16, maxInt / 128, 1},
+		{maxInt/16 + 1, 8, 1}, {16, maxInt / 128, 1},
 	} {
 		_, xerr := xscrypt.Key(nil, nil, c.N, c.r, c.p, 32)
 		if xerr == nil {
