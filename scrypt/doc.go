@@ -28,10 +28,10 @@
 // advances them all: their random reads of V overlap and, with AVX2, two
 // hashes share each vector instruction. On amd64 with AVX2, Lanes is 4:
 // two interleaved instruction streams, each with two hashes in its YMM
-// registers, one per 128-bit half (a remainder of two or three uses one
-// stream for two hashes). Without AVX2 it is 2: two interleaved SSE2
-// streams. One hash alone, like a Key with p = 1 or the odd one out of a
-// batch, uses SSE2. With -tags purego, with gccgo, or on any other
+// registers, one per 128-bit half; a remainder of two or three hashes
+// runs two in one such stream. Without AVX2 Lanes is 2: two interleaved
+// SSE2 streams. One hash alone, like a Key with p = 1 or the odd one out
+// of a batch, uses SSE2. With -tags purego, with gccgo, or on any other
 // architecture, the code is pure Go and Lanes is 1. Key gains from lanes
 // only when p ≥ 2; a herd gains through KeyBatch, best with batches of a
 // multiple of Lanes() jobs that share N and R.
