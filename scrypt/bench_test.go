@@ -44,6 +44,24 @@ func benchJobs(n, logN, r, p int) []Job {
 	return jobs
 }
 
+// cpuMeter reports the process's CPU time per key since it was made, as
+// cpu-ns/key, where the platform tells it.
+type cpuMeter struct {
+	start time.Duration
+	ok    bool
+}
+
+func newCPUMeter() cpuMeter {
+	t, ok := cpuTime()
+	return cpuMeter{t, ok}
+}
+
+func (m cpuMeter) report(b *testing.B, keys int) {
+	if t, ok := cpuTime(); m.ok && ok && keys > 0 {
+		b.ReportMetric(float64((t-m.start).Nanoseconds())/float64(keys), "cpu-ns/key")
+	}
+}
+
 // warmParallel runs f on GOMAXPROCS goroutines at once, to fill the
 // buffer pool as a parallel benchmark will use it.
 func warmParallel(f func()) {
@@ -83,7 +101,8 @@ func BenchmarkKey(b *testing.B) {
 
 // BenchmarkBatch answers: how long do Lanes() independent keys take in one
 // goroutine, as one KeyBatch against as many x/crypto Key calls? (ns/op is
-// per batch; ns/key is the figure to compare with BenchmarkKey.)
+// per batch; ns/key is the figure to compare with BenchmarkKey; cpu-ns/key
+// the process's CPU time per key.)
 func BenchmarkBatch(b *testing.B) {
 	for _, c := range benchParams {
 		for _, im := range benchImpls {
@@ -91,10 +110,15 @@ func BenchmarkBatch(b *testing.B) {
 				jobs := benchJobs(Lanes(), c.logN, c.r, c.p)
 				im.batch(jobs) // fill the pool
 				b.ReportAllocs()
+				var cpu cpuMeter
 				for b.Loop() {
+					if cpu == (cpuMeter{}) {
+						cpu = newCPUMeter()
+					}
 					im.batch(jobs)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(jobs)), "ns/key")
+				cpu.report(b, b.N*len(jobs))
 			})
 		}
 	}
@@ -103,7 +127,8 @@ func BenchmarkBatch(b *testing.B) {
 // BenchmarkThroughput answers the herd's question: how many keys per second
 // does the machine derive with GOMAXPROCS goroutines busy, each taking
 // batches of Lanes() keys (x/crypto: Lanes() Key calls in turn)? hashes/s
-// is the figure; ns/op is per batch of Lanes() keys, wall clock.
+// is the figure; ns/op is per batch of Lanes() keys, wall clock; cpu-ns/key
+// is the process's CPU time per key, less disturbed by other processes.
 func BenchmarkThroughput(b *testing.B) {
 	for _, c := range benchParams {
 		for _, im := range benchImpls {
@@ -112,7 +137,7 @@ func BenchmarkThroughput(b *testing.B) {
 				warmParallel(func() { im.batch(benchJobs(Lanes(), c.logN, c.r, c.p)) })
 				b.ReportAllocs()
 				b.ResetTimer()
-				start := time.Now()
+				start, cpu := time.Now(), newCPUMeter()
 				b.RunParallel(func(pb *testing.PB) {
 					jobs := benchJobs(Lanes(), c.logN, c.r, c.p)
 					for pb.Next() {
@@ -121,6 +146,7 @@ func BenchmarkThroughput(b *testing.B) {
 					}
 				})
 				b.ReportMetric(float64(keys.Load())/time.Since(start).Seconds(), "hashes/s")
+				cpu.report(b, int(keys.Load()))
 				b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "goroutines")
 			})
 		}
@@ -131,7 +157,8 @@ func BenchmarkThroughput(b *testing.B) {
 // AVX2 with four hashes (two interleaved chains) or two (one chain, both
 // hashes in one register), two interleaved SSE2 chains, SSE2 one hash at a
 // time, and pure Go; in one goroutine (ns/key) and on GOMAXPROCS
-// goroutines (hashes/s). Every op is a KeyBatch of four keys at
+// goroutines (hashes/s), with cpu-ns/key, the process's CPU time per key,
+// for a shared machine. Every op is a KeyBatch of four keys at
 // (2^15, 8, 1).
 func BenchmarkCode(b *testing.B) {
 	for _, c := range codes() {
@@ -140,17 +167,22 @@ func BenchmarkCode(b *testing.B) {
 			jobs := benchJobs(4, 15, 8, 1)
 			KeyBatch(jobs) // fill the pool
 			b.ReportAllocs()
+			var cpu cpuMeter
 			for b.Loop() {
+				if cpu == (cpuMeter{}) {
+					cpu = newCPUMeter()
+				}
 				KeyBatch(jobs)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(jobs)), "ns/key")
+			cpu.report(b, b.N*len(jobs))
 		})
 		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=max", c.name), func(b *testing.B) {
 			defer setCode(c.code)()
 			warmParallel(func() { KeyBatch(benchJobs(4, 15, 8, 1)) })
 			b.ReportAllocs()
 			b.ResetTimer()
-			start := time.Now()
+			start, cpu := time.Now(), newCPUMeter()
 			b.RunParallel(func(pb *testing.PB) {
 				jobs := benchJobs(4, 15, 8, 1)
 				for pb.Next() {
@@ -158,6 +190,7 @@ func BenchmarkCode(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(4*b.N)/time.Since(start).Seconds(), "hashes/s")
+			cpu.report(b, 4*b.N)
 		})
 	}
 }
