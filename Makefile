@@ -5,13 +5,16 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test lint tidy bench herd benchmarks fuzz profile profile-check
+.PHONY: test lint tidy bench herd benchmarks fuzz profile profile-check scrypt-generate-check scrypt-bench
 
 # -vet=all runs every go vet check inside the -race build: a separate
 # `go vet` would compile client-go and the rest a second time without
 # -race (measured: twice the CPU time of the whole kube module's tests).
+# The second line runs the scrypt package's pure-Go code, which the first
+# one only reaches on other architectures.
 test: tidy
 	go test -race -vet=all -count=1 $(PKGS)
+	go test -race -count=1 -tags purego ./scrypt/
 
 lint: tidy
 	go vet $(PKGS)
@@ -33,6 +36,27 @@ fuzz:
 	go test -run='^$$' -fuzz='^FuzzParseHash$$' -fuzztime=$(FUZZTIME) ./verify/
 	go test -run='^$$' -fuzz='^FuzzVerifier$$' -fuzztime=$(FUZZTIME) ./verify/
 	go test -run='^$$' -fuzz='^FuzzHeaders$$' -fuzztime=$(FUZZTIME) ./httpauth/
+	go test -run='^$$' -fuzz='^FuzzKey$$' -fuzztime=$(FUZZTIME) ./scrypt/
+
+# The scrypt assembly and stubs must be what their avo generator, the
+# module scrypt/_asm (outside go.work), makes of them; avo comes from the
+# module proxy.
+scrypt-generate-check:
+	cd scrypt/_asm && GOWORK=off go mod tidy -diff
+	go generate ./scrypt/
+	git diff --exit-code -- scrypt/blockmix_amd64.s scrypt/blockmix_amd64_stubs.go
+
+# x/crypto against this scrypt package and the package's BlockMix codes
+# against each other: SCRYPT_COUNT rounds of every benchmark, one round
+# after the other so that the machine's noise hits every implementation
+# alike, then benchstat (from golang.org/x/perf, through the proxy).
+SCRYPT_COUNT ?= 6
+BENCHSTAT ?= go run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+scrypt-bench:
+	go test -c -o scrypt.test ./scrypt/
+	for i in $$(seq $(SCRYPT_COUNT)); do ./scrypt.test -test.run='^$$' -test.bench='^Benchmark(Key|Batch|Throughput|Code)$$' -test.benchmem || exit 1; done | tee bench/results/scrypt-bench.txt
+	{ $(BENCHSTAT) -filter '.name:(Key OR Batch OR Throughput)' -col /impl bench/results/scrypt-bench.txt && \
+	  $(BENCHSTAT) -filter '.name:Code' -col /code bench/results/scrypt-bench.txt; } | tee bench/results/scrypt-benchstat.txt
 
 profile:
 	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json

@@ -1,0 +1,302 @@
+// Command _asm generates blockmix_amd64.s and blockmix_amd64_stubs.go, the
+// SIMD scrypt BlockMix of package scrypt, with avo. Run `go generate` in the
+// scrypt directory.
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The blocks are stored diagonal-wise (see layout in salsa_generic.go): the
+// four 16-byte rows of a stored block are the vectors
+//
+//	a = x0 x5 x10 x15, b = x4 x9 x14 x3, c = x8 x13 x2 x7, d = x12 x1 x6 x11
+//
+// so that a Salsa20 column round is four vector steps, and a row round is
+// four more once b, c and d are rotated by one, two and three lanes.
+
+// hash holds the pointers of one hash's BlockMix.
+type hash struct {
+	in, v, out GPVirtual // v is nil without the XOR
+}
+
+// addr is an addressing mode: the address of byte d of one of a hash's
+// blocks.
+type addr func(h hash, d int) Mem
+
+// chain is one dependency chain of vector code: one hash in XMM registers
+// (SSE2), or two hashes in the low and high halves of YMM registers (AVX2).
+type chain struct {
+	avx    bool
+	hashes []hash
+	x      [4]VecVirtual // state a, b, c, d
+	w      [4]VecVirtual // the Salsa20 input, when kept in registers
+	t, u   VecVirtual    // temporaries
+}
+
+func (c *chain) vec() VecVirtual {
+	if c.avx {
+		return YMM()
+	}
+	return XMM()
+}
+
+func newChain(avx, wInRegs bool, hs []hash) *chain {
+	c := &chain{avx: avx, hashes: hs}
+	for i := range c.x {
+		c.x[i] = c.vec()
+		if wInRegs {
+			c.w[i] = c.vec()
+		}
+	}
+	c.t, c.u = c.vec(), c.vec()
+	return c
+}
+
+// load sets dst to the 16 bytes at a(h, d) of each of the chain's hashes.
+func (c *chain) load(dst VecVirtual, a addr, d int) {
+	if !c.avx {
+		MOVOU(a(c.hashes[0], d), dst)
+		return
+	}
+	VMOVDQU(a(c.hashes[0], d), dst.AsX())
+	VINSERTI128(U8(1), a(c.hashes[1], d), dst, dst)
+}
+
+// store writes src to the 16 bytes at a(h, d) of each of the chain's
+// hashes.
+func (c *chain) store(src VecVirtual, a addr, d int) {
+	if !c.avx {
+		MOVOU(src, a(c.hashes[0], d))
+		return
+	}
+	VMOVDQU(src.AsX(), a(c.hashes[0], d))
+	VEXTRACTI128(U8(1), src, a(c.hashes[1], d))
+}
+
+func (c *chain) xor(dst, src VecVirtual) {
+	if c.avx {
+		VPXOR(src, dst, dst)
+	} else {
+		PXOR(src, dst)
+	}
+}
+
+func (c *chain) add(dst, src VecVirtual) {
+	if c.avx {
+		VPADDD(src, dst, dst)
+	} else {
+		PADDL(src, dst)
+	}
+}
+
+func (c *chain) mov(dst, src VecVirtual) {
+	if c.avx {
+		VMOVDQA(src, dst)
+	} else {
+		MOVO(src, dst)
+	}
+}
+
+func (c *chain) shuffle(x VecVirtual, imm uint8) {
+	if c.avx {
+		VPSHUFD(U8(imm), x, x)
+	} else {
+		PSHUFD(U8(imm), x, x)
+	}
+}
+
+// step is dst ^= (p + q) <<< rot.
+func (c *chain) step(dst, p, q VecVirtual, rot uint8) {
+	if c.avx {
+		VPADDD(q, p, c.t)
+		VPSLLD(U8(rot), c.t, c.u)
+		VPSRLD(U8(32-rot), c.t, c.t)
+	} else {
+		MOVO(p, c.t)
+		PADDL(q, c.t)
+		MOVO(c.t, c.u)
+		PSLLL(U8(rot), c.t)
+		PSRLL(U8(32-rot), c.u)
+		c = &chain{avx: false, t: c.u, u: c.t} // xor both halves in
+	}
+	c.xor(dst, c.u)
+	c.xor(dst, c.t)
+}
+
+// doubleRound emits one Salsa20 double round for every chain, instruction
+// group by instruction group, so that independent chains interleave.
+func doubleRound(cs []*chain) {
+	each := func(f func(c *chain, a, b, cc, d VecVirtual)) {
+		for _, c := range cs {
+			f(c, c.x[0], c.x[1], c.x[2], c.x[3])
+		}
+	}
+	// Columns.
+	each(func(c *chain, a, b, _, d VecVirtual) { c.step(b, a, d, 7) })
+	each(func(c *chain, a, b, cc, _ VecVirtual) { c.step(cc, b, a, 9) })
+	each(func(c *chain, _, b, cc, d VecVirtual) { c.step(d, cc, b, 13) })
+	each(func(c *chain, a, _, cc, d VecVirtual) { c.step(a, d, cc, 18) })
+	// Rotate b, c, d by three, two and one lanes: the rows line up.
+	each(func(c *chain, _, b, cc, d VecVirtual) {
+		c.shuffle(d, 0x39)
+		c.shuffle(b, 0x93)
+		c.shuffle(cc, 0x4e)
+	})
+	// Rows.
+	each(func(c *chain, a, b, _, d VecVirtual) { c.step(d, a, b, 7) })
+	each(func(c *chain, a, _, cc, d VecVirtual) { c.step(cc, d, a, 9) })
+	each(func(c *chain, _, b, cc, d VecVirtual) { c.step(b, cc, d, 13) })
+	each(func(c *chain, a, b, cc, _ VecVirtual) { c.step(a, b, cc, 18) })
+	each(func(c *chain, _, b, cc, d VecVirtual) {
+		c.shuffle(d, 0x93)
+		c.shuffle(b, 0x39)
+		c.shuffle(cc, 0x4e)
+	})
+}
+
+// blockMix emits a BlockMix function over nh hashes: out = BlockMix(in),
+// or BlockMix(in ⊕ v) with xor. avx puts two hashes in each YMM chain;
+// wInRegs keeps the Salsa20 input in registers instead of in the output
+// block until it is added back.
+func blockMix(name string, nh int, xor, avx, wInRegs bool) {
+	var sig string
+	suffix := func(i int) string {
+		if nh == 1 {
+			return ""
+		}
+		return fmt.Sprint(i)
+	}
+	for i := range nh {
+		s := suffix(i)
+		sig += fmt.Sprintf("out%s, in%s *uint32, ", s, s)
+		if xor {
+			sig += fmt.Sprintf("v%s *uint32, ", s)
+		}
+	}
+	TEXT(name, NOSPLIT, "func("+sig+"r int)")
+	what := "BlockMix(in)"
+	if xor {
+		what = "BlockMix(in ⊕ v)"
+	}
+	if nh == 1 {
+		Doc(fmt.Sprintf("%s sets out to %s; the blocks hold 32·r words", name, what),
+			"in permuted order and out overlaps no input.")
+	} else {
+		Doc(fmt.Sprintf("%s sets outK to %s for K < %d", name, strings.NewReplacer("in", "inK", "v", "vK").Replace(what), nh),
+			"(independent hashes with the same r); the blocks hold 32·r words in",
+			"permuted order and each out overlaps no input.")
+	}
+
+	n := Load(Param("r"), GP64())
+	hs := make([]hash, nh)
+	for i := range hs {
+		s := suffix(i)
+		hs[i].out = Load(Param("out"+s), GP64()).(GPVirtual)
+		hs[i].in = Load(Param("in"+s), GP64()).(GPVirtual)
+		if xor {
+			hs[i].v = Load(Param("v"+s), GP64()).(GPVirtual)
+		}
+	}
+	// hi = 64·r: the odd blocks go to out+hi, and the last block of the
+	// input is at in+2·hi-64.
+	hi := GP64()
+	MOVQ(n, hi)
+	SHLQ(U8(6), hi)
+	in := func(h hash, d int) Mem { return Mem{Base: h.in, Disp: d} }
+	vv := func(h hash, d int) Mem { return Mem{Base: h.v, Disp: d} }
+	out := func(h hash, d int) Mem { return Mem{Base: h.out, Disp: d} }
+	outHi := func(h hash, d int) Mem { return Mem{Base: h.out, Index: hi, Scale: 1, Disp: d} }
+	lastOf := func(base func(hash, int) Mem) addr {
+		return func(h hash, d int) Mem {
+			m := base(h, d-64)
+			m.Index, m.Scale = hi, 2
+			return m
+		}
+	}
+	var cs []*chain
+	per := 1
+	if avx {
+		per = 2
+	}
+	for i := 0; i < nh; i += per {
+		cs = append(cs, newChain(avx, wInRegs, hs[i:i+per]))
+	}
+	Comment("The state starts as the last block of the input.")
+	for _, c := range cs {
+		for k := range c.x {
+			c.load(c.x[k], lastOf(in), 16*k)
+			if xor {
+				c.load(c.t, lastOf(vv), 16*k)
+				c.xor(c.x[k], c.t)
+			}
+		}
+	}
+
+	Label(name + "_loop")
+	for half, dst := range []addr{out, outHi} {
+		Commentf("Block %d of the pair: state = Salsa20/8(state ⊕ in%s).", half, map[bool]string{true: " ⊕ v"}[xor])
+		for _, c := range cs {
+			for k := range c.x {
+				c.load(c.t, in, 64*half+16*k)
+				c.xor(c.x[k], c.t)
+				if xor {
+					c.load(c.t, vv, 64*half+16*k)
+					c.xor(c.x[k], c.t)
+				}
+				if wInRegs {
+					c.mov(c.w[k], c.x[k])
+				} else {
+					c.store(c.x[k], dst, 16*k)
+				}
+			}
+		}
+		for range 4 {
+			doubleRound(cs)
+		}
+		for _, c := range cs {
+			for k := range c.x {
+				if wInRegs {
+					c.add(c.x[k], c.w[k])
+				} else {
+					c.load(c.t, dst, 16*k)
+					c.add(c.x[k], c.t)
+				}
+				c.store(c.x[k], dst, 16*k)
+			}
+		}
+	}
+	for _, h := range hs {
+		ADDQ(U8(128), h.in)
+		if xor {
+			ADDQ(U8(128), h.v)
+		}
+		ADDQ(U8(64), h.out)
+	}
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	if avx {
+		VZEROUPPER()
+	}
+	RET()
+}
+
+func main() {
+	ConstraintExpr("amd64,gc,!purego")
+	for _, xor := range []bool{false, true} {
+		x := ""
+		if xor {
+			x = "Xor"
+		}
+		blockMix("blockMix"+x+"SSE2", 1, xor, false, true)
+		blockMix("blockMix"+x+"2SSE2", 2, xor, false, false)
+		blockMix("blockMix"+x+"2AVX2", 2, xor, true, true)
+		blockMix("blockMix"+x+"4AVX2", 4, xor, true, false)
+	}
+	Generate()
+}

@@ -1,0 +1,196 @@
+package scrypt
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	xscrypt "golang.org/x/crypto/scrypt"
+)
+
+// benchParams are the parameter sets the benchmarks measure: k3s/RKE2's
+// (N=2^15, r=8, p=1) and half its cost.
+var benchParams = []struct{ logN, r, p int }{{15, 8, 1}, {14, 8, 1}}
+
+type benchImpl struct {
+	name  string
+	batch func(jobs []Job) // computes every job's key
+}
+
+// benchImpls are x/crypto (one Key after the other) and this package
+// (KeyBatch).
+var benchImpls = []benchImpl{
+	{"xcrypto", func(jobs []Job) {
+		for i := range jobs {
+			j := &jobs[i]
+			j.Key, j.Err = xscrypt.Key(j.Password, j.Salt, j.N, j.R, j.P, j.KeyLen)
+		}
+	}},
+	{"nodepass", KeyBatch},
+}
+
+func benchJobs(n, logN, r, p int) []Job {
+	jobs := make([]Job, n)
+	for i := range jobs {
+		jobs[i] = Job{
+			Password: []byte(fmt.Sprintf("node-password-%d", i)),
+			Salt:     []byte(fmt.Sprintf("salt-%d", i)),
+			N:        1 << logN, R: r, P: p, KeyLen: 64,
+		}
+	}
+	return jobs
+}
+
+// cpuMeter reports the process's CPU time per key since it was made, as
+// cpu-ns/key, where the platform tells it.
+type cpuMeter struct {
+	start time.Duration
+	ok    bool
+}
+
+func newCPUMeter() cpuMeter {
+	t, ok := cpuTime()
+	return cpuMeter{t, ok}
+}
+
+func (m cpuMeter) report(b *testing.B, keys int) {
+	if t, ok := cpuTime(); m.ok && ok && keys > 0 {
+		b.ReportMetric(float64((t-m.start).Nanoseconds())/float64(keys), "cpu-ns/key")
+	}
+}
+
+// warmParallel runs f on GOMAXPROCS goroutines at once, to fill the
+// buffer pool as a parallel benchmark will use it.
+func warmParallel(f func()) {
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(f)
+	}
+	wg.Wait()
+}
+
+func benchName(logN, r, p int, impl string) string {
+	return fmt.Sprintf("logN=%d/r=%d/p=%d/impl=%s", logN, r, p, impl)
+}
+
+// BenchmarkKey answers: how long does one key take, one call at a time in
+// one goroutine, with x/crypto's Key and with this package's Key? (ns/op
+// is per key; B/op shows the buffer reuse.)
+func BenchmarkKey(b *testing.B) {
+	pw, salt := []byte("node-password"), []byte("salt")
+	for _, c := range benchParams {
+		for _, im := range []struct {
+			name string
+			key  func(pw, salt []byte, N, r, p, keyLen int) ([]byte, error)
+		}{{"xcrypto", xscrypt.Key}, {"nodepass", Key}} {
+			b.Run(benchName(c.logN, c.r, c.p, im.name), func(b *testing.B) {
+				im.key(pw, salt, 1<<c.logN, c.r, c.p, 64) // fill the pool
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := im.key(pw, salt, 1<<c.logN, c.r, c.p, 64); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBatch answers: how long do Lanes() independent keys take in one
+// goroutine, as one KeyBatch against as many x/crypto Key calls? (ns/op is
+// per batch; ns/key is the figure to compare with BenchmarkKey; cpu-ns/key
+// the process's CPU time per key.)
+func BenchmarkBatch(b *testing.B) {
+	for _, c := range benchParams {
+		for _, im := range benchImpls {
+			b.Run(benchName(c.logN, c.r, c.p, im.name), func(b *testing.B) {
+				jobs := benchJobs(Lanes(), c.logN, c.r, c.p)
+				im.batch(jobs) // fill the pool
+				b.ReportAllocs()
+				var cpu cpuMeter
+				for b.Loop() {
+					if cpu == (cpuMeter{}) {
+						cpu = newCPUMeter()
+					}
+					im.batch(jobs)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(jobs)), "ns/key")
+				cpu.report(b, b.N*len(jobs))
+			})
+		}
+	}
+}
+
+// BenchmarkThroughput answers the herd's question: how many keys per second
+// does the machine derive with GOMAXPROCS goroutines busy, each taking
+// batches of Lanes() keys (x/crypto: Lanes() Key calls in turn)? hashes/s
+// is the figure; ns/op is per batch of Lanes() keys, wall clock; cpu-ns/key
+// is the process's CPU time per key, less disturbed by other processes.
+func BenchmarkThroughput(b *testing.B) {
+	for _, c := range benchParams {
+		for _, im := range benchImpls {
+			b.Run(benchName(c.logN, c.r, c.p, im.name), func(b *testing.B) {
+				var keys atomic.Int64
+				warmParallel(func() { im.batch(benchJobs(Lanes(), c.logN, c.r, c.p)) })
+				b.ReportAllocs()
+				b.ResetTimer()
+				start, cpu := time.Now(), newCPUMeter()
+				b.RunParallel(func(pb *testing.PB) {
+					jobs := benchJobs(Lanes(), c.logN, c.r, c.p)
+					for pb.Next() {
+						im.batch(jobs)
+						keys.Add(int64(len(jobs)))
+					}
+				})
+				b.ReportMetric(float64(keys.Load())/time.Since(start).Seconds(), "hashes/s")
+				cpu.report(b, int(keys.Load()))
+				b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "goroutines")
+			})
+		}
+	}
+}
+
+// BenchmarkCode answers which BlockMix code is fastest on this machine:
+// AVX2 with four hashes (two interleaved chains) or two (one chain, both
+// hashes in one register), two interleaved SSE2 chains, SSE2 one hash at a
+// time, and pure Go; in one goroutine (ns/key) and on GOMAXPROCS
+// goroutines (hashes/s), with cpu-ns/key, the process's CPU time per key,
+// for a shared machine. Every op is a KeyBatch of four keys at
+// (2^15, 8, 1).
+func BenchmarkCode(b *testing.B) {
+	for _, c := range codes() {
+		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=1", c.name), func(b *testing.B) {
+			defer setCode(c.code)()
+			jobs := benchJobs(4, 15, 8, 1)
+			KeyBatch(jobs) // fill the pool
+			b.ReportAllocs()
+			var cpu cpuMeter
+			for b.Loop() {
+				if cpu == (cpuMeter{}) {
+					cpu = newCPUMeter()
+				}
+				KeyBatch(jobs)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(jobs)), "ns/key")
+			cpu.report(b, b.N*len(jobs))
+		})
+		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=max", c.name), func(b *testing.B) {
+			defer setCode(c.code)()
+			warmParallel(func() { KeyBatch(benchJobs(4, 15, 8, 1)) })
+			b.ReportAllocs()
+			b.ResetTimer()
+			start, cpu := time.Now(), newCPUMeter()
+			b.RunParallel(func(pb *testing.PB) {
+				jobs := benchJobs(4, 15, 8, 1)
+				for pb.Next() {
+					KeyBatch(jobs)
+				}
+			})
+			b.ReportMetric(float64(4*b.N)/time.Since(start).Seconds(), "hashes/s")
+			cpu.report(b, 4*b.N)
+		})
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package scrypt
+
+const raceEnabled = false

@@ -1,0 +1,220 @@
+package scrypt
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"math"
+
+	"golang.org/x/crypto/pbkdf2"
+)
+
+const maxInt = math.MaxInt
+
+// check returns the error golang.org/x/crypto/scrypt.Key returns for these
+// parameters, in the same order of tests, or nil.
+func check(N, r, p int) error {
+	if N <= 1 || N&(N-1) != 0 {
+		return errors.New("scrypt: N must be > 1 and a power of 2")
+	}
+	if r <= 0 || p <= 0 {
+		return errors.New("scrypt: parameters must be > 0")
+	}
+	if uint64(r)*uint64(p) >= 1<<30 || r > maxInt/128/p || r > maxInt/256 || N > maxInt/128/r {
+		return errors.New("scrypt: parameters are too large")
+	}
+	return nil
+}
+
+// Key derives a key from the password, salt, and cost parameters, returning
+// a byte slice of length keyLen that can be used as cryptographic key.
+//
+// N is a CPU/memory cost parameter, which must be a power of two greater
+// than 1. r and p must satisfy r * p < 2³⁰. If the parameters do not satisfy
+// the limits, the function returns a nil byte slice and an error. As with
+// golang.org/x/crypto/scrypt.Key, a keyLen ≤ 0 makes the final PBKDF2 step
+// panic.
+//
+// Key and golang.org/x/crypto/scrypt.Key have the same contract: the same
+// output for every input and the same errors for the same parameters. Key
+// takes its working memory (128·r·(N+2) bytes per lane, see [Lanes]) from
+// the package's buffer pool and clears it before returning it there; with
+// p ≥ 2 it computes up to Lanes() of the p independent mixes at a time
+// (holding as many buffers). It is safe for concurrent use.
+func Key(password, salt []byte, N, r, p, keyLen int) ([]byte, error) {
+	if err := check(N, r, p); err != nil {
+		return nil, err
+	}
+	b := pbkdf2.Key(password, salt, 1, p*128*r, sha256.New)
+	mixAll(N, r, [][]byte{b})
+	k := pbkdf2.Key(password, b, 1, keyLen, sha256.New)
+	clear(b)
+	return k, nil
+}
+
+// Job is one key derivation for [KeyBatch]: the inputs of [Key], and the
+// fields KeyBatch fills in.
+type Job struct {
+	Password, Salt  []byte
+	N, R, P, KeyLen int
+
+	// Key and Err are the results: what Key(Password, Salt, N, R, P, KeyLen)
+	// returns.
+	Key []byte
+	Err error
+}
+
+// KeyBatch computes every job's key in the calling goroutine, as [Key]
+// would, and stores it in the job's Key and Err fields. Jobs are
+// independent and may have different parameters; the mixes of jobs that
+// share N and R are computed [Lanes] at a time, which is where the batch is
+// faster than as many calls to Key. A job whose parameters Key rejects gets
+// Key's error and does not affect the others; a KeyLen ≤ 0 panics, as in
+// Key.
+//
+// KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time
+// (fewer when the group has fewer blocks; the (N, R) groups are taken in
+// turn), from the package's buffer pool, cleared before they go back. It
+// is safe for concurrent use with other calls on other jobs.
+func KeyBatch(jobs []Job) {
+	bs := make([][]byte, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		j.Key, j.Err = nil, check(j.N, j.R, j.P)
+		if j.Err == nil {
+			bs[i] = pbkdf2.Key(j.Password, j.Salt, 1, j.P*128*j.R, sha256.New)
+		}
+	}
+	// Group the jobs by (N, r), in order of first appearance.
+	done := make([]bool, len(jobs))
+	var group [][]byte
+	for i := range jobs {
+		if done[i] || jobs[i].Err != nil {
+			continue
+		}
+		N, r := jobs[i].N, jobs[i].R
+		group = group[:0]
+		for k := i; k < len(jobs); k++ {
+			if !done[k] && jobs[k].Err == nil && jobs[k].N == N && jobs[k].R == r {
+				done[k] = true
+				group = append(group, bs[k])
+			}
+		}
+		mixAll(N, r, group)
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Err == nil {
+			j.Key = pbkdf2.Key(j.Password, bs[i], 1, j.KeyLen, sha256.New)
+			clear(bs[i])
+		}
+	}
+}
+
+// mixAll runs SMix on every 128·r-byte block of every b in place, up to
+// lanes blocks at a time, with at most lanes buffers from the pool.
+func mixAll(N, r int, bs [][]byte) {
+	R := 32 * r
+	var blocks [][]byte
+	for _, b := range bs {
+		for off := 0; off < len(b); off += 4 * R {
+			blocks = append(blocks, b[off:off+4*R])
+		}
+	}
+	size := R * (N + 2)
+	var bufs [maxLanes][]uint32
+	var set [maxLanes][]byte
+	for len(blocks) > 0 {
+		n := min(lanes, len(blocks))
+		for n&(n-1) != 0 { // the codes take 1, 2 or 4 blocks
+			n--
+		}
+		for k := range n {
+			if bufs[k] == nil {
+				bufs[k] = getBuf(size)
+			}
+			set[k] = blocks[k]
+		}
+		smix(&set, &bufs, n, r, N)
+		blocks = blocks[n:]
+	}
+	for _, b := range bufs {
+		if b != nil {
+			putBuf(b)
+		}
+	}
+}
+
+// load sets the permuted words of dst from the little-endian block b.
+func load(dst []uint32, b []byte) {
+	for k := 0; k < len(dst); k += 16 {
+		d := dst[k : k+16]
+		s := b[4*k : 4*k+64]
+		for i, w := range layout {
+			d[i] = binary.LittleEndian.Uint32(s[4*w:])
+		}
+	}
+}
+
+// store writes the permuted words of src to b as a little-endian block.
+func store(b []byte, src []uint32) {
+	for k := 0; k < len(src); k += 16 {
+		s := src[k : k+16]
+		d := b[4*k : 4*k+64]
+		for i, w := range layout {
+			binary.LittleEndian.PutUint32(d[4*w:], s[i])
+		}
+	}
+}
+
+// maxLanes bounds lanes on every architecture.
+const maxLanes = 4
+
+// smix runs SMix (ROMix with BlockMix over Salsa20/8) in place on each of
+// the n ≤ maxLanes 128·r-byte blocks bs[:n], in lockstep so that blockMixN
+// computes them together; bufs[k] (32·r·(N+2) words) holds V and the two
+// working blocks of bs[k].
+func smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n, r, N int) {
+	R := 32 * r
+	var v, x, y, out, in, xv [maxLanes][]uint32
+	for k := range n {
+		v[k] = bufs[k][:R*N]
+		x[k] = bufs[k][R*N : R*N+R]
+		y[k] = bufs[k][R*N+R : R*N+2*R]
+		load(v[k][:R], bs[k])
+	}
+	// V[i+1] = BlockMix(V[i]): the first loop writes straight into V.
+	for i := 0; i < N-1; i++ {
+		for k := range n {
+			out[k], in[k] = v[k][(i+1)*R:(i+2)*R], v[k][i*R:(i+1)*R]
+		}
+		blockMixN(&out, &in, nil, n, r)
+	}
+	for k := range n {
+		in[k] = v[k][(N-1)*R:]
+	}
+	blockMixN(&x, &in, nil, n, r)
+	mask := uint64(N - 1)
+	for i := 0; i < N; i += 2 {
+		for k := range n {
+			j := int(integerify(x[k], r) & mask)
+			xv[k] = v[k][j*R : (j+1)*R]
+		}
+		blockMixN(&y, &x, &xv, n, r)
+		for k := range n {
+			j := int(integerify(y[k], r) & mask)
+			xv[k] = v[k][j*R : (j+1)*R]
+		}
+		blockMixN(&x, &y, &xv, n, r)
+	}
+	for k := range n {
+		store(bs[k], x[k])
+	}
+}
+
+// Lanes returns how many independent SMix computations (one per 128·r-byte
+// block: p per key) this build computes together: 4 on amd64 with AVX2, 2
+// on other amd64, 1 with the pure-Go code (other architectures, gccgo,
+// -tags purego). Each lane needs its own buffer of 128·r·(N+2) bytes while
+// it runs, so a call to [Key] or [KeyBatch] holds at most Lanes() buffers.
+func Lanes() int { return lanes }

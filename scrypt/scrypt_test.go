@@ -1,0 +1,350 @@
+package scrypt
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	xscrypt "golang.org/x/crypto/scrypt"
+)
+
+// codeName names one BlockMix code (see codes).
+type codeName struct {
+	name string
+	code int
+}
+
+// forEachCode runs f under every BlockMix code of this build, in turn.
+func forEachCode(t *testing.T, f func(t *testing.T)) {
+	for _, c := range codes() {
+		t.Run("code="+c.name, func(t *testing.T) {
+			defer setCode(c.code)()
+			current = c.name
+			defer func() { current = "" }()
+			f(t)
+		})
+	}
+}
+
+// current is the name of the code forEachCode runs.
+var current string
+
+func codeNow() string { return current }
+
+func unhex(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// The test vectors of RFC 7914, section 12, but for the 1 GiB one.
+var rfc7914 = []struct {
+	password, salt string
+	N, r, p        int
+	key            string
+}{
+	{"", "", 16, 1, 1, "77d6576238657b203b19ca42c18a0497f16b4844e3074ae8dfdffa3fede21442fcd0069ded0948f8326a753a0fc81f17e8d3e0fb2e0d3628cf35e20c38d18906"},
+	{"password", "NaCl", 1024, 8, 16, "fdbabe1c9d3472007856e7190d01e9fe7c6ad7cbc8237830e77376634b3731622eaf30d92e22a3886ff109279d9830dac727afb94a83ee6d8360cbdfa2cc0640"},
+	{"pleaseletmein", "SodiumChloride", 16384, 8, 1, "7023bdcb3afd7348461c06cd81fd38ebfda8fbba904f8e3ea9b543f6545da1f2d5432955613f0fcf62d49705242a9af9e61e85dc0d651e40dfcf017b45575887"},
+}
+
+func TestRFC7914(t *testing.T) {
+	forEachCode(t, func(t *testing.T) {
+		vectors := rfc7914
+		if raceEnabled && codeNow() == "purego" {
+			// Instrumented pure Go takes seconds over the 16 MiB ones;
+			// the differential tests cover that code.
+			vectors = vectors[:1]
+		}
+		var jobs []Job
+		for _, v := range vectors {
+			got, err := Key([]byte(v.password), []byte(v.salt), v.N, v.r, v.p, 64)
+			if err != nil || !bytes.Equal(got, unhex(v.key)) {
+				t.Errorf("Key(%q, %q, %d, %d, %d, 64) = %x, %v; want %s", v.password, v.salt, v.N, v.r, v.p, got, err, v.key)
+			}
+			for range 2 {
+				jobs = append(jobs, Job{Password: []byte(v.password), Salt: []byte(v.salt), N: v.N, R: v.r, P: v.p, KeyLen: 64})
+			}
+		}
+		KeyBatch(jobs)
+		for i, j := range jobs {
+			if want := vectors[i/2].key; j.Err != nil || hex.EncodeToString(j.Key) != want {
+				t.Errorf("KeyBatch job %d = %x, %v; want %s", i, j.Key, j.Err, want)
+			}
+		}
+	})
+}
+
+// params is one point of the parameter space.
+type params struct {
+	password, salt     []byte
+	logN, r, p, keyLen int
+}
+
+func (c params) String() string {
+	return fmt.Sprintf("password=%x salt=%x N=2^%d r=%d p=%d keyLen=%d", c.password, c.salt, c.logN, c.r, c.p, c.keyLen)
+}
+
+func randBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// randParams samples the space of the differential tests: passwords and
+// salts of 0-200 bytes, r 1-16, p 1-4, keyLen 1-128, and logN 1-16 with
+// the cost 128·r·N·p capped at maxCost bytes, so that big N comes with
+// small r and p.
+func randParams(rng *rand.Rand, maxCost int) params {
+	for {
+		c := params{
+			password: randBytes(rng, rng.IntN(201)),
+			salt:     randBytes(rng, rng.IntN(201)),
+			logN:     1 + rng.IntN(16),
+			r:        1 + rng.IntN(16),
+			p:        1 + rng.IntN(4),
+			keyLen:   1 + rng.IntN(128),
+		}
+		if 128*c.r*c.p<<c.logN <= maxCost {
+			return c
+		}
+	}
+}
+
+func xKey(t testing.TB, c params) []byte {
+	t.Helper()
+	k, err := xscrypt.Key(c.password, c.salt, 1<<c.logN, c.r, c.p, c.keyLen)
+	if err != nil {
+		t.Fatalf("x/crypto: %v: %v", c, err)
+	}
+	return k
+}
+
+// samples is how many random parameter sets each differential test tries:
+// fewer under -short and the race detector, whose instrumented pure Go is
+// an order of magnitude slower.
+func samples() (n, maxCost int) {
+	switch {
+	case testing.Short() || raceEnabled:
+		return 40, 1 << 20
+	default:
+		return 150, 4 << 20
+	}
+}
+
+func TestKeyDifferential(t *testing.T) {
+	forEachCode(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(16, 1))
+		n, maxCost := samples()
+		for range n {
+			c := randParams(rng, maxCost)
+			got, err := Key(c.password, c.salt, 1<<c.logN, c.r, c.p, c.keyLen)
+			if want := xKey(t, c); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%v: Key = %x, %v; x/crypto %x", c, got, err, want)
+			}
+		}
+	})
+}
+
+// TestKeyBigN covers the largest N of the differential range, logN 15 and
+// 16 with r 8 and 1, a few times.
+func TestKeyBigN(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("big N: skipped under -short and -race")
+	}
+	rng := rand.New(rand.NewPCG(16, 2))
+	for _, c := range []params{{logN: 15, r: 8, p: 1}, {logN: 16, r: 1, p: 2}, {logN: 16, r: 8, p: 1}} {
+		c.password, c.salt, c.keyLen = randBytes(rng, 24), randBytes(rng, 16), 64
+		want := xKey(t, c)
+		got, err := Key(c.password, c.salt, 1<<c.logN, c.r, c.p, c.keyLen)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%v: Key = %x, %v; x/crypto %x", c, got, err, want)
+		}
+		c2 := c
+		c2.password = randBytes(rng, 24)
+		jobs := []Job{c.job(), c2.job()}
+		KeyBatch(jobs)
+		for i, want := range [][]byte{want, xKey(t, c2)} {
+			if jobs[i].Err != nil || !bytes.Equal(jobs[i].Key, want) {
+				t.Fatalf("%v: KeyBatch job %d = %x, %v; x/crypto %x", c, i, jobs[i].Key, jobs[i].Err, want)
+			}
+		}
+	}
+}
+
+func (c params) job() Job {
+	return Job{Password: c.password, Salt: c.salt, N: 1 << c.logN, R: c.r, P: c.p, KeyLen: c.keyLen}
+}
+
+// TestKeyBatchDifferential runs batches of 1-7 jobs with mixed parameters,
+// drawn so that some share N and r (and are paired) and some do not, with
+// an invalid job now and then.
+func TestKeyBatchDifferential(t *testing.T) {
+	forEachCode(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(16, 3))
+		n, maxCost := samples()
+		for range n / 4 {
+			var cs []params
+			for range 1 + rng.IntN(7) {
+				c := randParams(rng, maxCost/2)
+				if len(cs) > 0 && rng.IntN(2) == 0 {
+					// Same N and r as an earlier job, other inputs.
+					o := cs[rng.IntN(len(cs))]
+					c.logN, c.r = o.logN, o.r
+				}
+				cs = append(cs, c)
+			}
+			jobs := make([]Job, len(cs))
+			for i, c := range cs {
+				jobs[i] = c.job()
+			}
+			bad := -1
+			if rng.IntN(4) == 0 {
+				bad = rng.IntN(len(jobs))
+				jobs[bad].N = 3
+			}
+			KeyBatch(jobs)
+			for i, c := range cs {
+				if i == bad {
+					if jobs[i].Err == nil || jobs[i].Key != nil {
+						t.Fatalf("job %d with N=3: %x, %v; want an error", i, jobs[i].Key, jobs[i].Err)
+					}
+					continue
+				}
+				if want := xKey(t, c); jobs[i].Err != nil || !bytes.Equal(jobs[i].Key, want) {
+					t.Fatalf("job %d of %d, %v: %x, %v; x/crypto %x", i, len(cs), c, jobs[i].Key, jobs[i].Err, want)
+				}
+			}
+		}
+	})
+}
+
+// TestErrors checks that the parameters x/crypto rejects are rejected
+// with the same message, by Key and in a batch.
+func TestErrors(t *testing.T) {
+	for _, c := range []struct{ N, r, p int }{
+		{0, 1, 1}, {1, 1, 1}, {3, 1, 1}, {-16, 1, 1}, {maxInt/2 + 1, 1, 1},
+		{16, 0, 1}, {16, 1, 0}, {16, -1, 1}, {16, 1, -1},
+		{16, 1 << 15, 1 << 15}, {16, 1 << 30, 1}, {16, 1, 1 << 30},
+		{maxInt/16 + 1, 8, 1}, {16, maxInt / 128, 1},
+	} {
+		_, xerr := xscrypt.Key(nil, nil, c.N, c.r, c.p, 32)
+		if xerr == nil {
+			t.Fatalf("%+v: x/crypto accepts it", c)
+		}
+		k, err := Key(nil, nil, c.N, c.r, c.p, 32)
+		if k != nil || err == nil || err.Error() != xerr.Error() {
+			t.Errorf("Key%+v = %x, %v; want nil, %v", c, k, err, xerr)
+		}
+		jobs := []Job{{N: c.N, R: c.r, P: c.p, KeyLen: 32}, {N: 16, R: 1, P: 1, KeyLen: 32}}
+		KeyBatch(jobs)
+		if jobs[0].Key != nil || jobs[0].Err == nil || jobs[0].Err.Error() != xerr.Error() {
+			t.Errorf("KeyBatch%+v = %x, %v; want nil, %v", c, jobs[0].Key, jobs[0].Err, xerr)
+		}
+		if jobs[1].Err != nil || len(jobs[1].Key) != 32 {
+			t.Errorf("KeyBatch: the valid job after %+v: %x, %v", c, jobs[1].Key, jobs[1].Err)
+		}
+	}
+}
+
+// TestKeyLenPanics: a keyLen ≤ 0 panics in both, from PBKDF2.
+func TestKeyLenPanics(t *testing.T) {
+	for _, f := range []func(){
+		func() { xscrypt.Key(nil, nil, 16, 1, 1, 0) },
+		func() { Key(nil, nil, 16, 1, 1, 0) },
+		func() { KeyBatch([]Job{{N: 16, R: 1, P: 1, KeyLen: -1}}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic")
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// TestBlockMix compares every BlockMix code with the pure-Go one on random
+// blocks, r 1-16, with and without the XOR input, for 1 to 4 hashes at
+// once.
+func TestBlockMix(t *testing.T) {
+	forEachCode(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(16, 4))
+		for r := 1; r <= 16; r++ {
+			R := 32 * r
+			words := func() []uint32 {
+				w := make([]uint32, R)
+				for i := range w {
+					w[i] = rng.Uint32()
+				}
+				return w
+			}
+			for _, xor := range []bool{false, true} {
+				for _, n := range []int{1, 2, 4} {
+					if n > Lanes() {
+						continue
+					}
+					var in, v, got [maxLanes][]uint32
+					for k := range n {
+						in[k], v[k], got[k] = words(), words(), make([]uint32, R)
+					}
+					vp := &v
+					if !xor {
+						vp = nil
+					}
+					blockMixN(&got, &in, vp, n, r)
+					for k := range n {
+						want := make([]uint32, R)
+						var vk []uint32
+						if xor {
+							vk = v[k]
+						}
+						blockMixGeneric(want, in[k], vk, r)
+						if !slices.Equal(got[k], want) {
+							t.Fatalf("r=%d xor=%v n=%d: hash %d differs from blockMixGeneric", r, xor, n, k)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestBuffersCleared checks that the pool's idle buffers hold only zeros
+// after Key and KeyBatch, and that it holds no more than Lanes of them.
+func TestBuffersCleared(t *testing.T) {
+	ReleaseBuffers()
+	defer ReleaseBuffers()
+	Key([]byte("pw"), []byte("salt"), 1<<10, 2, 3, 32)
+	KeyBatch([]Job{
+		{Password: []byte("a"), N: 1 << 10, R: 2, P: 1, KeyLen: 32},
+		{Password: []byte("b"), N: 1 << 10, R: 2, P: 2, KeyLen: 32},
+		{Password: []byte("c"), N: 1 << 9, R: 2, P: 1, KeyLen: 32},
+	})
+	n, size := IdleBuffers()
+	// Three blocks of (2^10, 2) in either call: two at a time where Lanes
+	// is 2 or more.
+	two := min(Lanes(), 2)
+	wantN := two + 1
+	wantSize := int64(two*128*2*(1<<10+2) + 128*2*(1<<9+2))
+	if n != wantN || size != wantSize {
+		t.Errorf("IdleBuffers() = %d, %d; want %d, %d", n, size, wantN, wantSize)
+	}
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	for _, l := range pool.idle {
+		for _, b := range l {
+			if slices.ContainsFunc(b, func(w uint32) bool { return w != 0 }) {
+				t.Fatal("an idle buffer holds non-zero words")
+			}
+		}
+	}
+}
