@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/crypto/scrypt"
+	xscrypt "golang.org/x/crypto/scrypt"
+
+	"github.com/nodepass/nodepass/scrypt"
 )
 
 // Params are the scrypt parameters used to hash a new password.
@@ -90,10 +92,21 @@ type hash struct {
 // the key in unpadded standard base64. Params outside their documented
 // ranges or above the default Limits give an error wrapping ErrInvalidParams.
 func GenerateFromPassword(password string, p Params) (string, error) {
-	return generate(password, p, Limits{})
+	return generate(password, p, Limits{}, fastKey)
 }
 
-func generate(password string, p Params, lim Limits) (string, error) {
+// keyFunc is scrypt.Key's signature, which this module's scrypt package
+// and golang.org/x/crypto/scrypt share, with the same output.
+type keyFunc func(password, salt []byte, N, r, p, keyLen int) ([]byte, error)
+
+// fastKey is this module's scrypt (a SIMD BlockMix on amd64, reused
+// buffers), bit-identical to xcryptoKey; see Options.XCryptoScrypt.
+var (
+	fastKey    keyFunc = scrypt.Key
+	xcryptoKey keyFunc = xscrypt.Key
+)
+
+func generate(password string, p Params, lim Limits, kdf keyFunc) (string, error) {
 	if err := p.validate(lim); err != nil {
 		return "", err
 	}
@@ -101,7 +114,7 @@ func generate(password string, p Params, lim Limits) (string, error) {
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("verify: reading random salt: %w", err)
 	}
-	key, err := scrypt.Key([]byte(password), salt, 1<<p.LogN, p.R, p.P, p.KeyLen)
+	key, err := kdf([]byte(password), salt, 1<<p.LogN, p.R, p.P, p.KeyLen)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidParams, err)
 	}
@@ -262,11 +275,11 @@ func (l Limits) CompareHashAndPassword(hash, password string) error {
 	if err != nil {
 		return err
 	}
-	return h.compare(password)
+	return h.compare(password, fastKey)
 }
 
-func (h *hash) compare(password string) error {
-	derived, err := scrypt.Key([]byte(password), h.salt, 1<<h.logN, h.r, h.p, len(h.key))
+func (h *hash) compare(password string, kdf keyFunc) error {
+	derived, err := kdf([]byte(password), h.salt, 1<<h.logN, h.r, h.p, len(h.key))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidHash, err)
 	}

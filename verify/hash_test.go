@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -237,5 +238,28 @@ func TestLimits(t *testing.T) {
 	}
 	if err := (Limits{MaxWork: 2<<20 - 1}).CompareHashAndPassword(h, "pw"); !errors.Is(err, ErrInvalidHash) || !strings.Contains(err.Error(), "work") {
 		t.Fatalf("work limit: %v", err)
+	}
+}
+
+// TestBothScryptsInterchangeable: hashes made with this module's scrypt
+// verify with x/crypto's and the other way round, through a Verifier
+// configured either way.
+func TestBothScryptsInterchangeable(t *testing.T) {
+	for _, make := range []keyFunc{fastKey, xcryptoKey} {
+		h, err := generate("pw", testParams, Limits{}, make)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, xc := range []bool{false, true} {
+			s := NewMemoryStore()
+			s.Set("n", h)
+			v := newTestVerifier(t, s, &Options{XCryptoScrypt: xc})
+			if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+				t.Fatalf("XCryptoScrypt %v: %v", xc, err)
+			}
+			if err := v.Verify(context.Background(), "n", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+				t.Fatalf("XCryptoScrypt %v, wrong password: %v", xc, err)
+			}
+		}
 	}
 }

@@ -41,9 +41,21 @@ type Options struct {
 	MaxPasswordLen int
 
 	// MaxConcurrent is how many scrypt computations run at once. It bounds
-	// both CPU and memory (each computation holds 128·r·N bytes, 32 MiB at
-	// k3s's parameters). Default runtime.GOMAXPROCS(0) at New.
+	// both CPU and memory: each computation holds one buffer of
+	// 128·r·(N+2) bytes (16 MiB at k3s's parameters with this module's
+	// scrypt, whose buffers are reused; x/crypto's allocates 32 MiB per
+	// call), so a herd's heap stays within MaxConcurrent × 16 MiB plus
+	// about 96 MiB for everything else. Default runtime.GOMAXPROCS(0) at
+	// New.
 	MaxConcurrent int
+
+	// XCryptoScrypt computes scrypt with golang.org/x/crypto/scrypt
+	// instead of this module's scrypt package, for deployments that want
+	// only x/crypto's code on the path. Both give the same bytes for every
+	// input (the scrypt package is tested against x/crypto), so hashes
+	// made with either verify with the other; this module's is about
+	// twice as fast per hash on amd64.
+	XCryptoScrypt bool
 
 	// MaxWait is the longest a request waits for a result before it is
 	// answered with an OverloadError (the work stays queued and its outcome

@@ -115,6 +115,10 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	if err != nil { // resolve checked it
 		return nil, fmt.Errorf("verify: Options.Params: %v", err)
 	}
+	kdf := fastKey
+	if o.XCryptoScrypt {
+		kdf = xcryptoKey
+	}
 	base, cancel := context.WithCancelCause(context.Background())
 	v := &Verifier{
 		store:      store,
@@ -126,8 +130,8 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		fails:    newFailures(o.MaxFailDelay),
 		base:     base,
 		cancel:   cancel,
-		compare:  (*hash).compare,
-		generate: generate,
+		compare:  func(h *hash, password string) error { return h.compare(password, kdf) },
+		generate: func(password string, p Params, lim Limits) (string, error) { return generate(password, p, lim, kdf) },
 	}
 	if ds, ok := store.(DigestStore); ok && o.DigestKey != nil {
 		v.digests = newRecorder(ds, &v.stats)
