@@ -245,20 +245,26 @@ func TestLimits(t *testing.T) {
 // verify with x/crypto's and the other way round, through a Verifier
 // configured either way.
 func TestBothScryptsInterchangeable(t *testing.T) {
+	if _, err := New(NewMemoryStore(), &Options{Scrypt: 9}); err == nil {
+		t.Fatal("an unknown Scrypt was accepted")
+	}
 	for _, make := range []keyFunc{fastKey, xcryptoKey} {
 		h, err := generate("pw", testParams, Limits{}, make)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, xc := range []bool{false, true} {
+		for _, impl := range []Scrypt{ScryptFast, ScryptXCrypto} {
 			s := NewMemoryStore()
 			s.Set("n", h)
-			v := newTestVerifier(t, s, &Options{XCryptoScrypt: xc})
+			v := newTestVerifier(t, s, &Options{Scrypt: impl})
 			if err := v.Verify(context.Background(), "n", "pw"); err != nil {
-				t.Fatalf("XCryptoScrypt %v: %v", xc, err)
+				t.Fatalf("%v: %v", impl, err)
 			}
 			if err := v.Verify(context.Background(), "n", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-				t.Fatalf("XCryptoScrypt %v, wrong password: %v", xc, err)
+				t.Fatalf("%v, wrong password: %v", impl, err)
+			}
+			if err := impl.CompareHashAndPassword(h, "pw", Limits{}); err != nil {
+				t.Fatalf("%v.CompareHashAndPassword: %v", impl, err)
 			}
 		}
 	}

@@ -49,13 +49,10 @@ type Options struct {
 	// New.
 	MaxConcurrent int
 
-	// XCryptoScrypt computes scrypt with golang.org/x/crypto/scrypt
-	// instead of this module's scrypt package, for deployments that want
-	// only x/crypto's code on the path. Both give the same bytes for every
-	// input (the scrypt package is tested against x/crypto), so hashes
-	// made with either verify with the other; this module's is about
-	// twice as fast per hash on amd64.
-	XCryptoScrypt bool
+	// Scrypt chooses the scrypt implementation: ScryptFast (the zero
+	// value, the default) or ScryptXCrypto, for deployments that want only
+	// golang.org/x/crypto's code on the path.
+	Scrypt Scrypt
 
 	// MaxWait is the longest a request waits for a result before it is
 	// answered with an OverloadError (the work stays queued and its outcome
@@ -193,6 +190,9 @@ func (o *Options) resolve() (Options, error) {
 	var r Options
 	if o != nil {
 		r = *o
+	}
+	if r.Scrypt.key() == nil {
+		return r, fmt.Errorf("verify: Options.Scrypt: unknown %v", r.Scrypt)
 	}
 	if r.Params == (Params{}) {
 		r.Params = DefaultParams

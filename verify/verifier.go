@@ -115,10 +115,7 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	if err != nil { // resolve checked it
 		return nil, fmt.Errorf("verify: Options.Params: %v", err)
 	}
-	kdf := fastKey
-	if o.XCryptoScrypt {
-		kdf = xcryptoKey
-	}
+	kdf := o.Scrypt.key()
 	base, cancel := context.WithCancelCause(context.Background())
 	v := &Verifier{
 		store:      store,
