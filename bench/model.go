@@ -108,6 +108,15 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 	return nil, ValidModel(name)
 }
 
+// ModelScrypt returns the scrypt implementation model runs: this module's
+// for nodepass (the Verifier's default), x/crypto's for the k3s models.
+func ModelScrypt(model string) verify.Scrypt {
+	if model == ModelNodepass {
+		return verify.ScryptFast
+	}
+	return verify.ScryptXCrypto
+}
+
 // k3sModel emulates a k3s server's node-password check: fetch the stored
 // hash (through a rate limiter for v1.25, from a local cache after), run
 // scrypt with no result cache and no bound on concurrency, and finish the
@@ -179,7 +188,8 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	if !m.guard.admit(m.memory()) {
 		return errGuardTripped
 	}
-	return m.scrypt(ctx, func() error { return verify.CompareHashAndPassword(stored, password) })
+	// x/crypto's scrypt, as k3s runs it.
+	return m.scrypt(ctx, func() error { return verify.ScryptXCrypto.CompareHashAndPassword(stored, password, verify.Limits{}) })
 }
 
 // scrypt counts and runs fn, one scrypt computation for the request ctx

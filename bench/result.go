@@ -28,6 +28,9 @@ type Result struct {
 	// Ratio is Completion / LowerBound; 0 without a lower bound. When the
 	// run stopped early it is only a floor.
 	Ratio float64
+	// RatioFast is Completion over the lower bound with this module's
+	// scrypt (Herd.LowerBoundFast); 0 when that was not measured.
+	RatioFast float64
 	// LocalBound is the lower bound estimated from a sample right before
 	// this run (Scenario.BoundSample); 0 if not asked for. LocalRatio is
 	// Completion / LocalBound.
@@ -128,10 +131,13 @@ func (r *Result) Timeline() []Point {
 }
 
 // finish derives the figures that follow from the counts.
-func (r *Result) finish(lowerBound time.Duration) {
+func (r *Result) finish(lowerBound, lowerBoundFast time.Duration) {
 	r.LowerBound = lowerBound
 	if lowerBound > 0 {
 		r.Ratio = float64(r.Completion) / float64(lowerBound)
+	}
+	if lowerBoundFast > 0 {
+		r.RatioFast = float64(r.Completion) / float64(lowerBoundFast)
 	}
 	if r.Joined > 0 {
 		r.ScryptRunsPerNode = float64(r.ScryptRuns) / float64(r.Joined)
@@ -170,6 +176,7 @@ type resultJSON struct {
 	CompletionS       float64       `json:"completion_s"`
 	LowerBoundS       float64       `json:"lower_bound_s"`
 	Ratio             float64       `json:"ratio"`
+	RatioFast         float64       `json:"ratio_fast,omitempty"`
 	LocalBoundS       float64       `json:"local_lower_bound_s,omitempty"`
 	LocalRatio        float64       `json:"local_ratio,omitempty"`
 	Attempts          uint64        `json:"attempts"`
@@ -206,7 +213,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Model: r.Model, Nodes: r.Nodes, LogN: r.LogN, Mode: r.Mode, Agent: r.Agent,
 		Servers: r.Servers, LB: r.LB, Joined: r.Joined,
 		CompletionS: r.Completion.Seconds(), LowerBoundS: r.LowerBound.Seconds(),
-		Ratio: r.Ratio, LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
+		Ratio: r.Ratio, RatioFast: r.RatioFast, LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
 		Attempts: r.Attempts, ScryptRuns: r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
 		P50S:              r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
@@ -238,7 +245,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Model: j.Model, Nodes: j.Nodes, LogN: j.LogN, Mode: j.Mode, Agent: j.Agent,
 		Servers: j.Servers, LB: j.LB, Joined: j.Joined,
 		Completion: secs(j.CompletionS), LowerBound: secs(j.LowerBoundS),
-		Ratio: j.Ratio, LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
+		Ratio: j.Ratio, RatioFast: j.RatioFast, LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
 		Attempts: j.Attempts, ScryptRuns: j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
 		P50:               secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),

@@ -61,7 +61,7 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	var localBound time.Duration
 	if sc.BoundSample > 0 {
 		var err error
-		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample); err != nil {
+		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, verify.ScryptXCrypto); err != nil {
 			return nil, err
 		}
 	}
@@ -118,7 +118,7 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 		}
 	}
 	res.SetLocalBound(localBound)
-	res.finish(h.LowerBound)
+	res.finish(h.LowerBound, h.LowerBoundFast)
 	return res, nil
 }
 

@@ -48,7 +48,7 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 		r := newRun(sc, fakeNodes(sc.Nodes))
 		r.target = f
 		res = r.execute(t.Context())
-		res.finish(10 * time.Second)
+		res.finish(10*time.Second, 0)
 	})
 	return res
 }
@@ -251,7 +251,7 @@ func TestResultJSON(t *testing.T) {
 		JoinTimes: []time.Duration{500 * time.Millisecond, time.Second},
 		ShedLog:   []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
 	}
-	r.finish(time.Second)
+	r.finish(time.Second, 0)
 	r.SetLocalBound(3 * time.Second)
 	b, err := json.Marshal(r)
 	if err != nil {
