@@ -62,4 +62,4 @@ profile:
 	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
 
 profile-check:
-	go run ./cmd/bench profile check -nodes 200 -logn 12 -mode inproc -models nodepass profiles/ci
+	go run ./cmd/bench profile check -nodes 200 -logn 13 -mode inproc -models nodepass profiles/ci

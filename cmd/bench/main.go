@@ -25,7 +25,7 @@
 //	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
 //	go run ./cmd/bench profile report profiles/nodepass.cpu.pprof
 //	go run ./cmd/bench profile diff profiles/ci/nodepass.cpu.pprof new/nodepass.cpu.pprof
-//	go run ./cmd/bench profile check -nodes 200 -logn 12 -mode inproc -models nodepass profiles/ci
+//	go run ./cmd/bench profile check -nodes 200 -logn 13 -mode inproc -models nodepass profiles/ci
 package main
 
 import (

@@ -122,12 +122,13 @@ type calibration struct {
 	localBound    time.Duration // Herd.EstimateLowerBound's figure
 }
 
-// calibrate profiles Herd.EstimateLowerBound over sample verifications.
+// calibrate profiles Herd.EstimateLowerBound over sample verifications,
+// with the scrypt implementation model runs.
 func calibrate(ctx context.Context, h *bench.Herd, sample int, model string) (calibration, error) {
 	var c calibration
 	p, err := captureCPU(func() error {
 		var err error
-		c.localBound, err = h.EstimateLowerBound(ctx, sample)
+		c.localBound, err = h.EstimateLowerBound(ctx, sample, bench.ModelScrypt(model))
 		return err
 	})
 	if err != nil {

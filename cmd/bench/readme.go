@@ -292,7 +292,7 @@ herd.json, which ` + "`bench profile`" + ` reads from beside the profile). It is
 func readmeCheck(lim pprofreport.Limits) string {
 	return fmt.Sprintf(`## The CI check: make profile-check
 
-    go run ./cmd/bench profile check -nodes 200 -logn 12 -mode inproc -models nodepass profiles/ci
+    go run ./cmd/bench profile check -nodes 200 -logn 13 -mode inproc -models nodepass profiles/ci
 
 runs a small herd (about 5 s of CPU; 10 s on this shared 2-core machine), profiles it as above,
 and fails when

@@ -113,11 +113,13 @@ func Check(cur, base *Report, lim Limits) []Verdict {
 	oneScrypt, _ := cur.OneScryptInRun()
 	switch {
 	case !ok:
-		add("scrypt per joined node", false, "the scrypt calls are not known: the heap profile (MODEL.heap.pprof beside the CPU profile) is missing or counted none")
+		add("scrypt per joined node", false, "the scrypt calls are not known: the heap profile (MODEL.heap.pprof beside the CPU profile) counted none and the run's JSON has no scrypt runs")
 	case perNode > lim.MaxPerNode:
 		add("scrypt per joined node", false, "%.2f × one scrypt's CPU, limit %.2f: %s of scrypt CPU per joined node, one scrypt %s in the same run "+
 			"(%d scrypt calls in the heap profile for %d joined nodes; the model counted %.2f scrypt runs per joined node). Is scrypt running more than once per node?",
 			perNode, lim.MaxPerNode, ms(perNodeCPU), ms(oneScrypt), cur.ScryptCalls, cur.Run.Joined, cur.Run.ScryptRunsPerNode)
+	case perNode < 1/lim.MaxPerNode:
+		add("scrypt per joined node", false, "%.2f scrypt calls per joined node: fewer than one, so the count is wrong (or nodes joined without scrypt, which a cold herd cannot)", perNode)
 	default:
 		add("scrypt per joined node", true, "%.2f × one scrypt's CPU (%s per node, one scrypt %s in the same run), limit %.2f", perNode, ms(perNodeCPU), ms(oneScrypt), lim.MaxPerNode)
 	}

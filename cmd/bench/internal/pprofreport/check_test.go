@@ -111,8 +111,20 @@ func TestCheckCannotCheck(t *testing.T) {
 	}
 	r = herd(t, healthy(), 200, 200)
 	r.HaveCalls = false
+	r.Run.ScryptRuns = 0
 	if v := verdict(t, Check(r, nil, DefaultLimits), "scrypt per joined node"); v.OK || !strings.Contains(v.Detail, "heap profile") {
-		t.Errorf("without the heap profile: %v", v)
+		t.Errorf("without the heap profile or the model's count: %v", v)
+	}
+	// A scrypt that reuses its buffers leaves no call in the heap
+	// profile: the model's own count stands in.
+	r = herd(t, healthy(), 200, 200)
+	r.HaveCalls, r.Run.ScryptRuns = false, 200
+	if v := verdict(t, Check(r, nil, DefaultLimits), "scrypt per joined node"); !v.OK {
+		t.Errorf("heap profile without calls, model counted one per node: %v", v)
+	}
+	r.Run.ScryptRuns = 100
+	if v := verdict(t, Check(r, nil, DefaultLimits), "scrypt per joined node"); v.OK {
+		t.Errorf("half a scrypt per node passed: %v", v)
 	}
 }
 

@@ -294,23 +294,40 @@ func (r *Report) ScryptPerNode() (d time.Duration, ok bool) {
 // work's CPU over the scrypt calls counted in the run's heap profile.
 // ok is false without the heap profile or when it counted no call.
 func (r *Report) OneScryptInRun() (d time.Duration, ok bool) {
-	if !r.HaveCalls || r.ScryptCalls <= 0 {
+	calls, ok := r.Calls()
+	if !ok {
 		return 0, false
 	}
-	return r.CPU[Scrypt] / time.Duration(r.ScryptCalls), true
+	return r.CPU[Scrypt] / time.Duration(calls), true
+}
+
+// Calls returns the scrypt calls of the run: as counted in its heap
+// profile when that counted any, otherwise as the model counted them
+// (Result.ScryptRuns). A scrypt that reuses its buffers (this module's
+// scrypt package, nodepass's default) allocates none per call, so the
+// heap profile cannot count its calls; x/crypto's can.
+func (r *Report) Calls() (int64, bool) {
+	if r.HaveCalls && r.ScryptCalls > 0 {
+		return r.ScryptCalls, true
+	}
+	if r.Run != nil && r.Run.ScryptRuns > 0 {
+		return int64(r.Run.ScryptRuns), true
+	}
+	return 0, false
 }
 
 // PerNode returns ScryptPerNode in units of OneScryptInRun: how many
 // scrypts of CPU each joined node cost, one scrypt measured in the same
 // run over the same time. The CPU time cancels out, so this is the scrypt
-// calls per joined node as the heap profile counts them, a figure no
+// calls per joined node as Calls counts them, a figure no
 // change in the machine's speed or load can move. ok is false when either
 // is unknown.
 func (r *Report) PerNode() (ratio float64, ok bool) {
-	if r.Run == nil || r.Run.Joined == 0 || !r.HaveCalls || r.ScryptCalls <= 0 {
+	calls, ok := r.Calls()
+	if r.Run == nil || r.Run.Joined == 0 || !ok {
 		return 0, false
 	}
-	return float64(r.ScryptCalls) / float64(r.Run.Joined), true
+	return float64(calls) / float64(r.Run.Joined), true
 }
 
 // PerNodeVsBound returns ScryptPerNode over one scrypt's CPU measured by
