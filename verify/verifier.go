@@ -301,56 +301,58 @@ func (v *Verifier) read(ctx context.Context, node string) (stored string, rememb
 		stored, err = v.get(ctx, node)
 		return stored, nil, err
 	}
-	type hashDigest struct {
-		hash   string
-		digest []byte
+	defer v.recoverStore("GetWithDigest", node, &err)
+	stored, remembered, err = v.digests.store.GetWithDigest(ctx, node)
+	if err = v.storeErr("GetWithDigest", node, err); err != nil {
+		return "", nil, err
 	}
-	hd, err := storeCall(v, "GetWithDigest", node, func() (hashDigest, error) {
-		h, d, err := v.digests.store.GetWithDigest(ctx, node)
-		return hashDigest{h, d}, err
-	})
-	return hd.hash, hd.digest, err
+	return stored, remembered, nil
 }
 
-// get reads node's hash (see storeCall).
-func (v *Verifier) get(ctx context.Context, node string) (string, error) {
-	return storeCall(v, "Get", node, func() (string, error) { return v.store.Get(ctx, node) })
+// get reads node's hash. It is on every request's path, so it calls the
+// store directly rather than through a closure.
+func (v *Verifier) get(ctx context.Context, node string) (stored string, err error) {
+	defer v.recoverStore("Get", node, &err)
+	stored, err = v.store.Get(ctx, node)
+	return stored, v.storeErr("Get", node, err)
 }
 
 // getFresh is get past the store's cache, where it has one (FreshGetter).
-func (v *Verifier) getFresh(ctx context.Context, node string) (string, error) {
+func (v *Verifier) getFresh(ctx context.Context, node string) (stored string, err error) {
 	fg, ok := v.store.(FreshGetter)
 	if !ok {
 		return v.get(ctx, node)
 	}
-	return storeCall(v, "GetFresh", node, func() (string, error) { return fg.GetFresh(ctx, node) })
+	defer v.recoverStore("GetFresh", node, &err)
+	stored, err = fg.GetFresh(ctx, node)
+	return stored, v.storeErr("GetFresh", node, err)
 }
 
-// create stores a new node's hash (see storeCall).
-func (v *Verifier) create(ctx context.Context, node, stored string) error {
-	_, err := storeCall(v, "Create", node, func() (struct{}, error) { return struct{}{}, v.store.Create(ctx, node, stored) })
-	return err
+// create stores a new node's hash.
+func (v *Verifier) create(ctx context.Context, node, stored string) (err error) {
+	defer v.recoverStore("Create", node, &err)
+	return v.storeErr("Create", node, v.store.Create(ctx, node, stored))
 }
 
-// storeCall calls the store's op for node. ErrNotFound and ErrExists pass
-// through as the store wrapped them; any other failure, a panic included,
-// is counted and wrapped with the call it came from.
-func storeCall[T any](v *Verifier, op, node string, call func() (T, error)) (res T, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			v.stats.panics.Add(1)
-			v.stats.storeErrors.Add(1)
-			var zero T
-			res, err = zero, fmt.Errorf("verify: store %s(%q) panicked: %v", op, node, r)
-		}
-	}()
-	res, err = call()
+// storeErr passes ErrNotFound and ErrExists through as the store wrapped
+// them; any other failure of the store's op is counted and wrapped with
+// the call it came from.
+func (v *Verifier) storeErr(op, node string, err error) error {
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
-		return res, err
+		return err
 	}
 	v.stats.storeErrors.Add(1)
-	var zero T
-	return zero, fmt.Errorf("verify: store %s(%q): %w", op, node, err)
+	return fmt.Errorf("verify: store %s(%q): %w", op, node, err)
+}
+
+// recoverStore, deferred around a store call, turns its panic into an
+// error in *err.
+func (v *Verifier) recoverStore(op, node string, err *error) {
+	if r := recover(); r != nil {
+		v.stats.panics.Add(1)
+		v.stats.storeErrors.Add(1)
+		*err = fmt.Errorf("verify: store %s(%q) panicked: %v", op, node, r)
+	}
 }
 
 // verifyStored answers from the cache or from a shared computation, and
