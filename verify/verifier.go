@@ -480,16 +480,21 @@ func (v *Verifier) compute(ctx context.Context, node, stored, password string, k
 				v.fails.mismatch(node)
 				return ErrMismatchedHashAndPassword
 			}
-			err := v.runSlot(ctx, j, func() error { return v.compare(&h, password) })
-			switch {
-			case err == nil:
-				v.recordMatch(node, pair, key, len(h.key))
-				v.remember(node, stored, password)
-			case errors.Is(err, ErrMismatchedHashAndPassword):
-				v.cache.Put(key, cache.Mismatch)
-				v.fails.mismatch(node)
-			}
-			return err
+			// The outcome is cached before the slot is given back: the job
+			// granted it next may be a guess for the same node, which
+			// must then find the node's password verified.
+			return v.runSlot(ctx, j, func() error {
+				err := v.compare(&h, password)
+				switch {
+				case err == nil:
+					v.recordMatch(node, pair, key, len(h.key))
+					v.remember(node, stored, password)
+				case errors.Is(err, ErrMismatchedHashAndPassword):
+					v.cache.Put(key, cache.Mismatch)
+					v.fails.mismatch(node)
+				}
+				return err
+			})
 		})
 	})
 	return err
