@@ -198,9 +198,12 @@ func minus(a, b map[string]uint64) map[string]uint64 {
 	return out
 }
 
+// printStoreRuns prints one row per run. API requests are counted by kind,
+// list/watch/get/create/other: during the run, and at the start (from
+// Start to WaitForSync, the informer's list and watch).
 func printStoreRuns(w io.Writer, runs []storeRun) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tphase\tjoined\tcompletion\tp50\tscrypt/node\tstore Get/join\tCreate/join\tAPI req/join\tAPI req in run (list/watch/get/create/other)\tAPI req at start\tsync\t")
+	fmt.Fprintln(tw, "store\tphase\tjoined\tcompletion\tp50\tscrypt/node\tstore Get/join\tCreate/join\tAPI req/join\tAPI req in run\tAPI req at start\tsync\t")
 	for _, r := range runs {
 		per := func(n uint64) string {
 			if r.res.Joined == 0 {
@@ -210,14 +213,14 @@ func printStoreRuns(w io.Writer, runs []storeRun) {
 		}
 		api, during, startup, sync := "0", "-", "-", "-"
 		if r.during != nil {
-			var total, start uint64
-			var parts []string
+			var total uint64
+			var parts, startParts []string
 			for _, k := range apiKinds {
 				total += r.during[k]
-				start += r.startup[k]
 				parts = append(parts, fmt.Sprint(r.during[k]))
+				startParts = append(startParts, fmt.Sprint(r.startup[k]))
 			}
-			api, during, startup = per(total), strings.Join(parts, "/"), fmt.Sprint(start)
+			api, during, startup = per(total), strings.Join(parts, "/"), strings.Join(startParts, "/")
 			sync = r.sync.Round(time.Millisecond).String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%.2fs\t%.2fs\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
@@ -225,6 +228,7 @@ func printStoreRuns(w io.Writer, runs []storeRun) {
 			r.res.ScryptRunsPerNode, per(r.gets), per(r.creates), api, during, startup, sync)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "API requests by kind: list/watch/get/create/other. \"at start\" is the informer's sync, before the run.")
 }
 
 // apiserverBin returns the -apiserver-bin flag's directory, or
