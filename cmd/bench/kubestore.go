@@ -102,6 +102,8 @@ func runKubeStore(ctx context.Context, c *config, binDir string, stdout, stderr 
 	sc.BoundSample = 0 // the API server shares the CPUs; a local bound would not mean much
 	fmt.Fprintf(stderr, "bench: -store kube: %d nodes, logN %d, %s mode, %s agents, deadline %v per run, GOMAXPROCS %d\n",
 		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Deadline, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
+	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
 	start := time.Now()
 	h, err := bench.NewHerd(ctx, sc.Nodes, sc.LogN)
 	if err != nil {
