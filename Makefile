@@ -5,7 +5,13 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test lint tidy bench herd benchmarks fuzz profile profile-check scrypt-generate-check scrypt-bench
+.PHONY: test lint tidy bench herd benchmarks fuzz profile profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver
+
+# tools/apiserver builds etcd and kube-apiserver for the tests against a
+# real API server. It is outside go.work (its k8s.io/kubernetes would drag
+# the workspace's client-go along), so it is built, and checked for
+# tidiness, with GOWORK=off; `make test` and `make tidy` leave it alone.
+APISERVER_BIN := $(CURDIR)/tools/apiserver/bin
 
 # -vet=all runs every go vet check inside the -race build: a separate
 # `go vet` would compile client-go and the rest a second time without
@@ -57,6 +63,15 @@ scrypt-bench:
 	for i in $$(seq $(SCRYPT_COUNT)); do ./scrypt.test -test.run='^$$' -test.bench='^Benchmark(Key|Batch|Throughput|Code)$$' -test.benchmem || exit 1; done | tee bench/results/scrypt-bench.txt
 	{ $(BENCHSTAT) -filter '.name:(Key OR Batch OR Throughput)' -col /impl bench/results/scrypt-bench.txt && \
 	  $(BENCHSTAT) -filter '.name:Code' -col /code bench/results/scrypt-bench.txt; } | tee bench/results/scrypt-benchstat.txt
+
+apiserver:
+	@cd tools/apiserver && GOWORK=off go mod tidy -diff || { echo 'go mod tidy: tools/apiserver is not tidy'; exit 1; }
+	cd tools/apiserver && GOWORK=off go build -o bin/etcd ./etcd && GOWORK=off go build -o bin/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+
+# The TestAPIServer* tests skip without NODEPASS_APISERVER_BIN; this target
+# builds the binaries and runs them (kube, the example server, cmd/bench).
+test-apiserver: apiserver
+	NODEPASS_APISERVER_BIN=$(APISERVER_BIN) go test -race -count=1 -timeout=20m -run='^TestAPIServer' -v ./kube/... ./examples/server/ ./cmd/bench/
 
 profile:
 	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/kube/apitest"
 )
 
 func main() {
@@ -67,6 +68,10 @@ type config struct {
 	// cpuprofileDir, when set, gets each model's CPU and heap profiles,
 	// the run's JSON (herd.json) and a README.md (profile.go, readme.go).
 	cpuprofileDir string
+	// store is "memory" (every model) or "kube": the nodepass model over
+	// kube.Store on a kube-apiserver this program starts (kubestore.go).
+	store        string
+	apiserverBin string
 }
 
 // usageError is a bad command line: exit status 2.
@@ -106,6 +111,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.isolate, "isolate", true, "run each model in its own child process")
 	fs.StringVar(&c.replotPath, "replot", "", "draw -plot from the results in `FILE` (an earlier -json) instead of running")
 	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/README.md (see bench profile -h)")
+	fs.StringVar(&c.store, "store", "memory", "memory, or kube: run the nodepass model over kube.Store on a kube-apiserver started from -apiserver-bin, next to the memory store, and count API requests per join")
+	fs.StringVar(&c.apiserverBin, "apiserver-bin", "", "`DIR` holding etcd and kube-apiserver for -store kube (make apiserver builds them in tools/apiserver/bin); default $"+apitest.BinEnv)
 	adversity := addAdversityFlags(fs)
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
 	fs.Usage = func() {} // parse errors get one line, -h the whole usage
@@ -170,6 +177,15 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		if err := bench.ValidModel(c.worker); err != nil {
 			bad("-worker: %v", strings.TrimPrefix(err.Error(), "bench: "))
 		}
+	}
+	switch c.store {
+	case "memory":
+	case "kube":
+		if c.cpuprofileDir != "" || c.replotPath != "" || c.plotPath != "" || c.jsonPath != "" {
+			bad("-store kube prints a table only: no -cpuprofile-dir, -json, -plot or -replot")
+		}
+	default:
+		bad("-store %q: want memory or kube", c.store)
 	}
 	adversity.check(nodes, bad)
 	if len(errs) > 0 {
@@ -274,6 +290,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if c.replotPath != "" {
 		if err := replot(c); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if c.store == "kube" {
+		dir, err := apiserverBin(c.apiserverBin)
+		if err == nil {
+			err = runKubeStore(ctx, c, dir, stdout, stderr)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "bench: %v\n", err)
 			return 1
 		}
