@@ -483,18 +483,161 @@ func httpStatus(t *testing.T, v *verify.Verifier, node, password string) int {
 func TestAPIServerAdmissionPolicy(t *testing.T) {
 	srv := apiserver.Get(t)
 	admin := coreClient(t, srv.Admin)
-	adm, err := admissionclient.NewForConfig(srv.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	v := apiVerifier(t, apiStore(t, srv.Node, true))
 	enrolled := nodeName(t, "enrolled")
 	if err := v.Ensure(t.Context(), enrolled, "right"); err != nil {
 		t.Fatal(err)
 	}
 
-	const name = "nodepass-test-deny-node-passwords"
-	const message = "node-password secrets are frozen by the test policy"
+	unbind := denyNodePasswords(t, srv)
+	probe := apiStore(t, srv.Admin, false)
+
+	before := v.Stats()
+	node := nodeName(t, "new")
+	for attempt := range 2 {
+		err := v.Ensure(t.Context(), node, "first")
+		if err == nil {
+			t.Fatalf("attempt %d: Ensure of a new node succeeded under a policy that refuses its secret", attempt+1)
+		}
+		if errors.Is(err, verify.ErrMismatchedHashAndPassword) || errors.Is(err, verify.ErrNotFound) ||
+			!strings.Contains(err.Error(), "kube: creating secret kube-system/"+node+".node-password.k3s") ||
+			!strings.Contains(err.Error(), denyMessage) {
+			t.Errorf("attempt %d: Ensure under the policy: %v; want a kube: store error with the policy's message", attempt+1, err)
+		}
+		if attempt == 0 {
+			t.Logf("Ensure under the policy (API reason %s): %v", apierrors.ReasonForError(err), err)
+		}
+	}
+	if code := httpStatus(t, v, node, "first"); code != http.StatusInternalServerError {
+		t.Errorf("httpauth answers %d under the policy, want 500 (store failure)", code)
+	}
+	after := v.Stats()
+	if after.Enrollments != before.Enrollments || after.StoreErrors-before.StoreErrors != 3 {
+		t.Errorf("enrollments %d -> %d, store errors %d -> %d; want none and three",
+			before.Enrollments, after.Enrollments, before.StoreErrors, after.StoreErrors)
+	}
+	if _, err := secretOf(t, admin, node); !apierrors.IsNotFound(err) {
+		t.Errorf("secret of the refused node: %v, want not found", err)
+	}
+	// Enrolled nodes keep verifying: the policy refuses creates only.
+	if err := v.Ensure(t.Context(), enrolled, "right"); err != nil {
+		t.Errorf("verifying an enrolled node under the policy: %v", err)
+	}
+
+	// Once the policy is unbound the node enrolls, with another password:
+	// the refused attempt left nothing behind.
+	unbind(t.Context())
+	await(t, "the policy to be lifted", func() bool {
+		return probe.Create(t.Context(), nodeName(t, "probe"), "$1:probe") == nil
+	})
+	if err := v.Ensure(t.Context(), node, "second"); err != nil {
+		t.Fatalf("Ensure once the policy is unbound: %v", err)
+	}
+}
+
+// TestAPIServerEnrollFailOpen: with verify.Options.EnrollFailOpen, the
+// outage an admission policy makes lets a new node in, as k3s does, and
+// the background retry stores its secret once the policy is gone.
+func TestAPIServerEnrollFailOpen(t *testing.T) {
+	srv := apiserver.Get(t)
+	admin := coreClient(t, srv.Admin)
+	reported := make(chan error, 1)
+	v, err := verify.New(apiStore(t, srv.Node, true), &verify.Options{Params: testParams, EnrollFailOpen: true,
+		OnDeferredEnrollment: func(_ string, err error) { reported <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	unbind := denyNodePasswords(t, srv)
+	node := nodeName(t, "failopen")
+	if err := v.Ensure(t.Context(), node, "right"); err != nil {
+		t.Fatalf("Ensure under the policy with EnrollFailOpen: %v, want let in", err)
+	}
+	if err := v.Ensure(t.Context(), node, "other"); !errors.Is(err, verify.ErrMismatchedHashAndPassword) {
+		t.Fatalf("another password while let in: %v, want a mismatch", err)
+	}
+	if st := v.Stats(); st.FailOpenEnrollments != 1 || st.FailOpenPending != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, err := secretOf(t, admin, node); !apierrors.IsNotFound(err) {
+		t.Fatalf("secret during the outage: %v, want not found", err)
+	}
+	unbind(t.Context())
+	select {
+	case err := <-reported:
+		if err != nil {
+			t.Fatalf("the retry reported %v, want its secret stored", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the retry did not store the secret within 2 minutes")
+	}
+	sec, err := secretOf(t, admin, node)
+	if err != nil || len(sec.Data["hash"]) == 0 {
+		t.Fatalf("secret after the retry: %v", err)
+	}
+	if err := verify.CompareHashAndPassword(string(sec.Data["hash"]), "right"); err != nil {
+		t.Fatalf("the stored hash is not the let-in password's: %v", err)
+	}
+}
+
+// TestAPIServerDigest: a remembered digest is a metadata patch on the
+// immutable secret, and a second server reads it through its informer and
+// verifies the node without scrypt.
+func TestAPIServerDigest(t *testing.T) {
+	srv := apiserver.Get(t)
+	admin := coreClient(t, srv.Admin)
+	key := []byte(strings.Repeat("k", verify.MinDigestKeyLen))
+	first, err := verify.New(apiStore(t, srv.Node, true), &verify.Options{Params: testParams, DigestKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := nodeName(t, "digest")
+	if err := first.Ensure(t.Context(), node, "right"); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // flushes the digest
+	if st := first.Stats(); st.DigestWrites != 1 || st.DigestWriteFailures != 0 {
+		t.Fatalf("first server: %+v, want its digest written", st)
+	}
+	sec, err := secretOf(t, admin, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.Annotations[DigestAnnotation] == "" || sec.Immutable == nil || !*sec.Immutable || len(sec.Data) != 1 {
+		t.Fatalf("secret after the digest patch: %+v", sec)
+	}
+	second := apiStore(t, srv.Node, true)
+	await(t, "the second server's cache to hold the digest", func() bool {
+		_, d, err := second.GetWithDigest(t.Context(), node)
+		return err == nil && d != nil
+	})
+	v, err := verify.New(second, &verify.Options{Params: testParams, DigestKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	if err := v.Verify(t.Context(), node, "right"); err != nil {
+		t.Fatal(err)
+	}
+	if st := v.Stats(); st.DigestHits != 1 || st.ScryptRuns != 0 {
+		t.Fatalf("second server: %+v, want a digest hit and no scrypt", st)
+	}
+}
+
+// denyMessage is what the policy of denyNodePasswords answers.
+const denyMessage = "node-password secrets are frozen by the test policy"
+
+// denyNodePasswords binds a ValidatingAdmissionPolicy that refuses the
+// creation of node-password secrets, waits until the API server applies
+// it, and returns what lifts it (also done when the test ends).
+func denyNodePasswords(t *testing.T, srv *apitest.Server) (unbind func(context.Context)) {
+	t.Helper()
+	adm, err := admissionclient.NewForConfig(srv.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "nodepass-deny-" + nodeName(t, "policy")
+	message := denyMessage
 	fail := admissionv1.Fail
 	_, err = adm.ValidatingAdmissionPolicies().Create(t.Context(), &admissionv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -531,7 +674,7 @@ func TestAPIServerAdmissionPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unbind := func(ctx context.Context) {
+	unbind = func(ctx context.Context) {
 		adm.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
 	}
 	t.Cleanup(func() { unbind(context.Background()) })
@@ -543,45 +686,5 @@ func TestAPIServerAdmissionPolicy(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), message)
 	})
 
-	before := v.Stats()
-	node := nodeName(t, "new")
-	for attempt := range 2 {
-		err := v.Ensure(t.Context(), node, "first")
-		if err == nil {
-			t.Fatalf("attempt %d: Ensure of a new node succeeded under a policy that refuses its secret", attempt+1)
-		}
-		if errors.Is(err, verify.ErrMismatchedHashAndPassword) || errors.Is(err, verify.ErrNotFound) ||
-			!strings.Contains(err.Error(), "kube: creating secret kube-system/"+node+".node-password.k3s") ||
-			!strings.Contains(err.Error(), message) {
-			t.Errorf("attempt %d: Ensure under the policy: %v; want a kube: store error with the policy's message", attempt+1, err)
-		}
-		if attempt == 0 {
-			t.Logf("Ensure under the policy (API reason %s): %v", apierrors.ReasonForError(err), err)
-		}
-	}
-	if code := httpStatus(t, v, node, "first"); code != http.StatusInternalServerError {
-		t.Errorf("httpauth answers %d under the policy, want 500 (store failure)", code)
-	}
-	after := v.Stats()
-	if after.Enrollments != before.Enrollments || after.StoreErrors-before.StoreErrors != 3 {
-		t.Errorf("enrollments %d -> %d, store errors %d -> %d; want none and three",
-			before.Enrollments, after.Enrollments, before.StoreErrors, after.StoreErrors)
-	}
-	if _, err := secretOf(t, admin, node); !apierrors.IsNotFound(err) {
-		t.Errorf("secret of the refused node: %v, want not found", err)
-	}
-	// Enrolled nodes keep verifying: the policy refuses creates only.
-	if err := v.Ensure(t.Context(), enrolled, "right"); err != nil {
-		t.Errorf("verifying an enrolled node under the policy: %v", err)
-	}
-
-	// Once the policy is unbound the node enrolls, with another password:
-	// the refused attempt left nothing behind.
-	unbind(t.Context())
-	await(t, "the policy to be lifted", func() bool {
-		return probe.Create(t.Context(), nodeName(t, "probe"), "$1:probe") == nil
-	})
-	if err := v.Ensure(t.Context(), node, "second"); err != nil {
-		t.Fatalf("Ensure once the policy is unbound: %v", err)
-	}
+	return unbind
 }

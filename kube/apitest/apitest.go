@@ -64,7 +64,7 @@ const Namespace = "kube-system"
 
 // NodeVerbs are the verbs the Node identity has on secrets in Namespace:
 // what the README says a nodepass server needs.
-var NodeVerbs = []string{"get", "list", "watch", "create"}
+var NodeVerbs = []string{"get", "list", "watch", "create", "patch"}
 
 // Names of the identities and of the RBAC objects that bind Node.
 const (
