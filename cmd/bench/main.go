@@ -107,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.replotPath, "replot", "", "draw -plot from the results in `FILE` (an earlier -json) instead of running")
 	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/README.md (see bench profile -h)")
 	adversity := addAdversityFlags(fs)
+	reboot := addRebootFlags(fs)
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
 	fs.Usage = func() {} // parse errors get one line, -h the whole usage
 
@@ -172,6 +173,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	}
 	adversity.check(nodes, bad)
+	reboot.check(bad)
 	if len(errs) > 0 {
 		return nil, usageError{strings.Join(errs, "\n")}
 	}
@@ -181,6 +183,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample,
 	}
 	adversity.apply(&c.sc)
+	reboot.apply(&c.sc)
 	return &c, nil
 }
 
