@@ -195,7 +195,7 @@ func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
 func (r *run) duplicate(ctx context.Context, d int) {
 	a := r.adv
 	twin := a.twins[d]
-	ok := r.ask(ctx, asker{
+	ok, _ := r.ask(ctx, asker{
 		client: r.sc.Nodes + d, server: twin % r.sc.Servers, node: a.dups[d],
 		rng: rand.New(rand.NewPCG(r.sc.Seed, duplicateStream+uint64(d))), tally: &a.dupTally,
 		onReject: func() { a.tracker.rejected(d) },

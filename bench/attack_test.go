@@ -135,7 +135,7 @@ func TestAttribution(t *testing.T) {
 				store.Set(n.Name, n.Hash)
 			}
 			tr := newTracker(h.Nodes, []Node{dup}, 1)
-			inner, err := newModel(c.model, store, verify.DefaultParams, 1, nil, tr.observer(0))
+			inner, err := newModel(c.model, store, verify.DefaultParams, 1, nil, tr.observer(0), serverEnv{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -224,6 +224,15 @@ func (t *tracker) verified(server, node int, at time.Duration) {
 	}
 }
 
+// knew records that server knew node's own password before the run
+// began (a reboot's warm-up verified it there). A nil *tracker does
+// nothing.
+func (t *tracker) knew(server, node int) {
+	if t != nil {
+		t.verified(server, node, 1)
+	}
+}
+
 // serverObserver is told of one server's computations.
 type serverObserver struct {
 	t      *tracker
@@ -258,6 +267,9 @@ func (o *serverObserver) ObserveQueueWait(context.Context, time.Duration) {}
 // countIn attributes one computation on server that ran during r to the
 // agent ctx's labels name, or counts it unattributed.
 func (t *tracker) countIn(ctx context.Context, server int, r span) {
+	if l, _ := pprof.Label(ctx, PasswordLabel); l == warmupLabel {
+		return // a reboot's warm-up, not measured
+	}
 	w, ok := t.whoOf(ctx)
 	if !ok {
 		t.unattributed.Add(1)

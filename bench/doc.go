@@ -10,7 +10,10 @@
 // §6 describes: k3s-v1.25 fetches each hash through a 5 QPS limiter,
 // k3s-v1.28 reads it from a local cache, k3s-latest adds an in-flight cap
 // of 20 answering 429, and all three run scrypt without bound and without
-// a result cache; nodepass is verify.New with its defaults.
+// a result cache; nodepass is verify.New with its defaults and, unless
+// Scenario.NoDigestKey, remembered verification: a DigestKey made for the
+// run, the same for every server of it (the k3s models have no
+// equivalent).
 //
 // A run: make the herd once with NewHerd (the stored hashes) and measure
 // its lower bound with Herd.MeasureLowerBound, then call Run once per
@@ -24,4 +27,11 @@
 // Result.Faults then say whether anything wrong got in, where the scrypt
 // work went (each computation attributed to whose password it checked),
 // and whether a store error was ever answered from a cache.
+//
+// A Scenario may also measure a second reboot (Scenario.Reboot): every
+// node joins once first (a warm-up, not measured), then either only the
+// agents reboot, against servers that stayed up and whose clocks moved on
+// by RebootGap, or the servers restart too, as new model instances over
+// the same store. Result.ScryptRuns, DigestHits and CacheHits are then the
+// reboot's, and Result.Ratio is still to the cold lower bound.
 package bench

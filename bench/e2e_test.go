@@ -161,7 +161,7 @@ func TestK3sModelHeapGuard(t *testing.T) {
 	store.Set(h.Nodes[0].Name, h.Nodes[0].Hash)
 	tripped := 0
 	guard := &heapGuard{max: 1, trip: func() { tripped++ }}
-	m, err := newModel(ModelK3s128, store, verify.DefaultParams, 1, guard, nil)
+	m, err := newModel(ModelK3s128, store, verify.DefaultParams, 1, guard, nil, serverEnv{})
 	if err != nil {
 		t.Fatal(err)
 	}

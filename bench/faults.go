@@ -53,7 +53,7 @@ type FaultResult struct {
 //
 // It is safe for concurrent use.
 type faultStore struct {
-	inner      verify.Store
+	inner      verify.DigestStore
 	fail, slow float64
 	spike      time.Duration
 	off        atomic.Bool // no more faults
@@ -65,7 +65,7 @@ type faultStore struct {
 }
 
 // newFaultStore returns inner with sc's faults, or nil if sc has none.
-func newFaultStore(inner verify.Store, sc Scenario) *faultStore {
+func newFaultStore(inner verify.DigestStore, sc Scenario) *faultStore {
 	if !sc.faults() {
 		return nil
 	}
@@ -81,6 +81,23 @@ func (s *faultStore) Get(ctx context.Context, node string) (string, error) {
 		return "", err
 	}
 	return s.inner.Get(ctx, node)
+}
+
+// GetWithDigest is the inner store's (a verify.DigestStore), after a
+// possible fault: it stands for Get when the Verifier has a DigestKey, so
+// a run makes the same draws with digests or without.
+func (s *faultStore) GetWithDigest(ctx context.Context, node string) (string, []byte, error) {
+	if err := s.fault(ctx); err != nil {
+		return "", nil, err
+	}
+	return s.inner.GetWithDigest(ctx, node)
+}
+
+// RememberDigest is the inner store's, without faults: it runs off the
+// request path, where a fault would cost a later request one scrypt and
+// could not be answered to anyone.
+func (s *faultStore) RememberDigest(ctx context.Context, node, hash string, digest []byte) error {
+	return s.inner.RememberDigest(ctx, node, hash, digest)
 }
 
 // Create is the inner store's Create, after a possible fault.

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/nodepass/nodepass/cache"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -52,6 +53,14 @@ type model interface {
 	admit() (release func(), ok bool)
 	// scryptRuns counts the scrypt computations started so far.
 	scryptRuns() uint64
+	// remembered counts the requests answered so far without scrypt from
+	// a remembered digest and from the result cache (0 for models that
+	// have neither).
+	remembered() (digestHits, cacheHits uint64)
+	// keepsState reports whether the model remembers anything of a
+	// verification (a result cache, a digest in the store), so that a
+	// reboot's warm-up can change what it does later.
+	keepsState() bool
 	// close stops the model; with wait, it also waits for the work
 	// still running.
 	close(wait bool)
@@ -70,8 +79,9 @@ func ValidModel(name string) error {
 // multiplies the model's own durations (see Scenario.TimeScale); the
 // unbounded models ask guard before each scrypt call. obs, if not nil, is
 // told of every scrypt computation, to attribute it to the agent whose
-// password it checks.
-func newModel(name string, store verify.Store, params verify.Params, timeScale float64, guard *heapGuard, obs *serverObserver) (model, error) {
+// password it checks. env has nodepass's DigestKey and its cache's clock;
+// the k3s models have no equivalent of either.
+func newModel(name string, store verify.Store, params verify.Params, timeScale float64, guard *heapGuard, obs *serverObserver, env serverEnv) (model, error) {
 	switch name {
 	case ModelK3s125, ModelK3s128, ModelK3sLatest:
 		var maxFlight int64
@@ -95,6 +105,10 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 			Params:       params,
 			MaxWait:      scaleDur(verify.DefaultMaxWait, timeScale),
 			MaxFailDelay: scaleDur(verify.DefaultMaxFailDelay, timeScale),
+			DigestKey:    env.digestKey,
+		}
+		if env.clock != nil {
+			opts.Cache = &cache.Options{Clock: env.clock}
 		}
 		if obs != nil {
 			opts.Observer = obs
@@ -234,6 +248,11 @@ func (m *k3sModel) admit() (func(), bool) {
 
 func (m *k3sModel) scryptRuns() uint64 { return m.runs.Load() }
 
+// remembered is 0, 0: k3s keeps no result cache and no digest.
+func (m *k3sModel) remembered() (uint64, uint64) { return 0, 0 }
+
+func (m *k3sModel) keepsState() bool { return false }
+
 func (m *k3sModel) close(wait bool) {
 	m.mu.Lock()
 	m.closed = true
@@ -245,12 +264,21 @@ func (m *k3sModel) close(wait bool) {
 }
 
 // nodepassModel is this module's Verifier with its defaults (MaxWait and
-// MaxFailDelay scaled with the scenario's time).
+// MaxFailDelay scaled with the scenario's time), and, unless
+// Scenario.NoDigestKey, remembered verification: a DigestKey made for the
+// run, the same for every server of it.
 type nodepassModel struct{ *verify.Verifier }
 
 func (nodepassModel) admit() (func(), bool) { return func() {}, true }
 
 func (m nodepassModel) scryptRuns() uint64 { return m.Stats().ScryptRuns }
+
+func (m nodepassModel) remembered() (uint64, uint64) {
+	st := m.Stats()
+	return st.DigestHits, st.CacheHits
+}
+
+func (nodepassModel) keepsState() bool { return true }
 
 func (m nodepassModel) close(wait bool) {
 	if wait {

@@ -43,6 +43,28 @@ type Result struct {
 	ScryptRuns uint64
 	// ScryptRunsPerNode is ScryptRuns / Joined; 0 when none joined.
 	ScryptRunsPerNode float64
+	// Reboot is Scenario.Reboot. With a reboot, ScryptRuns, DigestHits
+	// and CacheHits count the measured reboot only; Ratio is still to the
+	// cold lower bound (one scrypt per node).
+	Reboot Reboot
+	// DigestKey says whether the servers verified with a DigestKey
+	// (nodepass unless Scenario.NoDigestKey; the k3s models have no
+	// equivalent).
+	DigestKey bool
+	// FirstAttempt counts the nodes that joined on their first request.
+	FirstAttempt int
+	// DigestHits and CacheHits count the requests the servers answered as
+	// matches without scrypt, from a remembered digest or from their
+	// result cache; always 0 for the k3s models, which have neither.
+	DigestHits, CacheHits uint64
+	// WarmupScrypt counts the scrypt computations of a reboot's warm-up
+	// (every node joining once before, not measured), Warmup is how long
+	// it took, and WarmupDigests how many nodes had a remembered digest in
+	// the store when the reboot began. All 0 without a reboot, and for
+	// models that keep nothing a warm-up could leave (the k3s models).
+	WarmupScrypt  uint64
+	Warmup        time.Duration
+	WarmupDigests int
 	// P50, P99 and Max are join latencies (from the start of the run,
 	// retries included) over the nodes that joined.
 	P50, P99, Max time.Duration
@@ -182,6 +204,14 @@ type resultJSON struct {
 	Attempts          uint64        `json:"attempts"`
 	ScryptRuns        uint64        `json:"scrypt_runs"`
 	ScryptRunsPerNode float64       `json:"scrypt_runs_per_node"`
+	Reboot            Reboot        `json:"reboot,omitempty"`
+	DigestKey         bool          `json:"digest_key"`
+	FirstAttempt      int           `json:"first_attempt_joins"`
+	DigestHits        uint64        `json:"digest_hits"`
+	CacheHits         uint64        `json:"cache_hits"`
+	WarmupScrypt      uint64        `json:"warmup_scrypt"`
+	WarmupS           float64       `json:"warmup_s"`
+	WarmupDigests     int           `json:"warmup_digests"`
 	P50S              float64       `json:"p50_s"`
 	P99S              float64       `json:"p99_s"`
 	MaxS              float64       `json:"max_s"`
@@ -216,7 +246,10 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Ratio: r.Ratio, RatioFast: r.RatioFast, LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
 		Attempts: r.Attempts, ScryptRuns: r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
-		P50S:              r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
+		Reboot:            r.Reboot, DigestKey: r.DigestKey, FirstAttempt: r.FirstAttempt,
+		DigestHits: r.DigestHits, CacheHits: r.CacheHits,
+		WarmupScrypt: r.WarmupScrypt, WarmupS: r.Warmup.Seconds(), WarmupDigests: r.WarmupDigests,
+		P50S: r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
 		PeakHeapMiB: mib(r.PeakHeap), PeakHeapObjMiB: mib(r.PeakHeapObjects),
 		Shed: r.Shed, Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
 		CPUS: r.CPU.Seconds(), Procs: r.Procs, MaxSampleGapS: r.MaxSampleGap.Seconds(),
@@ -248,7 +281,10 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Ratio: j.Ratio, RatioFast: j.RatioFast, LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
 		Attempts: j.Attempts, ScryptRuns: j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
-		P50:               secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),
+		Reboot:            j.Reboot, DigestKey: j.DigestKey, FirstAttempt: j.FirstAttempt,
+		DigestHits: j.DigestHits, CacheHits: j.CacheHits,
+		WarmupScrypt: j.WarmupScrypt, Warmup: secs(j.WarmupS), WarmupDigests: j.WarmupDigests,
+		P50: secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),
 		PeakHeap: fromMiB(j.PeakHeapMiB), PeakHeapObjects: fromMiB(j.PeakHeapObjMiB),
 		Shed: j.Shed, Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
 		CPU: secs(j.CPUS), Procs: j.Procs, MaxSampleGap: secs(j.MaxSampleGapS),

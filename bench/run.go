@@ -48,22 +48,9 @@ const progressEvery = 100 * time.Millisecond
 // holding h's hashes. Unless sc.NoDrain, Run returns only after the work
 // the servers still had running has ended.
 func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, error) {
-	sc = sc.withDefaults()
-	if err := sc.validate(); err != nil {
+	sc, err := checkRun(sc, h, modelName)
+	if err != nil {
 		return nil, err
-	}
-	if err := ValidModel(modelName); err != nil {
-		return nil, err
-	}
-	if err := h.validate(sc); err != nil {
-		return nil, err
-	}
-	var localBound time.Duration
-	if sc.BoundSample > 0 {
-		var err error
-		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, verify.ScryptXCrypto); err != nil {
-			return nil, err
-		}
 	}
 	mem := verify.NewMemoryStore()
 	for _, n := range h.Nodes {
@@ -73,6 +60,32 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	faults := newFaultStore(mem, sc) // nil without faults
 	if faults != nil {
 		store = faults
+	}
+	return runOver(ctx, sc, h, modelName, mem, store, faults)
+}
+
+// checkRun validates a run's input and returns sc with its defaults.
+func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
+	sc = sc.withDefaults()
+	if err := sc.validate(); err != nil {
+		return sc, err
+	}
+	if err := ValidModel(modelName); err != nil {
+		return sc, err
+	}
+	return sc, h.validate(sc)
+}
+
+// runOver runs the herd against servers over store. mem is the memory
+// store under it, which a reboot's warm-up uses; faults, when not nil, is
+// the fault-injecting store between the two.
+func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *verify.MemoryStore, store verify.Store, faults *faultStore) (*Result, error) {
+	var localBound time.Duration
+	if sc.BoundSample > 0 {
+		var err error
+		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, verify.ScryptXCrypto); err != nil {
+			return nil, err
+		}
 	}
 	params := verify.DefaultParams
 	params.LogN = sc.LogN
@@ -87,12 +100,59 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 		}
 	}()
 	r := newRun(sc, h.Nodes)
-	for i := range sc.Servers {
-		m, err := newModel(modelName, store, params, sc.TimeScale, r.guard, r.adv.tracker.observer(i))
-		if err != nil {
+	clock := new(simClock)
+	env, err := newServerEnv(sc, modelName, clock)
+	if err != nil {
+		return nil, err
+	}
+	servers := func(obs func(int) *serverObserver) ([]model, error) {
+		ms := make([]model, 0, sc.Servers)
+		for i := range sc.Servers {
+			m, err := newModel(modelName, store, params, sc.TimeScale, r.guard, obs(i), env)
+			if err != nil {
+				for _, m := range ms {
+					m.close(true)
+				}
+				return nil, err
+			}
+			ms = append(ms, m)
+		}
+		return ms, nil
+	}
+	// The servers the reboot meets: with RebootAll, those of the warm-up
+	// are closed (which flushes their digests) and these start after it.
+	var raw []model
+	if sc.Reboot != RebootAll {
+		if raw, err = servers(r.adv.tracker.observer); err != nil {
 			return nil, err
 		}
+	}
+	var warm warmup
+	if sc.Reboot != RebootNone {
+		if warm, err = rebootWarmUp(ctx, sc, h.Nodes, mem, faults, raw, env.digestKey != nil, func() ([]model, error) {
+			return servers(func(int) *serverObserver { return nil })
+		}); err != nil {
+			for _, m := range raw {
+				m.close(true)
+			}
+			return nil, err
+		}
+		clock.advance(RebootGap)
+	}
+	if sc.Reboot == RebootAll {
+		if raw, err = servers(r.adv.tracker.observer); err != nil {
+			return nil, err
+		}
+	}
+	for i, m := range raw {
 		models = append(models, r.adv.tracker.wrap(m, i))
+	}
+	if sc.Reboot == RebootAgents && raw[0].keepsState() {
+		// The servers stayed up: each knows the password of the nodes it
+		// verified in the warm-up, from before any guess.
+		for i := range h.Nodes {
+			r.adv.tracker.knew(i%sc.Servers, i)
+		}
 	}
 	switch sc.Mode {
 	case ModeInproc:
@@ -107,9 +167,19 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	r.target = tgt
 	res := r.execute(ctx)
 	res.Model = modelName
+	res.Reboot, res.DigestKey = sc.Reboot, env.digestKey != nil
 	for _, m := range models {
 		res.ScryptRuns += m.scryptRuns()
+		d, c := m.remembered()
+		res.DigestHits += d
+		res.CacheHits += c
 	}
+	if sc.Reboot == RebootAgents { // the same servers: the warm-up's counts are theirs
+		res.ScryptRuns -= warm.scrypt
+		res.DigestHits -= warm.digestHits
+		res.CacheHits -= warm.cacheHits
+	}
+	res.WarmupScrypt, res.Warmup, res.WarmupDigests = warm.scrypt, warm.took, warm.digests
 	r.adv.figures(res)
 	if faults != nil {
 		res.Faults = faults.figures(r.adv.tracker)
@@ -134,8 +204,9 @@ type run struct {
 	joinAt []atomic.Int64 // by agent: its join latency in ns, 0 until it joins
 	adv    *adversaries   // attackers, duplicates and their figures
 
-	joined atomic.Uint64
-	tally  // the honest agents' requests
+	joined       atomic.Uint64
+	firstAttempt atomic.Uint64 // honest agents that joined on their first request
+	tally                      // the honest agents' requests
 
 	shedMu  sync.Mutex
 	shedLog []ShedEvent
@@ -238,6 +309,7 @@ func (r *run) execute(ctx context.Context) *Result {
 		}
 	}
 	res.Joined = len(res.JoinTimes)
+	res.FirstAttempt = int(r.firstAttempt.Load())
 	r.shedMu.Lock()
 	for _, e := range r.shedLog {
 		if e.T <= elapsed {
@@ -318,9 +390,12 @@ func (r *run) agent(ctx context.Context, i int) {
 		client: i, server: i % r.sc.Servers, node: r.nodes[i],
 		rng: rand.New(rand.NewPCG(r.sc.Seed, uint64(i))), tally: &r.tally, logShed: true,
 	}
-	if r.ask(ctx, a) {
+	if ok, attempts := r.ask(ctx, a); ok {
 		r.joinAt[i].Store(int64(max(time.Since(r.start), 1)))
 		r.joined.Add(1)
+		if attempts == 1 {
+			r.firstAttempt.Add(1)
+		}
 	}
 }
 
@@ -336,8 +411,8 @@ type asker struct {
 
 // ask sends a.node's request until it is answered 200 (true) or ctx ends
 // (false), waiting under the agent policy after each failure, as a k3s
-// agent does.
-func (r *run) ask(ctx context.Context, a asker) bool {
+// agent does. It also returns how many requests it sent.
+func (r *run) ask(ctx context.Context, a asker) (bool, int) {
 	server := a.server
 	for failures := 1; ; failures++ {
 		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
@@ -345,10 +420,10 @@ func (r *run) ask(ctx context.Context, a asker) bool {
 		o := r.target.attempt(actx, a.client, server, a.node)
 		cancel()
 		if o.status == http.StatusOK {
-			return true
+			return true, failures
 		}
 		if ctx.Err() != nil {
-			return false // the run stopped; this attempt's failure is not the server's
+			return false, failures // the run stopped; this attempt's failure is not the server's
 		}
 		moveOn := o.connErr
 		switch {
@@ -379,7 +454,7 @@ func (r *run) ask(ctx context.Context, a asker) bool {
 		select {
 		case <-ctx.Done():
 			wait.Stop()
-			return false
+			return false, failures
 		case <-wait.C:
 		}
 	}

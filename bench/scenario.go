@@ -104,6 +104,18 @@ type Scenario struct {
 	// does; otherwise all that goes on with nothing left to wait for it.
 	NoDrain bool
 
+	// Reboot says what restarted before the measured herd: RebootNone
+	// (the default, a cold herd), RebootAgents or RebootAll; see
+	// reboot.go. With a reboot, Result.ScryptRuns and the other counts
+	// are the measured reboot's only, not the warm-up's.
+	Reboot Reboot
+	// NoDigestKey runs the nodepass model without remembered
+	// verification. By default every nodepass server of a run gets the
+	// same random DigestKey (made for the run), so that what one server
+	// verified, the others and their successors know through the store.
+	// The k3s models have no equivalent.
+	NoDigestKey bool
+
 	// Adversity (see attack.go and faults.go); the zero values mean none.
 
 	// Attackers is how many attacker agents send wrong passwords for real
@@ -170,6 +182,9 @@ func (s Scenario) withDefaults() Scenario {
 	if s.SampleEvery == 0 {
 		s.SampleEvery = DefaultSampleEvery
 	}
+	if s.Reboot == "" {
+		s.Reboot = RebootNone
+	}
 	return s.adversityDefaults()
 }
 
@@ -210,6 +225,7 @@ func (s Scenario) validate() error {
 	if err := s.Agent.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, s.validateReboot()...)
 	errs = append(errs, s.validateAdversity()...)
 	if len(errs) == 0 {
 		return nil

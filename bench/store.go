@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/nodepass/nodepass/verify"
 )
@@ -16,72 +15,19 @@ import (
 // the herd over kube.Store on a real API server. Store faults and spikes
 // (Scenario.StoreFaults, StoreSpikes) are not supported here. The caller
 // closes store after RunStore returns.
-//
-// RunStore follows Run step for step; the two must change together.
 func RunStore(ctx context.Context, sc Scenario, h *Herd, modelName string, store verify.Store) (*Result, error) {
-	sc = sc.withDefaults()
-	if err := sc.validate(); err != nil {
+	sc, err := checkRun(sc, h, modelName)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if err := ValidModel(modelName); err != nil {
-		return nil, err
-	}
-	if err := h.validate(sc); err != nil {
-		return nil, err
-	}
-	if store == nil {
+	case store == nil:
 		return nil, errors.New("bench: RunStore with a nil store")
-	}
-	if sc.StoreFaults > 0 || sc.StoreSpikes > 0 {
+	case sc.StoreFaults > 0 || sc.StoreSpikes > 0:
 		return nil, errors.New("bench: RunStore does not inject store faults or spikes")
+	case sc.Reboot != RebootNone:
+		return nil, errors.New("bench: RunStore runs no -reboot scenario (its warm-up needs the memory store)")
 	}
-	var localBound time.Duration
-	if sc.BoundSample > 0 {
-		var err error
-		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, verify.ScryptXCrypto); err != nil {
-			return nil, err
-		}
-	}
-	params := verify.DefaultParams
-	params.LogN = sc.LogN
-	models := make([]model, 0, sc.Servers)
-	var tgt target
-	defer func() {
-		for _, m := range models {
-			m.close(!sc.NoDrain)
-		}
-		if tgt != nil && !sc.NoDrain {
-			tgt.close()
-		}
-	}()
-	r := newRun(sc, h.Nodes)
-	for i := range sc.Servers {
-		m, err := newModel(modelName, store, params, sc.TimeScale, r.guard, r.adv.tracker.observer(i))
-		if err != nil {
-			return nil, err
-		}
-		models = append(models, r.adv.tracker.wrap(m, i))
-	}
-	switch sc.Mode {
-	case ModeInproc:
-		tgt = &inprocTarget{servers: models, second: sc.scale(time.Second), drain: !sc.NoDrain}
-	case ModeHTTP:
-		t, err := newHTTPTarget(models, sc.Nodes+sc.Duplicates+sc.Attackers)
-		if err != nil {
-			return nil, err
-		}
-		tgt = t
-	}
-	r.target = tgt
-	res := r.execute(ctx)
-	res.Model = modelName
-	for _, m := range models {
-		res.ScryptRuns += m.scryptRuns()
-	}
-	r.adv.figures(res)
-	res.SetLocalBound(localBound)
-	res.finish(h.LowerBound, h.LowerBoundFast)
-	return res, nil
+	return runOver(ctx, sc, h, modelName, nil, store, nil)
 }
 
 // CountingStore is a verify.Store that counts the calls it passes on to

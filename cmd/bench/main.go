@@ -114,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.store, "store", "memory", "memory, or kube: run the nodepass model over kube.Store on a kube-apiserver started from -apiserver-bin, next to the memory store, and count API requests per join")
 	fs.StringVar(&c.apiserverBin, "apiserver-bin", "", "`DIR` holding etcd and kube-apiserver for -store kube (make apiserver builds them in tools/apiserver/bin); default $"+apitest.BinEnv)
 	adversity := addAdversityFlags(fs)
+	reboot := addRebootFlags(fs)
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
 	fs.Usage = func() {} // parse errors get one line, -h the whole usage
 
@@ -188,6 +189,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		bad("-store %q: want memory or kube", c.store)
 	}
 	adversity.check(nodes, bad)
+	reboot.check(bad)
 	if len(errs) > 0 {
 		return nil, usageError{strings.Join(errs, "\n")}
 	}
@@ -197,6 +199,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample,
 	}
 	adversity.apply(&c.sc)
+	reboot.apply(&c.sc)
 	return &c, nil
 }
 

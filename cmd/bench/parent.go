@@ -38,6 +38,7 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 	if note := adversityNote(sc); note != "" {
 		fmt.Fprintf(stderr, "bench: %s\n", note)
 	}
+	fmt.Fprintf(stderr, "bench: %s\n", rebootNote(sc))
 	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
 	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
 	start := time.Now()
@@ -80,6 +81,7 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		}
 	}
 	writeTable(stdout, h, sc, results)
+	writeRemembered(stdout, sc, results)
 	// A wrong password let in fails the run, once every output is written.
 	wrong := writeAdversity(stdout, results)
 	defer func() {

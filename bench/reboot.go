@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// Reboot says what restarted before the measured herd (issue 15).
+type Reboot string
+
+// Reboots.
+const (
+	// RebootNone is the cold herd: the servers have just started and
+	// remember nothing; every node has a stored hash but no server has
+	// verified it yet (no cached match, no remembered digest). The
+	// default.
+	RebootNone Reboot = "none"
+	// RebootAgents reboots the nodes only: every node joined once before
+	// (a warm-up, not measured) against servers that stayed up, whose
+	// clocks then moved on by RebootGap.
+	RebootAgents Reboot = "agents"
+	// RebootAll restarts the servers as well: after the same warm-up, the
+	// servers that verified the nodes are closed and new ones (new model
+	// instances, new result caches) start over the same store, which
+	// keeps the hashes and, for nodepass with a DigestKey, the remembered
+	// digests.
+	RebootAll Reboot = "all"
+)
+
+// RebootGap is how far the servers' clocks move on between the warm-up
+// and the measured reboot. Nothing sleeps: the nodepass model's cache
+// reads a clock the run moves (cache.Options.Clock). The k3s models keep
+// no result cache and so no clock to move.
+const RebootGap = 2 * time.Hour
+
+// ParseReboot returns the reboot called name.
+func ParseReboot(name string) (Reboot, error) {
+	switch r := Reboot(strings.ToLower(name)); r {
+	case RebootNone, RebootAgents, RebootAll:
+		return r, nil
+	}
+	return "", fmt.Errorf("bench: unknown reboot %q: want %q, %q or %q", name, RebootNone, RebootAgents, RebootAll)
+}
+
+func (s Scenario) validateReboot() []error {
+	if _, err := ParseReboot(string(s.Reboot)); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// serverEnv is what every server of one run shares beside the store: the
+// nodepass model's DigestKey (nil: none) and the clock of its result
+// cache (nil: time.Now).
+type serverEnv struct {
+	digestKey []byte
+	clock     func() time.Time
+}
+
+// simClock is the servers' clock: the wall clock moved on by an offset
+// the run sets.
+type simClock struct{ offset atomic.Int64 }
+
+func (c *simClock) now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+func (c *simClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// newServerEnv returns the servers' environment for a run of sc against
+// modelName: for nodepass, unless sc.NoDigestKey, a random DigestKey made
+// for this run and the same for every server of it (the restarted ones
+// included); and the run's clock.
+func newServerEnv(sc Scenario, modelName string, clock *simClock) (serverEnv, error) {
+	env := serverEnv{clock: clock.now}
+	if modelName == ModelNodepass && !sc.NoDigestKey {
+		env.digestKey = make([]byte, verify.MinDigestKeyLen)
+		if _, err := rand.Read(env.digestKey); err != nil {
+			return env, fmt.Errorf("bench: making a digest key: %w", err)
+		}
+	}
+	return env, nil
+}
+
+// warmupLabel is PasswordLabel's value on the warm-up's requests: the
+// attack tracker counts none of their computations.
+const warmupLabel = "warmup"
+
+// warmup is what a run's warm-up did, subtracted from the servers'
+// counts so that the figures are the measured reboot's only.
+type warmup struct {
+	scrypt, digestHits, cacheHits uint64
+	took                          time.Duration
+	digests                       int // nodes with a remembered digest in the store after it
+}
+
+// warmUp lets every node join once, node i on server i mod len(servers)
+// (where its agent starts), calling each server's Ensure directly on
+// GOMAXPROCS goroutines. It returns the servers' counts after it. Models
+// that keep no state between requests (the k3s models: no result cache,
+// nothing written to the store for a node that has its hash) are not
+// warmed up: it would cost a scrypt per node and leave nothing behind.
+func warmUp(ctx context.Context, sc Scenario, nodes []Node, servers []model) (warmup, error) {
+	var w warmup
+	if len(servers) == 0 || !servers[0].keepsState() {
+		return w, nil
+	}
+	start := time.Now()
+	ctx = pprof.WithLabels(ctx, pprof.Labels(PasswordLabel, warmupLabel))
+	err := parallel(ctx, len(nodes), runtime.GOMAXPROCS(0), func(i int) error {
+		s := i % len(servers)
+		rctx, cancel := context.WithTimeout(ctx, sc.scale(sc.ClientTimeout))
+		defer cancel()
+		// A node shed by an admission control waits as its agent would,
+		// and asks again; the warm-up is not measured.
+		for {
+			err := servers[s].Ensure(rctx, nodes[i].Name, nodes[i].Password)
+			if err == nil {
+				return nil
+			}
+			if rctx.Err() != nil || !retryable(err) {
+				return fmt.Errorf("bench: warm-up of %s on server %d: %w", nodes[i].Name, s, err)
+			}
+			time.Sleep(sc.scale(10 * time.Millisecond))
+		}
+	})
+	if err != nil {
+		return w, err
+	}
+	w.took = time.Since(start)
+	for _, m := range servers {
+		w.scrypt += m.scryptRuns()
+		d, c := m.remembered()
+		w.digestHits += d
+		w.cacheHits += c
+	}
+	return w, nil
+}
+
+// retryable reports whether a warm-up request refused with err may be
+// asked again: the server shed it.
+func retryable(err error) bool {
+	var retry interface{ RetryAfter() time.Duration }
+	return errors.As(err, &retry) || errors.Is(err, verify.ErrOverloaded)
+}
+
+// waitDigests waits, for at most limit, until every node has a remembered
+// digest in store (the Verifier records them off the request path), and
+// returns how many have one.
+func waitDigests(ctx context.Context, store verify.DigestStore, nodes []Node, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		n := 0
+		for _, node := range nodes {
+			if _, d, err := store.GetWithDigest(ctx, node.Name); err == nil && d != nil {
+				n++
+			}
+		}
+		if n == len(nodes) || time.Now().After(deadline) || ctx.Err() != nil {
+			return n
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// digestWait bounds the wait for the warm-up's digests to be written.
+const digestWait = 10 * time.Second
+
+// rebootWarmUp runs sc's warm-up with the store's faults off: on servers
+// (RebootAgents: the very servers the reboot meets) or, for RebootAll, on
+// servers made by fresh and closed after it (Close flushes the digests
+// they have not written yet). It then waits until the digests are in
+// mem, when the servers have a DigestKey.
+func rebootWarmUp(ctx context.Context, sc Scenario, nodes []Node, mem *verify.MemoryStore, faults *faultStore,
+	servers []model, digestKey bool, fresh func() ([]model, error)) (warmup, error) {
+	if faults != nil {
+		faults.off.Store(true)
+		defer faults.off.Store(false)
+	}
+	if sc.Reboot == RebootAll {
+		var err error
+		if servers, err = fresh(); err != nil {
+			return warmup{}, err
+		}
+	}
+	w, err := warmUp(ctx, sc, nodes, servers)
+	if sc.Reboot == RebootAll {
+		for _, m := range servers {
+			m.close(true)
+		}
+	}
+	if err != nil {
+		return w, err
+	}
+	if digestKey && len(servers) > 0 && servers[0].keepsState() {
+		w.digests = waitDigests(ctx, mem, nodes, digestWait)
+	}
+	return w, nil
+}
