@@ -102,18 +102,11 @@ func runKubeStore(ctx context.Context, c *config, binDir string, stdout, stderr 
 	sc.BoundSample = 0 // the API server shares the CPUs; a local bound would not mean much
 	fmt.Fprintf(stderr, "bench: -store kube: %d nodes, logN %d, %s mode, %s agents, deadline %v per run, GOMAXPROCS %d\n",
 		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Deadline, runtime.GOMAXPROCS(0))
-	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
 	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
-	start := time.Now()
-	h, err := bench.NewHerd(ctx, sc.Nodes, sc.LogN)
+	h, err := prepareHerd(ctx, sc, stderr) // before the API server starts
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "bench: made %d stored hashes in %.1fs\n", sc.Nodes, time.Since(start).Seconds())
-	if err := h.MeasureLowerBound(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "bench: lower bound %.2fs (%d verifications on %d workers, before the API server started)\n", h.LowerBound.Seconds(), sc.Nodes, h.Workers)
 
 	srv, err := apitest.Run(ctx, &apitest.Options{BinDir: binDir})
 	if err != nil {

@@ -39,19 +39,11 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		fmt.Fprintf(stderr, "bench: %s\n", note)
 	}
 	fmt.Fprintf(stderr, "bench: %s\n", rebootNote(sc))
-	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
 	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
-	start := time.Now()
-	h, err := bench.NewHerd(ctx, sc.Nodes, sc.LogN)
+	h, err := prepareHerd(ctx, sc, stderr)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "bench: made %d stored hashes in %.1fs\n", sc.Nodes, time.Since(start).Seconds())
-	if err := h.MeasureLowerBound(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "bench: lower bound %.2fs with x/crypto's scrypt, %.2fs with nodepass's (%d verifications on %d workers)\n",
-		h.LowerBound.Seconds(), h.LowerBoundFast.Seconds(), sc.Nodes, h.Workers)
 	herdJSON, err := json.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("encoding the herd: %w", err)
@@ -250,4 +242,22 @@ func shedSummary(log []bench.ShedEvent) string {
 	slices.Sort(after)
 	return fmt.Sprintf("%s; Retry-After on %d of them, median %v (%v to %v)",
 		s, len(after), after[len(after)/2], after[0], after[len(after)-1])
+}
+
+// prepareHerd makes the herd's stored hashes and measures its lower
+// bounds, saying so on stderr with the load average at the start.
+func prepareHerd(ctx context.Context, sc bench.Scenario, stderr io.Writer) (*bench.Herd, error) {
+	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
+	start := time.Now()
+	h, err := bench.NewHerd(ctx, sc.Nodes, sc.LogN)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "bench: made %d stored hashes in %.1fs\n", sc.Nodes, time.Since(start).Seconds())
+	if err := h.MeasureLowerBound(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "bench: lower bound %.2fs with x/crypto's scrypt, %.2fs with nodepass's (%d verifications on %d workers)\n",
+		h.LowerBound.Seconds(), h.LowerBoundFast.Seconds(), sc.Nodes, h.Workers)
+	return h, nil
 }
