@@ -102,9 +102,9 @@ type Options struct {
 	// after each further one twice as long, up to MaxFailDelay; the count
 	// resets on a match or after 10 minutes without a mismatch. (A request
 	// for a node name with no room in the queue is held by its wait for
-	// room instead; see MaxQueuedPerNode.) Both slow guessing and misconfigured duplicate nodes without costing CPU,
-	// and never delay a matching password. Default 2 s; negative disables
-	// the delays.
+	// room instead; see MaxQueuedPerNode.) The delays slow guessing and
+	// misconfigured duplicate nodes without costing CPU, and never delay a
+	// matching password. Default 2 s; negative disables them.
 	MaxFailDelay time.Duration
 
 	// WorkTimeout bounds one shared computation from the moment it is

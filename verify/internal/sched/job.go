@@ -92,16 +92,6 @@ type Job struct {
 	started  time.Time // when it got its slot
 }
 
-// Name returns the node name the job is for.
-func (j *Job) Name() string { return j.name }
-
-// Done returns a channel closed once the job's result is published.
-func (j *Job) Done() <-chan struct{} { return j.done }
-
-// Err returns the job's result; it may only be called once Done is
-// closed.
-func (j *Job) Err() error { return j.err }
-
 // suspect reports whether j waits for spare capacity: a first ask for a
 // name that was failing or busy. A second ask makes it ordinary.
 func (j *Job) suspect() bool { return j.wary && j.asks < 2 }
