@@ -19,6 +19,7 @@ const (
 	DefaultMaxQueuedPerNode = 4
 	DefaultMaxFailDelay     = 2 * time.Second
 	DefaultEnrollRetryFor   = 10 * time.Minute
+	DefaultAgentRetryDelay  = 5 * time.Second
 	// MaxNodeNameLen is the longest node name accepted: a DNS subdomain.
 	MaxNodeNameLen = 253
 )
@@ -56,14 +57,35 @@ type Options struct {
 
 	// MaxWait is the longest a request waits for a result before it is
 	// answered with an OverloadError (the work stays queued and its outcome
-	// is cached for the retry). A request whose estimated wait is already
-	// longer is answered at once. Keep it below the agents' client timeout
-	// (10 s for k3s). Default 8 s.
+	// is cached for the retry), counted from when the request came (see
+	// WithArrival; httpauth.ConnContext counts the TLS handshake). Whether
+	// a request is held or sent away is decided when it comes: it is
+	// answered at once when its expected wait (its estimate times the
+	// margin the estimates' recent errors call for) is longer, and once
+	// held it is sent away early only when its result cannot come in time
+	// even at the best. So MaxWait needs no margin for the estimate's
+	// errors, only for the answer's trip: keep it just below the agents'
+	// client timeout (10 s for k3s). Default 8 s.
 	MaxWait time.Duration
+
+	// AgentRetryDelay is how soon an agent sent away (or whose request
+	// timed out) is expected to ask again, when agents do not honour
+	// Retry-After: k3s agents retry 5-10 s after a failed request, so the
+	// default is 5 s. The computations whose agents are away run, when no
+	// waiting request needs a slot, in the order their agents are
+	// expected back, so that an agent coming back finds its result ready.
+	AgentRetryDelay time.Duration
+
+	// AgentsHonourRetryAfter says that agents come back when they are told
+	// to (OverloadError.RetryAfter, httpauth's Retry-After header) rather
+	// than AgentRetryDelay later: for agents that retry with backoff and
+	// honour Retry-After. k3s agents do not.
+	AgentsHonourRetryAfter bool
 
 	// MaxQueue is how many computations may wait for a slot, those waiting
 	// for room in their node's queue included and those a caller pinned
-	// past MaxQueuedPerNode (see there) apart. Past it, new work is refused with an OverloadError (Queued false) instead of being
+	// past MaxQueuedPerNode (see there) apart. Past it, new work is
+	// refused with an OverloadError (Queued false) instead of being
 	// queued. Default 1024.
 	MaxQueue int
 
@@ -210,6 +232,7 @@ func (o *Options) resolve() (Options, error) {
 		{"MaxPasswordLen", int64(r.MaxPasswordLen)},
 		{"MaxConcurrent", int64(r.MaxConcurrent)},
 		{"MaxWait", int64(r.MaxWait)},
+		{"AgentRetryDelay", int64(r.AgentRetryDelay)},
 		{"MaxQueue", int64(r.MaxQueue)},
 		{"WorkTimeout", int64(r.WorkTimeout)},
 		{"MaxQueuedPerNode", int64(r.MaxQueuedPerNode)},
@@ -233,6 +256,9 @@ func (o *Options) resolve() (Options, error) {
 	}
 	if r.MaxWait == 0 {
 		r.MaxWait = DefaultMaxWait
+	}
+	if r.AgentRetryDelay == 0 {
+		r.AgentRetryDelay = DefaultAgentRetryDelay
 	}
 	if r.MaxQueue == 0 {
 		r.MaxQueue = DefaultMaxQueue

@@ -49,7 +49,7 @@ type Verifier struct {
 }
 
 type counters struct {
-	scryptRuns, cacheHits, shared, shed, mismatches, knownMatchRejects,
+	scryptRuns, cacheHits, shared, shed, shedAfterWait, mismatches, knownMatchRejects,
 	enrollments, storeErrors, panics, failOpenEnrollments, failOpenFailures,
 	digestHits, digestWrites, digestWriteFailures atomic.Uint64
 }
@@ -67,6 +67,12 @@ type Stats struct {
 	Shared uint64
 	// Shed counts requests answered with an OverloadError.
 	Shed uint64
+	// ShedAfterWait counts the requests in Shed that were held, their wait
+	// estimated within MaxWait, and then sent away all the same: the
+	// estimate was wrong, and the agent lost both the time it was held and
+	// its retry delay. (Requests for a node under suspicion, which wait
+	// out MaxWait by design, are not counted.)
+	ShedAfterWait uint64
 	// Mismatches counts requests answered with ErrMismatchedHashAndPassword.
 	Mismatches uint64
 	// KnownMatchRejects counts mismatches answered without scrypt because
@@ -123,7 +129,8 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		enrollWork: enrollWork,
 		cache:      c,
 		sched: sched.New(sched.Config{Slots: o.MaxConcurrent, MaxQueue: o.MaxQueue,
-			PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait}),
+			PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait,
+			ReturnAfter: o.AgentRetryDelay, HonourAfter: o.AgentsHonourRetryAfter}),
 		fails:    newFailures(o.MaxFailDelay),
 		base:     base,
 		cancel:   cancel,
@@ -219,6 +226,7 @@ func (v *Verifier) Stats() Stats {
 		CacheHits:           v.stats.cacheHits.Load(),
 		Shared:              v.stats.shared.Load(),
 		Shed:                v.stats.shed.Load(),
+		ShedAfterWait:       v.stats.shedAfterWait.Load(),
 		Mismatches:          v.stats.mismatches.Load(),
 		KnownMatchRejects:   v.stats.knownMatchRejects.Load(),
 		Enrollments:         v.stats.enrollments.Load(),

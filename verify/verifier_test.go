@@ -594,7 +594,7 @@ func TestOverload(t *testing.T) {
 	s := NewMemoryStore()
 	s.Set("busy", mustHash(t, "pw"))
 	s.Set("late", mustHash(t, "pw"))
-	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: time.Second})
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 1500 * time.Millisecond})
 	v.sched.Calibrate(time.Second, testWork()) // one test hash "takes" 1 s
 	g := newGate()
 	g.install(v)
@@ -608,12 +608,15 @@ func TestOverload(t *testing.T) {
 	if !errors.Is(err, ErrOverloaded) || !errors.As(err, &oe) {
 		t.Fatalf("err %v, want ErrOverloaded", err)
 	}
-	// Expected in about 2 s (1 s running + 1 s its own); asked back
-	// MaxWait/2 earlier, to wait for the result.
-	if !oe.Queued || oe.RetryAfter() <= time.Second || oe.RetryAfter() > 1500*time.Millisecond {
-		t.Fatalf("RetryAfter %v queued %v: want queued, about 1.5 s", oe.RetryAfter(), oe.Queued)
+	// Expected in about 2.2 s (1 s running + 1 s its own, times the
+	// margin of an estimator that has no errors measured yet, 1.1);
+	// asked back MaxWait/2 earlier, to wait for the result.
+	if !oe.Queued || oe.RetryAfter() <= 1300*time.Millisecond || oe.RetryAfter() > 1450*time.Millisecond {
+		close(g.release)
+		t.Fatalf("RetryAfter %v queued %v: want queued, about 1.45 s", oe.RetryAfter(), oe.Queued)
 	}
 	if st := v.Stats(); st.Shed != 1 || st.Queued != 1 || st.InFlight != 1 {
+		close(g.release)
 		t.Fatalf("stats %+v", st)
 	}
 	close(g.release)
@@ -804,10 +807,11 @@ func testWork() int64 {
 	return (int64(128) << testParams.LogN) * int64(testParams.R) * int64(testParams.P)
 }
 
-// TestShedEarlyWhenEstimateGrows: a caller allowed to wait is told to come
-// back as soon as the estimate says its result will not come within
-// MaxWait, not only when MaxWait has passed.
-func TestShedEarlyWhenEstimateGrows(t *testing.T) {
+// TestDecidedAtFirstMeasurement: a caller that comes before any
+// computation has been measured is held, and decided on as the first
+// measurement comes: sent away then, if its result is not expected within
+// MaxWait. That is a decision at arrival, not a held caller sent away.
+func TestDecidedAtFirstMeasurement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewMemoryStore()
 		s.Set("a", mustHash(t, "pw"))
@@ -821,18 +825,76 @@ func TestShedEarlyWhenEstimateGrows(t *testing.T) {
 		start := time.Now()
 		done := make(chan error, 1)
 		go func() { done <- v.Verify(ctx, "b", "pw") }()
-		synctest.Wait()                               // b waits: the initial estimate for a tiny hash is tiny
-		v.sched.Calibrate(20*time.Second, testWork()) // now 20 s per hash
+		time.Sleep(time.Second)
+		synctest.Wait() // b is held: nothing measured yet
+		select {
+		case err := <-done:
+			t.Fatalf("answered %v before any measurement", err)
+		default:
+		}
+		v.sched.Calibrate(20*time.Second, testWork()) // the first measurement: 20 s per hash
 		err := <-done
 		var oe *OverloadError
 		if !errors.As(err, &oe) || !oe.Queued {
 			t.Fatalf("err %v, want a queued OverloadError", err)
 		}
-		if waited := time.Since(start); waited != 500*time.Millisecond {
-			t.Fatalf("shed after %v, want at the first recheck (MaxWait/16, at most 500 ms)", waited)
+		if waited := time.Since(start); waited != time.Second {
+			t.Fatalf("sent away after %v, want as the measurement came (1 s)", waited)
 		}
 		if oe.RetryAfter() < 16*time.Second {
 			t.Fatalf("RetryAfter %v, want the new estimate (over 20 s) less MaxWait/2", oe.RetryAfter())
+		}
+		synctest.Wait()
+		// a's caller too: its computation is not expected in time either.
+		if st := v.Stats(); st.Shed != 2 || st.ShedAfterWait != 0 {
+			close(g.release)
+			t.Fatalf("shed %d, after a wait %d; want 2, 0", st.Shed, st.ShedAfterWait)
+		}
+		close(g.release)
+		v.Close()
+	})
+}
+
+// TestHeldSentAwayOnlyWhenHopeless: a caller held on an estimate stays
+// held while its result can still come within MaxWait at the best; once
+// it cannot, it is told at the next recheck (MaxWait/16, at most 500 ms)
+// rather than at MaxWait, and counted in ShedAfterWait.
+func TestHeldSentAwayOnlyWhenHopeless(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewMemoryStore()
+		s.Set("a", mustHash(t, "pw"))
+		s.Set("b", mustHash(t, "pw"))
+		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second})
+		v.sched.Calibrate(time.Second, testWork())
+		g := newGate()
+		g.install(v)
+		ctx := context.Background()
+		go v.Verify(ctx, "a", "pw")
+		<-g.entered
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- v.Verify(ctx, "b", "pw") }()
+		time.Sleep(3 * time.Second) // a runs late: b's 2 s are over, but 5 s are left
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("answered %v while its result could still come in time", err)
+		default:
+		}
+		v.sched.Calibrate(20*time.Second, testWork()) // now it cannot
+		err := <-done
+		var oe *OverloadError
+		if !errors.As(err, &oe) || !oe.Queued {
+			t.Fatalf("err %v, want a queued OverloadError", err)
+		}
+		if waited := time.Since(start); waited != 3500*time.Millisecond {
+			t.Fatalf("sent away after %v, want at the first recheck after 3 s (3.5 s)", waited)
+		}
+		synctest.Wait()
+		// a's caller too: its running computation cannot end in time.
+		if st := v.Stats(); st.Shed != 2 || st.ShedAfterWait != 2 {
+			close(g.release)
+			t.Fatalf("shed %d, after a wait %d; want 2, 2", st.Shed, st.ShedAfterWait)
 		}
 		close(g.release)
 		v.Close()

@@ -112,6 +112,9 @@ func (v *Verifier) result(err error) error {
 		v.stats.mismatches.Add(1)
 	case errors.As(err, &o):
 		v.stats.shed.Add(1)
+		if o.Held {
+			v.stats.shedAfterWait.Add(1)
+		}
 		return &OverloadError{After: o.After, Queued: o.Queued, reason: o.Reason}
 	case errors.Is(err, sched.ErrClosed):
 		return ErrClosed

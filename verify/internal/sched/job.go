@@ -90,6 +90,23 @@ type Job struct {
 	pinned   bool      // a caller waited out MaxWait for it: never displaced
 	queuedAt time.Time // when Join created it
 	started  time.Time // when it got its slot
+	// back is when a caller sent away is expected back (see
+	// Config.ReturnAfter); zero while none was.
+	back time.Time
+	// heldAt is when a caller was first held on an estimate, promise the
+	// wait it was promised then (its estimate, before the margin); zero if
+	// none was.
+	heldAt  time.Time
+	promise time.Duration
+}
+
+// expected is when a caller for j is expected: back, or when j was
+// created (its creator is on its way to Wait).
+func (j *Job) expected() time.Time {
+	if j.back.IsZero() {
+		return j.queuedAt
+	}
+	return j.back
 }
 
 // suspect reports whether j waits for spare capacity: a first ask for a

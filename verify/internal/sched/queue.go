@@ -83,26 +83,29 @@ func (q *fairQueue) pop() *Job {
 }
 
 // next returns the name whose turn it is: the first in ring order that a
-// caller is waiting for (see wanted); when there is none, the first whose
-// first job is not a suspect; when all are suspects, the name of the
-// oldest (suspects are served in arrival order: the node's own password,
-// sent with the herd, goes before the guesses that follow it).
+// caller is waiting for (see wanted); when there is none, the name whose
+// first job is not a suspect and whose caller is expected back soonest
+// (see Job.expected), so that a caller coming back finds its result
+// ready; when all are suspects, the name of the oldest (suspects are
+// served in arrival order: the node's own password, sent with the herd,
+// goes before the guesses that follow it).
 func (q *fairQueue) next() *nameQueue {
-	var first, oldest *nameQueue
+	var soonest, oldest *nameQueue
 	for e := q.ring.Front(); e != nil; e = e.Next() {
 		nq := e.Value.(*nameQueue)
 		if nq.wanted() {
 			return nq
 		}
-		if first == nil && !nq.jobs[0].suspect() {
-			first = nq
+		head := nq.jobs[0]
+		if !head.suspect() && (soonest == nil || head.expected().Before(soonest.jobs[0].expected())) {
+			soonest = nq
 		}
-		if oldest == nil || nq.jobs[0].arrived < oldest.jobs[0].arrived {
+		if oldest == nil || head.arrived < oldest.jobs[0].arrived {
 			oldest = nq
 		}
 	}
-	if first != nil {
-		return first
+	if soonest != nil {
+		return soonest
 	}
 	return oldest
 }
@@ -131,13 +134,14 @@ func (q *fairQueue) cheapen(name string) {
 
 // ahead returns the bytes of work served before queued j. Service order:
 // first the names a caller waits for, then the others, then the suspects,
-// oldest first. Within each of the first two groups, round r takes the
+// oldest first. Among the names a caller waits for, round r takes the
 // r-th job that is not a suspect of every name in ring order (a served
 // name moves to the back, keeping the others' order), and a name's jobs
-// are sorted with its suspects last. So ahead of j, at index rj of its
-// name's queue, go: all of the earlier group's jobs, and in j's group
-// every name's jobs before index rj, and at index rj of the names before
-// j's in the ring.
+// are sorted with its suspects last. So ahead of such a j, at index rj of
+// its name's queue, go every such name's jobs before index rj, and those
+// at index rj of the names before j's in the ring. Ahead of a j nobody
+// waits for go all of those, and the other names' jobs whose callers are
+// expected back before j's, and its own name's jobs before it.
 func (q *fairQueue) ahead(j *Job) int64 {
 	if j.suspect() {
 		return q.aheadOfSuspect(j)
@@ -158,21 +162,25 @@ func (q *fairQueue) ahead(j *Job) int64 {
 		if nq == nqJ {
 			before = false
 		}
-		last := rj // index of the last of nq's jobs served before j
-		if !before {
-			last = rj - 1
-		}
-		if w := nq.wanted(); w != wanted {
-			if !w {
-				continue // served after j's group
-			}
-			last = len(nq.jobs) - 1
-		}
-		for _, u := range nq.jobs[:min(last+1, len(nq.jobs))] {
+		w := nq.wanted()
+		for i, u := range nq.jobs {
 			if u.suspect() {
 				break
 			}
-			ahead += u.work
+			var first bool // u is served before j
+			switch {
+			case w != wanted:
+				first = w // the waited-for names go first
+			case nq == nqJ:
+				first = i < rj
+			case wanted:
+				first = i < rj || i == rj && before
+			default:
+				first = u.expected().Before(j.expected())
+			}
+			if first {
+				ahead += u.work
+			}
 		}
 	}
 	return ahead

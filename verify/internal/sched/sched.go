@@ -8,12 +8,20 @@ import (
 	"time"
 )
 
-// Config sizes a Scheduler. Every field must be positive.
+// Config sizes a Scheduler. Every field but HonourAfter must be positive.
 type Config struct {
 	Slots    int           // jobs running at once
 	MaxQueue int           // jobs queued or parked at most, pinned ones past their name's places apart; past it Join refuses
 	PerName  int           // jobs one name may have queued, pinned ones apart
 	MaxWait  time.Duration // longest Wait holds a caller
+	// ReturnAfter is how long after being sent away a caller is expected
+	// back at the soonest, when callers do not honour Overload.After
+	// (k3s agents retry 5-10 s after a failed request). Jobs nobody waits
+	// for run in the order their callers are expected back.
+	ReturnAfter time.Duration
+	// HonourAfter says that callers come back when Overload.After tells
+	// them to, instead of ReturnAfter later.
+	HonourAfter bool
 }
 
 // ErrClosed is the result of work the scheduler no longer takes or runs.
@@ -24,6 +32,7 @@ type Overload struct {
 	After    time.Duration // when to come back; always positive
 	Queued   bool          // the job stays queued; false: it was dropped or refused
 	NameFull bool          // dropped: its name had no room and its caller left first
+	Held     bool          // the caller was held on an estimate before it was sent away
 	Reason   string        // what happened, for the error message
 }
 
@@ -46,6 +55,7 @@ type Scheduler struct {
 	parked  int               // Parked jobs in lines
 	asks    askLog
 	est     estimator
+	warm    chan struct{} // closed once est has measured a computation
 }
 
 // New returns an empty Scheduler.
@@ -58,6 +68,7 @@ func New(cfg Config) *Scheduler {
 		lines:   make(map[string][]*Job),
 		asks:    newAskLog(),
 		est:     newEstimator(),
+		warm:    make(chan struct{}),
 	}
 }
 
@@ -124,7 +135,8 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 	// queue for everyone.
 	if s.queue.len-s.queue.over+s.parked >= s.cfg.MaxQueue {
 		// Room for new work once the queue has drained.
-		after := s.startLocked(s.queue.work, now, s.est.slowdown) + s.est.duration(work, s.est.slowdown)
+		w := s.est.expected()
+		after := s.startLocked(s.queue.work, now, w) + duration(work, w)
 		return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
 	}
 	s.jobs[key] = j
@@ -218,6 +230,10 @@ func (s *Scheduler) Release(j *Job, wall, cpu time.Duration) {
 		return
 	}
 	s.est.observe(j.work, wall, cpu)
+	s.warmedLocked()
+	if !j.heldAt.IsZero() && j.promise >= s.cfg.MaxWait/minPromise {
+		s.est.promised(j.promise, now.Sub(j.heldAt))
+	}
 	j.state = Finishing
 	s.releaseLocked(j, now)
 }
@@ -255,7 +271,7 @@ func (s *Scheduler) admitLocked(name string, now time.Time) {
 func (s *Scheduler) displaceLocked(v *Job, now time.Time) {
 	// Nobody waits for v: the result is for its runner, and says when v
 	// would have run.
-	after := s.etaLocked(v, now, s.est.slowdown)
+	after := s.etaLocked(v, now, s.est.expected())
 	s.endLocked(v, &Overload{After: max(after, minAfter), Reason: "displaced by a password whose caller waits"})
 }
 
@@ -367,9 +383,23 @@ func (s *Scheduler) Close() {
 
 // Calibrate makes the estimates assume that work bytes take d of CPU
 // time, as if measured, for callers (and tests) that know it better than
-// the initial guess of 100 ms per 32 MiB. Later measurements still move it.
+// the initial guess of 100 ms per 32 MiB. Later measurements still move it,
+// and callers are held or sent away at once, as after a measurement.
 func (s *Scheduler) Calibrate(d time.Duration, work int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.est.nsPerByte = float64(d) / float64(work)
+	s.est.calibrate(float64(d) / float64(work))
+	s.warmedLocked()
+}
+
+// warmedLocked wakes the callers waiting for the first measurement once
+// there is one.
+func (s *Scheduler) warmedLocked() {
+	select {
+	case <-s.warm:
+	default:
+		if s.est.warm() {
+			close(s.warm)
+		}
+	}
 }

@@ -42,7 +42,7 @@ func mustEnqueue(t *testing.T, s *Scheduler, name string) *Job {
 
 // eta is the estimate a waiting caller of j is given.
 func (s *Scheduler) eta(j *Job) time.Duration {
-	return s.etaLocked(j, time.Now(), s.est.slowdown)
+	return s.etaLocked(j, time.Now(), s.est.expected())
 }
 
 // done ends j, as its runner does.
@@ -272,35 +272,37 @@ func TestCheapen(t *testing.T) {
 
 // TestSlowdown: CPU time per byte settles fast; contention (wall
 // over CPU time) is learnt slowly, so a short burst barely moves the
-// estimate and a lasting one is learnt.
-func TestSlowdown(t *testing.T) {
-	s := newTest(1, 10, 2)
-	measure := func(n int, wall, cpu time.Duration) {
-		for range n {
-			tk := mustEnqueue(t, s, "x")
-			s.Release(tk, wall, cpu)
-			done(s, tk)
-		}
+// TestMargin: the margin is what recent promised waits were off by, at
+// least 1 and at most maxMargin, and a guess before there are enough.
+func TestMargin(t *testing.T) {
+	e := newEstimator()
+	if got := e.margin(); got != defaultMargin {
+		t.Fatalf("no promises yet: margin %v, want %v", got, defaultMargin)
 	}
-	measure(10, 1<<20, 1<<20) // 1 ns per byte, no contention
-	base := s.est.duration(1<<20, s.est.slowdown)
-	measure(3, 8<<20, 1<<20) // a burst: 8 times longer on the wall clock
-	if burst := s.est.duration(1<<20, s.est.slowdown); burst > 2*base {
-		t.Fatalf("a 3-computation burst raised the estimate from %v to %v", base, burst)
+	for i := range window {
+		e.promised(time.Second, time.Second+time.Duration(i)*time.Second/window)
 	}
-	measure(200, 4<<20, 1<<20) // lasting contention: 4 times
-	if got := s.est.duration(1<<20, s.est.slowdown); got < 3*base || got > 5*base {
-		t.Fatalf("lasting 4x contention: estimate %v, base %v", got, base)
+	if got := e.margin(); got < 1.89 || got > 1.91 {
+		t.Fatalf("waits up to 2x promised: margin %v, want 1.9 (the 90th percentile)", got)
 	}
-	// At best, the contention is gone: queued work costs its CPU time.
-	held := mustEnqueue(t, s, "x")
-	queued := mustEnqueue(t, s, "y")
-	full, best := s.eta(queued), s.etaLocked(queued, time.Now(), 1)
-	if best >= full/2 || best < base {
-		t.Fatalf("with 4x contention, estimate at best %v, estimate %v (one computation's CPU time %v)", best, full, base)
+	for range window {
+		e.promised(time.Second, 900*time.Millisecond)
 	}
-	done(s, held)
-	done(s, queued)
+	if got := e.margin(); got != 1 {
+		t.Fatalf("waits shorter than promised: margin %v, want 1", got)
+	}
+	for range window {
+		e.promised(time.Second, 1200*time.Millisecond)
+	}
+	if got := e.margin(); got < 1.19 || got > 1.21 {
+		t.Fatalf("waits 1.2x promised: margin %v, want 1.2", got)
+	}
+	for range window {
+		e.promised(time.Second, 10*time.Second)
+	}
+	if got := e.margin(); got != maxMargin {
+		t.Fatalf("waits 10x promised: margin %v, want the most, %v", got, maxMargin)
+	}
 }
 
 // TestWaitedFirst: a computation a caller waits for goes before

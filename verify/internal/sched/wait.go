@@ -5,23 +5,34 @@ import (
 	"time"
 )
 
-// Wait waits for j's result within ctx and Config.MaxWait and returns it,
+// Wait waits for j's result within ctx and Config.MaxWait (counted from
+// the caller's arrival, see WithArrival) and returns it,
 // or ctx's cause when ctx ends first, or an *Overload telling the caller
 // to come back later: Queued when j stays queued, NameFull when j was
 // parked and its last caller left before it got a place (j then ends).
 // While it waits, j goes before the jobs nobody waits for.
 //
-// A caller is told at once to come back only when its result cannot come
-// within MaxWait even at the best, with no contention: a caller sent away
-// wrongly loses a whole retry delay (k3s agents: 5-10 s), one held wrongly
-// is told at the next recheck (every MaxWait/16, 10-500 ms), which counts
-// the contention measured meanwhile. A suspect or a parked job's caller is
-// never told early: it waits out MaxWait in case spare capacity or room
-// comes, which also slows a guesser down; a caller that waits out MaxWait
-// pins j (see the package doc). The come-back time asks the caller back
-// MaxWait/2 before the estimated completion, so that the retry waits for
-// the result rather than arriving after it and an estimate off by up to
-// MaxWait/2 either way costs no extra round.
+// Whether the caller is held or sent away is decided once, when it comes,
+// with the whole queue in view: it is held when its expected wait (the
+// estimate at the best times the margin the estimates' recent errors call
+// for) is within MaxWait, and sent away at once otherwise. A caller sent
+// away loses a whole retry delay (k3s agents: 5-10 s), and one held and
+// then sent away loses that delay and the time it was held, so a held
+// caller stays held unless its result cannot come before MaxWait ends even
+// at the best (every computation taking the least CPU time of the last
+// ones); that is checked every MaxWait/16 (10 ms to 1 s). Before
+// computations have been measured every estimate is a guess, so a caller
+// that comes then is held and decided on as the first measurements come.
+//
+// A suspect or a parked job's caller is never sent away early: it waits
+// out MaxWait in case spare capacity or room comes, which also slows a
+// guesser down; a caller that waits out MaxWait pins j (see the package
+// doc). The come-back time asks the caller back MaxWait/2 before the
+// estimated completion, so that the retry waits for the result rather than
+// arriving after it and an estimate off by up to MaxWait/2 either way
+// costs no extra round. The caller is then expected back after that time
+// (Config.HonourAfter) or after Config.ReturnAfter, and j waits in that
+// order among the jobs nobody waits for.
 func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	select {
 	case <-j.done:
@@ -29,11 +40,22 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	default:
 	}
 	maxWait := s.cfg.MaxWait
-	now := time.Now()
-	deadline := now.Add(maxWait)
+	start := time.Now()
+	now, deadline := start, start.Add(maxWait)
 	s.mu.Lock()
 	s.watchLocked(j, 1)
-	leave := s.etaLocked(j, now, 1) > maxWait && !s.waitsOutLocked(j)
+	if !s.waitsOutLocked(j) {
+		// Its client's timeout started when it came (see WithArrival).
+		if t, ok := ctx.Value(arrivalKey{}).(time.Time); ok && t.Before(now) {
+			deadline = t.Add(maxWait)
+		}
+	}
+	decided := s.est.warm()
+	held, leave := false, !now.Before(deadline)
+	if decided && !leave {
+		held, leave = s.decideLocked(j, now, deadline.Sub(now))
+	}
+	warm := s.warm
 	s.mu.Unlock()
 
 	every := recheckInterval(maxWait)
@@ -43,6 +65,9 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 			timer = time.NewTimer(min(every, maxWait))
 			defer timer.Stop()
 		}
+		if decided {
+			warm = nil
+		}
 		select {
 		case <-j.done:
 			s.unwatch(j)
@@ -51,37 +76,116 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 			s.unwatch(j)
 			return context.Cause(ctx)
 		case <-timer.C:
+		case <-warm:
 		}
 		now = time.Now()
 		left := deadline.Sub(now)
 		s.mu.Lock()
-		leave = left <= 0 || s.etaLocked(j, now, s.est.slowdown) > left && !s.waitsOutLocked(j)
+		switch {
+		case left <= 0:
+			leave = true
+		case !decided && s.est.warm():
+			decided = true
+			held, leave = s.decideLocked(j, now, left)
+		case decided && !s.waitsOutLocked(j):
+			// Only what cannot be: at the best, j's result comes too late.
+			leave = s.hopelessLocked(j, now, left)
+		}
 		s.mu.Unlock()
-		timer.Reset(min(every, left))
+		timer.Reset(min(every, max(left, 0)))
 	}
 	// The estimate is made once the caller no longer counts as waiting,
 	// as j may then be served after the jobs callers wait for.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !now.Before(deadline) {
+	if now.Sub(start) >= maxWait {
 		s.pinLocked(j)
 	}
 	s.watchLocked(j, -1)
 	if j.state == Done {
 		return j.err
 	}
-	after := s.etaLocked(j, now, s.est.slowdown) - maxWait/2
-	return &Overload{After: max(after, minAfter), Queued: true, Reason: "work queued"}
+	after := s.sendAwayLocked(j, now)
+	return &Overload{After: after, Queued: true, Held: held, Reason: "work queued"}
+}
+
+// decideLocked decides whether the caller of j that came at now is held
+// (for at most left) or sent away at once; held says it is held on an
+// estimate, and then j remembers the wait promised, so that the
+// estimate's error can be measured when j's computation ends.
+func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (held, leave bool) {
+	if s.waitsOutLocked(j) {
+		return false, false
+	}
+	best := s.etaLocked(j, now, s.est.best())
+	if time.Duration(float64(best)*s.est.margin()) > left {
+		return false, true
+	}
+	if j.state == Queued && j.heldAt.IsZero() {
+		j.heldAt, j.promise = now, best
+	}
+	return true, false
+}
+
+// sendAwayLocked records that j's caller is sent away at now and returns
+// when to tell it to come back: MaxWait/2 before j's estimated
+// completion. j's caller is then expected back (see Job.back) that much
+// later when callers honour it, else Config.ReturnAfter later; j's
+// estimate counts it after the jobs whose callers are expected back
+// sooner, and, when callers honour it, after every job already sent away.
+func (s *Scheduler) sendAwayLocked(j *Job, now time.Time) time.Duration {
+	if s.cfg.HonourAfter {
+		j.back = now.Add(farFuture)
+	} else {
+		j.back = now.Add(s.cfg.ReturnAfter)
+	}
+	after := max(s.etaLocked(j, now, s.est.expected())-s.cfg.MaxWait/2, minAfter)
+	if s.cfg.HonourAfter {
+		j.back = now.Add(after)
+	}
+	return after
+}
+
+// farFuture is later than any caller is expected back.
+const farFuture = 100 * 365 * 24 * time.Hour
+
+type arrivalKey struct{}
+
+// WithArrival returns a copy of ctx saying that its request came at t:
+// its client started waiting then (when the connection was accepted, say,
+// before a TLS handshake), so that Wait holds its caller at most MaxWait
+// from t. Callers that wait out MaxWait (suspects, parked jobs) wait it
+// out from their call, whatever t says: only a whole MaxWait spent waiting
+// pins a job.
+func WithArrival(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, arrivalKey{}, t)
+}
+
+// hopelessLocked reports whether j's result cannot come within left even
+// at the best: every computation taking the least CPU time per byte of the
+// last ones. Thousands of callers check this every recheckInterval, so
+// the whole queue's work, known at once, is tried first: when even that
+// comes in time, so does j's.
+func (s *Scheduler) hopelessLocked(j *Job, now time.Time, left time.Duration) bool {
+	fastest := s.est.fastest()
+	if j.state == Queued && s.startLocked(s.queue.work, now, fastest)+duration(j.work, fastest) <= left {
+		return false
+	}
+	return s.etaLocked(j, now, fastest) > left
 }
 
 // recheckInterval is how often a waiting caller's estimate is checked.
 func recheckInterval(maxWait time.Duration) time.Duration {
-	return min(max(maxWait/16, 10*time.Millisecond), 500*time.Millisecond)
+	return min(max(maxWait/16, 10*time.Millisecond), time.Second)
 }
 
+// unwatch stops counting a caller that left without an answer (its
+// context ended): it is expected back as one sent away.
 func (s *Scheduler) unwatch(j *Job) {
 	s.mu.Lock()
 	s.watchLocked(j, -1)
+	// Its caller gave up (a client timeout, say) and retries as agents do.
+	j.back = time.Now().Add(s.cfg.ReturnAfter)
 	s.mu.Unlock()
 }
 
@@ -96,7 +200,7 @@ func (s *Scheduler) watchLocked(j *Job, delta int) {
 	if j.state != Queued || nq == nil {
 		j.waiters += delta
 		if j.state == Parked && j.waiters == 0 {
-			after := s.etaLocked(j, time.Now(), s.est.slowdown)
+			after := s.etaLocked(j, time.Now(), s.est.expected())
 			s.endLocked(j, &Overload{After: max(after, minAfter), NameFull: true,
 				Reason: "node's queue full; left before it had room"})
 		}
@@ -117,18 +221,18 @@ func (s *Scheduler) waitsOutLocked(j *Job) bool {
 }
 
 // etaLocked estimates how long until j's computation has finished, with
-// computations taking slow times their CPU time.
-func (s *Scheduler) etaLocked(j *Job, now time.Time, slow float64) time.Duration {
+// computations taking perByte ns per byte of work on a slot.
+func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Duration {
 	var eta time.Duration
 	switch j.state {
 	case Running:
-		eta = s.est.duration(j.work, slow) - now.Sub(j.started)
+		eta = duration(j.work, perByte) - now.Sub(j.started)
 	case Queued:
-		eta = s.startLocked(s.queue.ahead(j), now, slow) + s.est.duration(j.work, slow)
+		eta = s.startLocked(s.queue.ahead(j), now, perByte) + duration(j.work, perByte)
 	case Parked:
 		// It gets a place once its name's first queued job has run.
 		if nq := s.queue.of(j.name); nq != nil {
-			eta = s.etaLocked(nq.jobs[0], now, slow) + s.est.duration(j.work, slow)
+			eta = s.etaLocked(nq.jobs[0], now, perByte) + duration(j.work, perByte)
 		}
 	}
 	return max(eta, minAfter)
@@ -137,13 +241,13 @@ func (s *Scheduler) etaLocked(j *Job, now time.Time, slow float64) time.Duration
 // startLocked estimates when a job with ahead bytes of queued work before
 // it gets a slot: the running jobs' remaining time plus the work ahead,
 // spread over all slots.
-func (s *Scheduler) startLocked(ahead int64, now time.Time, slow float64) time.Duration {
+func (s *Scheduler) startLocked(ahead int64, now time.Time, perByte float64) time.Duration {
 	if len(s.running) < s.cfg.Slots && ahead == 0 {
 		return 0
 	}
 	var remaining time.Duration
 	for r := range s.running {
-		remaining += max(s.est.duration(r.work, slow)-now.Sub(r.started), 0)
+		remaining += max(duration(r.work, perByte)-now.Sub(r.started), 0)
 	}
-	return (remaining + s.est.duration(ahead, slow)) / time.Duration(s.cfg.Slots)
+	return (remaining + duration(ahead, perByte)) / time.Duration(s.cfg.Slots)
 }

@@ -16,9 +16,9 @@ func oneSecondJobs(maxWait time.Duration) *Scheduler {
 	return s
 }
 
-// TestWaitSendsAwayAtArrival: a caller whose result cannot come within
-// MaxWait even at the best is told so at once, with the job still queued
-// and a come-back time MaxWait/2 before its estimated completion.
+// TestWaitSendsAwayAtArrival: a caller whose result is not expected
+// within MaxWait is told so at once, with the job still queued and a
+// come-back time MaxWait/2 before its expected completion.
 func TestWaitSendsAwayAtArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := oneSecondJobs(1500 * time.Millisecond)
@@ -33,9 +33,11 @@ func TestWaitSendsAwayAtArrival(t *testing.T) {
 		if waited := time.Since(start); waited != 0 {
 			t.Fatalf("sent away after %v, want at once", waited)
 		}
-		// Done in 2 s (1 s running, 1 s its own), asked back 0.75 s earlier.
-		if o.After != 1250*time.Millisecond {
-			t.Fatalf("After %v, want 1.25 s", o.After)
+		// Done in 2 s at the best (1 s running, 1 s its own), 2.2 s with
+		// the margin of an estimator with no errors measured yet (1.1);
+		// asked back 0.75 s earlier.
+		if o.After != 1450*time.Millisecond {
+			t.Fatalf("After %v, want 1.45 s", o.After)
 		}
 		if queued.state != Queued || queued.waiters != 0 {
 			t.Fatalf("job %v with %d waiters after its caller left, want queued with none", queued.state, queued.waiters)

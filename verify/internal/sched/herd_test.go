@@ -1,0 +1,205 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// herd is a cold herd on fake time: agents agents ask at once, one
+// password each, for computations of took each; an agent sent away comes
+// back after the scheduler's ReturnAfter plus a random jitter (k3s agents:
+// 5 s plus up to 5 s), or after Overload.After when the scheduler is told
+// that agents honour it. Results are kept, as the Verifier's cache keeps
+// them: a computed password is answered without the scheduler.
+type herd struct {
+	cfg    Config
+	agents int
+	took   time.Duration
+	jitter time.Duration
+	warm   bool // the scheduler measured a computation before the herd came
+}
+
+// herdFigures is what happened to a herd's agents.
+type herdFigures struct {
+	completion time.Duration // until the last agent had its answer
+	sentAway   int           // answers telling an agent to come back
+	late       []string      // those that came after the agent was held
+	attempts   []int         // by agent: requests sent
+	// returns are, for each request of an agent that came back, when it
+	// came relative to its result being ready (negative: before).
+	returns []time.Duration
+	// overWait are the requests that came back and neither found their
+	// result ready nor got it within MaxWait.
+	overWait int
+}
+
+// bound is the herd's lower bound: its work spread over the slots.
+func (h herd) bound() time.Duration {
+	return h.took * time.Duration(h.agents) / time.Duration(h.cfg.Slots)
+}
+
+// run runs h on fake time; call it inside a synctest bubble.
+func (h herd) run(t *testing.T) herdFigures {
+	s := New(h.cfg)
+	if h.warm {
+		s.Calibrate(h.took, 1<<20)
+	}
+	start := time.Now()
+	var mu sync.Mutex
+	ready := map[Key]time.Time{}
+	runner := func(j *Job) {
+		if _, err := s.Acquire(context.Background(), j); err != nil {
+			s.Finish(j, err)
+			return
+		}
+		time.Sleep(h.took)
+		mu.Lock()
+		ready[j.key] = time.Now() // cached before the slot is given back
+		mu.Unlock()
+		s.Release(j, h.took, h.took)
+		s.Finish(j, nil)
+	}
+	var f herdFigures
+	f.attempts = make([]int, h.agents)
+	var wg sync.WaitGroup
+	for i := range h.agents {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 1))
+			key := keyOf(fmt.Sprint("pw", i))
+			for attempt := 1; ; attempt++ {
+				came := time.Now()
+				mu.Lock()
+				f.attempts[i] = attempt
+				at, done := ready[key]
+				mu.Unlock()
+				if done {
+					mu.Lock()
+					f.returns = append(f.returns, came.Sub(at))
+					mu.Unlock()
+					return
+				}
+				err := h.ask(s, key, fmt.Sprint("node", i), runner)
+				mu.Lock()
+				if attempt > 1 {
+					if at, ok := ready[key]; ok {
+						f.returns = append(f.returns, came.Sub(at))
+					}
+				}
+				mu.Unlock()
+				if err == nil {
+					return
+				}
+				var o *Overload
+				if !errors.As(err, &o) {
+					t.Errorf("agent %d: %v", i, err)
+					return
+				}
+				mu.Lock()
+				f.sentAway++
+				if attempt > 1 {
+					f.overWait++
+				}
+				// A cold scheduler decides once it has measured warmSamples
+				// computations.
+				decided := h.took * time.Duration(warmSamples/h.cfg.Slots)
+				if waited := time.Since(came); o.Held || waited > decided {
+					f.late = append(f.late, fmt.Sprintf("agent %d at %v after %v (held %v)", i, came.Sub(start), waited, o.Held))
+				}
+				mu.Unlock()
+				back := h.cfg.ReturnAfter + time.Duration(rng.Int64N(int64(h.jitter)+1))
+				if h.cfg.HonourAfter {
+					back = o.After
+				}
+				time.Sleep(back)
+			}
+		})
+	}
+	wg.Wait()
+	f.completion = time.Since(start)
+	return f
+}
+
+// ask is one request: join the password's job (starting its runner when
+// it is new) and wait for it.
+func (h herd) ask(s *Scheduler, key Key, name string, runner func(*Job)) error {
+	j, created, err := s.Join(context.Background(), Request{Key: key, Name: name, Work: 1 << 20})
+	if err != nil {
+		return err
+	}
+	if created {
+		go runner(j)
+	}
+	return s.Wait(context.Background(), j)
+}
+
+func k3sHerd(agents int, warm bool) herd {
+	return herd{
+		cfg: Config{Slots: 2, MaxQueue: 10000, PerName: 4, MaxWait: 8 * time.Second,
+			ReturnAfter: 5 * time.Second},
+		agents: agents, took: 50 * time.Millisecond, jitter: 5 * time.Second, warm: warm,
+	}
+}
+
+// TestHerdWithinMaxWait: a herd whose work fits in MaxWait sends nobody
+// away, whether or not the scheduler had measured a computation before
+// it came, and finishes when the work does.
+func TestHerdWithinMaxWait(t *testing.T) {
+	for _, warm := range []bool{true, false} {
+		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := k3sHerd(280, warm) // 7 s of work
+				f := h.run(t)
+				if f.sentAway != 0 {
+					t.Fatalf("%d agents sent away (late: %q), want none", f.sentAway, f.late)
+				}
+				if f.completion > h.bound()+h.took {
+					t.Fatalf("finished in %v, want the work's %v", f.completion, h.bound())
+				}
+			})
+		})
+	}
+}
+
+// TestHerdTwiceMaxWait: a herd of twice the work MaxWait holds sends
+// agents away only as they come (once the first computations are
+// measured, for a scheduler that had none), and every agent that comes back finds
+// its result ready or gets it within MaxWait: nobody asks three times,
+// and the herd finishes within 10% of its work, with k3s agents and with
+// agents that honour Overload.After.
+func TestHerdTwiceMaxWait(t *testing.T) {
+	for _, honour := range []bool{false, true} {
+		for _, warm := range []bool{true, false} {
+			t.Run(fmt.Sprintf("honour=%v/warm=%v", honour, warm), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					h := k3sHerd(640, warm) // 16 s of work
+					h.cfg.HonourAfter = honour
+					f := h.run(t)
+					if f.sentAway == 0 {
+						t.Fatal("nobody sent away")
+					}
+					if len(f.late) > 0 {
+						t.Fatalf("%d of %d sent away after being held: %q", len(f.late), f.sentAway, f.late[:min(len(f.late), 5)])
+					}
+					if f.overWait > 0 {
+						t.Fatalf("%d agents that came back were sent away again", f.overWait)
+					}
+					for i, n := range f.attempts {
+						if n > 2 {
+							t.Fatalf("agent %d asked %d times", i, n)
+						}
+					}
+					t.Logf("%d sent away, finished in %v (%.3f x the work)", f.sentAway, f.completion, float64(f.completion)/float64(h.bound()))
+					if limit := h.bound() * 11 / 10; f.completion > limit {
+						t.Fatalf("finished in %v, want within %v (the work %v)", f.completion, limit, h.bound())
+					}
+				})
+			})
+		}
+	}
+}
