@@ -22,6 +22,7 @@
 //	nodepass_cache_hits_total          counter    requests answered from the verified-tuple cache
 //	nodepass_shared_total              counter    requests that joined an identical computation in flight
 //	nodepass_shed_total                counter    requests answered "overloaded, retry after"
+//	nodepass_shed_after_wait_total     counter    of those, requests held on an estimate, then sent away all the same
 //	nodepass_mismatches_total          counter    requests answered "password does not match"
 //	nodepass_known_match_rejects_total counter    mismatches answered without scrypt: another password is the node's verified one
 //	nodepass_enrollments_total         counter    nodes whose hash Ensure created
@@ -147,6 +148,8 @@ func New(opts *Options) (*Collector, error) {
 		func(s verify.Stats) uint64 { return s.Shared })
 	stat("shed_total", "Requests answered as overloaded, with a time to retry after.", counter,
 		func(s verify.Stats) uint64 { return s.Shed })
+	stat("shed_after_wait_total", "Requests held on an estimate within the longest wait, then answered as overloaded all the same.", counter,
+		func(s verify.Stats) uint64 { return s.ShedAfterWait })
 	stat("fail_open_enrollments_total", "New nodes let in although their hash could not be stored (EnrollFailOpen).", counter,
 		func(s verify.Stats) uint64 { return s.FailOpenEnrollments })
 	stat("fail_open_failures_total", "Nodes let in by EnrollFailOpen whose hash was never stored or lost to another.", counter,

@@ -22,7 +22,7 @@ func (f fixedStats) Stats() verify.Stats { return verify.Stats(f) }
 // counterNames are the metrics read from Stats.
 var counterNames = []string{
 	"nodepass_scrypt_runs_total", "nodepass_cache_hits_total", "nodepass_shared_total",
-	"nodepass_shed_total", "nodepass_mismatches_total", "nodepass_known_match_rejects_total", "nodepass_enrollments_total",
+	"nodepass_shed_total", "nodepass_shed_after_wait_total", "nodepass_mismatches_total", "nodepass_known_match_rejects_total", "nodepass_enrollments_total",
 	"nodepass_store_errors_total", "nodepass_panics_total",
 	"nodepass_scrypt_inflight", "nodepass_scrypt_queued",
 	"nodepass_fail_open_enrollments_total", "nodepass_fail_open_failures_total", "nodepass_fail_open_pending",
@@ -34,7 +34,7 @@ func TestCollectStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Attach(fixedStats{ScryptRuns: 1, CacheHits: 2, Shared: 3, Shed: 4, Mismatches: 5,
+	if err := c.Attach(fixedStats{ScryptRuns: 1, CacheHits: 2, Shared: 3, Shed: 4, ShedAfterWait: 18, Mismatches: 5,
 		KnownMatchRejects: 11, Enrollments: 6, StoreErrors: 7, Panics: 8, InFlight: 9, Queued: 10,
 		FailOpenEnrollments: 12, FailOpenFailures: 13, FailOpenPending: 14,
 		DigestHits: 15, DigestWrites: 16, DigestWriteFailures: 17}); err != nil {
@@ -89,6 +89,9 @@ nodepass_shared_total 3
 # HELP nodepass_shed_total Requests answered as overloaded, with a time to retry after.
 # TYPE nodepass_shed_total counter
 nodepass_shed_total 4
+# HELP nodepass_shed_after_wait_total Requests held on an estimate within the longest wait, then answered as overloaded all the same.
+# TYPE nodepass_shed_after_wait_total counter
+nodepass_shed_after_wait_total 18
 # HELP nodepass_store_errors_total Failed Store calls, other than not-found and already-exists.
 # TYPE nodepass_store_errors_total counter
 nodepass_store_errors_total 7
@@ -237,6 +240,7 @@ func TestVerifier(t *testing.T) {
 		"nodepass_mismatches_total":          st.Mismatches,
 		"nodepass_known_match_rejects_total": st.KnownMatchRejects,
 		"nodepass_shed_total":                st.Shed,
+		"nodepass_shed_after_wait_total":     st.ShedAfterWait,
 		"nodepass_store_errors_total":        st.StoreErrors,
 		"nodepass_scrypt_inflight":           st.InFlight,
 		"nodepass_scrypt_queued":             st.Queued,
