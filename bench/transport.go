@@ -145,6 +145,7 @@ func newHTTPTarget(models []model, clients int) (_ *httpTarget, err error) {
 			TLSConfig:         serverTLS.Clone(),
 			ReadHeaderTimeout: 30 * time.Second,
 			ErrorLog:          log.New(io.Discard, "", 0), // clients leaving mid-handshake
+			ConnContext:       httpauth.ConnContext,
 		}
 		t.servers = append(t.servers, srv)
 		t.urls = append(t.urls, "https://"+ln.Addr().String()+Path)

@@ -26,9 +26,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/verify"
@@ -135,7 +137,11 @@ func (a *Auth) check(w http.ResponseWriter, r *http.Request) (Node, bool) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return Node{}, false
 	}
-	err = a.v.Ensure(r.Context(), node.Name, password)
+	ctx := r.Context()
+	if c, ok := ctx.Value(connKey{}).(*conn); ok && c.first.CompareAndSwap(true, false) {
+		ctx = verify.WithArrival(ctx, c.accepted)
+	}
+	err = a.v.Ensure(ctx, node.Name, password)
 	if err == nil {
 		return node, true
 	}
@@ -205,4 +211,29 @@ func retryAfterSeconds(d time.Duration) int {
 		return math.MaxInt32
 	}
 	return int(s)
+}
+
+// ConnContext records when each connection was accepted, for an
+// http.Server's ConnContext field:
+//
+//	srv := &http.Server{Handler: h, ConnContext: httpauth.ConnContext}
+//
+// The first request on a connection is then held by the Verifier at most
+// its MaxWait from the moment the connection was accepted, its TLS
+// handshake included (see verify.WithArrival): an agent's client timeout
+// started before the handshake, which can take seconds when hundreds of
+// nodes connect at once. Later requests on the connection count from when
+// they are handled.
+func ConnContext(ctx context.Context, _ net.Conn) context.Context {
+	c := &conn{accepted: time.Now()}
+	c.first.Store(true)
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+type connKey struct{}
+
+// conn is what ConnContext records of a connection.
+type conn struct {
+	accepted time.Time
+	first    atomic.Bool // no request on it has been checked yet
 }

@@ -100,6 +100,7 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnContext:       httpauth.ConnContext, // MaxWait counts the TLS handshake
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
