@@ -57,7 +57,7 @@ type Source interface {
 var DefaultScryptBuckets = []float64{.001, .005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5}
 
 // DefaultQueueWaitBuckets span an idle server to a herd: a request waits
-// at most verify.Options.MaxWait (8 s by default), but the work it queued
+// at most verify.Options.MaxWait (9.5 s by default), but the work it queued
 // may wait longer and still finish for the retry.
 var DefaultQueueWaitBuckets = []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 

@@ -13,8 +13,8 @@ import (
 // Defaults for Options fields left zero.
 const (
 	DefaultMaxPasswordLen   = 1024
-	DefaultMaxWait          = 8 * time.Second
-	DefaultMaxQueue         = 1024
+	DefaultMaxWait          = 9500 * time.Millisecond
+	DefaultMaxQueue         = 4096
 	DefaultWorkTimeout      = 2 * time.Minute
 	DefaultMaxQueuedPerNode = 4
 	DefaultMaxFailDelay     = 2 * time.Second
@@ -65,7 +65,7 @@ type Options struct {
 	// held it is sent away early only when its result cannot come in time
 	// even at the best. So MaxWait needs no margin for the estimate's
 	// errors, only for the answer's trip: keep it just below the agents'
-	// client timeout (10 s for k3s). Default 8 s.
+	// client timeout (10 s for k3s). Default 9.5 s.
 	MaxWait time.Duration
 
 	// AgentRetryDelay is how soon an agent sent away (or whose request
@@ -86,7 +86,10 @@ type Options struct {
 	// for room in their node's queue included and those a caller pinned
 	// past MaxQueuedPerNode (see there) apart. Past it, new work is
 	// refused with an OverloadError (Queued false) instead of being
-	// queued. Default 1024.
+	// queued, and its agent's next request starts it anew. A queued
+	// computation costs about a kilobyte of heap and a parked goroutine;
+	// the default, 4096, queues a whole 3000-node herd, so that the
+	// computations of agents sent away run before they come back.
 	MaxQueue int
 
 	// MaxQueuedPerNode is how many computations (distinct passwords) one

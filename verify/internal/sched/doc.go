@@ -61,7 +61,7 @@
 //
 // Assume that the node's agent retries the same password and waits for
 // each answer at least MaxWait (k3s agents: a 10 s client timeout, against
-// a default MaxWait of 8 s), that the queue as a whole has room when its
+// a default MaxWait of 9.5 s), that the queue as a whole has room when its
 // first request comes (Config.MaxQueue), and that its job does not reach
 // its work timeout while queued. Then, whatever other requests for its
 // name come, fresh or repeated passwords, steady or timed before its
