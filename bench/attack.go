@@ -136,8 +136,8 @@ func (a *AttackResult) Accepted() uint64 {
 type adversaries struct {
 	sc      Scenario
 	nodes   []Node
-	tracker *tracker // nil without adversity
-	dups    []Node   // duplicate d: the name of node twins[d], another password
+	tracker *tracker
+	dups    []Node // duplicate d: the name of node twins[d], another password
 	twins   []int
 
 	dupTally    tally
@@ -149,6 +149,8 @@ type adversaries struct {
 func newAdversaries(sc Scenario, nodes []Node) *adversaries {
 	a := &adversaries{sc: sc, nodes: nodes}
 	if !sc.adversity() {
+		// The tracker still times each node's result, for Result.Returns.
+		a.tracker = newTracker(nodes, nil, sc.Servers)
 		return a
 	}
 	rng := rand.New(rand.NewPCG(sc.Seed, passwordStream))
@@ -195,12 +197,12 @@ func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
 func (r *run) duplicate(ctx context.Context, d int) {
 	a := r.adv
 	twin := a.twins[d]
-	ok, _ := r.ask(ctx, asker{
+	got := r.ask(ctx, asker{
 		client: r.sc.Nodes + d, server: twin % r.sc.Servers, node: a.dups[d],
 		rng: rand.New(rand.NewPCG(r.sc.Seed, duplicateStream+uint64(d))), tally: &a.dupTally,
 		onReject: func() { a.tracker.rejected(d) },
 	})
-	if ok {
+	if got.ok {
 		a.dupAccepted.Add(1)
 	}
 }
@@ -238,7 +240,7 @@ func (r *run) attacker(ctx context.Context, j int) {
 // figures fills res.Attack when the run had adversity.
 func (a *adversaries) figures(res *Result) {
 	t := a.tracker
-	if t == nil {
+	if t == nil || !a.sc.adversity() {
 		return
 	}
 	at := &AttackResult{

@@ -61,6 +61,9 @@ type model interface {
 	// verification (a result cache, a digest in the store), so that a
 	// reboot's warm-up can change what it does later.
 	keepsState() bool
+	// shedAfterWait counts the requests held on an estimate and then sent
+	// away all the same (0 for models that hold nothing on an estimate).
+	shedAfterWait() uint64
 	// close stops the model; with wait, it also waits for the work
 	// still running.
 	close(wait bool)
@@ -102,10 +105,12 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 		return m, nil
 	case ModelNodepass:
 		opts := &verify.Options{
-			Params:       params,
-			MaxWait:      scaleDur(verify.DefaultMaxWait, timeScale),
-			MaxFailDelay: scaleDur(verify.DefaultMaxFailDelay, timeScale),
-			DigestKey:    env.digestKey,
+			Params:                 params,
+			MaxWait:                scaleDur(verify.DefaultMaxWait, timeScale),
+			MaxFailDelay:           scaleDur(verify.DefaultMaxFailDelay, timeScale),
+			AgentRetryDelay:        scaleDur(verify.DefaultAgentRetryDelay, timeScale),
+			AgentsHonourRetryAfter: env.honourRetryAfter,
+			DigestKey:              env.digestKey,
 		}
 		if env.clock != nil {
 			opts.Cache = &cache.Options{Clock: env.clock}
@@ -253,6 +258,8 @@ func (m *k3sModel) remembered() (uint64, uint64) { return 0, 0 }
 
 func (m *k3sModel) keepsState() bool { return false }
 
+func (m *k3sModel) shedAfterWait() uint64 { return 0 }
+
 func (m *k3sModel) close(wait bool) {
 	m.mu.Lock()
 	m.closed = true
@@ -272,6 +279,8 @@ type nodepassModel struct{ *verify.Verifier }
 func (nodepassModel) admit() (func(), bool) { return func() {}, true }
 
 func (m nodepassModel) scryptRuns() uint64 { return m.Stats().ScryptRuns }
+
+func (m nodepassModel) shedAfterWait() uint64 { return m.Stats().ShedAfterWait }
 
 func (m nodepassModel) remembered() (uint64, uint64) {
 	st := m.Stats()

@@ -20,6 +20,9 @@ type Policy interface {
 
 	validate() error
 	scaled(f float64) Policy
+	// honoursRetryAfter reports whether the agent comes back when the
+	// server's Retry-After says.
+	honoursRetryAfter() bool
 }
 
 // Policy names accepted by ParsePolicy.
@@ -70,6 +73,8 @@ func (p FixedPolicy) validate() error {
 	return nil
 }
 
+func (FixedPolicy) honoursRetryAfter() bool { return false }
+
 func (p FixedPolicy) scaled(f float64) Policy { return FixedPolicy{Interval: scaleDur(p.Interval, f)} }
 
 // JitterPolicy waits a uniformly random time in [Min, Max) after every
@@ -94,6 +99,8 @@ func (p JitterPolicy) validate() error {
 	}
 	return nil
 }
+
+func (JitterPolicy) honoursRetryAfter() bool { return false }
 
 func (p JitterPolicy) scaled(f float64) Policy {
 	return JitterPolicy{Min: scaleDur(p.Min, f), Max: scaleDur(p.Max, f)}
@@ -136,6 +143,8 @@ func (p BackoffPolicy) validate() error {
 	}
 	return nil
 }
+
+func (BackoffPolicy) honoursRetryAfter() bool { return true }
 
 func (p BackoffPolicy) scaled(f float64) Policy {
 	return BackoffPolicy{Base: scaleDur(p.Base, f), Cap: scaleDur(p.Cap, f)}

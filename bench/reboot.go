@@ -64,6 +64,10 @@ func (s Scenario) validateReboot() []error {
 type serverEnv struct {
 	digestKey []byte
 	clock     func() time.Time
+	// honourRetryAfter: the agents come back when Retry-After says, and
+	// nodepass is told so (verify.Options.AgentsHonourRetryAfter), as an
+	// operator whose agents do would.
+	honourRetryAfter bool
 }
 
 // simClock is the servers' clock: the wall clock moved on by an offset
@@ -79,7 +83,7 @@ func (c *simClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 // for this run and the same for every server of it (the restarted ones
 // included); and the run's clock.
 func newServerEnv(sc Scenario, modelName string, clock *simClock) (serverEnv, error) {
-	env := serverEnv{clock: clock.now}
+	env := serverEnv{clock: clock.now, honourRetryAfter: sc.Agent.honoursRetryAfter()}
 	if modelName == ModelNodepass && !sc.NoDigestKey {
 		env.digestKey = make([]byte, verify.MinDigestKeyLen)
 		if _, err := rand.Read(env.digestKey); err != nil {

@@ -32,8 +32,9 @@ type Result struct {
 	// scrypt (Herd.LowerBoundFast); 0 when that was not measured.
 	RatioFast float64
 	// LocalBound is the lower bound estimated from a sample right before
-	// this run (Scenario.BoundSample); 0 if not asked for. LocalRatio is
-	// Completion / LocalBound.
+	// this run (Scenario.BoundSample), with the scrypt the model runs
+	// (ModelScrypt); 0 if not asked for. LocalRatio is Completion /
+	// LocalBound.
 	LocalBound time.Duration
 	LocalRatio float64
 	// Attempts counts the requests the agents sent.
@@ -78,6 +79,32 @@ type Result struct {
 	PeakHeapObjects uint64
 	// Shed counts answers 429 or 503: the server refused quickly.
 	Shed uint64
+	// ShedLate counts the answers in Shed that came after the request had
+	// been held (ShedEvent.Waited past LateShed): the agent lost the
+	// time it was held as well as its retry delay.
+	ShedLate uint64
+	// ShedAfterWait counts the requests the servers held on an estimate
+	// and then sent away all the same (verify.Stats.ShedAfterWait); 0 for
+	// the k3s models, which hold nothing on an estimate.
+	ShedAfterWait uint64
+	// Returns has, for each node that joined on a later request than its
+	// first, when that request came relative to when its server had the
+	// node's result ready (the end of the computation that verified it):
+	// negative, the agent came first and waited; positive, the result
+	// waited for the agent, time lost unless the CPU had other work. Only
+	// for models that keep a result (nodepass); empty for the k3s models,
+	// which compute while the agent waits.
+	Returns []time.Duration
+	// LastReady is when the last node's result was ready (nodepass), or
+	// Completion for models that keep no result: until then work was
+	// pending.
+	LastReady time.Duration
+	// IdlePending is the CPU time the process left unused until LastReady
+	// (Procs × LastReady minus the CPU time used): capacity lost while
+	// work was pending, because the scheduler held it back or the run had
+	// nothing it could do until agents came back. 0 where CPU time cannot
+	// be measured.
+	IdlePending time.Duration
 	// Timeouts counts requests the agent gave up on at its client
 	// timeout.
 	Timeouts uint64
@@ -125,6 +152,7 @@ type ShedEvent struct {
 	Server     int
 	Status     int
 	RetryAfter time.Duration // 0 when the answer had none
+	Waited     time.Duration // how long the request took until this answer
 }
 
 type shedJSON struct {
@@ -133,6 +161,7 @@ type shedJSON struct {
 	Server     int     `json:"server"`
 	Status     int     `json:"status"`
 	RetryAfter float64 `json:"retry_after_s"`
+	Waited     float64 `json:"waited_s"`
 }
 
 // Point is one step of the timeline: Joined nodes had joined at T.
@@ -218,6 +247,11 @@ type resultJSON struct {
 	PeakHeapMiB       float64       `json:"peak_heap_mib"`
 	PeakHeapObjMiB    float64       `json:"peak_heap_objects_mib"`
 	Shed              uint64        `json:"shed"`
+	ShedLate          uint64        `json:"shed_late"`
+	ShedAfterWait     uint64        `json:"shed_after_wait"`
+	ReturnsS          []float64     `json:"returns_s"`
+	LastReadyS        float64       `json:"last_ready_s"`
+	IdlePendingS      float64       `json:"idle_pending_cpu_s"`
 	Timeouts          uint64        `json:"timeouts"`
 	ConnErrors        uint64        `json:"conn_errors"`
 	Errors            uint64        `json:"errors"`
@@ -235,8 +269,8 @@ type resultJSON struct {
 // MarshalJSON writes r with the keys cmd/bench's -json documents:
 // durations as seconds (completion_s, p50_s, ...), the peak heap in MiB
 // (peak_heap_mib), stopped empty when every node joined, timeline as
-// [seconds, joined] pairs and shed_log as objects (t_s, node, server,
-// status, retry_after_s); attack and faults (see AttackResult and
+// [seconds, joined] pairs, shed_log as objects (t_s, node, server,
+// status, retry_after_s, waited_s) and returns_s in seconds; attack and faults (see AttackResult and
 // FaultResult) only when the scenario had them.
 func (r Result) MarshalJSON() ([]byte, error) {
 	j := resultJSON{
@@ -251,7 +285,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		WarmupScrypt: r.WarmupScrypt, WarmupS: r.Warmup.Seconds(), WarmupDigests: r.WarmupDigests,
 		P50S: r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
 		PeakHeapMiB: mib(r.PeakHeap), PeakHeapObjMiB: mib(r.PeakHeapObjects),
-		Shed: r.Shed, Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
+		Shed: r.Shed, ShedLate: r.ShedLate, ShedAfterWait: r.ShedAfterWait,
+		ReturnsS: make([]float64, 0, len(r.Returns)), LastReadyS: r.LastReady.Seconds(), IdlePendingS: r.IdlePending.Seconds(),
+		Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
 		CPUS: r.CPU.Seconds(), Procs: r.Procs, MaxSampleGapS: r.MaxSampleGap.Seconds(),
 		Stopped: r.Stopped, StopDetail: r.StopDetail,
 		Timeline: make([][]float64, 0, len(r.JoinTimes)+1),
@@ -262,7 +298,10 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	}
 	j.ShedLog = make([]shedJSON, 0, len(r.ShedLog))
 	for _, e := range r.ShedLog {
-		j.ShedLog = append(j.ShedLog, shedJSON{e.T.Seconds(), e.Node, e.Server, e.Status, e.RetryAfter.Seconds()})
+		j.ShedLog = append(j.ShedLog, shedJSON{e.T.Seconds(), e.Node, e.Server, e.Status, e.RetryAfter.Seconds(), e.Waited.Seconds()})
+	}
+	for _, d := range r.Returns {
+		j.ReturnsS = append(j.ReturnsS, d.Seconds())
 	}
 	return json.Marshal(j)
 }
@@ -286,13 +325,18 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		WarmupScrypt: j.WarmupScrypt, Warmup: secs(j.WarmupS), WarmupDigests: j.WarmupDigests,
 		P50: secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),
 		PeakHeap: fromMiB(j.PeakHeapMiB), PeakHeapObjects: fromMiB(j.PeakHeapObjMiB),
-		Shed: j.Shed, Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
+		Shed: j.Shed, ShedLate: j.ShedLate, ShedAfterWait: j.ShedAfterWait,
+		LastReady: secs(j.LastReadyS), IdlePending: secs(j.IdlePendingS),
+		Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
 		CPU: secs(j.CPUS), Procs: j.Procs, MaxSampleGap: secs(j.MaxSampleGapS),
 		Stopped: j.Stopped, StopDetail: j.StopDetail,
 		Attack: j.Attack, Faults: j.Faults,
 	}
 	for _, e := range j.ShedLog {
-		r.ShedLog = append(r.ShedLog, ShedEvent{secs(e.T), e.Node, e.Server, e.Status, secs(e.RetryAfter)})
+		r.ShedLog = append(r.ShedLog, ShedEvent{secs(e.T), e.Node, e.Server, e.Status, secs(e.RetryAfter), secs(e.Waited)})
+	}
+	for _, d := range j.ReturnsS {
+		r.Returns = append(r.Returns, secs(d))
 	}
 	for _, p := range j.Timeline {
 		if len(p) == 2 && p[1] > 0 {

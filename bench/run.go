@@ -83,7 +83,7 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 	var localBound time.Duration
 	if sc.BoundSample > 0 {
 		var err error
-		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, verify.ScryptXCrypto); err != nil {
+		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, ModelScrypt(modelName)); err != nil {
 			return nil, err
 		}
 	}
@@ -169,6 +169,7 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 	res.Model = modelName
 	res.Reboot, res.DigestKey = sc.Reboot, env.digestKey != nil
 	for _, m := range models {
+		res.ShedAfterWait += m.shedAfterWait()
 		res.ScryptRuns += m.scryptRuns()
 		d, c := m.remembered()
 		res.DigestHits += d
@@ -180,6 +181,12 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 		res.CacheHits -= warm.cacheHits
 	}
 	res.WarmupScrypt, res.Warmup, res.WarmupDigests = warm.scrypt, warm.took, warm.digests
+	for _, e := range res.ShedLog {
+		if e.Waited > LateShed {
+			res.ShedLate++
+		}
+	}
+	r.readiness(res, raw[0].keepsState())
 	r.adv.figures(res)
 	if faults != nil {
 		res.Faults = faults.figures(r.adv.tracker)
@@ -202,7 +209,12 @@ type run struct {
 	cancel context.CancelCauseFunc // ends the run; set by execute
 	start  time.Time
 	joinAt []atomic.Int64 // by agent: its join latency in ns, 0 until it joins
-	adv    *adversaries   // attackers, duplicates and their figures
+	// lastAsk is, by agent, how its asking ended when it joined on a later
+	// request than its first; written by the agent's goroutine only, read
+	// after all have stopped.
+	lastAsk []asked
+	cpu     cpuTrace     // the process's CPU time during the run
+	adv     *adversaries // attackers, duplicates and their figures
 
 	joined       atomic.Uint64
 	firstAttempt atomic.Uint64 // honest agents that joined on their first request
@@ -221,10 +233,11 @@ type tally struct {
 // per honest agent; its target is to be set before execute.
 func newRun(sc Scenario, nodes []Node) *run {
 	r := &run{
-		sc:     sc,
-		nodes:  nodes,
-		policy: sc.Agent.scaled(sc.TimeScale),
-		joinAt: make([]atomic.Int64, sc.Nodes),
+		sc:      sc,
+		nodes:   nodes,
+		policy:  sc.Agent.scaled(sc.TimeScale),
+		joinAt:  make([]atomic.Int64, sc.Nodes),
+		lastAsk: make([]asked, sc.Nodes),
 	}
 	r.adv = newAdversaries(sc, nodes)
 	r.guard = &heapGuard{max: sc.MaxHeap, trip: func() { r.cancel(errHeapGuard) }}
@@ -242,6 +255,7 @@ func (r *run) execute(ctx context.Context) *Result {
 
 	cpu0 := processCPU()
 	r.start = time.Now()
+	r.adv.tracker.start = r.start // its times and the run's count from the same moment
 	samplerDone := make(chan struct{})
 	var peak heapPeaks
 	var sampler sync.WaitGroup
@@ -342,6 +356,7 @@ func (r *run) execute(ctx context.Context) *Result {
 func (r *run) sample(done <-chan struct{}) heapPeaks {
 	var peak heapPeaks
 	read := func() {
+		r.cpu.add(time.Since(r.start), processCPU())
 		h := ReadHeap()
 		peak.live = max(peak.live, h.Live)
 		peak.objects = max(peak.objects, h.Objects)
@@ -390,13 +405,23 @@ func (r *run) agent(ctx context.Context, i int) {
 		client: i, server: i % r.sc.Servers, node: r.nodes[i],
 		rng: rand.New(rand.NewPCG(r.sc.Seed, uint64(i))), tally: &r.tally, logShed: true,
 	}
-	if ok, attempts := r.ask(ctx, a); ok {
+	if got := r.ask(ctx, a); got.ok {
 		r.joinAt[i].Store(int64(max(time.Since(r.start), 1)))
 		r.joined.Add(1)
-		if attempts == 1 {
+		if got.attempts == 1 {
 			r.firstAttempt.Add(1)
+		} else {
+			r.lastAsk[i] = got
 		}
 	}
+}
+
+// asked is how an agent's asking ended.
+type asked struct {
+	ok       bool          // answered 200
+	attempts int           // requests sent
+	last     time.Duration // when the last request was sent, since the run's start
+	server   int           // the server the last request went to
 }
 
 // asker is what one agent's requests carry and where they are counted.
@@ -409,21 +434,23 @@ type asker struct {
 	onReject       func() // if not nil, called after each 403
 }
 
-// ask sends a.node's request until it is answered 200 (true) or ctx ends
-// (false), waiting under the agent policy after each failure, as a k3s
-// agent does. It also returns how many requests it sent.
-func (r *run) ask(ctx context.Context, a asker) (bool, int) {
+// ask sends a.node's request until it is answered 200 (ok) or ctx ends,
+// waiting under the agent policy after each failure, as a k3s agent does.
+func (r *run) ask(ctx context.Context, a asker) asked {
 	server := a.server
 	for failures := 1; ; failures++ {
+		sent := time.Now()
 		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
 		a.tally.attempts.Add(1)
 		o := r.target.attempt(actx, a.client, server, a.node)
 		cancel()
+		got := asked{attempts: failures, last: sent.Sub(r.start), server: server}
 		if o.status == http.StatusOK {
-			return true, failures
+			got.ok = true
+			return got
 		}
 		if ctx.Err() != nil {
-			return false, failures // the run stopped; this attempt's failure is not the server's
+			return got // the run stopped; this attempt's failure is not the server's
 		}
 		moveOn := o.connErr
 		switch {
@@ -433,7 +460,8 @@ func (r *run) ask(ctx context.Context, a asker) (bool, int) {
 		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
 			a.tally.shed.Add(1)
 			if a.logShed {
-				r.logShed(ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status, RetryAfter: o.retryAfter})
+				r.logShed(ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status,
+					RetryAfter: o.retryAfter, Waited: time.Since(sent)})
 			}
 			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.connErr:
@@ -454,7 +482,7 @@ func (r *run) ask(ctx context.Context, a asker) (bool, int) {
 		select {
 		case <-ctx.Done():
 			wait.Stop()
-			return false, failures
+			return got
 		case <-wait.C:
 		}
 	}
