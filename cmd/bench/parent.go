@@ -124,10 +124,10 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		if stopped == "" {
 			stopped = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%.0f%%\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%d\t%.0f%%\t%s\t%s\t\n",
 			r.Model, r.Joined, r.Nodes, completion, ratio, local, r.Attempts, perNode,
 			latency(r, r.P50), latency(r, r.P99), latency(r, r.Max),
-			float64(r.PeakHeap)/(1<<20), r.Shed, r.Timeouts, 100*r.CPUUse(), stopped)
+			float64(r.PeakHeap)/(1<<20), r.Shed, r.ShedLate, r.Timeouts, 100*r.CPUUse(), secs(r.IdlePending), stopped)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nlower bound: %.2fs = %d scrypt verifications (logN %d, golang.org/x/crypto/scrypt, as k3s runs them) on %d workers, warm, nothing else running; ratio = completion / lower bound.\n",
@@ -142,7 +142,7 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		fmt.Fprintln(w)
 	}
 	if sc.BoundSample > 0 {
-		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications right before the model's run (the load on a shared machine changes).\n", sc.BoundSample)
+		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications with the model's own scrypt right before its run (the load on a shared machine changes).\n", sc.BoundSample)
 	}
 	if sc.Servers > 1 {
 		fmt.Fprintf(w, "%d servers: all run in this one process on the same %d CPUs, so their lower bound is the same %.2fs, not %.2fs / %d:\n"+
@@ -150,7 +150,13 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			sc.Servers, h.Workers, h.LowerBound.Seconds(), h.LowerBound.Seconds(), sc.Servers, sc.Servers, sc.Servers, h.Workers)
 	}
 	fmt.Fprintln(w, "latencies are per joined node, from the reboot (retries included); peak heap is the process's live heap (agents included), sampled;")
-	fmt.Fprintln(w, "cpu use is the process's CPU time over completion × GOMAXPROCS: well below 100% with work pending means the run was short of CPU or idle by design.")
+	fmt.Fprintln(w, "cpu use is the process's CPU time over completion × GOMAXPROCS: well below 100% with work pending means the run was short of CPU or idle by design;")
+	fmt.Fprintf(w, "late = shed answers that came after the request was held over %v; idle = CPU time left unused (GOMAXPROCS × time − CPU time) until the last node's result was ready.\n", bench.LateShed)
+	for _, r := range results {
+		if s := returnsSummary(r); s != "" {
+			fmt.Fprintf(w, "%s: %s.\n", r.Model, s)
+		}
+	}
 	for _, r := range results {
 		if len(r.ShedLog) > 0 {
 			fmt.Fprintf(w, "%s: %s.\n", r.Model, shedSummary(r.ShedLog))
@@ -218,6 +224,40 @@ func loadAverage() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "?"
+}
+
+// returnsSummary says, for a model that keeps results, how the agents
+// that came back did so against their results being ready, as a
+// histogram, and how many requests a server held and then sent away.
+func returnsSummary(r *bench.Result) string {
+	if r.LastReady == r.Completion && len(r.Returns) == 0 {
+		return "" // keeps no result, or nobody came back
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "last result ready at %s; ", secs(r.LastReady))
+	if len(r.Returns) == 0 {
+		fmt.Fprintf(&b, "every node joined on its first request; held, then sent away: %d", r.ShedAfterWait)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d agents came back, relative to their result being ready:", len(r.Returns))
+	counts := bench.ReturnHistogram(r.Returns)
+	edges := bench.ReturnBuckets
+	for i, n := range counts {
+		switch {
+		case i == 0:
+			fmt.Fprintf(&b, " <%v: %d", edges[0], n)
+		case i == len(edges):
+			fmt.Fprintf(&b, ", >=%v: %d", edges[i-1], n)
+		default:
+			fmt.Fprintf(&b, ", %v..%v: %d", edges[i-1], edges[i], n)
+		}
+	}
+	if len(r.Returns) > 0 {
+		late := slices.Max(r.Returns)
+		fmt.Fprintf(&b, " (the latest %s after its result)", secs(late))
+	}
+	fmt.Fprintf(&b, "; held, then sent away: %d", r.ShedAfterWait)
+	return b.String()
 }
 
 // shedSummary says how many answers were shed with which status, and what

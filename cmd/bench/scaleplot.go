@@ -1,0 +1,218 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/nodepass/nodepass/bench"
+)
+
+const scalePlotUsage = `usage: bench scale-plot -o FILE [-title TEXT] LABEL=GLOB...
+
+Draws a model's completion over its lower bound against the herd's size,
+from the -json results of earlier runs: one series per LABEL, mode
+(inproc, http), scrypt cost and agent policy, a point per run and a line
+through the medians. GLOB
+names the -json files of LABEL's runs (quote it for the shell), e.g.
+before='results/base-*.json' after='results/new-*.json'. The ratio is to
+the lower bound with the scrypt the model runs (nodepass: this module's,
+the k3s models: x/crypto's). FILE's extension (.svg, .png) sets the
+format. Flags:
+`
+
+// runScalePlot is bench scale-plot.
+func runScalePlot(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench scale-plot", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "write the plot to `FILE` (.svg or .png)")
+	title := fs.String("title", "", "the plot's title (default: what the results share)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, scalePlotUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if *out == "" || fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "bench scale-plot: want -o FILE and at least one LABEL=GLOB")
+		fs.Usage()
+		return 2
+	}
+	series, err := readScaleSeries(fs.Args())
+	if err == nil {
+		err = writeScalePlot(*out, *title, series)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench scale-plot: %v\n", err)
+		return 1
+	}
+	for _, s := range series {
+		fmt.Fprintf(stdout, "%s:", s.name)
+		for _, n := range s.sizes() {
+			fmt.Fprintf(stdout, " %d nodes median %.2f (%d runs);", n, median(s.ratios[n]), len(s.ratios[n]))
+		}
+		fmt.Fprintln(stdout)
+	}
+	return 0
+}
+
+// scaleSeries is one label's runs in one mode: completion over the lower
+// bound by herd size.
+type scaleSeries struct {
+	name   string
+	ratios map[int][]float64
+}
+
+func (s *scaleSeries) sizes() []int {
+	var n []int
+	for k := range s.ratios {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}
+
+// readScaleSeries reads the results that each LABEL=GLOB names.
+func readScaleSeries(args []string) ([]*scaleSeries, error) {
+	byName := map[string]*scaleSeries{}
+	var order []string
+	for _, a := range args {
+		label, glob, ok := strings.Cut(a, "=")
+		if !ok || label == "" || glob == "" {
+			return nil, fmt.Errorf("%q: want LABEL=GLOB", a)
+		}
+		files, err := filepath.Glob(glob)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", glob, err)
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%q matches no file", glob)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			var results []*bench.Result
+			if err := json.Unmarshal(b, &results); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			for _, r := range results {
+				ratio := r.RatioFast
+				if r.Model != bench.ModelNodepass || ratio == 0 {
+					ratio = r.Ratio
+				}
+				if ratio == 0 || r.Stopped != "" {
+					continue
+				}
+				name := fmt.Sprintf("%s, %s, logN %d", label, r.Mode, r.LogN)
+				if r.Agent != bench.PolicyJitter {
+					name += ", " + r.Agent + " agents"
+				}
+				s := byName[name]
+				if s == nil {
+					s = &scaleSeries{name: name, ratios: map[int][]float64{}}
+					byName[name] = s
+					order = append(order, name)
+				}
+				s.ratios[r.Nodes] = append(s.ratios[r.Nodes], ratio)
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil, fmt.Errorf("no finished run with a lower bound in the files given")
+	}
+	series := make([]*scaleSeries, 0, len(order))
+	for _, n := range order {
+		series = append(series, byName[n])
+	}
+	return series, nil
+}
+
+// writeScalePlot draws series: ratio against nodes, a log scale of nodes.
+func writeScalePlot(path, title string, series []*scaleSeries) error {
+	p := plot.New()
+	p.Title.Text = title
+	if title == "" {
+		p.Title.Text = "Cold herd: completion over the lower bound, by herd size"
+	}
+	p.X.Label.Text = "nodes"
+	p.X.Scale = plot.LogScale{}
+	var ticks []plot.Tick
+	for _, s := range series {
+		for _, n := range s.sizes() {
+			if !slices.ContainsFunc(ticks, func(t plot.Tick) bool { return t.Value == float64(n) }) {
+				ticks = append(ticks, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
+			}
+		}
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Label.Text = "completion / lower bound"
+	p.Y.Min = 0.8
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	maxRatio := 1.2
+	for i, s := range series {
+		var pts, meds plotter.XYs
+		for _, n := range s.sizes() {
+			for _, r := range s.ratios[n] {
+				pts = append(pts, plotter.XY{X: float64(n), Y: r})
+				maxRatio = max(maxRatio, r)
+			}
+			meds = append(meds, plotter.XY{X: float64(n), Y: median(s.ratios[n])})
+		}
+		sc, err := plotter.NewScatter(pts)
+		if err != nil {
+			return err
+		}
+		sc.Color = plotutil.Color(i)
+		sc.Shape = plotutil.Shape(i)
+		line, err := plotter.NewLine(meds)
+		if err != nil {
+			return err
+		}
+		line.Color = plotutil.Color(i)
+		line.Width = vg.Points(1.5)
+		p.Add(sc, line)
+		p.Legend.Add(s.name+" (median)", line, sc)
+	}
+	p.Y.Max = maxRatio * 1.25 // head room for the legend
+	target, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: 1.1}, {X: p.X.Max, Y: 1.1}})
+	if err != nil {
+		return err
+	}
+	target.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(target)
+	p.Legend.Add("1.10", target)
+	if err := p.Save(20*vg.Centimeter, 13*vg.Centimeter, path); err != nil {
+		return fmt.Errorf("writing plot: %w", err)
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.SortFunc(s, cmp.Compare)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
