@@ -259,3 +259,48 @@ func (s *gatedStore) Create(ctx context.Context, node, hash string) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
+
+// TestConnContext: with ConnContext on the server, the first request on a
+// connection carries the connection's accept time to the Verifier
+// (verify.WithArrival), before the request was read; later requests on
+// the same connection carry none, and without ConnContext none does.
+func TestConnContext(t *testing.T) {
+	type seen struct {
+		arrival time.Time
+		ok      bool
+		at      time.Time
+	}
+	got := make(chan seen, 3)
+	v := verifierFunc(func(ctx context.Context, _, _ string) error {
+		t, ok := verify.Arrival(ctx)
+		got <- seen{t, ok, time.Now()}
+		return nil
+	})
+	a, err := httpauth.New(v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withConnContext := range []bool{true, false} {
+		srv := httptest.NewUnstartedServer(a.HandlerFunc(func(http.ResponseWriter, *http.Request, httpauth.Node) {}))
+		if withConnContext {
+			srv.Config.ConnContext = httpauth.ConnContext
+		}
+		srv.StartTLS()
+		hdr := map[string]string{"K3s-Node-Name": "worker-1", "K3s-Node-Password": "pw"}
+		before := time.Now()
+		for i := range 2 { // one connection: the client keeps it alive
+			if resp, _ := get(t, srv, hdr); resp.StatusCode != 200 {
+				t.Fatalf("request %d: status %d", i, resp.StatusCode)
+			}
+		}
+		srv.Close()
+		first, second := <-got, <-got
+		if first.ok != withConnContext || withConnContext && (first.arrival.Before(before) || first.arrival.After(first.at)) {
+			t.Errorf("ConnContext %v: first request's arrival %v (set %v), want the accept time, between %v and %v",
+				withConnContext, first.arrival, first.ok, before, first.at)
+		}
+		if second.ok {
+			t.Errorf("ConnContext %v: second request on the connection carries an arrival", withConnContext)
+		}
+	}
+}

@@ -23,3 +23,8 @@ import (
 func WithArrival(ctx context.Context, t time.Time) context.Context {
 	return sched.WithArrival(ctx, t)
 }
+
+// Arrival returns the time WithArrival recorded in ctx, if any.
+func Arrival(ctx context.Context) (time.Time, bool) {
+	return sched.Arrival(ctx)
+}

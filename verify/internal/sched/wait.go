@@ -46,7 +46,7 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	s.watchLocked(j, 1)
 	if !s.waitsOutLocked(j) {
 		// Its client's timeout started when it came (see WithArrival).
-		if t, ok := ctx.Value(arrivalKey{}).(time.Time); ok && t.Before(now) {
+		if t, ok := Arrival(ctx); ok && t.Before(now) {
 			deadline = t.Add(maxWait)
 		}
 	}
@@ -172,6 +172,12 @@ func (s *Scheduler) hopelessLocked(j *Job, now time.Time, left time.Duration) bo
 		return false
 	}
 	return s.etaLocked(j, now, fastest) > left
+}
+
+// Arrival returns the time WithArrival recorded in ctx, if any.
+func Arrival(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(arrivalKey{}).(time.Time)
+	return t, ok
 }
 
 // recheckInterval is how often a waiting caller's estimate is checked.

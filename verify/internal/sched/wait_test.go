@@ -156,3 +156,36 @@ func TestPendingHoldsNoSlot(t *testing.T) {
 		t.Fatalf("load %d running, %d queued, %d jobs", r, q, s.Jobs())
 	}
 }
+
+// TestWaitCountsFromArrival: a caller whose client started waiting
+// earlier (WithArrival) is held at most MaxWait from then: sent away at
+// once when its result is not expected in the time left, and, when the
+// estimate was wrong, sent away as the time left can no longer do, not
+// MaxWait after its call.
+// A suspect waits out MaxWait from its call whatever the arrival says.
+func TestWaitCountsFromArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := oneSecondJobs(8 * time.Second)
+		running, _ := join(s, "running", "a", false)
+		queued, _ := join(s, "next", "b", false) // expected in 2 s, 2.2 with the margin
+		early := WithArrival(context.Background(), time.Now().Add(-6500*time.Millisecond))
+		var o *Overload
+		if err := s.Wait(early, queued); !errors.As(err, &o) || o.Held {
+			t.Fatalf("1.5 s left of 8: %v, want sent away at once", err)
+		}
+		later := WithArrival(context.Background(), time.Now().Add(-5*time.Second))
+		start := time.Now()
+		err := s.Wait(later, queued) // 3 s left: held, but a runs for ever
+		// At the recheck at 2.5 s, b's own second no longer fits in the
+		// 0.5 s left, long before MaxWait from the call.
+		if !errors.As(err, &o) || !o.Held || time.Since(start) != 2500*time.Millisecond {
+			t.Fatalf("3 s left of 8: %v after %v, want sent away at 2.5 s", err, time.Since(start))
+		}
+		guess, _ := join(s, "attacked", "guess", true)
+		start = time.Now()
+		if err := s.Wait(early, guess); !errors.As(err, &o) || time.Since(start) != 8*time.Second {
+			t.Fatalf("suspect: %v after %v, want sent away after MaxWait, 8 s", err, time.Since(start))
+		}
+		done(s, running)
+	})
+}
