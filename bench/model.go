@@ -270,8 +270,9 @@ func (m *k3sModel) close(wait bool) {
 	}
 }
 
-// nodepassModel is this module's Verifier with its defaults (MaxWait and
-// MaxFailDelay scaled with the scenario's time), and, unless
+// nodepassModel is this module's Verifier with its defaults (MaxWait,
+// MaxFailDelay and AgentRetryDelay scaled with the scenario's time),
+// AgentsHonourRetryAfter when the agents do, and, unless
 // Scenario.NoDigestKey, remembered verification: a DigestKey made for the
 // run, the same for every server of it.
 type nodepassModel struct{ *verify.Verifier }
