@@ -28,6 +28,15 @@ type estimator struct {
 
 	errs    []float64 // the last promised waits' actual / promised
 	nextErr int       // where errs takes its next value once full
+
+	slots  int
+	recent []completion // the last completions with every slot busy, oldest first
+}
+
+// completion is a computation ending with every slot busy.
+type completion struct {
+	at   time.Time
+	work int64
 }
 
 const (
@@ -48,6 +57,15 @@ const (
 	// margin. The margin matters for the callers whose wait is near
 	// MaxWait, and a short promise is off by a scheduling hiccup.
 	minPromise = 4
+	// throughputWindow is how many completions the slowdown is measured
+	// over, and minThroughput how many it needs.
+	throughputWindow = 32
+	minThroughput    = 8
+	// maxSlowdown bounds what the slowdown adds to the margin: a burst
+	// (a herd's TLS handshakes) can make the CPU's throughput for scrypt
+	// ten times smaller for a second or two, which says little of the
+	// next ten, and must not send away a herd that fits several times.
+	maxSlowdown = 2
 	// maxMargin bounds the margin: past it the machine is so short of CPU
 	// that holding anyone is a gamble.
 	maxMargin = 4
@@ -56,13 +74,24 @@ const (
 	marginQuantile = 0.9
 )
 
-func newEstimator() estimator {
-	return estimator{nsPerByte: initialNsPerByte}
+func newEstimator(slots int) estimator {
+	return estimator{nsPerByte: initialNsPerByte, slots: slots}
 }
 
-// observe learns from a computation of work bytes that took wall on the
-// wall clock and cpu of CPU time (0 if unknown).
-func (e *estimator) observe(work int64, wall, cpu time.Duration) {
+// observe learns from a computation of work bytes that ended at now after
+// wall on the wall clock and cpu of CPU time (0 if unknown); busy says
+// whether every slot was busy until then and the freed slot is taken at
+// once, so that the time since the previous such completion measures the
+// throughput.
+func (e *estimator) observe(work int64, wall, cpu time.Duration, now time.Time, busy bool) {
+	if !busy {
+		e.recent = e.recent[:0] // a gap with a slot idle says nothing of the rate
+	} else if work > 0 {
+		if len(e.recent) == throughputWindow {
+			e.recent = slices.Delete(e.recent, 0, 1)
+		}
+		e.recent = append(e.recent, completion{at: now, work: work})
+	}
 	if wall <= 0 || work <= 0 {
 		return
 	}
@@ -140,15 +169,40 @@ func (e *estimator) promised(promised, actual time.Duration) {
 	e.errs, e.nextErr = push(e.errs, e.nextErr, float64(actual)/float64(promised))
 }
 
-// margin is the ratio of actual to promised waits that marginQuantile of
-// the recent promises stayed within, between 1 and maxMargin;
-// defaultMargin until there are minErrs of them.
+// margin is what estimates at the best are multiplied by, between 1 and
+// maxMargin: the larger of the ratio of actual to promised waits that
+// marginQuantile of the recent promises stayed within (defaultMargin
+// until there are minErrs of them) and the slowdown the last completions
+// show (at most maxSlowdown).
 func (e *estimator) margin() float64 {
-	if len(e.errs) < minErrs {
-		return defaultMargin
+	m := defaultMargin
+	if len(e.errs) >= minErrs {
+		s := slices.Clone(e.errs)
+		slices.Sort(s)
+		m = s[min(int(marginQuantile*float64(len(s))), len(s)-1)]
 	}
-	s := slices.Clone(e.errs)
-	slices.Sort(s)
-	q := s[min(int(marginQuantile*float64(len(s))), len(s)-1)]
-	return min(max(q, 1), maxMargin)
+	return min(max(m, min(e.slowdown(), maxSlowdown), 1), maxMargin)
+}
+
+// slowdown is how much slower than at the best the last computations
+// ended while every slot was busy: the throughput they reached against
+// that of their CPU time, whatever else took the CPU meanwhile (a herd's
+// TLS handshakes, say); 0 until there are minThroughput of them. Promises
+// show the same only once callers held for long have been answered; this
+// shows it within a few dozen computations, so that callers are not held
+// on the best case while the CPU goes elsewhere.
+func (e *estimator) slowdown() float64 {
+	n := len(e.recent)
+	if n < minThroughput {
+		return 0
+	}
+	span := e.recent[n-1].at.Sub(e.recent[0].at)
+	var work int64
+	for _, c := range e.recent[1:] {
+		work += c.work
+	}
+	if span <= 0 || work <= 0 || e.nsPerByte <= 0 {
+		return 0
+	}
+	return float64(e.slots) * float64(span) / float64(work) / e.nsPerByte
 }

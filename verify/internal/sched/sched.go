@@ -67,7 +67,7 @@ func New(cfg Config) *Scheduler {
 		queue:   newFairQueue(cfg.PerName),
 		lines:   make(map[string][]*Job),
 		asks:    newAskLog(),
-		est:     newEstimator(),
+		est:     newEstimator(cfg.Slots),
 		warm:    make(chan struct{}),
 	}
 }
@@ -229,7 +229,7 @@ func (s *Scheduler) Release(j *Job, wall, cpu time.Duration) {
 	if j.state != Running {
 		return
 	}
-	s.est.observe(j.work, wall, cpu)
+	s.est.observe(j.work, wall, cpu, now, s.queue.len > 0)
 	s.warmedLocked()
 	if !j.heldAt.IsZero() && j.promise >= s.cfg.MaxWait/minPromise {
 		s.est.promised(j.promise, now.Sub(j.heldAt))

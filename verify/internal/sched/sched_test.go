@@ -275,7 +275,7 @@ func TestCheapen(t *testing.T) {
 // TestMargin: the margin is what recent promised waits were off by, at
 // least 1 and at most maxMargin, and a guess before there are enough.
 func TestMargin(t *testing.T) {
-	e := newEstimator()
+	e := newEstimator(1)
 	if got := e.margin(); got != defaultMargin {
 		t.Fatalf("no promises yet: margin %v, want %v", got, defaultMargin)
 	}
