@@ -115,15 +115,25 @@
 //
 // The expected wait of a job is the work ahead of it (128·r·N·p bytes per
 // job) spread over the slots, at the CPU time a computation takes per byte
-// (a moving average that settles within a few jobs: the best case, which
-// contention does not inflate), times a margin. The margin is what the
-// throughput the scheduler actually reached made of its recent promises:
-// for the last callers held, the wait they got over the wait promised at
-// the best, the 90th percentile of the last 64, between 1 and 4 (1.1
-// until 8 have been measured). A herd's TLS handshakes, the store, GC and
-// other processes all show in it, and a burst of them (a herd's first
-// second) is forgotten within a few dozen promises, while lasting
-// contention is kept.
+// (the median of the last 64: the best case, which contention does not
+// inflate), times a margin. The margin is the larger of two measurements
+// of what the throughput the scheduler actually reaches makes of the best
+// case, between 1 and 4:
+//
+//   - for the last callers held on a promise of at least MaxWait/4, the
+//     wait they got over the wait promised, the 90th percentile of the
+//     last 64 (1.1 until 8 are known): TLS handshakes, the store, GC and
+//     other processes all show in it, but only once such callers are
+//     answered, seconds after a herd's decisions were made;
+//   - the slowdown of the last 32 completions made with every slot busy:
+//     their throughput against that of their CPU time, known within a few
+//     dozen computations, counted up to 2, as a burst (a herd's first
+//     second of TLS handshakes) says little of the next ten seconds.
+//
+// Under a burst, callers who would not fit are then sent away at once,
+// rather than held on the best case and sent away later.
+// A caller held is sent away early only when even the least CPU time per
+// byte of the last 64 computations cannot bring its result in time.
 //
 // golang.org/x/sync/singleflight and x/sync/semaphore each do part of
 // this, but a caller here must see its job's place in the queue the moment

@@ -305,6 +305,38 @@ func TestMargin(t *testing.T) {
 	}
 }
 
+// TestMarginCountsSlowdown: computations ending with every slot busy more
+// slowly than their CPU time allows raise the margin, up to maxSlowdown,
+// before any promise is known; a slot left idle resets the measurement.
+func TestMarginCountsSlowdown(t *testing.T) {
+	e := newEstimator(2)
+	now := time.Unix(0, 0)
+	// ends makes n computations of 1 MiB, 1 ns per byte of CPU each, end
+	// at a throughput slow times below what 2 slots could do.
+	ends := func(n int, slow float64, busy bool) {
+		for range n {
+			now = now.Add(time.Duration(slow * float64(1<<20) / 2))
+			e.observe(1<<20, time.Duration(slow*(1<<20)), 1<<20, now, busy)
+		}
+	}
+	ends(throughputWindow, 1.5, true)
+	if got := e.margin(); got < 1.49 || got > 1.51 {
+		t.Fatalf("1.5x slower than the CPU time: margin %v, want 1.5", got)
+	}
+	ends(throughputWindow, 10, true)
+	if got := e.margin(); got != maxSlowdown {
+		t.Fatalf("10x slower: margin %v, want the slowdown's most, %v", got, float64(maxSlowdown))
+	}
+	ends(1, 1, false)
+	if got := e.margin(); got != defaultMargin {
+		t.Fatalf("after a slot was idle: margin %v, want the default, %v", got, defaultMargin)
+	}
+	ends(throughputWindow, 1, true)
+	if got := e.margin(); got != defaultMargin {
+		t.Fatalf("no slowdown: margin %v, want the default, %v", got, defaultMargin)
+	}
+}
+
 // TestWaitedFirst: a computation a caller waits for goes before
 // those whose callers were told to come back, and the estimates say so;
 // the others still run when nobody waits.
