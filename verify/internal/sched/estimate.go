@@ -31,6 +31,10 @@ type estimator struct {
 
 	slots  int
 	recent []completion // the last completions with every slot busy, oldest first
+
+	// Kept as their inputs change, not at each estimate: errQuantile is
+	// errs' marginQuantile (0 until there are minErrs), slow is slowdown().
+	errQuantile, slow float64
 }
 
 // completion is a computation ending with every slot busy.
@@ -93,6 +97,7 @@ func (e *estimator) observe(work int64, wall, cpu time.Duration, now time.Time, 
 		e.recent = append(e.recent, completion{at: now, work: work})
 	}
 	if wall <= 0 || work <= 0 {
+		e.slow = e.slowdown()
 		return
 	}
 	if cpu <= 0 || cpu > wall {
@@ -101,6 +106,7 @@ func (e *estimator) observe(work int64, wall, cpu time.Duration, now time.Time, 
 	e.samples++
 	e.cpu, e.nextCPU = push(e.cpu, e.nextCPU, float64(cpu)/float64(work))
 	e.nsPerByte = median(e.cpu)
+	e.slow = e.slowdown()
 }
 
 // median returns the median of v, which must not be empty.
@@ -133,6 +139,7 @@ func (e *estimator) calibrate(perByte float64) {
 	e.cpu, e.nextCPU = append(e.cpu[:0], perByte), 0
 	e.nsPerByte = perByte
 	e.samples = max(e.samples, warmSamples)
+	e.slow = e.slowdown()
 }
 
 // best is how long a byte of work takes on a slot with nothing else
@@ -167,6 +174,11 @@ func (e *estimator) promised(promised, actual time.Duration) {
 		return
 	}
 	e.errs, e.nextErr = push(e.errs, e.nextErr, float64(actual)/float64(promised))
+	if len(e.errs) >= minErrs {
+		s := slices.Clone(e.errs)
+		slices.Sort(s)
+		e.errQuantile = s[min(int(marginQuantile*float64(len(s))), len(s)-1)]
+	}
 }
 
 // margin is what estimates at the best are multiplied by, between 1 and
@@ -176,12 +188,10 @@ func (e *estimator) promised(promised, actual time.Duration) {
 // show (at most maxSlowdown).
 func (e *estimator) margin() float64 {
 	m := defaultMargin
-	if len(e.errs) >= minErrs {
-		s := slices.Clone(e.errs)
-		slices.Sort(s)
-		m = s[min(int(marginQuantile*float64(len(s))), len(s)-1)]
+	if e.errQuantile > 0 {
+		m = e.errQuantile
 	}
-	return min(max(m, min(e.slowdown(), maxSlowdown), 1), maxMargin)
+	return min(max(m, min(e.slow, maxSlowdown), 1), maxMargin)
 }
 
 // slowdown is how much slower than at the best the last computations
