@@ -807,24 +807,36 @@ func testWork() int64 {
 	return (int64(128) << testParams.LogN) * int64(testParams.R) * int64(testParams.P)
 }
 
+// aRunsBWaits starts, inside a synctest bubble, a one-slot Verifier with a
+// MaxWait of 8 s (prepared by prepare, if not nil) whose computation for
+// node a holds the slot at the gate, and a Verify for node b after it;
+// b's answer comes on done, and start is when b asked.
+func aRunsBWaits(t *testing.T, prepare func(*Verifier)) (v *Verifier, g *gate, start time.Time, done chan error) {
+	s := NewMemoryStore()
+	s.Set("a", mustHash(t, "pw"))
+	s.Set("b", mustHash(t, "pw"))
+	v = newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second})
+	if prepare != nil {
+		prepare(v)
+	}
+	g = newGate()
+	g.install(v)
+	ctx := context.Background()
+	go v.Verify(ctx, "a", "pw")
+	<-g.entered
+	start = time.Now()
+	done = make(chan error, 1)
+	go func() { done <- v.Verify(ctx, "b", "pw") }()
+	return v, g, start, done
+}
+
 // TestDecidedAtFirstMeasurement: a caller that comes before any
 // computation has been measured is held, and decided on as the first
 // measurement comes: sent away then, if its result is not expected within
 // MaxWait. That is a decision at arrival, not a held caller sent away.
 func TestDecidedAtFirstMeasurement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore()
-		s.Set("a", mustHash(t, "pw"))
-		s.Set("b", mustHash(t, "pw"))
-		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second})
-		g := newGate()
-		g.install(v)
-		ctx := context.Background()
-		go v.Verify(ctx, "a", "pw")
-		<-g.entered
-		start := time.Now()
-		done := make(chan error, 1)
-		go func() { done <- v.Verify(ctx, "b", "pw") }()
+		v, g, start, done := aRunsBWaits(t, nil)
 		time.Sleep(time.Second)
 		synctest.Wait() // b is held: nothing measured yet
 		select {
@@ -861,19 +873,7 @@ func TestDecidedAtFirstMeasurement(t *testing.T) {
 // rather than at MaxWait, and counted in ShedAfterWait.
 func TestHeldSentAwayOnlyWhenHopeless(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewMemoryStore()
-		s.Set("a", mustHash(t, "pw"))
-		s.Set("b", mustHash(t, "pw"))
-		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second})
-		v.sched.Calibrate(time.Second, testWork())
-		g := newGate()
-		g.install(v)
-		ctx := context.Background()
-		go v.Verify(ctx, "a", "pw")
-		<-g.entered
-		start := time.Now()
-		done := make(chan error, 1)
-		go func() { done <- v.Verify(ctx, "b", "pw") }()
+		v, g, start, done := aRunsBWaits(t, func(v *Verifier) { v.sched.Calibrate(time.Second, testWork()) })
 		time.Sleep(3 * time.Second) // a runs late: b's 2 s are over, but 5 s are left
 		synctest.Wait()
 		select {
