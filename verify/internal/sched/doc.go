@@ -116,22 +116,26 @@
 // The expected wait of a job is the work ahead of it (128·r·N·p bytes per
 // job) spread over the slots, at the CPU time a computation takes per byte
 // (the median of the last 64: the best case, which contention does not
-// inflate), times a margin. The margin is the larger of two measurements
-// of what the throughput the scheduler actually reaches makes of the best
-// case, between 1 and 4:
+// inflate), stretched by two measurements of what the throughput the
+// scheduler actually reaches makes of the best case:
 //
-//   - for the last callers held on a promise of at least MaxWait/4, the
-//     wait they got over the wait promised, the 90th percentile of the
-//     last 64 (1.1 until 8 are known): TLS handshakes, the store, GC and
-//     other processes all show in it, but only once such callers are
-//     answered, seconds after a herd's decisions were made;
+//   - a margin: for the last callers held on a promise of at least
+//     MaxWait/4, the wait they got over the wait promised, the 90th
+//     percentile of the last 64 (1.1 until 8 are known), between 1 and 4.
+//     TLS handshakes, the store, GC and other processes all show in it,
+//     but only once such callers are answered, seconds after a herd's
+//     decisions were made;
 //   - the slowdown of the last 32 completions made with every slot busy:
 //     their throughput against that of their CPU time, known within a few
-//     dozen computations, counted up to 2, as a burst (a herd's first
-//     second of TLS handshakes) says little of the next ten seconds.
+//     dozen computations. It is counted (up to 4) for as long again as it
+//     has lasted since every slot became busy, and the margin after that.
+//     A herd's arrivals (goroutines, TLS handshakes) can make scrypt three
+//     times slower for its first second; counted over the whole wait, that
+//     would send away a herd that fits, and a caller sent away comes back
+//     5-10 s later. Counted for as long as it has lasted, it adds about a
+//     second; a slowdown that has lasted seconds (another process taking a
+//     CPU) counts for seconds more.
 //
-// Under a burst, callers who would not fit are then sent away at once,
-// rather than held on the best case and sent away later.
 // A caller held is sent away early only when even the least CPU time per
 // byte of the last 64 computations cannot bring its result in time.
 //

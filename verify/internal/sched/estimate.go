@@ -29,8 +29,9 @@ type estimator struct {
 	errs    []float64 // the last promised waits' actual / promised
 	nextErr int       // where errs takes its next value once full
 
-	slots  int
-	recent []completion // the last completions with every slot busy, oldest first
+	slots     int
+	recent    []completion // the last completions with every slot busy, oldest first
+	busySince time.Time    // the first completion of the current run with every slot busy
 
 	// Kept as their inputs change, not at each estimate: errQuantile is
 	// errs' marginQuantile (0 until there are minErrs), slow is slowdown().
@@ -65,11 +66,6 @@ const (
 	// over, and minThroughput how many it needs.
 	throughputWindow = 32
 	minThroughput    = 8
-	// maxSlowdown bounds what the slowdown adds to the margin: a burst
-	// (a herd's TLS handshakes) can make the CPU's throughput for scrypt
-	// ten times smaller for a second or two, which says little of the
-	// next ten, and must not send away a herd that fits several times.
-	maxSlowdown = 2
 	// maxMargin bounds the margin: past it the machine is so short of CPU
 	// that holding anyone is a gamble.
 	maxMargin = 4
@@ -91,6 +87,9 @@ func (e *estimator) observe(work int64, wall, cpu time.Duration, now time.Time, 
 	if !busy {
 		e.recent = e.recent[:0] // a gap with a slot idle says nothing of the rate
 	} else if work > 0 {
+		if len(e.recent) == 0 {
+			e.busySince = now
+		}
 		if len(e.recent) == throughputWindow {
 			e.recent = slices.Delete(e.recent, 0, 1)
 		}
@@ -158,10 +157,6 @@ func (e *estimator) fastest() float64 {
 	return slices.Min(e.cpu)
 }
 
-// expected is how long a byte of work is expected to take on a slot, in
-// ns: the best case times the margin.
-func (e *estimator) expected() float64 { return e.nsPerByte * e.margin() }
-
 // duration estimates a computation of work bytes at perByte ns per byte.
 func duration(work int64, perByte float64) time.Duration {
 	return time.Duration(perByte * float64(work))
@@ -181,17 +176,36 @@ func (e *estimator) promised(promised, actual time.Duration) {
 	}
 }
 
-// margin is what estimates at the best are multiplied by, between 1 and
-// maxMargin: the larger of the ratio of actual to promised waits that
-// marginQuantile of the recent promises stayed within (defaultMargin
-// until there are minErrs of them) and the slowdown the last completions
-// show (at most maxSlowdown).
+// margin is what waits at the best are multiplied by, between 1 and
+// maxMargin: the ratio of actual to promised waits that marginQuantile of
+// the recent promises stayed within (defaultMargin until there are
+// minErrs of them).
 func (e *estimator) margin() float64 {
 	m := defaultMargin
 	if e.errQuantile > 0 {
 		m = e.errQuantile
 	}
-	return min(max(m, min(e.slow, maxSlowdown), 1), maxMargin)
+	return min(max(m, 1), maxMargin)
+}
+
+// wait is how long a wait of best at the best case is expected to take
+// from now: best times the margin, or, while the last completions show a
+// larger slowdown, that slowdown for as long again as it has lasted (since
+// every slot has been busy) and the margin after.
+//
+// A slowdown that has lasted a fraction of a second (a herd's arrivals:
+// goroutines, TLS handshakes) then adds about that fraction, not its
+// ratio over the whole wait; one that has lasted seconds (another process
+// taking a CPU) counts for seconds more.
+func (e *estimator) wait(best time.Duration, now time.Time) time.Duration {
+	m := e.margin()
+	s := min(e.slow, maxMargin)
+	if s <= m || len(e.recent) == 0 {
+		return time.Duration(float64(best) * m)
+	}
+	lasted := float64(max(now.Sub(e.busySince), 0))
+	slow := min(float64(best), lasted/s) // the part of best done at the slowdown
+	return time.Duration(slow*s + (float64(best)-slow)*m)
 }
 
 // slowdown is how much slower than at the best the last computations

@@ -23,6 +23,13 @@ type herd struct {
 	took   time.Duration
 	jitter time.Duration
 	warm   bool // the scheduler measured a computation before the herd came
+	// spread: agent i first asks at i/agents of it (0: all at once).
+	spread time.Duration
+	// burst: computations starting in the herd's first burst take
+	// burstSlow times took on the wall clock (for took of CPU time), as
+	// when the herd's arrivals take the CPU.
+	burst     time.Duration
+	burstSlow float64
 }
 
 // herdFigures is what happened to a herd's agents.
@@ -58,11 +65,15 @@ func (h herd) run(t *testing.T) herdFigures {
 			s.Finish(j, err)
 			return
 		}
-		time.Sleep(h.took)
+		wall := h.took
+		if time.Since(start) < h.burst {
+			wall = time.Duration(float64(h.took) * h.burstSlow)
+		}
+		time.Sleep(wall)
 		mu.Lock()
 		ready[j.key] = time.Now() // cached before the slot is given back
 		mu.Unlock()
-		s.Release(j, h.took, h.took)
+		s.Release(j, wall, h.took)
 		s.Finish(j, nil)
 	}
 	var f herdFigures
@@ -72,6 +83,7 @@ func (h herd) run(t *testing.T) herdFigures {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 1))
 			key := keyOf(fmt.Sprint("pw", i))
+			time.Sleep(h.spread * time.Duration(i) / time.Duration(h.agents))
 			for attempt := 1; ; attempt++ {
 				came := time.Now()
 				mu.Lock()
@@ -161,6 +173,26 @@ func TestHerdWithinMaxWait(t *testing.T) {
 				if f.completion > h.bound()+h.took {
 					t.Fatalf("finished in %v, want the work's %v", f.completion, h.bound())
 				}
+			})
+		})
+	}
+}
+
+// TestHerdWithinMaxWaitAfterBurst: a herd whose work fits in MaxWait,
+// arriving over its first second while its arrivals make computations
+// three times slower, sends nobody away: the burst is counted for about
+// as long as it has lasted, not over the whole wait.
+func TestHerdWithinMaxWaitAfterBurst(t *testing.T) {
+	for _, warm := range []bool{true, false} {
+		t.Run(fmt.Sprintf("warm=%v", warm), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := k3sHerd(240, warm) // 6 s of work
+				h.spread, h.burst, h.burstSlow = time.Second, time.Second, 3
+				f := h.run(t)
+				if f.sentAway != 0 {
+					t.Fatalf("%d agents sent away (late: %q), want none", f.sentAway, f.late)
+				}
+				t.Logf("finished in %v (%.3f x the work)", f.completion, float64(f.completion)/float64(h.bound()))
 			})
 		})
 	}

@@ -135,8 +135,8 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 	// queue for everyone.
 	if s.queue.len-s.queue.over+s.parked >= s.cfg.MaxQueue {
 		// Room for new work once the queue has drained.
-		w := s.est.expected()
-		after := s.startLocked(s.queue.work, now, w) + duration(work, w)
+		b := s.est.best()
+		after := s.est.wait(s.startLocked(s.queue.work, now, b)+duration(work, b), now)
 		return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
 	}
 	s.jobs[key] = j
@@ -271,7 +271,7 @@ func (s *Scheduler) admitLocked(name string, now time.Time) {
 func (s *Scheduler) displaceLocked(v *Job, now time.Time) {
 	// Nobody waits for v: the result is for its runner, and says when v
 	// would have run.
-	after := s.etaLocked(v, now, s.est.expected())
+	after := s.expectLocked(v, now)
 	s.endLocked(v, &Overload{After: max(after, minAfter), Reason: "displaced by a password whose caller waits"})
 }
 

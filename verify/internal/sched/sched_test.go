@@ -42,7 +42,7 @@ func mustEnqueue(t *testing.T, s *Scheduler, name string) *Job {
 
 // eta is the estimate a waiting caller of j is given.
 func (s *Scheduler) eta(j *Job) time.Duration {
-	return s.etaLocked(j, time.Now(), s.est.expected())
+	return s.expectLocked(j, time.Now())
 }
 
 // done ends j, as its runner does.
@@ -270,8 +270,6 @@ func TestCheapen(t *testing.T) {
 	}
 }
 
-// TestSlowdown: CPU time per byte settles fast; contention (wall
-// over CPU time) is learnt slowly, so a short burst barely moves the
 // TestMargin: the margin is what recent promised waits were off by, at
 // least 1 and at most maxMargin, and a guess before there are enough.
 func TestMargin(t *testing.T) {
@@ -305,36 +303,47 @@ func TestMargin(t *testing.T) {
 	}
 }
 
-// TestMarginCountsSlowdown: computations ending with every slot busy more
-// slowly than their CPU time allows raise the margin, up to maxSlowdown,
-// before any promise is known; a slot left idle resets the measurement.
-func TestMarginCountsSlowdown(t *testing.T) {
+// TestWaitCountsSlowdown: computations ending with every slot busy more
+// slowly than their CPU time allows lengthen the expected wait by their
+// slowdown (at most maxMargin) for as long again as it has lasted, so a
+// burst of a fraction of a second adds about that fraction while one of
+// seconds counts over the whole wait; a slot left idle resets it.
+func TestWaitCountsSlowdown(t *testing.T) {
 	e := newEstimator(2)
 	now := time.Unix(0, 0)
-	// ends makes n computations of 1 MiB, 1 ns per byte of CPU each, end
-	// at a throughput slow times below what 2 slots could do.
-	ends := func(n int, slow float64, busy bool) {
+	// ends makes n computations of work bytes, 1 ns per byte of CPU each,
+	// end at a throughput slow times below what 2 slots could do.
+	ends := func(n int, work int64, slow float64, busy bool) {
 		for range n {
-			now = now.Add(time.Duration(slow * float64(1<<20) / 2))
-			e.observe(1<<20, time.Duration(slow*(1<<20)), 1<<20, now, busy)
+			now = now.Add(time.Duration(slow * float64(work) / 2))
+			e.observe(work, time.Duration(slow*float64(work)), time.Duration(work), now, busy)
 		}
 	}
-	ends(throughputWindow, 1.5, true)
-	if got := e.margin(); got < 1.49 || got > 1.51 {
-		t.Fatalf("1.5x slower than the CPU time: margin %v, want 1.5", got)
+	within := func(what string, best time.Duration, lo, hi time.Duration) {
+		t.Helper()
+		if got := e.wait(best, now); got < lo || got > hi {
+			t.Fatalf("%s: wait at the best %v expected as %v, want %v to %v", what, best, got, lo, hi)
+		}
 	}
-	ends(throughputWindow, 10, true)
-	if got := e.margin(); got != maxSlowdown {
-		t.Fatalf("10x slower: margin %v, want the slowdown's most, %v", got, float64(maxSlowdown))
-	}
-	ends(1, 1, false)
-	if got := e.margin(); got != defaultMargin {
-		t.Fatalf("after a slot was idle: margin %v, want the default, %v", got, defaultMargin)
-	}
-	ends(throughputWindow, 1, true)
-	if got := e.margin(); got != defaultMargin {
-		t.Fatalf("no slowdown: margin %v, want the default, %v", got, defaultMargin)
-	}
+	margin := func(d time.Duration) time.Duration { return time.Duration(float64(d) * defaultMargin) }
+
+	// A burst: 32 computations of 1 MiB 10x slower, over 0.16 s.
+	ends(throughputWindow, 1<<20, 10, true)
+	lasted := now.Sub(e.busySince)
+	within("short burst, short wait", 20*time.Millisecond, 80*time.Millisecond, 80*time.Millisecond)
+	burst := lasted + margin(10*time.Second-lasted/maxMargin)
+	within("short burst, long wait", 10*time.Second, burst-time.Millisecond, burst+time.Millisecond)
+
+	ends(1, 1<<20, 1, false)
+	within("after a slot was idle", 10*time.Second, margin(10*time.Second), margin(10*time.Second))
+
+	// Lasting: 32 computations of 1 GiB 1.5x slower, over 26 s.
+	ends(throughputWindow, 1<<30, 1.5, true)
+	within("lasting slowdown", 10*time.Second, 15*time.Second-time.Millisecond, 15*time.Second+time.Millisecond)
+
+	ends(1, 1<<20, 1, false)
+	ends(throughputWindow, 1<<30, 1, true)
+	within("no slowdown", 10*time.Second, margin(10*time.Second), margin(10*time.Second))
 }
 
 // TestWaitedFirst: a computation a caller waits for goes before

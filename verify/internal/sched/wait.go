@@ -118,7 +118,7 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 		return false, false
 	}
 	best := s.etaLocked(j, now, s.est.best())
-	if time.Duration(float64(best)*s.est.margin()) > left {
+	if s.est.wait(best, now) > left {
 		return false, true
 	}
 	if j.state == Queued && j.heldAt.IsZero() {
@@ -139,7 +139,7 @@ func (s *Scheduler) sendAwayLocked(j *Job, now time.Time) time.Duration {
 	} else {
 		j.back = now.Add(s.cfg.ReturnAfter)
 	}
-	after := max(s.etaLocked(j, now, s.est.expected())-s.cfg.MaxWait/2, minAfter)
+	after := max(s.expectLocked(j, now)-s.cfg.MaxWait/2, minAfter)
 	if s.cfg.HonourAfter {
 		j.back = now.Add(after)
 	}
@@ -206,7 +206,7 @@ func (s *Scheduler) watchLocked(j *Job, delta int) {
 	if j.state != Queued || nq == nil {
 		j.waiters += delta
 		if j.state == Parked && j.waiters == 0 {
-			after := s.etaLocked(j, time.Now(), s.est.expected())
+			after := s.expectLocked(j, time.Now())
 			s.endLocked(j, &Overload{After: max(after, minAfter), NameFull: true,
 				Reason: "node's queue full; left before it had room"})
 		}
@@ -242,6 +242,13 @@ func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Durat
 		}
 	}
 	return max(eta, minAfter)
+}
+
+// expectLocked is how long j's computation is expected to take to
+// finish from now: its estimate at the best, as the estimator expects it
+// to go.
+func (s *Scheduler) expectLocked(j *Job, now time.Time) time.Duration {
+	return s.est.wait(s.etaLocked(j, now, s.est.best()), now)
 }
 
 // startLocked estimates when a job with ahead bytes of queued work before
