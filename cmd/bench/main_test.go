@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -91,6 +92,7 @@ func TestRunInProcess(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
+	checkColumns(t, stdout)
 	results := readJSON(t, jsonPath)
 	if len(results) != 2 || results[1]["model"] != "nodepass" || results[1]["joined"] != 12.0 {
 		t.Errorf("JSON results: %v", results)
@@ -144,4 +146,28 @@ func readJSON(t *testing.T, path string) []map[string]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// checkColumns checks that the table in out has a header cell for each
+// cell of its rows (cells are 2 or more spaces apart).
+func checkColumns(t *testing.T, out string) {
+	t.Helper()
+	cells := regexp.MustCompile(`\s{2,}`)
+	var header []string
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		f := cells.Split(strings.TrimSpace(line), -1)
+		switch {
+		case f[0] == "model":
+			header = f
+		case header != nil && (f[0] == "nodepass" || strings.HasPrefix(f[0], "k3s-")):
+			rows++
+			if len(f) != len(header) {
+				t.Errorf("row has %d cells, header %d:\n%q\n%q", len(f), len(header), header, f)
+			}
+		}
+	}
+	if header == nil || rows == 0 {
+		t.Errorf("no table with rows in:\n%s", out)
+	}
 }

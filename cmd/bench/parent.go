@@ -107,7 +107,7 @@ func lbNote(servers int, lb bench.LB) string {
 // writeTable prints one row per model and what the figures mean.
 func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\ttimeouts\tcpu use\tstopped\t")
+	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\tlate\ttimeouts\tcpu use\tidle\tstopped\t")
 	for _, r := range results {
 		ratio, local, completion := fmt.Sprintf("%.2f", r.Ratio), fmt.Sprintf("%.2f", r.LocalRatio), secs(r.Completion)
 		if r.Stopped != "" {
