@@ -44,7 +44,7 @@ func TestHerdHTTP(t *testing.T) {
 	h := testHerd(t)
 	for _, name := range Models() {
 		t.Run("model="+name, func(t *testing.T) {
-			sc := Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, TimeScale: 0.1,
+			sc := Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, TimeScale: 0.1, BoundSample: 4,
 				ClientTimeout: 100 * time.Second, Deadline: 20 * time.Minute}
 			res, err := Run(t.Context(), sc, h, name)
 			if err != nil {
@@ -71,6 +71,10 @@ func TestHerdHTTP(t *testing.T) {
 			if res.LowerBound != h.LowerBound || res.Ratio <= 0 || res.P50 > res.P99 || res.P99 > res.Max {
 				t.Errorf("lower bound %v ratio %v p50 %v p99 %v max %v", res.LowerBound, res.Ratio, res.P50, res.P99, res.Max)
 			}
+			// Over HTTPS the local bound counts a connection per node.
+			if res.LocalTransport <= 0 || res.LocalBound <= res.LocalTransport || res.LocalRatio <= 0 {
+				t.Errorf("local lower bound %v with transport %v, ratio %v", res.LocalBound, res.LocalTransport, res.LocalRatio)
+			}
 		})
 	}
 }
@@ -90,8 +94,8 @@ func TestHerdInprocServers(t *testing.T) {
 		if res.Joined != 30 || res.Stopped != "" || res.Servers != 3 || res.LB != LBFailover {
 			t.Errorf("%s: joined %d stopped %q servers %d lb %q", name, res.Joined, res.Stopped, res.Servers, res.LB)
 		}
-		if res.LocalBound <= 0 || res.LocalRatio <= 0 {
-			t.Errorf("%s: local lower bound %v, ratio %v", name, res.LocalBound, res.LocalRatio)
+		if res.LocalBound <= 0 || res.LocalRatio <= 0 || res.LocalTransport != 0 {
+			t.Errorf("%s: local lower bound %v (transport %v, want 0 in-process), ratio %v", name, res.LocalBound, res.LocalTransport, res.LocalRatio)
 		}
 	}
 }
@@ -234,5 +238,20 @@ func TestParseLBAndMode(t *testing.T) {
 	}
 	if _, err := ParseMode("grpc"); err == nil {
 		t.Error("ParseMode(grpc) did not fail")
+	}
+}
+
+// TestEstimateTransport: the transport bound makes real HTTPS requests
+// on new connections, and stops at the end of its context.
+func TestEstimateTransport(t *testing.T) {
+	h := testHerd(t)
+	d, err := h.EstimateTransport(t.Context(), 4)
+	if err != nil || d <= 0 {
+		t.Fatalf("EstimateTransport: %v, %v", d, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := h.EstimateTransport(ctx, 4); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v, want context.Canceled", err)
 	}
 }

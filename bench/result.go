@@ -33,10 +33,14 @@ type Result struct {
 	RatioFast float64
 	// LocalBound is the lower bound estimated from a sample right before
 	// this run (Scenario.BoundSample), with the scrypt the model runs
-	// (ModelScrypt); 0 if not asked for. LocalRatio is Completion /
-	// LocalBound.
+	// (ModelScrypt), plus, in http mode, LocalTransport; 0 if not asked
+	// for. LocalRatio is Completion / LocalBound.
 	LocalBound time.Duration
 	LocalRatio float64
+	// LocalTransport is the part of LocalBound that in http mode the
+	// herd's HTTPS takes (Herd.EstimateTransport): a TLS connection and a
+	// request per node, on the same CPUs as scrypt; 0 in inproc mode.
+	LocalTransport time.Duration
 	// Attempts counts the requests the agents sent.
 	Attempts uint64
 	// ScryptRuns counts the scrypt computations the servers started
@@ -200,12 +204,14 @@ func (r *Result) finish(lowerBound, lowerBoundFast time.Duration) {
 	}
 }
 
-// SetLocalBound sets LocalBound to d and LocalRatio to Completion / d (0
-// when d is not positive). Completion must be set first.
-func (r *Result) SetLocalBound(d time.Duration) {
-	r.LocalBound, r.LocalRatio = d, 0
-	if d > 0 {
-		r.LocalRatio = float64(r.Completion) / float64(d)
+// SetLocalBound sets LocalBound to scrypt+transport, LocalTransport to
+// transport and LocalRatio to Completion / LocalBound (all 0 when scrypt
+// is not positive). Completion must be set first.
+func (r *Result) SetLocalBound(scrypt, transport time.Duration) {
+	r.LocalBound, r.LocalTransport, r.LocalRatio = 0, 0, 0
+	if scrypt > 0 {
+		r.LocalBound, r.LocalTransport = scrypt+transport, transport
+		r.LocalRatio = float64(r.Completion) / float64(r.LocalBound)
 	}
 }
 
@@ -229,6 +235,7 @@ type resultJSON struct {
 	Ratio             float64       `json:"ratio"`
 	RatioFast         float64       `json:"ratio_fast,omitempty"`
 	LocalBoundS       float64       `json:"local_lower_bound_s,omitempty"`
+	LocalTransportS   float64       `json:"local_transport_s,omitempty"`
 	LocalRatio        float64       `json:"local_ratio,omitempty"`
 	Attempts          uint64        `json:"attempts"`
 	ScryptRuns        uint64        `json:"scrypt_runs"`
@@ -278,7 +285,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Servers: r.Servers, LB: r.LB, Joined: r.Joined,
 		CompletionS: r.Completion.Seconds(), LowerBoundS: r.LowerBound.Seconds(),
 		Ratio: r.Ratio, RatioFast: r.RatioFast, LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
-		Attempts: r.Attempts, ScryptRuns: r.ScryptRuns,
+		LocalTransportS: r.LocalTransport.Seconds(),
+		Attempts:        r.Attempts, ScryptRuns: r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
 		Reboot:            r.Reboot, DigestKey: r.DigestKey, FirstAttempt: r.FirstAttempt,
 		DigestHits: r.DigestHits, CacheHits: r.CacheHits,
@@ -318,7 +326,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Servers: j.Servers, LB: j.LB, Joined: j.Joined,
 		Completion: secs(j.CompletionS), LowerBound: secs(j.LowerBoundS),
 		Ratio: j.Ratio, RatioFast: j.RatioFast, LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
-		Attempts: j.Attempts, ScryptRuns: j.ScryptRuns,
+		LocalTransport: secs(j.LocalTransportS),
+		Attempts:       j.Attempts, ScryptRuns: j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
 		Reboot:            j.Reboot, DigestKey: j.DigestKey, FirstAttempt: j.FirstAttempt,
 		DigestHits: j.DigestHits, CacheHits: j.CacheHits,

@@ -80,11 +80,16 @@ func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
 // store under it, which a reboot's warm-up uses; faults, when not nil, is
 // the fault-injecting store between the two.
 func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *verify.MemoryStore, store verify.Store, faults *faultStore) (*Result, error) {
-	var localBound time.Duration
+	var localBound, localTransport time.Duration
 	if sc.BoundSample > 0 {
 		var err error
 		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, ModelScrypt(modelName)); err != nil {
 			return nil, err
+		}
+		if sc.Mode == ModeHTTP {
+			if localTransport, err = h.EstimateTransport(ctx, sc.BoundSample); err != nil {
+				return nil, err
+			}
 		}
 	}
 	params := verify.DefaultParams
@@ -194,7 +199,7 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 			recheck(ctx, res.Faults, faults, r.adv.tracker, models, h.Nodes, sc.scale(sc.ClientTimeout))
 		}
 	}
-	res.SetLocalBound(localBound)
+	res.SetLocalBound(localBound, localTransport)
 	res.finish(h.LowerBound, h.LowerBoundFast)
 	return res, nil
 }

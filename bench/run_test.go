@@ -252,7 +252,7 @@ func TestResultJSON(t *testing.T) {
 		ShedLog:   []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
 	}
 	r.finish(time.Second, 0)
-	r.SetLocalBound(3 * time.Second)
+	r.SetLocalBound(2*time.Second, time.Second)
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestResultJSON(t *testing.T) {
 		"model": "nodepass", "nodes": 3.0, "joined": 2.0, "completion_s": 1.5, "lower_bound_s": 1.0,
 		"ratio": 1.5, "attempts": 0.0, "scrypt_runs": 2.0, "p50_s": 0.5, "p99_s": 1.0, "max_s": 1.0,
 		"peak_heap_mib": 96.0, "shed": 0.0, "timeouts": 0.0, "stopped": "deadline",
-		"local_lower_bound_s": 3.0, "local_ratio": 0.5,
+		"local_lower_bound_s": 3.0, "local_transport_s": 1.0, "local_ratio": 0.5,
 	}
 	for k, v := range want {
 		if m[k] != v {

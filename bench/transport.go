@@ -17,6 +17,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -175,14 +176,23 @@ func capped(m model, next http.Handler) http.Handler {
 	})
 }
 
-func (t *httpTarget) attempt(ctx context.Context, client, server int, n Node) outcome {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.urls[server], nil)
+// agentRequest is node n's request to url, as a k3s agent sends it.
+func agentRequest(ctx context.Context, url string, n Node) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return outcome{connErr: true}
+		return nil, err
 	}
 	req.Header.Set("K3s-Node-Name", n.Name)
 	req.Header.Set("K3s-Node-Password", n.Password)
 	req.Header.Set("K3s-Node-Ip", "127.0.0.1")
+	return req, nil
+}
+
+func (t *httpTarget) attempt(ctx context.Context, client, server int, n Node) outcome {
+	req, err := agentRequest(ctx, t.urls[server], n)
+	if err != nil {
+		return outcome{connErr: true}
+	}
 	resp, err := t.clients[client].Do(req)
 	if err == nil {
 		_, err = io.Copy(io.Discard, resp.Body)
@@ -211,6 +221,66 @@ func (t *httpTarget) close() {
 	for _, s := range t.servers {
 		s.Close()
 	}
+}
+
+// EstimateTransport estimates the CPU time the herd's HTTPS takes beyond
+// scrypt in http mode, as wall time on GOMAXPROCS workers: sample
+// requests (after a warm-up of one per worker), each from a new client
+// over a new connection (TLS handshake on both sides, HTTP/2 set-up, one
+// GET) to an HTTPS server on loopback whose handler only answers, scaled
+// to the herd's nodes. Every node needs at least one such request, and
+// the agents here share the servers' CPUs, so in http mode it adds to
+// the lower bound (Result.LocalTransport).
+func (h *Herd) EstimateTransport(ctx context.Context, sample int) (time.Duration, error) {
+	sample = min(max(sample, 1), len(h.Nodes))
+	serverTLS, pool, err := selfSignedTLS()
+	if err != nil {
+		return 0, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("bench: transport bound: %w", err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			io.WriteString(w, "ok\n")
+		}),
+		TLSConfig:         serverTLS,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	go srv.ServeTLS(ln, "", "")
+	defer srv.Close()
+	url := "https://" + ln.Addr().String() + Path
+	one := func(i int) error {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		req, err := agentRequest(ctx, url, h.Nodes[i])
+		if err != nil {
+			return err
+		}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+			return fmt.Errorf("answered %s over %s, want 200 over HTTP/2", resp.Status, resp.Proto)
+		}
+		return nil
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if err := parallel(ctx, min(workers, len(h.Nodes)), workers, one); err != nil {
+		return 0, fmt.Errorf("bench: transport bound warm-up: %w", err)
+	}
+	start := time.Now()
+	if err := parallel(ctx, sample, workers, one); err != nil {
+		return 0, fmt.Errorf("bench: transport bound: %w", err)
+	}
+	return time.Since(start) * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
 }
 
 // selfSignedTLS makes a CA and a certificate for 127.0.0.1 signed by it,

@@ -71,9 +71,13 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 	if err != nil {
 		return nil, err
 	}
-	localBound := before.localBound
+	localBound, localTransport := before.localBound, time.Duration(0)
 	if sc.BoundSample == 0 {
 		localBound = 0
+	} else if sc.Mode == bench.ModeHTTP {
+		if localTransport, err = h.EstimateTransport(ctx, sc.BoundSample); err != nil {
+			return nil, err
+		}
 	}
 	sc.BoundSample = 0 // measured above, outside the run's profile
 
@@ -102,7 +106,7 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 		Verifications: before.verifications,
 	}
 	if localBound > 0 {
-		res.SetLocalBound(localBound)
+		res.SetLocalBound(localBound, localTransport)
 	}
 	cpu.Comments = append(cpu.Comments, meta.Comments()...)
 	heapProf.Comments = append(heapProf.Comments, "nodepass-bench: model="+model, heap.note)
