@@ -213,22 +213,36 @@ func retryAfterSeconds(d time.Duration) int {
 	return int(s)
 }
 
-// ConnContext records when each connection was accepted, for an
-// http.Server's ConnContext field:
+// ConnContext records when each connection came, for an http.Server's
+// ConnContext field:
 //
 //	srv := &http.Server{Handler: h, ConnContext: httpauth.ConnContext}
 //
 // The first request on a connection is then held by the Verifier at most
-// its MaxWait from the moment the connection was accepted, its TLS
-// handshake included (see verify.WithArrival): an agent's client timeout
-// started before the handshake, which can take seconds when hundreds of
-// nodes connect at once. Later requests on the connection count from when
-// they are handled.
-func ConnContext(ctx context.Context, _ net.Conn) context.Context {
-	c := &conn{accepted: time.Now()}
+// its MaxWait from the moment the connection came, its TLS handshake
+// included (see verify.WithArrival): an agent's client timeout started
+// before the handshake, which can take seconds when hundreds of nodes
+// connect at once. Later requests on the connection count from when they
+// are handled.
+//
+// A connection comes when it is accepted or, on Linux for TCP (TLS over
+// TCP included), when the kernel last received from it before it was
+// accepted (TCP_INFO): under a herd the server's accept loop can run
+// seconds behind the kernel's handshakes, and a client's timeout runs
+// meanwhile. The kernel counts in clock ticks (up to 10 ms).
+func ConnContext(ctx context.Context, nc net.Conn) context.Context {
+	now := time.Now()
+	c := &conn{accepted: now}
+	if age, ok := connAge(nc); ok {
+		c.accepted = now.Add(-age)
+	}
 	c.first.Store(true)
 	return context.WithValue(ctx, connKey{}, c)
 }
+
+// maxConnAge bounds what connAge is trusted with: an agent's client does
+// not wait longer than that.
+const maxConnAge = 5 * time.Minute
 
 type connKey struct{}
 

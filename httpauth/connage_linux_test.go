@@ -1,0 +1,65 @@
+//go:build linux
+
+package httpauth
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestConnContextCountsAcceptLag: a connection accepted late comes when
+// the kernel last heard from it, over TLS too; one that is not TCP comes
+// when it is accepted.
+func TestConnContextCountsAcceptLag(t *testing.T) {
+	const (
+		lag  = 300 * time.Millisecond
+		tick = 10 * time.Millisecond // the kernel's clock tick, at most
+	)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	came := func(wrap func(net.Conn) net.Conn) (dialed, arrival, accepted time.Time) {
+		dialed = time.Now()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("hello")); err != nil { // as a ClientHello
+			t.Fatal(err)
+		}
+		time.Sleep(lag) // the accept loop is behind
+		sc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		accepted = time.Now()
+		ctx := ConnContext(context.Background(), wrap(sc))
+		return dialed, ctx.Value(connKey{}).(*conn).accepted, accepted
+	}
+	for name, wrap := range map[string]func(net.Conn) net.Conn{
+		"tcp": func(c net.Conn) net.Conn { return c },
+		"tls": func(c net.Conn) net.Conn { return tls.Server(c, &tls.Config{}) },
+	} {
+		dialed, arrival, accepted := came(wrap)
+		if arrival.Before(dialed.Add(-tick)) || arrival.After(accepted.Add(-lag+tick)) {
+			t.Errorf("%s: came %v after the dial, accepted %v after it; want within a tick of the dial, %v before the accept",
+				name, arrival.Sub(dialed), accepted.Sub(dialed), lag)
+		}
+	}
+
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	before := time.Now()
+	arrival := ConnContext(context.Background(), a).Value(connKey{}).(*conn).accepted
+	if arrival.Before(before) {
+		t.Errorf("a pipe came %v before it was accepted", before.Sub(arrival))
+	}
+}
