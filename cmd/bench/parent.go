@@ -144,12 +144,15 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	if sc.BoundSample > 0 {
 		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications with the model's own scrypt right before its run (the load on a shared machine changes)", sc.BoundSample)
 		if sc.Mode == bench.ModeHTTP {
-			fmt.Fprintf(w, ",\n  plus, in http mode, %d HTTPS requests each on a new connection (TLS handshake, HTTP/2, one GET) to a server that only answers: every node needs one, and the agents share the servers' CPUs;", sc.BoundSample)
+			fmt.Fprintf(w, ",\n  plus, in http mode, %d HTTPS requests each on a new connection (TLS handshake, HTTP/2, one GET) to a server that only answers: every node needs one, and the agents share the servers' CPUs:", sc.BoundSample)
+			var each []string
 			for _, r := range results {
 				if r.LocalTransport > 0 {
-					fmt.Fprintf(w, " %s: %.2fs of %.2fs (%.2f ms per node);", r.Model, r.LocalTransport.Seconds(), r.LocalBound.Seconds(), 1e3*r.LocalTransport.Seconds()/float64(r.Nodes))
+					each = append(each, fmt.Sprintf("%s: %.2fs of %.2fs (%.2f ms of CPU per node)", r.Model, r.LocalTransport.Seconds(),
+						r.LocalBound.Seconds(), 1e3*r.LocalTransport.Seconds()*float64(h.Workers)/float64(r.Nodes)))
 				}
 			}
+			fmt.Fprint(w, " ", strings.Join(each, "; "))
 		}
 		fmt.Fprintln(w, ".")
 	}
