@@ -245,13 +245,14 @@ func TestParseLBAndMode(t *testing.T) {
 // on new connections, and stops at the end of its context.
 func TestEstimateTransport(t *testing.T) {
 	h := testHerd(t)
-	d, err := h.EstimateTransport(t.Context(), 4)
+	sc := Scenario{Mode: ModeHTTP, BoundSample: 4}
+	d, err := h.EstimateTransport(t.Context(), sc)
 	if err != nil || d <= 0 {
 		t.Fatalf("EstimateTransport: %v, %v", d, err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := h.EstimateTransport(ctx, 4); !errors.Is(err, context.Canceled) {
+	if _, err := h.EstimateTransport(ctx, sc); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v, want context.Canceled", err)
 	}
 }

@@ -86,10 +86,8 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, ModelScrypt(modelName)); err != nil {
 			return nil, err
 		}
-		if sc.Mode == ModeHTTP {
-			if localTransport, err = h.EstimateTransport(ctx, sc.BoundSample); err != nil {
-				return nil, err
-			}
+		if localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
+			return nil, err
 		}
 	}
 	params := verify.DefaultParams

@@ -137,30 +137,45 @@ func newHTTPTarget(models []model, clients int) (_ *httpTarget, err error) {
 		mux.Handle("GET "+Path, capped(m, auth.HandlerFunc(func(w http.ResponseWriter, _ *http.Request, node httpauth.Node) {
 			io.WriteString(w, "certificate for "+node.Name+"\n")
 		})))
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		srv, url, err := serveTLS(mux, serverTLS)
 		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		srv := &http.Server{
-			Handler:           mux,
-			TLSConfig:         serverTLS.Clone(),
-			ReadHeaderTimeout: 30 * time.Second,
-			ErrorLog:          log.New(io.Discard, "", 0), // clients leaving mid-handshake
-			ConnContext:       httpauth.ConnContext,
+			return nil, err
 		}
 		t.servers = append(t.servers, srv)
-		t.urls = append(t.urls, "https://"+ln.Addr().String()+Path)
-		go srv.ServeTLS(ln, "", "")
+		t.urls = append(t.urls, url)
 	}
 	for range clients {
-		// Its own Transport, so its own connection, as a real node has.
-		tr := &http.Transport{
-			TLSClientConfig:   &tls.Config{RootCAs: pool},
-			ForceAttemptHTTP2: true,
-		}
-		t.clients = append(t.clients, &http.Client{Transport: tr})
+		t.clients = append(t.clients, agentClient(pool))
 	}
 	return t, nil
+}
+
+// serveTLS serves h over HTTPS (HTTP/2 first) with cfg on a new loopback
+// port, as a k3s server does, and returns the server and the URL of Path
+// on it.
+func serveTLS(h http.Handler, cfg *tls.Config) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("bench: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         cfg.Clone(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0), // clients leaving mid-handshake
+		ConnContext:       httpauth.ConnContext,
+	}
+	go srv.ServeTLS(ln, "", "")
+	return srv, "https://" + ln.Addr().String() + Path, nil
+}
+
+// agentClient is one agent's HTTPS client, trusting pool: its own
+// Transport, so its own connection, as a real node has.
+func agentClient(pool *x509.CertPool) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: pool},
+		ForceAttemptHTTP2: true,
+	}}
 }
 
 // capped wraps next in m's in-flight cap, answering 429 past it.
@@ -224,42 +239,38 @@ func (t *httpTarget) close() {
 }
 
 // EstimateTransport estimates the CPU time the herd's HTTPS takes beyond
-// scrypt in http mode, as wall time on GOMAXPROCS workers: sample
-// requests (after a warm-up of one per worker), each from a new client
-// over a new connection (TLS handshake on both sides, HTTP/2 set-up, one
-// GET) to an HTTPS server on loopback whose handler only answers, scaled
-// to the herd's nodes. Every node needs at least one such request, and
-// the agents here share the servers' CPUs, so in http mode it adds to
-// the lower bound (Result.LocalTransport).
-func (h *Herd) EstimateTransport(ctx context.Context, sample int) (time.Duration, error) {
-	sample = min(max(sample, 1), len(h.Nodes))
+// scrypt in sc's http mode, as wall time on GOMAXPROCS workers:
+// sc.BoundSample requests (after a warm-up of one per worker), each from a
+// new client over a new connection (TLS handshake on both sides, HTTP/2
+// set-up, one GET) to an HTTPS server on loopback whose handler only
+// answers, scaled to the herd's nodes. Every node needs at least one such
+// request, and the agents here share the servers' CPUs, so in http mode
+// it adds to the lower bound (Result.LocalTransport). It is 0 in inproc
+// mode or when sc.BoundSample is 0.
+func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duration, error) {
+	if sc.Mode != ModeHTTP || sc.BoundSample <= 0 {
+		return 0, nil
+	}
+	sample := min(sc.BoundSample, len(h.Nodes))
 	serverTLS, pool, err := selfSignedTLS()
 	if err != nil {
 		return 0, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, url, err := serveTLS(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok\n")
+	}), serverTLS)
 	if err != nil {
-		return 0, fmt.Errorf("bench: transport bound: %w", err)
+		return 0, err
 	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			io.WriteString(w, "ok\n")
-		}),
-		TLSConfig:         serverTLS,
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0),
-	}
-	go srv.ServeTLS(ln, "", "")
 	defer srv.Close()
-	url := "https://" + ln.Addr().String() + Path
 	one := func(i int) error {
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
-		defer tr.CloseIdleConnections()
+		c := agentClient(pool)
+		defer c.CloseIdleConnections()
 		req, err := agentRequest(ctx, url, h.Nodes[i])
 		if err != nil {
 			return err
 		}
-		resp, err := (&http.Client{Transport: tr}).Do(req)
+		resp, err := c.Do(req)
 		if err != nil {
 			return err
 		}

@@ -71,13 +71,13 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 	if err != nil {
 		return nil, err
 	}
-	localBound, localTransport := before.localBound, time.Duration(0)
+	localBound := before.localBound
 	if sc.BoundSample == 0 {
 		localBound = 0
-	} else if sc.Mode == bench.ModeHTTP {
-		if localTransport, err = h.EstimateTransport(ctx, sc.BoundSample); err != nil {
-			return nil, err
-		}
+	}
+	localTransport, err := h.EstimateTransport(ctx, sc)
+	if err != nil {
+		return nil, err
 	}
 	sc.BoundSample = 0 // measured above, outside the run's profile
 
