@@ -200,7 +200,7 @@ func (e *estimator) margin() float64 {
 func (e *estimator) wait(best time.Duration, now time.Time) time.Duration {
 	m := e.margin()
 	s := min(e.slow, maxMargin)
-	if s <= m || len(e.recent) == 0 {
+	if s <= m { // slow is 0 until the last busy completions are enough
 		return time.Duration(float64(best) * m)
 	}
 	lasted := float64(max(now.Sub(e.busySince), 0))
