@@ -641,8 +641,7 @@ func TestOverloadAfterMaxWait(t *testing.T) {
 	g := newGate()
 	g.install(v)
 	err := v.Verify(context.Background(), "n", "pw")
-	var oe *OverloadError
-	if !errors.As(err, &oe) || !oe.Queued || oe.RetryAfter() <= 0 {
+	if oe := queuedOverload(t, err); oe.RetryAfter() <= 0 {
 		t.Fatalf("err %v, want a queued OverloadError with RetryAfter > 0", err)
 	}
 	close(g.release)
@@ -807,6 +806,31 @@ func testWork() int64 {
 	return (int64(128) << testParams.LogN) * int64(testParams.R) * int64(testParams.P)
 }
 
+// queuedOverload returns err as an *OverloadError whose work stays
+// queued, or fails t.
+func queuedOverload(t *testing.T, err error) *OverloadError {
+	t.Helper()
+	var oe *OverloadError
+	if !errors.As(err, &oe) || !oe.Queued {
+		t.Fatalf("err %v, want a queued OverloadError", err)
+	}
+	return oe
+}
+
+// bothSentAway checks, once aRunsBWaits' callers are done, that both were
+// sent away, afterWait of them after being held, then releases a's
+// computation and closes v.
+func bothSentAway(t *testing.T, v *Verifier, g *gate, afterWait uint64) {
+	t.Helper()
+	synctest.Wait()
+	if st := v.Stats(); st.Shed != 2 || st.ShedAfterWait != afterWait {
+		close(g.release)
+		t.Fatalf("shed %d, after a wait %d; want 2, %d", st.Shed, st.ShedAfterWait, afterWait)
+	}
+	close(g.release)
+	v.Close()
+}
+
 // aRunsBWaits starts, inside a synctest bubble, a one-slot Verifier with a
 // MaxWait of 8 s (prepared by prepare, if not nil) whose computation for
 // node a holds the slot at the gate, and a Verify for node b after it;
@@ -846,24 +870,15 @@ func TestDecidedAtFirstMeasurement(t *testing.T) {
 		}
 		v.sched.Calibrate(20*time.Second, testWork()) // the first measurement: 20 s per hash
 		err := <-done
-		var oe *OverloadError
-		if !errors.As(err, &oe) || !oe.Queued {
-			t.Fatalf("err %v, want a queued OverloadError", err)
-		}
+		oe := queuedOverload(t, err)
 		if waited := time.Since(start); waited != time.Second {
 			t.Fatalf("sent away after %v, want as the measurement came (1 s)", waited)
 		}
 		if oe.RetryAfter() < 16*time.Second {
 			t.Fatalf("RetryAfter %v, want the new estimate (over 20 s) less MaxWait/2", oe.RetryAfter())
 		}
-		synctest.Wait()
 		// a's caller too: its computation is not expected in time either.
-		if st := v.Stats(); st.Shed != 2 || st.ShedAfterWait != 0 {
-			close(g.release)
-			t.Fatalf("shed %d, after a wait %d; want 2, 0", st.Shed, st.ShedAfterWait)
-		}
-		close(g.release)
-		v.Close()
+		bothSentAway(t, v, g, 0)
 	})
 }
 
@@ -882,21 +897,11 @@ func TestHeldSentAwayOnlyWhenHopeless(t *testing.T) {
 		default:
 		}
 		v.sched.Calibrate(20*time.Second, testWork()) // now it cannot
-		err := <-done
-		var oe *OverloadError
-		if !errors.As(err, &oe) || !oe.Queued {
-			t.Fatalf("err %v, want a queued OverloadError", err)
-		}
+		queuedOverload(t, <-done)
 		if waited := time.Since(start); waited != 3500*time.Millisecond {
 			t.Fatalf("sent away after %v, want at the first recheck after 3 s (3.5 s)", waited)
 		}
-		synctest.Wait()
 		// a's caller too: its running computation cannot end in time.
-		if st := v.Stats(); st.Shed != 2 || st.ShedAfterWait != 2 {
-			close(g.release)
-			t.Fatalf("shed %d, after a wait %d; want 2, 2", st.Shed, st.ShedAfterWait)
-		}
-		close(g.release)
-		v.Close()
+		bothSentAway(t, v, g, 2)
 	})
 }
