@@ -98,6 +98,10 @@ type tracker struct {
 	// own password (its computation ended with a match, or the server let
 	// the node in), since start; 0 until then.
 	verifiedAt [][]atomic.Int64
+	// reachedAt[node] is when the node's first request with its own
+	// password reached a server's model (in http mode: past the TLS
+	// handshake and HTTP), since start; 0 until then.
+	reachedAt []atomic.Int64
 
 	wrongAccepts, honestRejected atomic.Uint64
 	faultAnswers, cachedErrors   atomic.Uint64
@@ -126,6 +130,7 @@ func newTracker(nodes, dups []Node, servers int) *tracker {
 		dupRunsBy:   make([]atomic.Uint64, len(dups)),
 		dupRejected: make([]atomic.Bool, len(dups)),
 		verifiedAt:  make([][]atomic.Int64, servers),
+		reachedAt:   make([]atomic.Int64, len(nodes)),
 	}
 	for i, n := range nodes {
 		t.index[n.Name] = i
@@ -328,6 +333,9 @@ func requestOf(ctx context.Context) *request {
 
 func (m trackedModel) Ensure(ctx context.Context, node, password string) error {
 	w := m.t.classify(node, password)
+	if w.kind == kindHonest {
+		m.t.reachedAt[w.node].CompareAndSwap(0, int64(m.t.since()))
+	}
 	req := new(request)
 	var err error
 	pprof.Do(context.WithValue(ctx, requestKey{}, req), w.labels(), func(ctx context.Context) {

@@ -71,11 +71,23 @@ func TestHerdHTTP(t *testing.T) {
 			if res.LowerBound != h.LowerBound || res.Ratio <= 0 || res.P50 > res.P99 || res.P99 > res.Max {
 				t.Errorf("lower bound %v ratio %v p50 %v p99 %v max %v", res.LowerBound, res.Ratio, res.P50, res.P99, res.Max)
 			}
+			checkReached(t, res)
 			// Over HTTPS the local bound counts a connection per node.
 			if res.LocalTransport <= 0 || res.LocalBound <= res.LocalTransport || res.LocalRatio <= 0 {
 				t.Errorf("local lower bound %v with transport %v, ratio %v", res.LocalBound, res.LocalTransport, res.LocalRatio)
 			}
 		})
+	}
+}
+
+// checkReached checks that a run in which every node joined knows when
+// their first requests reached the servers: in order, and before the end.
+func checkReached(t *testing.T, res *Result) {
+	t.Helper()
+	if res.ReachedFirst <= 0 || res.ReachedFirst > res.ReachedMedian || res.ReachedMedian > res.ReachedLast ||
+		res.ReachedLast > res.Completion {
+		t.Errorf("%s: first requests reached the servers at %v, %v (median), %v; completion %v",
+			res.Model, res.ReachedFirst, res.ReachedMedian, res.ReachedLast, res.Completion)
 	}
 }
 
@@ -94,6 +106,7 @@ func TestHerdInprocServers(t *testing.T) {
 		if res.Joined != 30 || res.Stopped != "" || res.Servers != 3 || res.LB != LBFailover {
 			t.Errorf("%s: joined %d stopped %q servers %d lb %q", name, res.Joined, res.Stopped, res.Servers, res.LB)
 		}
+		checkReached(t, res)
 		if res.LocalBound <= 0 || res.LocalRatio <= 0 || res.LocalTransport != 0 {
 			t.Errorf("%s: local lower bound %v (transport %v, want 0 in-process), ratio %v", name, res.LocalBound, res.LocalTransport, res.LocalRatio)
 		}

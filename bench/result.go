@@ -103,6 +103,14 @@ type Result struct {
 	// Completion for models that keep no result: until then work was
 	// pending.
 	LastReady time.Duration
+	// ReachedFirst, ReachedMedian and ReachedLast are when the honest
+	// nodes' first requests reached a server's model (in http mode: past
+	// the TLS handshake and HTTP), since the run's start: the earliest,
+	// the median and the latest; 0 when none did. A request is answered
+	// no sooner than it reaches the server, so a herd whose last requests
+	// are sent away at once cannot end before ReachedLast plus the agents'
+	// retry delay (k3s agents: up to 10 s).
+	ReachedFirst, ReachedMedian, ReachedLast time.Duration
 	// IdlePending is the CPU time the process left unused until LastReady
 	// (Procs × LastReady minus the CPU time used): capacity lost while
 	// work was pending, because the scheduler held it back or the run had
@@ -258,6 +266,9 @@ type resultJSON struct {
 	ShedAfterWait     uint64        `json:"shed_after_wait"`
 	ReturnsS          []float64     `json:"returns_s"`
 	LastReadyS        float64       `json:"last_ready_s"`
+	ReachedFirstS     float64       `json:"reached_first_s"`
+	ReachedMedianS    float64       `json:"reached_median_s"`
+	ReachedLastS      float64       `json:"reached_last_s"`
 	IdlePendingS      float64       `json:"idle_pending_cpu_s"`
 	Timeouts          uint64        `json:"timeouts"`
 	ConnErrors        uint64        `json:"conn_errors"`
@@ -295,6 +306,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		PeakHeapMiB: mib(r.PeakHeap), PeakHeapObjMiB: mib(r.PeakHeapObjects),
 		Shed: r.Shed, ShedLate: r.ShedLate, ShedAfterWait: r.ShedAfterWait,
 		ReturnsS: make([]float64, 0, len(r.Returns)), LastReadyS: r.LastReady.Seconds(), IdlePendingS: r.IdlePending.Seconds(),
+		ReachedFirstS: r.ReachedFirst.Seconds(), ReachedMedianS: r.ReachedMedian.Seconds(), ReachedLastS: r.ReachedLast.Seconds(),
 		Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
 		CPUS: r.CPU.Seconds(), Procs: r.Procs, MaxSampleGapS: r.MaxSampleGap.Seconds(),
 		Stopped: r.Stopped, StopDetail: r.StopDetail,
@@ -336,6 +348,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		PeakHeap: fromMiB(j.PeakHeapMiB), PeakHeapObjects: fromMiB(j.PeakHeapObjMiB),
 		Shed: j.Shed, ShedLate: j.ShedLate, ShedAfterWait: j.ShedAfterWait,
 		LastReady: secs(j.LastReadyS), IdlePending: secs(j.IdlePendingS),
+		ReachedFirst: secs(j.ReachedFirstS), ReachedMedian: secs(j.ReachedMedianS), ReachedLast: secs(j.ReachedLastS),
 		Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
 		CPU: secs(j.CPUS), Procs: j.Procs, MaxSampleGap: secs(j.MaxSampleGapS),
 		Stopped: j.Stopped, StopDetail: j.StopDetail,

@@ -96,3 +96,23 @@ func (r *run) readiness(res *Result, keeps bool) {
 		res.IdlePending = max(time.Duration(res.Procs)*res.LastReady-cpu, 0)
 	}
 }
+
+// reached fills res's ReachedFirst, ReachedMedian and ReachedLast from
+// when each honest node's first request reached a server.
+func (r *run) reached(res *Result) {
+	t := r.adv.tracker
+	if t == nil {
+		return
+	}
+	var at []time.Duration
+	for i := range t.reachedAt {
+		if d := time.Duration(t.reachedAt[i].Load()); d > 0 {
+			at = append(at, d)
+		}
+	}
+	if len(at) == 0 {
+		return
+	}
+	slices.Sort(at)
+	res.ReachedFirst, res.ReachedMedian, res.ReachedLast = at[0], at[(len(at)-1)/2], at[len(at)-1]
+}

@@ -190,6 +190,7 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 		}
 	}
 	r.readiness(res, raw[0].keepsState())
+	r.reached(res)
 	r.adv.figures(res)
 	if faults != nil {
 		res.Faults = faults.figures(r.adv.tracker)

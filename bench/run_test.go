@@ -248,8 +248,9 @@ func TestResultJSON(t *testing.T) {
 	r := &Result{
 		Model: ModelNodepass, Nodes: 3, Joined: 2, Completion: 1500 * time.Millisecond,
 		ScryptRuns: 2, PeakHeap: 96 << 20, Stopped: StoppedDeadline,
-		JoinTimes: []time.Duration{500 * time.Millisecond, time.Second},
-		ShedLog:   []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
+		JoinTimes:    []time.Duration{500 * time.Millisecond, time.Second},
+		ShedLog:      []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
+		ReachedFirst: 100 * time.Millisecond, ReachedMedian: 250 * time.Millisecond, ReachedLast: 500 * time.Millisecond,
 	}
 	r.finish(time.Second, 0)
 	r.SetLocalBound(2*time.Second, time.Second)
@@ -266,6 +267,7 @@ func TestResultJSON(t *testing.T) {
 		"ratio": 1.5, "attempts": 0.0, "scrypt_runs": 2.0, "p50_s": 0.5, "p99_s": 1.0, "max_s": 1.0,
 		"peak_heap_mib": 96.0, "shed": 0.0, "timeouts": 0.0, "stopped": "deadline",
 		"local_lower_bound_s": 3.0, "local_transport_s": 1.0, "local_ratio": 0.5,
+		"reached_first_s": 0.1, "reached_median_s": 0.25, "reached_last_s": 0.5,
 	}
 	for k, v := range want {
 		if m[k] != v {
@@ -282,7 +284,8 @@ func TestResultJSON(t *testing.T) {
 	if !slices.Equal(back.ShedLog, r.ShedLog) {
 		t.Errorf("shed log round trip: %+v, want %+v", back.ShedLog, r.ShedLog)
 	}
-	if !slices.Equal(back.JoinTimes, r.JoinTimes) || back.Completion != r.Completion || back.PeakHeap != r.PeakHeap {
+	if !slices.Equal(back.JoinTimes, r.JoinTimes) || back.Completion != r.Completion || back.PeakHeap != r.PeakHeap ||
+		back.ReachedFirst != r.ReachedFirst || back.ReachedMedian != r.ReachedMedian || back.ReachedLast != r.ReachedLast {
 		t.Errorf("round trip: %+v, want %+v", back, *r)
 	}
 	// A value marshals the same as a pointer.

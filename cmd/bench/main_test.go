@@ -87,7 +87,7 @@ func TestRunInProcess(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "lower bound:"} {
+	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "lower bound:", "nodepass: first requests reached the server between"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
@@ -98,7 +98,8 @@ func TestRunInProcess(t *testing.T) {
 		t.Errorf("JSON results: %v", results)
 	}
 	for _, key := range []string{"model", "nodes", "joined", "completion_s", "lower_bound_s", "ratio", "attempts",
-		"scrypt_runs", "p50_s", "p99_s", "max_s", "peak_heap_mib", "shed", "timeouts", "stopped", "timeline"} {
+		"scrypt_runs", "p50_s", "p99_s", "max_s", "peak_heap_mib", "shed", "timeouts", "stopped", "timeline",
+		"reached_first_s", "reached_median_s", "reached_last_s"} {
 		if _, ok := results[0][key]; !ok {
 			t.Errorf("JSON result lacks %q", key)
 		}
@@ -160,7 +161,7 @@ func checkColumns(t *testing.T, out string) {
 		switch {
 		case f[0] == "model":
 			header = f
-		case header != nil && (f[0] == "nodepass" || strings.HasPrefix(f[0], "k3s-")):
+		case header != nil && (f[0] == "nodepass" || strings.HasPrefix(f[0], "k3s-") && !strings.Contains(f[0], ":")):
 			rows++
 			if len(f) != len(header) {
 				t.Errorf("row has %d cells, header %d:\n%q\n%q", len(f), len(header), header, f)

@@ -165,6 +165,9 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	fmt.Fprintln(w, "cpu use is the process's CPU time over completion × GOMAXPROCS: well below 100% with work pending means the run was short of CPU or idle by design;")
 	fmt.Fprintf(w, "late = shed answers that came after the request was held over %v; idle = CPU time left unused (GOMAXPROCS × time − CPU time) until the last node's result was ready.\n", bench.LateShed)
 	for _, r := range results {
+		if r.ReachedLast > 0 {
+			fmt.Fprintf(w, "%s: %s.\n", r.Model, reachedSummary(r))
+		}
 		if s := returnsSummary(r); s != "" {
 			fmt.Fprintf(w, "%s: %s.\n", r.Model, s)
 		}
@@ -236,6 +239,17 @@ func loadAverage() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "?"
+}
+
+// reachedSummary says when the nodes' first requests reached a server,
+// and so how early the last of them could be answered.
+func reachedSummary(r *bench.Result) string {
+	where := "the server"
+	if r.Servers > 1 {
+		where = "a server"
+	}
+	return fmt.Sprintf("first requests reached %s between %s and %s (median %s): none is answered sooner, and one sent away on arrival comes back its agent's retry delay later",
+		where, secs(r.ReachedFirst), secs(r.ReachedLast), secs(r.ReachedMedian))
 }
 
 // returnsSummary says, for a model that keeps results, how the agents
