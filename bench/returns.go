@@ -100,13 +100,9 @@ func (r *run) readiness(res *Result, keeps bool) {
 // reached fills res's ReachedFirst, ReachedMedian and ReachedLast from
 // when each honest node's first request reached a server.
 func (r *run) reached(res *Result) {
-	t := r.adv.tracker
-	if t == nil {
-		return
-	}
 	var at []time.Duration
-	for i := range t.reachedAt {
-		if d := time.Duration(t.reachedAt[i].Load()); d > 0 {
+	for i := range r.adv.tracker.reachedAt {
+		if d := time.Duration(r.adv.tracker.reachedAt[i].Load()); d > 0 {
 			at = append(at, d)
 		}
 	}
@@ -114,5 +110,5 @@ func (r *run) reached(res *Result) {
 		return
 	}
 	slices.Sort(at)
-	res.ReachedFirst, res.ReachedMedian, res.ReachedLast = at[0], at[(len(at)-1)/2], at[len(at)-1]
+	res.ReachedFirst, res.ReachedMedian, res.ReachedLast = at[0], at[rank(len(at), 0.50)], at[len(at)-1]
 }

@@ -278,10 +278,7 @@ func returnsSummary(r *bench.Result) string {
 			fmt.Fprintf(&b, ", %v..%v: %d", edges[i-1], edges[i], n)
 		}
 	}
-	if len(r.Returns) > 0 {
-		late := slices.Max(r.Returns)
-		fmt.Fprintf(&b, " (the latest %s after its result)", secs(late))
-	}
+	fmt.Fprintf(&b, " (the latest %s after its result)", secs(slices.Max(r.Returns)))
 	fmt.Fprintf(&b, "; held, then sent away: %d", r.ShedAfterWait)
 	return b.String()
 }
