@@ -55,7 +55,7 @@ type Scheduler struct {
 	parked  int               // Parked jobs in lines
 	asks    askLog
 	est     estimator
-	warm    chan struct{} // closed once est has measured a computation
+	warm    chan struct{} // closed once est is warm (warmSamples computations measured, or Calibrate)
 }
 
 // New returns an empty Scheduler.
