@@ -32,6 +32,11 @@ var (
 	// stored hash.
 	ErrExists = errors.New("verify: node already exists")
 
+	// ErrNotFresh is wrapped, with ErrNotFound, by a FreshGetter's
+	// GetFresh that could not read past its cache (its budget of direct
+	// reads spent): the node may have been stored elsewhere moments ago.
+	ErrNotFresh = errors.New("verify: not read fresh")
+
 	// ErrOverloaded is matched (errors.Is) by every overload error. Such an
 	// error also has a RetryAfter() time.Duration method; see OverloadError.
 	ErrOverloaded = errors.New("verify: overloaded")

@@ -28,13 +28,16 @@ type Store interface {
 //
 // It costs at most one GetFresh per enrollment computation: under a flood
 // of new names, at most one per distinct (node, password) that reaches
-// the scheduler, so no more than MaxQueue + MaxConcurrent at a time, and
-// an implementation may rate-limit them further by answering ErrNotFound
-// from its cache when its own budget is spent (the Create then settles
-// it, as without GetFresh).
+// the scheduler, so no more than MaxQueue + MaxConcurrent at a time. An
+// implementation may rate-limit them further: when its own budget is
+// spent it answers from its cache, and a miss there wraps both
+// ErrNotFound and ErrNotFresh. The enrollment then goes on (Create
+// settles it), but Options.EnrollFailOpen lets a node in only after a
+// fresh read that ran.
 type FreshGetter interface {
 	// GetFresh is Get without the cache: node's stored hash, or an error
-	// wrapping ErrNotFound.
+	// wrapping ErrNotFound (and ErrNotFresh when the read did not reach
+	// past the cache).
 	GetFresh(ctx context.Context, node string) (string, error)
 }
 
