@@ -72,6 +72,16 @@ func warmParallel(f func()) {
 	wg.Wait()
 }
 
+// logChoice logs the kernel chosen for n hashes at (2^logN, r) and what
+// it was chosen on (see Choices).
+func logChoice(b *testing.B, logN, r, n int) {
+	for _, c := range Choices() {
+		if c.N == 1<<logN && c.R == r && c.Hashes == n {
+			b.Logf("kernel for %d hash(es) at logN=%d r=%d: %q, measured per hash: %v", n, logN, r, c.Kernel, c.PerHash)
+		}
+	}
+}
+
 func benchName(logN, r, p int, impl string) string {
 	return fmt.Sprintf("logN=%d/r=%d/p=%d/impl=%s", logN, r, p, impl)
 }
@@ -94,6 +104,7 @@ func BenchmarkKey(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				logChoice(b, c.logN, c.r, min(c.p, Lanes()))
 			})
 		}
 	}
@@ -148,6 +159,7 @@ func BenchmarkThroughput(b *testing.B) {
 				b.ReportMetric(float64(keys.Load())/time.Since(start).Seconds(), "hashes/s")
 				cpu.report(b, int(keys.Load()))
 				b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "goroutines")
+				logChoice(b, c.logN, c.r, Lanes())
 			})
 		}
 	}
@@ -161,9 +173,9 @@ func BenchmarkThroughput(b *testing.B) {
 // for a shared machine. Every op is a KeyBatch of four keys at
 // (2^15, 8, 1).
 func BenchmarkCode(b *testing.B) {
-	for _, c := range codes() {
-		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=1", c.name), func(b *testing.B) {
-			defer setCode(c.code)()
+	for _, k := range kernels {
+		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=1", k), func(b *testing.B) {
+			defer forceKernel(k)()
 			jobs := benchJobs(4, 15, 8, 1)
 			KeyBatch(jobs) // fill the pool
 			b.ReportAllocs()
@@ -177,8 +189,8 @@ func BenchmarkCode(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(jobs)), "ns/key")
 			cpu.report(b, b.N*len(jobs))
 		})
-		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=max", c.name), func(b *testing.B) {
-			defer setCode(c.code)()
+		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=max", k), func(b *testing.B) {
+			defer forceKernel(k)()
 			warmParallel(func() { KeyBatch(benchJobs(4, 15, 8, 1)) })
 			b.ReportAllocs()
 			b.ResetTimer()

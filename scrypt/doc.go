@@ -20,40 +20,48 @@
 // fuzz target against x/crypto with a seed corpus (FuzzKey). They run
 // under the default build and -tags purego.
 //
-// # Lanes
+// # Kernels and lanes
 //
 // SMix, the memory-hard part, runs once per 128·r-byte block: p times per
 // key. The SMix computations of one (N, r) are independent, so this
-// package runs up to [Lanes] of them in lockstep and one BlockMix call
-// advances them all: their random reads of V overlap and, with AVX2, two
-// hashes share each vector instruction. On amd64 with AVX2, Lanes is 4:
-// two interleaved instruction streams, each with two hashes in its YMM
-// registers, one per 128-bit half; a remainder of two or three hashes
-// runs two in one such stream. Without AVX2 Lanes is 2: two interleaved
-// SSE2 streams. One hash alone, like a Key with p = 1 or the odd one out
-// of a batch, uses SSE2. With -tags purego, with gccgo, or on any other
-// architecture, the code is pure Go and Lanes is 1. Key gains from lanes
-// only when p ≥ 2; a herd gains through KeyBatch, best with batches of a
-// multiple of Lanes() jobs that share N and R.
+// package runs several of them in lockstep, and one BlockMix call (a
+// kernel) advances them all: their random reads of V overlap and SIMD
+// registers hold several hashes. On amd64 the kernels are SSE2 (one hash,
+// or two in interleaved chains) and, with AVX2, two hashes per YMM chain
+// (one per 128-bit half), one chain or two interleaved; pure Go computes
+// one hash. [Lanes] is the most hashes a kernel of this CPU takes at once.
+//
+// Which kernel runs is measured on the machine that runs it, never fixed
+// at build time: CPUs differ (one SSE2 chain is twice as fast as pure Go
+// on some, slower on others), and so do parameters (whether V fits in a
+// cache). For each class of work, (N, r) and the number of hashes mixed
+// together (1 for a Key with p = 1, up to Lanes() in a batch), the first
+// computations run short segments of SMix on every kernel that fits,
+// pure Go among them, and the fastest is kept. Measuring costs nothing
+// but the time of those segments on slower kernels: every kernel gives
+// the same bytes, so the work done while measuring is the real work.
+// [Choices] reports what was chosen and measured. Key gains from lanes
+// only when p ≥ 2; a herd gains through KeyBatch, best with batches of
+// Lanes() jobs that share N and R.
 //
 // # Memory
 //
 // Each lane needs one buffer of 128·r·(N+2) bytes (V, 128·r·N bytes, and
-// two 128·r-byte working blocks): 16 MiB + 2 KiB at (2^15, 8, 1), 8 MiB +
-// 2 KiB at (2^14, 8, 1). A call to Key or KeyBatch holds at most Lanes()
-// buffers at a time, plus p·128·r bytes per job for PBKDF2's output. The
-// buffers come from a package-wide pool keyed by size; a buffer is cleared
-// (it held password-derived state) before it goes back, and a new one is
-// allocated only when none of its size is idle, so the pool never holds
-// more buffers of a size than were in use at the same moment. With S
-// goroutines calling Key or KeyBatch at one parameter set, the buffers
-// therefore never exceed S × Lanes() × 128·r·(N+2) bytes, in use or idle.
-// [ReleaseBuffers] drops the idle ones; [IdleBuffers] reports them.
+// two 128·r-byte working blocks): 32 MiB + 2 KiB at (2^15, 8, 1), 16 MiB
+// + 2 KiB at (2^14, 8, 1). A call to Key or KeyBatch holds at most
+// Lanes() buffers at a time, plus p·128·r bytes per job for PBKDF2's
+// output. The buffers come from a package-wide pool and are cleared (they
+// held password-derived state) before they go back. The pool's idle
+// buffers never take more bytes than were in use at the busiest moment
+// since it was last emptied: with S goroutines calling Key or KeyBatch at
+// one parameter set, buffers in use and idle stay within S × Lanes() ×
+// 128·r·(N+2) bytes, and hashes of ever new sizes replace one another's
+// idle buffers rather than add to them. [ReleaseBuffers] drops the idle
+// ones; [IdleBuffers] reports them.
 //
 // # Concurrency
 //
-// Key, KeyBatch, Lanes, ReleaseBuffers and IdleBuffers are safe for
-// concurrent use. Key and KeyBatch compute in the calling goroutine and
+// Every function of the package is safe for concurrent use. Key and KeyBatch compute in the calling goroutine and
 // start none; the caller decides how many run at once.
 //
 // # Assembly

@@ -2,44 +2,60 @@ package scrypt
 
 import "sync"
 
-// The buffer pool: idle buffers by length in words. A buffer is allocated
-// only when none of its length is idle, so the pool never holds more
-// buffers of a length than were in use at the same moment.
+// The buffer pool. Its idle buffers never take more memory than the
+// buffers in use at the busiest moment since the pool was last emptied
+// (peak): a new buffer that would pass that sum first drops the oldest
+// idle ones. A herd at one parameter set keeps its buffers; hashes of
+// ever new sizes (a stored hash an attacker planted for each) replace
+// one another instead of piling up.
 var pool struct {
-	mu   sync.Mutex
-	idle map[int][][]uint32
+	mu    sync.Mutex
+	idle  [][]uint32 // oldest first
+	idleB int64      // bytes in idle
+	inUse int64      // bytes handed out and not back
+	peak  int64      // the most inUse since the pool was last emptied
 }
 
 func getBuf(n int) []uint32 {
+	size := 4 * int64(n)
 	pool.mu.Lock()
-	if l := pool.idle[n]; len(l) > 0 {
-		b := l[len(l)-1]
-		l[len(l)-1] = nil
-		pool.idle[n] = l[:len(l)-1]
-		pool.mu.Unlock()
-		return b
+	defer pool.mu.Unlock()
+	pool.inUse += size
+	for i := len(pool.idle) - 1; i >= 0; i-- {
+		if b := pool.idle[i]; len(b) == n {
+			pool.idle = append(pool.idle[:i], pool.idle[i+1:]...)
+			pool.idleB -= size
+			return b
+		}
 	}
-	pool.mu.Unlock()
+	pool.peak = max(pool.peak, pool.inUse)
+	for pool.idleB+pool.inUse > pool.peak {
+		pool.idleB -= 4 * int64(len(pool.idle[0]))
+		pool.idle[0] = nil
+		pool.idle = pool.idle[1:]
+	}
 	return make([]uint32, n)
 }
 
 // putBuf clears b (it held password-derived state) and makes it idle.
 func putBuf(b []uint32) {
 	clear(b)
+	size := 4 * int64(len(b))
 	pool.mu.Lock()
-	if pool.idle == nil {
-		pool.idle = make(map[int][][]uint32)
-	}
-	pool.idle[len(b)] = append(pool.idle[len(b)], b)
+	pool.inUse -= size
+	pool.idle = append(pool.idle, b)
+	pool.idleB += size
 	pool.mu.Unlock()
 }
 
 // ReleaseBuffers drops every idle buffer of the pool, for the garbage
 // collector to free: a process that is done hashing for a while can give
-// the memory back. Buffers in use are not affected.
+// the memory back. Buffers in use are not affected; the pool then keeps
+// no more idle than is in use at the busiest moment from now on.
 func ReleaseBuffers() {
 	pool.mu.Lock()
-	pool.idle = nil
+	clear(pool.idle)
+	pool.idle, pool.idleB, pool.peak = nil, 0, pool.inUse
 	pool.mu.Unlock()
 }
 
@@ -48,9 +64,5 @@ func ReleaseBuffers() {
 func IdleBuffers() (n int, bytes int64) {
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
-	for size, l := range pool.idle {
-		n += len(l)
-		bytes += int64(len(l)) * int64(size) * 4
-	}
-	return n, bytes
+	return len(pool.idle), pool.idleB
 }

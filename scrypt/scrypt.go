@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"time"
 
 	"golang.org/x/crypto/pbkdf2"
 )
@@ -126,7 +127,7 @@ func mixAll(N, r int, bs [][]byte) {
 	var set [maxLanes][]byte
 	for len(blocks) > 0 {
 		n := min(lanes, len(blocks))
-		for n&(n-1) != 0 { // the codes take 1, 2 or 4 blocks
+		for n&(n-1) != 0 { // the kernels take a power of two
 			n--
 		}
 		for k := range n {
@@ -167,13 +168,12 @@ func store(b []byte, src []uint32) {
 	}
 }
 
-// maxLanes bounds lanes on every architecture.
-const maxLanes = 4
-
 // smix runs SMix (ROMix with BlockMix over Salsa20/8) in place on each of
-// the n ≤ maxLanes 128·r-byte blocks bs[:n], in lockstep so that blockMixN
+// the n ≤ maxLanes 128·r-byte blocks bs[:n], in lockstep so that a kernel
 // computes them together; bufs[k] (32·r·(N+2) words) holds V and the two
-// working blocks of bs[k].
+// working blocks of bs[k]. The kernel is the one chosen for the class
+// (N, r, n); while it is being chosen, the second loop runs in segments,
+// each timed on one candidate (see choose.go).
 func smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n, r, N int) {
 	R := 32 * r
 	var v, x, y, out, in, xv [maxLanes][]uint32
@@ -183,38 +183,57 @@ func smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n, r, N int) {
 		y[k] = bufs[k][R*N+R : R*N+2*R]
 		load(v[k][:R], bs[k])
 	}
+	ch := choiceFor(class{N: N, r: r, n: n})
+	kern := ch.best()
 	// V[i+1] = BlockMix(V[i]): the first loop writes straight into V.
 	for i := 0; i < N-1; i++ {
 		for k := range n {
 			out[k], in[k] = v[k][(i+1)*R:(i+2)*R], v[k][i*R:(i+1)*R]
 		}
-		blockMixN(&out, &in, nil, n, r)
+		kern.mix(&out, &in, nil, n, r)
 	}
 	for k := range n {
 		in[k] = v[k][(N-1)*R:]
 	}
-	blockMixN(&x, &in, nil, n, r)
+	kern.mix(&x, &in, nil, n, r)
 	mask := uint64(N - 1)
-	for i := 0; i < N; i += 2 {
-		for k := range n {
-			j := int(integerify(x[k], r) & mask)
-			xv[k] = v[k][j*R : (j+1)*R]
+	seg := 2 * max(1, segmentCores/(4*r*n)) // iterations of i per timed segment
+	for i := 0; i < N; {
+		kern, timed := ch.segment()
+		end := N
+		if timed {
+			end = min(N, i+seg)
 		}
-		blockMixN(&y, &x, &xv, n, r)
-		for k := range n {
-			j := int(integerify(y[k], r) & mask)
-			xv[k] = v[k][j*R : (j+1)*R]
+		var start time.Time
+		if timed {
+			start = time.Now()
 		}
-		blockMixN(&x, &y, &xv, n, r)
+		first := i
+		for ; i < end; i += 2 {
+			for k := range n {
+				j := int(integerify(x[k], r) & mask)
+				xv[k] = v[k][j*R : (j+1)*R]
+			}
+			kern.mix(&y, &x, &xv, n, r)
+			for k := range n {
+				j := int(integerify(y[k], r) & mask)
+				xv[k] = v[k][j*R : (j+1)*R]
+			}
+			kern.mix(&x, &y, &xv, n, r)
+		}
+		if timed {
+			ch.record(kern, (i-first)/2, time.Since(start))
+		}
 	}
 	for k := range n {
 		store(bs[k], x[k])
 	}
 }
 
-// Lanes returns how many independent SMix computations (one per 128·r-byte
-// block: p per key) this build computes together: 4 on amd64 with AVX2, 2
-// on other amd64, 1 with the pure-Go code (other architectures, gccgo,
-// -tags purego). Each lane needs its own buffer of 128·r·(N+2) bytes while
-// it runs, so a call to [Key] or [KeyBatch] holds at most Lanes() buffers.
+// Lanes returns how many independent SMix computations (one per
+// 128·r-byte block: p per key) the widest kernel of this CPU computes
+// together: 4 on amd64 with AVX2, 2 on other amd64, 1 with the pure-Go
+// code (other architectures, gccgo, -tags purego). Each lane needs its
+// own buffer of 128·r·(N+2) bytes while it runs, so a call to [Key] or
+// [KeyBatch] holds at most Lanes() buffers.
 func Lanes() int { return lanes }

@@ -1,0 +1,234 @@
+package scrypt
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Which kernel runs is measured, not assumed: the fastest kernel differs
+// between CPUs (a single SSE2 chain is twice as fast as pure Go on some,
+// slower on others), and between parameters (whether V fits in a cache).
+// For each class of work, (N, r) and the number n of hashes mixed
+// together, the first computations time every kernel that fits (lanes
+// dividing n, pure Go always among them) on short segments of SMix's
+// second loop, the one that reads V at random, and keep the fastest:
+// segmentsPerKernel segments each, the median per kernel. A kernel whose
+// best segment is slower than slowFactor times the leader's median stops
+// being tried early. Segments cost what the work costs anyway (every
+// kernel gives the same bytes), so measuring delays nothing: the first
+// hashes of a class run at about the speed of the kernels tried.
+const (
+	segmentsPerKernel = 5
+	slowFactor        = 1.5
+	// segmentCores sets a segment's length: about this many Salsa20/8
+	// cores (4·r·n per iteration of the second loop), 0.1-1 ms of work.
+	segmentCores = 16384
+	// maxClasses bounds the classes measured; past it (parameters an
+	// attacker chose, say), a class takes the choice last made for its n.
+	maxClasses = 64
+)
+
+// class is what the choice of a kernel depends on.
+type class struct{ N, r, n int }
+
+// choice is a class's kernel: chosen once decided, measured until then.
+type choice struct {
+	class
+	cands  []kernel     // the kernels that fit, in order of preference
+	chosen atomic.Int32 // the kernel + 1, 0 until decided
+
+	mu      sync.Mutex
+	samples [numKernels][]float64 // ns per iteration and lane, per segment
+	dropped [numKernels]bool
+}
+
+var choices struct {
+	mu      sync.Mutex
+	classes map[class]*choice
+	order   []*choice                  // in order of creation, for Choices
+	last    [maxLanes + 1]kernel       // per n, the kernel most recently chosen
+	decided [maxLanes + 1]bool         // whether last[n] was
+	forced  func(class) (kernel, bool) // tests: the kernel to run, if any
+}
+
+// choiceFor returns class c's choice. Past maxClasses, a class that is
+// not known yet gets a choice of its own, not kept: the kernel last
+// chosen for its n, or the preferred one that fits.
+func choiceFor(c class) *choice {
+	choices.mu.Lock()
+	defer choices.mu.Unlock()
+	if ch := choices.classes[c]; ch != nil {
+		return ch
+	}
+	ch := &choice{class: c}
+	for _, k := range kernels {
+		if c.n%k.lanes() == 0 {
+			ch.cands = append(ch.cands, k)
+		}
+	}
+	if len(choices.classes) >= maxClasses {
+		k := ch.cands[0]
+		if choices.decided[c.n] {
+			k = choices.last[c.n]
+		}
+		ch.chosen.Store(int32(k) + 1)
+		return ch
+	}
+	if choices.classes == nil {
+		choices.classes = make(map[class]*choice)
+	}
+	choices.classes[c] = ch
+	choices.order = append(choices.order, ch)
+	return ch
+}
+
+// segment returns the kernel for the next segment of c's second loop, and
+// whether that segment is to be timed and reported with record.
+func (ch *choice) segment() (kernel, bool) {
+	if k, ok := forced(ch.class); ok {
+		return k, false
+	}
+	if k := ch.chosen.Load(); k > 0 {
+		return kernel(k - 1), false
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	var next kernel
+	fewest := -1
+	for _, k := range ch.cands {
+		if n := len(ch.samples[k]); !ch.dropped[k] && (fewest < 0 || n < fewest) {
+			next, fewest = k, n
+		}
+	}
+	return next, true
+}
+
+// best returns the kernel for work that is not measured (the first loop):
+// the chosen one, the fastest measured so far, or the preferred one.
+func (ch *choice) best() kernel {
+	if k, ok := forced(ch.class); ok {
+		return k
+	}
+	if k := ch.chosen.Load(); k > 0 {
+		return kernel(k - 1)
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if k, ok := ch.leaderLocked(); ok {
+		return k
+	}
+	return ch.cands[0]
+}
+
+// record reports that a segment of iters iterations took d on kernel k.
+// A zero d says nothing (a fake clock, as under testing/synctest) and is
+// dropped.
+func (ch *choice) record(k kernel, iters int, d time.Duration) {
+	if d <= 0 || iters <= 0 {
+		return
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.chosen.Load() > 0 {
+		return
+	}
+	ch.samples[k] = append(ch.samples[k], float64(d)/float64(iters*ch.n))
+	lead, ok := ch.leaderLocked()
+	if !ok {
+		return
+	}
+	done := true
+	for _, c := range ch.cands {
+		s := ch.samples[c]
+		if c != lead && len(s) >= 2 && slices.Min(s) > slowFactor*median(ch.samples[lead]) {
+			ch.dropped[c] = true
+		}
+		if !ch.dropped[c] && len(s) < segmentsPerKernel {
+			done = false
+		}
+	}
+	if !done {
+		return
+	}
+	ch.chosen.Store(int32(lead) + 1)
+	choices.mu.Lock()
+	choices.last[ch.n], choices.decided[ch.n] = lead, true
+	choices.mu.Unlock()
+}
+
+// leaderLocked returns the kernel with the least median among those
+// measured at least twice.
+func (ch *choice) leaderLocked() (kernel, bool) {
+	var lead kernel
+	found, best := false, 0.0
+	for _, c := range ch.cands {
+		if s := ch.samples[c]; !ch.dropped[c] && len(s) >= 2 {
+			if m := median(s); !found || m < best {
+				lead, best, found = c, m, true
+			}
+		}
+	}
+	return lead, found
+}
+
+func forced(c class) (kernel, bool) {
+	if f := choices.forced; f != nil {
+		return f(c)
+	}
+	return 0, false
+}
+
+// median returns the median of v, which must not be empty.
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// Choice is the BlockMix kernel the package runs for one class of work,
+// and what it measured to choose it.
+type Choice struct {
+	// N and R are the scrypt parameters; Hashes is how many hashes are
+	// mixed together: 1 for a Key with p = 1, up to Lanes() in a batch.
+	N, R, Hashes int
+	// Kernel names the kernel chosen ("avx2x4", "sse2", "purego", ...),
+	// or is empty while the kernels are still being measured.
+	Kernel string
+	// PerHash is, for each kernel measured, the time one hash would take
+	// on it (the median of its segments), or 0 for a kernel left out
+	// early as too slow.
+	PerHash map[string]time.Duration
+}
+
+// Choices returns the kernel chosen for each class of work this process
+// has computed, in the order the classes first came. See the package doc
+// ("Kernels") for how they are chosen.
+func Choices() []Choice {
+	choices.mu.Lock()
+	order := slices.Clone(choices.order)
+	choices.mu.Unlock()
+	out := make([]Choice, 0, len(order))
+	for _, ch := range order {
+		c := Choice{N: ch.N, R: ch.r, Hashes: ch.n, PerHash: make(map[string]time.Duration)}
+		if k := ch.chosen.Load(); k > 0 {
+			c.Kernel = kernel(k - 1).String()
+		}
+		ch.mu.Lock()
+		for _, k := range ch.cands {
+			if s := ch.samples[k]; len(s) > 0 && !ch.dropped[k] {
+				// A hash is N/2 iterations of each loop.
+				c.PerHash[k.String()] = time.Duration(median(s) * float64(ch.N))
+			} else if ch.dropped[k] {
+				c.PerHash[k.String()] = 0
+			}
+		}
+		ch.mu.Unlock()
+		out = append(out, c)
+	}
+	return out
+}

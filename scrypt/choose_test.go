@@ -1,0 +1,139 @@
+package scrypt
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// resetChoices forgets every choice made, for a test to start afresh,
+// and restores them when it ends.
+func resetChoices(t *testing.T) {
+	choices.mu.Lock()
+	old := choices.classes
+	oldOrder, oldLast, oldDecided := choices.order, choices.last, choices.decided
+	choices.classes, choices.order = nil, nil
+	choices.last, choices.decided = [maxLanes + 1]kernel{}, [maxLanes + 1]bool{}
+	choices.mu.Unlock()
+	t.Cleanup(func() {
+		choices.mu.Lock()
+		choices.classes, choices.order, choices.last, choices.decided = old, oldOrder, oldLast, oldDecided
+		choices.mu.Unlock()
+	})
+}
+
+// TestChooser drives one class's choice with made-up segment times: every
+// kernel that fits is tried (pure Go among them), the fastest by median is
+// chosen whatever its order of preference, a kernel far slower than the
+// leader stops being tried, and a zero time (a fake clock) counts for
+// nothing.
+func TestChooser(t *testing.T) {
+	for _, n := range []int{1, lanes} {
+		resetChoices(t)
+		ch := choiceFor(class{N: 1 << 12, r: 8, n: n})
+		if len(ch.cands) == 0 || ch.cands[len(ch.cands)-1] != kernelGeneric {
+			t.Fatalf("n=%d: candidates %v, want pure Go last among them", n, ch.cands)
+		}
+		// The last candidate in order of preference is the fastest, the
+		// first one 1.2x slower (kept until the end), and the others 3x.
+		fastest := ch.cands[len(ch.cands)-1]
+		cost := func(k kernel) time.Duration {
+			switch k {
+			case fastest:
+				return 100 * time.Microsecond
+			case ch.cands[0]:
+				return 120 * time.Microsecond
+			}
+			return 300 * time.Microsecond
+		}
+		tried := map[kernel]int{}
+		for steps := 0; ch.chosen.Load() == 0; steps++ {
+			if steps > 100 {
+				t.Fatalf("n=%d: no choice after 100 segments (tried %v)", n, tried)
+			}
+			k, timed := ch.segment()
+			if !timed {
+				t.Fatalf("n=%d: an undecided choice gave an untimed segment", n)
+			}
+			tried[k]++
+			ch.record(k, 0, 0) // nothing
+			ch.record(k, 100, 0)
+			ch.record(k, 100, cost(k))
+		}
+		if got, _ := ch.segment(); got != fastest || ch.best() != fastest {
+			t.Errorf("n=%d: chose %v, want %v", n, got, fastest)
+		}
+		for _, k := range ch.cands {
+			want := segmentsPerKernel
+			if cost(k) > 2*cost(fastest) {
+				want = 2 // dropped once measured twice
+			}
+			if tried[k] != want {
+				t.Errorf("n=%d: %v tried %d times, want %d", n, k, tried[k], want)
+			}
+		}
+		cs := Choices()
+		if len(cs) != 1 || cs[0].Kernel != fastest.String() || cs[0].Hashes != n || cs[0].PerHash[fastest.String()] <= 0 {
+			t.Errorf("n=%d: Choices() = %+v", n, cs)
+		}
+	}
+}
+
+// TestChooserBounded: past maxClasses, a new class is not measured and
+// takes the kernel last chosen for its n.
+func TestChooserBounded(t *testing.T) {
+	resetChoices(t)
+	for i := range maxClasses {
+		choiceFor(class{N: 16, r: i + 1, n: 1})
+	}
+	choices.mu.Lock()
+	choices.last[1], choices.decided[1] = kernelGeneric, true
+	choices.mu.Unlock()
+	ch := choiceFor(class{N: 16, r: maxClasses + 1, n: 1})
+	if k, timed := ch.segment(); timed || k != kernelGeneric {
+		t.Errorf("class past the bound: segment %v, %v; want %v untimed", k, timed, kernelGeneric)
+	}
+	if got := len(Choices()); got != maxClasses {
+		t.Errorf("%d classes reported, want %d", got, maxClasses)
+	}
+}
+
+// TestChooserSwitchesKernels computes keys while their class is being
+// measured, so that one hash runs its segments on different kernels, and
+// compares them with x/crypto: switching kernels between BlockMix calls
+// must not change a byte.
+func TestChooserSwitchesKernels(t *testing.T) {
+	resetChoices(t)
+	rng := rand.New(rand.NewPCG(16, 5))
+	c := params{logN: 12, r: 8, p: 1, keyLen: 64}
+	if raceEnabled {
+		c.logN = 10
+	}
+	for round := 0; round < 3; round++ {
+		jobs := make([]Job, lanes)
+		want := make([][]byte, lanes)
+		for i := range jobs {
+			c.password, c.salt = randBytes(rng, 16), randBytes(rng, 8)
+			jobs[i], want[i] = c.job(), xKey(t, c)
+		}
+		KeyBatch(jobs)
+		for i := range jobs {
+			if jobs[i].Err != nil || !bytes.Equal(jobs[i].Key, want[i]) {
+				t.Fatalf("round %d, job %d: %x, %v; x/crypto %x", round, i, jobs[i].Key, jobs[i].Err, want[i])
+			}
+		}
+	}
+	ch := choiceFor(class{N: 1 << c.logN, r: c.r, n: lanes})
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	measured := 0
+	for _, k := range ch.cands {
+		if len(ch.samples[k]) > 0 {
+			measured++
+		}
+	}
+	if len(ch.cands) > 1 && measured < 2 {
+		t.Errorf("%d of %d kernels measured: the hashes did not switch kernels", measured, len(ch.cands))
+	}
+}

@@ -1,0 +1,77 @@
+//go:build amd64 && gc && !purego
+
+package scrypt
+
+import "golang.org/x/sys/cpu"
+
+// The SIMD BlockMix kernels (see the package doc): SSE2 (part of amd64)
+// with one hash, or two in interleaved chains; AVX2 with two hashes in one
+// chain of YMM registers (one per 128-bit half), or four in two
+// interleaved chains.
+const (
+	kernelGeneric kernel = iota
+	kernelSSE2
+	kernelSSE2x2
+	kernelAVX2x2
+	kernelAVX2x4
+	numKernels
+)
+
+var kernelInfo = [numKernels]struct {
+	name  string
+	lanes int
+}{
+	kernelGeneric: {"purego", 1},
+	kernelSSE2:    {"sse2", 1},
+	kernelSSE2x2:  {"sse2x2", 2},
+	kernelAVX2x2:  {"avx2x2", 2},
+	kernelAVX2x4:  {"avx2x4", 4},
+}
+
+// supported reports whether this CPU runs k.
+func (k kernel) supported() bool {
+	switch k {
+	case kernelAVX2x2, kernelAVX2x4:
+		return cpu.X86.HasAVX2
+	}
+	return true
+}
+
+// mix sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when v is
+// not nil, for the n lanes k < n, with kernel k taking k.lanes() of them
+// at a time; n is a multiple of k.lanes().
+func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) {
+	if k == kernelGeneric {
+		mixGeneric(out, in, v, n, r)
+		return
+	}
+	w := 32 * r
+	var o, i, x [maxLanes]*uint32
+	for l := range n {
+		o[l], i[l] = &out[l][:w][0], &in[l][:w][0]
+		if v != nil {
+			x[l] = &v[l][:w][0]
+		}
+	}
+	for l := 0; l < n; l += k.lanes() {
+		o, i, x := o[l:], i[l:], x[l:]
+		switch {
+		case k == kernelSSE2 && v == nil:
+			blockMixSSE2(o[0], i[0], r)
+		case k == kernelSSE2:
+			blockMixXorSSE2(o[0], i[0], x[0], r)
+		case k == kernelSSE2x2 && v == nil:
+			blockMix2SSE2(o[0], i[0], o[1], i[1], r)
+		case k == kernelSSE2x2:
+			blockMixXor2SSE2(o[0], i[0], x[0], o[1], i[1], x[1], r)
+		case k == kernelAVX2x2 && v == nil:
+			blockMix2AVX2(o[0], i[0], o[1], i[1], r)
+		case k == kernelAVX2x2:
+			blockMixXor2AVX2(o[0], i[0], x[0], o[1], i[1], x[1], r)
+		case k == kernelAVX2x4 && v == nil:
+			blockMix4AVX2(o[0], i[0], o[1], i[1], o[2], i[2], o[3], i[3], r)
+		case k == kernelAVX2x4:
+			blockMixXor4AVX2(o[0], i[0], x[0], o[1], i[1], x[1], o[2], i[2], x[2], o[3], i[3], x[3], r)
+		}
+	}
+}

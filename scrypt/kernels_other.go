@@ -1,0 +1,22 @@
+//go:build !amd64 || purego || !gc
+
+package scrypt
+
+// Without SIMD kernels the pure-Go BlockMix is the only one.
+const (
+	kernelGeneric kernel = iota
+	numKernels
+)
+
+var kernelInfo = [numKernels]struct {
+	name  string
+	lanes int
+}{
+	kernelGeneric: {"purego", 1},
+}
+
+func (k kernel) supported() bool { return true }
+
+// mix sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when v is
+// not nil, for the n lanes k < n.
+func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) { mixGeneric(out, in, v, n, r) }
