@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/nodepass/nodepass/scrypt"
 )
 
 // adversary is a way of sending wrong passwords for one node name.
@@ -63,10 +65,10 @@ func runAdversary(t *testing.T, a adversary) {
 	s.Set(node, mustHash(t, "right"))
 	loadHash := mustHash(t, "load")
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second, MaxFailDelay: 2 * time.Second})
-	compare := v.compare
-	v.compare = func(h *hash, pw string) error {
-		time.Sleep(100 * time.Millisecond) // one computation, in fake time
-		return compare(h, pw)
+	derive := v.derive
+	v.derive = func(keys []scrypt.Job) {
+		time.Sleep(time.Duration(len(keys)) * 100 * time.Millisecond) // 100 ms a computation, in fake time
+		derive(keys)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

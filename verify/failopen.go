@@ -42,13 +42,34 @@ func (v *Verifier) deferred(node, password string) (err error, ok bool) {
 
 // failOpen lets in an enrollment whose Create failed with createErr, if
 // Options.EnrollFailOpen allows it, and starts its background retry. It
-// returns createErr when it does not.
-func (v *Verifier) failOpen(node string, key cache.Key, stored string, createErr error) error {
-	if !v.opts.EnrollFailOpen || errors.Is(createErr, ErrClosed) || v.pendingCount.Load() >= int64(v.opts.MaxQueue) {
+// returns createErr when it does not: with fail-open off, when Close cut
+// the Create short, when MaxQueue enrollments are let in already, or when
+// a read past the store's cache does not confirm that the node has no
+// hash (a store may refuse a Create for an existing node with another
+// error than ErrExists: a real kube-apiserver whose admission policy
+// refuses it answers Forbidden). It returns an error wrapping ErrExists
+// when that read finds a hash: the node is verified against it.
+func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, stored string, createErr error) error {
+	if !v.opts.EnrollFailOpen || errors.Is(createErr, ErrClosed) {
 		return createErr
+	}
+	switch _, err := v.getFresh(ctx, node); {
+	case err == nil:
+		return fmt.Errorf("%w: %q (Create failed: %v)", ErrExists, node, createErr)
+	case !errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotFresh):
+		return createErr // no fresh read: not sure the node is new
+	}
+	for n := v.pendingCount.Load(); ; n = v.pendingCount.Load() {
+		if n >= int64(v.opts.MaxQueue) {
+			return createErr
+		}
+		if v.pendingCount.CompareAndSwap(n, n+1) {
+			break
+		}
 	}
 	d := &deferredEnrollment{key: key, hash: stored}
 	if first, loaded := v.pending.LoadOrStore(node, d); loaded {
+		v.pendingCount.Add(-1)
 		// Another enrollment of the node was let in first: only its
 		// password passes.
 		if subtle.ConstantTimeCompare(key[:], first.(*deferredEnrollment).key[:]) == 1 {
@@ -56,7 +77,6 @@ func (v *Verifier) failOpen(node string, key cache.Key, stored string, createErr
 		}
 		return ErrMismatchedHashAndPassword
 	}
-	v.pendingCount.Add(1)
 	v.stats.failOpenEnrollments.Add(1)
 	v.wg.Add(1)
 	go v.retryEnrollment(node, d, createErr)
@@ -76,7 +96,7 @@ func (v *Verifier) retryEnrollment(node string, d *deferredEnrollment, lastErr e
 			err = fmt.Errorf("verify: enrollment of %q let in but never stored: %w", node, err)
 			break
 		}
-		err = v.create(ctx, node, d.hash)
+		err = v.storeCreate(ctx, node, d.hash)
 		if errors.Is(err, ErrExists) {
 			if stored, gerr := v.get(ctx, node); gerr == nil && stored != d.hash {
 				err = fmt.Errorf("%w: another hash was stored for %q while its enrollment was let in", ErrMismatchedHashAndPassword, node)

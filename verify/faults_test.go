@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/nodepass/nodepass/scrypt"
 )
 
 // TestKnownMatch: once a node's password is verified, guesses cost no
@@ -383,15 +385,17 @@ func TestGuessForFailingNameWaits(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var order []string
-	compare := v.compare
+	derive := v.derive
 	g := newGate()
-	v.compare = func(h *hash, pw string) error {
+	v.derive = func(keys []scrypt.Job) {
 		g.entered <- struct{}{}
 		<-g.release
 		mu.Lock()
-		order = append(order, pw)
+		for _, k := range keys {
+			order = append(order, string(k.Password))
+		}
 		mu.Unlock()
-		return compare(h, pw)
+		derive(keys)
 	}
 	go v.Verify(ctx, "busy", "right")
 	<-g.entered

@@ -145,6 +145,20 @@ func (s Scrypt) CompareHashAndPassword(hash, password string, l Limits) error {
 	return h.compare(password, kdf)
 }
 
+// batch returns the implementation's batch function: scrypt.KeyBatch, or
+// x/crypto's Key for each job in turn.
+func (s Scrypt) batch() func([]scrypt.Job) {
+	if s == ScryptXCrypto {
+		return func(jobs []scrypt.Job) {
+			for i := range jobs {
+				j := &jobs[i]
+				j.Key, j.Err = xscrypt.Key(j.Password, j.Salt, j.N, j.R, j.P, j.KeyLen)
+			}
+		}
+	}
+	return scrypt.KeyBatch
+}
+
 // keyFunc is scrypt.Key's signature, which this module's scrypt package
 // and golang.org/x/crypto/scrypt share.
 type keyFunc func(password, salt []byte, N, r, p, keyLen int) ([]byte, error)

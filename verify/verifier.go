@@ -10,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
@@ -30,7 +32,7 @@ type Verifier struct {
 	opts       Options
 	enrollWork int64 // 128·r·N·p of Options.Params
 	cache      *cache.Cache
-	sched      *sched.Scheduler // the key → job map and the queue
+	sched      *sched.Scheduler // the key → job map, the queue and the slots
 	fails      *failures
 	digests    *recorder // nil unless Options.DigestKey is set and the store is a DigestStore
 	stats      counters
@@ -39,13 +41,16 @@ type Verifier struct {
 	// their Create is retried: node → *deferredEnrollment.
 	pending      sync.Map
 	pendingCount atomic.Int64
-	base         context.Context // cancelled by Close with ErrClosed; every job's context ends with it
+	base         context.Context // cancelled by Close with ErrClosed
 	cancel       context.CancelCauseFunc
-	wg           sync.WaitGroup // job runners
+	wg           sync.WaitGroup // enrollments' Creates and their retries
+	quiet        *time.Timer    // releases idle scrypt buffers (releaseLater)
+	kindsMu      sync.Mutex
+	kinds        map[batchKind]int // batches run, by kind (see firstBatch)
 
-	// The hash functions, replaceable in tests.
-	compare  func(h *hash, password string) error
-	generate func(password string, p Params, lim Limits) (string, error)
+	// derive computes a batch's keys (scrypt.KeyBatch, or x/crypto's Key
+	// one after the other); tests replace it.
+	derive func(keys []scrypt.Job)
 }
 
 type counters struct {
@@ -121,22 +126,28 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	if err != nil { // resolve checked it
 		return nil, fmt.Errorf("verify: Options.Params: %v", err)
 	}
-	kdf := o.Scrypt.key()
 	base, cancel := context.WithCancelCause(context.Background())
 	v := &Verifier{
 		store:      store,
 		opts:       o,
 		enrollWork: enrollWork,
 		cache:      c,
-		sched: sched.New(sched.Config{Slots: o.MaxConcurrent, MaxQueue: o.MaxQueue,
-			PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait,
-			ReturnAfter: o.AgentRetryDelay, HonourAfter: o.AgentsHonourRetryAfter}),
-		fails:    newFailures(o.MaxFailDelay),
-		base:     base,
-		cancel:   cancel,
-		compare:  func(h *hash, password string) error { return h.compare(password, kdf) },
-		generate: func(password string, p Params, lim Limits) (string, error) { return generate(password, p, lim, kdf) },
+		fails:      newFailures(o.MaxFailDelay),
+		base:       base,
+		cancel:     cancel,
+		derive:     o.Scrypt.batch(),
+		kinds:      make(map[batchKind]int),
 	}
+	lanes := 1
+	if o.Scrypt == ScryptFast {
+		lanes = scrypt.Lanes()
+	}
+	v.sched = sched.New(sched.Config{Slots: o.MaxConcurrent, Lanes: lanes, MaxQueue: o.MaxQueue,
+		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(lanes) * enrollWork,
+		WorkTimeout: o.WorkTimeout, ReturnAfter: o.AgentRetryDelay, HonourAfter: o.AgentsHonourRetryAfter,
+		Run: v.runBatch, Prepare: v.prepare})
+	v.quiet = time.AfterFunc(bufferIdle, v.releaseIfQuiet)
+	v.quiet.Stop()
 	if ds, ok := store.(DigestStore); ok && o.DigestKey != nil {
 		v.digests = newRecorder(ds, &v.stats)
 	}
@@ -246,15 +257,19 @@ func (v *Verifier) Stats() Stats {
 // Close stops the Verifier: every later call returns ErrClosed (a cached
 // answer too), work cut short (queued, or in a Store call) ends with
 // ErrClosed for its waiters, and Close waits for the computations already
-// running, at most one scrypt per slot. It is safe to call more than once.
+// running (at most one batch per slot), then for the remembered digests
+// still queued, at most 5 s. It drops the idle scrypt buffers. It is safe
+// to call more than once.
 func (v *Verifier) Close() error {
 	v.closed.Store(true)
-	v.sched.Close()
 	v.cancel(ErrClosed)
+	v.sched.Close()
 	v.wg.Wait()
 	if v.digests != nil {
 		v.digests.close() // after the jobs, which may still record
 	}
+	v.quiet.Stop()
+	scrypt.ReleaseBuffers()
 	return nil
 }
 
@@ -336,8 +351,8 @@ func (v *Verifier) getFresh(ctx context.Context, node string) (stored string, er
 	return stored, v.storeErr("GetFresh", node, err)
 }
 
-// create stores a new node's hash.
-func (v *Verifier) create(ctx context.Context, node, stored string) (err error) {
+// storeCreate stores a new node's hash.
+func (v *Verifier) storeCreate(ctx context.Context, node, stored string) (err error) {
 	defer v.recoverStore("Create", node, &err)
 	return v.storeErr("Create", node, v.store.Create(ctx, node, stored))
 }
@@ -463,48 +478,16 @@ func (v *Verifier) fromPair(key, pair cache.Key) (o cache.Outcome, knownReject, 
 
 // compute verifies a tuple that the cache could not answer, in a job
 // shared with every request for the same tuple. It is apart from lookup
-// so that what its closures capture does not make lookup allocate on the
+// so that what it allocates does not make lookup allocate on the
 // cache-hit path.
 func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key, doubted bool) (err error) {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
 		return fmt.Errorf("%w (stored for node %q)", err, node)
 	}
-	pprof.Do(ctx, requestLabels, func(ctx context.Context) {
-		r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Failing: doubted}
-		err = v.share(ctx, r, func(ctx context.Context, j *sched.Job) error {
-			if err := v.acquire(ctx, j); err != nil {
-				return err
-			}
-			// The outcome may have been cached, or the node's own password
-			// verified, since the caller looked: then no scrypt is needed.
-			if o, knownReject, ok := v.fromCache(key, pair); ok {
-				if o == cache.Match {
-					return nil
-				}
-				if knownReject {
-					v.stats.knownMatchRejects.Add(1)
-				}
-				v.fails.mismatch(node)
-				return ErrMismatchedHashAndPassword
-			}
-			// The outcome is cached before the slot is given back: the job
-			// granted it next may be a guess for the same node, which
-			// must then find the node's password verified.
-			return v.runSlot(ctx, j, func() error {
-				err := v.compare(&h, password)
-				switch {
-				case err == nil:
-					v.recordMatch(node, pair, key, len(h.key))
-					v.remember(node, stored, password)
-				case errors.Is(err, ErrMismatchedHashAndPassword):
-					v.cache.Put(key, cache.Mismatch)
-					v.fails.mismatch(node)
-				}
-				return err
-			})
-		})
-	})
+	t := &task{node: node, password: password, key: key, stored: stored, h: h, pair: pair}
+	r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Class: classOf(h.logN, h.r, h.p), Task: t, Failing: doubted}
+	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.share(ctx, r) })
 	return err
 }
 
@@ -525,50 +508,13 @@ func (v *Verifier) recordMatch(node string, pair, tuple cache.Key, keyLen int) {
 // every request enrolling the same node with the same password. It
 // returns an error wrapping ErrExists when the node turned out to have a
 // hash already. The job holds its scrypt slot only while it hashes: the
-// store is read before and written after.
+// store is read before (prepare) and written after (store).
 func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 	// An empty stored hash never occurs in a verification key, so this key
 	// cannot collide with one.
 	key := v.cache.Key(node, "", password)
 	p := v.opts.Params
-	r := sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork, Later: true}
-	return v.share(ctx, r, func(ctx context.Context, j *sched.Job) error {
-		// A request that found no hash may arrive just after an identical
-		// enrollment finished, or another server may have enrolled the
-		// node a moment ago (see FreshGetter): look again before hashing,
-		// so that it verifies against that hash instead of hashing anew.
-		// The job holds no slot while it reads the store.
-		if _, err := v.getFresh(ctx, node); err == nil {
-			return fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, node)
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		if err := v.acquire(ctx, j); err != nil {
-			return err
-		}
-		var stored string
-		err := v.runSlot(ctx, j, func() (err error) {
-			stored, err = v.generate(password, p, v.opts.Limits)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if err := v.create(ctx, node, stored); err != nil {
-			if errors.Is(err, ErrExists) {
-				return err
-			}
-			if err := v.failOpen(node, key, stored, err); err != nil {
-				return err
-			}
-			// Let in: once the retry stores the hash, the node's requests
-			// are cache hits.
-			v.recordMatch(node, v.cache.PairKey(node, stored), v.cache.Key(node, stored, password), p.KeyLen)
-			return nil
-		}
-		v.recordMatch(node, v.cache.PairKey(node, stored), v.cache.Key(node, stored, password), p.KeyLen)
-		v.remember(node, stored, password)
-		v.stats.enrollments.Add(1)
-		return nil
-	})
+	t := &task{node: node, password: password, key: key}
+	return v.share(ctx, sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork,
+		Class: classOf(p.LogN, p.R, p.P), Task: t, Later: true})
 }

@@ -2,31 +2,50 @@ package verify
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"runtime"
 	"runtime/pprof"
 	"time"
 
+	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
-// share runs work once for every concurrent caller with the same r.Key and
-// waits for its result within ctx and Options.MaxWait. The first caller
-// starts the job in a goroutine of its own, detached from ctx (its values
-// and pprof labels kept), under Options.WorkTimeout; work caches its
-// outcome itself, before the job ends.
-func (v *Verifier) share(ctx context.Context, r sched.Request, work func(context.Context, *sched.Job) error) error {
-	node := r.Name
-	r.Failing = r.Failing || v.fails.failing(node)
+// task is what one job computes: the scrypt of password against a stored
+// hash (a verification), or for a new node's hash (an enrollment).
+type task struct {
+	node, password string
+	key            cache.Key // the job's: (node, stored, password), or (node, "", password) to enroll
+	// A verification's stored hash and its pair key; h.key is nil for an
+	// enrollment.
+	stored string
+	h      hash
+	pair   cache.Key
+}
+
+func taskOf(j *sched.Job) *task { return j.Task().(*task) }
+
+func (t *task) enroll() bool { return t.h.key == nil }
+
+// classOf is the batch class of a computation with these parameters.
+func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r, P: p} }
+
+// share joins the job r asks for, shared with every concurrent request
+// for the same r.Key, and waits for its result within ctx and
+// Options.MaxWait. The job runs on one of the scheduler's slots, in a
+// batch (runBatch), detached from ctx (its values and pprof labels
+// kept), under Options.WorkTimeout.
+func (v *Verifier) share(ctx context.Context, r sched.Request) error {
+	r.Failing = r.Failing || v.fails.failing(r.Name)
 	j, created, err := v.sched.Join(ctx, r)
-	switch {
-	case err != nil: // closed, or the whole queue full
+	if err != nil { // closed, or the whole queue full
 		return v.result(err)
-	case created:
-		v.wg.Add(1)
-		go v.run(j, work)
-	default:
+	}
+	if !created {
 		v.stats.shared.Add(1)
 	}
 	err = v.sched.Wait(ctx, j)
@@ -36,68 +55,252 @@ func (v *Verifier) share(ctx context.Context, r sched.Request, work func(context
 	return v.result(err)
 }
 
-// run does job j's work and publishes its result. A panic becomes the
-// result, not a dead process.
-func (v *Verifier) run(j *sched.Job, work func(context.Context, *sched.Job) error) {
-	defer v.wg.Done()
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(j.Context()))
-	defer cancel(nil)
-	stop := context.AfterFunc(v.base, func() { cancel(ErrClosed) })
-	defer stop()
-	ctx, cancelTimeout := context.WithTimeout(ctx, v.opts.WorkTimeout)
-	defer cancelTimeout()
-
-	var err error
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				v.stats.panics.Add(1)
-				err = fmt.Errorf("verify: panic in shared work: %v", r)
-			}
-		}()
-		pprof.Do(ctx, scryptLabels, func(ctx context.Context) { err = work(ctx, j) })
-	}()
-	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
-		err = ErrClosed // cut short by Close, wherever it was
+// prepare is an enrollment's first step, before it asks for a slot: a
+// read past the store's cache, so that a node enrolled a moment ago (by
+// another server, say) is verified against that hash instead of costing
+// one scrypt and one failing Create, as k3s reads the API before it
+// creates. It holds no slot while it reads.
+func (v *Verifier) prepare(j *sched.Job) {
+	ctx := j.Context()
+	pprof.SetGoroutineLabels(ctx)
+	t := taskOf(j)
+	_, err := v.getFresh(ctx, t.node)
+	switch {
+	case err == nil:
+		v.sched.Finish(j, fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, t.node))
+	case errors.Is(err, ErrNotFound):
+		v.sched.Submit(j)
+	default:
+		v.sched.Finish(j, v.cut(ctx, err))
 	}
-	v.sched.Finish(j, err)
 }
 
-// acquire waits for j's slot. On a nil return j holds one until runSlot
-// or the end of the job gives it back.
-func (v *Verifier) acquire(ctx context.Context, j *sched.Job) error {
-	waited, err := v.sched.Acquire(ctx, j)
-	if err != nil {
-		var o *sched.Overload
-		if errors.As(err, &o) || errors.Is(err, ErrClosed) {
-			return err // displaced, or closed: the callers are told so
+// runBatch computes jobs, a batch the scheduler gave one slot: their
+// scrypt in one scrypt.KeyBatch (Lanes() at a time), under the pprof
+// label ProfileLabel=ProfileScrypt; then each job's outcome is cached and
+// published (an enrollment's hash is stored after the slot is given
+// back). A job whose outcome came to be known while it was queued (its
+// node's password verified meanwhile) is answered without scrypt. Every
+// outcome is cached before runBatch returns and the slot goes to the next
+// batch, whose jobs may be guesses for the same nodes.
+func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
+	var todo []*sched.Job
+	var keys []scrypt.Job
+	for _, j := range jobs {
+		t := taskOf(j)
+		if o := v.opts.Observer; o != nil {
+			o.ObserveQueueWait(observed(j), j.QueueWait())
 		}
-		return fmt.Errorf("verify: waiting for a scrypt slot: %w", err)
+		if !t.enroll() {
+			if o, knownReject, ok := v.fromCache(t.key, t.pair); ok {
+				v.sched.Finish(j, v.known(t.node, o, knownReject))
+				continue
+			}
+		}
+		k, err := v.scryptJob(t)
+		if err != nil {
+			v.sched.Finish(j, err)
+			continue
+		}
+		todo = append(todo, j)
+		keys = append(keys, k)
 	}
-	if o := v.opts.Observer; o != nil {
-		o.ObserveQueueWait(ctx, waited)
+	if len(todo) == 0 {
+		return 0, 0
 	}
-	return nil
-}
-
-// runSlot runs one scrypt computation fn on j's slot and gives the slot
-// back, with the computation's wall and CPU time for the estimates.
-func (v *Verifier) runSlot(ctx context.Context, j *sched.Job, fn func() error) error {
 	// The goroutine keeps its thread so that the thread's CPU clock
 	// measures this computation alone.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start, cpu0 := time.Now(), threadCPU()
-	v.stats.scryptRuns.Add(1)
-	var wall, cpu time.Duration
-	defer func() { v.sched.Release(j, wall, cpu) }()
-	err := fn()
-	wall = time.Since(start)
+	v.stats.scryptRuns.Add(uint64(len(todo)))
+	err := v.deriveAll(todo, keys)
+	took := time.Since(start)
+	wall = took
 	if cpu0 > 0 {
 		cpu = time.Duration(threadCPU() - cpu0)
 	}
-	if o := v.opts.Observer; o != nil {
-		o.ObserveScrypt(ctx, wall)
+	if v.firstBatch(jobs[0], len(todo)) {
+		// It paid for its buffers' first use and for measuring the
+		// kernels (see scrypt.Choices): it does not teach the estimates.
+		wall, cpu = 0, 0
+	}
+	for i, j := range todo {
+		if o := v.opts.Observer; o != nil {
+			o.ObserveScrypt(observed(j), took)
+		}
+		switch t := taskOf(j); {
+		case err != nil:
+			v.sched.Finish(j, err)
+		case keys[i].Err != nil:
+			v.sched.Finish(j, fmt.Errorf("%w: %v", ErrInvalidHash, keys[i].Err))
+		case t.enroll():
+			made := format(keys[i].Salt, v.opts.Params.LogN, v.opts.Params.R, v.opts.Params.P, keys[i].Key)
+			v.sched.Hold(j)
+			v.wg.Add(1)
+			go v.finishEnroll(j, made)
+		default:
+			v.sched.Finish(j, v.verified(t, keys[i].Key))
+		}
+		clear(keys[i].Key)
+	}
+	v.releaseLater()
+	return wall, cpu
+}
+
+// firstBatch reports whether a batch of n jobs like j is among the
+// first Options.MaxConcurrent of its kind (class and size) this Verifier
+// runs: one per slot, as far as they go, the batches that allocate the
+// slots' scrypt buffers and in which the scrypt package measures its
+// kernels (many times slower than the batches after).
+func (v *Verifier) firstBatch(j *sched.Job, n int) bool {
+	k := batchKind{taskOf(j).class(v.opts.Params), n}
+	v.kindsMu.Lock()
+	defer v.kindsMu.Unlock()
+	seen, ok := v.kinds[k]
+	if !ok && len(v.kinds) >= maxKinds {
+		return false
+	}
+	v.kinds[k] = seen + 1
+	return seen < v.opts.MaxConcurrent
+}
+
+// batchKind is what makes a batch's buffers and kernel: its class and
+// how many jobs it has.
+type batchKind struct {
+	class sched.Class
+	n     int
+}
+
+// maxKinds bounds the batch kinds a Verifier remembers (stored hashes an
+// attacker planted could make many).
+const maxKinds = 64
+
+func (t *task) class(enroll Params) sched.Class {
+	if t.enroll() {
+		return classOf(enroll.LogN, enroll.R, enroll.P)
+	}
+	return classOf(t.h.logN, t.h.r, t.h.p)
+}
+
+// observed is the context an Observer is given for j: j's own, labelled
+// ProfileLabel=ProfileScrypt.
+func observed(j *sched.Job) context.Context { return pprof.WithLabels(j.Context(), scryptLabels) }
+
+// scryptJob returns the scrypt inputs of t: the stored hash's salt and
+// parameters, or a fresh salt and Options.Params for an enrollment.
+func (v *Verifier) scryptJob(t *task) (scrypt.Job, error) {
+	if !t.enroll() {
+		h := &t.h
+		return scrypt.Job{Password: []byte(t.password), Salt: h.salt, N: 1 << h.logN, R: h.r, P: h.p, KeyLen: len(h.key)}, nil
+	}
+	p := v.opts.Params
+	salt := make([]byte, p.SaltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return scrypt.Job{}, fmt.Errorf("verify: reading random salt: %w", err)
+	}
+	return scrypt.Job{Password: []byte(t.password), Salt: salt, N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}, nil
+}
+
+// deriveAll computes keys, the scrypt of the jobs todo, under the labels
+// the jobs' contexts all carry and ProfileLabel=ProfileScrypt. A panic
+// becomes the error of every job, not a dead process.
+func (v *Verifier) deriveAll(todo []*sched.Job, keys []scrypt.Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v.stats.panics.Add(1)
+			err = fmt.Errorf("verify: panic in shared work: %v", r)
+		}
+	}()
+	pprof.Do(commonLabels(todo), scryptLabels, func(context.Context) { v.derive(keys) })
+	return nil
+}
+
+// commonLabels returns a context carrying the pprof labels that every
+// job's context carries with the same value: what the batch's CPU can be
+// attributed to.
+func commonLabels(jobs []*sched.Job) context.Context {
+	ctx := jobs[0].Context()
+	if len(jobs) == 1 {
+		return ctx
+	}
+	var shared []string
+	pprof.ForLabels(ctx, func(k, val string) bool {
+		for _, j := range jobs[1:] {
+			if w, ok := pprof.Label(j.Context(), k); !ok || w != val {
+				return true
+			}
+		}
+		shared = append(shared, k, val)
+		return true
+	})
+	return pprof.WithLabels(context.Background(), pprof.Labels(shared...))
+}
+
+// verified caches the outcome of t's computed key and returns it.
+func (v *Verifier) verified(t *task, derived []byte) error {
+	if subtle.ConstantTimeCompare(derived, t.h.key) != 1 {
+		v.cache.Put(t.key, cache.Mismatch)
+		v.fails.mismatch(t.node)
+		return ErrMismatchedHashAndPassword
+	}
+	v.recordMatch(t.node, t.pair, t.key, len(t.h.key))
+	v.remember(t.node, t.stored, t.password)
+	return nil
+}
+
+// known answers a job whose outcome the cache learned while it was
+// queued: no scrypt needed.
+func (v *Verifier) known(node string, o cache.Outcome, knownReject bool) error {
+	if o == cache.Match {
+		return nil
+	}
+	if knownReject {
+		v.stats.knownMatchRejects.Add(1)
+	}
+	v.fails.mismatch(node)
+	return ErrMismatchedHashAndPassword
+}
+
+// finishEnroll is an enrollment's last step, after its slot was given
+// back: Create the hash made, then publish the outcome.
+func (v *Verifier) finishEnroll(j *sched.Job, made string) {
+	defer v.wg.Done()
+	ctx := j.Context()
+	pprof.SetGoroutineLabels(ctx)
+	t := taskOf(j)
+	v.sched.Finish(j, v.create(ctx, t.node, t.key, made, t.password))
+}
+
+// create stores made as node's new hash and records the enrollment; when
+// the store fails, it lets the node in if Options.EnrollFailOpen allows
+// (see failOpen).
+func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made, password string) error {
+	err := v.storeCreate(ctx, node, made)
+	switch {
+	case err == nil:
+		v.recordMatch(node, v.cache.PairKey(node, made), v.cache.Key(node, made, password), v.opts.Params.KeyLen)
+		v.remember(node, made, password)
+		v.stats.enrollments.Add(1)
+		return nil
+	case errors.Is(err, ErrExists):
+		return err
+	}
+	err = v.cut(ctx, err)
+	if err := v.failOpen(ctx, node, key, made, err); err != nil {
+		return err
+	}
+	// Let in: once the retry stores the hash, the node's requests are
+	// cache hits.
+	v.recordMatch(node, v.cache.PairKey(node, made), v.cache.Key(node, made, password), v.opts.Params.KeyLen)
+	return nil
+}
+
+// cut returns ErrClosed for err when Close cut ctx's work short,
+// wherever it was, and err otherwise.
+func (v *Verifier) cut(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), sched.ErrClosed) {
+		return ErrClosed
 	}
 	return err
 }
@@ -118,8 +321,25 @@ func (v *Verifier) result(err error) error {
 		return &OverloadError{After: o.After, Queued: o.Queued, reason: o.Reason}
 	case errors.Is(err, sched.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("verify: work timed out (Options.WorkTimeout): %w", err)
 	}
 	return err
+}
+
+// releaseLater releases the scrypt buffers once the Verifier has had
+// nothing to compute for bufferIdle (see Options.MaxConcurrent).
+func (v *Verifier) releaseLater() { v.quiet.Reset(bufferIdle) }
+
+// bufferIdle is how long the Verifier keeps idle scrypt buffers.
+const bufferIdle = 30 * time.Second
+
+// releaseIfQuiet drops the idle scrypt buffers unless work is under way
+// (its batches re-arm the timer).
+func (v *Verifier) releaseIfQuiet() {
+	if running, waiting := v.sched.Load(); running == 0 && waiting == 0 {
+		scrypt.ReleaseBuffers()
+	}
 }
 
 // sleep waits d or until ctx ends.

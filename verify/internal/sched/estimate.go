@@ -78,12 +78,13 @@ func newEstimator(slots int) estimator {
 	return estimator{nsPerByte: initialNsPerByte, slots: slots}
 }
 
-// observe learns from a computation of work bytes that ended at now after
-// wall on the wall clock and cpu of CPU time (0 if unknown); busy says
-// whether every slot was busy until then and the freed slot is taken at
-// once, so that the time since the previous such completion measures the
-// throughput.
-func (e *estimator) observe(work int64, wall, cpu time.Duration, now time.Time, busy bool) {
+// observe learns from a batch of jobs computations, work bytes in all,
+// that ended at now after wall on the wall clock and cpu of CPU time (0
+// if unknown); busy says whether every slot was busy until then and the
+// freed slot is taken at once, so that the time since the previous such
+// completion measures the throughput. Each job counts as one computation
+// of the batch's CPU time per byte.
+func (e *estimator) observe(work int64, jobs int, wall, cpu time.Duration, now time.Time, busy bool) {
 	if !busy {
 		e.recent = e.recent[:0] // a gap with a slot idle says nothing of the rate
 	} else if work > 0 {
@@ -102,8 +103,10 @@ func (e *estimator) observe(work int64, wall, cpu time.Duration, now time.Time, 
 	if cpu <= 0 || cpu > wall {
 		cpu = wall // no CPU clock: the wall clock says it all
 	}
-	e.samples++
-	e.cpu, e.nextCPU = push(e.cpu, e.nextCPU, float64(cpu)/float64(work))
+	for range max(jobs, 1) {
+		e.samples++
+		e.cpu, e.nextCPU = push(e.cpu, e.nextCPU, float64(cpu)/float64(work))
+	}
 	e.nsPerByte = median(e.cpu)
 	e.slow = e.slowdown()
 }

@@ -51,30 +51,35 @@ func (h herd) bound() time.Duration {
 	return h.took * time.Duration(h.agents) / time.Duration(h.cfg.Slots)
 }
 
-// run runs h on fake time; call it inside a synctest bubble.
+// run runs h on fake time; call it inside a synctest bubble. A batch of
+// k jobs takes k times took (batches change when results come, not the
+// cost of a computation).
 func (h herd) run(t *testing.T) herdFigures {
-	s := New(h.cfg)
-	if h.warm {
-		s.Calibrate(h.took, 1<<20)
-	}
+	var s *Scheduler
 	start := time.Now()
 	var mu sync.Mutex
 	ready := map[Key]time.Time{}
-	runner := func(j *Job) {
-		if _, err := s.Acquire(context.Background(), j); err != nil {
-			s.Finish(j, err)
-			return
-		}
-		wall := h.took
+	cfg := h.cfg
+	cfg.Run = func(jobs []*Job) (time.Duration, time.Duration) {
+		wall := h.took * time.Duration(len(jobs))
 		if time.Since(start) < h.burst {
-			wall = time.Duration(float64(h.took) * h.burstSlow)
+			wall = time.Duration(float64(wall) * h.burstSlow)
 		}
 		time.Sleep(wall)
 		mu.Lock()
-		ready[j.key] = time.Now() // cached before the slot is given back
+		for _, j := range jobs {
+			ready[j.key] = time.Now() // cached before the slot is given back
+		}
 		mu.Unlock()
-		s.Release(j, wall, h.took)
-		s.Finish(j, nil)
+		for _, j := range jobs {
+			s.Finish(j, nil)
+		}
+		return wall, h.took * time.Duration(len(jobs))
+	}
+	s = New(cfg)
+	defer s.Close()
+	if h.warm {
+		s.Calibrate(h.took, 1<<20)
 	}
 	var f herdFigures
 	f.attempts = make([]int, h.agents)
@@ -96,7 +101,7 @@ func (h herd) run(t *testing.T) herdFigures {
 					mu.Unlock()
 					return
 				}
-				err := h.ask(s, key, fmt.Sprint("node", i), runner)
+				err := h.ask(s, key, fmt.Sprint("node", i))
 				mu.Lock()
 				if attempt > 1 {
 					if at, ok := ready[key]; ok {
@@ -137,22 +142,18 @@ func (h herd) run(t *testing.T) herdFigures {
 	return f
 }
 
-// ask is one request: join the password's job (starting its runner when
-// it is new) and wait for it.
-func (h herd) ask(s *Scheduler, key Key, name string, runner func(*Job)) error {
-	j, created, err := s.Join(context.Background(), Request{Key: key, Name: name, Work: 1 << 20})
+// ask is one request: join the password's job and wait for it.
+func (h herd) ask(s *Scheduler, key Key, name string) error {
+	j, _, err := s.Join(context.Background(), Request{Key: key, Name: name, Work: 1 << 20})
 	if err != nil {
 		return err
-	}
-	if created {
-		go runner(j)
 	}
 	return s.Wait(context.Background(), j)
 }
 
 func k3sHerd(agents int, warm bool) herd {
 	return herd{
-		cfg: Config{Slots: 2, MaxQueue: 10000, PerName: 4, MaxWait: 8 * time.Second,
+		cfg: Config{Slots: 2, Lanes: 1, MaxQueue: 10000, PerName: 4, MaxWait: 8 * time.Second,
 			ReturnAfter: 5 * time.Second},
 		agents: agents, took: 50 * time.Millisecond, jitter: 5 * time.Second, warm: warm,
 	}

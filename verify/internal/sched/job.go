@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"container/list"
 	"context"
 	"time"
 )
@@ -9,87 +10,65 @@ import (
 // (node, stored hash, password).
 type Key [32]byte
 
-// State is where a job is in its life. Every transition happens under
+// Class groups jobs that one slot may compute together, in one batch:
+// jobs whose computations have the same parameters.
+type Class struct{ N, R, P int }
+
+// state is where a job is in its life. Every transition happens under
 // Scheduler.mu:
 //
-//	Pending ──Acquire──▶ Queued ──(a slot is free, its name's turn)──▶ Running
-//	Parked ──(its name has room, or a caller waited out MaxWait)──▶ Queued
-//	Running ──Release──▶ Finishing ──Finish──▶ Done
-//	Pending, Parked, Queued or Running ──Finish──▶ Done
+//	pending ──Submit──▶ queued ──(a slot frees, its turn)──▶ running
+//	parked ──(its name has room, or a caller waited out MaxWait)──▶ queued (pending with Request.Later)
+//	running ──Hold──▶ finishing ──Finish──▶ done
+//	running ──Finish──▶ done
+//	pending, parked or queued ──(work timeout, Close, displaced, last caller left)──▶ done
 //
-// Join creates a job Queued, or Running when a slot is free and nothing
-// is queued, or Parked when its name's queue is full; with Request.Later
-// it creates it Pending, and the job asks for its slot when its runner
-// calls Acquire (or goes straight to Running when one is free then). A
-// Parked or Queued job can also end Done without running: a Parked one
-// when its last caller leaves before it got a place, a Queued suspect
-// when a parked job takes its place (see the package doc), either when
-// the context of its Acquire ends (work timeout, or the scheduler
-// closed).
-type State uint8
+// Join creates a job queued, or parked when its name has no room; with
+// Request.Later it creates it pending: its runner (Config.Prepare) does
+// I/O first and then calls Submit. Only a running or finishing job is
+// ended by its runner (Finish); the others end in the scheduler.
+type state uint8
 
 const (
-	// Pending: in the map, so that callers share it, but not yet asking
-	// for a slot: its runner does I/O first.
-	Pending State = iota
-	// Parked: its name's queue was full; it waits in its name's line for
-	// a place while a caller waits for it, and holds none.
-	Parked
-	// Queued: waiting for a slot.
-	Queued
-	// Running: holds a slot; its computation may run.
-	Running
-	// Finishing: its computation is over and its slot given back; what
-	// is left holds no slot (e.g. storing an enrolled hash).
-	Finishing
-	// Done: its result is published and it has left the scheduler.
-	Done
+	pending   state = iota // holds a place in its name's queue; Config.Prepare runs
+	parked                 // its name had no room: waits in the name's line, holds no place
+	queued                 // holds a place, waits for a slot
+	running                // in a batch on a slot
+	finishing              // computed, slot given back; its runner finishes it (I/O)
+	done                   // result published, left the scheduler
 )
-
-func (s State) String() string {
-	switch s {
-	case Pending:
-		return "pending"
-	case Parked:
-		return "parked"
-	case Queued:
-		return "queued"
-	case Running:
-		return "running"
-	case Finishing:
-		return "finishing"
-	case Done:
-		return "done"
-	}
-	return "State(?)"
-}
 
 // Job is one computation, shared by every caller with its key, and its
 // place in the scheduler. Callers hold it from Join until it is done and
-// read its result with Wait; only the goroutine running it calls Acquire,
-// Release and Finish.
+// read its result with Wait.
 type Job struct {
 	// Set by Join, then read-only.
-	key   Key
-	name  string
-	ctx   context.Context // the starting request's, for Start
-	ready chan struct{}   // closed when it leaves Queued
-	done  chan struct{}   // closed when it is Done, after err is set
+	key         Key
+	name        string
+	class       Class
+	task        any
+	ctx         context.Context // the job's own: see Context
+	cancel      context.CancelCauseFunc
+	stopTimeout context.CancelFunc // releases the work timeout's timer
+	stopExpire  func() bool        // stops ctx's callback, expire
+	later       bool               // created with Request.Later
+	done        chan struct{}      // closed when it is done, after err is set
 
 	// Written before done is closed, read after.
 	err error
 
 	// Guarded by Scheduler.mu.
-	state    State
-	work     int64     // bytes mixed (128·r·N·p); 0 once known to need no scrypt
-	arrived  uint64    // order of its first ask among all asks
-	asks     uint32    // how often its password was asked for (see asks)
-	waiters  int       // callers waiting in Wait now
-	waited   bool      // some caller has waited in Wait
-	wary     bool      // its name was failing or busy when it arrived
-	pinned   bool      // a caller waited out MaxWait for it: never displaced
-	queuedAt time.Time // when Join created it
-	started  time.Time // when it got its slot
+	state   state
+	work    int64  // bytes mixed (128·r·N·p); 0 once known to need no scrypt
+	arrived uint64 // order of its first ask among all asks
+	asks    uint32 // how often its password was asked for (see asks)
+	waiters int    // callers waiting in Wait now
+	waited  bool   // some caller has waited in Wait
+	wary    bool   // its name was failing or busy when it arrived
+	pinned  bool   // a caller waited out MaxWait for it: never displaced
+	created time.Time
+	started time.Time // when its batch got its slot
+	batch   *batch    // while running
 	// back is when a caller sent away is expected back (see
 	// Config.ReturnAfter); zero while none was.
 	back time.Time
@@ -98,13 +77,35 @@ type Job struct {
 	// none was.
 	heldAt  time.Time
 	promise time.Duration
+
+	// Its places in the queue's structures (see queue.go), while queued.
+	qkey     treeKey       // in its name's jobs
+	suspectQ bool          // in fairQueue.suspects
+	dispQ    bool          // in its name's disp
+	line     *list.Element // in its name's line, while parked
 }
+
+// Context returns j's own context: it carries the values (and pprof
+// labels) of the request that created j, is not cancelled when callers
+// leave, and ends with the work timeout (context.DeadlineExceeded) or
+// Close (the cause given to Close).
+func (j *Job) Context() context.Context { return j.ctx }
+
+// Task returns the Request.Task j was created with.
+func (j *Job) Task() any { return j.task }
+
+// QueueWait returns how long j waited for its slot: from its creation
+// to its batch's start. It is for Config.Run.
+func (j *Job) QueueWait() time.Duration { return j.started.Sub(j.created) }
+
+// Name returns the node name j is for.
+func (j *Job) Name() string { return j.name }
 
 // expected is when a caller for j is expected: back, or when j was
 // created (its creator is on its way to Wait).
 func (j *Job) expected() time.Time {
 	if j.back.IsZero() {
-		return j.queuedAt
+		return j.created
 	}
 	return j.back
 }
@@ -113,26 +114,43 @@ func (j *Job) expected() time.Time {
 // name that was failing or busy. A second ask makes it ordinary.
 func (j *Job) suspect() bool { return j.wary && j.asks < 2 }
 
-// before reports whether j goes before u within their name: ordinary
-// before suspects, then a password asked again before one asked once
-// (an agent retries the same password), then in the order they arrived.
-// Asking more than twice does not count: asking costs a guesser nothing,
-// so a count could keep a guess jumping ahead of a password queued before
-// it; with the count capped at two, only jobs that arrived before j can
-// stay ahead of it once it has been asked again.
-func (j *Job) before(u *Job) bool {
-	if js, us := j.suspect(), u.suspect(); js != us {
-		return us
+// tier is j's rank within its name: a password asked again (an agent
+// retries the same password) before one asked once, and suspects last;
+// asking more than twice counts for nothing, as asking costs a guesser
+// nothing: a count would let a guess keep passing a password queued
+// before it. Within a tier jobs go in the order they arrived.
+func (j *Job) tier() uint64 {
+	switch {
+	case j.asks >= 2:
+		return tierAgain
+	case !j.wary:
+		return tierOnce
 	}
-	if ja, ua := j.asks >= 2, u.asks >= 2; ja != ua {
-		return ja
-	}
-	return j.arrived < u.arrived
+	return tierSuspect
 }
 
-// displaceable reports whether a parked job may take queued j's place: a
-// suspect whose callers have all left without pinning it. A job nobody
-// has waited for yet is not: its creator is on its way to Wait.
+const (
+	tierAgain = iota
+	tierOnce
+	tierSuspect
+)
+
+// displaceable reports whether a parked or new job may take queued j's
+// place: a suspect whose callers have all left without pinning it. A job
+// nobody has waited for yet is not: its creator is on its way to Wait.
 func (j *Job) displaceable() bool {
-	return j.state == Queued && j.suspect() && j.waited && j.waiters == 0 && !j.pinned
+	return j.state == queued && j.suspect() && j.waited && j.waiters == 0 && !j.pinned
+}
+
+// waitedOrdinary reports whether j is a queued ordinary job a caller
+// waits for: what makes its name wanted.
+func (j *Job) waitedOrdinary() bool {
+	return j.state == queued && !j.suspect() && j.waiters > 0
+}
+
+// batch is jobs computed together on one slot.
+type batch struct {
+	jobs    []*Job
+	work    int64
+	started time.Time
 }

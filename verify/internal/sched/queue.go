@@ -2,235 +2,259 @@ package sched
 
 import (
 	"container/list"
-	"slices"
+	"time"
 )
 
-// fairQueue holds the queued jobs by name, names in service order. A
-// plain helper: the Scheduler calls it under its lock.
+// fairQueue holds the queued jobs, by name, in service order (see the
+// package doc), with the sums the estimates need, so that every operation
+// costs O(log n) whatever the backlog. A plain helper: the Scheduler
+// calls it under its lock.
+//
+// A name is in at most one of two orders: wanted (a caller waits for one
+// of its ordinary jobs), in turn: by when it last came to the back of the
+// line (made, served, or come to be wanted); or unwanted (it has ordinary
+// jobs, nobody waits for them), by when the caller of its first job is
+// expected back, and in turn among equal times. A name whose queued jobs are
+// all suspects is in neither; its suspects are in suspects, with every
+// other name's, oldest first.
 type fairQueue struct {
-	names   map[string]*nameQueue // names with queued jobs
-	ring    list.List             // of *nameQueue, in service order
-	len     int                   // jobs queued
-	work    int64                 // their bytes of work
-	perName int                   // a name's places (Config.PerName)
-	over    int                   // jobs queued past their name's places (pinned)
+	perName  int
+	wanted   tree[*nameQueue] // weight: its first job's work
+	unwanted tree[*nameQueue] // weight: its ordinary jobs' work
+	suspects tree[*Job]       // every queued suspect, by arrival
+	disp     tree[*Job]       // every displaceable job, by arrival
+	seq      uint64           // orders the wanted names
+
+	len       int   // jobs queued
+	work      int64 // their work
+	over      int   // jobs queued past their names' places (pinned)
+	ordWork   int64 // the work of the queued ordinary jobs
+	wantWork  int64 // the part of ordWork in wanted names
+	wantHeads int64 // the work of the wanted names' first jobs
 }
 
-// nameQueue holds one name's queued jobs in service order (see
-// Job.before).
+// nameQueue is one name's state: its queued jobs in service order, its
+// line of parked jobs, and how many of its jobs are pending or running.
 type nameQueue struct {
-	name string
-	jobs []*Job
-	elem *list.Element // in fairQueue.ring
+	name    string
+	ring    uint64     // its place in turn: names come to the back when served or wanted
+	jobs    tree[*Job] // queued, by (tier, arrival)
+	disp    tree[*Job] // the displaceable ones among them, by arrival
+	line    list.List  // parked jobs, oldest first
+	pending int        // jobs holding a place while Config.Prepare runs
+	running int        // jobs in a running batch
+	waited  int        // queued ordinary jobs a caller waits for
+
+	// Its part in the fairQueue's orders and sums, as last settled.
+	order   *tree[*nameQueue] // wanted, unwanted or nil
+	key     treeKey
+	over    int
+	ordWork int64
+	head    int64 // its first job's work, while wanted
 }
 
-func newFairQueue(perName int) fairQueue {
-	return fairQueue{names: make(map[string]*nameQueue), perName: perName}
+func newFairQueue(perName int) fairQueue { return fairQueue{perName: perName} }
+
+// places returns how many of nq's places are held: queued or pending jobs.
+func (nq *nameQueue) places() int {
+	n, _ := nq.jobs.len()
+	return n + nq.pending
 }
 
-// of returns name's queue, or nil when it has no job queued.
-func (q *fairQueue) of(name string) *nameQueue { return q.names[name] }
+// idle reports whether nq has nothing left: it can be forgotten.
+func (nq *nameQueue) idle() bool {
+	n, _ := nq.jobs.len()
+	return n == 0 && nq.pending == 0 && nq.running == 0 && nq.line.Len() == 0
+}
 
-// push queues j behind the other names.
-func (q *fairQueue) push(j *Job) {
-	nq := q.names[j.name]
-	if nq == nil {
-		nq = &nameQueue{name: j.name}
-		nq.elem = q.ring.PushBack(nq)
-		q.names[j.name] = nq
-	}
-	nq.jobs = append(nq.jobs, j)
-	nq.sort()
-	if len(nq.jobs) > q.perName {
-		q.over++
-	}
+// first returns nq's first queued job in service order, or nil.
+func (nq *nameQueue) first() *Job {
+	j, _ := nq.jobs.first()
+	return j
+}
+
+// displaceable returns nq's newest displaceable job (see
+// Job.displaceable), or nil.
+func (nq *nameQueue) displaceable() *Job {
+	j, _ := nq.disp.last()
+	return j
+}
+
+func byArrival(j *Job) treeKey { return treeKey{hi: j.arrived} }
+
+// attach adds queued j to nq's structures and the queue's sums; settle
+// must follow.
+func (q *fairQueue) attach(nq *nameQueue, j *Job) {
+	j.qkey = treeKey{hi: j.tier(), lo: j.arrived}
+	nq.jobs.insert(j.qkey, j, j.work)
 	q.len++
 	q.work += j.work
+	if j.suspectQ = j.suspect(); j.suspectQ {
+		q.suspects.insert(byArrival(j), j, j.work)
+	}
+	if j.dispQ = j.displaceable(); j.dispQ {
+		nq.disp.insert(byArrival(j), j, 0)
+		q.disp.insert(byArrival(j), j, 0)
+	}
+	if j.waitedOrdinary() {
+		nq.waited++
+	}
+}
+
+// detach is attach undone, with j's fields as they were when attached.
+func (q *fairQueue) detach(nq *nameQueue, j *Job) {
+	nq.jobs.remove(j.qkey)
+	q.len--
+	q.work -= j.work
+	if j.suspectQ {
+		q.suspects.remove(byArrival(j))
+		j.suspectQ = false
+	}
+	if j.dispQ {
+		nq.disp.remove(byArrival(j))
+		q.disp.remove(byArrival(j))
+		j.dispQ = false
+	}
+	if j.waitedOrdinary() {
+		nq.waited--
+	}
+}
+
+// push queues j behind its name's jobs of its tier.
+func (q *fairQueue) push(nq *nameQueue, j *Job) {
+	q.attach(nq, j)
+	q.settle(nq, false)
 }
 
 // remove takes queued j out.
-func (q *fairQueue) remove(j *Job) {
-	nq := q.names[j.name]
-	if nq == nil {
-		return
+func (q *fairQueue) remove(nq *nameQueue, j *Job) {
+	q.detach(nq, j)
+	q.settle(nq, false)
+}
+
+// change applies f to queued j, whose tier, waiters, pinning, work or
+// expected time f may change, and puts j where it now belongs.
+func (q *fairQueue) change(nq *nameQueue, j *Job, f func()) {
+	q.detach(nq, j)
+	f()
+	q.attach(nq, j)
+	q.settle(nq, false)
+}
+
+// settle puts nq where its jobs now place it and updates the sums. A
+// name that comes to be wanted goes to the back of the wanted ones, and
+// so does a wanted name just served (served), so that the names callers
+// wait for are served in turn, in the order their callers came.
+func (q *fairQueue) settle(nq *nameQueue, served bool) {
+	over := max(nq.places()-q.perName, 0)
+	q.over += over - nq.over
+	nq.over = over
+	_, ord := nq.jobs.before(treeKey{hi: tierSuspect})
+	q.ordWork += ord - nq.ordWork
+	wasWanted := nq.order == &q.wanted
+	if nq.order != nil {
+		nq.order.remove(nq.key)
 	}
-	i := slices.Index(nq.jobs, j)
-	if i < 0 {
-		return
+	if wasWanted {
+		q.wantWork -= nq.ordWork
+		q.wantHeads -= nq.head
 	}
-	if len(nq.jobs) > q.perName {
-		q.over--
+	nq.ordWork, nq.order, nq.head = ord, nil, 0
+	first := nq.first()
+	if first != nil && (served || nq.waited > 0 && !wasWanted) {
+		q.seq++
+		nq.ring = q.seq // to the back
 	}
-	nq.jobs = slices.Delete(nq.jobs, i, i+1)
-	q.len--
-	q.work -= j.work
-	if len(nq.jobs) == 0 {
-		q.ring.Remove(nq.elem)
-		delete(q.names, j.name)
+	switch {
+	case nq.waited > 0:
+		nq.order, nq.key, nq.head = &q.wanted, treeKey{hi: nq.ring}, first.work
+		q.wantWork += ord
+		q.wantHeads += first.work
+		q.wanted.insert(nq.key, nq, first.work)
+	case first != nil && !first.suspect():
+		nq.order, nq.key = &q.unwanted, treeKey{hi: timeKey(first.expected()), lo: nq.ring}
+		q.unwanted.insert(nq.key, nq, ord)
 	}
 }
 
-// pop takes out the job whose turn it is: the first of the name next in
-// turn (see next), whose other jobs then wait for the other names.
-func (q *fairQueue) pop() *Job {
-	nq := q.next()
-	j := nq.jobs[0]
-	q.remove(j)
-	if len(nq.jobs) > 0 {
-		q.ring.MoveToBack(nq.elem)
+// timeKey orders times as a tree key.
+func timeKey(t time.Time) uint64 {
+	if ns := t.UnixNano(); ns > 0 {
+		return uint64(ns)
+	}
+	return 0
+}
+
+// next returns the job whose turn it is, or nil with nothing queued: the
+// first job of the first wanted name; with none, that of the unwanted
+// name whose first caller is expected back soonest, so that a caller
+// coming back finds its result ready; with none, the oldest suspect
+// (suspects are served in arrival order: the node's own password, sent
+// with the herd, goes before the guesses that follow it).
+func (q *fairQueue) next() *Job {
+	if nq, ok := q.wanted.first(); ok {
+		return nq.first()
+	}
+	if nq, ok := q.unwanted.first(); ok {
+		return nq.first()
+	}
+	j, _ := q.suspects.first()
+	return j
+}
+
+// pop takes out next's job; its name, if still wanted, goes to the back
+// of the wanted ones.
+func (q *fairQueue) pop(nameOf func(*Job) *nameQueue) *Job {
+	j := q.next()
+	if j != nil {
+		nq := nameOf(j)
+		q.detach(nq, j)
+		q.settle(nq, true)
 	}
 	return j
 }
 
-// next returns the name whose turn it is: the first in ring order that a
-// caller is waiting for (see wanted); when there is none, the name whose
-// first job is not a suspect and whose caller is expected back soonest
-// (see Job.expected), so that a caller coming back finds its result
-// ready; when all are suspects, the name of the oldest (suspects are
-// served in arrival order: the node's own password, sent with the herd,
-// goes before the guesses that follow it).
-func (q *fairQueue) next() *nameQueue {
-	var soonest, oldest *nameQueue
-	for e := q.ring.Front(); e != nil; e = e.Next() {
-		nq := e.Value.(*nameQueue)
-		if nq.wanted() {
-			return nq
-		}
-		head := nq.jobs[0]
-		if !head.suspect() && (soonest == nil || head.expected().Before(soonest.jobs[0].expected())) {
-			soonest = nq
-		}
-		if oldest == nil || head.arrived < oldest.jobs[0].arrived {
-			oldest = nq
-		}
-	}
-	if soonest != nil {
-		return soonest
-	}
-	return oldest
-}
-
-// waitedFor is called when a caller starts waiting for queued j. A name
-// that a caller starts waiting for goes to the back of the ring: the names
-// callers wait for are served in the order their callers came, so that
-// one who came back early is not overtaken by those coming back after it,
-// which its estimate did not count.
-func (q *fairQueue) waitedFor(j *Job, wasWanted bool) {
-	if nq := q.names[j.name]; nq != nil && !wasWanted && nq.wanted() {
-		q.ring.MoveToBack(nq.elem)
-	}
-}
-
-// cheapen sets the work of name's queued jobs to 0: they will be answered
-// without scrypt.
-func (q *fairQueue) cheapen(name string) {
-	if nq := q.names[name]; nq != nil {
-		for _, j := range nq.jobs {
-			q.work -= j.work
-			j.work = 0
-		}
-	}
-}
-
-// ahead returns the bytes of work served before queued j. Service order:
-// first the names a caller waits for, then the others, then the suspects,
-// oldest first. Among the names a caller waits for, round r takes the
-// r-th job that is not a suspect of every name in ring order (a served
-// name moves to the back, keeping the others' order), and a name's jobs
-// are sorted with its suspects last. So ahead of such a j, at index rj of
-// its name's queue, go every such name's jobs before index rj, and those
-// at index rj of the names before j's in the ring. Ahead of a j nobody
-// waits for go all of those, and the other names' jobs whose callers are
-// expected back before j's, and its own name's jobs before it.
-func (q *fairQueue) ahead(j *Job) int64 {
+// ahead returns the bytes of work served before queued j (see next): for
+// a suspect, every ordinary job and every older suspect; for an ordinary
+// job of a wanted name, its name's jobs before it and, of the other
+// wanted names, as many rounds as it has jobs before it, plus the first
+// jobs of the names before it in turn (exact when every name has one job
+// ahead of j's place, as in a herd; otherwise it counts every other
+// wanted name's jobs as costing what its first one does, at most all of
+// them); for one of an unwanted name, every wanted name's ordinary work,
+// its name's jobs before it, and the ordinary work of the names whose
+// callers are expected back before its own.
+func (q *fairQueue) ahead(nq *nameQueue, j *Job) int64 {
 	if j.suspect() {
-		return q.aheadOfSuspect(j)
+		_, older := q.suspects.before(byArrival(j))
+		return q.ordWork + older
 	}
-	nqJ := q.names[j.name]
-	rj := -1
-	if nqJ != nil {
-		rj = slices.Index(nqJ.jobs, j)
-	}
-	if rj < 0 {
-		return 0 // not queued
-	}
-	wanted := nqJ.wanted()
-	var ahead int64
-	before := true // nq comes before j's name in the ring
-	for e := q.ring.Front(); e != nil; e = e.Next() {
-		nq := e.Value.(*nameQueue)
-		if nq == nqJ {
-			before = false
+	rank, own := nq.jobs.before(j.qkey)
+	switch nq.order {
+	case &q.wanted:
+		_, heads := q.wanted.before(nq.key)
+		others := min(heads+int64(rank)*(q.wantHeads-nq.head), q.wantWork-nq.ordWork)
+		return own + others
+	case &q.unwanted:
+		k := treeKey{hi: timeKey(j.expected()), lo: nq.ring}
+		_, sooner := q.unwanted.before(k)
+		if nq.key.less(k) {
+			sooner -= nq.ordWork
 		}
-		w := nq.wanted()
-		for i, u := range nq.jobs {
-			if u.suspect() {
-				break
-			}
-			var first bool // u is served before j
-			switch {
-			case w != wanted:
-				first = w // the waited-for names go first
-			case nq == nqJ:
-				first = i < rj
-			case wanted:
-				first = i < rj || i == rj && before
-			default:
-				first = u.expected().Before(j.expected())
-			}
-			if first {
-				ahead += u.work
-			}
-		}
+		return q.wantWork + max(sooner, 0) + own
 	}
-	return ahead
+	return 0 // not queued
 }
 
-// aheadOfSuspect returns the bytes of work served before suspect j: every
-// job that is not a suspect and every older suspect.
-func (q *fairQueue) aheadOfSuspect(j *Job) int64 {
-	var ahead int64
-	for e := q.ring.Front(); e != nil; e = e.Next() {
-		for _, u := range e.Value.(*nameQueue).jobs {
-			if !u.suspect() || u.arrived < j.arrived {
-				ahead += u.work
-			}
-		}
+// cheapen sets the work of nq's queued jobs to 0: they will be answered
+// without scrypt.
+func (q *fairQueue) cheapen(nq *nameQueue) {
+	var js []*Job
+	nq.jobs.each(func(j *Job) { js = append(js, j) })
+	for _, j := range js {
+		q.detach(nq, j)
+		j.work = 0
+		q.attach(nq, j)
 	}
-	return ahead
-}
-
-// sort puts nq's jobs in service order.
-func (nq *nameQueue) sort() {
-	slices.SortStableFunc(nq.jobs, func(x, y *Job) int {
-		switch {
-		case x.before(y):
-			return -1
-		case y.before(x):
-			return 1
-		}
-		return 0
-	})
-}
-
-// displaceable returns nq's newest job that a parked one may displace
-// (see Job.displaceable), or nil.
-func (nq *nameQueue) displaceable() *Job {
-	for i := len(nq.jobs) - 1; i >= 0; i-- {
-		if j := nq.jobs[i]; j.displaceable() {
-			return j
-		}
-	}
-	return nil
-}
-
-// wanted reports whether a caller is waiting for one of nq's jobs that is
-// not a suspect.
-func (nq *nameQueue) wanted() bool {
-	for _, j := range nq.jobs {
-		if j.waiters > 0 && !j.suspect() {
-			return true
-		}
-	}
-	return false
+	q.settle(nq, false)
 }

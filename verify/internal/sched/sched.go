@@ -3,17 +3,26 @@ package sched
 import (
 	"context"
 	"errors"
-	"slices"
+	"fmt"
 	"sync"
 	"time"
 )
 
-// Config sizes a Scheduler. Every field but HonourAfter must be positive.
+// Config sizes a Scheduler. Slots, MaxQueue, PerName, MaxWait and Lanes
+// must be positive; Run is required, and Prepare for Request.Later.
 type Config struct {
-	Slots    int           // jobs running at once
-	MaxQueue int           // jobs queued or parked at most, pinned ones past their name's places apart; past it Join refuses
-	PerName  int           // jobs one name may have queued, pinned ones apart
-	MaxWait  time.Duration // longest Wait holds a caller
+	Slots    int           // batches running at once
+	Lanes    int           // jobs of one Class a batch takes at most
+	MaxQueue int           // jobs pending, queued or parked at most, pinned ones past their name's places apart; past it Join refuses
+	PerName  int           // places one name has: its jobs pending or queued, pinned ones apart
+	MaxWait  time.Duration // longest Wait holds a caller, from its arrival
+	// MaxBatchWork bounds a batch's work (the sum of Request.Work), as a
+	// batch holds all of its jobs' memory at once; a job alone may pass
+	// it. 0: no bound.
+	MaxBatchWork int64
+	// WorkTimeout bounds a job's life: one not running when it passes
+	// ends with context.DeadlineExceeded, and its context ends. 0: none.
+	WorkTimeout time.Duration
 	// ReturnAfter is how long after being sent away a caller is expected
 	// back at the soonest, when callers do not honour Overload.After
 	// (k3s agents retry 5-10 s after a failed request). Jobs nobody waits
@@ -22,18 +31,31 @@ type Config struct {
 	// HonourAfter says that callers come back when Overload.After tells
 	// them to, instead of ReturnAfter later.
 	HonourAfter bool
+
+	// Run computes a batch: 1 to Lanes running jobs of one Class, in
+	// service order, on the slot's own goroutine, without the lock.
+	// Before it returns it must end each job with Finish, or with Hold
+	// when the job's work goes on without the slot (its runner then
+	// calls Finish). It returns how long the computation took on the wall
+	// clock and in CPU time (0 if unknown), which teach the estimates.
+	// The slot is given back when Run returns.
+	Run func(jobs []*Job) (wall, cpu time.Duration)
+	// Prepare runs, on a goroutine of its own, a job created with
+	// Request.Later once it holds a place; it must end with Submit or
+	// Finish.
+	Prepare func(j *Job)
 }
 
-// ErrClosed is the result of work the scheduler no longer takes or runs.
+// ErrClosed is the result of work the scheduler no longer takes or runs,
+// and the cause that ends the contexts of the jobs Close cut short.
 var ErrClosed = errors.New("scheduler closed")
 
 // Overload tells a caller to come back later.
 type Overload struct {
-	After    time.Duration // when to come back; always positive
-	Queued   bool          // the job stays queued; false: it was dropped or refused
-	NameFull bool          // dropped: its name had no room and its caller left first
-	Held     bool          // the caller was held on an estimate before it was sent away
-	Reason   string        // what happened, for the error message
+	After  time.Duration // when to come back; always positive
+	Queued bool          // the job stays queued; false: it was dropped or refused
+	Held   bool          // the caller was held on an estimate before it was sent away
+	Reason string        // what happened, for the error message
 }
 
 func (o *Overload) Error() string { return "overloaded (" + o.Reason + ")" }
@@ -41,21 +63,28 @@ func (o *Overload) Error() string { return "overloaded (" + o.Reason + ")" }
 // minAfter keeps every estimate positive.
 const minAfter = time.Millisecond
 
-// Scheduler runs at most Config.Slots jobs at once and queues the rest
-// (see the package doc for the policy). It is safe for concurrent use.
+// Scheduler runs at most Config.Slots batches at once and queues the
+// rest (see the package doc for the policy). It is safe for concurrent
+// use.
 type Scheduler struct {
 	cfg Config
 
-	mu      sync.Mutex // guards everything below; never held while calling out
-	closed  bool
-	jobs    map[Key]*Job      // every job not Done, by key
-	running map[*Job]struct{} // jobs holding a slot
-	queue   fairQueue
-	lines   map[string][]*Job // Parked jobs by name, oldest first
-	parked  int               // Parked jobs in lines
-	asks    askLog
-	est     estimator
-	warm    chan struct{} // closed once est is warm (warmSamples computations measured, or Calibrate)
+	mu       sync.Mutex // guards everything below; never held while calling out
+	closed   bool
+	jobs     map[Key]*Job          // every job not done, by key
+	names    map[string]*nameQueue // names with jobs pending, queued, parked or running
+	running  map[*batch]struct{}   // batches holding a slot
+	inSlots  int                   // jobs in them
+	queue    fairQueue
+	parked   int   // jobs in lines
+	pending  int   // jobs pending
+	idleWork int64 // the work of the parked and pending jobs
+	asks     askLog
+	est      estimator
+	warm     chan struct{} // closed once est is warm (warmSamples computations measured, or Calibrate)
+	toStart  []*batch      // batches to start once the lock is released
+	toPrep   []*Job        // jobs to prepare once the lock is released
+	routines sync.WaitGroup
 }
 
 // New returns an empty Scheduler.
@@ -63,9 +92,9 @@ func New(cfg Config) *Scheduler {
 	return &Scheduler{
 		cfg:     cfg,
 		jobs:    make(map[Key]*Job),
-		running: make(map[*Job]struct{}, cfg.Slots),
+		names:   make(map[string]*nameQueue),
+		running: make(map[*batch]struct{}, cfg.Slots),
 		queue:   newFairQueue(cfg.PerName),
-		lines:   make(map[string][]*Job),
 		asks:    newAskLog(),
 		est:     newEstimator(cfg.Slots),
 		warm:    make(chan struct{}),
@@ -74,276 +103,408 @@ func New(cfg Config) *Scheduler {
 
 // Request describes the work a caller asks for.
 type Request struct {
-	Key  Key    // what is computed: callers with the same Key share one job
-	Name string // the node name it is for, the unit of fairness
-	Work int64  // its bytes of work, 128·r·N·p
+	Key   Key    // what is computed: callers with the same Key share one job
+	Name  string // the node name it is for, the unit of fairness
+	Work  int64  // its bytes of work, 128·r·N·p
+	Class Class  // jobs of one Class may share a batch
+	Task  any    // for Run and Prepare (Job.Task)
 	// Failing says whether the request is in doubt: Name has had
 	// mismatches and no verified password, or the password does not give
 	// the digest remembered for it. Such a first ask is a suspect (see the
 	// package doc).
 	Failing bool
-	// Later creates the job Pending: its runner does I/O before it needs
-	// a slot, and asks for one with Acquire.
+	// Later creates the job pending: Config.Prepare runs it (I/O) before
+	// it is queued for a slot, with Submit.
 	Later bool
 }
 
+// unlock releases s.mu and starts what the locked section scheduled:
+// batches on their slots, preparations.
+func (s *Scheduler) unlock() {
+	bs, ps := s.toStart, s.toPrep
+	s.toStart, s.toPrep = nil, nil
+	s.mu.Unlock()
+	for _, b := range bs {
+		go s.runSlot(b)
+	}
+	for _, j := range ps {
+		go func() {
+			defer s.routines.Done()
+			s.cfg.Prepare(j)
+		}()
+	}
+}
+
 // Join returns the job for r.Key, or creates one when there is none;
-// created says which. A created job is granted a slot at once when one is
-// free and nothing is queued, and is queued otherwise (unless r.Later);
-// when its name's queue is full it is Parked instead: it waits in its
-// name's line while a caller waits for it (see the package doc). The
-// caller must then run it (Acquire, Release, Finish), detached from its
-// own context. ctx is kept for the job (Job.Context): the context its
-// runner derives its own from.
+// created says which. A created job is queued (pending with r.Later), or
+// parked in its name's line when its name has no room and none of its
+// jobs can be displaced; it runs when its turn comes, detached from ctx,
+// whose values it keeps (Job.Context). Joining an existing job counts as
+// asking for its password again.
 //
-// Joining an existing job counts as asking for its password again. Join
-// returns an *Overload when the queue as a whole has no room
-// (Config.MaxQueue: queued jobs within their names' places and parked
-// ones), and ErrClosed after Close.
+// Join returns an *Overload when the queue as a whole has no room
+// (Config.MaxQueue) and no job nobody waits for can give its place, and
+// ErrClosed after Close.
 func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, err error) {
 	now := time.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.closed {
 		return nil, false, ErrClosed
 	}
-	key, name, work := r.Key, r.Name, r.Work
-	if j := s.jobs[key]; j != nil {
+	if j := s.jobs[r.Key]; j != nil {
 		// The job remembers its own asks: the log may have forgotten them.
-		n, _ := s.asks.record(name, key)
-		j.asks = max(j.asks+1, n)
-		if j.state == Queued {
-			s.queue.of(name).sort()
-		}
+		n, _ := s.asks.record(r.Name, r.Key)
+		s.changeLocked(j, func() { j.asks = max(j.asks+1, n) })
 		return j, false, nil
 	}
-	j = &Job{key: key, name: name, ctx: ctx, ready: make(chan struct{}), done: make(chan struct{}),
-		work: work, wary: r.Failing || s.busyLocked(name), queuedAt: now}
-	j.asks, j.arrived = s.asks.record(name, key)
-	if r.Later {
-		j.state = Pending
-		s.jobs[key] = j
-		return j, true, nil
+	nq := s.nameLocked(r.Name)
+	if s.roomLocked() <= 0 {
+		v, _ := s.queue.disp.last()
+		if v == nil {
+			// Room for new work once the queue has drained.
+			b := s.est.best()
+			after := s.est.wait(s.startLocked(s.waitingWorkLocked(), now, b)+duration(r.Work, b), now)
+			s.forgetLocked(nq)
+			return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
+		}
+		s.displaceLocked(v, now)
 	}
-	if len(s.running) < s.cfg.Slots && s.queue.len == 0 {
-		s.jobs[key] = j
-		s.grantLocked(j, now)
-		return j, true, nil
-	}
-	// Jobs pinned over their names' places do not count: each cost a
-	// caller a whole MaxWait, and guessers that wait must not fill the
-	// queue for everyone.
-	if s.queue.len-s.queue.over+s.parked >= s.cfg.MaxQueue {
-		// Room for new work once the queue has drained.
-		b := s.est.best()
-		after := s.est.wait(s.startLocked(s.queue.work, now, b)+duration(work, b), now)
-		return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
-	}
-	s.jobs[key] = j
-	if nq := s.queue.of(name); nq != nil && len(nq.jobs) >= s.cfg.PerName {
-		// The line is empty whenever the name has a displaceable job (see
-		// admitLocked), so j takes that job's place or waits in line.
+	j = s.newJobLocked(ctx, r, nq, now)
+	if nq.places() >= s.cfg.PerName {
 		if v := nq.displaceable(); v != nil {
 			s.displaceLocked(v, now)
 		} else {
-			j.state = Parked
-			s.lines[name] = append(s.lines[name], j)
+			j.state = parked
+			j.line = nq.line.PushBack(j)
 			s.parked++
+			s.idleWork += j.work
 			return j, true, nil
 		}
 	}
-	j.state = Queued
-	s.queue.push(j)
+	s.placeLocked(nq, j, now)
 	return j, true, nil
 }
 
-// Context returns the context j was created with.
-func (j *Job) Context() context.Context { return j.ctx }
-
-// busyLocked reports whether name has work queued or running.
-func (s *Scheduler) busyLocked(name string) bool {
-	if s.queue.of(name) != nil {
-		return true
+// newJobLocked makes the job r asks for and enters it in the map.
+func (s *Scheduler) newJobLocked(ctx context.Context, r Request, nq *nameQueue, now time.Time) *Job {
+	jctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopTimeout := context.CancelFunc(func() {})
+	if s.cfg.WorkTimeout > 0 {
+		jctx, stopTimeout = context.WithTimeout(jctx, s.cfg.WorkTimeout)
 	}
-	for r := range s.running {
-		if r.name == name {
+	j := &Job{key: r.Key, name: r.Name, class: r.Class, task: r.Task, ctx: jctx, cancel: cancel,
+		stopTimeout: stopTimeout, done: make(chan struct{}), work: r.Work, created: now, later: r.Later,
+		wary: r.Failing || nq.places() > 0 || nq.running > 0}
+	j.stopExpire = context.AfterFunc(jctx, func() { s.expire(j) })
+	j.asks, j.arrived = s.asks.record(r.Name, r.Key)
+	s.jobs[r.Key] = j
+	return j
+}
+
+// nameLocked returns name's queue, making it when it has none.
+func (s *Scheduler) nameLocked(name string) *nameQueue {
+	nq := s.names[name]
+	if nq == nil {
+		s.queue.seq++
+		nq = &nameQueue{name: name, ring: s.queue.seq}
+		s.names[name] = nq
+	}
+	return nq
+}
+
+// forgetLocked drops nq once nothing of it is left.
+func (s *Scheduler) forgetLocked(nq *nameQueue) {
+	if nq.idle() && s.names[nq.name] == nq {
+		delete(s.names, nq.name)
+	}
+}
+
+// roomLocked is how many more jobs the queue takes: jobs pending, queued
+// within their names' places, or parked count against MaxQueue. Jobs
+// pinned over their names' places do not: each cost a caller a whole
+// MaxWait, and guessers that wait must not fill the queue for everyone.
+func (s *Scheduler) roomLocked() int {
+	return s.cfg.MaxQueue - (s.queue.len + s.pending - s.queue.over + s.parked)
+}
+
+// waitingWorkLocked is the work of every job waiting for a slot: queued,
+// pending and parked.
+func (s *Scheduler) waitingWorkLocked() int64 { return s.queue.work + s.idleWork }
+
+// placeLocked gives j a place in its name's queue: queued, or pending
+// (and prepared) when it was created Later.
+func (s *Scheduler) placeLocked(nq *nameQueue, j *Job, now time.Time) {
+	if j.later {
+		j.state = pending
+		nq.pending++
+		s.pending++
+		s.idleWork += j.work
+		s.queue.settle(nq, false)
+		s.routines.Add(1)
+		s.toPrep = append(s.toPrep, j)
+		return
+	}
+	j.state = queued
+	s.queue.push(nq, j)
+	s.dispatchLocked(now)
+}
+
+// Submit queues pending j for a slot, its preparation done. It does
+// nothing when j ended meanwhile (its timeout, Close).
+func (s *Scheduler) Submit(j *Job) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.unlock()
+	if j.state != pending {
+		return
+	}
+	nq := s.names[j.name]
+	nq.pending--
+	s.pending--
+	s.idleWork -= j.work
+	j.state = queued
+	s.queue.push(nq, j)
+	s.dispatchLocked(now)
+}
+
+// dispatchLocked gives free slots to batches of the jobs in turn.
+func (s *Scheduler) dispatchLocked(now time.Time) {
+	for !s.closed && len(s.running) < s.cfg.Slots && s.queue.len > 0 {
+		b := s.batchLocked(now)
+		s.routines.Add(1)
+		s.toStart = append(s.toStart, b)
+	}
+}
+
+// batchLocked takes a slot for the job whose turn it is and the jobs
+// after it in turn that share its Class, up to Config.Lanes: it stops at
+// the first job of another Class, so that a batch never delays a job the
+// policy ranks ahead of one it takes. It also stops at a second job of a
+// name (a name verified by its batch's first job answers the others
+// without scrypt) and at Config.MaxBatchWork.
+func (s *Scheduler) batchLocked(now time.Time) *batch {
+	b := &batch{started: now}
+	s.running[b] = struct{}{}
+	for len(b.jobs) < s.cfg.Lanes {
+		j := s.queue.next()
+		if j == nil {
+			break
+		}
+		if len(b.jobs) > 0 {
+			if j.class != b.jobs[0].class || s.cfg.MaxBatchWork > 0 && b.work+j.work > s.cfg.MaxBatchWork {
+				break
+			}
+			if inBatch(b, j.name) {
+				break
+			}
+		}
+		s.queue.pop(s.nameOfJob)
+		j.state, j.started, j.batch = running, now, b
+		b.jobs = append(b.jobs, j)
+		b.work += j.work
+		s.inSlots++
+		nq := s.names[j.name]
+		nq.running++
+		s.queue.settle(nq, false)
+		s.admitLocked(nq, now)
+	}
+	return b
+}
+
+func inBatch(b *batch, name string) bool {
+	for _, j := range b.jobs {
+		if j.name == name {
 			return true
 		}
 	}
 	return false
 }
 
-func (s *Scheduler) grantLocked(j *Job, now time.Time) {
-	j.state, j.started = Running, now
-	s.running[j] = struct{}{}
-	close(j.ready)
+func (s *Scheduler) nameOfJob(j *Job) *nameQueue { return s.names[j.name] }
+
+// runSlot runs b and the batches its slot takes next.
+func (s *Scheduler) runSlot(b *batch) {
+	defer s.routines.Done()
+	for b != nil {
+		wall, cpu, err := s.run(b)
+		b = s.endBatch(b, wall, cpu, err)
+	}
 }
 
-// Acquire waits until j holds a slot and returns how long j was queued.
-// A Pending job asks for its slot now: it is granted one at once when one
-// is free and nothing is queued, and queued otherwise (whatever the room:
-// Join checked it). When j ended first (displaced) Acquire returns j's
-// result; when ctx ends first, j ends with ctx's cause, which is
-// returned. On a nil error the caller must call Release or Finish.
-func (s *Scheduler) Acquire(ctx context.Context, j *Job) (queued time.Duration, err error) {
-	s.mu.Lock()
-	if j.state == Pending {
-		now := time.Now()
-		j.queuedAt = now
-		if len(s.running) < s.cfg.Slots && s.queue.len == 0 {
-			s.grantLocked(j, now)
-		} else {
-			j.state = Queued
-			s.queue.push(j)
+// run calls Config.Run, a panic included.
+func (s *Scheduler) run(b *batch) (wall, cpu time.Duration, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in a batch's work: %v", p)
 		}
-	}
-	s.mu.Unlock()
-	select {
-	case <-j.ready:
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if j.state == Done {
-			return 0, j.err
-		}
-		return j.started.Sub(j.queuedAt), nil
-	case <-ctx.Done():
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if j.state == Done {
-		return 0, j.err
-	}
-	err = context.Cause(ctx)
-	s.finishLocked(j, err)
-	return 0, err
+	}()
+	wall, cpu = s.cfg.Run(b.jobs)
+	return wall, cpu, nil
 }
 
-// Release gives j's slot to the next job in turn; j is then Finishing.
-// wall and cpu are how long its computation took on the wall clock and
-// in CPU time (0 if unknown, or if it did not compute): they teach the
-// estimate.
-func (s *Scheduler) Release(j *Job, wall, cpu time.Duration) {
+// errUnfinished ends a job its batch's Run returned without finishing.
+var errUnfinished = errors.New("batch ended without a result for the job")
+
+// endBatch gives b's slot back, with the computation's wall and CPU time
+// for the estimates, and returns the batch that takes the slot next, if
+// any. Jobs Run left running end with err, or errUnfinished.
+func (s *Scheduler) endBatch(b *batch, wall, cpu time.Duration, err error) *batch {
 	now := time.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if j.state != Running {
-		return
-	}
-	s.est.observe(j.work, wall, cpu, now, s.queue.len > 0)
+	defer s.unlock()
+	s.est.observe(b.work, len(b.jobs), wall, cpu, now, s.queue.len > 0)
 	s.warmedLocked()
-	if !j.heldAt.IsZero() && j.promise >= s.cfg.MaxWait/minPromise {
-		s.est.promised(j.promise, now.Sub(j.heldAt))
+	if err == nil {
+		err = errUnfinished
 	}
-	j.state = Finishing
-	s.releaseLocked(j, now)
+	for _, j := range b.jobs {
+		if !j.heldAt.IsZero() && j.promise >= s.cfg.MaxWait/minPromise {
+			s.est.promised(j.promise, now.Sub(j.heldAt))
+		}
+		if j.state == running {
+			s.endLocked(j, err)
+		}
+		j.batch = nil
+		s.inSlots--
+		nq := s.names[j.name]
+		nq.running--
+		s.forgetLocked(nq)
+	}
+	delete(s.running, b)
+	var next *batch
+	if !s.closed && s.queue.len > 0 {
+		next = s.batchLocked(now)
+	}
+	s.dispatchLocked(now)
+	return next
 }
 
-// releaseLocked frees j's slot and grants free slots to the jobs in turn;
-// each granted job leaves a place in its name's queue to that name's line.
-func (s *Scheduler) releaseLocked(j *Job, now time.Time) {
-	delete(s.running, j)
-	for len(s.running) < s.cfg.Slots && s.queue.len > 0 {
-		next := s.queue.pop()
-		s.grantLocked(next, now)
-		s.admitLocked(next.name, now)
+// Hold says that running j's computation is over and its work goes on
+// without the slot: it is finishing, and its runner calls Finish.
+func (s *Scheduler) Hold(j *Job) {
+	s.mu.Lock()
+	defer s.unlock()
+	if j.state == running {
+		j.state = finishing
 	}
 }
 
-// admitLocked gives name's places to its line, oldest first: a free
+// admitLocked gives nq's places to its line, oldest first: a free
 // place, or the place of a suspect nobody waits for (displaced).
-func (s *Scheduler) admitLocked(name string, now time.Time) {
-	for len(s.lines[name]) > 0 {
-		if nq := s.queue.of(name); nq != nil && len(nq.jobs) >= s.cfg.PerName {
+func (s *Scheduler) admitLocked(nq *nameQueue, now time.Time) {
+	for nq.line.Len() > 0 {
+		if nq.places() >= s.cfg.PerName {
 			v := nq.displaceable()
 			if v == nil {
 				return
 			}
 			s.displaceLocked(v, now)
 		}
-		j := s.lines[name][0]
-		s.unparkLocked(j)
-		j.state = Queued
-		s.queue.push(j)
+		j := nq.line.Front().Value.(*Job)
+		s.unparkLocked(nq, j)
+		s.placeLocked(nq, j, now)
 	}
 }
 
 // displaceLocked ends queued v, whose place a parked or new job takes.
 func (s *Scheduler) displaceLocked(v *Job, now time.Time) {
-	// Nobody waits for v: the result is for its runner, and says when v
-	// would have run.
+	// Nobody waits for v: the result is for a caller coming back, and
+	// says when v would have run.
 	after := s.expectLocked(v, now)
 	s.endLocked(v, &Overload{After: max(after, minAfter), Reason: "displaced by a password whose caller waits"})
+	s.forgetLocked(s.names[v.name])
 }
 
 // unparkLocked takes parked j out of its name's line.
-func (s *Scheduler) unparkLocked(j *Job) {
-	line := s.lines[j.name]
-	if i := slices.Index(line, j); i >= 0 {
-		line = slices.Delete(line, i, i+1)
-		s.parked--
-	}
-	if len(line) == 0 {
-		delete(s.lines, j.name)
-	} else {
-		s.lines[j.name] = line
-	}
+func (s *Scheduler) unparkLocked(nq *nameQueue, j *Job) {
+	nq.line.Remove(j.line)
+	j.line = nil
+	s.parked--
+	s.idleWork -= j.work
 }
 
 // pinLocked marks j as waited for a whole MaxWait: it is never displaced,
-// and when parked it is queued at once, over its name's cap.
+// and when parked it gets a place at once, over its name's cap.
 func (s *Scheduler) pinLocked(j *Job) {
 	switch j.state {
-	case Parked:
-		s.unparkLocked(j)
-		j.state = Queued
-		s.queue.push(j)
-		fallthrough
-	case Queued:
+	case parked:
+		nq := s.names[j.name]
+		s.unparkLocked(nq, j)
 		j.pinned = true
+		s.placeLocked(nq, j, time.Now())
+	case queued, pending:
+		s.changeLocked(j, func() { j.pinned = true })
 	}
 }
 
+// changeLocked applies f to j, whose queue order f may change.
+func (s *Scheduler) changeLocked(j *Job, f func()) {
+	if j.state != queued {
+		f()
+		return
+	}
+	s.queue.change(s.names[j.name], j, f)
+}
+
 // Finish publishes err as j's result: j leaves the scheduler (giving back
-// its slot or queue place if it still holds one) and every waiter gets
-// err. Finishing a job twice keeps the first result.
+// its queue place if it still holds one) and every waiter gets err.
+// Finishing a job twice keeps the first result. A running job's slot is
+// given back when its batch's Run returns.
 func (s *Scheduler) Finish(j *Job, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.finishLocked(j, err)
 }
 
 // finishLocked ends j and gives a queue place it held to its name's line.
 func (s *Scheduler) finishLocked(j *Job, err error) {
 	if s.endLocked(j, err) {
-		s.admitLocked(j.name, time.Now())
+		nq := s.names[j.name]
+		s.admitLocked(nq, time.Now())
+		s.forgetLocked(nq)
 	}
 }
 
 // endLocked ends j with err and reports whether it gave back a place in
 // its name's queue.
 func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
+	nq := s.names[j.name]
 	switch j.state {
-	case Done:
+	case done:
 		return false
-	case Pending:
-		close(j.ready)
-	case Parked:
-		s.unparkLocked(j)
-		close(j.ready)
-	case Queued:
-		s.queue.remove(j)
-		close(j.ready)
+	case pending:
+		nq.pending--
+		s.pending--
+		s.idleWork -= j.work
+		s.queue.settle(nq, false)
 		freed = true
-	case Running:
-		s.releaseLocked(j, time.Now())
+	case parked:
+		s.unparkLocked(nq, j)
+	case queued:
+		s.queue.remove(nq, j)
+		freed = true
 	}
-	j.state = Done
+	j.state = done
 	if s.jobs[j.key] == j {
 		delete(s.jobs, j.key)
 	}
+	j.stopExpire()
+	j.stopTimeout()
 	j.err = err
 	close(j.done)
 	return freed
+}
+
+// expire ends j, whose context ended (its work timeout, or Close), with
+// the context's cause, unless it is running or finishing: its runner
+// ends it.
+func (s *Scheduler) expire(j *Job) {
+	s.mu.Lock()
+	defer s.unlock()
+	if j.state == pending || j.state == parked || j.state == queued {
+		s.finishLocked(j, context.Cause(j.ctx))
+	}
 }
 
 // Cheapen marks name's queued and parked jobs as costing no scrypt: its
@@ -351,34 +512,52 @@ func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
 // Estimates stop counting them.
 func (s *Scheduler) Cheapen(name string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queue.cheapen(name)
-	for _, j := range s.lines[name] {
-		j.work = 0 // parked: not counted in queue.work yet
+	defer s.unlock()
+	nq := s.names[name]
+	if nq == nil {
+		return
+	}
+	s.queue.cheapen(nq)
+	for e := nq.line.Front(); e != nil; e = e.Next() {
+		j := e.Value.(*Job)
+		s.idleWork -= j.work
+		j.work = 0
 	}
 }
 
-// Load returns how many jobs hold a slot and how many wait for one
-// (queued, or parked in their name's line).
-func (s *Scheduler) Load() (running, queued int) {
+// Load returns how many jobs are in running batches and how many wait for
+// a slot (queued, pending, or parked in their name's line).
+func (s *Scheduler) Load() (running, waiting int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.running), s.queue.len + s.parked
+	return s.inSlots, s.queue.len + s.pending + s.parked
 }
 
-// Jobs returns how many jobs are not Done.
+// Jobs returns how many jobs are not done.
 func (s *Scheduler) Jobs() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.jobs)
 }
 
-// Close makes Join refuse new work with ErrClosed. Jobs already queued or
-// parked end when their runners' contexts do.
+// Close makes Join refuse new work with ErrClosed, ends every job not
+// running or finishing with ErrClosed, ends every job's context with
+// ErrClosed as its cause, and waits for the running batches and the
+// preparations to return.
 func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
-	s.mu.Unlock()
+	for _, j := range s.jobs {
+		if j.state == pending || j.state == parked || j.state == queued {
+			s.endLocked(j, ErrClosed)
+		}
+		j.cancel(ErrClosed)
+	}
+	for _, nq := range s.names {
+		s.forgetLocked(nq)
+	}
+	s.unlock()
+	s.routines.Wait()
 }
 
 // Calibrate makes the estimates assume that work bytes take d of CPU

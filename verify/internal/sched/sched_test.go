@@ -2,272 +2,279 @@ package sched
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 )
-
-// keyOf makes a distinct key for a test password.
-func keyOf(s string) Key { return Key(sha256.Sum256([]byte(s))) }
-
-// newTest returns a Scheduler with slots slots, a queue of maxQueue and
-// perName places per name, holding callers up to an hour.
-func newTest(slots, maxQueue, perName int) *Scheduler {
-	return New(Config{Slots: slots, MaxQueue: maxQueue, PerName: perName, MaxWait: time.Hour})
-}
-
-// granted reports whether j holds a slot.
-func granted(j *Job) bool { return j.state == Running }
-
-// join joins the job for password under name, of 1 MiB of work.
-func join(s *Scheduler, name, password string, failing bool) (*Job, *Overload) {
-	j, _, err := s.Join(context.Background(), Request{Key: keyOf(password), Name: name, Work: 1 << 20, Failing: failing})
-	var o *Overload
-	if err != nil && !errors.As(err, &o) {
-		panic(err)
-	}
-	return j, o
-}
-
-func mustEnqueue(t *testing.T, s *Scheduler, name string) *Job {
-	t.Helper()
-	j, o := join(s, name, name+fmt.Sprint(s.asks.seq), false)
-	if o != nil {
-		t.Fatalf("enqueue %s: %v", name, o)
-	}
-	return j
-}
-
-// eta is the estimate a waiting caller of j is given.
-func (s *Scheduler) eta(j *Job) time.Duration {
-	return s.expectLocked(j, time.Now())
-}
-
-// done ends j, as its runner does.
-func done(s *Scheduler, j *Job) { s.Finish(j, nil) }
-
-func (s *Scheduler) watch(j *Job, delta int) { s.watchLocked(j, delta) }
 
 // TestServesNamesInTurn: a name with queued work gets one turn per
 // round, so other names are not starved behind it.
 func TestServesNamesInTurn(t *testing.T) {
-	s := newTest(1, 100, 2)
-	run := mustEnqueue(t, s, "x")
-	if !granted(run) {
-		t.Fatal("first ticket not granted with a free slot")
-	}
-	a1 := mustEnqueue(t, s, "a")
-	a2 := mustEnqueue(t, s, "a")
-	// The name has no room: a third password waits in its line, holding
-	// no place, until a1's place frees.
-	a3, oe := join(s, "a", "a3", false)
-	if oe != nil || a3.state != Parked {
-		t.Fatalf("third ticket for one name: %v, state %v, want it parked", oe, a3.state)
-	}
-	b := mustEnqueue(t, s, "b")
-	c := mustEnqueue(t, s, "c")
-	if s.eta(b) >= s.eta(a2) || s.eta(c) >= s.eta(a2) || s.eta(a1) >= s.eta(b) {
-		t.Fatalf("estimates do not follow the service order a1 %v, b %v, c %v, a2 %v", s.eta(a1), s.eta(b), s.eta(c), s.eta(a2))
-	}
-	want := []*Job{a1, b, c, a2}
-	names := map[*Job]string{a1: "a1", a2: "a2", b: "b", c: "c"}
-	prev := run
-	for i, w := range want {
-		done(s, prev)
-		if !granted(w) {
-			t.Fatalf("step %d: %s not granted", i, names[w])
+	run(t, 1, 100, 2, func(h *harness) {
+		r := h.enqueue("x")
+		if !granted(r) {
+			t.Fatal("first job not granted with a free slot")
 		}
-		for _, o := range want[i+1:] {
-			if granted(o) {
-				t.Fatalf("step %d: %s granted before its turn", i, names[o])
+		a1 := h.enqueue("a")
+		a2 := h.enqueue("a")
+		// The name has no room: a third password waits in its line, holding
+		// no place, until a1's place frees.
+		a3, oe := h.join("a", "a3", false)
+		if oe != nil || a3.state != parked {
+			t.Fatalf("third job for one name: %v, state %v, want it parked", oe, a3.state)
+		}
+		b := h.enqueue("b")
+		c := h.enqueue("c")
+		if h.eta(b) >= h.eta(a2) || h.eta(c) >= h.eta(a2) || h.eta(a1) >= h.eta(b) {
+			t.Fatalf("estimates do not follow the service order a1 %v, b %v, c %v, a2 %v", h.eta(a1), h.eta(b), h.eta(c), h.eta(a2))
+		}
+		want := []*Job{a1, b, c, a2}
+		names := map[*Job]string{a1: "a1", a2: "a2", b: "b", c: "c"}
+		prev := r
+		for i, w := range want {
+			h.done(prev)
+			if !granted(w) {
+				t.Fatalf("step %d: %s not granted", i, names[w])
 			}
+			for _, o := range want[i+1:] {
+				if granted(o) {
+					t.Fatalf("step %d: %s granted before its turn", i, names[o])
+				}
+			}
+			prev = w
 		}
-		prev = w
-	}
-	if a3.state != Queued {
-		t.Fatalf("parked ticket %v once its name had room, want queued", a3.state)
-	}
-	done(s, prev)
-	if !granted(a3) {
-		t.Fatal("the ticket that waited for room was not granted last")
-	}
-	done(s, a3)
-	if r, q := s.Load(); r != 0 || q != 0 {
-		t.Fatalf("load %d running, %d queued after all released", r, q)
-	}
+		if a3.state != queued {
+			t.Fatalf("parked job %v once its name had room, want queued", a3.state)
+		}
+		h.done(prev)
+		if !granted(a3) {
+			t.Fatal("the job that waited for room was not granted last")
+		}
+		h.done(a3)
+		if r, q := h.s.Load(); r != 0 || q != 0 || h.s.Jobs() != 0 || len(h.s.names) != 0 {
+			t.Fatalf("load %d running, %d queued, %d jobs, %d names after all ended", r, q, h.s.Jobs(), len(h.s.names))
+		}
+	})
 }
 
 // TestFloodDoesNotStarve: a name whose queue is refilled as soon
 // as it has room still gets only its turns.
 func TestFloodDoesNotStarve(t *testing.T) {
-	s := newTest(1, 100, 2)
-	held := mustEnqueue(t, s, "x")
-	flood := []*Job{mustEnqueue(t, s, "victim"), mustEnqueue(t, s, "victim")}
-	honest := mustEnqueue(t, s, "honest")
-	for served := 0; !granted(honest); served++ {
-		if served > 1 {
-			t.Fatalf("honest name waited %d flood computations", served)
-		}
-		done(s, held)
-		for i, f := range flood {
-			if granted(f) {
-				held = f
-				flood[i] = mustEnqueue(t, s, "victim") // refilled at once
+	run(t, 1, 100, 2, func(h *harness) {
+		held := h.enqueue("x")
+		flood := []*Job{h.enqueue("victim"), h.enqueue("victim")}
+		honest := h.enqueue("honest")
+		for served := 0; !granted(honest); served++ {
+			if served > 1 {
+				t.Fatalf("honest name waited %d flood computations", served)
+			}
+			h.done(held)
+			for i, f := range flood {
+				if granted(f) {
+					held = f
+					flood[i] = h.enqueue("victim") // refilled at once
+				}
 			}
 		}
-	}
+	})
 }
 
+// TestCancelWhileQueued: a queued job that ends (its work timeout, say)
+// gives its place back and the slot goes to the next.
 func TestCancelWhileQueued(t *testing.T) {
-	s := newTest(1, 100, 2)
-	run := mustEnqueue(t, s, "x")
-	q := mustEnqueue(t, s, "a")
-	next := mustEnqueue(t, s, "b")
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := s.Acquire(ctx, q); err == nil || q.state != Done {
-		t.Fatal("wait with a cancelled context succeeded")
-	}
-	if _, queued := s.Load(); queued != 1 {
-		t.Fatalf("%d queued after cancel, want 1", queued)
-	}
-	done(s, run)
-	if !granted(next) || granted(q) {
-		t.Fatal("slot not passed to the next live ticket")
-	}
-	done(s, next)
-	done(s, next) // twice is harmless
-	if r, qd := s.Load(); r != 0 || qd != 0 {
-		t.Fatalf("load %d %d", r, qd)
-	}
+	run(t, 1, 100, 2, func(h *harness) {
+		r := h.enqueue("x")
+		q := h.enqueue("a")
+		next := h.enqueue("b")
+		q.cancel(context.DeadlineExceeded) // as its work timeout would
+		h.settle()
+		if q.state != done || !errors.Is(q.err, context.DeadlineExceeded) || !errors.Is(context.Cause(q.Context()), context.DeadlineExceeded) {
+			t.Fatalf("expired job: %v, %v; context %v", q.state, q.err, context.Cause(q.Context()))
+		}
+		if _, queued := h.s.Load(); queued != 1 {
+			t.Fatalf("%d queued after the expiry, want 1", queued)
+		}
+		h.done(r)
+		if !granted(next) || granted(q) {
+			t.Fatal("slot not passed to the next live job")
+		}
+		h.done(next)
+		h.done(next) // twice is harmless
+		if r, qd := h.s.Load(); r != 0 || qd != 0 {
+			t.Fatalf("load %d %d", r, qd)
+		}
+	})
+}
+
+// TestWorkTimeout: a job still queued WorkTimeout after it was created
+// ends with context.DeadlineExceeded; one running then is left to its
+// runner, whose context ends.
+func TestWorkTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Slots: 1, MaxQueue: 10, PerName: 2, MaxWait: time.Hour, WorkTimeout: time.Minute})
+		defer h.stop()
+		r := h.enqueue("x")
+		q := h.enqueue("a")
+		time.Sleep(time.Minute)
+		h.settle()
+		if q.state != done || !errors.Is(q.err, context.DeadlineExceeded) {
+			t.Fatalf("queued past the timeout: %v, %v", q.state, q.err)
+		}
+		if r.state != running || !errors.Is(context.Cause(r.Context()), context.DeadlineExceeded) {
+			t.Fatalf("running past the timeout: %v, context %v", r.state, context.Cause(r.Context()))
+		}
+		h.done(r)
+		if h.s.Jobs() != 0 {
+			t.Fatalf("%d jobs left", h.s.Jobs())
+		}
+	})
 }
 
 func TestQueueFull(t *testing.T) {
-	s := newTest(1, 2, 2)
-	mustEnqueue(t, s, "x")
-	mustEnqueue(t, s, "a")
-	mustEnqueue(t, s, "b")
-	_, oe := join(s, "c", "c", false)
-	if oe == nil || oe.NameFull || oe.Queued || oe.After <= 0 {
-		t.Fatalf("full queue: %v", oe)
-	}
+	run(t, 1, 2, 2, func(h *harness) {
+		h.enqueue("x")
+		h.enqueue("a")
+		h.enqueue("b")
+		_, oe := h.join("c", "c", false)
+		if oe == nil || oe.Queued || oe.After <= 0 {
+			t.Fatalf("full queue: %v", oe)
+		}
+	})
 }
 
-// TestEstimateLearns: the estimate follows measured durations.
+// TestEstimateLearns: the estimate follows measured durations, each job
+// of a batch counting as the batch's CPU time per byte.
 func TestEstimateLearns(t *testing.T) {
-	s := newTest(1, 10, 2)
-	before := s.est.nsPerByte
-	for range 20 {
-		tk := mustEnqueue(t, s, "x")
-		s.Release(tk, 1<<20, 0) // 1 ns per byte of its 1 MiB of work
-		done(s, tk)
-	}
-	if got := s.est.nsPerByte; got >= before || got < 0.99 || got > 1.01 {
-		t.Fatalf("nsPerByte %v (from %v), want it to approach 1", got, before)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Slots: 1, Lanes: 4, MaxQueue: 100, PerName: 2, MaxWait: time.Hour})
+		defer h.stop()
+		before := h.s.est.nsPerByte
+		blocker := h.enqueue("blocker")
+		var js []*Job
+		for i := range 8 {
+			js = append(js, h.enqueue(string(rune('a'+i))))
+		}
+		h.end(blocker, 1<<20, 1<<20, nil) // 1 ns per byte
+		for _, j := range js[:4] {
+			if !granted(j) {
+				t.Fatalf("%s not in the first batch of four", j.name)
+			}
+		}
+		h.end(js[0], 4<<20, 2<<20, nil) // 4 MiB in 2 ms of CPU
+		h.end(js[4], 4<<20, 2<<20, nil)
+		if got := h.s.est.nsPerByte; got >= before || got < 0.49 || got > 0.51 {
+			t.Fatalf("nsPerByte %v (from %v), want 0.5: eight of the nine samples", got, before)
+		}
+		if h.s.est.samples != 9 {
+			t.Fatalf("%d samples, want 9: one per job", h.s.est.samples)
+		}
+	})
 }
 
 // TestAskedAgainGoesFirst: a password asked for again goes before a
 // name's passwords asked once, but not before one asked again that
 // arrived earlier: asking more often gains nothing.
 func TestAskedAgainGoesFirst(t *testing.T) {
-	s := newTest(1, 100, 4)
-	run := mustEnqueue(t, s, "x")
-	g1, _ := join(s, "a", "guess-1", false)
-	right, _ := join(s, "a", "right", false)
-	g2, _ := join(s, "a", "guess-2", false)
-	join(s, "a", "right", false) // the agent's retry
-	for range 10 {
-		join(s, "a", "guess-2", false) // a guesser asking again and again
-	}
-	if s.eta(right) >= s.eta(g2) || s.eta(g2) >= s.eta(g1) {
-		t.Fatalf("estimates right %v, guess-2 %v, guess-1 %v do not follow the service order", s.eta(right), s.eta(g2), s.eta(g1))
-	}
-	prev := run
-	for i, w := range []*Job{right, g2, g1} {
-		done(s, prev)
-		if !granted(w) {
-			t.Fatalf("step %d: %s not granted", i, []string{"right", "guess-2", "guess-1"}[i])
+	run(t, 1, 100, 4, func(h *harness) {
+		r := h.enqueue("x")
+		g1, _ := h.join("a", "guess-1", false)
+		right, _ := h.join("a", "right", false)
+		g2, _ := h.join("a", "guess-2", false)
+		h.join("a", "right", false) // the agent's retry
+		for range 10 {
+			h.join("a", "guess-2", false) // a guesser asking again and again
 		}
-		prev = w
-	}
-	done(s, prev)
-	if r, q := s.Load(); r != 0 || q != 0 {
-		t.Fatalf("load %d %d", r, q)
-	}
+		if h.eta(right) >= h.eta(g2) || h.eta(g2) >= h.eta(g1) {
+			t.Fatalf("estimates right %v, guess-2 %v, guess-1 %v do not follow the service order", h.eta(right), h.eta(g2), h.eta(g1))
+		}
+		prev := r
+		for i, w := range []*Job{right, g2, g1} {
+			h.done(prev)
+			if !granted(w) {
+				t.Fatalf("step %d: %s not granted", i, []string{"right", "guess-2", "guess-1"}[i])
+			}
+			prev = w
+		}
+		h.done(prev)
+		if r, q := h.s.Load(); r != 0 || q != 0 {
+			t.Fatalf("load %d %d", r, q)
+		}
+	})
 }
 
-// TestAskMovesQueuedTicket: asking again for a queued password
-// moves it ahead of its name's earlier ones.
-func TestAskMovesQueuedTicket(t *testing.T) {
-	s := newTest(1, 100, 2)
-	run := mustEnqueue(t, s, "x")
-	g, _ := join(s, "a", "guess", false)
-	h, _ := join(s, "a", "right", false)
-	join(s, "a", "right", false) // asked again
-	done(s, run)
-	if !granted(h) || granted(g) {
-		t.Fatal("the password asked for again was not served first")
-	}
+// TestAskMovesQueuedJob: asking again for a queued password moves it
+// ahead of its name's earlier ones.
+func TestAskMovesQueuedJob(t *testing.T) {
+	run(t, 1, 100, 2, func(h *harness) {
+		r := h.enqueue("x")
+		g, _ := h.join("a", "guess", false)
+		right, _ := h.join("a", "right", false)
+		h.join("a", "right", false) // asked again
+		h.done(r)
+		if !granted(right) || granted(g) {
+			t.Fatal("the password asked for again was not served first")
+		}
+	})
 }
 
 // TestSuspectsWaitForSpareCapacity: a first ask for a failing name
 // is served after every other queued computation, and stops being a
 // suspect when asked for again.
 func TestSuspectsWaitForSpareCapacity(t *testing.T) {
-	s := newTest(1, 100, 2)
-	run := mustEnqueue(t, s, "x")
-	guess, _ := join(s, "attacked", "guess", true)
-	b := mustEnqueue(t, s, "b")
-	c := mustEnqueue(t, s, "c")
-	if !guess.suspect() || s.eta(guess) <= s.eta(c) {
-		t.Fatalf("suspect expected before later names: %v <= %v", s.eta(guess), s.eta(c))
-	}
-	done(s, run)
-	if !granted(b) || granted(guess) {
-		t.Fatal("suspect served before a later name")
-	}
-	done(s, b)
-	if !granted(c) || granted(guess) {
-		t.Fatal("suspect served before a later name")
-	}
-	done(s, c)
-	if !granted(guess) {
-		t.Fatal("suspect not served with nothing else queued")
-	}
-	done(s, guess)
+	run(t, 1, 100, 2, func(h *harness) {
+		r := h.enqueue("x")
+		guess, _ := h.join("attacked", "guess", true)
+		b := h.enqueue("b")
+		c := h.enqueue("c")
+		if !guess.suspect() || h.eta(guess) <= h.eta(c) {
+			t.Fatalf("suspect expected before later names: %v <= %v", h.eta(guess), h.eta(c))
+		}
+		h.done(r)
+		if !granted(b) || granted(guess) {
+			t.Fatal("suspect served before a later name")
+		}
+		h.done(b)
+		if !granted(c) || granted(guess) {
+			t.Fatal("suspect served before a later name")
+		}
+		h.done(c)
+		if !granted(guess) {
+			t.Fatal("suspect not served with nothing else queued")
+		}
+		h.done(guess)
 
-	// Asked for again: an ordinary job.
-	run = mustEnqueue(t, s, "x")
-	own, _ := join(s, "attacked", "own", true)
-	d := mustEnqueue(t, s, "d")
-	join(s, "attacked", "own", true) // asked again
-	if own.suspect() {
-		t.Fatal("a password asked for twice is still a suspect")
-	}
-	done(s, run)
-	if !granted(own) || granted(d) {
-		t.Fatal("the password asked for again lost its turn")
-	}
-	done(s, own)
-	done(s, d)
+		// Asked for again: an ordinary job.
+		r = h.enqueue("x")
+		own, _ := h.join("attacked", "own", true)
+		d := h.enqueue("d")
+		h.join("attacked", "own", true) // asked again
+		if own.suspect() {
+			t.Fatal("a password asked for twice is still a suspect")
+		}
+		h.done(r)
+		if !granted(own) || granted(d) {
+			t.Fatal("the password asked for again lost its turn")
+		}
+		h.done(own)
+		h.done(d)
+	})
 }
 
 // TestCheapen: once a name is verified its queued computations no
 // longer count in the estimates of those behind them.
 func TestCheapen(t *testing.T) {
-	s := newTest(1, 100, 2)
-	mustEnqueue(t, s, "x")
-	mustEnqueue(t, s, "verified")
-	mustEnqueue(t, s, "verified")
-	later := mustEnqueue(t, s, "later")
-	before := s.eta(later)
-	s.Cheapen("verified")
-	if after := s.eta(later); after >= before || s.queue.work != later.work {
-		t.Fatalf("eta %v -> %v, queued work %d", before, after, s.queue.work)
-	}
+	run(t, 1, 100, 2, func(h *harness) {
+		h.enqueue("x")
+		h.enqueue("verified")
+		h.enqueue("verified")
+		later := h.enqueue("later")
+		before := h.eta(later)
+		h.s.Cheapen("verified")
+		if after := h.eta(later); after >= before || h.s.queue.work != later.work {
+			t.Fatalf("eta %v -> %v, queued work %d", before, after, h.s.queue.work)
+		}
+	})
 }
 
 // TestMargin: the margin is what recent promised waits were off by, at
@@ -316,7 +323,7 @@ func TestWaitCountsSlowdown(t *testing.T) {
 	ends := func(n int, work int64, slow float64, busy bool) {
 		for range n {
 			now = now.Add(time.Duration(slow * float64(work) / 2))
-			e.observe(work, time.Duration(slow*float64(work)), time.Duration(work), now, busy)
+			e.observe(work, 1, time.Duration(slow*float64(work)), time.Duration(work), now, busy)
 		}
 	}
 	within := func(what string, best time.Duration, lo, hi time.Duration) {
@@ -350,27 +357,28 @@ func TestWaitCountsSlowdown(t *testing.T) {
 // those whose callers were told to come back, and the estimates say so;
 // the others still run when nobody waits.
 func TestWaitedFirst(t *testing.T) {
-	s := newTest(1, 100, 2)
-	run := mustEnqueue(t, s, "x")
-	early := mustEnqueue(t, s, "early") // its caller was told to come back
-	late := mustEnqueue(t, s, "late")
-	if s.eta(early) >= s.eta(late) {
-		t.Fatalf("nobody waits: estimates %v, %v do not follow arrival order", s.eta(early), s.eta(late))
-	}
-	s.watch(late, 1)
-	if s.eta(late) >= s.eta(early) {
-		t.Fatalf("estimate of the waited computation %v not before the other's %v", s.eta(late), s.eta(early))
-	}
-	done(s, run)
-	if !granted(late) || granted(early) {
-		t.Fatalf("granted waited=%v, not waited=%v; want only the waited one", granted(late), granted(early))
-	}
-	s.watch(late, -1)
-	done(s, late)
-	if !granted(early) {
-		t.Fatal("computation nobody waits for not granted with a free slot")
-	}
-	done(s, early)
+	run(t, 1, 100, 2, func(h *harness) {
+		r := h.enqueue("x")
+		early := h.enqueue("early") // its caller was told to come back
+		late := h.enqueue("late")
+		if h.eta(early) >= h.eta(late) {
+			t.Fatalf("nobody waits: estimates %v, %v do not follow arrival order", h.eta(early), h.eta(late))
+		}
+		h.watch(late, 1)
+		if h.eta(late) >= h.eta(early) {
+			t.Fatalf("estimate of the waited computation %v not before the other's %v", h.eta(late), h.eta(early))
+		}
+		h.done(r)
+		if !granted(late) || granted(early) {
+			t.Fatalf("granted waited=%v, not waited=%v; want only the waited one", granted(late), granted(early))
+		}
+		h.watch(late, -1)
+		h.done(late)
+		if !granted(early) {
+			t.Fatal("computation nobody waits for not granted with a free slot")
+		}
+		h.done(early)
+	})
 }
 
 // TestWaitedInOrderOfWaiting: callers waiting for queued
@@ -378,23 +386,24 @@ func TestWaitedFirst(t *testing.T) {
 // order the computations were queued: one that came back early is not
 // overtaken by later ones its estimate did not count.
 func TestWaitedInOrderOfWaiting(t *testing.T) {
-	s := newTest(1, 100, 2)
-	run := mustEnqueue(t, s, "x")
-	first := mustEnqueue(t, s, "first") // queued first, waited for last
-	second := mustEnqueue(t, s, "second")
-	s.watch(second, 1)
-	before := s.eta(second)
-	s.watch(first, 1)
-	if got := s.eta(second); got > before {
-		t.Fatalf("estimate grew from %v to %v when a later caller came to wait", before, got)
-	}
-	done(s, run)
-	if !granted(second) || granted(first) {
-		t.Fatalf("granted first-waited=%v, later-waited=%v; want the first-waited only", granted(second), granted(first))
-	}
-	done(s, second)
-	if !granted(first) {
-		t.Fatal("later-waited computation not granted next")
-	}
-	done(s, first)
+	run(t, 1, 100, 2, func(h *harness) {
+		r := h.enqueue("x")
+		first := h.enqueue("first") // queued first, waited for last
+		second := h.enqueue("second")
+		h.watch(second, 1)
+		before := h.eta(second)
+		h.watch(first, 1)
+		if got := h.eta(second); got > before {
+			t.Fatalf("estimate grew from %v to %v when a later caller came to wait", before, got)
+		}
+		h.done(r)
+		if !granted(second) || granted(first) {
+			t.Fatalf("granted first-waited=%v, later-waited=%v; want the first-waited only", granted(second), granted(first))
+		}
+		h.done(second)
+		if !granted(first) {
+			t.Fatal("later-waited computation not granted next")
+		}
+		h.done(first)
+	})
 }

@@ -6,33 +6,33 @@ import (
 )
 
 // Wait waits for j's result within ctx and Config.MaxWait (counted from
-// the caller's arrival, see WithArrival) and returns it,
-// or ctx's cause when ctx ends first, or an *Overload telling the caller
-// to come back later: Queued when j stays queued, NameFull when j was
-// parked and its last caller left before it got a place (j then ends).
-// While it waits, j goes before the jobs nobody waits for.
+// the caller's arrival, see WithArrival) and returns it, or ctx's cause
+// when ctx ends first, or an *Overload telling the caller to come back
+// later: Queued when j stays queued. While it waits, j goes before the
+// jobs nobody waits for.
 //
 // Whether the caller is held or sent away is decided once, when it comes,
 // with the whole queue in view: it is held when its expected wait (the
 // estimate at the best times the margin the estimates' recent errors call
-// for) is within MaxWait, and sent away at once otherwise. A caller sent
-// away loses a whole retry delay (k3s agents: 5-10 s), and one held and
-// then sent away loses that delay and the time it was held, so a held
-// caller stays held unless its result cannot come before MaxWait ends even
-// at the best (every computation taking the least CPU time of the last
-// ones); that is checked every MaxWait/16 (10 ms to 1 s). Before
+// for) is within the time it has left, and sent away at once otherwise. A
+// caller sent away loses a whole retry delay (k3s agents: 5-10 s), and one
+// held and then sent away loses that delay and the time it was held, so a
+// held caller stays held unless its result cannot come before its time
+// is up even at the best (every computation taking the least CPU time of
+// the last ones); that is checked every MaxWait/16 (10 ms to 1 s). Before
 // computations have been measured every estimate is a guess, so a caller
 // that comes then is held and decided on as the first measurements come.
 //
 // A suspect or a parked job's caller is never sent away early: it waits
-// out MaxWait in case spare capacity or room comes, which also slows a
-// guesser down; a caller that waits out MaxWait pins j (see the package
-// doc). The come-back time asks the caller back MaxWait/2 before the
-// estimated completion, so that the retry waits for the result rather than
-// arriving after it and an estimate off by up to MaxWait/2 either way
-// costs no extra round. The caller is then expected back after that time
-// (Config.HonourAfter) or after Config.ReturnAfter, and j waits in that
-// order among the jobs nobody waits for.
+// out MaxWait from its arrival in case spare capacity or room comes,
+// which also slows a guesser down; a caller that waits out MaxWait from
+// its arrival pins j (see the package doc). The come-back time asks the
+// caller back MaxWait/2 before the estimated completion, so that the
+// retry waits for the result rather than arriving after it and an
+// estimate off by up to MaxWait/2 either way costs no extra round. The
+// caller is then expected back after that time (Config.HonourAfter) or
+// after Config.ReturnAfter, and j waits in that order among the jobs
+// nobody waits for.
 func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	select {
 	case <-j.done:
@@ -40,29 +40,27 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	default:
 	}
 	maxWait := s.cfg.MaxWait
-	start := time.Now()
-	now, deadline := start, start.Add(maxWait)
+	now := time.Now()
+	// Its client's timeout started when it came (see WithArrival).
+	deadline := now.Add(maxWait)
+	if t, ok := Arrival(ctx); ok && t.Before(now) {
+		deadline = t.Add(maxWait)
+	}
 	s.mu.Lock()
 	s.watchLocked(j, 1)
-	if !s.waitsOutLocked(j) {
-		// Its client's timeout started when it came (see WithArrival).
-		if t, ok := Arrival(ctx); ok && t.Before(now) {
-			deadline = t.Add(maxWait)
-		}
-	}
 	decided := s.est.warm()
 	held, leave := false, !now.Before(deadline)
 	if decided && !leave {
 		held, leave = s.decideLocked(j, now, deadline.Sub(now))
 	}
 	warm := s.warm
-	s.mu.Unlock()
+	s.unlock()
 
 	every := recheckInterval(maxWait)
 	var timer *time.Timer
 	for !leave {
 		if timer == nil {
-			timer = time.NewTimer(min(every, maxWait))
+			timer = time.NewTimer(min(every, deadline.Sub(now)))
 			defer timer.Stop()
 		}
 		if decided {
@@ -97,12 +95,12 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	// The estimate is made once the caller no longer counts as waiting,
 	// as j may then be served after the jobs callers wait for.
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if now.Sub(start) >= maxWait {
+	defer s.unlock()
+	if !now.Before(deadline) {
 		s.pinLocked(j)
 	}
 	s.watchLocked(j, -1)
-	if j.state == Done {
+	if j.state == done {
 		return j.err
 	}
 	after := s.sendAwayLocked(j, now)
@@ -121,7 +119,7 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 	if s.est.wait(best, now) > left {
 		return false, true
 	}
-	if j.state == Queued && j.heldAt.IsZero() {
+	if j.state == queued && j.heldAt.IsZero() {
 		j.heldAt, j.promise = now, best
 	}
 	return true, false
@@ -134,14 +132,14 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 // estimate counts it after the jobs whose callers are expected back
 // sooner, and, when callers honour it, after every job already sent away.
 func (s *Scheduler) sendAwayLocked(j *Job, now time.Time) time.Duration {
+	back := now.Add(s.cfg.ReturnAfter)
 	if s.cfg.HonourAfter {
-		j.back = now.Add(farFuture)
-	} else {
-		j.back = now.Add(s.cfg.ReturnAfter)
+		back = now.Add(farFuture)
 	}
+	s.changeLocked(j, func() { j.back = back })
 	after := max(s.expectLocked(j, now)-s.cfg.MaxWait/2, minAfter)
 	if s.cfg.HonourAfter {
-		j.back = now.Add(after)
+		s.changeLocked(j, func() { j.back = now.Add(after) })
 	}
 	return after
 }
@@ -154,11 +152,17 @@ type arrivalKey struct{}
 // WithArrival returns a copy of ctx saying that its request came at t:
 // its client started waiting then (when the connection was accepted, say,
 // before a TLS handshake), so that Wait holds its caller at most MaxWait
-// from t. Callers that wait out MaxWait (suspects, parked jobs) wait it
-// out from their call, whatever t says: only a whole MaxWait spent waiting
-// pins a job.
+// from t, and a caller that waits out MaxWait (suspects, parked jobs)
+// waits it out from t: its request was in progress all that time, which
+// costs a guesser what it costs the node's agent.
 func WithArrival(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, arrivalKey{}, t)
+}
+
+// Arrival returns the time WithArrival recorded in ctx, if any.
+func Arrival(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(arrivalKey{}).(time.Time)
+	return t, ok
 }
 
 // hopelessLocked reports whether j's result cannot come within left even
@@ -168,16 +172,10 @@ func WithArrival(ctx context.Context, t time.Time) context.Context {
 // comes in time, so does j's.
 func (s *Scheduler) hopelessLocked(j *Job, now time.Time, left time.Duration) bool {
 	fastest := s.est.fastest()
-	if j.state == Queued && s.startLocked(s.queue.work, now, fastest)+duration(j.work, fastest) <= left {
+	if j.state == queued && s.startLocked(s.queue.work, now, fastest)+duration(s.ownBatchWork(j), fastest) <= left {
 		return false
 	}
 	return s.etaLocked(j, now, fastest) > left
-}
-
-// Arrival returns the time WithArrival recorded in ctx, if any.
-func Arrival(ctx context.Context) (time.Time, bool) {
-	t, ok := ctx.Value(arrivalKey{}).(time.Time)
-	return t, ok
 }
 
 // recheckInterval is how often a waiting caller's estimate is checked.
@@ -189,10 +187,11 @@ func recheckInterval(maxWait time.Duration) time.Duration {
 // context ended): it is expected back as one sent away.
 func (s *Scheduler) unwatch(j *Job) {
 	s.mu.Lock()
+	defer s.unlock()
 	s.watchLocked(j, -1)
 	// Its caller gave up (a client timeout, say) and retries as agents do.
-	j.back = time.Now().Add(s.cfg.ReturnAfter)
-	s.mu.Unlock()
+	back := time.Now().Add(s.cfg.ReturnAfter)
+	s.changeLocked(j, func() { j.back = back })
 }
 
 // watchLocked counts a caller that starts (delta 1) or stops (delta -1)
@@ -201,29 +200,24 @@ func (s *Scheduler) unwatch(j *Job) {
 // is not waited for holds nothing. A queued suspect left unwaited may
 // give its place to its name's line.
 func (s *Scheduler) watchLocked(j *Job, delta int) {
-	j.waited = true
-	nq := s.queue.of(j.name)
-	if j.state != Queued || nq == nil {
+	s.changeLocked(j, func() {
+		j.waited = true
 		j.waiters += delta
-		if j.state == Parked && j.waiters == 0 {
-			after := s.expectLocked(j, time.Now())
-			s.endLocked(j, &Overload{After: max(after, minAfter), NameFull: true,
-				Reason: "node's queue full; left before it had room"})
-		}
-		return
-	}
-	was := nq.wanted()
-	j.waiters += delta
-	s.queue.waitedFor(j, was)
-	if j.displaceable() {
-		s.admitLocked(j.name, time.Now())
+	})
+	switch {
+	case j.state == parked && j.waiters == 0:
+		after := s.expectLocked(j, time.Now())
+		s.endLocked(j, &Overload{After: max(after, minAfter), Reason: "node's queue full; left before it had room"})
+		s.forgetLocked(s.names[j.name])
+	case j.displaceable():
+		s.admitLocked(s.names[j.name], time.Now())
 	}
 }
 
 // waitsOutLocked reports whether j's callers wait out MaxWait rather than
 // being told early to come back: a queued suspect, or a parked job.
 func (s *Scheduler) waitsOutLocked(j *Job) bool {
-	return j.state == Parked || j.state == Queued && j.suspect()
+	return j.state == parked || j.state == queued && j.suspect()
 }
 
 // etaLocked estimates how long until j's computation has finished, with
@@ -231,17 +225,28 @@ func (s *Scheduler) waitsOutLocked(j *Job) bool {
 func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Duration {
 	var eta time.Duration
 	switch j.state {
-	case Running:
-		eta = duration(j.work, perByte) - now.Sub(j.started)
-	case Queued:
-		eta = s.startLocked(s.queue.ahead(j), now, perByte) + duration(j.work, perByte)
-	case Parked:
+	case running:
+		eta = duration(j.batch.work, perByte) - now.Sub(j.started)
+	case queued:
+		eta = s.startLocked(s.queue.ahead(s.names[j.name], j), now, perByte) + duration(s.ownBatchWork(j), perByte)
+	case pending:
+		eta = s.startLocked(s.queue.work, now, perByte) + duration(s.ownBatchWork(j), perByte)
+	case parked:
 		// It gets a place once its name's first queued job has run.
-		if nq := s.queue.of(j.name); nq != nil {
-			eta = s.etaLocked(nq.jobs[0], now, perByte) + duration(j.work, perByte)
+		if first := s.names[j.name].first(); first != nil {
+			eta = s.etaLocked(first, now, perByte) + duration(j.work, perByte)
+		} else {
+			eta = s.startLocked(s.queue.work, now, perByte) + duration(j.work, perByte)
 		}
 	}
 	return max(eta, minAfter)
+}
+
+// ownBatchWork is the work of the batch j is expected to run in: with
+// others queued, a whole batch of jobs like it, whose results all come at
+// its end.
+func (s *Scheduler) ownBatchWork(j *Job) int64 {
+	return j.work * int64(min(s.cfg.Lanes, max(s.queue.len, 1)))
 }
 
 // expectLocked is how long j's computation is expected to take to
@@ -252,15 +257,15 @@ func (s *Scheduler) expectLocked(j *Job, now time.Time) time.Duration {
 }
 
 // startLocked estimates when a job with ahead bytes of queued work before
-// it gets a slot: the running jobs' remaining time plus the work ahead,
-// spread over all slots.
+// it gets a slot: the running batches' remaining time plus the work
+// ahead, spread over all slots.
 func (s *Scheduler) startLocked(ahead int64, now time.Time, perByte float64) time.Duration {
 	if len(s.running) < s.cfg.Slots && ahead == 0 {
 		return 0
 	}
 	var remaining time.Duration
-	for r := range s.running {
-		remaining += max(duration(r.work, perByte)-now.Sub(r.started), 0)
+	for b := range s.running {
+		remaining += max(duration(b.work, perByte)-now.Sub(b.started), 0)
 	}
 	return (remaining + duration(ahead, perByte)) / time.Duration(s.cfg.Slots)
 }

@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// oneSecondJobs returns a one-slot Scheduler whose estimates take a job
-// of 1 MiB (what join makes) to cost 1 s.
-func oneSecondJobs(maxWait time.Duration) *Scheduler {
-	s := New(Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: maxWait})
-	s.Calibrate(time.Second, 1<<20)
-	return s
+// oneSecondJobs returns a one-slot harness whose estimates take a job of
+// 1 MiB (what join makes) to cost 1 s.
+func oneSecondJobs(t *testing.T, maxWait time.Duration) *harness {
+	h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: maxWait})
+	h.s.Calibrate(time.Second, 1<<20)
+	return h
 }
 
 // TestWaitSendsAwayAtArrival: a caller whose result is not expected
@@ -21,11 +21,12 @@ func oneSecondJobs(maxWait time.Duration) *Scheduler {
 // come-back time MaxWait/2 before its expected completion.
 func TestWaitSendsAwayAtArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := oneSecondJobs(1500 * time.Millisecond)
-		join(s, "running", "a", false)
-		queued, _ := join(s, "late", "b", false)
+		h := oneSecondJobs(t, 1500*time.Millisecond)
+		defer h.stop()
+		h.join("running", "a", false)
+		q, _ := h.join("late", "b", false)
 		start := time.Now()
-		err := s.Wait(context.Background(), queued)
+		err := h.s.Wait(context.Background(), q)
 		var o *Overload
 		if !errors.As(err, &o) || !o.Queued {
 			t.Fatalf("Wait: %v, want a queued Overload", err)
@@ -39,8 +40,8 @@ func TestWaitSendsAwayAtArrival(t *testing.T) {
 		if o.After != 1450*time.Millisecond {
 			t.Fatalf("After %v, want 1.45 s", o.After)
 		}
-		if queued.state != Queued || queued.waiters != 0 {
-			t.Fatalf("job %v with %d waiters after its caller left, want queued with none", queued.state, queued.waiters)
+		if q.state != queued || q.waiters != 0 {
+			t.Fatalf("job %v with %d waiters after its caller left, want queued with none", q.state, q.waiters)
 		}
 	})
 }
@@ -49,16 +50,16 @@ func TestWaitSendsAwayAtArrival(t *testing.T) {
 // is held until it comes, however slowly the work goes.
 func TestWaitHoldsWhatFits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := oneSecondJobs(8 * time.Second)
-		running, _ := join(s, "running", "a", false)
-		queued, _ := join(s, "next", "b", false)
+		h := oneSecondJobs(t, 8*time.Second)
+		defer h.stop()
+		running, _ := h.join("running", "a", false)
+		next, _ := h.join("next", "b", false)
 		got := make(chan error, 1)
-		go func() { got <- s.Wait(context.Background(), queued) }()
+		go func() { got <- h.s.Wait(context.Background(), next) }()
 		time.Sleep(time.Second)
-		done(s, running)
+		h.done(running)
 		time.Sleep(time.Second)
-		s.Release(queued, time.Second, time.Second)
-		s.Finish(queued, nil)
+		h.end(next, time.Second, time.Second, nil)
 		if err := <-got; err != nil {
 			t.Fatalf("Wait: %v, want the job's result", err)
 		}
@@ -69,16 +70,17 @@ func TestWaitHoldsWhatFits(t *testing.T) {
 // held for MaxWait in case spare capacity comes, then told to come back.
 func TestWaitSuspectWaitsOutMaxWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := oneSecondJobs(2 * time.Second)
-		join(s, "running", "a", false)
-		join(s, "other", "b", false)
-		join(s, "third", "c", false)
-		guess, _ := join(s, "attacked", "guess", true)
+		h := oneSecondJobs(t, 2*time.Second)
+		defer h.stop()
+		h.join("running", "a", false)
+		h.join("other", "b", false)
+		h.join("third", "c", false)
+		guess, _ := h.join("attacked", "guess", true)
 		if !guess.suspect() {
 			t.Fatal("a first ask for a failing name is not a suspect")
 		}
 		start := time.Now()
-		err := s.Wait(context.Background(), guess)
+		err := h.s.Wait(context.Background(), guess)
 		var o *Overload
 		if !errors.As(err, &o) || !o.Queued {
 			t.Fatalf("Wait: %v, want a queued Overload", err)
@@ -94,98 +96,111 @@ func TestWaitSuspectWaitsOutMaxWait(t *testing.T) {
 // scheduler only when its runner finishes it.
 func TestLastWaiterLeavesWhileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := oneSecondJobs(8 * time.Second)
-		j, created, err := s.Join(context.Background(), Request{Key: keyOf("pw"), Name: "n", Work: 1 << 20})
-		if err != nil || !created || j.state != Running {
+		h := oneSecondJobs(t, 8*time.Second)
+		defer h.stop()
+		j, created, err := h.s.Join(context.Background(), Request{Key: keyOf("pw"), Name: "n", Work: 1 << 20})
+		h.settle()
+		if err != nil || !created || j.state != running {
 			t.Fatalf("Join: %v, created %v, state %v", err, created, j.state)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		got := make(chan error, 1)
-		go func() { got <- s.Wait(ctx, j) }()
+		go func() { got <- h.s.Wait(ctx, j) }()
 		synctest.Wait()
 		cancel()
 		if err := <-got; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait after its context ended: %v", err)
 		}
-		if j.waiters != 0 || s.Jobs() != 1 || j.state != Running {
-			t.Fatalf("after the caller left: %d waiters, %d jobs, state %v; want 0, 1, running", j.waiters, s.Jobs(), j.state)
+		if j.waiters != 0 || h.s.Jobs() != 1 || j.state != running {
+			t.Fatalf("after the caller left: %d waiters, %d jobs, state %v; want 0, 1, running", j.waiters, h.s.Jobs(), j.state)
 		}
-		again, created, _ := s.Join(context.Background(), Request{Key: keyOf("pw"), Name: "n", Work: 1 << 20})
+		again, created, _ := h.s.Join(context.Background(), Request{Key: keyOf("pw"), Name: "n", Work: 1 << 20})
 		if created || again != j {
 			t.Fatal("a later caller did not join the running job")
 		}
 		time.Sleep(time.Second)
-		s.Release(j, time.Second, time.Second)
-		s.Finish(j, errors.New("the result"))
-		if err := s.Wait(context.Background(), again); err == nil || err.Error() != "the result" {
+		h.end(j, time.Second, time.Second, errors.New("the result"))
+		if err := h.s.Wait(context.Background(), again); err == nil || err.Error() != "the result" {
 			t.Fatalf("later caller got %v", err)
 		}
-		if s.Jobs() != 0 {
-			t.Fatalf("%d jobs after the only one finished", s.Jobs())
+		if h.s.Jobs() != 0 {
+			t.Fatalf("%d jobs after the only one finished", h.s.Jobs())
 		}
 	})
 }
 
 // TestJoinAfterClose: Join takes no new work after Close.
 func TestJoinAfterClose(t *testing.T) {
-	s := newTest(1, 10, 2)
-	s.Close()
-	if _, _, err := s.Join(context.Background(), Request{Key: keyOf("new"), Name: "z", Work: 1}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Join after Close: %v", err)
-	}
+	run(t, 1, 10, 2, func(h *harness) {
+		h.s.Close()
+		if _, _, err := h.s.Join(context.Background(), Request{Key: keyOf("new"), Name: "z", Work: 1}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Join after Close: %v", err)
+		}
+	})
 }
 
-// TestPendingHoldsNoSlot: a job created Pending holds no slot while its
-// runner does I/O, and asks for one with Acquire.
+// TestPendingHoldsNoSlot: a job created Later holds a place but no slot
+// while Prepare runs, and is queued by Submit.
 func TestPendingHoldsNoSlot(t *testing.T) {
-	s := newTest(1, 10, 2)
-	p, created, err := s.Join(context.Background(), Request{Key: keyOf("enroll"), Name: "new", Work: 1 << 20, Later: true})
-	if err != nil || !created || p.state != Pending {
-		t.Fatalf("Join Later: %v, created %v, state %v", err, created, p.state)
-	}
-	other := mustEnqueue(t, s, "other")
-	if !granted(other) {
-		t.Fatal("a pending job kept the free slot")
-	}
-	go done(s, other)
-	if _, err := s.Acquire(context.Background(), p); err != nil || !granted(p) {
-		t.Fatalf("Acquire: %v, state %v", err, p.state)
-	}
-	done(s, p)
-	if r, q := s.Load(); r != 0 || q != 0 || s.Jobs() != 0 {
-		t.Fatalf("load %d running, %d queued, %d jobs", r, q, s.Jobs())
-	}
+	run(t, 1, 10, 2, func(h *harness) {
+		var prepared []*Job
+		h.prepared = func(j *Job) { prepared = append(prepared, j) }
+		p, created, err := h.s.Join(context.Background(), Request{Key: keyOf("enroll"), Name: "new", Work: 1 << 20, Later: true})
+		h.settle()
+		if err != nil || !created || p.state != pending || len(prepared) != 1 || prepared[0] != p {
+			t.Fatalf("Join Later: %v, created %v, state %v, prepared %d", err, created, p.state, len(prepared))
+		}
+		other := h.enqueue("other")
+		if !granted(other) {
+			t.Fatal("a pending job kept the free slot")
+		}
+		h.s.Submit(p)
+		h.settle()
+		if p.state != queued {
+			t.Fatalf("submitted with the slot busy: %v, want queued", p.state)
+		}
+		h.done(other)
+		if !granted(p) {
+			t.Fatalf("state %v, want running", p.state)
+		}
+		h.done(p)
+		if r, q := h.s.Load(); r != 0 || q != 0 || h.s.Jobs() != 0 {
+			t.Fatalf("load %d running, %d queued, %d jobs", r, q, h.s.Jobs())
+		}
+	})
 }
 
 // TestWaitCountsFromArrival: a caller whose client started waiting
 // earlier (WithArrival) is held at most MaxWait from then: sent away at
 // once when its result is not expected in the time left, and, when the
 // estimate was wrong, sent away as the time left can no longer do, not
-// MaxWait after its call.
-// A suspect waits out MaxWait from its call whatever the arrival says.
+// MaxWait after its call. A suspect waits out MaxWait from its arrival
+// too: its request was in progress all that time.
 func TestWaitCountsFromArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := oneSecondJobs(8 * time.Second)
-		running, _ := join(s, "running", "a", false)
-		queued, _ := join(s, "next", "b", false) // expected in 2 s, 2.2 with the margin
+		h := oneSecondJobs(t, 8*time.Second)
+		defer h.stop()
+		running, _ := h.join("running", "a", false)
+		next, _ := h.join("next", "b", false) // expected in 2 s, 2.2 with the margin
 		early := WithArrival(context.Background(), time.Now().Add(-6500*time.Millisecond))
 		var o *Overload
-		if err := s.Wait(early, queued); !errors.As(err, &o) || o.Held {
+		if err := h.s.Wait(early, next); !errors.As(err, &o) || o.Held {
 			t.Fatalf("1.5 s left of 8: %v, want sent away at once", err)
 		}
 		later := WithArrival(context.Background(), time.Now().Add(-5*time.Second))
 		start := time.Now()
-		err := s.Wait(later, queued) // 3 s left: held, but a runs for ever
+		err := h.s.Wait(later, next) // 3 s left: held, but a runs for ever
 		// At the recheck at 2.5 s, b's own second no longer fits in the
 		// 0.5 s left, long before MaxWait from the call.
 		if !errors.As(err, &o) || !o.Held || time.Since(start) != 2500*time.Millisecond {
 			t.Fatalf("3 s left of 8: %v after %v, want sent away at 2.5 s", err, time.Since(start))
 		}
-		guess, _ := join(s, "attacked", "guess", true)
+		guess, _ := h.join("attacked", "guess", true)
+		early = WithArrival(context.Background(), time.Now().Add(-6500*time.Millisecond))
 		start = time.Now()
-		if err := s.Wait(early, guess); !errors.As(err, &o) || time.Since(start) != 8*time.Second {
-			t.Fatalf("suspect: %v after %v, want sent away after MaxWait, 8 s", err, time.Since(start))
+		if err := h.s.Wait(early, guess); !errors.As(err, &o) || time.Since(start) != 1500*time.Millisecond || !guess.pinned {
+			t.Fatalf("suspect: %v after %v, pinned %v; want sent away and pinned after MaxWait from its arrival, 1.5 s", err, time.Since(start), guess.pinned)
 		}
-		done(s, running)
+		h.done(running)
 	})
 }
