@@ -72,11 +72,16 @@ type recorder struct {
 	queue    chan string
 	quit     chan struct{} // closed by close: drain, then stop
 	finished chan struct{} // closed when the writer has stopped
+	// base is the parent of every write's context; close cancels it when
+	// its flush runs out of time, a write in flight included.
+	base context.Context
+	stop context.CancelFunc
 }
 
 func newRecorder(store DigestStore, stats *counters) *recorder {
+	base, stop := context.WithCancel(context.Background())
 	r := &recorder{store: store, stats: stats, queue: make(chan string, digestQueue),
-		quit: make(chan struct{}), finished: make(chan struct{})}
+		quit: make(chan struct{}), finished: make(chan struct{}), base: base, stop: stop}
 	go r.run()
 	return r
 }
@@ -95,26 +100,27 @@ func (r *recorder) record(node, hash string, digest []byte) {
 		return
 	default:
 	}
-	if r.pending.CompareAndDelete(node, rec) {
+	// Not queued: drop the node's record, rec or a newer one that came
+	// meanwhile and, finding rec, counted on this call to queue the node.
+	if _, ok := r.pending.LoadAndDelete(node); ok {
 		r.stats.digestWriteFailures.Add(1)
 	}
 }
 
-// run writes queued records until close, then what is still queued, for
-// at most digestFlushTimeout.
+// run writes queued records until close, then what is still queued; close
+// cuts that flush, and a write in flight, digestFlushTimeout after it
+// began.
 func (r *recorder) run() {
 	defer close(r.finished)
 	for {
 		select {
 		case node := <-r.queue:
-			r.write(context.Background(), node)
+			r.write(r.base, node)
 		case <-r.quit:
-			ctx, cancel := context.WithTimeout(context.Background(), digestFlushTimeout)
-			defer cancel()
 			for {
 				select {
 				case node := <-r.queue:
-					r.write(ctx, node)
+					r.write(r.base, node)
 				default:
 					return
 				}
@@ -154,12 +160,15 @@ func (r *recorder) remember(ctx context.Context, node string, rec *digestRecord)
 }
 
 // close stops taking records and waits until the pending ones are written
-// or digestFlushTimeout has passed.
+// or digestFlushTimeout has passed, a write in flight included.
 func (r *recorder) close() {
 	select {
 	case <-r.quit:
 	default:
 		close(r.quit)
 	}
+	cut := time.AfterFunc(digestFlushTimeout, r.stop)
 	<-r.finished
+	cut.Stop()
+	r.stop()
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func testDigestKey(b byte) []byte { return bytes.Repeat([]byte{b}, MinDigestKeyLen) }
@@ -168,4 +170,43 @@ func TestShortDigestKeyRefused(t *testing.T) {
 	if _, err := New(NewMemoryStore(), &Options{DigestKey: make([]byte, MinDigestKeyLen-1)}); err == nil {
 		t.Fatal("a 31-byte DigestKey was accepted")
 	}
+}
+
+// hangingDigests is a DigestStore whose RememberDigest blocks until its
+// context ends.
+type hangingDigests struct {
+	*MemoryStore
+	entered chan struct{}
+}
+
+func (s *hangingDigests) RememberDigest(ctx context.Context, node, hash string, digest []byte) error {
+	close(s.entered)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestCloseBoundedWithDigestWriteInFlight (E): Close returns within 5 s
+// (digestFlushTimeout) even with a digest write in flight.
+func TestCloseBoundedWithDigestWriteInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &hangingDigests{MemoryStore: NewMemoryStore(), entered: make(chan struct{})}
+		s.Set("n", mustHash(t, "pw"))
+		key := make([]byte, MinDigestKeyLen)
+		v, err := New(s, &Options{Params: testParams, DigestKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+			t.Fatal(err)
+		}
+		<-s.entered
+		start := time.Now()
+		v.Close()
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("Close took %v with a digest write in flight, want at most 5 s", took)
+		}
+		if st := v.Stats(); st.DigestWriteFailures != 1 {
+			t.Fatalf("stats %+v: the cut write is not counted as failed", st)
+		}
+	})
 }
