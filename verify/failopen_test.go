@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,92 @@ func TestFreshGetConfirmsMiss(t *testing.T) {
 	// whose reads lag its writes, not a mismatch.
 	if err == nil || errors.Is(err, ErrMismatchedHashAndPassword) || s.creates.Load() != 0 || v.Stats().ScryptRuns != 0 || s.fresh.Load() != 1 {
 		t.Fatalf("Ensure: %v, %d creates, %+v, %d fresh reads; want no scrypt, no create, one fresh read", err, s.creates.Load(), v.Stats(), s.fresh.Load())
+	}
+}
+
+// TestFailOpenCutByClose (D): with EnrollFailOpen, an enrollment whose
+// Create Close cuts short answers ErrClosed: it is not let in.
+func TestFailOpenCutByClose(t *testing.T) {
+	s := newCountingStore()
+	entered := make(chan struct{})
+	s.createHook = func(ctx context.Context) error {
+		close(entered)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	v := newTestVerifier(t, s, &Options{EnrollFailOpen: true})
+	got := make(chan error, 1)
+	go func() { got <- v.Ensure(context.Background(), "n", "pw") }()
+	<-entered
+	v.Close()
+	if err := <-got; err != ErrClosed {
+		t.Fatalf("fail-open enrollment cut short by Close: %v, want ErrClosed", err)
+	}
+	if st := v.Stats(); st.FailOpenEnrollments != 0 {
+		t.Fatalf("stats %+v: let in", st)
+	}
+}
+
+// staleStore is a store that answers like kube's over a real API server
+// whose admission policy refuses every Create: its cache lags (Get
+// misses), its fresh reads are spent (GetFresh answers from the cache,
+// ErrNotFresh), and Create fails with another error than ErrExists, the
+// node stored all the same (enrolled a moment ago on another server).
+type staleStore struct {
+	*MemoryStore
+	fresh bool // GetFresh reads past the cache
+}
+
+var errForbidden = errors.New("forbidden by admission policy")
+
+func (s *staleStore) Get(ctx context.Context, node string) (string, error) {
+	return "", fmt.Errorf("%w: %q (cache)", ErrNotFound, node)
+}
+
+func (s *staleStore) GetFresh(ctx context.Context, node string) (string, error) {
+	if !s.fresh {
+		return "", fmt.Errorf("%w (%w): %q", ErrNotFound, ErrNotFresh, node)
+	}
+	return s.MemoryStore.Get(ctx, node)
+}
+
+func (s *staleStore) Create(context.Context, string, string) error { return errForbidden }
+
+// TestFailOpenNeedsFreshRead (G): EnrollFailOpen lets a node in only after
+// a read past the store's cache says it has no hash: with the fresh reads
+// spent, a guess for a node enrolled elsewhere is refused, not let in.
+func TestFailOpenNeedsFreshRead(t *testing.T) {
+	s := &staleStore{MemoryStore: NewMemoryStore()}
+	s.Set("n", mustHash(t, "right"))
+	v := newTestVerifier(t, s, &Options{EnrollFailOpen: true})
+	if err := v.Ensure(context.Background(), "n", "guess"); !errors.Is(err, errForbidden) {
+		t.Fatalf("a guess with the fresh reads spent: %v, want the Create's error", err)
+	}
+	if st := v.Stats(); st.FailOpenEnrollments != 0 {
+		t.Fatalf("stats %+v: let in", st)
+	}
+	s.fresh = true
+	if err := v.Ensure(context.Background(), "n", "guess"); err == nil {
+		t.Fatal("a guess with a fresh read: let in")
+	}
+	if st := v.Stats(); st.FailOpenEnrollments != 0 {
+		t.Fatalf("stats %+v: let in", st)
+	}
+}
+
+// TestFailOpenPendingBounded: concurrent fail-open enrollments never let
+// in more than MaxQueue at once.
+func TestFailOpenPendingBounded(t *testing.T) {
+	s := newCountingStore()
+	s.createHook = func(context.Context) error { return errors.New("webhook down") }
+	const maxQueue = 4
+	v := newTestVerifier(t, s, &Options{EnrollFailOpen: true, MaxQueue: maxQueue, MaxConcurrent: 4})
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() { v.Ensure(context.Background(), fmt.Sprint("n", i), "pw") })
+	}
+	wg.Wait()
+	if st := v.Stats(); st.FailOpenPending > maxQueue || st.FailOpenEnrollments > maxQueue {
+		t.Fatalf("stats %+v: more than MaxQueue (%d) let in at once", st, maxQueue)
 	}
 }
