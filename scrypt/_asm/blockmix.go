@@ -20,6 +20,14 @@ import (
 // so that a Salsa20 column round is four vector steps, and a row round is
 // four more once b, c and d are rotated by one, two and three lanes.
 
+// isa is the instruction set a chain is written in.
+type isa int
+
+const (
+	sse2 isa = iota // XMM registers, two-operand
+	avx2            // VEX, three-operand
+)
+
 // hash holds the pointers of one hash's BlockMix.
 type hash struct {
 	in, v, out GPVirtual // v is nil without the XOR
@@ -29,10 +37,10 @@ type hash struct {
 // blocks.
 type addr func(h hash, d int) Mem
 
-// chain is one dependency chain of vector code: one hash in XMM registers
-// (SSE2), or two hashes in the low and high halves of YMM registers (AVX2).
+// chain is one dependency chain of vector code over len(hashes) hashes,
+// one per 128-bit lane: one hash in XMM registers, two in YMM registers.
 type chain struct {
-	avx    bool
+	isa    isa
 	hashes []hash
 	x      [4]VecVirtual // state a, b, c, d
 	w      [4]VecVirtual // the Salsa20 input, when kept in registers
@@ -40,14 +48,14 @@ type chain struct {
 }
 
 func (c *chain) vec() VecVirtual {
-	if c.avx {
+	if len(c.hashes) == 2 {
 		return YMM()
 	}
 	return XMM()
 }
 
-func newChain(avx, wInRegs bool, hs []hash) *chain {
-	c := &chain{avx: avx, hashes: hs}
+func newChain(is isa, wInRegs bool, hs []hash) *chain {
+	c := &chain{isa: is, hashes: hs}
 	for i := range c.x {
 		c.x[i] = c.vec()
 		if wInRegs {
@@ -58,72 +66,78 @@ func newChain(avx, wInRegs bool, hs []hash) *chain {
 	return c
 }
 
-// load sets dst to the 16 bytes at a(h, d) of each of the chain's hashes.
+// load sets dst to the 16 bytes at a(h, d) of each of the chain's hashes,
+// hash j in lane j.
 func (c *chain) load(dst VecVirtual, a addr, d int) {
-	if !c.avx {
+	switch c.isa {
+	case sse2:
 		MOVOU(a(c.hashes[0], d), dst)
-		return
+	case avx2:
+		VMOVDQU(a(c.hashes[0], d), dst.AsX())
+		VINSERTI128(U8(1), a(c.hashes[1], d), dst, dst)
 	}
-	VMOVDQU(a(c.hashes[0], d), dst.AsX())
-	VINSERTI128(U8(1), a(c.hashes[1], d), dst, dst)
 }
 
-// store writes src to the 16 bytes at a(h, d) of each of the chain's
-// hashes.
+// store writes lane j of src to the 16 bytes at a(h, d) of the chain's
+// hash j.
 func (c *chain) store(src VecVirtual, a addr, d int) {
-	if !c.avx {
+	switch c.isa {
+	case sse2:
 		MOVOU(src, a(c.hashes[0], d))
-		return
+	case avx2:
+		VMOVDQU(src.AsX(), a(c.hashes[0], d))
+		VEXTRACTI128(U8(1), src, a(c.hashes[1], d))
 	}
-	VMOVDQU(src.AsX(), a(c.hashes[0], d))
-	VEXTRACTI128(U8(1), src, a(c.hashes[1], d))
 }
 
 func (c *chain) xor(dst, src VecVirtual) {
-	if c.avx {
-		VPXOR(src, dst, dst)
-	} else {
+	switch c.isa {
+	case sse2:
 		PXOR(src, dst)
+	case avx2:
+		VPXOR(src, dst, dst)
 	}
 }
 
 func (c *chain) add(dst, src VecVirtual) {
-	if c.avx {
-		VPADDD(src, dst, dst)
-	} else {
+	if c.isa == sse2 {
 		PADDL(src, dst)
+	} else {
+		VPADDD(src, dst, dst)
 	}
 }
 
 func (c *chain) mov(dst, src VecVirtual) {
-	if c.avx {
-		VMOVDQA(src, dst)
-	} else {
+	switch c.isa {
+	case sse2:
 		MOVO(src, dst)
+	case avx2:
+		VMOVDQA(src, dst)
 	}
 }
 
 func (c *chain) shuffle(x VecVirtual, imm uint8) {
-	if c.avx {
-		VPSHUFD(U8(imm), x, x)
-	} else {
+	if c.isa == sse2 {
 		PSHUFD(U8(imm), x, x)
+	} else {
+		VPSHUFD(U8(imm), x, x)
 	}
 }
 
 // step is dst ^= (p + q) <<< rot.
 func (c *chain) step(dst, p, q VecVirtual, rot uint8) {
-	if c.avx {
-		VPADDD(q, p, c.t)
-		VPSLLD(U8(rot), c.t, c.u)
-		VPSRLD(U8(32-rot), c.t, c.t)
-	} else {
+	switch c.isa {
+	case sse2:
 		MOVO(p, c.t)
 		PADDL(q, c.t)
 		MOVO(c.t, c.u)
 		PSLLL(U8(rot), c.t)
 		PSRLL(U8(32-rot), c.u)
-		c = &chain{avx: false, t: c.u, u: c.t} // xor both halves in
+		c = &chain{isa: sse2, t: c.u, u: c.t} // xor both halves in
+	case avx2:
+		VPADDD(q, p, c.t)
+		VPSLLD(U8(rot), c.t, c.u)
+		VPSRLD(U8(32-rot), c.t, c.t)
 	}
 	c.xor(dst, c.u)
 	c.xor(dst, c.t)
@@ -161,10 +175,10 @@ func doubleRound(cs []*chain) {
 }
 
 // blockMix emits a BlockMix function over nh hashes: out = BlockMix(in),
-// or BlockMix(in ⊕ v) with xor. avx puts two hashes in each YMM chain;
-// wInRegs keeps the Salsa20 input in registers instead of in the output
-// block until it is added back.
-func blockMix(name string, nh int, xor, avx, wInRegs bool) {
+// or BlockMix(in ⊕ v) with xor, in chains of per hashes (one per 128-bit
+// lane) written in is; wInRegs keeps the Salsa20 input in registers
+// instead of in the output block until it is added back.
+func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 	var sig string
 	suffix := func(i int) string {
 		if nh == 1 {
@@ -220,12 +234,8 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 		}
 	}
 	var cs []*chain
-	per := 1
-	if avx {
-		per = 2
-	}
 	for i := 0; i < nh; i += per {
-		cs = append(cs, newChain(avx, wInRegs, hs[i:i+per]))
+		cs = append(cs, newChain(is, wInRegs, hs[i:i+per]))
 	}
 	Comment("The state starts as the last block of the input.")
 	for _, c := range cs {
@@ -280,7 +290,7 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 	}
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
-	if avx {
+	if per > 1 {
 		VZEROUPPER()
 	}
 	RET()
@@ -293,10 +303,10 @@ func main() {
 		if xor {
 			x = "Xor"
 		}
-		blockMix("blockMix"+x+"SSE2", 1, xor, false, true)
-		blockMix("blockMix"+x+"2SSE2", 2, xor, false, false)
-		blockMix("blockMix"+x+"2AVX2", 2, xor, true, true)
-		blockMix("blockMix"+x+"4AVX2", 4, xor, true, false)
+		blockMix("blockMix"+x+"SSE2", 1, xor, sse2, 1, true)
+		blockMix("blockMix"+x+"2SSE2", 2, xor, sse2, 1, false)
+		blockMix("blockMix"+x+"2AVX2", 2, xor, avx2, 2, true)
+		blockMix("blockMix"+x+"4AVX2", 4, xor, avx2, 2, false)
 	}
 	Generate()
 }
