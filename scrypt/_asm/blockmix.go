@@ -24,8 +24,9 @@ import (
 type isa int
 
 const (
-	sse2 isa = iota // XMM registers, two-operand
-	avx2            // VEX, three-operand
+	sse2   isa = iota // XMM registers, two-operand
+	avx2              // VEX, three-operand
+	avx512            // EVEX (AVX-512 F and VL): X0-X31, rotates in one instruction
 )
 
 // hash holds the pointers of one hash's BlockMix.
@@ -38,7 +39,8 @@ type hash struct {
 type addr func(h hash, d int) Mem
 
 // chain is one dependency chain of vector code over len(hashes) hashes,
-// one per 128-bit lane: one hash in XMM registers, two in YMM registers.
+// one per 128-bit lane: one hash in XMM registers, two in YMM registers,
+// four in ZMM registers.
 type chain struct {
 	isa    isa
 	hashes []hash
@@ -48,10 +50,13 @@ type chain struct {
 }
 
 func (c *chain) vec() VecVirtual {
-	if len(c.hashes) == 2 {
+	switch len(c.hashes) {
+	case 1:
+		return XMM()
+	case 2:
 		return YMM()
 	}
-	return XMM()
+	return ZMM()
 }
 
 func newChain(is isa, wInRegs bool, hs []hash) *chain {
@@ -75,6 +80,11 @@ func (c *chain) load(dst VecVirtual, a addr, d int) {
 	case avx2:
 		VMOVDQU(a(c.hashes[0], d), dst.AsX())
 		VINSERTI128(U8(1), a(c.hashes[1], d), dst, dst)
+	case avx512:
+		VMOVDQU32(a(c.hashes[0], d), dst.AsX())
+		for j := 1; j < len(c.hashes); j++ {
+			VINSERTI32X4(U8(j), a(c.hashes[j], d), dst, dst)
+		}
 	}
 }
 
@@ -87,6 +97,11 @@ func (c *chain) store(src VecVirtual, a addr, d int) {
 	case avx2:
 		VMOVDQU(src.AsX(), a(c.hashes[0], d))
 		VEXTRACTI128(U8(1), src, a(c.hashes[1], d))
+	case avx512:
+		VMOVDQU32(src.AsX(), a(c.hashes[0], d))
+		for j := 1; j < len(c.hashes); j++ {
+			VEXTRACTI32X4(U8(j), src, a(c.hashes[j], d))
+		}
 	}
 }
 
@@ -96,6 +111,8 @@ func (c *chain) xor(dst, src VecVirtual) {
 		PXOR(src, dst)
 	case avx2:
 		VPXOR(src, dst, dst)
+	case avx512:
+		VPXORD(src, dst, dst)
 	}
 }
 
@@ -113,6 +130,8 @@ func (c *chain) mov(dst, src VecVirtual) {
 		MOVO(src, dst)
 	case avx2:
 		VMOVDQA(src, dst)
+	case avx512:
+		VMOVDQA32(src, dst)
 	}
 }
 
@@ -138,6 +157,11 @@ func (c *chain) step(dst, p, q VecVirtual, rot uint8) {
 		VPADDD(q, p, c.t)
 		VPSLLD(U8(rot), c.t, c.u)
 		VPSRLD(U8(32-rot), c.t, c.t)
+	case avx512:
+		VPADDD(q, p, c.t)
+		VPROLD(U8(rot), c.t, c.t)
+		c.xor(dst, c.t)
+		return
 	}
 	c.xor(dst, c.u)
 	c.xor(dst, c.t)
@@ -298,15 +322,22 @@ func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 
 func main() {
 	ConstraintExpr("amd64,gc,!purego")
-	for _, xor := range []bool{false, true} {
-		x := ""
-		if xor {
-			x = "Xor"
-		}
+	xors := []string{"", "Xor"}
+	for i, x := range xors {
+		xor := i == 1
 		blockMix("blockMix"+x+"SSE2", 1, xor, sse2, 1, true)
 		blockMix("blockMix"+x+"2SSE2", 2, xor, sse2, 1, false)
 		blockMix("blockMix"+x+"2AVX2", 2, xor, avx2, 2, true)
 		blockMix("blockMix"+x+"4AVX2", 4, xor, avx2, 2, false)
+	}
+	// AVX-512 (F and VL), after the others so that their code keeps its
+	// place: 32 registers hold the Salsa20 input of every chain.
+	for i, x := range xors {
+		xor := i == 1
+		blockMix("blockMix"+x+"AVX512", 1, xor, avx512, 1, true)
+		blockMix("blockMix"+x+"2AVX512", 2, xor, avx512, 2, true)
+		blockMix("blockMix"+x+"4AVX512", 4, xor, avx512, 2, true)
+		blockMix("blockMix"+x+"4ZMM", 4, xor, avx512, 4, true)
 	}
 	Generate()
 }
