@@ -8029,6 +8029,756 @@ blockMix4ZMM_loop:
 	VZEROUPPER
 	RET
 
+// func blockMix8ZMM(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, out4 *uint32, in4 *uint32, out5 *uint32, in5 *uint32, out6 *uint32, in6 *uint32, out7 *uint32, in7 *uint32, r int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·blockMix8ZMM(SB), NOSPLIT, $0-136
+	MOVQ r+128(FP), AX
+	MOVQ AX, CX
+	SHLQ $0x06, CX
+	XORQ DX, DX
+	MOVQ CX, BX
+
+	// The state starts as the last block of the input.
+	MOVQ         in0+8(FP), SI
+	MOVQ         in1+24(FP), DI
+	MOVQ         in2+40(FP), R8
+	MOVQ         in3+56(FP), R9
+	VMOVDQU32    -64(SI)(CX*2), X0
+	VINSERTI32X4 $0x01, -64(DI)(CX*2), Z0, Z0
+	VINSERTI32X4 $0x02, -64(R8)(CX*2), Z0, Z0
+	VINSERTI32X4 $0x03, -64(R9)(CX*2), Z0, Z0
+	VMOVDQU32    -48(SI)(CX*2), X2
+	VINSERTI32X4 $0x01, -48(DI)(CX*2), Z2, Z2
+	VINSERTI32X4 $0x02, -48(R8)(CX*2), Z2, Z2
+	VINSERTI32X4 $0x03, -48(R9)(CX*2), Z2, Z2
+	VMOVDQU32    -32(SI)(CX*2), X4
+	VINSERTI32X4 $0x01, -32(DI)(CX*2), Z4, Z4
+	VINSERTI32X4 $0x02, -32(R8)(CX*2), Z4, Z4
+	VINSERTI32X4 $0x03, -32(R9)(CX*2), Z4, Z4
+	VMOVDQU32    -16(SI)(CX*2), X6
+	VINSERTI32X4 $0x01, -16(DI)(CX*2), Z6, Z6
+	VINSERTI32X4 $0x02, -16(R8)(CX*2), Z6, Z6
+	VINSERTI32X4 $0x03, -16(R9)(CX*2), Z6, Z6
+	MOVQ         in4+72(FP), SI
+	MOVQ         in5+88(FP), DI
+	MOVQ         in6+104(FP), R8
+	MOVQ         in7+120(FP), R9
+	VMOVDQU32    -64(SI)(CX*2), X9
+	VINSERTI32X4 $0x01, -64(DI)(CX*2), Z9, Z9
+	VINSERTI32X4 $0x02, -64(R8)(CX*2), Z9, Z9
+	VINSERTI32X4 $0x03, -64(R9)(CX*2), Z9, Z9
+	VMOVDQU32    -48(SI)(CX*2), X11
+	VINSERTI32X4 $0x01, -48(DI)(CX*2), Z11, Z11
+	VINSERTI32X4 $0x02, -48(R8)(CX*2), Z11, Z11
+	VINSERTI32X4 $0x03, -48(R9)(CX*2), Z11, Z11
+	VMOVDQU32    -32(SI)(CX*2), X13
+	VINSERTI32X4 $0x01, -32(DI)(CX*2), Z13, Z13
+	VINSERTI32X4 $0x02, -32(R8)(CX*2), Z13, Z13
+	VINSERTI32X4 $0x03, -32(R9)(CX*2), Z13, Z13
+	VMOVDQU32    -16(SI)(CX*2), X15
+	VINSERTI32X4 $0x01, -16(DI)(CX*2), Z15, Z15
+	VINSERTI32X4 $0x02, -16(R8)(CX*2), Z15, Z15
+	VINSERTI32X4 $0x03, -16(R9)(CX*2), Z15, Z15
+
+blockMix8ZMM_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
+	MOVQ          in0+8(FP), CX
+	MOVQ          in1+24(FP), SI
+	MOVQ          in2+40(FP), DI
+	MOVQ          in3+56(FP), R8
+	VMOVDQU32     (CX)(DX*2), X8
+	VINSERTI32X4  $0x01, (SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, (DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, (R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     16(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 16(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 16(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     32(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 32(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 32(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     48(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 48(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 48(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	MOVQ          in4+72(FP), CX
+	MOVQ          in5+88(FP), SI
+	MOVQ          in6+104(FP), DI
+	MOVQ          in7+120(FP), R8
+	VMOVDQU32     (CX)(DX*2), X17
+	VINSERTI32X4  $0x01, (SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, (DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, (R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQA32     Z9, Z10
+	VMOVDQU32     16(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 16(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 16(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 16(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQA32     Z11, Z12
+	VMOVDQU32     32(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 32(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 32(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 32(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQA32     Z13, Z14
+	VMOVDQU32     48(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 48(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 48(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 48(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQA32     Z15, Z16
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	MOVQ          out0+0(FP), CX
+	MOVQ          out1+16(FP), SI
+	MOVQ          out2+32(FP), DI
+	MOVQ          out3+48(FP), R8
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z0, (R8)(DX*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R8)(DX*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R8)(DX*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R8)(DX*1)
+	MOVQ          out4+64(FP), CX
+	MOVQ          out5+80(FP), SI
+	MOVQ          out6+96(FP), DI
+	MOVQ          out7+112(FP), R8
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU32     X9, (CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z9, (SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z9, (DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z9, (R8)(DX*1)
+	VPADDD        Z12, Z11, Z11
+	VMOVDQU32     X11, 16(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z11, 16(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z11, 16(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z11, 16(R8)(DX*1)
+	VPADDD        Z14, Z13, Z13
+	VMOVDQU32     X13, 32(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z13, 32(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z13, 32(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z13, 32(R8)(DX*1)
+	VPADDD        Z16, Z15, Z15
+	VMOVDQU32     X15, 48(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z15, 48(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z15, 48(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z15, 48(R8)(DX*1)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in).
+	MOVQ          in0+8(FP), CX
+	MOVQ          in1+24(FP), SI
+	MOVQ          in2+40(FP), DI
+	MOVQ          in3+56(FP), R8
+	VMOVDQU32     64(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 64(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 64(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     80(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 80(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 80(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     96(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 96(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 96(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     112(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 112(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 112(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	MOVQ          in4+72(FP), CX
+	MOVQ          in5+88(FP), SI
+	MOVQ          in6+104(FP), DI
+	MOVQ          in7+120(FP), R8
+	VMOVDQU32     64(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 64(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 64(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 64(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQA32     Z9, Z10
+	VMOVDQU32     80(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 80(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 80(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 80(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQA32     Z11, Z12
+	VMOVDQU32     96(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 96(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 96(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 96(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQA32     Z13, Z14
+	VMOVDQU32     112(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 112(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 112(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 112(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQA32     Z15, Z16
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	MOVQ          out0+0(FP), CX
+	MOVQ          out1+16(FP), SI
+	MOVQ          out2+32(FP), DI
+	MOVQ          out3+48(FP), R8
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z0, (R8)(BX*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R8)(BX*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R8)(BX*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R8)(BX*1)
+	MOVQ          out4+64(FP), CX
+	MOVQ          out5+80(FP), SI
+	MOVQ          out6+96(FP), DI
+	MOVQ          out7+112(FP), R8
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU32     X9, (CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z9, (SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z9, (DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z9, (R8)(BX*1)
+	VPADDD        Z12, Z11, Z11
+	VMOVDQU32     X11, 16(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z11, 16(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z11, 16(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z11, 16(R8)(BX*1)
+	VPADDD        Z14, Z13, Z13
+	VMOVDQU32     X13, 32(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z13, 32(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z13, 32(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z13, 32(R8)(BX*1)
+	VPADDD        Z16, Z15, Z15
+	VMOVDQU32     X15, 48(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z15, 48(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z15, 48(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z15, 48(R8)(BX*1)
+	ADDQ          $0x40, DX
+	ADDQ          $0x40, BX
+	DECQ          AX
+	JNZ           blockMix8ZMM_loop
+	VZEROUPPER
+	RET
+
 // func blockMixXorAVX512(out *uint32, in *uint32, v *uint32, r int)
 // Requires: AVX, AVX512F, AVX512VL
 TEXT ·blockMixXorAVX512(SB), NOSPLIT, $0-32
@@ -9895,5 +10645,899 @@ blockMixXor4ZMM_loop:
 	ADDQ          $0x40, R12
 	DECQ          AX
 	JNZ           blockMixXor4ZMM_loop
+	VZEROUPPER
+	RET
+
+// func blockMixXor8ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, out4 *uint32, in4 *uint32, v4 *uint32, out5 *uint32, in5 *uint32, v5 *uint32, out6 *uint32, in6 *uint32, v6 *uint32, out7 *uint32, in7 *uint32, v7 *uint32, r int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·blockMixXor8ZMM(SB), NOSPLIT, $0-200
+	MOVQ r+192(FP), AX
+	MOVQ AX, CX
+	SHLQ $0x06, CX
+	XORQ DX, DX
+	MOVQ CX, BX
+
+	// The state starts as the last block of the input.
+	MOVQ         in0+8(FP), SI
+	MOVQ         in1+32(FP), DI
+	MOVQ         in2+56(FP), R8
+	MOVQ         in3+80(FP), R9
+	MOVQ         v0+16(FP), R10
+	MOVQ         v1+40(FP), R11
+	MOVQ         v2+64(FP), R12
+	MOVQ         v3+88(FP), R13
+	VMOVDQU32    -64(SI)(CX*2), X0
+	VINSERTI32X4 $0x01, -64(DI)(CX*2), Z0, Z0
+	VINSERTI32X4 $0x02, -64(R8)(CX*2), Z0, Z0
+	VINSERTI32X4 $0x03, -64(R9)(CX*2), Z0, Z0
+	VMOVDQU32    -64(R10)(CX*2), X8
+	VINSERTI32X4 $0x01, -64(R11)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x02, -64(R12)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x03, -64(R13)(CX*2), Z8, Z8
+	VPXORD       Z8, Z0, Z0
+	VMOVDQU32    -48(SI)(CX*2), X2
+	VINSERTI32X4 $0x01, -48(DI)(CX*2), Z2, Z2
+	VINSERTI32X4 $0x02, -48(R8)(CX*2), Z2, Z2
+	VINSERTI32X4 $0x03, -48(R9)(CX*2), Z2, Z2
+	VMOVDQU32    -48(R10)(CX*2), X8
+	VINSERTI32X4 $0x01, -48(R11)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x02, -48(R12)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x03, -48(R13)(CX*2), Z8, Z8
+	VPXORD       Z8, Z2, Z2
+	VMOVDQU32    -32(SI)(CX*2), X4
+	VINSERTI32X4 $0x01, -32(DI)(CX*2), Z4, Z4
+	VINSERTI32X4 $0x02, -32(R8)(CX*2), Z4, Z4
+	VINSERTI32X4 $0x03, -32(R9)(CX*2), Z4, Z4
+	VMOVDQU32    -32(R10)(CX*2), X8
+	VINSERTI32X4 $0x01, -32(R11)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x02, -32(R12)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x03, -32(R13)(CX*2), Z8, Z8
+	VPXORD       Z8, Z4, Z4
+	VMOVDQU32    -16(SI)(CX*2), X6
+	VINSERTI32X4 $0x01, -16(DI)(CX*2), Z6, Z6
+	VINSERTI32X4 $0x02, -16(R8)(CX*2), Z6, Z6
+	VINSERTI32X4 $0x03, -16(R9)(CX*2), Z6, Z6
+	VMOVDQU32    -16(R10)(CX*2), X8
+	VINSERTI32X4 $0x01, -16(R11)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x02, -16(R12)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x03, -16(R13)(CX*2), Z8, Z8
+	VPXORD       Z8, Z6, Z6
+	MOVQ         in4+104(FP), SI
+	MOVQ         in5+128(FP), DI
+	MOVQ         in6+152(FP), R8
+	MOVQ         in7+176(FP), R9
+	MOVQ         v4+112(FP), R10
+	MOVQ         v5+136(FP), R11
+	MOVQ         v6+160(FP), R12
+	MOVQ         v7+184(FP), R13
+	VMOVDQU32    -64(SI)(CX*2), X9
+	VINSERTI32X4 $0x01, -64(DI)(CX*2), Z9, Z9
+	VINSERTI32X4 $0x02, -64(R8)(CX*2), Z9, Z9
+	VINSERTI32X4 $0x03, -64(R9)(CX*2), Z9, Z9
+	VMOVDQU32    -64(R10)(CX*2), X17
+	VINSERTI32X4 $0x01, -64(R11)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x02, -64(R12)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x03, -64(R13)(CX*2), Z17, Z17
+	VPXORD       Z17, Z9, Z9
+	VMOVDQU32    -48(SI)(CX*2), X11
+	VINSERTI32X4 $0x01, -48(DI)(CX*2), Z11, Z11
+	VINSERTI32X4 $0x02, -48(R8)(CX*2), Z11, Z11
+	VINSERTI32X4 $0x03, -48(R9)(CX*2), Z11, Z11
+	VMOVDQU32    -48(R10)(CX*2), X17
+	VINSERTI32X4 $0x01, -48(R11)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x02, -48(R12)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x03, -48(R13)(CX*2), Z17, Z17
+	VPXORD       Z17, Z11, Z11
+	VMOVDQU32    -32(SI)(CX*2), X13
+	VINSERTI32X4 $0x01, -32(DI)(CX*2), Z13, Z13
+	VINSERTI32X4 $0x02, -32(R8)(CX*2), Z13, Z13
+	VINSERTI32X4 $0x03, -32(R9)(CX*2), Z13, Z13
+	VMOVDQU32    -32(R10)(CX*2), X17
+	VINSERTI32X4 $0x01, -32(R11)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x02, -32(R12)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x03, -32(R13)(CX*2), Z17, Z17
+	VPXORD       Z17, Z13, Z13
+	VMOVDQU32    -16(SI)(CX*2), X15
+	VINSERTI32X4 $0x01, -16(DI)(CX*2), Z15, Z15
+	VINSERTI32X4 $0x02, -16(R8)(CX*2), Z15, Z15
+	VINSERTI32X4 $0x03, -16(R9)(CX*2), Z15, Z15
+	VMOVDQU32    -16(R10)(CX*2), X17
+	VINSERTI32X4 $0x01, -16(R11)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x02, -16(R12)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x03, -16(R13)(CX*2), Z17, Z17
+	VPXORD       Z17, Z15, Z15
+
+blockMixXor8ZMM_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	MOVQ          in0+8(FP), CX
+	MOVQ          in1+32(FP), SI
+	MOVQ          in2+56(FP), DI
+	MOVQ          in3+80(FP), R8
+	MOVQ          v0+16(FP), R9
+	MOVQ          v1+40(FP), R10
+	MOVQ          v2+64(FP), R11
+	MOVQ          v3+88(FP), R12
+	VMOVDQU32     (CX)(DX*2), X8
+	VINSERTI32X4  $0x01, (SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, (DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, (R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQU32     (R9)(DX*2), X8
+	VINSERTI32X4  $0x01, (R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, (R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, (R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     16(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 16(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 16(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQU32     16(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 16(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 16(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     32(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 32(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 32(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQU32     32(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 32(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 32(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     48(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 48(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 48(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQU32     48(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 48(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 48(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	MOVQ          in4+104(FP), CX
+	MOVQ          in5+128(FP), SI
+	MOVQ          in6+152(FP), DI
+	MOVQ          in7+176(FP), R8
+	MOVQ          v4+112(FP), R9
+	MOVQ          v5+136(FP), R10
+	MOVQ          v6+160(FP), R11
+	MOVQ          v7+184(FP), R12
+	VMOVDQU32     (CX)(DX*2), X17
+	VINSERTI32X4  $0x01, (SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, (DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, (R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQU32     (R9)(DX*2), X17
+	VINSERTI32X4  $0x01, (R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, (R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, (R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQA32     Z9, Z10
+	VMOVDQU32     16(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 16(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 16(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 16(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQU32     16(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 16(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 16(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 16(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQA32     Z11, Z12
+	VMOVDQU32     32(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 32(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 32(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 32(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQU32     32(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 32(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 32(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 32(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQA32     Z13, Z14
+	VMOVDQU32     48(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 48(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 48(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 48(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQU32     48(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 48(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 48(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 48(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQA32     Z15, Z16
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	MOVQ          out0+0(FP), CX
+	MOVQ          out1+24(FP), SI
+	MOVQ          out2+48(FP), DI
+	MOVQ          out3+72(FP), R8
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z0, (R8)(DX*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R8)(DX*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R8)(DX*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R8)(DX*1)
+	MOVQ          out4+96(FP), CX
+	MOVQ          out5+120(FP), SI
+	MOVQ          out6+144(FP), DI
+	MOVQ          out7+168(FP), R8
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU32     X9, (CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z9, (SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z9, (DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z9, (R8)(DX*1)
+	VPADDD        Z12, Z11, Z11
+	VMOVDQU32     X11, 16(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z11, 16(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z11, 16(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z11, 16(R8)(DX*1)
+	VPADDD        Z14, Z13, Z13
+	VMOVDQU32     X13, 32(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z13, 32(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z13, 32(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z13, 32(R8)(DX*1)
+	VPADDD        Z16, Z15, Z15
+	VMOVDQU32     X15, 48(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z15, 48(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z15, 48(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z15, 48(R8)(DX*1)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	MOVQ          in0+8(FP), CX
+	MOVQ          in1+32(FP), SI
+	MOVQ          in2+56(FP), DI
+	MOVQ          in3+80(FP), R8
+	MOVQ          v0+16(FP), R9
+	MOVQ          v1+40(FP), R10
+	MOVQ          v2+64(FP), R11
+	MOVQ          v3+88(FP), R12
+	VMOVDQU32     64(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 64(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 64(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQU32     64(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 64(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 64(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     80(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 80(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 80(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQU32     80(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 80(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 80(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     96(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 96(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 96(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQU32     96(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 96(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 96(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     112(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 112(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 112(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQU32     112(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 112(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 112(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	MOVQ          in4+104(FP), CX
+	MOVQ          in5+128(FP), SI
+	MOVQ          in6+152(FP), DI
+	MOVQ          in7+176(FP), R8
+	MOVQ          v4+112(FP), R9
+	MOVQ          v5+136(FP), R10
+	MOVQ          v6+160(FP), R11
+	MOVQ          v7+184(FP), R12
+	VMOVDQU32     64(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 64(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 64(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 64(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQU32     64(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 64(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 64(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 64(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQA32     Z9, Z10
+	VMOVDQU32     80(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 80(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 80(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 80(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQU32     80(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 80(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 80(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 80(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQA32     Z11, Z12
+	VMOVDQU32     96(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 96(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 96(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 96(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQU32     96(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 96(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 96(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 96(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQA32     Z13, Z14
+	VMOVDQU32     112(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 112(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 112(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 112(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQU32     112(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 112(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 112(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 112(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQA32     Z15, Z16
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	MOVQ          out0+0(FP), CX
+	MOVQ          out1+24(FP), SI
+	MOVQ          out2+48(FP), DI
+	MOVQ          out3+72(FP), R8
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z0, (R8)(BX*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R8)(BX*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R8)(BX*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R8)(BX*1)
+	MOVQ          out4+96(FP), CX
+	MOVQ          out5+120(FP), SI
+	MOVQ          out6+144(FP), DI
+	MOVQ          out7+168(FP), R8
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU32     X9, (CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z9, (SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z9, (DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z9, (R8)(BX*1)
+	VPADDD        Z12, Z11, Z11
+	VMOVDQU32     X11, 16(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z11, 16(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z11, 16(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z11, 16(R8)(BX*1)
+	VPADDD        Z14, Z13, Z13
+	VMOVDQU32     X13, 32(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z13, 32(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z13, 32(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z13, 32(R8)(BX*1)
+	VPADDD        Z16, Z15, Z15
+	VMOVDQU32     X15, 48(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z15, 48(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z15, 48(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z15, 48(R8)(BX*1)
+	ADDQ          $0x40, DX
+	ADDQ          $0x40, BX
+	DECQ          AX
+	JNZ           blockMixXor8ZMM_loop
 	VZEROUPPER
 	RET

@@ -61,6 +61,11 @@ func blockMix4AVX512(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 
 // permuted order and each out overlaps no input.
 func blockMix4ZMM(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, r int)
 
+// blockMix8ZMM sets outK to BlockMix(inK) for K < 8
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMix8ZMM(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, out4 *uint32, in4 *uint32, out5 *uint32, in5 *uint32, out6 *uint32, in6 *uint32, out7 *uint32, in7 *uint32, r int)
+
 // blockMixXorAVX512 sets out to BlockMix(in ⊕ v); the blocks hold 32·r words
 // in permuted order and out overlaps no input.
 func blockMixXorAVX512(out *uint32, in *uint32, v *uint32, r int)
@@ -79,3 +84,8 @@ func blockMixXor4AVX512(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1
 // (independent hashes with the same r); the blocks hold 32·r words in
 // permuted order and each out overlaps no input.
 func blockMixXor4ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
+
+// blockMixXor8ZMM sets outK to BlockMix(inK ⊕ vK) for K < 8
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMixXor8ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, out4 *uint32, in4 *uint32, v4 *uint32, out5 *uint32, in5 *uint32, v5 *uint32, out6 *uint32, in6 *uint32, v6 *uint32, out7 *uint32, in7 *uint32, v7 *uint32, r int)

@@ -29,14 +29,22 @@ const (
 	avx512            // EVEX (AVX-512 F and VL): X0-X31, rotates in one instruction
 )
 
-// hash holds the pointers of one hash's BlockMix.
-type hash struct {
-	in, v, out GPVirtual // v is nil without the XOR
+// ptr is one of a hash's pointers: a register that holds it for the whole
+// function or, when the hashes have more pointers than there are registers,
+// the argument it is loaded from again at each use (see bind).
+type ptr struct {
+	param string
+	reg   GPVirtual
 }
 
-// addr is an addressing mode: the address of byte d of one of a hash's
-// blocks.
-type addr func(h hash, d int) Mem
+// hash holds the pointers of one hash's BlockMix.
+type hash struct {
+	in, v, out ptr // v.param is "" without the XOR
+}
+
+// addr is an addressing mode: the address of byte d of a block, given the
+// register holding the pointer it is relative to.
+type addr func(base GPVirtual, d int) Mem
 
 // chain is one dependency chain of vector code over len(hashes) hashes,
 // one per 128-bit lane: one hash in XMM registers, two in YMM registers,
@@ -71,36 +79,50 @@ func newChain(is isa, wInRegs bool, hs []hash) *chain {
 	return c
 }
 
-// load sets dst to the 16 bytes at a(h, d) of each of the chain's hashes,
-// hash j in lane j.
-func (c *chain) load(dst VecVirtual, a addr, d int) {
+// bind returns the registers holding pointer sel of each of the chain's
+// hashes, loading those that live in their arguments.
+func (c *chain) bind(sel func(h hash) ptr) []GPVirtual {
+	bs := make([]GPVirtual, len(c.hashes))
+	for j, h := range c.hashes {
+		p := sel(h)
+		bs[j] = p.reg
+		if p.reg == nil {
+			bs[j] = Load(Param(p.param), GP64()).(GPVirtual)
+		}
+	}
+	return bs
+}
+
+// load sets dst to the 16 bytes at a(bs[j], d) in lane j, for each of the
+// chain's hashes.
+func (c *chain) load(dst VecVirtual, bs []GPVirtual, a addr, d int) {
 	switch c.isa {
 	case sse2:
-		MOVOU(a(c.hashes[0], d), dst)
+		MOVOU(a(bs[0], d), dst)
 	case avx2:
-		VMOVDQU(a(c.hashes[0], d), dst.AsX())
-		VINSERTI128(U8(1), a(c.hashes[1], d), dst, dst)
+		VMOVDQU(a(bs[0], d), dst.AsX())
+		VINSERTI128(U8(1), a(bs[1], d), dst, dst)
 	case avx512:
-		VMOVDQU32(a(c.hashes[0], d), dst.AsX())
-		for j := 1; j < len(c.hashes); j++ {
-			VINSERTI32X4(U8(j), a(c.hashes[j], d), dst, dst)
+		VMOVDQU32(a(bs[0], d), dst.AsX())
+		for j := 1; j < len(bs); j++ {
+			VINSERTI32X4(U8(j), a(bs[j], d), dst, dst)
 		}
 	}
 }
 
-// store writes lane j of src to the 16 bytes at a(h, d) of the chain's
-// hash j.
-func (c *chain) store(src VecVirtual, a addr, d int) {
+// store writes lane j of src to the 16 bytes at a(bs[j], d), for each of
+// the chain's hashes.
+func (c *chain) store(src VecVirtual, bs []GPVirtual, a addr, d int) {
 	switch c.isa {
 	case sse2:
-		MOVOU(src, a(c.hashes[0], d))
+		MOVOU(src, a(bs[0], d))
 	case avx2:
-		VMOVDQU(src.AsX(), a(c.hashes[0], d))
-		VEXTRACTI128(U8(1), src, a(c.hashes[1], d))
+		VMOVDQU(src.AsX(), a(bs[0], d))
+		VEXTRACTI128(U8(1), src, a(bs[1], d))
 	case avx512:
-		VMOVDQU32(src.AsX(), a(c.hashes[0], d))
-		for j := 1; j < len(c.hashes); j++ {
-			VEXTRACTI32X4(U8(j), src, a(c.hashes[j], d))
+		VMOVDQU32(src.AsX(), a(bs[0], d))
+		for j := 1; j < len(bs); j++ {
+			VEXTRACTI32X4(U8(j), src, a(bs[j], d))
 		}
 	}
 }
@@ -140,6 +162,26 @@ func (c *chain) shuffle(x VecVirtual, imm uint8) {
 		PSHUFD(U8(imm), x, x)
 	} else {
 		VPSHUFD(U8(imm), x, x)
+	}
+}
+
+// src is a block of each of the chain's hashes: the registers holding the
+// pointers and the address relative to them.
+type src struct {
+	bs []GPVirtual
+	a  addr
+}
+
+// xorIn XORs row d (a byte offset) of every block of srcs into dst; dst is
+// the first of them instead with set.
+func (c *chain) xorIn(dst VecVirtual, set bool, d int, srcs ...src) {
+	if set {
+		c.load(dst, srcs[0].bs, srcs[0].a, d)
+		srcs = srcs[1:]
+	}
+	for _, s := range srcs {
+		c.load(c.t, s.bs, s.a, d)
+		c.xor(dst, c.t)
 	}
 }
 
@@ -198,6 +240,10 @@ func doubleRound(cs []*chain) {
 	})
 }
 
+// maxPtrs is how many pointers a function keeps in registers, with its
+// two counters: the 14 general registers avo allocates, BP aside.
+const maxPtrs = 12
+
 // blockMix emits a BlockMix function over nh hashes: out = BlockMix(in),
 // or BlockMix(in ⊕ v) with xor, in chains of per hashes (one per 128-bit
 // lane) written in is; wInRegs keeps the Salsa20 input in registers
@@ -233,12 +279,28 @@ func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 
 	n := Load(Param("r"), GP64())
 	hs := make([]hash, nh)
+	ptrs := 2 * nh
+	if xor {
+		ptrs = 3 * nh
+	}
+	// Too many pointers for the registers: each is loaded from its
+	// argument where it is used, and the blocks are addressed by offsets
+	// that grow instead of the pointers.
+	inArgs := ptrs > maxPtrs
 	for i := range hs {
 		s := suffix(i)
-		hs[i].out = Load(Param("out"+s), GP64()).(GPVirtual)
-		hs[i].in = Load(Param("in"+s), GP64()).(GPVirtual)
+		hs[i].out.param = "out" + s
+		hs[i].in.param = "in" + s
 		if xor {
-			hs[i].v = Load(Param("v"+s), GP64()).(GPVirtual)
+			hs[i].v.param = "v" + s
+		}
+		if inArgs {
+			continue
+		}
+		hs[i].out.reg = Load(Param("out"+s), GP64()).(GPVirtual)
+		hs[i].in.reg = Load(Param("in"+s), GP64()).(GPVirtual)
+		if xor {
+			hs[i].v.reg = Load(Param("v"+s), GP64()).(GPVirtual)
 		}
 	}
 	// hi = 64·r: the odd blocks go to out+hi, and the last block of the
@@ -246,29 +308,40 @@ func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 	hi := GP64()
 	MOVQ(n, hi)
 	SHLQ(U8(6), hi)
-	in := func(h hash, d int) Mem { return Mem{Base: h.in, Disp: d} }
-	vv := func(h hash, d int) Mem { return Mem{Base: h.v, Disp: d} }
-	out := func(h hash, d int) Mem { return Mem{Base: h.out, Disp: d} }
-	outHi := func(h hash, d int) Mem { return Mem{Base: h.out, Index: hi, Scale: 1, Disp: d} }
-	lastOf := func(base func(hash, int) Mem) addr {
-		return func(h hash, d int) Mem {
-			m := base(h, d-64)
-			m.Index, m.Scale = hi, 2
-			return m
-		}
+	in := func(p GPVirtual, d int) Mem { return Mem{Base: p, Disp: d} }
+	out := in
+	outHi := func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: hi, Scale: 1, Disp: d} }
+	last := func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: hi, Scale: 2, Disp: d - 64} }
+	var off, offHi GPVirtual // with inArgs: out+off is the output pair, out+offHi its odd block, in+2·off the input pair
+	if inArgs {
+		off, offHi = GP64(), GP64()
+		XORQ(off, off)
+		MOVQ(hi, offHi)
+		in = func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: off, Scale: 2, Disp: d} }
+		out = func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: off, Scale: 1, Disp: d} }
+		outHi = func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: offHi, Scale: 1, Disp: d} }
 	}
+	selIn := func(h hash) ptr { return h.in }
+	selV := func(h hash) ptr { return h.v }
+	selOut := func(h hash) ptr { return h.out }
+	// sources are the chain's blocks to XOR: in, and v with xor.
+	sources := func(c *chain, a addr) []src {
+		s := []src{{c.bind(selIn), a}}
+		if xor {
+			s = append(s, src{c.bind(selV), a})
+		}
+		return s
+	}
+
 	var cs []*chain
 	for i := 0; i < nh; i += per {
 		cs = append(cs, newChain(is, wInRegs, hs[i:i+per]))
 	}
 	Comment("The state starts as the last block of the input.")
 	for _, c := range cs {
+		ss := sources(c, last)
 		for k := range c.x {
-			c.load(c.x[k], lastOf(in), 16*k)
-			if xor {
-				c.load(c.t, lastOf(vv), 16*k)
-				c.xor(c.x[k], c.t)
-			}
+			c.xorIn(c.x[k], true, 16*k, ss...)
 		}
 	}
 
@@ -276,17 +349,17 @@ func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 	for half, dst := range []addr{out, outHi} {
 		Commentf("Block %d of the pair: state = Salsa20/8(state ⊕ in%s).", half, map[bool]string{true: " ⊕ v"}[xor])
 		for _, c := range cs {
+			ss := sources(c, func(p GPVirtual, d int) Mem { return in(p, 64*half+d) })
+			var os []GPVirtual
+			if !wInRegs {
+				os = c.bind(selOut)
+			}
 			for k := range c.x {
-				c.load(c.t, in, 64*half+16*k)
-				c.xor(c.x[k], c.t)
-				if xor {
-					c.load(c.t, vv, 64*half+16*k)
-					c.xor(c.x[k], c.t)
-				}
+				c.xorIn(c.x[k], false, 16*k, ss...)
 				if wInRegs {
 					c.mov(c.w[k], c.x[k])
 				} else {
-					c.store(c.x[k], dst, 16*k)
+					c.store(c.x[k], os, dst, 16*k)
 				}
 			}
 		}
@@ -294,23 +367,29 @@ func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 			doubleRound(cs)
 		}
 		for _, c := range cs {
+			os := c.bind(selOut)
 			for k := range c.x {
 				if wInRegs {
 					c.add(c.x[k], c.w[k])
 				} else {
-					c.load(c.t, dst, 16*k)
+					c.load(c.t, os, dst, 16*k)
 					c.add(c.x[k], c.t)
 				}
-				c.store(c.x[k], dst, 16*k)
+				c.store(c.x[k], os, dst, 16*k)
 			}
 		}
 	}
-	for _, h := range hs {
-		ADDQ(U8(128), h.in)
-		if xor {
-			ADDQ(U8(128), h.v)
+	if inArgs {
+		ADDQ(U8(64), off)
+		ADDQ(U8(64), offHi)
+	} else {
+		for _, h := range hs {
+			ADDQ(U8(128), h.in.reg)
+			if xor {
+				ADDQ(U8(128), h.v.reg)
+			}
+			ADDQ(U8(64), h.out.reg)
 		}
-		ADDQ(U8(64), h.out)
 	}
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
@@ -338,6 +417,7 @@ func main() {
 		blockMix("blockMix"+x+"2AVX512", 2, xor, avx512, 2, true)
 		blockMix("blockMix"+x+"4AVX512", 4, xor, avx512, 2, true)
 		blockMix("blockMix"+x+"4ZMM", 4, xor, avx512, 4, true)
+		blockMix("blockMix"+x+"8ZMM", 8, xor, avx512, 4, true)
 	}
 	Generate()
 }
