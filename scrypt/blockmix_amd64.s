@@ -8780,7 +8780,7 @@ blockMix8ZMM_loop:
 	RET
 
 // func blockMixXorAVX512(out *uint32, in *uint32, v *uint32, r int)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·blockMixXorAVX512(SB), NOSPLIT, $0-32
 	MOVQ r+24(FP), AX
 	MOVQ out+0(FP), CX
@@ -8788,6 +8788,15 @@ TEXT ·blockMixXorAVX512(SB), NOSPLIT, $0-32
 	MOVQ v+16(FP), BX
 	MOVQ AX, SI
 	SHLQ $0x06, SI
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXorAVX512_prefetch:
+	PREFETCHT0 -64(BX)(SI*2)
+	PREFETCHT0 -128(BX)(SI*2)
+	SUBQ       $0x40, SI
+	JNZ        blockMixXorAVX512_prefetch
+	MOVQ       AX, SI
+	SHLQ       $0x06, SI
 
 	// The state starts as the last block of the input.
 	VMOVDQU32 -64(DX)(SI*2), X0
@@ -9111,7 +9120,7 @@ blockMixXorAVX512_loop:
 	RET
 
 // func blockMixXor2AVX512(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, r int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+
 TEXT ·blockMixXor2AVX512(SB), NOSPLIT, $0-56
 	MOVQ r+48(FP), AX
 	MOVQ out0+0(FP), CX
@@ -9122,6 +9131,17 @@ TEXT ·blockMixXor2AVX512(SB), NOSPLIT, $0-56
 	MOVQ v1+40(FP), R8
 	MOVQ AX, R9
 	SHLQ $0x06, R9
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor2AVX512_prefetch:
+	PREFETCHT0 -64(BX)(R9*2)
+	PREFETCHT0 -64(R8)(R9*2)
+	PREFETCHT0 -128(BX)(R9*2)
+	PREFETCHT0 -128(R8)(R9*2)
+	SUBQ       $0x40, R9
+	JNZ        blockMixXor2AVX512_prefetch
+	MOVQ       AX, R9
+	SHLQ       $0x06, R9
 
 	// The state starts as the last block of the input.
 	VMOVDQU32    -64(DX)(R9*2), X0
@@ -9481,7 +9501,7 @@ blockMixXor2AVX512_loop:
 	RET
 
 // func blockMixXor4AVX512(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+
 TEXT ·blockMixXor4AVX512(SB), NOSPLIT, $0-104
 	MOVQ r+96(FP), AX
 	MOVQ out0+0(FP), CX
@@ -9498,6 +9518,21 @@ TEXT ·blockMixXor4AVX512(SB), NOSPLIT, $0-104
 	MOVQ v3+88(FP), R14
 	MOVQ AX, R15
 	SHLQ $0x06, R15
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor4AVX512_prefetch:
+	PREFETCHT0 -64(BX)(R15*2)
+	PREFETCHT0 -64(R8)(R15*2)
+	PREFETCHT0 -64(R11)(R15*2)
+	PREFETCHT0 -64(R14)(R15*2)
+	PREFETCHT0 -128(BX)(R15*2)
+	PREFETCHT0 -128(R8)(R15*2)
+	PREFETCHT0 -128(R11)(R15*2)
+	PREFETCHT0 -128(R14)(R15*2)
+	SUBQ       $0x40, R15
+	JNZ        blockMixXor4AVX512_prefetch
+	MOVQ       AX, R15
+	SHLQ       $0x06, R15
 
 	// The state starts as the last block of the input.
 	VMOVDQU32    -64(DX)(R15*2), X0
@@ -10203,7 +10238,7 @@ blockMixXor4AVX512_loop:
 	RET
 
 // func blockMixXor4ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·blockMixXor4ZMM(SB), NOSPLIT, $0-104
 	MOVQ r+96(FP), AX
 	MOVQ out0+0(FP), CX
@@ -10220,6 +10255,21 @@ TEXT ·blockMixXor4ZMM(SB), NOSPLIT, $0-104
 	MOVQ v3+88(FP), R14
 	MOVQ AX, R15
 	SHLQ $0x06, R15
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor4ZMM_prefetch:
+	PREFETCHT0 -64(BX)(R15*2)
+	PREFETCHT0 -64(R8)(R15*2)
+	PREFETCHT0 -64(R11)(R15*2)
+	PREFETCHT0 -64(R14)(R15*2)
+	PREFETCHT0 -128(BX)(R15*2)
+	PREFETCHT0 -128(R8)(R15*2)
+	PREFETCHT0 -128(R11)(R15*2)
+	PREFETCHT0 -128(R14)(R15*2)
+	SUBQ       $0x40, R15
+	JNZ        blockMixXor4ZMM_prefetch
+	MOVQ       AX, R15
+	SHLQ       $0x06, R15
 
 	// The state starts as the last block of the input.
 	VMOVDQU32    -64(DX)(R15*2), X0
@@ -10649,13 +10699,45 @@ blockMixXor4ZMM_loop:
 	RET
 
 // func blockMixXor8ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, out4 *uint32, in4 *uint32, v4 *uint32, out5 *uint32, in5 *uint32, v5 *uint32, out6 *uint32, in6 *uint32, v6 *uint32, out7 *uint32, in7 *uint32, v7 *uint32, r int)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·blockMixXor8ZMM(SB), NOSPLIT, $0-200
 	MOVQ r+192(FP), AX
 	MOVQ AX, CX
 	SHLQ $0x06, CX
-	XORQ DX, DX
-	MOVQ CX, BX
+
+	// Prefetch the v blocks, random blocks of V.
+	MOVQ v0+16(FP), DX
+	MOVQ v1+40(FP), BX
+	MOVQ v2+64(FP), SI
+	MOVQ v3+88(FP), DI
+	MOVQ v4+112(FP), R8
+	MOVQ v5+136(FP), R9
+	MOVQ v6+160(FP), R10
+	MOVQ v7+184(FP), R11
+
+blockMixXor8ZMM_prefetch:
+	PREFETCHT0 -64(DX)(CX*2)
+	PREFETCHT0 -64(BX)(CX*2)
+	PREFETCHT0 -64(SI)(CX*2)
+	PREFETCHT0 -64(DI)(CX*2)
+	PREFETCHT0 -64(R8)(CX*2)
+	PREFETCHT0 -64(R9)(CX*2)
+	PREFETCHT0 -64(R10)(CX*2)
+	PREFETCHT0 -64(R11)(CX*2)
+	PREFETCHT0 -128(DX)(CX*2)
+	PREFETCHT0 -128(BX)(CX*2)
+	PREFETCHT0 -128(SI)(CX*2)
+	PREFETCHT0 -128(DI)(CX*2)
+	PREFETCHT0 -128(R8)(CX*2)
+	PREFETCHT0 -128(R9)(CX*2)
+	PREFETCHT0 -128(R10)(CX*2)
+	PREFETCHT0 -128(R11)(CX*2)
+	SUBQ       $0x40, CX
+	JNZ        blockMixXor8ZMM_prefetch
+	MOVQ       AX, CX
+	SHLQ       $0x06, CX
+	XORQ       DX, DX
+	MOVQ       CX, BX
 
 	// The state starts as the last block of the input.
 	MOVQ         in0+8(FP), SI

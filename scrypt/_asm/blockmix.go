@@ -308,6 +308,9 @@ func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 	hi := GP64()
 	MOVQ(n, hi)
 	SHLQ(U8(6), hi)
+	if xor && is == avx512 {
+		prefetchV(name, hs, n, hi)
+	}
 	in := func(p GPVirtual, d int) Mem { return Mem{Base: p, Disp: d} }
 	out := in
 	outHi := func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: hi, Scale: 1, Disp: d} }
@@ -397,6 +400,34 @@ func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 		VZEROUPPER()
 	}
 	RET()
+}
+
+// prefetchV emits a loop that prefetches every hash's v block, the last
+// line first, where the state starts: in SMix's second loop it is a random
+// block of V, likely in no cache, and the chains would otherwise reach its
+// lines one by one, misses the out-of-order window is too small to
+// overlap. The loop counts hi (64·r) down to zero by 64, two lines a step,
+// and sets it back from n (r) after, so that it takes no register of its
+// own (the functions with 12 pointers in registers have none to spare).
+func prefetchV(name string, hs []hash, n Register, hi GPVirtual) {
+	Comment("Prefetch the v blocks, random blocks of V.")
+	vs := make([]GPVirtual, len(hs))
+	for i, h := range hs {
+		vs[i] = h.v.reg
+		if vs[i] == nil {
+			vs[i] = Load(Param(h.v.param), GP64()).(GPVirtual)
+		}
+	}
+	Label(name + "_prefetch")
+	for _, d := range []int{-64, -128} {
+		for _, p := range vs {
+			PREFETCHT0(Mem{Base: p, Index: hi, Scale: 2, Disp: d})
+		}
+	}
+	SUBQ(U8(64), hi)
+	JNZ(LabelRef(name + "_prefetch"))
+	MOVQ(n, hi)
+	SHLQ(U8(6), hi)
 }
 
 func main() {
