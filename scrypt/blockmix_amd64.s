@@ -6373,3 +6373,5253 @@ blockMixXor4AVX2_loop:
 	JNZ          blockMixXor4AVX2_loop
 	VZEROUPPER
 	RET
+
+// func blockMixAVX512(out *uint32, in *uint32, r int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·blockMixAVX512(SB), NOSPLIT, $0-24
+	MOVQ r+16(FP), AX
+	MOVQ out+0(FP), CX
+	MOVQ in+8(FP), DX
+	MOVQ AX, BX
+	SHLQ $0x06, BX
+
+	// The state starts as the last block of the input.
+	VMOVDQU32 -64(DX)(BX*2), X0
+	VMOVDQU32 -48(DX)(BX*2), X2
+	VMOVDQU32 -32(DX)(BX*2), X4
+	VMOVDQU32 -16(DX)(BX*2), X6
+
+blockMixAVX512_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU32 (DX), X8
+	VPXORD    X8, X0, X0
+	VMOVDQA32 X0, X1
+	VMOVDQU32 16(DX), X8
+	VPXORD    X8, X2, X2
+	VMOVDQA32 X2, X3
+	VMOVDQU32 32(DX), X8
+	VPXORD    X8, X4, X4
+	VMOVDQA32 X4, X5
+	VMOVDQU32 48(DX), X8
+	VPXORD    X8, X6, X6
+	VMOVDQA32 X6, X7
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X1, X0, X0
+	VMOVDQU32 X0, (CX)
+	VPADDD    X3, X2, X2
+	VMOVDQU32 X2, 16(CX)
+	VPADDD    X5, X4, X4
+	VMOVDQU32 X4, 32(CX)
+	VPADDD    X7, X6, X6
+	VMOVDQU32 X6, 48(CX)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU32 64(DX), X8
+	VPXORD    X8, X0, X0
+	VMOVDQA32 X0, X1
+	VMOVDQU32 80(DX), X8
+	VPXORD    X8, X2, X2
+	VMOVDQA32 X2, X3
+	VMOVDQU32 96(DX), X8
+	VPXORD    X8, X4, X4
+	VMOVDQA32 X4, X5
+	VMOVDQU32 112(DX), X8
+	VPXORD    X8, X6, X6
+	VMOVDQA32 X6, X7
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X1, X0, X0
+	VMOVDQU32 X0, (CX)(BX*1)
+	VPADDD    X3, X2, X2
+	VMOVDQU32 X2, 16(CX)(BX*1)
+	VPADDD    X5, X4, X4
+	VMOVDQU32 X4, 32(CX)(BX*1)
+	VPADDD    X7, X6, X6
+	VMOVDQU32 X6, 48(CX)(BX*1)
+	ADDQ      $0x80, DX
+	ADDQ      $0x40, CX
+	DECQ      AX
+	JNZ       blockMixAVX512_loop
+	RET
+
+// func blockMix2AVX512(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, r int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·blockMix2AVX512(SB), NOSPLIT, $0-40
+	MOVQ r+32(FP), AX
+	MOVQ out0+0(FP), CX
+	MOVQ in0+8(FP), DX
+	MOVQ out1+16(FP), BX
+	MOVQ in1+24(FP), SI
+	MOVQ AX, DI
+	SHLQ $0x06, DI
+
+	// The state starts as the last block of the input.
+	VMOVDQU32    -64(DX)(DI*2), X0
+	VINSERTI32X4 $0x01, -64(SI)(DI*2), Y0, Y0
+	VMOVDQU32    -48(DX)(DI*2), X2
+	VINSERTI32X4 $0x01, -48(SI)(DI*2), Y2, Y2
+	VMOVDQU32    -32(DX)(DI*2), X4
+	VINSERTI32X4 $0x01, -32(SI)(DI*2), Y4, Y4
+	VMOVDQU32    -16(DX)(DI*2), X6
+	VINSERTI32X4 $0x01, -16(SI)(DI*2), Y6, Y6
+
+blockMix2AVX512_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU32     (DX), X8
+	VINSERTI32X4  $0x01, (SI), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQA32     Y0, Y1
+	VMOVDQU32     16(DX), X8
+	VINSERTI32X4  $0x01, 16(SI), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQA32     Y2, Y3
+	VMOVDQU32     32(DX), X8
+	VINSERTI32X4  $0x01, 32(SI), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQA32     Y4, Y5
+	VMOVDQU32     48(DX), X8
+	VINSERTI32X4  $0x01, 48(SI), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQA32     Y6, Y7
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y1, Y0, Y0
+	VMOVDQU32     X0, (CX)
+	VEXTRACTI32X4 $0x01, Y0, (BX)
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU32     X2, 16(CX)
+	VEXTRACTI32X4 $0x01, Y2, 16(BX)
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU32     X4, 32(CX)
+	VEXTRACTI32X4 $0x01, Y4, 32(BX)
+	VPADDD        Y7, Y6, Y6
+	VMOVDQU32     X6, 48(CX)
+	VEXTRACTI32X4 $0x01, Y6, 48(BX)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU32     64(DX), X8
+	VINSERTI32X4  $0x01, 64(SI), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQA32     Y0, Y1
+	VMOVDQU32     80(DX), X8
+	VINSERTI32X4  $0x01, 80(SI), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQA32     Y2, Y3
+	VMOVDQU32     96(DX), X8
+	VINSERTI32X4  $0x01, 96(SI), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQA32     Y4, Y5
+	VMOVDQU32     112(DX), X8
+	VINSERTI32X4  $0x01, 112(SI), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQA32     Y6, Y7
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y1, Y0, Y0
+	VMOVDQU32     X0, (CX)(DI*1)
+	VEXTRACTI32X4 $0x01, Y0, (BX)(DI*1)
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU32     X2, 16(CX)(DI*1)
+	VEXTRACTI32X4 $0x01, Y2, 16(BX)(DI*1)
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU32     X4, 32(CX)(DI*1)
+	VEXTRACTI32X4 $0x01, Y4, 32(BX)(DI*1)
+	VPADDD        Y7, Y6, Y6
+	VMOVDQU32     X6, 48(CX)(DI*1)
+	VEXTRACTI32X4 $0x01, Y6, 48(BX)(DI*1)
+	ADDQ          $0x80, DX
+	ADDQ          $0x40, CX
+	ADDQ          $0x80, SI
+	ADDQ          $0x40, BX
+	DECQ          AX
+	JNZ           blockMix2AVX512_loop
+	VZEROUPPER
+	RET
+
+// func blockMix4AVX512(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, r int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·blockMix4AVX512(SB), NOSPLIT, $0-72
+	MOVQ r+64(FP), AX
+	MOVQ out0+0(FP), CX
+	MOVQ in0+8(FP), DX
+	MOVQ out1+16(FP), BX
+	MOVQ in1+24(FP), SI
+	MOVQ out2+32(FP), DI
+	MOVQ in2+40(FP), R8
+	MOVQ out3+48(FP), R9
+	MOVQ in3+56(FP), R10
+	MOVQ AX, R11
+	SHLQ $0x06, R11
+
+	// The state starts as the last block of the input.
+	VMOVDQU32    -64(DX)(R11*2), X0
+	VINSERTI32X4 $0x01, -64(SI)(R11*2), Y0, Y0
+	VMOVDQU32    -48(DX)(R11*2), X2
+	VINSERTI32X4 $0x01, -48(SI)(R11*2), Y2, Y2
+	VMOVDQU32    -32(DX)(R11*2), X4
+	VINSERTI32X4 $0x01, -32(SI)(R11*2), Y4, Y4
+	VMOVDQU32    -16(DX)(R11*2), X6
+	VINSERTI32X4 $0x01, -16(SI)(R11*2), Y6, Y6
+	VMOVDQU32    -64(R8)(R11*2), X9
+	VINSERTI32X4 $0x01, -64(R10)(R11*2), Y9, Y9
+	VMOVDQU32    -48(R8)(R11*2), X11
+	VINSERTI32X4 $0x01, -48(R10)(R11*2), Y11, Y11
+	VMOVDQU32    -32(R8)(R11*2), X13
+	VINSERTI32X4 $0x01, -32(R10)(R11*2), Y13, Y13
+	VMOVDQU32    -16(R8)(R11*2), X15
+	VINSERTI32X4 $0x01, -16(R10)(R11*2), Y15, Y15
+
+blockMix4AVX512_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU32     (DX), X8
+	VINSERTI32X4  $0x01, (SI), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQA32     Y0, Y1
+	VMOVDQU32     16(DX), X8
+	VINSERTI32X4  $0x01, 16(SI), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQA32     Y2, Y3
+	VMOVDQU32     32(DX), X8
+	VINSERTI32X4  $0x01, 32(SI), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQA32     Y4, Y5
+	VMOVDQU32     48(DX), X8
+	VINSERTI32X4  $0x01, 48(SI), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQA32     Y6, Y7
+	VMOVDQU32     (R8), X17
+	VINSERTI32X4  $0x01, (R10), Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VMOVDQA32     Y9, Y10
+	VMOVDQU32     16(R8), X17
+	VINSERTI32X4  $0x01, 16(R10), Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VMOVDQA32     Y11, Y12
+	VMOVDQU32     32(R8), X17
+	VINSERTI32X4  $0x01, 32(R10), Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VMOVDQA32     Y13, Y14
+	VMOVDQU32     48(R8), X17
+	VINSERTI32X4  $0x01, 48(R10), Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VMOVDQA32     Y15, Y16
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y1, Y0, Y0
+	VMOVDQU32     X0, (CX)
+	VEXTRACTI32X4 $0x01, Y0, (BX)
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU32     X2, 16(CX)
+	VEXTRACTI32X4 $0x01, Y2, 16(BX)
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU32     X4, 32(CX)
+	VEXTRACTI32X4 $0x01, Y4, 32(BX)
+	VPADDD        Y7, Y6, Y6
+	VMOVDQU32     X6, 48(CX)
+	VEXTRACTI32X4 $0x01, Y6, 48(BX)
+	VPADDD        Y10, Y9, Y9
+	VMOVDQU32     X9, (DI)
+	VEXTRACTI32X4 $0x01, Y9, (R9)
+	VPADDD        Y12, Y11, Y11
+	VMOVDQU32     X11, 16(DI)
+	VEXTRACTI32X4 $0x01, Y11, 16(R9)
+	VPADDD        Y14, Y13, Y13
+	VMOVDQU32     X13, 32(DI)
+	VEXTRACTI32X4 $0x01, Y13, 32(R9)
+	VPADDD        Y16, Y15, Y15
+	VMOVDQU32     X15, 48(DI)
+	VEXTRACTI32X4 $0x01, Y15, 48(R9)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU32     64(DX), X8
+	VINSERTI32X4  $0x01, 64(SI), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQA32     Y0, Y1
+	VMOVDQU32     80(DX), X8
+	VINSERTI32X4  $0x01, 80(SI), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQA32     Y2, Y3
+	VMOVDQU32     96(DX), X8
+	VINSERTI32X4  $0x01, 96(SI), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQA32     Y4, Y5
+	VMOVDQU32     112(DX), X8
+	VINSERTI32X4  $0x01, 112(SI), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQA32     Y6, Y7
+	VMOVDQU32     64(R8), X17
+	VINSERTI32X4  $0x01, 64(R10), Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VMOVDQA32     Y9, Y10
+	VMOVDQU32     80(R8), X17
+	VINSERTI32X4  $0x01, 80(R10), Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VMOVDQA32     Y11, Y12
+	VMOVDQU32     96(R8), X17
+	VINSERTI32X4  $0x01, 96(R10), Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VMOVDQA32     Y13, Y14
+	VMOVDQU32     112(R8), X17
+	VINSERTI32X4  $0x01, 112(R10), Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VMOVDQA32     Y15, Y16
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y1, Y0, Y0
+	VMOVDQU32     X0, (CX)(R11*1)
+	VEXTRACTI32X4 $0x01, Y0, (BX)(R11*1)
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU32     X2, 16(CX)(R11*1)
+	VEXTRACTI32X4 $0x01, Y2, 16(BX)(R11*1)
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU32     X4, 32(CX)(R11*1)
+	VEXTRACTI32X4 $0x01, Y4, 32(BX)(R11*1)
+	VPADDD        Y7, Y6, Y6
+	VMOVDQU32     X6, 48(CX)(R11*1)
+	VEXTRACTI32X4 $0x01, Y6, 48(BX)(R11*1)
+	VPADDD        Y10, Y9, Y9
+	VMOVDQU32     X9, (DI)(R11*1)
+	VEXTRACTI32X4 $0x01, Y9, (R9)(R11*1)
+	VPADDD        Y12, Y11, Y11
+	VMOVDQU32     X11, 16(DI)(R11*1)
+	VEXTRACTI32X4 $0x01, Y11, 16(R9)(R11*1)
+	VPADDD        Y14, Y13, Y13
+	VMOVDQU32     X13, 32(DI)(R11*1)
+	VEXTRACTI32X4 $0x01, Y13, 32(R9)(R11*1)
+	VPADDD        Y16, Y15, Y15
+	VMOVDQU32     X15, 48(DI)(R11*1)
+	VEXTRACTI32X4 $0x01, Y15, 48(R9)(R11*1)
+	ADDQ          $0x80, DX
+	ADDQ          $0x40, CX
+	ADDQ          $0x80, SI
+	ADDQ          $0x40, BX
+	ADDQ          $0x80, R8
+	ADDQ          $0x40, DI
+	ADDQ          $0x80, R10
+	ADDQ          $0x40, R9
+	DECQ          AX
+	JNZ           blockMix4AVX512_loop
+	VZEROUPPER
+	RET
+
+// func blockMix4ZMM(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, r int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·blockMix4ZMM(SB), NOSPLIT, $0-72
+	MOVQ r+64(FP), AX
+	MOVQ out0+0(FP), CX
+	MOVQ in0+8(FP), DX
+	MOVQ out1+16(FP), BX
+	MOVQ in1+24(FP), SI
+	MOVQ out2+32(FP), DI
+	MOVQ in2+40(FP), R8
+	MOVQ out3+48(FP), R9
+	MOVQ in3+56(FP), R10
+	MOVQ AX, R11
+	SHLQ $0x06, R11
+
+	// The state starts as the last block of the input.
+	VMOVDQU32    -64(DX)(R11*2), X0
+	VINSERTI32X4 $0x01, -64(SI)(R11*2), Z0, Z0
+	VINSERTI32X4 $0x02, -64(R8)(R11*2), Z0, Z0
+	VINSERTI32X4 $0x03, -64(R10)(R11*2), Z0, Z0
+	VMOVDQU32    -48(DX)(R11*2), X2
+	VINSERTI32X4 $0x01, -48(SI)(R11*2), Z2, Z2
+	VINSERTI32X4 $0x02, -48(R8)(R11*2), Z2, Z2
+	VINSERTI32X4 $0x03, -48(R10)(R11*2), Z2, Z2
+	VMOVDQU32    -32(DX)(R11*2), X4
+	VINSERTI32X4 $0x01, -32(SI)(R11*2), Z4, Z4
+	VINSERTI32X4 $0x02, -32(R8)(R11*2), Z4, Z4
+	VINSERTI32X4 $0x03, -32(R10)(R11*2), Z4, Z4
+	VMOVDQU32    -16(DX)(R11*2), X6
+	VINSERTI32X4 $0x01, -16(SI)(R11*2), Z6, Z6
+	VINSERTI32X4 $0x02, -16(R8)(R11*2), Z6, Z6
+	VINSERTI32X4 $0x03, -16(R10)(R11*2), Z6, Z6
+
+blockMix4ZMM_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU32     (DX), X8
+	VINSERTI32X4  $0x01, (SI), Z8, Z8
+	VINSERTI32X4  $0x02, (R8), Z8, Z8
+	VINSERTI32X4  $0x03, (R10), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     16(DX), X8
+	VINSERTI32X4  $0x01, 16(SI), Z8, Z8
+	VINSERTI32X4  $0x02, 16(R8), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R10), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     32(DX), X8
+	VINSERTI32X4  $0x01, 32(SI), Z8, Z8
+	VINSERTI32X4  $0x02, 32(R8), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R10), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     48(DX), X8
+	VINSERTI32X4  $0x01, 48(SI), Z8, Z8
+	VINSERTI32X4  $0x02, 48(R8), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R10), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)
+	VEXTRACTI32X4 $0x01, Z0, (BX)
+	VEXTRACTI32X4 $0x02, Z0, (DI)
+	VEXTRACTI32X4 $0x03, Z0, (R9)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)
+	VEXTRACTI32X4 $0x01, Z2, 16(BX)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)
+	VEXTRACTI32X4 $0x03, Z2, 16(R9)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)
+	VEXTRACTI32X4 $0x01, Z4, 32(BX)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)
+	VEXTRACTI32X4 $0x03, Z4, 32(R9)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)
+	VEXTRACTI32X4 $0x01, Z6, 48(BX)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)
+	VEXTRACTI32X4 $0x03, Z6, 48(R9)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in).
+	VMOVDQU32     64(DX), X8
+	VINSERTI32X4  $0x01, 64(SI), Z8, Z8
+	VINSERTI32X4  $0x02, 64(R8), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R10), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     80(DX), X8
+	VINSERTI32X4  $0x01, 80(SI), Z8, Z8
+	VINSERTI32X4  $0x02, 80(R8), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R10), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     96(DX), X8
+	VINSERTI32X4  $0x01, 96(SI), Z8, Z8
+	VINSERTI32X4  $0x02, 96(R8), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R10), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     112(DX), X8
+	VINSERTI32X4  $0x01, 112(SI), Z8, Z8
+	VINSERTI32X4  $0x02, 112(R8), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R10), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(R11*1)
+	VEXTRACTI32X4 $0x01, Z0, (BX)(R11*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(R11*1)
+	VEXTRACTI32X4 $0x03, Z0, (R9)(R11*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(R11*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(BX)(R11*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(R11*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R9)(R11*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(R11*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(BX)(R11*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(R11*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R9)(R11*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(R11*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(BX)(R11*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(R11*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R9)(R11*1)
+	ADDQ          $0x80, DX
+	ADDQ          $0x40, CX
+	ADDQ          $0x80, SI
+	ADDQ          $0x40, BX
+	ADDQ          $0x80, R8
+	ADDQ          $0x40, DI
+	ADDQ          $0x80, R10
+	ADDQ          $0x40, R9
+	DECQ          AX
+	JNZ           blockMix4ZMM_loop
+	VZEROUPPER
+	RET
+
+// func blockMix8ZMM(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, out4 *uint32, in4 *uint32, out5 *uint32, in5 *uint32, out6 *uint32, in6 *uint32, out7 *uint32, in7 *uint32, r int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·blockMix8ZMM(SB), NOSPLIT, $0-136
+	MOVQ r+128(FP), AX
+	MOVQ AX, CX
+	SHLQ $0x06, CX
+	XORQ DX, DX
+	MOVQ CX, BX
+
+	// The state starts as the last block of the input.
+	MOVQ         in0+8(FP), SI
+	MOVQ         in1+24(FP), DI
+	MOVQ         in2+40(FP), R8
+	MOVQ         in3+56(FP), R9
+	VMOVDQU32    -64(SI)(CX*2), X0
+	VINSERTI32X4 $0x01, -64(DI)(CX*2), Z0, Z0
+	VINSERTI32X4 $0x02, -64(R8)(CX*2), Z0, Z0
+	VINSERTI32X4 $0x03, -64(R9)(CX*2), Z0, Z0
+	VMOVDQU32    -48(SI)(CX*2), X2
+	VINSERTI32X4 $0x01, -48(DI)(CX*2), Z2, Z2
+	VINSERTI32X4 $0x02, -48(R8)(CX*2), Z2, Z2
+	VINSERTI32X4 $0x03, -48(R9)(CX*2), Z2, Z2
+	VMOVDQU32    -32(SI)(CX*2), X4
+	VINSERTI32X4 $0x01, -32(DI)(CX*2), Z4, Z4
+	VINSERTI32X4 $0x02, -32(R8)(CX*2), Z4, Z4
+	VINSERTI32X4 $0x03, -32(R9)(CX*2), Z4, Z4
+	VMOVDQU32    -16(SI)(CX*2), X6
+	VINSERTI32X4 $0x01, -16(DI)(CX*2), Z6, Z6
+	VINSERTI32X4 $0x02, -16(R8)(CX*2), Z6, Z6
+	VINSERTI32X4 $0x03, -16(R9)(CX*2), Z6, Z6
+	MOVQ         in4+72(FP), SI
+	MOVQ         in5+88(FP), DI
+	MOVQ         in6+104(FP), R8
+	MOVQ         in7+120(FP), R9
+	VMOVDQU32    -64(SI)(CX*2), X9
+	VINSERTI32X4 $0x01, -64(DI)(CX*2), Z9, Z9
+	VINSERTI32X4 $0x02, -64(R8)(CX*2), Z9, Z9
+	VINSERTI32X4 $0x03, -64(R9)(CX*2), Z9, Z9
+	VMOVDQU32    -48(SI)(CX*2), X11
+	VINSERTI32X4 $0x01, -48(DI)(CX*2), Z11, Z11
+	VINSERTI32X4 $0x02, -48(R8)(CX*2), Z11, Z11
+	VINSERTI32X4 $0x03, -48(R9)(CX*2), Z11, Z11
+	VMOVDQU32    -32(SI)(CX*2), X13
+	VINSERTI32X4 $0x01, -32(DI)(CX*2), Z13, Z13
+	VINSERTI32X4 $0x02, -32(R8)(CX*2), Z13, Z13
+	VINSERTI32X4 $0x03, -32(R9)(CX*2), Z13, Z13
+	VMOVDQU32    -16(SI)(CX*2), X15
+	VINSERTI32X4 $0x01, -16(DI)(CX*2), Z15, Z15
+	VINSERTI32X4 $0x02, -16(R8)(CX*2), Z15, Z15
+	VINSERTI32X4 $0x03, -16(R9)(CX*2), Z15, Z15
+
+blockMix8ZMM_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in).
+	MOVQ          in0+8(FP), CX
+	MOVQ          in1+24(FP), SI
+	MOVQ          in2+40(FP), DI
+	MOVQ          in3+56(FP), R8
+	VMOVDQU32     (CX)(DX*2), X8
+	VINSERTI32X4  $0x01, (SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, (DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, (R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     16(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 16(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 16(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     32(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 32(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 32(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     48(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 48(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 48(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	MOVQ          in4+72(FP), CX
+	MOVQ          in5+88(FP), SI
+	MOVQ          in6+104(FP), DI
+	MOVQ          in7+120(FP), R8
+	VMOVDQU32     (CX)(DX*2), X17
+	VINSERTI32X4  $0x01, (SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, (DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, (R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQA32     Z9, Z10
+	VMOVDQU32     16(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 16(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 16(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 16(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQA32     Z11, Z12
+	VMOVDQU32     32(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 32(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 32(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 32(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQA32     Z13, Z14
+	VMOVDQU32     48(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 48(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 48(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 48(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQA32     Z15, Z16
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	MOVQ          out0+0(FP), CX
+	MOVQ          out1+16(FP), SI
+	MOVQ          out2+32(FP), DI
+	MOVQ          out3+48(FP), R8
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z0, (R8)(DX*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R8)(DX*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R8)(DX*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R8)(DX*1)
+	MOVQ          out4+64(FP), CX
+	MOVQ          out5+80(FP), SI
+	MOVQ          out6+96(FP), DI
+	MOVQ          out7+112(FP), R8
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU32     X9, (CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z9, (SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z9, (DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z9, (R8)(DX*1)
+	VPADDD        Z12, Z11, Z11
+	VMOVDQU32     X11, 16(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z11, 16(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z11, 16(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z11, 16(R8)(DX*1)
+	VPADDD        Z14, Z13, Z13
+	VMOVDQU32     X13, 32(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z13, 32(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z13, 32(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z13, 32(R8)(DX*1)
+	VPADDD        Z16, Z15, Z15
+	VMOVDQU32     X15, 48(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z15, 48(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z15, 48(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z15, 48(R8)(DX*1)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in).
+	MOVQ          in0+8(FP), CX
+	MOVQ          in1+24(FP), SI
+	MOVQ          in2+40(FP), DI
+	MOVQ          in3+56(FP), R8
+	VMOVDQU32     64(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 64(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 64(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     80(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 80(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 80(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     96(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 96(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 96(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     112(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 112(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 112(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	MOVQ          in4+72(FP), CX
+	MOVQ          in5+88(FP), SI
+	MOVQ          in6+104(FP), DI
+	MOVQ          in7+120(FP), R8
+	VMOVDQU32     64(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 64(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 64(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 64(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQA32     Z9, Z10
+	VMOVDQU32     80(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 80(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 80(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 80(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQA32     Z11, Z12
+	VMOVDQU32     96(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 96(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 96(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 96(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQA32     Z13, Z14
+	VMOVDQU32     112(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 112(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 112(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 112(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQA32     Z15, Z16
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	MOVQ          out0+0(FP), CX
+	MOVQ          out1+16(FP), SI
+	MOVQ          out2+32(FP), DI
+	MOVQ          out3+48(FP), R8
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z0, (R8)(BX*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R8)(BX*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R8)(BX*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R8)(BX*1)
+	MOVQ          out4+64(FP), CX
+	MOVQ          out5+80(FP), SI
+	MOVQ          out6+96(FP), DI
+	MOVQ          out7+112(FP), R8
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU32     X9, (CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z9, (SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z9, (DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z9, (R8)(BX*1)
+	VPADDD        Z12, Z11, Z11
+	VMOVDQU32     X11, 16(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z11, 16(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z11, 16(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z11, 16(R8)(BX*1)
+	VPADDD        Z14, Z13, Z13
+	VMOVDQU32     X13, 32(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z13, 32(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z13, 32(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z13, 32(R8)(BX*1)
+	VPADDD        Z16, Z15, Z15
+	VMOVDQU32     X15, 48(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z15, 48(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z15, 48(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z15, 48(R8)(BX*1)
+	ADDQ          $0x40, DX
+	ADDQ          $0x40, BX
+	DECQ          AX
+	JNZ           blockMix8ZMM_loop
+	VZEROUPPER
+	RET
+
+// func blockMixXorAVX512(out *uint32, in *uint32, v *uint32, r int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·blockMixXorAVX512(SB), NOSPLIT, $0-32
+	MOVQ r+24(FP), AX
+	MOVQ out+0(FP), CX
+	MOVQ in+8(FP), DX
+	MOVQ v+16(FP), BX
+	MOVQ AX, SI
+	SHLQ $0x06, SI
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXorAVX512_prefetch:
+	PREFETCHT0 -64(BX)(SI*2)
+	PREFETCHT0 -128(BX)(SI*2)
+	SUBQ       $0x40, SI
+	JNZ        blockMixXorAVX512_prefetch
+	MOVQ       AX, SI
+	SHLQ       $0x06, SI
+
+	// The state starts as the last block of the input.
+	VMOVDQU32 -64(DX)(SI*2), X0
+	VMOVDQU32 -64(BX)(SI*2), X8
+	VPXORD    X8, X0, X0
+	VMOVDQU32 -48(DX)(SI*2), X2
+	VMOVDQU32 -48(BX)(SI*2), X8
+	VPXORD    X8, X2, X2
+	VMOVDQU32 -32(DX)(SI*2), X4
+	VMOVDQU32 -32(BX)(SI*2), X8
+	VPXORD    X8, X4, X4
+	VMOVDQU32 -16(DX)(SI*2), X6
+	VMOVDQU32 -16(BX)(SI*2), X8
+	VPXORD    X8, X6, X6
+
+blockMixXorAVX512_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU32 (DX), X8
+	VPXORD    X8, X0, X0
+	VMOVDQU32 (BX), X8
+	VPXORD    X8, X0, X0
+	VMOVDQA32 X0, X1
+	VMOVDQU32 16(DX), X8
+	VPXORD    X8, X2, X2
+	VMOVDQU32 16(BX), X8
+	VPXORD    X8, X2, X2
+	VMOVDQA32 X2, X3
+	VMOVDQU32 32(DX), X8
+	VPXORD    X8, X4, X4
+	VMOVDQU32 32(BX), X8
+	VPXORD    X8, X4, X4
+	VMOVDQA32 X4, X5
+	VMOVDQU32 48(DX), X8
+	VPXORD    X8, X6, X6
+	VMOVDQU32 48(BX), X8
+	VPXORD    X8, X6, X6
+	VMOVDQA32 X6, X7
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X1, X0, X0
+	VMOVDQU32 X0, (CX)
+	VPADDD    X3, X2, X2
+	VMOVDQU32 X2, 16(CX)
+	VPADDD    X5, X4, X4
+	VMOVDQU32 X4, 32(CX)
+	VPADDD    X7, X6, X6
+	VMOVDQU32 X6, 48(CX)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU32 64(DX), X8
+	VPXORD    X8, X0, X0
+	VMOVDQU32 64(BX), X8
+	VPXORD    X8, X0, X0
+	VMOVDQA32 X0, X1
+	VMOVDQU32 80(DX), X8
+	VPXORD    X8, X2, X2
+	VMOVDQU32 80(BX), X8
+	VPXORD    X8, X2, X2
+	VMOVDQA32 X2, X3
+	VMOVDQU32 96(DX), X8
+	VPXORD    X8, X4, X4
+	VMOVDQU32 96(BX), X8
+	VPXORD    X8, X4, X4
+	VMOVDQA32 X4, X5
+	VMOVDQU32 112(DX), X8
+	VPXORD    X8, X6, X6
+	VMOVDQU32 112(BX), X8
+	VPXORD    X8, X6, X6
+	VMOVDQA32 X6, X7
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X6, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X0, X2, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X2, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X4, X6, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x39, X6, X6
+	VPSHUFD   $0x93, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X2, X0, X8
+	VPROLD    $0x07, X8, X8
+	VPXORD    X8, X6, X6
+	VPADDD    X0, X6, X8
+	VPROLD    $0x09, X8, X8
+	VPXORD    X8, X4, X4
+	VPADDD    X6, X4, X8
+	VPROLD    $0x0d, X8, X8
+	VPXORD    X8, X2, X2
+	VPADDD    X4, X2, X8
+	VPROLD    $0x12, X8, X8
+	VPXORD    X8, X0, X0
+	VPSHUFD   $0x93, X6, X6
+	VPSHUFD   $0x39, X2, X2
+	VPSHUFD   $0x4e, X4, X4
+	VPADDD    X1, X0, X0
+	VMOVDQU32 X0, (CX)(SI*1)
+	VPADDD    X3, X2, X2
+	VMOVDQU32 X2, 16(CX)(SI*1)
+	VPADDD    X5, X4, X4
+	VMOVDQU32 X4, 32(CX)(SI*1)
+	VPADDD    X7, X6, X6
+	VMOVDQU32 X6, 48(CX)(SI*1)
+	ADDQ      $0x80, DX
+	ADDQ      $0x80, BX
+	ADDQ      $0x40, CX
+	DECQ      AX
+	JNZ       blockMixXorAVX512_loop
+	RET
+
+// func blockMixXor2AVX512(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, r int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+
+TEXT ·blockMixXor2AVX512(SB), NOSPLIT, $0-56
+	MOVQ r+48(FP), AX
+	MOVQ out0+0(FP), CX
+	MOVQ in0+8(FP), DX
+	MOVQ v0+16(FP), BX
+	MOVQ out1+24(FP), SI
+	MOVQ in1+32(FP), DI
+	MOVQ v1+40(FP), R8
+	MOVQ AX, R9
+	SHLQ $0x06, R9
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor2AVX512_prefetch:
+	PREFETCHT0 -64(BX)(R9*2)
+	PREFETCHT0 -64(R8)(R9*2)
+	PREFETCHT0 -128(BX)(R9*2)
+	PREFETCHT0 -128(R8)(R9*2)
+	SUBQ       $0x40, R9
+	JNZ        blockMixXor2AVX512_prefetch
+	MOVQ       AX, R9
+	SHLQ       $0x06, R9
+
+	// The state starts as the last block of the input.
+	VMOVDQU32    -64(DX)(R9*2), X0
+	VINSERTI32X4 $0x01, -64(DI)(R9*2), Y0, Y0
+	VMOVDQU32    -64(BX)(R9*2), X8
+	VINSERTI32X4 $0x01, -64(R8)(R9*2), Y8, Y8
+	VPXORD       Y8, Y0, Y0
+	VMOVDQU32    -48(DX)(R9*2), X2
+	VINSERTI32X4 $0x01, -48(DI)(R9*2), Y2, Y2
+	VMOVDQU32    -48(BX)(R9*2), X8
+	VINSERTI32X4 $0x01, -48(R8)(R9*2), Y8, Y8
+	VPXORD       Y8, Y2, Y2
+	VMOVDQU32    -32(DX)(R9*2), X4
+	VINSERTI32X4 $0x01, -32(DI)(R9*2), Y4, Y4
+	VMOVDQU32    -32(BX)(R9*2), X8
+	VINSERTI32X4 $0x01, -32(R8)(R9*2), Y8, Y8
+	VPXORD       Y8, Y4, Y4
+	VMOVDQU32    -16(DX)(R9*2), X6
+	VINSERTI32X4 $0x01, -16(DI)(R9*2), Y6, Y6
+	VMOVDQU32    -16(BX)(R9*2), X8
+	VINSERTI32X4 $0x01, -16(R8)(R9*2), Y8, Y8
+	VPXORD       Y8, Y6, Y6
+
+blockMixXor2AVX512_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU32     (DX), X8
+	VINSERTI32X4  $0x01, (DI), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQU32     (BX), X8
+	VINSERTI32X4  $0x01, (R8), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQA32     Y0, Y1
+	VMOVDQU32     16(DX), X8
+	VINSERTI32X4  $0x01, 16(DI), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQU32     16(BX), X8
+	VINSERTI32X4  $0x01, 16(R8), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQA32     Y2, Y3
+	VMOVDQU32     32(DX), X8
+	VINSERTI32X4  $0x01, 32(DI), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQU32     32(BX), X8
+	VINSERTI32X4  $0x01, 32(R8), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQA32     Y4, Y5
+	VMOVDQU32     48(DX), X8
+	VINSERTI32X4  $0x01, 48(DI), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQU32     48(BX), X8
+	VINSERTI32X4  $0x01, 48(R8), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQA32     Y6, Y7
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y1, Y0, Y0
+	VMOVDQU32     X0, (CX)
+	VEXTRACTI32X4 $0x01, Y0, (SI)
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU32     X2, 16(CX)
+	VEXTRACTI32X4 $0x01, Y2, 16(SI)
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU32     X4, 32(CX)
+	VEXTRACTI32X4 $0x01, Y4, 32(SI)
+	VPADDD        Y7, Y6, Y6
+	VMOVDQU32     X6, 48(CX)
+	VEXTRACTI32X4 $0x01, Y6, 48(SI)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU32     64(DX), X8
+	VINSERTI32X4  $0x01, 64(DI), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQU32     64(BX), X8
+	VINSERTI32X4  $0x01, 64(R8), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQA32     Y0, Y1
+	VMOVDQU32     80(DX), X8
+	VINSERTI32X4  $0x01, 80(DI), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQU32     80(BX), X8
+	VINSERTI32X4  $0x01, 80(R8), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQA32     Y2, Y3
+	VMOVDQU32     96(DX), X8
+	VINSERTI32X4  $0x01, 96(DI), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQU32     96(BX), X8
+	VINSERTI32X4  $0x01, 96(R8), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQA32     Y4, Y5
+	VMOVDQU32     112(DX), X8
+	VINSERTI32X4  $0x01, 112(DI), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQU32     112(BX), X8
+	VINSERTI32X4  $0x01, 112(R8), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQA32     Y6, Y7
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPADDD        Y1, Y0, Y0
+	VMOVDQU32     X0, (CX)(R9*1)
+	VEXTRACTI32X4 $0x01, Y0, (SI)(R9*1)
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU32     X2, 16(CX)(R9*1)
+	VEXTRACTI32X4 $0x01, Y2, 16(SI)(R9*1)
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU32     X4, 32(CX)(R9*1)
+	VEXTRACTI32X4 $0x01, Y4, 32(SI)(R9*1)
+	VPADDD        Y7, Y6, Y6
+	VMOVDQU32     X6, 48(CX)(R9*1)
+	VEXTRACTI32X4 $0x01, Y6, 48(SI)(R9*1)
+	ADDQ          $0x80, DX
+	ADDQ          $0x80, BX
+	ADDQ          $0x40, CX
+	ADDQ          $0x80, DI
+	ADDQ          $0x80, R8
+	ADDQ          $0x40, SI
+	DECQ          AX
+	JNZ           blockMixXor2AVX512_loop
+	VZEROUPPER
+	RET
+
+// func blockMixXor4AVX512(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+
+TEXT ·blockMixXor4AVX512(SB), NOSPLIT, $0-104
+	MOVQ r+96(FP), AX
+	MOVQ out0+0(FP), CX
+	MOVQ in0+8(FP), DX
+	MOVQ v0+16(FP), BX
+	MOVQ out1+24(FP), SI
+	MOVQ in1+32(FP), DI
+	MOVQ v1+40(FP), R8
+	MOVQ out2+48(FP), R9
+	MOVQ in2+56(FP), R10
+	MOVQ v2+64(FP), R11
+	MOVQ out3+72(FP), R12
+	MOVQ in3+80(FP), R13
+	MOVQ v3+88(FP), R14
+	MOVQ AX, R15
+	SHLQ $0x06, R15
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor4AVX512_prefetch:
+	PREFETCHT0 -64(BX)(R15*2)
+	PREFETCHT0 -64(R8)(R15*2)
+	PREFETCHT0 -64(R11)(R15*2)
+	PREFETCHT0 -64(R14)(R15*2)
+	PREFETCHT0 -128(BX)(R15*2)
+	PREFETCHT0 -128(R8)(R15*2)
+	PREFETCHT0 -128(R11)(R15*2)
+	PREFETCHT0 -128(R14)(R15*2)
+	SUBQ       $0x40, R15
+	JNZ        blockMixXor4AVX512_prefetch
+	MOVQ       AX, R15
+	SHLQ       $0x06, R15
+
+	// The state starts as the last block of the input.
+	VMOVDQU32    -64(DX)(R15*2), X0
+	VINSERTI32X4 $0x01, -64(DI)(R15*2), Y0, Y0
+	VMOVDQU32    -64(BX)(R15*2), X8
+	VINSERTI32X4 $0x01, -64(R8)(R15*2), Y8, Y8
+	VPXORD       Y8, Y0, Y0
+	VMOVDQU32    -48(DX)(R15*2), X2
+	VINSERTI32X4 $0x01, -48(DI)(R15*2), Y2, Y2
+	VMOVDQU32    -48(BX)(R15*2), X8
+	VINSERTI32X4 $0x01, -48(R8)(R15*2), Y8, Y8
+	VPXORD       Y8, Y2, Y2
+	VMOVDQU32    -32(DX)(R15*2), X4
+	VINSERTI32X4 $0x01, -32(DI)(R15*2), Y4, Y4
+	VMOVDQU32    -32(BX)(R15*2), X8
+	VINSERTI32X4 $0x01, -32(R8)(R15*2), Y8, Y8
+	VPXORD       Y8, Y4, Y4
+	VMOVDQU32    -16(DX)(R15*2), X6
+	VINSERTI32X4 $0x01, -16(DI)(R15*2), Y6, Y6
+	VMOVDQU32    -16(BX)(R15*2), X8
+	VINSERTI32X4 $0x01, -16(R8)(R15*2), Y8, Y8
+	VPXORD       Y8, Y6, Y6
+	VMOVDQU32    -64(R10)(R15*2), X9
+	VINSERTI32X4 $0x01, -64(R13)(R15*2), Y9, Y9
+	VMOVDQU32    -64(R11)(R15*2), X17
+	VINSERTI32X4 $0x01, -64(R14)(R15*2), Y17, Y17
+	VPXORD       Y17, Y9, Y9
+	VMOVDQU32    -48(R10)(R15*2), X11
+	VINSERTI32X4 $0x01, -48(R13)(R15*2), Y11, Y11
+	VMOVDQU32    -48(R11)(R15*2), X17
+	VINSERTI32X4 $0x01, -48(R14)(R15*2), Y17, Y17
+	VPXORD       Y17, Y11, Y11
+	VMOVDQU32    -32(R10)(R15*2), X13
+	VINSERTI32X4 $0x01, -32(R13)(R15*2), Y13, Y13
+	VMOVDQU32    -32(R11)(R15*2), X17
+	VINSERTI32X4 $0x01, -32(R14)(R15*2), Y17, Y17
+	VPXORD       Y17, Y13, Y13
+	VMOVDQU32    -16(R10)(R15*2), X15
+	VINSERTI32X4 $0x01, -16(R13)(R15*2), Y15, Y15
+	VMOVDQU32    -16(R11)(R15*2), X17
+	VINSERTI32X4 $0x01, -16(R14)(R15*2), Y17, Y17
+	VPXORD       Y17, Y15, Y15
+
+blockMixXor4AVX512_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU32     (DX), X8
+	VINSERTI32X4  $0x01, (DI), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQU32     (BX), X8
+	VINSERTI32X4  $0x01, (R8), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQA32     Y0, Y1
+	VMOVDQU32     16(DX), X8
+	VINSERTI32X4  $0x01, 16(DI), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQU32     16(BX), X8
+	VINSERTI32X4  $0x01, 16(R8), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQA32     Y2, Y3
+	VMOVDQU32     32(DX), X8
+	VINSERTI32X4  $0x01, 32(DI), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQU32     32(BX), X8
+	VINSERTI32X4  $0x01, 32(R8), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQA32     Y4, Y5
+	VMOVDQU32     48(DX), X8
+	VINSERTI32X4  $0x01, 48(DI), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQU32     48(BX), X8
+	VINSERTI32X4  $0x01, 48(R8), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQA32     Y6, Y7
+	VMOVDQU32     (R10), X17
+	VINSERTI32X4  $0x01, (R13), Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VMOVDQU32     (R11), X17
+	VINSERTI32X4  $0x01, (R14), Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VMOVDQA32     Y9, Y10
+	VMOVDQU32     16(R10), X17
+	VINSERTI32X4  $0x01, 16(R13), Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VMOVDQU32     16(R11), X17
+	VINSERTI32X4  $0x01, 16(R14), Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VMOVDQA32     Y11, Y12
+	VMOVDQU32     32(R10), X17
+	VINSERTI32X4  $0x01, 32(R13), Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VMOVDQU32     32(R11), X17
+	VINSERTI32X4  $0x01, 32(R14), Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VMOVDQA32     Y13, Y14
+	VMOVDQU32     48(R10), X17
+	VINSERTI32X4  $0x01, 48(R13), Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VMOVDQU32     48(R11), X17
+	VINSERTI32X4  $0x01, 48(R14), Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VMOVDQA32     Y15, Y16
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y1, Y0, Y0
+	VMOVDQU32     X0, (CX)
+	VEXTRACTI32X4 $0x01, Y0, (SI)
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU32     X2, 16(CX)
+	VEXTRACTI32X4 $0x01, Y2, 16(SI)
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU32     X4, 32(CX)
+	VEXTRACTI32X4 $0x01, Y4, 32(SI)
+	VPADDD        Y7, Y6, Y6
+	VMOVDQU32     X6, 48(CX)
+	VEXTRACTI32X4 $0x01, Y6, 48(SI)
+	VPADDD        Y10, Y9, Y9
+	VMOVDQU32     X9, (R9)
+	VEXTRACTI32X4 $0x01, Y9, (R12)
+	VPADDD        Y12, Y11, Y11
+	VMOVDQU32     X11, 16(R9)
+	VEXTRACTI32X4 $0x01, Y11, 16(R12)
+	VPADDD        Y14, Y13, Y13
+	VMOVDQU32     X13, 32(R9)
+	VEXTRACTI32X4 $0x01, Y13, 32(R12)
+	VPADDD        Y16, Y15, Y15
+	VMOVDQU32     X15, 48(R9)
+	VEXTRACTI32X4 $0x01, Y15, 48(R12)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU32     64(DX), X8
+	VINSERTI32X4  $0x01, 64(DI), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQU32     64(BX), X8
+	VINSERTI32X4  $0x01, 64(R8), Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VMOVDQA32     Y0, Y1
+	VMOVDQU32     80(DX), X8
+	VINSERTI32X4  $0x01, 80(DI), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQU32     80(BX), X8
+	VINSERTI32X4  $0x01, 80(R8), Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VMOVDQA32     Y2, Y3
+	VMOVDQU32     96(DX), X8
+	VINSERTI32X4  $0x01, 96(DI), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQU32     96(BX), X8
+	VINSERTI32X4  $0x01, 96(R8), Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VMOVDQA32     Y4, Y5
+	VMOVDQU32     112(DX), X8
+	VINSERTI32X4  $0x01, 112(DI), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQU32     112(BX), X8
+	VINSERTI32X4  $0x01, 112(R8), Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VMOVDQA32     Y6, Y7
+	VMOVDQU32     64(R10), X17
+	VINSERTI32X4  $0x01, 64(R13), Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VMOVDQU32     64(R11), X17
+	VINSERTI32X4  $0x01, 64(R14), Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VMOVDQA32     Y9, Y10
+	VMOVDQU32     80(R10), X17
+	VINSERTI32X4  $0x01, 80(R13), Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VMOVDQU32     80(R11), X17
+	VINSERTI32X4  $0x01, 80(R14), Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VMOVDQA32     Y11, Y12
+	VMOVDQU32     96(R10), X17
+	VINSERTI32X4  $0x01, 96(R13), Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VMOVDQU32     96(R11), X17
+	VINSERTI32X4  $0x01, 96(R14), Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VMOVDQA32     Y13, Y14
+	VMOVDQU32     112(R10), X17
+	VINSERTI32X4  $0x01, 112(R13), Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VMOVDQU32     112(R11), X17
+	VINSERTI32X4  $0x01, 112(R14), Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VMOVDQA32     Y15, Y16
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y6, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y0, Y2, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y11, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y2, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y4, Y6, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y15, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x39, Y6, Y6
+	VPSHUFD       $0x93, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x39, Y15, Y15
+	VPSHUFD       $0x93, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y2, Y0, Y8
+	VPROLD        $0x07, Y8, Y8
+	VPXORD        Y8, Y6, Y6
+	VPADDD        Y11, Y9, Y17
+	VPROLD        $0x07, Y17, Y17
+	VPXORD        Y17, Y15, Y15
+	VPADDD        Y0, Y6, Y8
+	VPROLD        $0x09, Y8, Y8
+	VPXORD        Y8, Y4, Y4
+	VPADDD        Y9, Y15, Y17
+	VPROLD        $0x09, Y17, Y17
+	VPXORD        Y17, Y13, Y13
+	VPADDD        Y6, Y4, Y8
+	VPROLD        $0x0d, Y8, Y8
+	VPXORD        Y8, Y2, Y2
+	VPADDD        Y15, Y13, Y17
+	VPROLD        $0x0d, Y17, Y17
+	VPXORD        Y17, Y11, Y11
+	VPADDD        Y4, Y2, Y8
+	VPROLD        $0x12, Y8, Y8
+	VPXORD        Y8, Y0, Y0
+	VPADDD        Y13, Y11, Y17
+	VPROLD        $0x12, Y17, Y17
+	VPXORD        Y17, Y9, Y9
+	VPSHUFD       $0x93, Y6, Y6
+	VPSHUFD       $0x39, Y2, Y2
+	VPSHUFD       $0x4e, Y4, Y4
+	VPSHUFD       $0x93, Y15, Y15
+	VPSHUFD       $0x39, Y11, Y11
+	VPSHUFD       $0x4e, Y13, Y13
+	VPADDD        Y1, Y0, Y0
+	VMOVDQU32     X0, (CX)(R15*1)
+	VEXTRACTI32X4 $0x01, Y0, (SI)(R15*1)
+	VPADDD        Y3, Y2, Y2
+	VMOVDQU32     X2, 16(CX)(R15*1)
+	VEXTRACTI32X4 $0x01, Y2, 16(SI)(R15*1)
+	VPADDD        Y5, Y4, Y4
+	VMOVDQU32     X4, 32(CX)(R15*1)
+	VEXTRACTI32X4 $0x01, Y4, 32(SI)(R15*1)
+	VPADDD        Y7, Y6, Y6
+	VMOVDQU32     X6, 48(CX)(R15*1)
+	VEXTRACTI32X4 $0x01, Y6, 48(SI)(R15*1)
+	VPADDD        Y10, Y9, Y9
+	VMOVDQU32     X9, (R9)(R15*1)
+	VEXTRACTI32X4 $0x01, Y9, (R12)(R15*1)
+	VPADDD        Y12, Y11, Y11
+	VMOVDQU32     X11, 16(R9)(R15*1)
+	VEXTRACTI32X4 $0x01, Y11, 16(R12)(R15*1)
+	VPADDD        Y14, Y13, Y13
+	VMOVDQU32     X13, 32(R9)(R15*1)
+	VEXTRACTI32X4 $0x01, Y13, 32(R12)(R15*1)
+	VPADDD        Y16, Y15, Y15
+	VMOVDQU32     X15, 48(R9)(R15*1)
+	VEXTRACTI32X4 $0x01, Y15, 48(R12)(R15*1)
+	ADDQ          $0x80, DX
+	ADDQ          $0x80, BX
+	ADDQ          $0x40, CX
+	ADDQ          $0x80, DI
+	ADDQ          $0x80, R8
+	ADDQ          $0x40, SI
+	ADDQ          $0x80, R10
+	ADDQ          $0x80, R11
+	ADDQ          $0x40, R9
+	ADDQ          $0x80, R13
+	ADDQ          $0x80, R14
+	ADDQ          $0x40, R12
+	DECQ          AX
+	JNZ           blockMixXor4AVX512_loop
+	VZEROUPPER
+	RET
+
+// func blockMixXor4ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·blockMixXor4ZMM(SB), NOSPLIT, $0-104
+	MOVQ r+96(FP), AX
+	MOVQ out0+0(FP), CX
+	MOVQ in0+8(FP), DX
+	MOVQ v0+16(FP), BX
+	MOVQ out1+24(FP), SI
+	MOVQ in1+32(FP), DI
+	MOVQ v1+40(FP), R8
+	MOVQ out2+48(FP), R9
+	MOVQ in2+56(FP), R10
+	MOVQ v2+64(FP), R11
+	MOVQ out3+72(FP), R12
+	MOVQ in3+80(FP), R13
+	MOVQ v3+88(FP), R14
+	MOVQ AX, R15
+	SHLQ $0x06, R15
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor4ZMM_prefetch:
+	PREFETCHT0 -64(BX)(R15*2)
+	PREFETCHT0 -64(R8)(R15*2)
+	PREFETCHT0 -64(R11)(R15*2)
+	PREFETCHT0 -64(R14)(R15*2)
+	PREFETCHT0 -128(BX)(R15*2)
+	PREFETCHT0 -128(R8)(R15*2)
+	PREFETCHT0 -128(R11)(R15*2)
+	PREFETCHT0 -128(R14)(R15*2)
+	SUBQ       $0x40, R15
+	JNZ        blockMixXor4ZMM_prefetch
+	MOVQ       AX, R15
+	SHLQ       $0x06, R15
+
+	// The state starts as the last block of the input.
+	VMOVDQU32    -64(DX)(R15*2), X0
+	VINSERTI32X4 $0x01, -64(DI)(R15*2), Z0, Z0
+	VINSERTI32X4 $0x02, -64(R10)(R15*2), Z0, Z0
+	VINSERTI32X4 $0x03, -64(R13)(R15*2), Z0, Z0
+	VMOVDQU32    -64(BX)(R15*2), X8
+	VINSERTI32X4 $0x01, -64(R8)(R15*2), Z8, Z8
+	VINSERTI32X4 $0x02, -64(R11)(R15*2), Z8, Z8
+	VINSERTI32X4 $0x03, -64(R14)(R15*2), Z8, Z8
+	VPXORD       Z8, Z0, Z0
+	VMOVDQU32    -48(DX)(R15*2), X2
+	VINSERTI32X4 $0x01, -48(DI)(R15*2), Z2, Z2
+	VINSERTI32X4 $0x02, -48(R10)(R15*2), Z2, Z2
+	VINSERTI32X4 $0x03, -48(R13)(R15*2), Z2, Z2
+	VMOVDQU32    -48(BX)(R15*2), X8
+	VINSERTI32X4 $0x01, -48(R8)(R15*2), Z8, Z8
+	VINSERTI32X4 $0x02, -48(R11)(R15*2), Z8, Z8
+	VINSERTI32X4 $0x03, -48(R14)(R15*2), Z8, Z8
+	VPXORD       Z8, Z2, Z2
+	VMOVDQU32    -32(DX)(R15*2), X4
+	VINSERTI32X4 $0x01, -32(DI)(R15*2), Z4, Z4
+	VINSERTI32X4 $0x02, -32(R10)(R15*2), Z4, Z4
+	VINSERTI32X4 $0x03, -32(R13)(R15*2), Z4, Z4
+	VMOVDQU32    -32(BX)(R15*2), X8
+	VINSERTI32X4 $0x01, -32(R8)(R15*2), Z8, Z8
+	VINSERTI32X4 $0x02, -32(R11)(R15*2), Z8, Z8
+	VINSERTI32X4 $0x03, -32(R14)(R15*2), Z8, Z8
+	VPXORD       Z8, Z4, Z4
+	VMOVDQU32    -16(DX)(R15*2), X6
+	VINSERTI32X4 $0x01, -16(DI)(R15*2), Z6, Z6
+	VINSERTI32X4 $0x02, -16(R10)(R15*2), Z6, Z6
+	VINSERTI32X4 $0x03, -16(R13)(R15*2), Z6, Z6
+	VMOVDQU32    -16(BX)(R15*2), X8
+	VINSERTI32X4 $0x01, -16(R8)(R15*2), Z8, Z8
+	VINSERTI32X4 $0x02, -16(R11)(R15*2), Z8, Z8
+	VINSERTI32X4 $0x03, -16(R14)(R15*2), Z8, Z8
+	VPXORD       Z8, Z6, Z6
+
+blockMixXor4ZMM_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU32     (DX), X8
+	VINSERTI32X4  $0x01, (DI), Z8, Z8
+	VINSERTI32X4  $0x02, (R10), Z8, Z8
+	VINSERTI32X4  $0x03, (R13), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQU32     (BX), X8
+	VINSERTI32X4  $0x01, (R8), Z8, Z8
+	VINSERTI32X4  $0x02, (R11), Z8, Z8
+	VINSERTI32X4  $0x03, (R14), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     16(DX), X8
+	VINSERTI32X4  $0x01, 16(DI), Z8, Z8
+	VINSERTI32X4  $0x02, 16(R10), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R13), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQU32     16(BX), X8
+	VINSERTI32X4  $0x01, 16(R8), Z8, Z8
+	VINSERTI32X4  $0x02, 16(R11), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R14), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     32(DX), X8
+	VINSERTI32X4  $0x01, 32(DI), Z8, Z8
+	VINSERTI32X4  $0x02, 32(R10), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R13), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQU32     32(BX), X8
+	VINSERTI32X4  $0x01, 32(R8), Z8, Z8
+	VINSERTI32X4  $0x02, 32(R11), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R14), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     48(DX), X8
+	VINSERTI32X4  $0x01, 48(DI), Z8, Z8
+	VINSERTI32X4  $0x02, 48(R10), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R13), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQU32     48(BX), X8
+	VINSERTI32X4  $0x01, 48(R8), Z8, Z8
+	VINSERTI32X4  $0x02, 48(R11), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R14), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)
+	VEXTRACTI32X4 $0x01, Z0, (SI)
+	VEXTRACTI32X4 $0x02, Z0, (R9)
+	VEXTRACTI32X4 $0x03, Z0, (R12)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)
+	VEXTRACTI32X4 $0x02, Z2, 16(R9)
+	VEXTRACTI32X4 $0x03, Z2, 16(R12)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)
+	VEXTRACTI32X4 $0x02, Z4, 32(R9)
+	VEXTRACTI32X4 $0x03, Z4, 32(R12)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)
+	VEXTRACTI32X4 $0x02, Z6, 48(R9)
+	VEXTRACTI32X4 $0x03, Z6, 48(R12)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	VMOVDQU32     64(DX), X8
+	VINSERTI32X4  $0x01, 64(DI), Z8, Z8
+	VINSERTI32X4  $0x02, 64(R10), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R13), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQU32     64(BX), X8
+	VINSERTI32X4  $0x01, 64(R8), Z8, Z8
+	VINSERTI32X4  $0x02, 64(R11), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R14), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     80(DX), X8
+	VINSERTI32X4  $0x01, 80(DI), Z8, Z8
+	VINSERTI32X4  $0x02, 80(R10), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R13), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQU32     80(BX), X8
+	VINSERTI32X4  $0x01, 80(R8), Z8, Z8
+	VINSERTI32X4  $0x02, 80(R11), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R14), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     96(DX), X8
+	VINSERTI32X4  $0x01, 96(DI), Z8, Z8
+	VINSERTI32X4  $0x02, 96(R10), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R13), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQU32     96(BX), X8
+	VINSERTI32X4  $0x01, 96(R8), Z8, Z8
+	VINSERTI32X4  $0x02, 96(R11), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R14), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     112(DX), X8
+	VINSERTI32X4  $0x01, 112(DI), Z8, Z8
+	VINSERTI32X4  $0x02, 112(R10), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R13), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQU32     112(BX), X8
+	VINSERTI32X4  $0x01, 112(R8), Z8, Z8
+	VINSERTI32X4  $0x02, 112(R11), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R14), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(R15*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(R15*1)
+	VEXTRACTI32X4 $0x02, Z0, (R9)(R15*1)
+	VEXTRACTI32X4 $0x03, Z0, (R12)(R15*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(R15*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(R15*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(R9)(R15*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R12)(R15*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(R15*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(R15*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(R9)(R15*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R12)(R15*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(R15*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(R15*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(R9)(R15*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R12)(R15*1)
+	ADDQ          $0x80, DX
+	ADDQ          $0x80, BX
+	ADDQ          $0x40, CX
+	ADDQ          $0x80, DI
+	ADDQ          $0x80, R8
+	ADDQ          $0x40, SI
+	ADDQ          $0x80, R10
+	ADDQ          $0x80, R11
+	ADDQ          $0x40, R9
+	ADDQ          $0x80, R13
+	ADDQ          $0x80, R14
+	ADDQ          $0x40, R12
+	DECQ          AX
+	JNZ           blockMixXor4ZMM_loop
+	VZEROUPPER
+	RET
+
+// func blockMixXor8ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, out4 *uint32, in4 *uint32, v4 *uint32, out5 *uint32, in5 *uint32, v5 *uint32, out6 *uint32, in6 *uint32, v6 *uint32, out7 *uint32, in7 *uint32, v7 *uint32, r int)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·blockMixXor8ZMM(SB), NOSPLIT, $0-200
+	MOVQ r+192(FP), AX
+	MOVQ AX, CX
+	SHLQ $0x06, CX
+
+	// Prefetch the v blocks, random blocks of V.
+	MOVQ v0+16(FP), DX
+	MOVQ v1+40(FP), BX
+	MOVQ v2+64(FP), SI
+	MOVQ v3+88(FP), DI
+	MOVQ v4+112(FP), R8
+	MOVQ v5+136(FP), R9
+	MOVQ v6+160(FP), R10
+	MOVQ v7+184(FP), R11
+
+blockMixXor8ZMM_prefetch:
+	PREFETCHT0 -64(DX)(CX*2)
+	PREFETCHT0 -64(BX)(CX*2)
+	PREFETCHT0 -64(SI)(CX*2)
+	PREFETCHT0 -64(DI)(CX*2)
+	PREFETCHT0 -64(R8)(CX*2)
+	PREFETCHT0 -64(R9)(CX*2)
+	PREFETCHT0 -64(R10)(CX*2)
+	PREFETCHT0 -64(R11)(CX*2)
+	PREFETCHT0 -128(DX)(CX*2)
+	PREFETCHT0 -128(BX)(CX*2)
+	PREFETCHT0 -128(SI)(CX*2)
+	PREFETCHT0 -128(DI)(CX*2)
+	PREFETCHT0 -128(R8)(CX*2)
+	PREFETCHT0 -128(R9)(CX*2)
+	PREFETCHT0 -128(R10)(CX*2)
+	PREFETCHT0 -128(R11)(CX*2)
+	SUBQ       $0x40, CX
+	JNZ        blockMixXor8ZMM_prefetch
+	MOVQ       AX, CX
+	SHLQ       $0x06, CX
+	XORQ       DX, DX
+	MOVQ       CX, BX
+
+	// The state starts as the last block of the input.
+	MOVQ         in0+8(FP), SI
+	MOVQ         in1+32(FP), DI
+	MOVQ         in2+56(FP), R8
+	MOVQ         in3+80(FP), R9
+	MOVQ         v0+16(FP), R10
+	MOVQ         v1+40(FP), R11
+	MOVQ         v2+64(FP), R12
+	MOVQ         v3+88(FP), R13
+	VMOVDQU32    -64(SI)(CX*2), X0
+	VINSERTI32X4 $0x01, -64(DI)(CX*2), Z0, Z0
+	VINSERTI32X4 $0x02, -64(R8)(CX*2), Z0, Z0
+	VINSERTI32X4 $0x03, -64(R9)(CX*2), Z0, Z0
+	VMOVDQU32    -64(R10)(CX*2), X8
+	VINSERTI32X4 $0x01, -64(R11)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x02, -64(R12)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x03, -64(R13)(CX*2), Z8, Z8
+	VPXORD       Z8, Z0, Z0
+	VMOVDQU32    -48(SI)(CX*2), X2
+	VINSERTI32X4 $0x01, -48(DI)(CX*2), Z2, Z2
+	VINSERTI32X4 $0x02, -48(R8)(CX*2), Z2, Z2
+	VINSERTI32X4 $0x03, -48(R9)(CX*2), Z2, Z2
+	VMOVDQU32    -48(R10)(CX*2), X8
+	VINSERTI32X4 $0x01, -48(R11)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x02, -48(R12)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x03, -48(R13)(CX*2), Z8, Z8
+	VPXORD       Z8, Z2, Z2
+	VMOVDQU32    -32(SI)(CX*2), X4
+	VINSERTI32X4 $0x01, -32(DI)(CX*2), Z4, Z4
+	VINSERTI32X4 $0x02, -32(R8)(CX*2), Z4, Z4
+	VINSERTI32X4 $0x03, -32(R9)(CX*2), Z4, Z4
+	VMOVDQU32    -32(R10)(CX*2), X8
+	VINSERTI32X4 $0x01, -32(R11)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x02, -32(R12)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x03, -32(R13)(CX*2), Z8, Z8
+	VPXORD       Z8, Z4, Z4
+	VMOVDQU32    -16(SI)(CX*2), X6
+	VINSERTI32X4 $0x01, -16(DI)(CX*2), Z6, Z6
+	VINSERTI32X4 $0x02, -16(R8)(CX*2), Z6, Z6
+	VINSERTI32X4 $0x03, -16(R9)(CX*2), Z6, Z6
+	VMOVDQU32    -16(R10)(CX*2), X8
+	VINSERTI32X4 $0x01, -16(R11)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x02, -16(R12)(CX*2), Z8, Z8
+	VINSERTI32X4 $0x03, -16(R13)(CX*2), Z8, Z8
+	VPXORD       Z8, Z6, Z6
+	MOVQ         in4+104(FP), SI
+	MOVQ         in5+128(FP), DI
+	MOVQ         in6+152(FP), R8
+	MOVQ         in7+176(FP), R9
+	MOVQ         v4+112(FP), R10
+	MOVQ         v5+136(FP), R11
+	MOVQ         v6+160(FP), R12
+	MOVQ         v7+184(FP), R13
+	VMOVDQU32    -64(SI)(CX*2), X9
+	VINSERTI32X4 $0x01, -64(DI)(CX*2), Z9, Z9
+	VINSERTI32X4 $0x02, -64(R8)(CX*2), Z9, Z9
+	VINSERTI32X4 $0x03, -64(R9)(CX*2), Z9, Z9
+	VMOVDQU32    -64(R10)(CX*2), X17
+	VINSERTI32X4 $0x01, -64(R11)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x02, -64(R12)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x03, -64(R13)(CX*2), Z17, Z17
+	VPXORD       Z17, Z9, Z9
+	VMOVDQU32    -48(SI)(CX*2), X11
+	VINSERTI32X4 $0x01, -48(DI)(CX*2), Z11, Z11
+	VINSERTI32X4 $0x02, -48(R8)(CX*2), Z11, Z11
+	VINSERTI32X4 $0x03, -48(R9)(CX*2), Z11, Z11
+	VMOVDQU32    -48(R10)(CX*2), X17
+	VINSERTI32X4 $0x01, -48(R11)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x02, -48(R12)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x03, -48(R13)(CX*2), Z17, Z17
+	VPXORD       Z17, Z11, Z11
+	VMOVDQU32    -32(SI)(CX*2), X13
+	VINSERTI32X4 $0x01, -32(DI)(CX*2), Z13, Z13
+	VINSERTI32X4 $0x02, -32(R8)(CX*2), Z13, Z13
+	VINSERTI32X4 $0x03, -32(R9)(CX*2), Z13, Z13
+	VMOVDQU32    -32(R10)(CX*2), X17
+	VINSERTI32X4 $0x01, -32(R11)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x02, -32(R12)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x03, -32(R13)(CX*2), Z17, Z17
+	VPXORD       Z17, Z13, Z13
+	VMOVDQU32    -16(SI)(CX*2), X15
+	VINSERTI32X4 $0x01, -16(DI)(CX*2), Z15, Z15
+	VINSERTI32X4 $0x02, -16(R8)(CX*2), Z15, Z15
+	VINSERTI32X4 $0x03, -16(R9)(CX*2), Z15, Z15
+	VMOVDQU32    -16(R10)(CX*2), X17
+	VINSERTI32X4 $0x01, -16(R11)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x02, -16(R12)(CX*2), Z17, Z17
+	VINSERTI32X4 $0x03, -16(R13)(CX*2), Z17, Z17
+	VPXORD       Z17, Z15, Z15
+
+blockMixXor8ZMM_loop:
+	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	MOVQ          in0+8(FP), CX
+	MOVQ          in1+32(FP), SI
+	MOVQ          in2+56(FP), DI
+	MOVQ          in3+80(FP), R8
+	MOVQ          v0+16(FP), R9
+	MOVQ          v1+40(FP), R10
+	MOVQ          v2+64(FP), R11
+	MOVQ          v3+88(FP), R12
+	VMOVDQU32     (CX)(DX*2), X8
+	VINSERTI32X4  $0x01, (SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, (DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, (R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQU32     (R9)(DX*2), X8
+	VINSERTI32X4  $0x01, (R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, (R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, (R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     16(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 16(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 16(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQU32     16(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 16(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 16(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 16(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     32(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 32(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 32(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQU32     32(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 32(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 32(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 32(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     48(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 48(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 48(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQU32     48(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 48(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 48(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 48(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	MOVQ          in4+104(FP), CX
+	MOVQ          in5+128(FP), SI
+	MOVQ          in6+152(FP), DI
+	MOVQ          in7+176(FP), R8
+	MOVQ          v4+112(FP), R9
+	MOVQ          v5+136(FP), R10
+	MOVQ          v6+160(FP), R11
+	MOVQ          v7+184(FP), R12
+	VMOVDQU32     (CX)(DX*2), X17
+	VINSERTI32X4  $0x01, (SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, (DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, (R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQU32     (R9)(DX*2), X17
+	VINSERTI32X4  $0x01, (R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, (R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, (R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQA32     Z9, Z10
+	VMOVDQU32     16(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 16(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 16(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 16(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQU32     16(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 16(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 16(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 16(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQA32     Z11, Z12
+	VMOVDQU32     32(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 32(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 32(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 32(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQU32     32(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 32(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 32(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 32(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQA32     Z13, Z14
+	VMOVDQU32     48(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 48(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 48(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 48(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQU32     48(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 48(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 48(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 48(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQA32     Z15, Z16
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	MOVQ          out0+0(FP), CX
+	MOVQ          out1+24(FP), SI
+	MOVQ          out2+48(FP), DI
+	MOVQ          out3+72(FP), R8
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z0, (R8)(DX*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R8)(DX*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R8)(DX*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R8)(DX*1)
+	MOVQ          out4+96(FP), CX
+	MOVQ          out5+120(FP), SI
+	MOVQ          out6+144(FP), DI
+	MOVQ          out7+168(FP), R8
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU32     X9, (CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z9, (SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z9, (DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z9, (R8)(DX*1)
+	VPADDD        Z12, Z11, Z11
+	VMOVDQU32     X11, 16(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z11, 16(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z11, 16(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z11, 16(R8)(DX*1)
+	VPADDD        Z14, Z13, Z13
+	VMOVDQU32     X13, 32(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z13, 32(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z13, 32(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z13, 32(R8)(DX*1)
+	VPADDD        Z16, Z15, Z15
+	VMOVDQU32     X15, 48(CX)(DX*1)
+	VEXTRACTI32X4 $0x01, Z15, 48(SI)(DX*1)
+	VEXTRACTI32X4 $0x02, Z15, 48(DI)(DX*1)
+	VEXTRACTI32X4 $0x03, Z15, 48(R8)(DX*1)
+
+	// Block 1 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
+	MOVQ          in0+8(FP), CX
+	MOVQ          in1+32(FP), SI
+	MOVQ          in2+56(FP), DI
+	MOVQ          in3+80(FP), R8
+	MOVQ          v0+16(FP), R9
+	MOVQ          v1+40(FP), R10
+	MOVQ          v2+64(FP), R11
+	MOVQ          v3+88(FP), R12
+	VMOVDQU32     64(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 64(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 64(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQU32     64(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 64(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 64(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 64(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VMOVDQA32     Z0, Z1
+	VMOVDQU32     80(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 80(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 80(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQU32     80(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 80(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 80(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 80(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VMOVDQA32     Z2, Z3
+	VMOVDQU32     96(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 96(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 96(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQU32     96(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 96(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 96(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 96(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VMOVDQA32     Z4, Z5
+	VMOVDQU32     112(CX)(DX*2), X8
+	VINSERTI32X4  $0x01, 112(SI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 112(DI)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R8)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQU32     112(R9)(DX*2), X8
+	VINSERTI32X4  $0x01, 112(R10)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 112(R11)(DX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 112(R12)(DX*2), Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VMOVDQA32     Z6, Z7
+	MOVQ          in4+104(FP), CX
+	MOVQ          in5+128(FP), SI
+	MOVQ          in6+152(FP), DI
+	MOVQ          in7+176(FP), R8
+	MOVQ          v4+112(FP), R9
+	MOVQ          v5+136(FP), R10
+	MOVQ          v6+160(FP), R11
+	MOVQ          v7+184(FP), R12
+	VMOVDQU32     64(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 64(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 64(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 64(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQU32     64(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 64(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 64(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 64(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VMOVDQA32     Z9, Z10
+	VMOVDQU32     80(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 80(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 80(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 80(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQU32     80(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 80(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 80(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 80(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VMOVDQA32     Z11, Z12
+	VMOVDQU32     96(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 96(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 96(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 96(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQU32     96(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 96(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 96(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 96(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VMOVDQA32     Z13, Z14
+	VMOVDQU32     112(CX)(DX*2), X17
+	VINSERTI32X4  $0x01, 112(SI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 112(DI)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 112(R8)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQU32     112(R9)(DX*2), X17
+	VINSERTI32X4  $0x01, 112(R10)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 112(R11)(DX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 112(R12)(DX*2), Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VMOVDQA32     Z15, Z16
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z6, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z0, Z2, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z11, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z2, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z4, Z6, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z15, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x39, Z6, Z6
+	VPSHUFD       $0x93, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x39, Z15, Z15
+	VPSHUFD       $0x93, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	VPADDD        Z2, Z0, Z8
+	VPROLD        $0x07, Z8, Z8
+	VPXORD        Z8, Z6, Z6
+	VPADDD        Z11, Z9, Z17
+	VPROLD        $0x07, Z17, Z17
+	VPXORD        Z17, Z15, Z15
+	VPADDD        Z0, Z6, Z8
+	VPROLD        $0x09, Z8, Z8
+	VPXORD        Z8, Z4, Z4
+	VPADDD        Z9, Z15, Z17
+	VPROLD        $0x09, Z17, Z17
+	VPXORD        Z17, Z13, Z13
+	VPADDD        Z6, Z4, Z8
+	VPROLD        $0x0d, Z8, Z8
+	VPXORD        Z8, Z2, Z2
+	VPADDD        Z15, Z13, Z17
+	VPROLD        $0x0d, Z17, Z17
+	VPXORD        Z17, Z11, Z11
+	VPADDD        Z4, Z2, Z8
+	VPROLD        $0x12, Z8, Z8
+	VPXORD        Z8, Z0, Z0
+	VPADDD        Z13, Z11, Z17
+	VPROLD        $0x12, Z17, Z17
+	VPXORD        Z17, Z9, Z9
+	VPSHUFD       $0x93, Z6, Z6
+	VPSHUFD       $0x39, Z2, Z2
+	VPSHUFD       $0x4e, Z4, Z4
+	VPSHUFD       $0x93, Z15, Z15
+	VPSHUFD       $0x39, Z11, Z11
+	VPSHUFD       $0x4e, Z13, Z13
+	MOVQ          out0+0(FP), CX
+	MOVQ          out1+24(FP), SI
+	MOVQ          out2+48(FP), DI
+	MOVQ          out3+72(FP), R8
+	VPADDD        Z1, Z0, Z0
+	VMOVDQU32     X0, (CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z0, (SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z0, (DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z0, (R8)(BX*1)
+	VPADDD        Z3, Z2, Z2
+	VMOVDQU32     X2, 16(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z2, 16(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z2, 16(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z2, 16(R8)(BX*1)
+	VPADDD        Z5, Z4, Z4
+	VMOVDQU32     X4, 32(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z4, 32(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z4, 32(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z4, 32(R8)(BX*1)
+	VPADDD        Z7, Z6, Z6
+	VMOVDQU32     X6, 48(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z6, 48(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z6, 48(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z6, 48(R8)(BX*1)
+	MOVQ          out4+96(FP), CX
+	MOVQ          out5+120(FP), SI
+	MOVQ          out6+144(FP), DI
+	MOVQ          out7+168(FP), R8
+	VPADDD        Z10, Z9, Z9
+	VMOVDQU32     X9, (CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z9, (SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z9, (DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z9, (R8)(BX*1)
+	VPADDD        Z12, Z11, Z11
+	VMOVDQU32     X11, 16(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z11, 16(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z11, 16(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z11, 16(R8)(BX*1)
+	VPADDD        Z14, Z13, Z13
+	VMOVDQU32     X13, 32(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z13, 32(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z13, 32(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z13, 32(R8)(BX*1)
+	VPADDD        Z16, Z15, Z15
+	VMOVDQU32     X15, 48(CX)(BX*1)
+	VEXTRACTI32X4 $0x01, Z15, 48(SI)(BX*1)
+	VEXTRACTI32X4 $0x02, Z15, 48(DI)(BX*1)
+	VEXTRACTI32X4 $0x03, Z15, 48(R8)(BX*1)
+	ADDQ          $0x40, DX
+	ADDQ          $0x40, BX
+	DECQ          AX
+	JNZ           blockMixXor8ZMM_loop
+	VZEROUPPER
+	RET

@@ -41,3 +41,51 @@ func blockMixXor2AVX2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *
 // (independent hashes with the same r); the blocks hold 32·r words in
 // permuted order and each out overlaps no input.
 func blockMixXor4AVX2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
+
+// blockMixAVX512 sets out to BlockMix(in); the blocks hold 32·r words
+// in permuted order and out overlaps no input.
+func blockMixAVX512(out *uint32, in *uint32, r int)
+
+// blockMix2AVX512 sets outK to BlockMix(inK) for K < 2
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMix2AVX512(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, r int)
+
+// blockMix4AVX512 sets outK to BlockMix(inK) for K < 4
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMix4AVX512(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, r int)
+
+// blockMix4ZMM sets outK to BlockMix(inK) for K < 4
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMix4ZMM(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, r int)
+
+// blockMix8ZMM sets outK to BlockMix(inK) for K < 8
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMix8ZMM(out0 *uint32, in0 *uint32, out1 *uint32, in1 *uint32, out2 *uint32, in2 *uint32, out3 *uint32, in3 *uint32, out4 *uint32, in4 *uint32, out5 *uint32, in5 *uint32, out6 *uint32, in6 *uint32, out7 *uint32, in7 *uint32, r int)
+
+// blockMixXorAVX512 sets out to BlockMix(in ⊕ v); the blocks hold 32·r words
+// in permuted order and out overlaps no input.
+func blockMixXorAVX512(out *uint32, in *uint32, v *uint32, r int)
+
+// blockMixXor2AVX512 sets outK to BlockMix(inK ⊕ vK) for K < 2
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMixXor2AVX512(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, r int)
+
+// blockMixXor4AVX512 sets outK to BlockMix(inK ⊕ vK) for K < 4
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMixXor4AVX512(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
+
+// blockMixXor4ZMM sets outK to BlockMix(inK ⊕ vK) for K < 4
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMixXor4ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
+
+// blockMixXor8ZMM sets outK to BlockMix(inK ⊕ vK) for K < 8
+// (independent hashes with the same r); the blocks hold 32·r words in
+// permuted order and each out overlaps no input.
+func blockMixXor8ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, out4 *uint32, in4 *uint32, v4 *uint32, out5 *uint32, in5 *uint32, v5 *uint32, out6 *uint32, in6 *uint32, v6 *uint32, out7 *uint32, in7 *uint32, v7 *uint32, r int)

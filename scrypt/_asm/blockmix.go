@@ -20,19 +20,37 @@ import (
 // so that a Salsa20 column round is four vector steps, and a row round is
 // four more once b, c and d are rotated by one, two and three lanes.
 
-// hash holds the pointers of one hash's BlockMix.
-type hash struct {
-	in, v, out GPVirtual // v is nil without the XOR
+// isa is the instruction set a chain is written in.
+type isa int
+
+const (
+	sse2   isa = iota // XMM registers, two-operand
+	avx2              // VEX, three-operand
+	avx512            // EVEX (AVX-512 F and VL): X0-X31, rotates in one instruction
+)
+
+// ptr is one of a hash's pointers: a register that holds it for the whole
+// function or, when the hashes have more pointers than there are registers,
+// the argument it is loaded from again at each use (see bind).
+type ptr struct {
+	param string
+	reg   GPVirtual
 }
 
-// addr is an addressing mode: the address of byte d of one of a hash's
-// blocks.
-type addr func(h hash, d int) Mem
+// hash holds the pointers of one hash's BlockMix.
+type hash struct {
+	in, v, out ptr // v.param is "" without the XOR
+}
 
-// chain is one dependency chain of vector code: one hash in XMM registers
-// (SSE2), or two hashes in the low and high halves of YMM registers (AVX2).
+// addr is an addressing mode: the address of byte d of a block, given the
+// register holding the pointer it is relative to.
+type addr func(base GPVirtual, d int) Mem
+
+// chain is one dependency chain of vector code over len(hashes) hashes,
+// one per 128-bit lane: one hash in XMM registers, two in YMM registers,
+// four in ZMM registers.
 type chain struct {
-	avx    bool
+	isa    isa
 	hashes []hash
 	x      [4]VecVirtual // state a, b, c, d
 	w      [4]VecVirtual // the Salsa20 input, when kept in registers
@@ -40,14 +58,17 @@ type chain struct {
 }
 
 func (c *chain) vec() VecVirtual {
-	if c.avx {
+	switch len(c.hashes) {
+	case 1:
+		return XMM()
+	case 2:
 		return YMM()
 	}
-	return XMM()
+	return ZMM()
 }
 
-func newChain(avx, wInRegs bool, hs []hash) *chain {
-	c := &chain{avx: avx, hashes: hs}
+func newChain(is isa, wInRegs bool, hs []hash) *chain {
+	c := &chain{isa: is, hashes: hs}
 	for i := range c.x {
 		c.x[i] = c.vec()
 		if wInRegs {
@@ -58,72 +79,138 @@ func newChain(avx, wInRegs bool, hs []hash) *chain {
 	return c
 }
 
-// load sets dst to the 16 bytes at a(h, d) of each of the chain's hashes.
-func (c *chain) load(dst VecVirtual, a addr, d int) {
-	if !c.avx {
-		MOVOU(a(c.hashes[0], d), dst)
-		return
+// bind returns the registers holding pointer sel of each of the chain's
+// hashes, loading those that live in their arguments.
+func (c *chain) bind(sel func(h hash) ptr) []GPVirtual {
+	bs := make([]GPVirtual, len(c.hashes))
+	for j, h := range c.hashes {
+		p := sel(h)
+		bs[j] = p.reg
+		if p.reg == nil {
+			bs[j] = Load(Param(p.param), GP64()).(GPVirtual)
+		}
 	}
-	VMOVDQU(a(c.hashes[0], d), dst.AsX())
-	VINSERTI128(U8(1), a(c.hashes[1], d), dst, dst)
+	return bs
 }
 
-// store writes src to the 16 bytes at a(h, d) of each of the chain's
-// hashes.
-func (c *chain) store(src VecVirtual, a addr, d int) {
-	if !c.avx {
-		MOVOU(src, a(c.hashes[0], d))
-		return
+// load sets dst to the 16 bytes at a(bs[j], d) in lane j, for each of the
+// chain's hashes.
+func (c *chain) load(dst VecVirtual, bs []GPVirtual, a addr, d int) {
+	switch c.isa {
+	case sse2:
+		MOVOU(a(bs[0], d), dst)
+	case avx2:
+		VMOVDQU(a(bs[0], d), dst.AsX())
+		VINSERTI128(U8(1), a(bs[1], d), dst, dst)
+	case avx512:
+		VMOVDQU32(a(bs[0], d), dst.AsX())
+		for j := 1; j < len(bs); j++ {
+			VINSERTI32X4(U8(j), a(bs[j], d), dst, dst)
+		}
 	}
-	VMOVDQU(src.AsX(), a(c.hashes[0], d))
-	VEXTRACTI128(U8(1), src, a(c.hashes[1], d))
+}
+
+// store writes lane j of src to the 16 bytes at a(bs[j], d), for each of
+// the chain's hashes.
+func (c *chain) store(src VecVirtual, bs []GPVirtual, a addr, d int) {
+	switch c.isa {
+	case sse2:
+		MOVOU(src, a(bs[0], d))
+	case avx2:
+		VMOVDQU(src.AsX(), a(bs[0], d))
+		VEXTRACTI128(U8(1), src, a(bs[1], d))
+	case avx512:
+		VMOVDQU32(src.AsX(), a(bs[0], d))
+		for j := 1; j < len(bs); j++ {
+			VEXTRACTI32X4(U8(j), src, a(bs[j], d))
+		}
+	}
 }
 
 func (c *chain) xor(dst, src VecVirtual) {
-	if c.avx {
-		VPXOR(src, dst, dst)
-	} else {
+	switch c.isa {
+	case sse2:
 		PXOR(src, dst)
+	case avx2:
+		VPXOR(src, dst, dst)
+	case avx512:
+		VPXORD(src, dst, dst)
 	}
 }
 
 func (c *chain) add(dst, src VecVirtual) {
-	if c.avx {
-		VPADDD(src, dst, dst)
-	} else {
+	if c.isa == sse2 {
 		PADDL(src, dst)
+	} else {
+		VPADDD(src, dst, dst)
 	}
 }
 
 func (c *chain) mov(dst, src VecVirtual) {
-	if c.avx {
-		VMOVDQA(src, dst)
-	} else {
+	switch c.isa {
+	case sse2:
 		MOVO(src, dst)
+	case avx2:
+		VMOVDQA(src, dst)
+	case avx512:
+		VMOVDQA32(src, dst)
 	}
 }
 
 func (c *chain) shuffle(x VecVirtual, imm uint8) {
-	if c.avx {
-		VPSHUFD(U8(imm), x, x)
-	} else {
+	if c.isa == sse2 {
 		PSHUFD(U8(imm), x, x)
+	} else {
+		VPSHUFD(U8(imm), x, x)
+	}
+}
+
+// src is a block of each of the chain's hashes: the registers holding the
+// pointers and the address relative to them.
+type src struct {
+	bs []GPVirtual
+	a  addr
+}
+
+// xorIn XORs row d (a byte offset) of every block of srcs into dst; dst is
+// the first of them instead with set.
+//
+// The AVX-512 code loads as the rest does. Measured on Zen 5 with
+// BenchmarkKernel, none of these was faster: VPXORD with a memory operand
+// where one pointer fills the register (one hash in XMM), VPTERNLOGD to XOR
+// in and v into the state at once, and XORing each hash's in and v in XMM
+// before one VINSERTI32X4 instead of two. With V out of cache they were
+// within the noise; with V in L1, VPTERNLOGD gained 2-3% at best.
+func (c *chain) xorIn(dst VecVirtual, set bool, d int, srcs ...src) {
+	if set {
+		c.load(dst, srcs[0].bs, srcs[0].a, d)
+		srcs = srcs[1:]
+	}
+	for _, s := range srcs {
+		c.load(c.t, s.bs, s.a, d)
+		c.xor(dst, c.t)
 	}
 }
 
 // step is dst ^= (p + q) <<< rot.
 func (c *chain) step(dst, p, q VecVirtual, rot uint8) {
-	if c.avx {
-		VPADDD(q, p, c.t)
-		VPSLLD(U8(rot), c.t, c.u)
-		VPSRLD(U8(32-rot), c.t, c.t)
-	} else {
+	switch c.isa {
+	case sse2:
 		MOVO(p, c.t)
 		PADDL(q, c.t)
 		MOVO(c.t, c.u)
 		PSLLL(U8(rot), c.t)
 		PSRLL(U8(32-rot), c.u)
-		c = &chain{avx: false, t: c.u, u: c.t} // xor both halves in
+		c = &chain{isa: sse2, t: c.u, u: c.t} // xor both halves in
+	case avx2:
+		VPADDD(q, p, c.t)
+		VPSLLD(U8(rot), c.t, c.u)
+		VPSRLD(U8(32-rot), c.t, c.t)
+	case avx512:
+		VPADDD(q, p, c.t)
+		VPROLD(U8(rot), c.t, c.t)
+		c.xor(dst, c.t)
+		return
 	}
 	c.xor(dst, c.u)
 	c.xor(dst, c.t)
@@ -160,11 +247,15 @@ func doubleRound(cs []*chain) {
 	})
 }
 
+// maxPtrs is how many pointers a function keeps in registers, with its
+// two counters: the 14 general registers avo allocates, BP aside.
+const maxPtrs = 12
+
 // blockMix emits a BlockMix function over nh hashes: out = BlockMix(in),
-// or BlockMix(in ⊕ v) with xor. avx puts two hashes in each YMM chain;
-// wInRegs keeps the Salsa20 input in registers instead of in the output
-// block until it is added back.
-func blockMix(name string, nh int, xor, avx, wInRegs bool) {
+// or BlockMix(in ⊕ v) with xor, in chains of per hashes (one per 128-bit
+// lane) written in is; wInRegs keeps the Salsa20 input in registers
+// instead of in the output block until it is added back.
+func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 	var sig string
 	suffix := func(i int) string {
 		if nh == 1 {
@@ -195,12 +286,28 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 
 	n := Load(Param("r"), GP64())
 	hs := make([]hash, nh)
+	ptrs := 2 * nh
+	if xor {
+		ptrs = 3 * nh
+	}
+	// Too many pointers for the registers: each is loaded from its
+	// argument where it is used, and the blocks are addressed by offsets
+	// that grow instead of the pointers.
+	inArgs := ptrs > maxPtrs
 	for i := range hs {
 		s := suffix(i)
-		hs[i].out = Load(Param("out"+s), GP64()).(GPVirtual)
-		hs[i].in = Load(Param("in"+s), GP64()).(GPVirtual)
+		hs[i].out.param = "out" + s
+		hs[i].in.param = "in" + s
 		if xor {
-			hs[i].v = Load(Param("v"+s), GP64()).(GPVirtual)
+			hs[i].v.param = "v" + s
+		}
+		if inArgs {
+			continue
+		}
+		hs[i].out.reg = Load(Param("out"+s), GP64()).(GPVirtual)
+		hs[i].in.reg = Load(Param("in"+s), GP64()).(GPVirtual)
+		if xor {
+			hs[i].v.reg = Load(Param("v"+s), GP64()).(GPVirtual)
 		}
 	}
 	// hi = 64·r: the odd blocks go to out+hi, and the last block of the
@@ -208,33 +315,43 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 	hi := GP64()
 	MOVQ(n, hi)
 	SHLQ(U8(6), hi)
-	in := func(h hash, d int) Mem { return Mem{Base: h.in, Disp: d} }
-	vv := func(h hash, d int) Mem { return Mem{Base: h.v, Disp: d} }
-	out := func(h hash, d int) Mem { return Mem{Base: h.out, Disp: d} }
-	outHi := func(h hash, d int) Mem { return Mem{Base: h.out, Index: hi, Scale: 1, Disp: d} }
-	lastOf := func(base func(hash, int) Mem) addr {
-		return func(h hash, d int) Mem {
-			m := base(h, d-64)
-			m.Index, m.Scale = hi, 2
-			return m
+	if xor && is == avx512 {
+		prefetchV(name, hs, n, hi)
+	}
+	in := func(p GPVirtual, d int) Mem { return Mem{Base: p, Disp: d} }
+	out := in
+	outHi := func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: hi, Scale: 1, Disp: d} }
+	last := func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: hi, Scale: 2, Disp: d - 64} }
+	var off, offHi GPVirtual // with inArgs: out+off is the output pair, out+offHi its odd block, in+2·off the input pair
+	if inArgs {
+		off, offHi = GP64(), GP64()
+		XORQ(off, off)
+		MOVQ(hi, offHi)
+		in = func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: off, Scale: 2, Disp: d} }
+		out = func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: off, Scale: 1, Disp: d} }
+		outHi = func(p GPVirtual, d int) Mem { return Mem{Base: p, Index: offHi, Scale: 1, Disp: d} }
+	}
+	selIn := func(h hash) ptr { return h.in }
+	selV := func(h hash) ptr { return h.v }
+	selOut := func(h hash) ptr { return h.out }
+	// sources are the chain's blocks to XOR: in, and v with xor.
+	sources := func(c *chain, a addr) []src {
+		s := []src{{c.bind(selIn), a}}
+		if xor {
+			s = append(s, src{c.bind(selV), a})
 		}
+		return s
 	}
+
 	var cs []*chain
-	per := 1
-	if avx {
-		per = 2
-	}
 	for i := 0; i < nh; i += per {
-		cs = append(cs, newChain(avx, wInRegs, hs[i:i+per]))
+		cs = append(cs, newChain(is, wInRegs, hs[i:i+per]))
 	}
 	Comment("The state starts as the last block of the input.")
 	for _, c := range cs {
+		ss := sources(c, last)
 		for k := range c.x {
-			c.load(c.x[k], lastOf(in), 16*k)
-			if xor {
-				c.load(c.t, lastOf(vv), 16*k)
-				c.xor(c.x[k], c.t)
-			}
+			c.xorIn(c.x[k], true, 16*k, ss...)
 		}
 	}
 
@@ -242,17 +359,17 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 	for half, dst := range []addr{out, outHi} {
 		Commentf("Block %d of the pair: state = Salsa20/8(state ⊕ in%s).", half, map[bool]string{true: " ⊕ v"}[xor])
 		for _, c := range cs {
+			ss := sources(c, func(p GPVirtual, d int) Mem { return in(p, 64*half+d) })
+			var os []GPVirtual
+			if !wInRegs {
+				os = c.bind(selOut)
+			}
 			for k := range c.x {
-				c.load(c.t, in, 64*half+16*k)
-				c.xor(c.x[k], c.t)
-				if xor {
-					c.load(c.t, vv, 64*half+16*k)
-					c.xor(c.x[k], c.t)
-				}
+				c.xorIn(c.x[k], false, 16*k, ss...)
 				if wInRegs {
 					c.mov(c.w[k], c.x[k])
 				} else {
-					c.store(c.x[k], dst, 16*k)
+					c.store(c.x[k], os, dst, 16*k)
 				}
 			}
 		}
@@ -260,43 +377,85 @@ func blockMix(name string, nh int, xor, avx, wInRegs bool) {
 			doubleRound(cs)
 		}
 		for _, c := range cs {
+			os := c.bind(selOut)
 			for k := range c.x {
 				if wInRegs {
 					c.add(c.x[k], c.w[k])
 				} else {
-					c.load(c.t, dst, 16*k)
+					c.load(c.t, os, dst, 16*k)
 					c.add(c.x[k], c.t)
 				}
-				c.store(c.x[k], dst, 16*k)
+				c.store(c.x[k], os, dst, 16*k)
 			}
 		}
 	}
-	for _, h := range hs {
-		ADDQ(U8(128), h.in)
-		if xor {
-			ADDQ(U8(128), h.v)
+	if inArgs {
+		ADDQ(U8(64), off)
+		ADDQ(U8(64), offHi)
+	} else {
+		for _, h := range hs {
+			ADDQ(U8(128), h.in.reg)
+			if xor {
+				ADDQ(U8(128), h.v.reg)
+			}
+			ADDQ(U8(64), h.out.reg)
 		}
-		ADDQ(U8(64), h.out)
 	}
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
-	if avx {
+	if per > 1 {
 		VZEROUPPER()
 	}
 	RET()
 }
 
+// prefetchV emits a loop that prefetches every hash's v block, the last
+// line first, where the state starts: in SMix's second loop it is a random
+// block of V, likely in no cache, and the chains would otherwise reach its
+// lines one by one, misses the out-of-order window is too small to
+// overlap. The loop counts hi (64·r) down to zero by 64, two lines a step,
+// and sets it back from n (r) after, so that it takes no register of its
+// own (the functions with 12 pointers in registers have none to spare).
+func prefetchV(name string, hs []hash, n Register, hi GPVirtual) {
+	Comment("Prefetch the v blocks, random blocks of V.")
+	vs := make([]GPVirtual, len(hs))
+	for i, h := range hs {
+		vs[i] = h.v.reg
+		if vs[i] == nil {
+			vs[i] = Load(Param(h.v.param), GP64()).(GPVirtual)
+		}
+	}
+	Label(name + "_prefetch")
+	for _, d := range []int{-64, -128} {
+		for _, p := range vs {
+			PREFETCHT0(Mem{Base: p, Index: hi, Scale: 2, Disp: d})
+		}
+	}
+	SUBQ(U8(64), hi)
+	JNZ(LabelRef(name + "_prefetch"))
+	MOVQ(n, hi)
+	SHLQ(U8(6), hi)
+}
+
 func main() {
 	ConstraintExpr("amd64,gc,!purego")
-	for _, xor := range []bool{false, true} {
-		x := ""
-		if xor {
-			x = "Xor"
-		}
-		blockMix("blockMix"+x+"SSE2", 1, xor, false, true)
-		blockMix("blockMix"+x+"2SSE2", 2, xor, false, false)
-		blockMix("blockMix"+x+"2AVX2", 2, xor, true, true)
-		blockMix("blockMix"+x+"4AVX2", 4, xor, true, false)
+	xors := []string{"", "Xor"}
+	for i, x := range xors {
+		xor := i == 1
+		blockMix("blockMix"+x+"SSE2", 1, xor, sse2, 1, true)
+		blockMix("blockMix"+x+"2SSE2", 2, xor, sse2, 1, false)
+		blockMix("blockMix"+x+"2AVX2", 2, xor, avx2, 2, true)
+		blockMix("blockMix"+x+"4AVX2", 4, xor, avx2, 2, false)
+	}
+	// AVX-512 (F and VL), after the others so that their code keeps its
+	// place: 32 registers hold the Salsa20 input of every chain.
+	for i, x := range xors {
+		xor := i == 1
+		blockMix("blockMix"+x+"AVX512", 1, xor, avx512, 1, true)
+		blockMix("blockMix"+x+"2AVX512", 2, xor, avx512, 2, true)
+		blockMix("blockMix"+x+"4AVX512", 4, xor, avx512, 2, true)
+		blockMix("blockMix"+x+"4ZMM", 4, xor, avx512, 4, true)
+		blockMix("blockMix"+x+"8ZMM", 8, xor, avx512, 4, true)
 	}
 	Generate()
 }
