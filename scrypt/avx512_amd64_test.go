@@ -22,11 +22,12 @@ func TestAVX512Kernels(t *testing.T) {
 	}
 	const guard = 5 // words on either side of an output
 	for _, k := range kernels {
-		if k.isa != "avx512" {
+		if !k.avx512() {
 			continue
 		}
-		t.Run("kernel="+k.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(512, uint64(k.lanes)))
+		t.Run("kernel="+k.String(), func(t *testing.T) {
+			n := k.lanes()
+			rng := rand.New(rand.NewPCG(512, uint64(n)))
 			words := func(n int) []uint32 {
 				w := make([]uint32, n)
 				for i := range w {
@@ -38,31 +39,29 @@ func TestAVX512Kernels(t *testing.T) {
 				R := 32 * r
 				for _, xor := range []bool{false, true} {
 					name := fmt.Sprintf("r=%d xor=%v", r, xor)
-					in, v := make([][]uint32, k.lanes), make([][]uint32, k.lanes)
-					bufs, outs := make([][]uint32, k.lanes), make([][]uint32, k.lanes)
-					pi, pv, po := make([]*uint32, k.lanes), make([]*uint32, k.lanes), make([]*uint32, k.lanes)
-					for l := range k.lanes {
+					var in, v, outs [maxLanes][]uint32
+					bufs := make([][]uint32, n)
+					for l := range n {
 						// Offsets of 1-3 words: no block is 16-byte aligned.
 						skew := 1 + l%3
 						in[l] = words(R + skew)[skew:]
 						v[l] = words(R + skew)[skew:]
 						bufs[l] = make([]uint32, skew+guard+R+guard)[skew:]
 						outs[l] = bufs[l][guard : guard+R]
-						pi[l], pv[l], po[l] = &in[l][0], &v[l][0], &outs[l][0]
 					}
-					in0, v0 := deepClone(in), deepClone(v)
+					in0, v0 := deepClone(in[:n]), deepClone(v[:n])
 					for _, fill := range []uint32{0x5a5a5a5a, 0xa5a5a5a5} {
 						for l := range bufs {
 							for i := range bufs[l] {
 								bufs[l][i] = fill ^ uint32(i)
 							}
 						}
-						if xor {
-							k.mixXor(po, pi, pv, r)
-						} else {
-							k.mix(po, pi, r)
+						vp := &v
+						if !xor {
+							vp = nil
 						}
-						for l := range k.lanes {
+						k.mix(&outs, &in, vp, n, r)
+						for l := range n {
 							want := make([]uint32, R)
 							var vl []uint32
 							if xor {
@@ -78,7 +77,7 @@ func TestAVX512Kernels(t *testing.T) {
 								}
 							}
 						}
-						for l := range k.lanes {
+						for l := range n {
 							if !slices.Equal(in[l], in0[l]) || !slices.Equal(v[l], v0[l]) {
 								t.Fatalf("%s: hash %d: the kernel changed its input", name, l)
 							}

@@ -13,7 +13,7 @@ func (k kernel) String() string { return kernelInfo[k].name }
 func (k kernel) lanes() int { return kernelInfo[k].lanes }
 
 // maxLanes bounds the lanes of every kernel.
-const maxLanes = 4
+const maxLanes = 8
 
 // kernels are the kernels this CPU runs, widest first and, among kernels
 // of one width, the newest instruction set first: the order of preference

@@ -1,5 +1,3 @@
-//go:build amd64 && gc && !purego
-
 package scrypt
 
 import (
@@ -19,18 +17,10 @@ import (
 func BenchmarkKernel(b *testing.B) {
 	const r, N = 8, 1 << 15
 	const R = 32 * r
-	maxLanes := 1
-	for _, k := range kernels {
-		if k.can() {
-			maxLanes = max(maxLanes, k.lanes)
-		}
-	}
 	// One V per lane, filled so that its pages are mapped and distinct.
 	rng := rand.New(rand.NewPCG(15, 8))
-	vs := make([][]uint32, maxLanes)
-	xs := make([][]uint32, maxLanes)
-	ys := make([][]uint32, maxLanes)
-	for l := range vs {
+	var vs, xs, ys [maxLanes][]uint32
+	for l := range lanes {
 		vs[l] = make([]uint32, N*R)
 		for i := range vs[l] {
 			vs[l][i] = uint32(rng.Uint64())
@@ -40,38 +30,26 @@ func BenchmarkKernel(b *testing.B) {
 			xs[l][i] = rng.Uint32()
 		}
 	}
-	for _, k := range append([]kernel{{name: "purego", lanes: 1}}, kernels...) {
-		b.Run("kernel="+k.name, func(b *testing.B) {
-			if !k.can() {
-				b.Skipf("this machine cannot run kernel %s", k.name)
-			}
-			x, y := make([]*uint32, k.lanes), make([]*uint32, k.lanes)
-			v := make([]*uint32, k.lanes)
-			for l := range k.lanes {
-				x[l], y[l] = &xs[l][0], &ys[l][0]
-			}
-			xb, yb := xs[:k.lanes], ys[:k.lanes]
+	for _, k := range kernels {
+		b.Run("kernel="+k.String(), func(b *testing.B) {
+			n := k.lanes()
+			x, y := xs, ys
+			var v [maxLanes][]uint32
 			var cpu cpuMeter
 			for b.Loop() {
 				if cpu == (cpuMeter{}) {
 					cpu = newCPUMeter()
 				}
-				for l := range k.lanes {
-					j := int(integerify(xb[l], r) & (N - 1))
-					v[l] = &vs[l][j*R]
-					if k.mixXor == nil {
-						blockMixGeneric(yb[l], xb[l], vs[l][j*R:(j+1)*R], r)
-					}
+				for l := range n {
+					j := int(integerify(x[l], r) & (N - 1))
+					v[l] = vs[l][j*R : (j+1)*R]
 				}
-				if k.mixXor != nil {
-					k.mixXor(y, x, v, r)
-				}
+				k.mix(&y, &x, &v, n, r)
 				x, y = y, x
-				xb, yb = yb, xb
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k.lanes), "ns/hash")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/hash")
 			if t, ok := cpuTime(); cpu.ok && ok {
-				b.ReportMetric(float64((t-cpu.start).Nanoseconds())/float64(b.N*k.lanes), "cpu-ns/hash")
+				b.ReportMetric(float64((t-cpu.start).Nanoseconds())/float64(b.N*n), "cpu-ns/hash")
 			}
 		})
 	}

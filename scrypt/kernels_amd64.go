@@ -7,13 +7,20 @@ import "golang.org/x/sys/cpu"
 // The SIMD BlockMix kernels (see the package doc): SSE2 (part of amd64)
 // with one hash, or two in interleaved chains; AVX2 with two hashes in one
 // chain of YMM registers (one per 128-bit half), or four in two
-// interleaved chains.
+// interleaved chains; AVX-512 with the same layouts and VPROLD for the
+// rotates, and with four hashes per ZMM register (one per 128-bit lane),
+// in one chain or two.
 const (
 	kernelGeneric kernel = iota
 	kernelSSE2
 	kernelSSE2x2
 	kernelAVX2x2
 	kernelAVX2x4
+	kernelAVX512
+	kernelAVX512x2
+	kernelAVX512x4
+	kernelZMMx4
+	kernelZMMx8
 	numKernels
 )
 
@@ -21,21 +28,31 @@ var kernelInfo = [numKernels]struct {
 	name  string
 	lanes int
 }{
-	kernelGeneric: {"purego", 1},
-	kernelSSE2:    {"sse2", 1},
-	kernelSSE2x2:  {"sse2x2", 2},
-	kernelAVX2x2:  {"avx2x2", 2},
-	kernelAVX2x4:  {"avx2x4", 4},
+	kernelGeneric:  {"purego", 1},
+	kernelSSE2:     {"sse2", 1},
+	kernelSSE2x2:   {"sse2x2", 2},
+	kernelAVX2x2:   {"avx2x2", 2},
+	kernelAVX2x4:   {"avx2x4", 4},
+	kernelAVX512:   {"avx512", 1},
+	kernelAVX512x2: {"avx512x2", 2},
+	kernelAVX512x4: {"avx512x4", 4},
+	kernelZMMx4:    {"zmmx4", 4},
+	kernelZMMx8:    {"zmmx8", 8},
 }
 
 // supported reports whether this CPU runs k.
 func (k kernel) supported() bool {
-	switch k {
-	case kernelAVX2x2, kernelAVX2x4:
+	switch {
+	case k.avx512():
+		return hasAVX512()
+	case k == kernelAVX2x2 || k == kernelAVX2x4:
 		return cpu.X86.HasAVX2
 	}
 	return true
 }
+
+// avx512 reports whether k needs AVX-512.
+func (k kernel) avx512() bool { return k >= kernelAVX512 }
 
 // mix sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when v is
 // not nil, for the n lanes k < n, with kernel k taking k.lanes() of them
@@ -72,6 +89,28 @@ func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) {
 			blockMix4AVX2(o[0], i[0], o[1], i[1], o[2], i[2], o[3], i[3], r)
 		case k == kernelAVX2x4:
 			blockMixXor4AVX2(o[0], i[0], x[0], o[1], i[1], x[1], o[2], i[2], x[2], o[3], i[3], x[3], r)
+		case k == kernelAVX512 && v == nil:
+			blockMixAVX512(o[0], i[0], r)
+		case k == kernelAVX512:
+			blockMixXorAVX512(o[0], i[0], x[0], r)
+		case k == kernelAVX512x2 && v == nil:
+			blockMix2AVX512(o[0], i[0], o[1], i[1], r)
+		case k == kernelAVX512x2:
+			blockMixXor2AVX512(o[0], i[0], x[0], o[1], i[1], x[1], r)
+		case k == kernelAVX512x4 && v == nil:
+			blockMix4AVX512(o[0], i[0], o[1], i[1], o[2], i[2], o[3], i[3], r)
+		case k == kernelAVX512x4:
+			blockMixXor4AVX512(o[0], i[0], x[0], o[1], i[1], x[1], o[2], i[2], x[2], o[3], i[3], x[3], r)
+		case k == kernelZMMx4 && v == nil:
+			blockMix4ZMM(o[0], i[0], o[1], i[1], o[2], i[2], o[3], i[3], r)
+		case k == kernelZMMx4:
+			blockMixXor4ZMM(o[0], i[0], x[0], o[1], i[1], x[1], o[2], i[2], x[2], o[3], i[3], x[3], r)
+		case k == kernelZMMx8 && v == nil:
+			blockMix8ZMM(o[0], i[0], o[1], i[1], o[2], i[2], o[3], i[3],
+				o[4], i[4], o[5], i[5], o[6], i[6], o[7], i[7], r)
+		case k == kernelZMMx8:
+			blockMixXor8ZMM(o[0], i[0], x[0], o[1], i[1], x[1], o[2], i[2], x[2], o[3], i[3], x[3],
+				o[4], i[4], x[4], o[5], i[5], x[5], o[6], i[6], x[6], o[7], i[7], x[7], r)
 		}
 	}
 }

@@ -17,6 +17,8 @@ var kernelInfo = [numKernels]struct {
 
 func (k kernel) supported() bool { return true }
 
+func (k kernel) avx512() bool { return false }
+
 // mix sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when v is
 // not nil, for the n lanes k < n.
 func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) { mixGeneric(out, in, v, n, r) }
