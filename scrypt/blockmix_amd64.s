@@ -3091,7 +3091,7 @@ blockMix4AVX2_loop:
 	RET
 
 // func blockMixXorSSE2(out *uint32, in *uint32, v *uint32, r int)
-// Requires: SSE2
+// Requires: MMX+, SSE2
 TEXT ·blockMixXorSSE2(SB), NOSPLIT, $0-32
 	MOVQ r+24(FP), AX
 	MOVQ out+0(FP), CX
@@ -3099,6 +3099,15 @@ TEXT ·blockMixXorSSE2(SB), NOSPLIT, $0-32
 	MOVQ v+16(FP), BX
 	MOVQ AX, SI
 	SHLQ $0x06, SI
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXorSSE2_prefetch:
+	PREFETCHT0 -64(BX)(SI*2)
+	PREFETCHT0 -128(BX)(SI*2)
+	SUBQ       $0x40, SI
+	JNZ        blockMixXorSSE2_prefetch
+	MOVQ       AX, SI
+	SHLQ       $0x06, SI
 
 	// The state starts as the last block of the input.
 	MOVOU -64(DX)(SI*2), X0
@@ -3678,7 +3687,7 @@ blockMixXorSSE2_loop:
 	RET
 
 // func blockMixXor2SSE2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, r int)
-// Requires: SSE2
+// Requires: MMX+, SSE2
 TEXT ·blockMixXor2SSE2(SB), NOSPLIT, $0-56
 	MOVQ r+48(FP), AX
 	MOVQ out0+0(FP), CX
@@ -3689,6 +3698,17 @@ TEXT ·blockMixXor2SSE2(SB), NOSPLIT, $0-56
 	MOVQ v1+40(FP), R8
 	MOVQ AX, R9
 	SHLQ $0x06, R9
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor2SSE2_prefetch:
+	PREFETCHT0 -64(BX)(R9*2)
+	PREFETCHT0 -64(R8)(R9*2)
+	PREFETCHT0 -128(BX)(R9*2)
+	PREFETCHT0 -128(R8)(R9*2)
+	SUBQ       $0x40, R9
+	JNZ        blockMixXor2SSE2_prefetch
+	MOVQ       AX, R9
+	SHLQ       $0x06, R9
 
 	// The state starts as the last block of the input.
 	MOVOU -64(DX)(R9*2), X0
@@ -4851,7 +4871,7 @@ blockMixXor2SSE2_loop:
 	RET
 
 // func blockMixXor2AVX2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, r int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·blockMixXor2AVX2(SB), NOSPLIT, $0-56
 	MOVQ r+48(FP), AX
 	MOVQ out0+0(FP), CX
@@ -4862,6 +4882,17 @@ TEXT ·blockMixXor2AVX2(SB), NOSPLIT, $0-56
 	MOVQ v1+40(FP), R8
 	MOVQ AX, R9
 	SHLQ $0x06, R9
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor2AVX2_prefetch:
+	PREFETCHT0 -64(BX)(R9*2)
+	PREFETCHT0 -64(R8)(R9*2)
+	PREFETCHT0 -128(BX)(R9*2)
+	PREFETCHT0 -128(R8)(R9*2)
+	SUBQ       $0x40, R9
+	JNZ        blockMixXor2AVX2_prefetch
+	MOVQ       AX, R9
+	SHLQ       $0x06, R9
 
 	// The state starts as the last block of the input.
 	VMOVDQU     -64(DX)(R9*2), X0
@@ -5349,7 +5380,7 @@ blockMixXor2AVX2_loop:
 	RET
 
 // func blockMixXor4AVX2(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, r int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, MMX+
 TEXT ·blockMixXor4AVX2(SB), NOSPLIT, $0-104
 	MOVQ r+96(FP), AX
 	MOVQ out0+0(FP), CX
@@ -5366,6 +5397,21 @@ TEXT ·blockMixXor4AVX2(SB), NOSPLIT, $0-104
 	MOVQ v3+88(FP), R14
 	MOVQ AX, R15
 	SHLQ $0x06, R15
+
+	// Prefetch the v blocks, random blocks of V.
+blockMixXor4AVX2_prefetch:
+	PREFETCHT0 -64(BX)(R15*2)
+	PREFETCHT0 -64(R8)(R15*2)
+	PREFETCHT0 -64(R11)(R15*2)
+	PREFETCHT0 -64(R14)(R15*2)
+	PREFETCHT0 -128(BX)(R15*2)
+	PREFETCHT0 -128(R8)(R15*2)
+	PREFETCHT0 -128(R11)(R15*2)
+	PREFETCHT0 -128(R14)(R15*2)
+	SUBQ       $0x40, R15
+	JNZ        blockMixXor4AVX2_prefetch
+	MOVQ       AX, R15
+	SHLQ       $0x06, R15
 
 	// The state starts as the last block of the input.
 	VMOVDQU     -64(DX)(R15*2), X0

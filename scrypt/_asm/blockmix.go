@@ -315,7 +315,7 @@ func blockMix(name string, nh int, xor bool, is isa, per int, wInRegs bool) {
 	hi := GP64()
 	MOVQ(n, hi)
 	SHLQ(U8(6), hi)
-	if xor && is == avx512 {
+	if xor {
 		prefetchV(name, hs, n, hi)
 	}
 	in := func(p GPVirtual, d int) Mem { return Mem{Base: p, Disp: d} }
