@@ -27,9 +27,12 @@
 // package runs several of them in lockstep, and one BlockMix call (a
 // kernel) advances them all: their random reads of V overlap and SIMD
 // registers hold several hashes. On amd64 the kernels are SSE2 (one hash,
-// or two in interleaved chains) and, with AVX2, two hashes per YMM chain
-// (one per 128-bit half), one chain or two interleaved; pure Go computes
-// one hash. [Lanes] is the most hashes a kernel of this CPU takes at once.
+// or two in interleaved chains); with AVX2, two hashes per YMM chain (one
+// per 128-bit half), one chain or two interleaved; with AVX-512 (F and VL)
+// the same layouts with one-instruction rotates (VPROLD), and four hashes
+// per ZMM chain (one per 128-bit lane), one chain or two interleaved:
+// eight hashes at once. Pure Go computes one hash. [Lanes] is the most
+// hashes a kernel of this CPU takes at once.
 //
 // Which kernel runs is measured on the machine that runs it, never fixed
 // at build time: CPUs differ (one SSE2 chain is twice as fast as pure Go

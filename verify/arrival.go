@@ -13,13 +13,14 @@ import (
 // a ctx holds its caller at most Options.MaxWait from t rather than from
 // the call, so that an agent whose client timeout started before a slow
 // handshake is answered before that timeout; the hold-or-send-away
-// decision counts the time already spent. httpauth.ConnContext does this
-// for a connection's first request. A t in the future is ignored.
-//
-// Requests under suspicion (a first ask for a node that is failing, or one
-// waiting for room in its node's queue) wait out MaxWait from the call
-// whatever t says: only a whole MaxWait spent waiting earns such a request
-// its place (see Options.MaxQueuedPerNode).
+// decision counts the time already spent. Requests under suspicion (a
+// first ask for a node that is failing, or one waiting for room in its
+// node's queue) wait out MaxWait from t too, and a request that has waited
+// out MaxWait from t keeps its password queued (see
+// Options.MaxQueuedPerNode): a node whose requests reach the Verifier late
+// still gets its password in, and a guesser pays the same, a request in
+// progress for MaxWait. httpauth.ConnContext does this for a connection's
+// first request. A t in the future is ignored.
 func WithArrival(ctx context.Context, t time.Time) context.Context {
 	return sched.WithArrival(ctx, t)
 }

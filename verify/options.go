@@ -41,13 +41,16 @@ type Options struct {
 	// 1024.
 	MaxPasswordLen int
 
-	// MaxConcurrent is how many scrypt computations run at once. It bounds
-	// both CPU and memory: each computation holds one buffer of
-	// 128·r·(N+2) bytes (16 MiB at k3s's parameters with this module's
-	// scrypt, whose buffers are reused; x/crypto's allocates 32 MiB per
-	// call), so a herd's heap stays within MaxConcurrent × 16 MiB plus
-	// about 96 MiB for everything else. Default runtime.GOMAXPROCS(0) at
-	// New.
+	// MaxConcurrent is how many batches of scrypt computations run at
+	// once, each on a slot of its own: a batch is up to scrypt.Lanes()
+	// queued computations with the same parameters, computed together.
+	// It bounds CPU and memory: a slot holds at most Lanes() buffers of
+	// 128·r·(N+2) bytes (32 MiB + 2 KiB at k3s's parameters), and a batch
+	// at most Lanes() × 128·r·N·p of Params' work (a stored hash asking
+	// for more runs in a smaller batch, alone if need be), so a herd's
+	// heap stays within MaxConcurrent × Lanes() × 128·r·(N+2) plus about
+	// 100 MiB for everything else. Idle buffers are released after 30 s
+	// without work, and at Close. Default runtime.GOMAXPROCS(0) at New.
 	MaxConcurrent int
 
 	// Scrypt chooses the scrypt implementation: ScryptFast (the zero
@@ -86,10 +89,12 @@ type Options struct {
 	// for room in their node's queue included and those a caller pinned
 	// past MaxQueuedPerNode (see there) apart. Past it, new work is
 	// refused with an OverloadError (Queued false) instead of being
-	// queued, and its agent's next request starts it anew. A queued
-	// computation costs about a kilobyte of heap and a parked goroutine;
-	// the default, 4096, queues a whole 3000-node herd, so that the
-	// computations of agents sent away run before they come back.
+	// queued, and its agent's next request starts it anew; enrollments
+	// (reading the store before they queue) count too. A queued
+	// computation holds no goroutine and at most 4 KiB of heap, its node
+	// name's share included; the default, 4096, queues a whole 3000-node
+	// herd, so that the computations of agents sent away run before they
+	// come back.
 	MaxQueue int
 
 	// MaxQueuedPerNode is how many computations (distinct passwords) one
@@ -100,9 +105,10 @@ type Options struct {
 	// nothing else is queued.
 	//
 	// A new password for a name with no room is not refused: its request
-	// waits for room, at most MaxWait, and a request that waits out MaxWait
-	// (for a password queued or waiting for room) pins it: it is queued,
-	// over this limit if need be, and never dropped for another password.
+	// waits for room, at most MaxWait from its arrival (see WithArrival),
+	// and a request that waits out MaxWait (for a password queued or
+	// waiting for room) pins it: it is queued, over this limit if need be,
+	// and never dropped for another password.
 	// Only a first ask for a failing or busy name whose callers all left
 	// before MaxWait gives its place to a request waiting for room. Within
 	// a name, a password asked for again (agents retry the same password)

@@ -1,14 +1,35 @@
-// Package sched decides when a Verifier's scrypt computations run. It is
-// the only place in verify that keeps state about work in progress.
+// Package sched decides when a Verifier's scrypt computations run, and
+// runs them. It keeps the Verifier's state about computations in
+// progress: which are queued, running or storing their result.
 //
 // One [Job] is one computation shared by every request for its key, and
 // also that computation's place in the queue: there is no second object
 // to keep in step with it. A [Scheduler] owns the key → job map, the fair
-// queue of jobs waiting for one of a fixed number of slots, and the
-// helpers that the policy reads (the repeat-ask log, the time estimate),
-// all under one mutex, Scheduler.mu. No method holds that mutex while
-// calling out of the package, and nothing else in verify takes it, so it
-// never nests with another lock.
+// queue of jobs waiting for one of a fixed number of slots, the slots
+// themselves, and the helpers that the policy reads (the repeat-ask log,
+// the time estimate), all under one mutex, Scheduler.mu. No method holds
+// that mutex while calling out of the package, and nothing else in verify
+// takes it, so it never nests with another lock.
+//
+// # Batches and slots
+//
+// When a slot frees, it takes the job whose turn it is and the jobs after
+// it in turn that share its [Class] (scrypt's N, r and p), up to
+// Config.Lanes, and Config.Run computes them together on the slot's own
+// goroutine: a batch. A batch stops at the first job of another class, so
+// it never delays a job the policy ranks ahead of one it takes; it also
+// stops at a second job of a name already in it (the first may verify the
+// name, answering the others without scrypt) and at Config.MaxBatchWork.
+// Results are published before the slot goes to the next batch. A queued
+// job holds no goroutine: only running batches and enrollments reading
+// the store (Request.Later, Config.Prepare) have one. A job's context ends
+// at its work timeout or at Close, and that ends it if it is not running
+// (context.AfterFunc: no goroutine while it waits).
+//
+// The queue keeps its orders and sums in treaps (tree.go), so joining,
+// asking again, waiting, estimating and taking the next job cost
+// O(log n) whatever the backlog, and a queued job costs at most 4 KiB of
+// heap, its name's share included.
 //
 // # Policy
 //
@@ -36,17 +57,21 @@
 //
 // # Admission: a name's places
 //
-// A name may have at most Config.PerName jobs queued, but for pinned ones.
+// A name may have at most Config.PerName jobs queued or pending, but for
+// pinned ones.
 // A new password for a name with no room is not refused: its job is
 // Parked in the name's line, holding no place, for as long as a caller
 // waits for it, and ends (Overload.NameFull) when its last caller leaves.
 // The line gets the name's places oldest first: a place that frees, or
 // the place of a queued suspect whose callers have all left without
 // pinning it (displaced). A caller that waits out its whole
-// Config.MaxWait for a parked or queued job pins it: a pinned job is
-// never displaced, and a parked one is then queued at once, over the
-// cap. Nothing else ends a queued job before it runs but its runner's
-// context (the work timeout, or Close).
+// Config.MaxWait, counted from its arrival (WithArrival), for a parked or
+// queued job pins it: a pinned job is never displaced, and a parked one
+// is then queued at once, over the cap. Nothing else ends a queued job
+// before it runs but its context (the work timeout, or Close). When the
+// queue as a whole is full (Config.MaxQueue: jobs queued within their
+// names' places, pending and parked), a new job takes the place of the
+// newest displaceable job of any name, or is refused.
 //
 // Why waiting, not asking, earns a place: a node's first request cannot
 // be told from a guess, and any bounded memory of passwords (queued or
@@ -55,13 +80,18 @@
 // as soon as it is sent. Waiting costs a guesser what it costs the node's
 // agent: a request in progress for MaxWait. So the line holds only
 // requests whose callers wait, and only waiting out MaxWait earns a place
-// that nothing can take away.
+// that nothing can take away. It is counted from the request's arrival,
+// so that a node whose request reached the Verifier late (a TLS handshake
+// during a herd) still pins its password before its agent gives up: a
+// guesser that dates its request earlier must have kept its connection
+// open as long.
 //
 // # The bound
 //
 // Assume that the node's agent retries the same password and waits for
-// each answer at least MaxWait (k3s agents: a 10 s client timeout, against
-// a default MaxWait of 9.5 s), that the queue as a whole has room when its
+// each answer at least MaxWait from its request's arrival (k3s agents: a
+// 10 s client timeout from the dial, against a default MaxWait of 9.5 s
+// from the accept), that the queue as a whole has room when its
 // first request comes (Config.MaxQueue), and that its job does not reach
 // its work timeout while queued. Then, whatever other requests for its
 // name come, fresh or repeated passwords, steady or timed before its
@@ -114,8 +144,10 @@
 // # Estimates
 //
 // The expected wait of a job is the work ahead of it (128·r·N·p bytes per
-// job) spread over the slots, at the CPU time a computation takes per byte
-// (the median of the last 64: the best case, which contention does not
+// job) spread over the slots, plus its own batch (Lanes jobs like it when
+// others are queued), at the CPU time a computation takes per byte (each
+// job of a batch counting as the batch's CPU time over its work; the
+// median of the last 64: the best case, which contention does not
 // inflate), stretched by two measurements of what the throughput the
 // scheduler actually reaches makes of the best case:
 //
@@ -142,5 +174,6 @@
 // golang.org/x/sync/singleflight and x/sync/semaphore each do part of
 // this, but a caller here must see its job's place in the queue the moment
 // it joins, leave while the work goes on, and be served by name rather
-// than by arrival: one map and one queue under one lock give all three.
+// than by arrival, and a slot must take several jobs at once: one map, one
+// queue and the slots under one lock give all four.
 package sched
