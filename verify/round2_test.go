@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -274,4 +275,54 @@ func TestIdleBuffersReleased(t *testing.T) {
 			t.Fatalf("%d idle buffers (%d bytes) after %v of quiet", n, b, bufferIdle)
 		}
 	})
+}
+
+// TestHerdBuffersBound: a herd's scrypt buffers, in use and idle, stay
+// within MaxConcurrent × scrypt.Lanes() × 128·r·(N+2), the bound
+// Options.MaxConcurrent states, and the herd runs in batches.
+func TestHerdBuffersBound(t *testing.T) {
+	scrypt.ReleaseBuffers()
+	defer scrypt.ReleaseBuffers()
+	p := testParams
+	p.LogN = 10
+	s := NewMemoryStore()
+	const n = 64
+	for i := range n {
+		h, err := GenerateFromPassword("pw", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Set(fmt.Sprint("n", i), h)
+	}
+	var batches atomic.Int64
+	v := newTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 2})
+	derive := v.derive
+	v.derive = func(keys []scrypt.Job) {
+		batches.Add(1)
+		derive(keys)
+	}
+	// The first two hold both slots until the rest are queued.
+	g := newGate()
+	g.install(v)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := v.Verify(context.Background(), fmt.Sprint("n", i), "pw"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "the herd to queue", func() bool { st := v.Stats(); return st.InFlight+st.Queued == n })
+	close(g.release)
+	wg.Wait()
+	bound := int64(2*scrypt.Lanes()) * 128 * int64(p.R) * (1<<p.LogN + 2)
+	if _, idle := scrypt.IdleBuffers(); idle > bound || idle == 0 {
+		t.Fatalf("%d bytes of buffers after the herd, want 1 to %d", idle, bound)
+	}
+	if st := v.Stats(); st.ScryptRuns != n {
+		t.Fatalf("stats %+v", st)
+	}
+	if scrypt.Lanes() > 1 && batches.Load() > 2+n/2 {
+		t.Fatalf("%d batches for %d computations with %d lanes", batches.Load(), n, scrypt.Lanes())
+	}
 }
