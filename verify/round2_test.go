@@ -37,6 +37,7 @@ func TestEnrollmentsBoundedByMaxQueue(t *testing.T) {
 	v.sched.Calibrate(time.Millisecond, testWork())
 	g := newGate()
 	g.install(v)
+	t.Cleanup(g.open)
 	go v.Verify(context.Background(), "busy", "pw")
 	<-g.entered
 	refused := 0
@@ -59,7 +60,7 @@ func TestEnrollmentsBoundedByMaxQueue(t *testing.T) {
 	if errors.As(err, &oe) && oe.RetryAfter() > time.Minute {
 		t.Fatalf("a known node after the flood: %v", err)
 	}
-	close(g.release)
+	g.open()
 	waitFor(t, "work to finish", func() bool { return idle(v) })
 }
 
@@ -134,7 +135,7 @@ func TestLateArrivalNotLockedOut(t *testing.T) {
 		if !errors.As(err, &oe) || !oe.Queued {
 			t.Fatalf("the node's request after %v: %v; want its password kept queued, answered within its client's timeout", time.Since(dialed), err)
 		}
-		close(g.release)
+		g.open()
 		synctest.Wait()
 	})
 }
@@ -151,6 +152,7 @@ func TestQueuedJobsHoldNoGoroutine(t *testing.T) {
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: 2 * n})
 	g := newGate()
 	g.install(v)
+	t.Cleanup(g.open)
 	go v.Verify(context.Background(), "busy", "pw")
 	<-g.entered
 	runtime.GC()
@@ -173,7 +175,7 @@ func TestQueuedJobsHoldNoGoroutine(t *testing.T) {
 	if perJob := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n; perJob > 4096 {
 		t.Errorf("%d bytes of live heap per queued computation, want at most 4 KiB", perJob)
 	}
-	close(g.release)
+	g.open()
 	waitFor(t, "work to finish", func() bool { return idle(v) })
 }
 
@@ -197,6 +199,7 @@ func TestRetryAfterCountsWaitingWork(t *testing.T) {
 	v.sched.Calibrate(time.Second, testWork()) // one test hash "takes" 1 s
 	g := newGate()
 	g.install(v)
+	t.Cleanup(g.open)
 	go v.Verify(context.Background(), "busy", "pw")
 	<-g.entered
 	for i := range maxQueue {
@@ -208,7 +211,7 @@ func TestRetryAfterCountsWaitingWork(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Queued || oe.RetryAfter() < maxQueue*time.Second/2 {
 		t.Fatalf("refused with a full queue: %v; want RetryAfter counting the %d waiting (1 s each)", err, maxQueue)
 	}
-	close(g.release)
+	g.open()
 	waitFor(t, "work to finish", func() bool { return idle(v) })
 }
 
@@ -222,6 +225,7 @@ func TestBatchCachedBeforeSlotReleased(t *testing.T) {
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
 	g := newGate()
 	g.install(v)
+	t.Cleanup(g.open)
 	go v.Verify(context.Background(), "busy", "pw")
 	<-g.entered
 	done := make(chan error, 2)
@@ -229,7 +233,7 @@ func TestBatchCachedBeforeSlotReleased(t *testing.T) {
 	waitFor(t, "the node's password to queue", func() bool { return v.Stats().Queued == 1 })
 	go func() { done <- v.Verify(context.Background(), "node", "guess") }()
 	waitFor(t, "the guess to queue", func() bool { return v.Stats().Queued == 2 })
-	close(g.release)
+	g.open()
 	var matches, mismatches int
 	for range 2 {
 		switch err := <-done; {
@@ -304,6 +308,7 @@ func TestHerdBuffersBound(t *testing.T) {
 	// The first two hold both slots until the rest are queued.
 	g := newGate()
 	g.install(v)
+	t.Cleanup(g.open)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -313,7 +318,7 @@ func TestHerdBuffersBound(t *testing.T) {
 		})
 	}
 	waitFor(t, "the herd to queue", func() bool { st := v.Stats(); return st.InFlight+st.Queued == n })
-	close(g.release)
+	g.open()
 	wg.Wait()
 	bound := int64(2*scrypt.Lanes()) * 128 * int64(p.R) * (1<<p.LogN + 2)
 	if _, idle := scrypt.IdleBuffers(); idle > bound || idle == 0 {
