@@ -20,8 +20,8 @@ const (
 	// cache has not seen that secret yet.
 	DefaultReadAfterCreate = time.Minute
 	// DefaultFreshReads and DefaultDigestWrites are the default rates (per
-	// second, with a burst of twice as many) of GetFresh's direct reads
-	// and RememberDigest's patches.
+	// second, with a burst of twice as many, at least one) of GetFresh's
+	// direct reads and RememberDigest's patches.
 	DefaultFreshReads   = 10
 	DefaultDigestWrites = 20
 )

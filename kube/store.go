@@ -81,8 +81,8 @@ func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 		suffix:  ".node-password." + o.Program,
 		typ:     corev1.SecretType(o.Program + ".cattle.io/node-password"),
 		recent:  newRecent(o.ReadAfterCreate, time.Now),
-		reads:   rate.NewLimiter(rate.Limit(o.FreshReads), int(2*o.FreshReads)),
-		writes:  rate.NewLimiter(rate.Limit(o.DigestWrites), int(2*o.DigestWrites)),
+		reads:   newLimiter(o.FreshReads),
+		writes:  newLimiter(o.DigestWrites),
 	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -103,6 +103,12 @@ func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 	s.lister = corelisters.NewSecretLister(s.informer.GetIndexer()).Secrets(o.Namespace)
 	s.run, s.cancel = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// newLimiter allows perSecond calls per second, in bursts of twice as
+// many and at least one: a burst of 0 would allow none at all.
+func newLimiter(perSecond float64) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(2*perSecond)))
 }
 
 // Start starts the Store's informer in the background and returns at once;

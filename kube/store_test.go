@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -641,6 +642,17 @@ func TestIsDNS1123Subdomain(t *testing.T) {
 		want := len(validation.IsDNS1123Subdomain(name)) == 0
 		if got := isDNS1123Subdomain(name); got != want {
 			t.Errorf("isDNS1123Subdomain(%q) = %v, apimachinery says %v", name, got, want)
+		}
+	}
+}
+
+// TestSlowRates: a rate below one call in two seconds still allows one
+// call at a time (a burst of twice the rate would round to none).
+func TestSlowRates(t *testing.T) {
+	s := startStore(t, newClient(t), &Options{FreshReads: 0.1, DigestWrites: 0.1})
+	for name, l := range map[string]*rate.Limiter{"FreshReads": s.reads, "DigestWrites": s.writes} {
+		if b := l.Burst(); b != 1 || !l.Allow() {
+			t.Errorf("%s 0.1: burst %d, want 1 call allowed", name, b)
 		}
 	}
 }
