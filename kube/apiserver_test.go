@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -535,6 +537,102 @@ func TestAPIServerAdmissionPolicy(t *testing.T) {
 	}
 }
 
+// TestAPIServerForbiddenExisting: the API server admits a create before
+// it looks for the name, so a create an admission policy refuses is
+// Forbidden even when the secret exists. Create's error is then no
+// ErrExists, and what tells is GetFresh: within its budget it reads the
+// secret the cache has not seen; past it, it says it did not look.
+func TestAPIServerForbiddenExisting(t *testing.T) {
+	srv := apiserver.Get(t)
+	cfg, freeze := freezable(srv.Node)
+	cfg, req := counted(cfg)
+	s := apiStore(t, cfg, true)
+	s.reads = rate.NewLimiter(rate.Every(time.Hour), 1) // one direct read for the test
+	freeze()                                            // the cache hears of nothing from now on
+	other := apiStore(t, srv.Node, false)               // another server
+	node, late := nodeName(t, "enrolled"), nodeName(t, "late")
+	hash := mustHash(t, "right")
+	for _, n := range []string{node, late} {
+		if err := other.Create(t.Context(), n, hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	denyNodePasswords(t, srv)
+
+	err := s.Create(t.Context(), node, mustHash(t, "guess"))
+	if err == nil || errors.Is(err, verify.ErrExists) || apierrors.IsAlreadyExists(err) || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), denyMessage) {
+		t.Fatalf("Create of an existing secret under the policy: %v; want the policy's Forbidden, not ErrExists", err)
+	}
+	t.Logf("Create of an existing secret under the policy: %v", err)
+	if _, err := s.Get(t.Context(), node); !errors.Is(err, verify.ErrNotFound) {
+		t.Fatalf("Get over the frozen cache: %v, want ErrNotFound", err)
+	}
+	get := "GET /api/v1/namespaces/kube-system/secrets/" + node + ".node-password.k3s"
+	if got, err := s.GetFresh(t.Context(), node); err != nil || got != hash {
+		t.Fatalf("GetFresh within its budget = %q, %v; want the other server's hash", got, err)
+	}
+	if n := req.count(get); n != 1 {
+		t.Errorf("%d direct reads of %s, want 1", n, node)
+	}
+	if _, err := s.GetFresh(t.Context(), late); !errors.Is(err, verify.ErrNotFound) || !errors.Is(err, verify.ErrNotFresh) {
+		t.Errorf("GetFresh past its budget of a secret the cache has not seen: %v; want ErrNotFound and ErrNotFresh", err)
+	}
+	if n := req.count("GET /api/v1/namespaces/kube-system/secrets/" + late + ".node-password.k3s"); n != 0 {
+		t.Errorf("%d direct reads past the budget, want none", n)
+	}
+}
+
+// freezable returns a copy of cfg whose watch streams freeze() stops:
+// from then on nothing more of them reaches the client (a read blocks
+// until the request ends), so an informer over it lags for good.
+func freezable(cfg *rest.Config) (_ *rest.Config, freeze func()) {
+	c := rest.CopyConfig(cfg)
+	frozen := make(chan struct{})
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && req.URL.Query().Has("watch") {
+				resp.Body = &freezableBody{ReadCloser: resp.Body, frozen: frozen, done: req.Context().Done(), closed: make(chan struct{})}
+			}
+			return resp, err
+		})
+	})
+	var once sync.Once
+	return c, func() { once.Do(func() { close(frozen) }) }
+}
+
+// freezableBody is a watch stream that passes nothing more on once frozen
+// is closed, not even what a read under way then returns.
+type freezableBody struct {
+	io.ReadCloser
+	frozen, done <-chan struct{}
+	closed       chan struct{}
+	once         sync.Once
+}
+
+func (b *freezableBody) Read(p []byte) (int, error) {
+	select {
+	case <-b.frozen:
+	default:
+		n, err := b.ReadCloser.Read(p)
+		select {
+		case <-b.frozen: // drop what came after the freeze
+		default:
+			return n, err
+		}
+	}
+	select {
+	case <-b.done:
+	case <-b.closed:
+	}
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (b *freezableBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return b.ReadCloser.Close()
+}
+
 // TestAPIServerEnrollFailOpen: with verify.Options.EnrollFailOpen, the
 // outage an admission policy makes lets a new node in, as k3s does, and
 // the background retry stores its secret once the policy is gone.
@@ -628,8 +726,9 @@ func TestAPIServerDigest(t *testing.T) {
 const denyMessage = "node-password secrets are frozen by the test policy"
 
 // denyNodePasswords binds a ValidatingAdmissionPolicy that refuses the
-// creation of node-password secrets, waits until the API server applies
-// it, and returns what lifts it (also done when the test ends).
+// creation of node-password secrets (403 Forbidden), waits until the API
+// server applies it, and returns what lifts it (also done when the test
+// ends).
 func denyNodePasswords(t *testing.T, srv *apitest.Server) (unbind func(context.Context)) {
 	t.Helper()
 	adm, err := admissionclient.NewForConfig(srv.Admin)
@@ -639,6 +738,7 @@ func denyNodePasswords(t *testing.T, srv *apitest.Server) (unbind func(context.C
 	name := "nodepass-deny-" + nodeName(t, "policy")
 	message := denyMessage
 	fail := admissionv1.Fail
+	forbidden := metav1.StatusReasonForbidden // 403, as a webhook's denial; a policy's default is 422 Invalid
 	_, err = adm.ValidatingAdmissionPolicies().Create(t.Context(), &admissionv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
@@ -652,6 +752,7 @@ func denyNodePasswords(t *testing.T, srv *apitest.Server) (unbind func(context.C
 			Validations: []admissionv1.Validation{{
 				Expression: `object.type != "k3s.cattle.io/node-password"`,
 				Message:    message,
+				Reason:     &forbidden,
 			}},
 		},
 	}, metav1.CreateOptions{})
