@@ -41,16 +41,24 @@ import (
 // apiserver is the API server every TestAPIServer* test shares.
 var apiserver apitest.Shared
 
-// requests counts the HTTP requests a client sends, by method and path.
+// requests counts the HTTP requests a client sends, by method and path,
+// and those of them that got no answer (the round trip failed).
 type requests struct {
-	mu sync.Mutex
-	n  map[string]int // "GET /api/v1/namespaces/kube-system/secrets/x" -> count
+	mu     sync.Mutex
+	n      map[string]int // "GET /api/v1/namespaces/kube-system/secrets/x" -> count
+	failed map[string]int
 }
 
 func (r *requests) count(key string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n[key]
+}
+
+func (r *requests) failures(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed[key]
 }
 
 func (r *requests) total() int {
@@ -72,13 +80,20 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // returned requests.
 func counted(cfg *rest.Config) (*rest.Config, *requests) {
 	c := rest.CopyConfig(cfg)
-	r := &requests{n: make(map[string]int)}
+	r := &requests{n: make(map[string]int), failed: make(map[string]int)}
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			key := req.Method + " " + req.URL.Path
 			r.mu.Lock()
-			r.n[req.Method+" "+req.URL.Path]++
+			r.n[key]++
 			r.mu.Unlock()
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				r.mu.Lock()
+				r.failed[key]++
+				r.mu.Unlock()
+			}
+			return resp, err
 		})
 	})
 	return c, r
