@@ -112,7 +112,13 @@ func coreClient(t *testing.T, cfg *rest.Config) *corev1client.CoreV1Client {
 // it when the test ends; with sync it also waits for the cache to sync.
 func apiStore(t *testing.T, cfg *rest.Config, sync bool) *Store {
 	t.Helper()
-	s, err := New(coreClient(t, cfg), nil)
+	return apiStoreWith(t, cfg, nil, sync)
+}
+
+// apiStoreWith is apiStore with opts.
+func apiStoreWith(t *testing.T, cfg *rest.Config, opts *Options, sync bool) *Store {
+	t.Helper()
+	s, err := New(coreClient(t, cfg), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

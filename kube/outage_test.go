@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,4 +234,178 @@ func TestAPIServerRestart(t *testing.T) {
 			t.Errorf("the cache after the restart: %s = %q, %v; want its hash", node, h, err)
 		}
 	}
+}
+
+// TestAPIServerOutageMidHerd kills the API server while hundreds of
+// agents ask one Verifier at once (nodes enrolled before, new nodes, and
+// guessers), then restarts it. Agents retry after every failure, as k3s
+// agents do. Enrolled nodes are never refused, whatever the API server
+// does; no guess is let in; a new node gets in, or a store error; after
+// the restart every new node is enrolled with its own password; and no
+// secret enrolled before is lost or changed. A new Verifier then checks
+// that every digest written meanwhile is right.
+func TestAPIServerOutageMidHerd(t *testing.T) {
+	srv := restartable.Get(t)
+	admin := coreClient(t, srv.Admin)
+	cfg, req := counted(srv.Node)
+	s := apiStoreWith(t, cfg, &Options{DigestWrites: 1000}, true) // digests as fast as the API server takes them
+	// At logN 10 a verification takes milliseconds, so most of the herd
+	// is still queued when the API server dies.
+	params := verify.Params{LogN: 10, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
+	enrolled, newNodes := names(t, "enrolled", 200), names(t, "new", 200)
+	other := apiStore(t, srv.Node, false)
+	for _, node := range enrolled {
+		h, err := verify.GenerateFromPassword(password(node), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Create(t.Context(), node, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	await(t, "the enrolled nodes in the cache", func() bool {
+		_, err := s.Get(t.Context(), enrolled[len(enrolled)-1])
+		return err == nil
+	})
+	before := nodeSecrets(t, admin)
+	v := outageVerifier(t, s, verify.Options{Params: params})
+	agents := int64(len(enrolled) + len(newNodes) + 50)
+
+	var (
+		answered  atomic.Int64 // first attempts answered
+		inside    atomic.Int64 // Ensure calls under way
+		storeErrs atomic.Int64 // attempts of new nodes answered with a store error
+		mu        sync.Mutex
+		wrong     []string // broken promises
+		allIn     = make(chan struct{})
+	)
+	broken := func(format string, args ...any) {
+		mu.Lock()
+		wrong = append(wrong, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	// agent asks until it is let in (a node) or every node is (a
+	// guesser), pausing after each failure; check judges each answer.
+	agent := func(node, pw string, guesser bool, check func(error)) {
+		for attempt := 0; ; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			inside.Add(1)
+			err := v.Ensure(ctx, node, pw)
+			inside.Add(-1)
+			cancel()
+			if attempt == 0 {
+				answered.Add(1)
+			}
+			check(err)
+			if err == nil && !guesser {
+				return
+			}
+			select {
+			case <-allIn:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	began := time.Now()
+	var nodes, guessers sync.WaitGroup
+	for _, node := range enrolled {
+		nodes.Go(func() {
+			agent(node, password(node), false, func(err error) {
+				if err != nil && !errors.Is(err, verify.ErrOverloaded) {
+					broken("enrolled %s: %v", node, err)
+				}
+			})
+		})
+	}
+	for _, node := range newNodes {
+		nodes.Go(func() {
+			agent(node, password(node), false, func(err error) {
+				switch {
+				case err == nil, errors.Is(err, verify.ErrOverloaded):
+				case isStoreError(err):
+					storeErrs.Add(1)
+				default:
+					broken("new %s: %v", node, err)
+				}
+			})
+		})
+	}
+	for i := range 50 {
+		node := enrolled[i*len(enrolled)/50]
+		guessers.Go(func() {
+			agent(node, fmt.Sprintf("guess-%d", i), true, func(err error) {
+				if err == nil {
+					broken("guess %d for %s let in", i, node)
+				}
+			})
+		})
+	}
+
+	// Kill the API server once a third of the agents had their first
+	// answer; restart it once new nodes have met its absence and the
+	// informer has failed twice.
+	await(t, "a third of the first answers", func() bool { return answered.Load() >= agents/3 })
+	inFlight, killedAt := inside.Load(), time.Since(began)
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	failed := req.failures(collection)
+	await(t, "store errors and the informer's failures", func() bool {
+		return storeErrs.Load() >= 20 && req.failures(collection)-failed >= 2
+	})
+	restartAt := time.Since(began)
+	if err := srv.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	upAt := time.Since(began)
+	nodes.Wait()
+	close(allIn)
+	guessers.Wait()
+	for _, w := range wrong {
+		t.Error(w)
+	}
+	st := v.Stats()
+	t.Logf("killed at %v with %d of %d agents waiting for an answer, restarted at %v, up at %v, all in at %v; "+
+		"%d store errors for new nodes; stats %+v", killedAt.Round(time.Millisecond), inFlight, agents,
+		restartAt.Round(time.Millisecond), upAt.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), storeErrs.Load(), st)
+	if st.StoreErrors < uint64(storeErrs.Load()) { // more if work an agent left behind failed
+		t.Errorf("the Verifier counted %d store errors, the agents got %d", st.StoreErrors, storeErrs.Load())
+	}
+
+	// Every new node is enrolled with its own password, and nothing
+	// enrolled before is lost or changed.
+	after := nodeSecrets(t, admin)
+	sameSecrets(t, before, after, false) // the herd wrote digests
+	for _, node := range newNodes {
+		name, _ := s.SecretName(node)
+		if err := verify.CompareHashAndPassword(after[name].hash, password(node)); err != nil {
+			t.Errorf("new %s: the stored hash is not its password's: %v", node, err)
+		}
+	}
+	v.Close() // flushes the digests
+	st = v.Stats()
+	if st.DigestWriteFailures == 0 {
+		t.Errorf("no digest write failed during the outage: %+v", st)
+	}
+
+	// A new Verifier over a new Store checks every digest written: a hit
+	// for a node with one, one scrypt for a node without.
+	check := outageVerifier(t, apiStore(t, srv.Node, true), verify.Options{})
+	all := append(enrolled, newNodes...)
+	secrets, digests := nodeSecrets(t, admin), 0
+	for _, node := range all {
+		if name, _ := s.SecretName(node); secrets[name].digest != "" {
+			digests++
+		}
+	}
+	for _, node := range all {
+		if err := check.Ensure(t.Context(), node, password(node)); err != nil {
+			t.Errorf("%s after the outage, on a new Verifier: %v", node, err)
+		}
+	}
+	if cs := check.Stats(); cs.DigestHits != uint64(digests) || cs.DigestHits+cs.ScryptRuns != uint64(len(all)) {
+		t.Errorf("a new Verifier after the outage: %+v; want a digest hit for each of the %d digests, scrypt for the others", cs, digests)
+	}
+	t.Logf("digests: %d written, %d failed; %d of %d nodes have one", st.DigestWrites, st.DigestWriteFailures, digests, len(all))
 }
