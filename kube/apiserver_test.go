@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -59,6 +60,24 @@ func (r *requests) failures(key string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.failed[key]
+}
+
+// perNode says how many requests of each method, the informer's lists
+// and watches apart, were sent for each of n nodes.
+func (r *requests) perNode(n int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	by := make(map[string]int)
+	for k, c := range r.n {
+		if k != collection {
+			by[strings.Fields(k)[0]] += c
+		}
+	}
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", m, float64(by[m])/float64(n)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (r *requests) total() int {

@@ -92,7 +92,8 @@ func TestAPIServerScale(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = fmt.Sprintf("node-%05d", i)
 	}
-	enroller := apiStoreWith(t, srv.Node, &Options{DigestWrites: 1000}, true)
+	enrollCfg, enrollReqs := counted(srv.Node)
+	enroller := apiStoreWith(t, enrollCfg, &Options{DigestWrites: 1000}, true)
 	v, err := verify.New(enroller, &verify.Options{Params: testParams, DigestKey: digestKey})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,8 @@ func TestAPIServerScale(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("%d unrelated secrets and %d nodes enrolled with digests in %v", n, n, time.Since(began).Round(time.Millisecond))
+	t.Logf("%d unrelated secrets and %d nodes enrolled with digests in %v; the enrolling Store's API requests per node: %s",
+		n, n, time.Since(began).Round(time.Millisecond), enrollReqs.perNode(n))
 
 	// One Store's start-up: time to sync, heap held.
 	cfgs, reqs := make([]*rest.Config, 3), make([]*requests, 3)
