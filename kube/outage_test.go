@@ -272,12 +272,14 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 	agents := int64(len(enrolled) + len(newNodes) + 50)
 
 	var (
-		answered  atomic.Int64 // first attempts answered
-		inside    atomic.Int64 // Ensure calls under way
-		storeErrs atomic.Int64 // attempts of new nodes answered with a store error
-		mu        sync.Mutex
-		wrong     []string // broken promises
-		allIn     = make(chan struct{})
+		answered   atomic.Int64 // first attempts answered
+		inside     atomic.Int64 // Ensure calls under way
+		storeErrs  atomic.Int64 // attempts of new nodes answered with a store error
+		createErrs atomic.Int64 // those of them from Create, after hashing
+		guesses    atomic.Int64
+		mu         sync.Mutex
+		wrong      []string // broken promises
+		allIn      = make(chan struct{})
 	)
 	broken := func(format string, args ...any) {
 		mu.Lock()
@@ -325,6 +327,9 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 				case err == nil, errors.Is(err, verify.ErrOverloaded):
 				case isStoreError(err):
 					storeErrs.Add(1)
+					if strings.Contains(err.Error(), "verify: store Create(") {
+						createErrs.Add(1)
+					}
 				default:
 					broken("new %s: %v", node, err)
 				}
@@ -335,6 +340,7 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 		node := enrolled[i*len(enrolled)/50]
 		guessers.Go(func() {
 			agent(node, fmt.Sprintf("guess-%d", i), true, func(err error) {
+				guesses.Add(1)
 				if err == nil {
 					broken("guess %d for %s let in", i, node)
 				}
@@ -367,8 +373,9 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 	}
 	st := v.Stats()
 	t.Logf("killed at %v with %d of %d agents waiting for an answer, restarted at %v, up at %v, all in at %v; "+
-		"%d store errors for new nodes; stats %+v", killedAt.Round(time.Millisecond), inFlight, agents,
-		restartAt.Round(time.Millisecond), upAt.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), storeErrs.Load(), st)
+		"%d store errors for new nodes (%d from Create, after hashing); %d guesses; stats %+v",
+		killedAt.Round(time.Millisecond), inFlight, agents, restartAt.Round(time.Millisecond), upAt.Round(time.Millisecond),
+		time.Since(began).Round(time.Millisecond), storeErrs.Load(), createErrs.Load(), guesses.Load(), st)
 	if st.StoreErrors < uint64(storeErrs.Load()) { // more if work an agent left behind failed
 		t.Errorf("the Verifier counted %d store errors, the agents got %d", st.StoreErrors, storeErrs.Load())
 	}
