@@ -15,7 +15,8 @@
 //	client, _ := corev1client.NewForConfig(srv.Node)
 //
 // The processes run in their own process groups; Stop kills both groups
-// and removes the directory. They are also stopped when the test process
+// and removes the directory. Kill and Restart take both down, as a crash
+// would, and up again over the same data, for tests of outages. They are also stopped when the test process
 // gets SIGINT or SIGTERM, and on Linux the kernel kills them if the test
 // process dies without stopping them.
 package apitest
@@ -264,16 +265,21 @@ func (s *Server) startBoth() (*process, error) {
 // and ports are kept for Restart; until then every request to the API
 // server fails at once (connection refused).
 func (s *Server) Kill() error {
+	if err := s.killBoth(); err != nil {
+		return fmt.Errorf("apitest: killing: %w", err)
+	}
+	return nil
+}
+
+// killBoth kills kube-apiserver, then etcd, and waits for them.
+func (s *Server) killBoth() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
 	for _, p := range slices.Backward(s.procs) {
 		errs = append(errs, p.kill())
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("apitest: killing: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Restart starts etcd and kube-apiserver again after Kill, over the data
@@ -467,7 +473,7 @@ func (s *Server) waitVerbs(ctx context.Context, verbs []string) error {
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		untrack(s)
-		errs := []error{s.Kill()}
+		errs := []error{s.killBoth()}
 		if s.ownDir {
 			errs = append(errs, os.RemoveAll(s.dir))
 		}
@@ -538,10 +544,8 @@ func (p *process) running() bool {
 
 // kill kills the process's group and waits for the process.
 func (p *process) kill() error {
-	select {
-	case <-p.done:
+	if !p.running() {
 		return nil // exited by itself
-	default:
 	}
 	if err := killGroup(p.cmd.Process.Pid); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		p.cmd.Process.Kill()
