@@ -190,7 +190,7 @@ func TestArrivalHandlerAlone(t *testing.T) {
 // connection did, behind a request to another route, is served, not
 // answered 503 at once as if it had waited since the connection came.
 func TestKeptAliveConnectionNotShed(t *testing.T) {
-	const maxWait = 200 * time.Millisecond
+	const maxWait = 500 * time.Millisecond
 	for _, h2 := range []bool{false, true} {
 		v, err := verify.New(verify.NewMemoryStore(), &verify.Options{
 			Params: verify.Params{LogN: 4, R: 8, P: 1, KeyLen: 64, SaltLen: 8}, MaxWait: maxWait})
