@@ -41,7 +41,7 @@ func TestConnContextCountsAcceptLag(t *testing.T) {
 		defer sc.Close()
 		accepted = time.Now()
 		ctx := ConnContext(context.Background(), wrap(sc))
-		return dialed, ctx.Value(connKey{}).(*conn).accepted, accepted
+		return dialed, ctx.Value(connKey{}).(*conn).came, accepted
 	}
 	for name, wrap := range map[string]func(net.Conn) net.Conn{
 		"tcp": func(c net.Conn) net.Conn { return c },
@@ -58,7 +58,7 @@ func TestConnContextCountsAcceptLag(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	before := time.Now()
-	arrival := ConnContext(context.Background(), a).Value(connKey{}).(*conn).accepted
+	arrival := ConnContext(context.Background(), a).Value(connKey{}).(*conn).came
 	if arrival.Before(before) {
 		t.Errorf("a pipe came %v before it was accepted", before.Sub(arrival))
 	}

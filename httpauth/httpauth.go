@@ -18,6 +18,12 @@
 // that the node password was rejected and may not match the server's
 // entry, which points the operator at the secret, whereas a 500 makes it
 // retry silently for ever. The server logs the node's name.
+//
+// An http.Server whose handler is wrapped in ArrivalHandler, with
+// ConnContext set, dates each request from when its client started
+// waiting, its TLS handshake included, for the Verifier's MaxWait:
+//
+//	srv := &http.Server{Handler: httpauth.ArrivalHandler(mux), ConnContext: httpauth.ConnContext}
 package httpauth
 
 import (
@@ -30,6 +36,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +77,7 @@ type Auth struct {
 	v                  Verifier
 	log                *slog.Logger
 	nameHdr, pwHdr, ip string
+	undated            sync.Once // warns of ConnContext without ArrivalHandler
 }
 
 // New returns an Auth that verifies with v.
@@ -138,8 +146,10 @@ func (a *Auth) check(w http.ResponseWriter, r *http.Request) (Node, bool) {
 		return Node{}, false
 	}
 	ctx := r.Context()
-	if c, ok := ctx.Value(connKey{}).(*conn); ok && c.first.CompareAndSwap(true, false) {
-		ctx = verify.WithArrival(ctx, c.accepted)
+	if _, dated := verify.Arrival(ctx); !dated && ctx.Value(connKey{}) != nil {
+		a.undated.Do(func() {
+			a.log.WarnContext(ctx, "httpauth: the server sets ConnContext but its handler is not wrapped in ArrivalHandler; requests are dated from their check, so MaxWait does not count the TLS handshake")
+		})
 	}
 	err = a.v.Ensure(ctx, node.Name, password)
 	if err == nil {
@@ -214,30 +224,45 @@ func retryAfterSeconds(d time.Duration) int {
 }
 
 // ConnContext records when each connection came, for an http.Server's
-// ConnContext field:
-//
-//	srv := &http.Server{Handler: h, ConnContext: httpauth.ConnContext}
-//
-// The first request on a connection is then held by the Verifier at most
-// its MaxWait from the moment the connection came, its TLS handshake
-// included (see verify.WithArrival): an agent's client timeout started
-// before the handshake, which can take seconds when hundreds of nodes
-// connect at once. Later requests on the connection count from when they
-// are handled.
-//
-// A connection comes when it is accepted or, on Linux for TCP (TLS over
+// ConnContext field; ArrivalHandler, around the server's handler, hands
+// that time to the connection's first request (see the package doc). A
+// connection comes when it is accepted or, on Linux for TCP (TLS over
 // TCP included), when the kernel last received from it before it was
 // accepted (TCP_INFO): under a herd the server's accept loop can run
 // seconds behind the kernel's handshakes, and a client's timeout runs
-// meanwhile. The kernel counts in clock ticks (up to 10 ms).
+// meanwhile. The kernel counts in clock ticks (up to 10 ms). Without
+// ArrivalHandler, ConnContext dates nothing, and an Auth says so once in
+// its log.
 func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 	now := time.Now()
-	c := &conn{accepted: now}
+	c := &conn{came: now}
 	if age, ok := connAge(nc); ok {
-		c.accepted = now.Add(-age)
+		c.came = now.Add(-age)
 	}
 	c.first.Store(true)
 	return context.WithValue(ctx, connKey{}, c)
+}
+
+// ArrivalHandler dates every request before h serves it
+// (verify.WithArrival), so that the Verifier holds a request at most its
+// MaxWait from when the request's client started waiting. The first
+// request on a connection, whatever its route, is dated from when the
+// connection came (ConnContext): its client's timeout started before the
+// TLS handshake, which can take seconds when hundreds of nodes connect at
+// once. Every later request on the connection is dated from when it
+// reaches ArrivalHandler, never from the connection: a kept-alive
+// connection may have been open for minutes. So no request is dated
+// before its connection came. Wrap the server's whole handler, not a
+// route: a request on another route must take the connection's first
+// date too.
+func ArrivalHandler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
+		if c, ok := r.Context().Value(connKey{}).(*conn); ok && c.first.CompareAndSwap(true, false) {
+			at = c.came
+		}
+		h.ServeHTTP(w, r.WithContext(verify.WithArrival(r.Context(), at)))
+	})
 }
 
 // maxConnAge bounds what connAge is trusted with: an agent's client does
@@ -248,6 +273,6 @@ type connKey struct{}
 
 // conn is what ConnContext records of a connection.
 type conn struct {
-	accepted time.Time
-	first    atomic.Bool // no request on it has been checked yet
+	came  time.Time   // when the connection came; set once, then read-only
+	first atomic.Bool // no request on it has been dated yet
 }

@@ -11,7 +11,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -22,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,16 +42,42 @@ import (
 // apiserver is the API server every TestAPIServer* test shares.
 var apiserver apitest.Shared
 
-// requests counts the HTTP requests a client sends, by method and path.
+// requests counts the HTTP requests a client sends, by method and path,
+// and those of them that got no answer (the round trip failed).
 type requests struct {
-	mu sync.Mutex
-	n  map[string]int // "GET /api/v1/namespaces/kube-system/secrets/x" -> count
+	mu     sync.Mutex
+	n      map[string]int // "GET /api/v1/namespaces/kube-system/secrets/x" -> count
+	failed map[string]int
 }
 
 func (r *requests) count(key string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n[key]
+}
+
+func (r *requests) failures(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed[key]
+}
+
+// perNode says how many requests of each method, the informer's lists
+// and watches apart, were sent for each of n nodes.
+func (r *requests) perNode(n int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	by := make(map[string]int)
+	for k, c := range r.n {
+		if k != collection {
+			by[strings.Fields(k)[0]] += c
+		}
+	}
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", m, float64(by[m])/float64(n)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (r *requests) total() int {
@@ -70,13 +99,20 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // returned requests.
 func counted(cfg *rest.Config) (*rest.Config, *requests) {
 	c := rest.CopyConfig(cfg)
-	r := &requests{n: make(map[string]int)}
+	r := &requests{n: make(map[string]int), failed: make(map[string]int)}
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			key := req.Method + " " + req.URL.Path
 			r.mu.Lock()
-			r.n[req.Method+" "+req.URL.Path]++
+			r.n[key]++
 			r.mu.Unlock()
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				r.mu.Lock()
+				r.failed[key]++
+				r.mu.Unlock()
+			}
+			return resp, err
 		})
 	})
 	return c, r
@@ -95,7 +131,13 @@ func coreClient(t *testing.T, cfg *rest.Config) *corev1client.CoreV1Client {
 // it when the test ends; with sync it also waits for the cache to sync.
 func apiStore(t *testing.T, cfg *rest.Config, sync bool) *Store {
 	t.Helper()
-	s, err := New(coreClient(t, cfg), nil)
+	return apiStoreWith(t, cfg, nil, sync)
+}
+
+// apiStoreWith is apiStore with opts.
+func apiStoreWith(t *testing.T, cfg *rest.Config, opts *Options, sync bool) *Store {
+	t.Helper()
+	s, err := New(coreClient(t, cfg), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,6 +577,102 @@ func TestAPIServerAdmissionPolicy(t *testing.T) {
 	}
 }
 
+// TestAPIServerForbiddenExisting: the API server admits a create before
+// it looks for the name, so a create an admission policy refuses is
+// Forbidden even when the secret exists. Create's error is then no
+// ErrExists, and what tells is GetFresh: within its budget it reads the
+// secret the cache has not seen; past it, it says it did not look.
+func TestAPIServerForbiddenExisting(t *testing.T) {
+	srv := apiserver.Get(t)
+	cfg, freeze := freezable(srv.Node)
+	cfg, req := counted(cfg)
+	s := apiStore(t, cfg, true)
+	s.reads = rate.NewLimiter(rate.Every(time.Hour), 1) // one direct read for the test
+	freeze()                                            // the cache hears of nothing from now on
+	other := apiStore(t, srv.Node, false)               // another server
+	node, late := nodeName(t, "enrolled"), nodeName(t, "late")
+	hash := mustHash(t, "right")
+	for _, n := range []string{node, late} {
+		if err := other.Create(t.Context(), n, hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	denyNodePasswords(t, srv)
+
+	err := s.Create(t.Context(), node, mustHash(t, "guess"))
+	if err == nil || errors.Is(err, verify.ErrExists) || apierrors.IsAlreadyExists(err) || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), denyMessage) {
+		t.Fatalf("Create of an existing secret under the policy: %v; want the policy's Forbidden, not ErrExists", err)
+	}
+	t.Logf("Create of an existing secret under the policy: %v", err)
+	if _, err := s.Get(t.Context(), node); !errors.Is(err, verify.ErrNotFound) {
+		t.Fatalf("Get over the frozen cache: %v, want ErrNotFound", err)
+	}
+	get := "GET /api/v1/namespaces/kube-system/secrets/" + node + ".node-password.k3s"
+	if got, err := s.GetFresh(t.Context(), node); err != nil || got != hash {
+		t.Fatalf("GetFresh within its budget = %q, %v; want the other server's hash", got, err)
+	}
+	if n := req.count(get); n != 1 {
+		t.Errorf("%d direct reads of %s, want 1", n, node)
+	}
+	if _, err := s.GetFresh(t.Context(), late); !errors.Is(err, verify.ErrNotFound) || !errors.Is(err, verify.ErrNotFresh) {
+		t.Errorf("GetFresh past its budget of a secret the cache has not seen: %v; want ErrNotFound and ErrNotFresh", err)
+	}
+	if n := req.count("GET /api/v1/namespaces/kube-system/secrets/" + late + ".node-password.k3s"); n != 0 {
+		t.Errorf("%d direct reads past the budget, want none", n)
+	}
+}
+
+// freezable returns a copy of cfg whose watch streams freeze() stops:
+// from then on nothing more of them reaches the client (a read blocks
+// until the request ends), so an informer over it lags for good.
+func freezable(cfg *rest.Config) (_ *rest.Config, freeze func()) {
+	c := rest.CopyConfig(cfg)
+	frozen := make(chan struct{})
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && req.URL.Query().Has("watch") {
+				resp.Body = &freezableBody{ReadCloser: resp.Body, frozen: frozen, done: req.Context().Done(), closed: make(chan struct{})}
+			}
+			return resp, err
+		})
+	})
+	var once sync.Once
+	return c, func() { once.Do(func() { close(frozen) }) }
+}
+
+// freezableBody is a watch stream that passes nothing more on once frozen
+// is closed, not even what a read under way then returns.
+type freezableBody struct {
+	io.ReadCloser
+	frozen, done <-chan struct{}
+	closed       chan struct{}
+	once         sync.Once
+}
+
+func (b *freezableBody) Read(p []byte) (int, error) {
+	select {
+	case <-b.frozen:
+	default:
+		n, err := b.ReadCloser.Read(p)
+		select {
+		case <-b.frozen: // drop what came after the freeze
+		default:
+			return n, err
+		}
+	}
+	select {
+	case <-b.done:
+	case <-b.closed:
+	}
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (b *freezableBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return b.ReadCloser.Close()
+}
+
 // TestAPIServerEnrollFailOpen: with verify.Options.EnrollFailOpen, the
 // outage an admission policy makes lets a new node in, as k3s does, and
 // the background retry stores its secret once the policy is gone.
@@ -563,13 +701,8 @@ func TestAPIServerEnrollFailOpen(t *testing.T) {
 		t.Fatalf("secret during the outage: %v, want not found", err)
 	}
 	unbind(t.Context())
-	select {
-	case err := <-reported:
-		if err != nil {
-			t.Fatalf("the retry reported %v, want its secret stored", err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the retry did not store the secret within 2 minutes")
+	if err := deferredResult(t, reported); err != nil {
+		t.Fatalf("the retry reported %v, want its secret stored", err)
 	}
 	sec, err := secretOf(t, admin, node)
 	if err != nil || len(sec.Data["hash"]) == 0 {
@@ -577,6 +710,20 @@ func TestAPIServerEnrollFailOpen(t *testing.T) {
 	}
 	if err := verify.CompareHashAndPassword(string(sec.Data["hash"]), "right"); err != nil {
 		t.Fatalf("the stored hash is not the let-in password's: %v", err)
+	}
+}
+
+// deferredResult returns what OnDeferredEnrollment reported on reported,
+// failing the test if nothing comes within 2 minutes (the retries run 5 s
+// apart, then 10 s, ...).
+func deferredResult(t *testing.T, reported <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-reported:
+		return err
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no deferred enrollment reported within 2 minutes")
+		return nil
 	}
 }
 
@@ -628,8 +775,9 @@ func TestAPIServerDigest(t *testing.T) {
 const denyMessage = "node-password secrets are frozen by the test policy"
 
 // denyNodePasswords binds a ValidatingAdmissionPolicy that refuses the
-// creation of node-password secrets, waits until the API server applies
-// it, and returns what lifts it (also done when the test ends).
+// creation of node-password secrets (403 Forbidden), waits until the API
+// server applies it, and returns what lifts it (also done when the test
+// ends).
 func denyNodePasswords(t *testing.T, srv *apitest.Server) (unbind func(context.Context)) {
 	t.Helper()
 	adm, err := admissionclient.NewForConfig(srv.Admin)
@@ -639,6 +787,7 @@ func denyNodePasswords(t *testing.T, srv *apitest.Server) (unbind func(context.C
 	name := "nodepass-deny-" + nodeName(t, "policy")
 	message := denyMessage
 	fail := admissionv1.Fail
+	forbidden := metav1.StatusReasonForbidden // 403, as a webhook's denial; a policy's default is 422 Invalid
 	_, err = adm.ValidatingAdmissionPolicies().Create(t.Context(), &admissionv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
@@ -652,6 +801,7 @@ func denyNodePasswords(t *testing.T, srv *apitest.Server) (unbind func(context.C
 			Validations: []admissionv1.Validation{{
 				Expression: `object.type != "k3s.cattle.io/node-password"`,
 				Message:    message,
+				Reason:     &forbidden,
 			}},
 		},
 	}, metav1.CreateOptions{})

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,34 +86,7 @@ func (s *Store) RememberDigest(ctx context.Context, node, hash string, digest []
 	}
 }
 
-// GetFresh confirms a cache miss for node with a direct read from the API
-// server (verify.FreshGetter), within Options.FreshReads; past that rate
-// it answers from the cache at once.
-func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
-	name, err := s.secretName(node)
-	if err != nil {
-		return "", err
-	}
-	if h, err := s.Get(ctx, node); !errors.Is(err, verify.ErrNotFound) || !s.reads.Allow() {
-		return h, err
-	}
-	sec, err := s.secrets.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
-	case err != nil:
-		return "", fmt.Errorf("kube: getting secret %s/%s: %w", s.opts.Namespace, name, err)
-	}
-	s.opts.Logger.Debug("kube: direct read before enrolling found a secret the cache has not seen yet",
-		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
-	s.recent.add(name) // the cache is behind on this name
-	return s.hashOf(sec)
-}
-
-var (
-	_ verify.DigestStore = (*Store)(nil)
-	_ verify.FreshGetter = (*Store)(nil)
-)
+var _ verify.DigestStore = (*Store)(nil)
 
 // keepAnnotations is what the transform keeps of a node-password secret's
 // annotations: the remembered digest, if any.

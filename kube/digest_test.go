@@ -63,35 +63,3 @@ func TestDigestSharedThroughSecrets(t *testing.T) {
 		t.Fatalf("second server: %+v, want a digest hit, a known-match reject and no scrypt", st)
 	}
 }
-
-// TestGetFresh: a cache miss is confirmed with a direct read, which finds
-// a secret the informer has not seen; past its rate, GetFresh answers
-// from the cache.
-func TestGetFresh(t *testing.T) {
-	client := newClient(t)
-	freezeWatch(client)
-	s := startStore(t, client, &Options{FreshReads: 1}) // burst 2
-	h := mustHash(t, "pw")
-	if _, err := client.Secrets("kube-system").Create(context.Background(),
-		secret("n.node-password.k3s", "k3s.cattle.io/node-password", map[string][]byte{"hash": []byte(h)}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Get(context.Background(), "n"); err == nil {
-		t.Fatal("the frozen cache saw the new secret")
-	}
-	if got, err := s.GetFresh(context.Background(), "n"); err != nil || got != h {
-		t.Fatalf("GetFresh: %q, %v", got, err)
-	}
-	for range 3 {
-		s.GetFresh(context.Background(), "missing")
-	}
-	reads := 0
-	for _, a := range client.Actions() {
-		if a.GetVerb() == "get" {
-			reads++
-		}
-	}
-	if reads != 2 { // the burst: "n" (then remembered as recent) and one "missing"
-		t.Fatalf("%d direct reads, want the burst of 2", reads)
-	}
-}

@@ -20,8 +20,8 @@ const (
 	// cache has not seen that secret yet.
 	DefaultReadAfterCreate = time.Minute
 	// DefaultFreshReads and DefaultDigestWrites are the default rates (per
-	// second, with a burst of twice as many) of GetFresh's direct reads
-	// and RememberDigest's patches.
+	// second, with a burst of twice as many, at least one) of GetFresh's
+	// direct reads and RememberDigest's patches.
 	DefaultFreshReads   = 10
 	DefaultDigestWrites = 20
 )
@@ -49,10 +49,10 @@ type Options struct {
 	ReadAfterCreate time.Duration
 
 	// FreshReads bounds GetFresh's direct GETs per second (burst: twice
-	// as many). Past it, GetFresh answers from the cache at once instead
-	// of waiting: under a flood of new names the Verifier then hashes and
-	// lets Create settle it. Default DefaultFreshReads; negative is an
-	// error.
+	// as many). Past it, GetFresh answers from the cache at once, a miss
+	// wrapping verify.ErrNotFresh too (see Store.GetFresh), so a flood of
+	// new names cannot flood the API server. Default DefaultFreshReads;
+	// negative is an error.
 	FreshReads float64
 
 	// DigestWrites bounds RememberDigest's patches per second (burst:

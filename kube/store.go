@@ -31,7 +31,8 @@ const HashKey = "hash"
 
 // Store is a [verify.Store] over the node-password secrets of k3s or RKE2.
 // Get reads an informer cache (no API call per request once the cache has
-// synced); Create calls the API server.
+// synced); Create calls the API server, and so does GetFresh, within a
+// budget, to confirm a miss before a node is enrolled.
 //
 // A Store is safe for concurrent use. Make one with New, Start it before
 // the first Get, and Close it to stop its informer; the zero value is not
@@ -81,8 +82,8 @@ func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 		suffix:  ".node-password." + o.Program,
 		typ:     corev1.SecretType(o.Program + ".cattle.io/node-password"),
 		recent:  newRecent(o.ReadAfterCreate, time.Now),
-		reads:   rate.NewLimiter(rate.Limit(o.FreshReads), int(2*o.FreshReads)),
-		writes:  rate.NewLimiter(rate.Limit(o.DigestWrites), int(2*o.DigestWrites)),
+		reads:   newLimiter(o.FreshReads),
+		writes:  newLimiter(o.DigestWrites),
 	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -103,6 +104,12 @@ func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 	s.lister = corelisters.NewSecretLister(s.informer.GetIndexer()).Secrets(o.Namespace)
 	s.run, s.cancel = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// newLimiter allows perSecond calls per second, in bursts of twice as
+// many and at least one: a burst of 0 would allow none at all.
+func newLimiter(perSecond float64) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(2*perSecond)))
 }
 
 // Start starts the Store's informer in the background and returns at once;
@@ -204,6 +211,18 @@ func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error)
 	if err != nil {
 		return nil, err
 	}
+	sec, err := s.cached(ctx, name)
+	if !errors.Is(err, verify.ErrNotFound) || !s.recent.has(name) {
+		return sec, err
+	}
+	s.opts.Logger.Debug("kube: secret created moments ago is not in the cache yet; reading it from the API server",
+		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
+	return s.direct(ctx, name)
+}
+
+// cached returns the secret called name from the informer cache, once
+// the cache has synced (see Get).
+func (s *Store) cached(ctx context.Context, name string) (*corev1.Secret, error) {
 	if !s.HasSynced() {
 		if err := s.WaitForSync(ctx); err != nil {
 			return nil, err
@@ -216,14 +235,16 @@ func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error)
 	switch {
 	case err == nil:
 		return sec, nil
-	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("kube: reading secret %s/%s from the cache: %w", s.opts.Namespace, name, err)
-	case !s.recent.has(name):
+	case apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
+	default:
+		return nil, fmt.Errorf("kube: reading secret %s/%s from the cache: %w", s.opts.Namespace, name, err)
 	}
-	s.opts.Logger.Debug("kube: secret created moments ago is not in the cache yet; reading it from the API server",
-		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
-	sec, err = s.secrets.Get(ctx, name, metav1.GetOptions{})
+}
+
+// direct reads the secret called name from the API server.
+func (s *Store) direct(ctx context.Context, name string) (*corev1.Secret, error) {
+	sec, err := s.secrets.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrNotFound)
@@ -233,11 +254,48 @@ func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error)
 	return sec, nil
 }
 
+// GetFresh is Get with a cache miss confirmed by a direct read from the
+// API server (verify.FreshGetter), at most Options.FreshReads of them per
+// second. Past that budget it answers from the cache at once: a hash found
+// there is returned as is, and a miss returns an error wrapping both
+// [verify.ErrNotFound] and [verify.ErrNotFresh], since another server may
+// have created the secret moments ago. A miss that a direct read
+// confirmed wraps ErrNotFound only. A name Create made, or was told
+// exists, less than Options.ReadAfterCreate ago is read directly whatever
+// the budget, as Get does.
+func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
+	name, err := s.secretName(node)
+	if err != nil {
+		return "", err
+	}
+	sec, err := s.cached(ctx, name)
+	switch {
+	case err == nil:
+		return s.hashOf(sec)
+	case !errors.Is(err, verify.ErrNotFound):
+		return "", err
+	case !s.recent.has(name) && !s.reads.Allow():
+		return "", fmt.Errorf("kube: secret %s/%s is not in the cache, and the direct reads of Options.FreshReads are spent: %w (%w)",
+			s.opts.Namespace, name, verify.ErrNotFound, verify.ErrNotFresh)
+	}
+	if sec, err = s.direct(ctx, name); err != nil {
+		return "", err
+	}
+	s.opts.Logger.Debug("kube: direct read before enrolling found a secret the cache has not seen yet",
+		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
+	s.recent.add(name) // the cache is behind on this name
+	return s.hashOf(sec)
+}
+
 // Create stores hash for node in a new immutable secret of type
 // <program>.cattle.io/node-password. It returns an error wrapping
-// [verify.ErrExists] when the secret exists already (whatever its type),
-// and other API errors wrapped, with the node name and secret. ctx bounds
-// the API call. Create does not need Start.
+// [verify.ErrExists] when the API server answers AlreadyExists (the
+// secret exists, whatever its type), and other API errors wrapped, with
+// the node name and secret. Such an error says nothing of whether the
+// secret exists: the API server admits a create (RBAC, admission
+// policies and webhooks) before it looks for the name, so a refused
+// create of an existing secret is Forbidden, not AlreadyExists; GetFresh
+// tells. ctx bounds the API call. Create does not need Start.
 func (s *Store) Create(ctx context.Context, node, hash string) error {
 	name, err := s.secretName(node)
 	if err != nil {
@@ -265,6 +323,8 @@ func (s *Store) Create(ctx context.Context, node, hash string) error {
 		return fmt.Errorf("kube: creating secret %s/%s: %w", s.opts.Namespace, name, err)
 	}
 }
+
+var _ verify.FreshGetter = (*Store)(nil)
 
 // SecretName returns the name of node's secret:
 // strings.ToLower(node + ".node-password." + program). It fails, wrapping

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -641,6 +642,84 @@ func TestIsDNS1123Subdomain(t *testing.T) {
 		want := len(validation.IsDNS1123Subdomain(name)) == 0
 		if got := isDNS1123Subdomain(name); got != want {
 			t.Errorf("isDNS1123Subdomain(%q) = %v, apimachinery says %v", name, got, want)
+		}
+	}
+}
+
+// TestSlowRates: a rate below one call in two seconds still allows one
+// call at a time (a burst of twice the rate would round to none).
+func TestSlowRates(t *testing.T) {
+	s := startStore(t, newClient(t), &Options{FreshReads: 0.1, DigestWrites: 0.1})
+	for name, l := range map[string]*rate.Limiter{"FreshReads": s.reads, "DigestWrites": s.writes} {
+		if b := l.Burst(); b != 1 || !l.Allow() {
+			t.Errorf("%s 0.1: burst %d, want 1 call allowed", name, b)
+		}
+	}
+}
+
+// TestGetFresh: a cache miss is confirmed with a direct read, which finds
+// a secret the informer has not seen. Past its budget GetFresh answers
+// from the cache: a hash as is, a miss as ErrNotFound and ErrNotFresh,
+// even for a secret that exists; a miss a direct read confirmed is
+// ErrNotFound only.
+func TestGetFresh(t *testing.T) {
+	cached := mustHash(t, "cached")
+	client := newClient(t, secret("cached.node-password.k3s", "k3s.cattle.io/node-password", map[string][]byte{"hash": []byte(cached)}))
+	freezeWatch(client)
+	s := startStore(t, client, nil)
+	s.reads = rate.NewLimiter(rate.Every(time.Hour), 2) // two reads, then none for the test
+	behind := func(node, hash string) {
+		t.Helper()
+		if _, err := client.Secrets("kube-system").Create(t.Context(),
+			secret(node+".node-password.k3s", "k3s.cattle.io/node-password", map[string][]byte{"hash": []byte(hash)}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := mustHash(t, "pw")
+	behind("n", h)
+	if _, err := s.Get(t.Context(), "n"); !errors.Is(err, verify.ErrNotFound) {
+		t.Fatalf("Get over the frozen cache = %v, want ErrNotFound", err)
+	}
+	reads := func() (n int) {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		node     string
+		want     string // the hash; "" for a miss
+		notFresh bool
+		reads    int // direct reads so far
+	}{
+		{"n", h, false, 1},           // behind the cache, read directly
+		{"missing", "", false, 2},    // a miss the API server confirmed
+		{"missing", "", true, 2},     // the budget is spent: the cache's word
+		{"cached", cached, false, 2}, // in the cache, budget or not
+		{"n", h, false, 3},           // recent (found by a direct read): read whatever the budget
+		{"late", "", true, 3},        // exists, but neither the cache nor a read saw it
+		{"UPPER_case", "", false, 3}, // not a secret name: no read
+	} {
+		if tc.node == "late" {
+			behind("late", mustHash(t, "late"))
+		}
+		got, err := s.GetFresh(t.Context(), tc.node)
+		switch {
+		case tc.node == "UPPER_case":
+			if !errors.Is(err, verify.ErrInvalidInput) {
+				t.Errorf("GetFresh(%s) = %v, want ErrInvalidInput", tc.node, err)
+			}
+		case tc.want != "":
+			if err != nil || got != tc.want {
+				t.Errorf("GetFresh(%s) = %q, %v; want the hash", tc.node, got, err)
+			}
+		case !errors.Is(err, verify.ErrNotFound) || errors.Is(err, verify.ErrNotFresh) != tc.notFresh:
+			t.Errorf("GetFresh(%s) = %v; want ErrNotFound, ErrNotFresh %v", tc.node, err, tc.notFresh)
+		}
+		if n := reads(); n != tc.reads {
+			t.Errorf("GetFresh(%s): %d direct reads so far, want %d", tc.node, n, tc.reads)
 		}
 	}
 }

@@ -15,7 +15,8 @@
 //	client, _ := corev1client.NewForConfig(srv.Node)
 //
 // The processes run in their own process groups; Stop kills both groups
-// and removes the directory. They are also stopped when the test process
+// and removes the directory. Kill and Restart take both down, as a crash
+// would, and up again over the same data, for tests of outages. They are also stopped when the test process
 // gets SIGINT or SIGTERM, and on Linux the kernel kills them if the test
 // process dies without stopping them.
 package apitest
@@ -97,9 +98,19 @@ type Server struct {
 	// StartupTime is how long the servers took from start to readyz.
 	StartupTime time.Duration
 
-	dir      string
-	ownDir   bool
-	procs    []*process
+	dir          string
+	ownDir       bool
+	bin          string   // holds the binaries
+	etcdArgs     []string // how Run started etcd, for Restart
+	apiArgs      []string // and kube-apiserver
+	certFile     string   // kube-apiserver's serving certificate
+	ca           []byte   // certFile's PEM, which the clients trust
+	adminToken   string
+	readyTimeout time.Duration
+
+	mu       sync.Mutex // guards procs and verbs
+	procs    []*process // the running etcd and kube-apiserver, in start order
+	verbs    []string   // what SetNodeVerbs last granted Node
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -180,53 +191,120 @@ func Run(ctx context.Context, opts *Options) (_ *Server, err error) {
 	}
 	certDir := filepath.Join(s.dir, "certs")
 
-	etcd, err := startProcess(filepath.Join(bin, "etcd"), filepath.Join(s.dir, "etcd.log"),
+	s.bin, s.adminToken, s.readyTimeout = bin, adminToken, o.ReadyTimeout
+	s.certFile = filepath.Join(certDir, "apiserver.crt")
+	s.etcdArgs = []string{
 		"--name=default",
-		"--data-dir="+filepath.Join(s.dir, "etcd"),
-		"--listen-client-urls="+etcdClient,
-		"--advertise-client-urls="+etcdClient,
-		"--listen-peer-urls="+etcdPeer,
-		"--initial-advertise-peer-urls="+etcdPeer,
-		"--initial-cluster=default="+etcdPeer,
+		"--data-dir=" + filepath.Join(s.dir, "etcd"),
+		"--listen-client-urls=" + etcdClient,
+		"--advertise-client-urls=" + etcdClient,
+		"--listen-peer-urls=" + etcdPeer,
+		"--initial-advertise-peer-urls=" + etcdPeer,
+		"--initial-cluster=default=" + etcdPeer,
 		"--unsafe-no-fsync", // a throw-away test store
 		"--log-level=warn",
-	)
-	if err != nil {
-		return nil, err
 	}
-	s.procs = append(s.procs, etcd)
-	api, err := startProcess(filepath.Join(bin, "kube-apiserver"), filepath.Join(s.dir, "kube-apiserver.log"),
-		"--etcd-servers="+etcdClient,
+	s.apiArgs = []string{
+		"--etcd-servers=" + etcdClient,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(ports[2]),
-		"--cert-dir="+certDir,
+		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--cert-dir=" + certDir,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+saKey,
-		"--service-account-signing-key-file="+saKey,
-		"--token-auth-file="+tokens,
+		"--service-account-key-file=" + saKey,
+		"--service-account-signing-key-file=" + saKey,
+		"--token-auth-file=" + tokens,
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--anonymous-auth=false",
 		"--v=0",
-	)
-	if err != nil {
-		return nil, err
 	}
-	s.procs = append(s.procs, api)
-
 	readyCtx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
 	defer cancel()
-	ca, err := s.waitReady(readyCtx, filepath.Join(certDir, "apiserver.crt"), adminToken, api)
-	if err != nil {
+	if s.ca, err = s.launch(readyCtx); err != nil {
 		return nil, err
 	}
-	s.Admin = s.config(ca, adminToken, AdminUser)
-	s.Node = s.config(ca, nodeToken, NodeUser)
+	s.Admin = s.config(s.ca, adminToken, AdminUser)
+	s.Node = s.config(s.ca, nodeToken, NodeUser)
 	if err := s.bindNode(readyCtx); err != nil {
 		return nil, err
 	}
 	s.StartupTime = time.Since(began)
 	return s, nil
+}
+
+// launch starts etcd and kube-apiserver and waits until the API server is
+// ready; it returns the API server's certificate (PEM).
+func (s *Server) launch(ctx context.Context) ([]byte, error) {
+	api, err := s.startBoth()
+	if err != nil {
+		return nil, err
+	}
+	return s.waitReady(ctx, s.certFile, s.adminToken, api)
+}
+
+// startBoth starts etcd, then kube-apiserver, which it returns.
+func (s *Server) startBoth() (*process, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.procs = s.procs[:0]
+	for _, b := range []struct {
+		name string
+		args []string
+	}{{"etcd", s.etcdArgs}, {"kube-apiserver", s.apiArgs}} {
+		p, err := startProcess(filepath.Join(s.bin, b.name), filepath.Join(s.dir, b.name+".log"), b.args...)
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+	}
+	return s.procs[1], nil
+}
+
+// Kill kills kube-apiserver and etcd, as a crash would (SIGKILL to both
+// process groups), and waits for them to exit. Their data, certificate
+// and ports are kept for Restart; until then every request to the API
+// server fails at once (connection refused).
+func (s *Server) Kill() error {
+	if err := s.killBoth(); err != nil {
+		return fmt.Errorf("apitest: killing: %w", err)
+	}
+	return nil
+}
+
+// killBoth kills kube-apiserver, then etcd, and waits for them.
+func (s *Server) killBoth() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, p := range slices.Backward(s.procs) {
+		errs = append(errs, p.kill())
+	}
+	return errors.Join(errs...)
+}
+
+// Restart starts etcd and kube-apiserver again after Kill, over the data
+// they kept, at the same address, with the same certificate and
+// identities, and returns once the API server is ready and the Node
+// identity's verbs are in effect again. It must not be called while they
+// run, nor after Stop.
+func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	running := slices.ContainsFunc(s.procs, (*process).running)
+	verbs := slices.Clone(s.verbs)
+	s.mu.Unlock()
+	if running {
+		return errors.New("apitest: Restart while the servers run; Kill them first")
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, s.readyTimeout)
+	defer cancel()
+	ca, err := s.launch(readyCtx)
+	switch {
+	case err != nil:
+		return err
+	case !bytes.Equal(ca, s.ca):
+		return errors.New("apitest: kube-apiserver made itself a new certificate on Restart; its clients no longer trust it")
+	}
+	return s.waitVerbs(readyCtx, verbs)
 }
 
 // config returns a rest.Config for token, verifying the server's
@@ -350,6 +428,9 @@ func (s *Server) SetNodeVerbs(ctx context.Context, verbs ...string) error {
 	if err != nil {
 		return fmt.Errorf("apitest: writing role %s: %w", RoleName, err)
 	}
+	s.mu.Lock()
+	s.verbs = slices.Clone(verbs)
+	s.mu.Unlock()
 	return s.waitVerbs(ctx, verbs)
 }
 
@@ -392,10 +473,7 @@ func (s *Server) waitVerbs(ctx context.Context, verbs []string) error {
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		untrack(s)
-		var errs []error
-		for _, p := range slices.Backward(s.procs) {
-			errs = append(errs, p.kill())
-		}
+		errs := []error{s.killBoth()}
 		if s.ownDir {
 			errs = append(errs, os.RemoveAll(s.dir))
 		}
@@ -432,8 +510,9 @@ type process struct {
 	waitErr error
 }
 
+// startProcess starts path with args, appending its output to logPath.
 func startProcess(path, logPath string, args ...string) (*process, error) {
-	log, err := os.Create(logPath)
+	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("apitest: %w", err)
 	}
@@ -453,12 +532,20 @@ func startProcess(path, logPath string, args ...string) (*process, error) {
 	return p, nil
 }
 
-// kill kills the process's group and waits for the process.
-func (p *process) kill() error {
+// running reports whether the process has not exited yet.
+func (p *process) running() bool {
 	select {
 	case <-p.done:
-		return nil // exited by itself
+		return false
 	default:
+		return true
+	}
+}
+
+// kill kills the process's group and waits for the process.
+func (p *process) kill() error {
+	if !p.running() {
+		return nil // exited by itself
 	}
 	if err := killGroup(p.cmd.Process.Pid); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		p.cmd.Process.Kill()
