@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,4 +273,35 @@ func TestFailOpenPendingBounded(t *testing.T) {
 	if st := v.Stats(); st.FailOpenPending > maxQueue || st.FailOpenEnrollments > maxQueue {
 		t.Fatalf("stats %+v: more than MaxQueue (%d) let in at once", st, maxQueue)
 	}
+}
+
+// TestNoHashWhileCreatesFail: while the store's Creates fail (an outage)
+// and its fresh reads are spent, a new node's retry is refused without
+// hashing; once the last failure is createFailingFor old, it hashes again.
+func TestNoHashWhileCreatesFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &staleStore{MemoryStore: NewMemoryStore()}
+		v, err := New(s, &Options{Params: testParams})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		if err := v.Ensure(context.Background(), "n", "pw"); !errors.Is(err, errForbidden) {
+			t.Fatalf("first enrollment: %v", err)
+		}
+		for range 3 {
+			time.Sleep(time.Second)
+			if err := v.Ensure(context.Background(), "n", "pw"); !errors.Is(err, errForbidden) || !strings.Contains(err.Error(), "not enrolling") {
+				t.Fatalf("a retry while Creates fail: %v", err)
+			}
+		}
+		if st := v.Stats(); st.ScryptRuns != 1 {
+			t.Fatalf("stats %+v: retries while Creates fail cost scrypt", st)
+		}
+		time.Sleep(createFailingFor)
+		v.Ensure(context.Background(), "n", "pw")
+		if st := v.Stats(); st.ScryptRuns != 2 {
+			t.Fatalf("stats %+v: want a second hash once the failure is old", st)
+		}
+	})
 }

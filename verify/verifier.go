@@ -43,8 +43,9 @@ type Verifier struct {
 	pendingCount atomic.Int64
 	base         context.Context // cancelled by Close with ErrClosed
 	cancel       context.CancelCauseFunc
-	wg           sync.WaitGroup // enrollments' Creates and their retries
-	quiet        *time.Timer    // releases idle scrypt buffers (releaseLater)
+	wg           sync.WaitGroup                // enrollments' Creates and their retries
+	quiet        *time.Timer                   // releases idle scrypt buffers (releaseLater)
+	createFailed atomic.Pointer[createFailure] // the last Create that failed, nil after one succeeds
 	kindsMu      sync.Mutex
 	kinds        map[batchKind]int // batches run, by kind (see firstBatch)
 

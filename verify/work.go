@@ -65,15 +65,32 @@ func (v *Verifier) prepare(j *sched.Job) {
 	pprof.SetGoroutineLabels(ctx)
 	t := taskOf(j)
 	_, err := v.getFresh(ctx, t.node)
-	switch {
+	switch f := v.createFailed.Load(); {
 	case err == nil:
 		v.sched.Finish(j, fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, t.node))
+	case errors.Is(err, ErrNotFresh) && f != nil && time.Since(f.at) < createFailingFor:
+		// The store could not be read past its cache and its last Create
+		// failed moments ago (an outage, say): hashing would cost a
+		// scrypt for a Create that fails too, and fail-open needs a fresh
+		// read.
+		v.sched.Finish(j, fmt.Errorf("verify: not enrolling %q: the store's last Create failed %v ago: %w", t.node, time.Since(f.at).Round(time.Millisecond), f.err))
 	case errors.Is(err, ErrNotFound):
 		v.sched.Submit(j)
 	default:
 		v.sched.Finish(j, v.cut(ctx, err))
 	}
 }
+
+// createFailure is the last Store.Create that failed (but for ErrExists
+// and Close).
+type createFailure struct {
+	at  time.Time
+	err error
+}
+
+// createFailingFor is how long after a failed Create an enrollment that
+// could not read the store past its cache is refused without hashing.
+const createFailingFor = 5 * time.Second
 
 // runBatch computes jobs, a batch the scheduler gave one slot: their
 // scrypt in one scrypt.KeyBatch (Lanes() at a time), under the pprof
@@ -279,6 +296,7 @@ func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made,
 	err := v.storeCreate(ctx, node, made)
 	switch {
 	case err == nil:
+		v.createFailed.Store(nil)
 		v.recordMatch(node, v.cache.PairKey(node, made), v.cache.Key(node, made, password), v.opts.Params.KeyLen)
 		v.remember(node, made, password)
 		v.stats.enrollments.Add(1)
@@ -287,6 +305,9 @@ func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made,
 		return err
 	}
 	err = v.cut(ctx, err)
+	if !errors.Is(err, ErrClosed) {
+		v.createFailed.Store(&createFailure{at: time.Now(), err: err})
+	}
 	if err := v.failOpen(ctx, node, key, made, err); err != nil {
 		return err
 	}
