@@ -58,10 +58,9 @@
 // # Admission: a name's places
 //
 // A name may have at most Config.PerName jobs queued or pending, but for
-// pinned ones.
-// A new password for a name with no room is not refused: its job is
-// Parked in the name's line, holding no place, for as long as a caller
-// waits for it, and ends (Overload.NameFull) when its last caller leaves.
+// pinned ones. A new password for a name with no room is not refused: its
+// job is parked in the name's line, holding no place, for as long as a
+// caller waits for it, and ends when its last caller leaves.
 // The line gets the name's places oldest first: a place that frees, or
 // the place of a queued suspect whose callers have all left without
 // pinning it (displaced). A caller that waits out its whole
