@@ -200,8 +200,8 @@ type Choice struct {
 	// or is empty while the kernels are still being measured.
 	Kernel string
 	// PerHash is, for each kernel measured, the time one hash would take
-	// on it (the median of its segments), or 0 for a kernel left out
-	// early as too slow.
+	// on it: the median of its segments (of two, for a kernel left out
+	// early as too slow).
 	PerHash map[string]time.Duration
 }
 
@@ -220,11 +220,9 @@ func Choices() []Choice {
 		}
 		ch.mu.Lock()
 		for _, k := range ch.cands {
-			if s := ch.samples[k]; len(s) > 0 && !ch.dropped[k] {
+			if s := ch.samples[k]; len(s) > 0 {
 				// A hash is N/2 iterations of each loop.
 				c.PerHash[k.String()] = time.Duration(median(s) * float64(ch.N))
-			} else if ch.dropped[k] {
-				c.PerHash[k.String()] = 0
 			}
 		}
 		ch.mu.Unlock()
