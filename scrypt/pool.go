@@ -34,7 +34,9 @@ func getBuf(n int) []uint32 {
 		pool.idle[0] = nil
 		pool.idle = pool.idle[1:]
 	}
-	return make([]uint32, n)
+	b := make([]uint32, n)
+	adviseHuge(b)
+	return b
 }
 
 // putBuf clears b (it held password-derived state) and makes it idle.
