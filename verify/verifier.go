@@ -487,7 +487,7 @@ func (v *Verifier) compute(ctx context.Context, node, stored, password string, k
 		return fmt.Errorf("%w (stored for node %q)", err, node)
 	}
 	t := &task{node: node, password: password, key: key, stored: stored, h: h, pair: pair}
-	r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Class: classOf(h.logN, h.r, h.p), Task: t, Failing: doubted}
+	r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Class: classOf(h.logN, h.r, h.p), Task: t, Doubted: doubted}
 	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.share(ctx, r) })
 	return err
 }

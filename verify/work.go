@@ -40,7 +40,7 @@ func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r
 // batch (runBatch), detached from ctx (its values and pprof labels
 // kept), under Options.WorkTimeout.
 func (v *Verifier) share(ctx context.Context, r sched.Request) error {
-	r.Failing = r.Failing || v.fails.failing(r.Name)
+	r.Doubted = r.Doubted || v.fails.failing(r.Name)
 	j, created, err := v.sched.Join(ctx, r)
 	if err != nil { // closed, or the whole queue full
 		return v.result(err)

@@ -26,7 +26,7 @@ func randomQueue(h *harness, rng *rand.Rand, classes int) *Job {
 			pw = fmt.Sprint("pw", i) // fresh
 		}
 		j, _, err := h.s.Join(context.Background(), Request{Key: keyOf(name + pw), Name: name, Work: 1 << 20,
-			Class: Class{N: 1 + rng.IntN(classes)}, Failing: rng.IntN(4) == 0})
+			Class: Class{N: 1 + rng.IntN(classes)}, Doubted: rng.IntN(4) == 0})
 		h.settle()
 		if err != nil || j.state == done {
 			continue

@@ -144,12 +144,12 @@ func (e *estimator) calibrate(perByte float64) {
 	e.slow = e.slowdown()
 }
 
-// best is how long a byte of work takes on a slot with nothing else
+// median is how long a byte of work takes on a slot with nothing else
 // wanting the CPU, in ns: the last computations' median CPU time per
 // byte.
-func (e *estimator) best() float64 { return e.nsPerByte }
+func (e *estimator) median() float64 { return e.nsPerByte }
 
-// fastest is the least CPU time per byte of the last computations (best
+// fastest is the least CPU time per byte of the last computations (median
 // until one is measured): what "cannot come in time even at the best"
 // is judged by, so that the average's drift does not send a held caller
 // away.

@@ -73,7 +73,7 @@ func (h *harness) settle() { synctest.Wait() }
 
 // join joins the job for password under name, of 1 MiB of work.
 func (h *harness) join(name, password string, failing bool) (*Job, *Overload) {
-	j, _, err := h.s.Join(context.Background(), Request{Key: keyOf(password), Name: name, Work: 1 << 20, Failing: failing})
+	j, _, err := h.s.Join(context.Background(), Request{Key: keyOf(password), Name: name, Work: 1 << 20, Doubted: failing})
 	h.settle()
 	var o *Overload
 	if err != nil && !errors.As(err, &o) {
@@ -151,7 +151,7 @@ func granted(j *Job) bool { return j.state == running }
 func (h *harness) eta(j *Job) time.Duration {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	return h.s.expectLocked(j, time.Now())
+	return h.s.expectedWaitLocked(j, time.Now())
 }
 
 // watch counts a caller that starts (1) or stops (-1) waiting for j,

@@ -64,7 +64,7 @@ type Job struct {
 	asks    uint32 // how often its password was asked for (see asks)
 	waiters int    // callers waiting in Wait now
 	waited  bool   // some caller has waited in Wait
-	wary    bool   // its name was failing or busy when it arrived
+	doubted bool   // its name was failing or busy when it arrived
 	pinned  bool   // a caller waited out MaxWait for it: never displaced
 	created time.Time
 	started time.Time // when its batch got its slot
@@ -101,9 +101,9 @@ func (j *Job) QueueWait() time.Duration { return j.started.Sub(j.created) }
 // Name returns the node name j is for.
 func (j *Job) Name() string { return j.name }
 
-// expected is when a caller for j is expected: back, or when j was
+// due is when a caller for j is expected: back, or when j was
 // created (its creator is on its way to Wait).
-func (j *Job) expected() time.Time {
+func (j *Job) due() time.Time {
 	if j.back.IsZero() {
 		return j.created
 	}
@@ -112,7 +112,7 @@ func (j *Job) expected() time.Time {
 
 // suspect reports whether j waits for spare capacity: a first ask for a
 // name that was failing or busy. A second ask makes it ordinary.
-func (j *Job) suspect() bool { return j.wary && j.asks < 2 }
+func (j *Job) suspect() bool { return j.doubted && j.asks < 2 }
 
 // tier is j's rank within its name: a password asked again (an agent
 // retries the same password) before one asked once, and suspects last;
@@ -123,7 +123,7 @@ func (j *Job) tier() uint64 {
 	switch {
 	case j.asks >= 2:
 		return tierAgain
-	case !j.wary:
+	case !j.doubted:
 		return tierOnce
 	}
 	return tierSuspect

@@ -172,7 +172,7 @@ func (q *fairQueue) settle(nq *nameQueue, served bool) {
 		q.wantHeads += first.work
 		q.wanted.insert(nq.key, nq, first.work)
 	case first != nil && !first.suspect():
-		nq.order, nq.key = &q.unwanted, treeKey{hi: timeKey(first.expected()), lo: nq.ring}
+		nq.order, nq.key = &q.unwanted, treeKey{hi: timeKey(first.due()), lo: nq.ring}
 		q.unwanted.insert(nq.key, nq, ord)
 	}
 }
@@ -236,7 +236,7 @@ func (q *fairQueue) ahead(nq *nameQueue, j *Job) int64 {
 		others := min(heads+int64(rank)*(q.wantHeads-nq.head), q.wantWork-nq.ordWork)
 		return own + others
 	case &q.unwanted:
-		k := treeKey{hi: timeKey(j.expected()), lo: nq.ring}
+		k := treeKey{hi: timeKey(j.due()), lo: nq.ring}
 		_, sooner := q.unwanted.before(k)
 		if nq.key.less(k) {
 			sooner -= nq.ordWork

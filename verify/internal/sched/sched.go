@@ -108,11 +108,11 @@ type Request struct {
 	Work  int64  // its bytes of work, 128·r·N·p
 	Class Class  // jobs of one Class may share a batch
 	Task  any    // for Run and Prepare (Job.Task)
-	// Failing says whether the request is in doubt: Name has had
+	// Doubted says whether the request is in doubt: Name has had
 	// mismatches and no verified password, or the password does not give
 	// the digest remembered for it. Such a first ask is a suspect (see the
 	// package doc).
-	Failing bool
+	Doubted bool
 	// Later creates the job pending: Config.Prepare runs it (I/O) before
 	// it is queued for a slot, with Submit.
 	Later bool
@@ -163,7 +163,7 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 		v, _ := s.queue.disp.last()
 		if v == nil {
 			// Room for new work once the queue has drained.
-			b := s.est.best()
+			b := s.est.median()
 			after := s.est.wait(s.startLocked(s.waitingWorkLocked(), now, b)+duration(r.Work, b), now)
 			s.forgetLocked(nq)
 			return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
@@ -195,7 +195,7 @@ func (s *Scheduler) newJobLocked(ctx context.Context, r Request, nq *nameQueue, 
 	}
 	j := &Job{key: r.Key, name: r.Name, class: r.Class, task: r.Task, ctx: jctx, cancel: cancel,
 		stopTimeout: stopTimeout, done: make(chan struct{}), work: r.Work, created: now, later: r.Later,
-		wary: r.Failing || nq.places() > 0 || nq.running > 0}
+		doubted: r.Doubted || nq.places() > 0 || nq.running > 0}
 	j.stopExpire = context.AfterFunc(jctx, func() { s.expire(j) })
 	j.asks, j.arrived = s.asks.record(r.Name, r.Key)
 	s.jobs[r.Key] = j
@@ -411,7 +411,7 @@ func (s *Scheduler) admitLocked(nq *nameQueue, now time.Time) {
 func (s *Scheduler) displaceLocked(v *Job, now time.Time) {
 	// Nobody waits for v: the result is for a caller coming back, and
 	// says when v would have run.
-	after := s.expectLocked(v, now)
+	after := s.expectedWaitLocked(v, now)
 	s.endLocked(v, &Overload{After: max(after, minAfter), Reason: "displaced by a password whose caller waits"})
 	s.forgetLocked(s.names[v.name])
 }

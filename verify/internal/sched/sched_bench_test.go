@@ -31,7 +31,7 @@ func BenchmarkBacklog(b *testing.B) {
 			ctx := context.Background()
 			s.Join(ctx, Request{Key: keyOf("running"), Name: "running", Work: 1 << 20})
 			for i := range pinned {
-				j, _, _ := s.Join(ctx, Request{Key: keyOf(fmt.Sprint("g", i)), Name: "attacked", Work: 1 << 20, Failing: true})
+				j, _, _ := s.Join(ctx, Request{Key: keyOf(fmt.Sprint("g", i)), Name: "attacked", Work: 1 << 20, Doubted: true})
 				s.mu.Lock()
 				s.pinLocked(j)
 				s.watchLocked(j, 1)
@@ -45,7 +45,7 @@ func BenchmarkBacklog(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				for _, r := range []Request{
-					{Key: keyOf(fmt.Sprint("new-guess-", i)), Name: "attacked", Work: 1 << 20, Failing: true},
+					{Key: keyOf(fmt.Sprint("new-guess-", i)), Name: "attacked", Work: 1 << 20, Doubted: true},
 					{Key: keyOf(fmt.Sprint("node-", i)), Name: fmt.Sprint("new-node-", i), Work: 1 << 20},
 				} {
 					j, _, err := s.Join(ctx, r)

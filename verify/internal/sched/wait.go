@@ -115,7 +115,7 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 	if s.waitsOutLocked(j) {
 		return false, false
 	}
-	best := s.etaLocked(j, now, s.est.best())
+	best := s.etaLocked(j, now, s.est.median())
 	if s.est.wait(best, now) > left {
 		return false, true
 	}
@@ -137,7 +137,7 @@ func (s *Scheduler) sendAwayLocked(j *Job, now time.Time) time.Duration {
 		back = now.Add(farFuture)
 	}
 	s.changeLocked(j, func() { j.back = back })
-	after := max(s.expectLocked(j, now)-s.cfg.MaxWait/2, minAfter)
+	after := max(s.expectedWaitLocked(j, now)-s.cfg.MaxWait/2, minAfter)
 	if s.cfg.HonourAfter {
 		s.changeLocked(j, func() { j.back = now.Add(after) })
 	}
@@ -206,7 +206,7 @@ func (s *Scheduler) watchLocked(j *Job, delta int) {
 	})
 	switch {
 	case j.state == parked && j.waiters == 0:
-		after := s.expectLocked(j, time.Now())
+		after := s.expectedWaitLocked(j, time.Now())
 		s.endLocked(j, &Overload{After: max(after, minAfter), Reason: "node's queue full; left before it had room"})
 		s.forgetLocked(s.names[j.name])
 	case j.displaceable():
@@ -249,11 +249,11 @@ func (s *Scheduler) ownBatchWork(j *Job) int64 {
 	return j.work * int64(min(s.cfg.Lanes, max(s.queue.len, 1)))
 }
 
-// expectLocked is how long j's computation is expected to take to
+// expectedWaitLocked is how long j's computation is expected to take to
 // finish from now: its estimate at the best, as the estimator expects it
 // to go.
-func (s *Scheduler) expectLocked(j *Job, now time.Time) time.Duration {
-	return s.est.wait(s.etaLocked(j, now, s.est.best()), now)
+func (s *Scheduler) expectedWaitLocked(j *Job, now time.Time) time.Duration {
+	return s.est.wait(s.etaLocked(j, now, s.est.median()), now)
 }
 
 // startLocked estimates when a job with ahead bytes of queued work before
