@@ -14,19 +14,8 @@ type Key [32]byte
 // jobs whose computations have the same parameters.
 type Class struct{ N, R, P int }
 
-// state is where a job is in its life. Every transition happens under
-// Scheduler.mu:
-//
-//	pending ──Submit──▶ queued ──(a slot frees, its turn)──▶ running
-//	parked ──(its name has room, or a caller waited out MaxWait)──▶ queued (pending with Request.Later)
-//	running ──Hold──▶ finishing ──Finish──▶ done
-//	running ──Finish──▶ done
-//	pending, parked or queued ──(work timeout, Close, displaced, last caller left)──▶ done
-//
-// Join creates a job queued, or parked when its name has no room; with
-// Request.Later it creates it pending: its runner (Config.Prepare) does
-// I/O first and then calls Submit. Only a running or finishing job is
-// ended by its runner (Finish); the others end in the scheduler.
+// state is where a job is in its life (see "A job's life" in the package
+// doc). Every transition happens under Scheduler.mu.
 type state uint8
 
 const (

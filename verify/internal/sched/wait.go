@@ -5,34 +5,12 @@ import (
 	"time"
 )
 
-// Wait waits for j's result within ctx and Config.MaxWait (counted from
-// the caller's arrival, see WithArrival) and returns it, or ctx's cause
-// when ctx ends first, or an *Overload telling the caller to come back
-// later: Queued when j stays queued. While it waits, j goes before the
-// jobs nobody waits for.
-//
-// Whether the caller is held or sent away is decided once, when it comes,
-// with the whole queue in view: it is held when its expected wait (the
-// estimate at the best times the margin the estimates' recent errors call
-// for) is within the time it has left, and sent away at once otherwise. A
-// caller sent away loses a whole retry delay (k3s agents: 5-10 s), and one
-// held and then sent away loses that delay and the time it was held, so a
-// held caller stays held unless its result cannot come before its time
-// is up even at the best (every computation taking the least CPU time of
-// the last ones); that is checked every MaxWait/16 (10 ms to 1 s). Before
-// computations have been measured every estimate is a guess, so a caller
-// that comes then is held and decided on as the first measurements come.
-//
-// A suspect or a parked job's caller is never sent away early: it waits
-// out MaxWait from its arrival in case spare capacity or room comes,
-// which also slows a guesser down; a caller that waits out MaxWait from
-// its arrival pins j (see the package doc). The come-back time asks the
-// caller back MaxWait/2 before the estimated completion, so that the
-// retry waits for the result rather than arriving after it and an
-// estimate off by up to MaxWait/2 either way costs no extra round. The
-// caller is then expected back after that time (Config.HonourAfter) or
-// after Config.ReturnAfter, and j waits in that order among the jobs
-// nobody waits for.
+// Wait waits for j's result within ctx and Config.MaxWait, counted from
+// the caller's arrival (WithArrival), and returns it, ctx's cause when ctx
+// ends first, or an *Overload telling the caller to come back later
+// (Queued when j stays queued). It holds the caller or sends it away as
+// "Holding or sending away" in the package doc says; while the caller
+// waits, j's name is wanted.
 func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	select {
 	case <-j.done:
