@@ -31,6 +31,11 @@ type Result struct {
 	// RatioFast is Completion over the lower bound with this module's
 	// scrypt (Herd.LowerBoundFast); 0 when that was not measured.
 	RatioFast float64
+	// LowerBoundBatch is the herd's lower bound with this module's scrypt
+	// in batches, as the Verifier computes (Herd.LowerBoundBatch), and
+	// RatioBatch is Completion over it; both 0 when it was not measured.
+	LowerBoundBatch time.Duration
+	RatioBatch      float64
 	// LocalBound is the lower bound estimated from a sample right before
 	// this run (Scenario.BoundSample), with the scrypt the model runs
 	// (ModelScrypt), plus, in http mode, LocalTransport; 0 if not asked
@@ -193,15 +198,18 @@ func (r *Result) Timeline() []Point {
 	return pts
 }
 
-// finish derives the figures that follow from the counts.
-func (r *Result) finish(lowerBound, lowerBoundFast time.Duration) {
-	r.LowerBound = lowerBound
-	if lowerBound > 0 {
-		r.Ratio = float64(r.Completion) / float64(lowerBound)
+// finish derives the figures that follow from the counts and the herd's
+// lower bounds (x/crypto's, this module's scrypt one Key at a time, and in
+// batches; 0 when not measured).
+func (r *Result) finish(lowerBound, lowerBoundFast, lowerBoundBatch time.Duration) {
+	r.LowerBound, r.LowerBoundBatch = lowerBound, lowerBoundBatch
+	ratio := func(bound time.Duration) float64 {
+		if bound <= 0 {
+			return 0
+		}
+		return float64(r.Completion) / float64(bound)
 	}
-	if lowerBoundFast > 0 {
-		r.RatioFast = float64(r.Completion) / float64(lowerBoundFast)
-	}
+	r.Ratio, r.RatioFast, r.RatioBatch = ratio(lowerBound), ratio(lowerBoundFast), ratio(lowerBoundBatch)
 	if r.Joined > 0 {
 		r.ScryptRunsPerNode = float64(r.ScryptRuns) / float64(r.Joined)
 	}
@@ -242,6 +250,8 @@ type resultJSON struct {
 	LowerBoundS       float64       `json:"lower_bound_s"`
 	Ratio             float64       `json:"ratio"`
 	RatioFast         float64       `json:"ratio_fast,omitempty"`
+	LowerBoundBatchS  float64       `json:"lower_bound_batch_s,omitempty"`
+	RatioBatch        float64       `json:"ratio_batch,omitempty"`
 	LocalBoundS       float64       `json:"local_lower_bound_s,omitempty"`
 	LocalTransportS   float64       `json:"local_transport_s,omitempty"`
 	LocalRatio        float64       `json:"local_ratio,omitempty"`
@@ -295,7 +305,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Model: r.Model, Nodes: r.Nodes, LogN: r.LogN, Mode: r.Mode, Agent: r.Agent,
 		Servers: r.Servers, LB: r.LB, Joined: r.Joined,
 		CompletionS: r.Completion.Seconds(), LowerBoundS: r.LowerBound.Seconds(),
-		Ratio: r.Ratio, RatioFast: r.RatioFast, LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
+		Ratio: r.Ratio, RatioFast: r.RatioFast, LowerBoundBatchS: r.LowerBoundBatch.Seconds(), RatioBatch: r.RatioBatch,
+		LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
 		LocalTransportS: r.LocalTransport.Seconds(),
 		Attempts:        r.Attempts, ScryptRuns: r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
@@ -337,7 +348,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Model: j.Model, Nodes: j.Nodes, LogN: j.LogN, Mode: j.Mode, Agent: j.Agent,
 		Servers: j.Servers, LB: j.LB, Joined: j.Joined,
 		Completion: secs(j.CompletionS), LowerBound: secs(j.LowerBoundS),
-		Ratio: j.Ratio, RatioFast: j.RatioFast, LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
+		Ratio: j.Ratio, RatioFast: j.RatioFast, LowerBoundBatch: secs(j.LowerBoundBatchS), RatioBatch: j.RatioBatch,
+		LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
 		LocalTransport: secs(j.LocalTransportS),
 		Attempts:       j.Attempts, ScryptRuns: j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,

@@ -199,7 +199,7 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 		}
 	}
 	res.SetLocalBound(localBound, localTransport)
-	res.finish(h.LowerBound, h.LowerBoundFast)
+	res.finish(h.LowerBound, h.LowerBoundFast, h.LowerBoundBatch)
 	return res, nil
 }
 

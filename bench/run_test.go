@@ -48,7 +48,7 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 		r := newRun(sc, fakeNodes(sc.Nodes))
 		r.target = f
 		res = r.execute(t.Context())
-		res.finish(10*time.Second, 0)
+		res.finish(10*time.Second, 0, 0)
 	})
 	return res
 }
@@ -252,7 +252,7 @@ func TestResultJSON(t *testing.T) {
 		ShedLog:      []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
 		ReachedFirst: 100 * time.Millisecond, ReachedMedian: 250 * time.Millisecond, ReachedLast: 500 * time.Millisecond,
 	}
-	r.finish(time.Second, 0)
+	r.finish(time.Second, 0, 500*time.Millisecond)
 	r.SetLocalBound(2*time.Second, time.Second)
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -268,6 +268,7 @@ func TestResultJSON(t *testing.T) {
 		"peak_heap_mib": 96.0, "shed": 0.0, "timeouts": 0.0, "stopped": "deadline",
 		"local_lower_bound_s": 3.0, "local_transport_s": 1.0, "local_ratio": 0.5,
 		"reached_first_s": 0.1, "reached_median_s": 0.25, "reached_last_s": 0.5,
+		"lower_bound_batch_s": 0.5, "ratio_batch": 3.0,
 	}
 	for k, v := range want {
 		if m[k] != v {
@@ -285,7 +286,8 @@ func TestResultJSON(t *testing.T) {
 		t.Errorf("shed log round trip: %+v, want %+v", back.ShedLog, r.ShedLog)
 	}
 	if !slices.Equal(back.JoinTimes, r.JoinTimes) || back.Completion != r.Completion || back.PeakHeap != r.PeakHeap ||
-		back.ReachedFirst != r.ReachedFirst || back.ReachedMedian != r.ReachedMedian || back.ReachedLast != r.ReachedLast {
+		back.ReachedFirst != r.ReachedFirst || back.ReachedMedian != r.ReachedMedian || back.ReachedLast != r.ReachedLast ||
+		back.LowerBoundBatch != r.LowerBoundBatch || back.RatioBatch != r.RatioBatch {
 		t.Errorf("round trip: %+v, want %+v", back, *r)
 	}
 	// A value marshals the same as a pointer.

@@ -87,7 +87,7 @@ func TestRunInProcess(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "lower bound:", "nodepass: first requests reached the server between"} {
+	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "lower bound:", "batched (scrypt.KeyBatch of", "nodepass: first requests reached the server between"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
@@ -99,7 +99,7 @@ func TestRunInProcess(t *testing.T) {
 	}
 	for _, key := range []string{"model", "nodes", "joined", "completion_s", "lower_bound_s", "ratio", "attempts",
 		"scrypt_runs", "p50_s", "p99_s", "max_s", "peak_heap_mib", "shed", "timeouts", "stopped", "timeline",
-		"reached_first_s", "reached_median_s", "reached_last_s"} {
+		"reached_first_s", "reached_median_s", "reached_last_s", "lower_bound_batch_s", "ratio_batch"} {
 		if _, ok := results[0][key]; !ok {
 			t.Errorf("JSON result lacks %q", key)
 		}
