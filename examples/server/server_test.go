@@ -106,7 +106,13 @@ func start(t *testing.T, caFile string, serveFn func(ctx context.Context, out io
 // get sends a request with the k3s node headers; empty values are left out.
 func (s *server) get(t *testing.T, path, node, password, ip string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
+	return s.send(t, http.MethodGet, path, node, password, ip, nil)
+}
+
+// send is get with any method and body.
+func (s *server) send(t *testing.T, method, path, node, password, ip string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +126,11 @@ func (s *server) get(t *testing.T, path, node, password, ip string) (*http.Respo
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, body
+	return resp, answer
 }
 
 // join asks for node's serving certificate as an agent would, honouring
