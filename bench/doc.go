@@ -6,6 +6,12 @@
 // same machine, how much scrypt work and heap it cost, and how many
 // requests were shed or timed out.
 //
+// The agents are k3s agents (agent.go): each attempt to get a node's
+// configuration runs k3s's sequence of requests again (three of /cacerts,
+// the configuration, then two password-guarded certificate POSTs, each on
+// a new TLS connection), and the Result counts attempts, requests and TLS
+// handshakes per node. In-process an attempt is its two guarded requests.
+//
 // The server models (see Models) are written from the behaviour DESIGN.md
 // §6 describes: k3s-v1.25 fetches each hash through a 5 QPS limiter,
 // k3s-v1.28 reads it from a local cache, k3s-latest adds an in-flight cap

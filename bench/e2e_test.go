@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"strings"
@@ -59,11 +62,10 @@ func TestHerdHTTP(t *testing.T) {
 			if res.Attempts != 30+res.Shed+res.Timeouts {
 				t.Errorf("attempts %d != 30 joins + %d shed + %d timeouts", res.Attempts, res.Shed, res.Timeouts)
 			}
-			if res.ScryptRuns < 30 {
-				t.Errorf("%d scrypt runs for 30 nodes", res.ScryptRuns)
-			}
-			if name == ModelNodepass && res.ScryptRuns != 30 {
-				t.Errorf("nodepass ran scrypt %d times for 30 nodes, want once each", res.ScryptRuns)
+			checkAgentCounts(t, res, 6)
+			if res.Handshakes != res.Requests || res.Connections != res.Requests {
+				t.Errorf("%d requests, %d TLS handshakes, %d connections accepted: want a new connection per request",
+					res.Requests, res.Handshakes, res.Connections)
 			}
 			if res.Model != name || res.Mode != ModeHTTP || res.Agent != PolicyJitter || res.PeakHeap == 0 {
 				t.Errorf("result header %q %q %q heap %d", res.Model, res.Mode, res.Agent, res.PeakHeap)
@@ -77,6 +79,26 @@ func TestHerdHTTP(t *testing.T) {
 				t.Errorf("local lower bound %v with transport %v, ratio %v", res.LocalBound, res.LocalTransport, res.LocalRatio)
 			}
 		})
+	}
+}
+
+// checkAgentCounts checks the counts of a herd that every node joined,
+// with perAttempt requests in an attempt that succeeds: every node's last
+// attempt sent them all, and both certificate requests of that attempt
+// were password-checked, by scrypt (k3s models, 2 per node) or, for
+// nodepass, once by scrypt and once from its cache.
+func checkAgentCounts(t *testing.T, res *Result, perAttempt uint64) {
+	t.Helper()
+	n := uint64(res.Nodes)
+	if res.Attempts < n || res.Requests < perAttempt*n || res.Requests > perAttempt*res.Attempts {
+		t.Errorf("%s: %d attempts, %d requests for %d nodes; want at least %d per node, at most %d per attempt",
+			res.Model, res.Attempts, res.Requests, n, perAttempt, perAttempt)
+	}
+	switch {
+	case res.Model == ModelNodepass && (res.ScryptRuns != n || res.CacheHits < n):
+		t.Errorf("nodepass: %d scrypt runs and %d cache hits for %d nodes, want one of each per node", res.ScryptRuns, res.CacheHits, n)
+	case res.Model != ModelNodepass && res.ScryptRuns < 2*n:
+		t.Errorf("%s: %d scrypt runs for %d nodes, want 2 per node at least", res.Model, res.ScryptRuns, n)
 	}
 }
 
@@ -107,43 +129,132 @@ func TestHerdInprocServers(t *testing.T) {
 			t.Errorf("%s: joined %d stopped %q servers %d lb %q", name, res.Joined, res.Stopped, res.Servers, res.LB)
 		}
 		checkReached(t, res)
+		checkAgentCounts(t, res, 2)
+		if res.Handshakes != 0 || res.Connections != 0 {
+			t.Errorf("%s: %d TLS handshakes, %d connections in-process", name, res.Handshakes, res.Connections)
+		}
 		if res.LocalBound <= 0 || res.LocalRatio <= 0 || res.LocalTransport != 0 {
 			t.Errorf("%s: local lower bound %v (transport %v, want 0 in-process), ratio %v", name, res.LocalBound, res.LocalTransport, res.LocalRatio)
 		}
 	}
 }
 
-// TestHTTPTarget checks the wire: HTTP/2, the status codes of a wrong
-// password and of a full in-flight cap.
-func TestHTTPTarget(t *testing.T) {
+// httpPair starts HTTPS servers for models and agents' clients for nodes
+// against them, closed when the test ends.
+func httpPair(t *testing.T, models []model, nodes []Node) httpTarget {
+	t.Helper()
+	srv, err := newHTTPServers(models)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	agents, err := newHTTPAgents(t.Context(), srv.urls, srv.ca.pem, names)
+	if err != nil {
+		srv.close()
+		t.Fatal(err)
+	}
+	tgt := httpTarget{agents, srv}
+	t.Cleanup(tgt.close)
+	return tgt
+}
+
+// TestAgentAttemptHTTPS checks an attempt of a k3s agent over HTTPS:
+// its six requests in order (three of /cacerts, the first refused at the
+// TLS handshake, then the configuration and two certificate POSTs), each
+// on a new connection that the server accepted, and both certificate
+// requests password-checked (two scrypt runs on a k3s model). A wrong
+// password ends the attempt at the first certificate request.
+func TestAgentAttemptHTTPS(t *testing.T) {
 	h := testHerd(t)
 	store := verify.NewMemoryStore()
 	for _, n := range h.Nodes[:2] {
 		store.Set(n.Name, n.Hash)
 	}
-	m := newK3s(store, verify.Params{}, 1)
+	m := newK3s(store, verify.Params{})
 	defer m.close(true)
 	nodes := []Node{h.Nodes[0], {Name: h.Nodes[1].Name, Password: "wrong"}}
-	tgt, err := newHTTPTarget([]model{m}, len(nodes))
+	tgt := httpPair(t, []model{m}, nodes)
+	ctx := t.Context()
+
+	o, requests, handshakes := attempt(ctx, tgt, 30*time.Second, 0, 0, nodes[0])
+	if o.status != http.StatusOK || requests != 6 || handshakes != 6 || o.guardedAt.IsZero() {
+		t.Errorf("right password: %+v after %d requests, %d TLS handshakes; want 200 after 6 and 6", o, requests, handshakes)
+	}
+	if conns := tgt.srv.conns.Load(); conns != 6 {
+		t.Errorf("the server accepted %d connections for 6 requests, want a new one each", conns)
+	}
+	if m.scryptRuns() != 2 {
+		t.Errorf("%d scrypt runs for one attempt, want 2 (both certificate requests)", m.scryptRuns())
+	}
+	o, requests, handshakes = attempt(ctx, tgt, 30*time.Second, 1, 0, nodes[1])
+	if o.status != http.StatusForbidden || requests != 5 || handshakes != 5 {
+		t.Errorf("wrong password: %+v after %d requests, %d handshakes; want 403 at the 5th", o, requests, handshakes)
+	}
+	if conns := tgt.srv.conns.Load(); conns != 11 {
+		t.Errorf("the server accepted %d connections for 11 requests", conns)
+	}
+}
+
+// TestKubeletCertificates checks what the benchmark's servers answer a
+// certificate request: a POST's CSR key signed for the node, a GET's
+// legacy key sent with its certificate, a CSR for another node refused.
+func TestKubeletCertificates(t *testing.T) {
+	ca, err := newBenchCA()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tgt.close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if o := tgt.attempt(ctx, 0, 0, nodes[0]); o.status != http.StatusOK {
-		t.Errorf("right password: %+v", o)
+	k, err := newAgentKey("node-1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if o := tgt.attempt(ctx, 1, 0, nodes[1]); o.status != http.StatusForbidden {
-		t.Errorf("wrong password: %+v", o)
+	for _, c := range []struct {
+		client, post bool
+		body         []byte
+		cn           string
+		blocks       int
+	}{
+		{false, true, k.serving, "node-1", 2},
+		{true, true, k.client, "system:node:node-1", 2},
+		{false, false, nil, "node-1", 3},
+	} {
+		out, err := ca.kubeletCert("node-1", c.client, c.post, c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var blocks []*pem.Block
+		for rest := out; ; {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			blocks = append(blocks, b)
+		}
+		if len(blocks) != c.blocks {
+			t.Fatalf("%s: %d PEM blocks, want %d", c.cn, len(blocks), c.blocks)
+		}
+		cert, err := x509.ParseCertificate(blocks[0].Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Errorf("%s: %v", c.cn, err)
+		}
+		pub, _ := cert.PublicKey.(*ecdsa.PublicKey)
+		if cert.Subject.CommonName != c.cn || c.post != (pub != nil && pub.Equal(k.key.Public())) {
+			t.Errorf("certificate for %q, the agent's key %v; want %q, %v", cert.Subject.CommonName, !c.post, c.cn, c.post)
+		}
 	}
-	release, _ := m.admit() // the cap of 1 is now full
-	if o := tgt.attempt(ctx, 0, 0, nodes[0]); o.status != http.StatusTooManyRequests {
-		t.Errorf("past the in-flight cap: %+v", o)
+	if err := k.rename("node-2"); err != nil {
+		t.Fatal(err)
 	}
-	release()
-	if n := tgt.nonH2.Load(); n != 0 {
-		t.Errorf("%d responses were not HTTP/2", n)
+	if _, err := ca.kubeletCert("node-1", false, true, k.serving); err == nil || !strings.Contains(err.Error(), "node-2") {
+		t.Errorf("a CSR for node-2 on node-1's request: %v", err)
+	}
+	if _, err := ca.kubeletCert("node-1", false, true, []byte("junk")); err == nil {
+		t.Error("a body that is no CSR was signed")
 	}
 }
 
@@ -195,7 +306,7 @@ func TestK3sModelHeapGuard(t *testing.T) {
 
 func TestK3sModelEnrollsUnknownNode(t *testing.T) {
 	store := verify.NewMemoryStore()
-	m := newK3s(store, verify.Params{LogN: testLogN, R: 8, P: 1, KeyLen: 64, SaltLen: 8}, 0)
+	m := newK3s(store, verify.Params{LogN: testLogN, R: 8, P: 1, KeyLen: 64, SaltLen: 8})
 	defer m.close(true)
 	ctx := t.Context()
 	if err := m.Ensure(ctx, "new-node", "pw"); err != nil {

@@ -46,8 +46,17 @@ type Result struct {
 	// herd's HTTPS takes (Herd.EstimateTransport): a TLS connection and a
 	// request per node, on the same CPUs as scrypt; 0 in inproc mode.
 	LocalTransport time.Duration
-	// Attempts counts the requests the agents sent.
-	Attempts uint64
+	// Attempts counts the agents' attempts: each the sequence of
+	// requests a k3s agent makes to get its configuration (agent.go),
+	// ended by the first that fails. Requests counts the requests they
+	// sent, and Handshakes the TLS handshakes those started (0 in-process;
+	// one per request over HTTPS, a new connection each). Connections
+	// counts the connections the servers accepted (every agent, attackers
+	// included; 0 in-process).
+	Attempts    uint64
+	Requests    uint64
+	Handshakes  uint64
+	Connections uint64
 	// ScryptRuns counts the scrypt computations the servers started
 	// during the run, including those whose client had left.
 	ScryptRuns uint64
@@ -210,9 +219,7 @@ func (r *Result) finish(lowerBound, lowerBoundFast, lowerBoundBatch time.Duratio
 		return float64(r.Completion) / float64(bound)
 	}
 	r.Ratio, r.RatioFast, r.RatioBatch = ratio(lowerBound), ratio(lowerBoundFast), ratio(lowerBoundBatch)
-	if r.Joined > 0 {
-		r.ScryptRunsPerNode = float64(r.ScryptRuns) / float64(r.Joined)
-	}
+	r.ScryptRunsPerNode = r.PerNode(r.ScryptRuns)
 	if n := len(r.JoinTimes); n > 0 {
 		r.P50 = r.JoinTimes[rank(n, 0.50)]
 		r.P99 = r.JoinTimes[rank(n, 0.99)]
@@ -256,6 +263,12 @@ type resultJSON struct {
 	LocalTransportS   float64       `json:"local_transport_s,omitempty"`
 	LocalRatio        float64       `json:"local_ratio,omitempty"`
 	Attempts          uint64        `json:"attempts"`
+	Requests          uint64        `json:"requests"`
+	Handshakes        uint64        `json:"tls_handshakes"`
+	Connections       uint64        `json:"server_connections"`
+	AttemptsPerNode   float64       `json:"attempts_per_node"`
+	RequestsPerNode   float64       `json:"requests_per_node"`
+	HandshakesPerNode float64       `json:"tls_handshakes_per_node"`
 	ScryptRuns        uint64        `json:"scrypt_runs"`
 	ScryptRunsPerNode float64       `json:"scrypt_runs_per_node"`
 	Reboot            Reboot        `json:"reboot,omitempty"`
@@ -308,7 +321,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Ratio: r.Ratio, RatioFast: r.RatioFast, LowerBoundBatchS: r.LowerBoundBatch.Seconds(), RatioBatch: r.RatioBatch,
 		LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
 		LocalTransportS: r.LocalTransport.Seconds(),
-		Attempts:        r.Attempts, ScryptRuns: r.ScryptRuns,
+		Attempts:        r.Attempts, Requests: r.Requests, Handshakes: r.Handshakes, Connections: r.Connections,
+		AttemptsPerNode: r.PerNode(r.Attempts), RequestsPerNode: r.PerNode(r.Requests), HandshakesPerNode: r.PerNode(r.Handshakes),
+		ScryptRuns:        r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
 		Reboot:            r.Reboot, DigestKey: r.DigestKey, FirstAttempt: r.FirstAttempt,
 		DigestHits: r.DigestHits, CacheHits: r.CacheHits,
@@ -351,7 +366,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Ratio: j.Ratio, RatioFast: j.RatioFast, LowerBoundBatch: secs(j.LowerBoundBatchS), RatioBatch: j.RatioBatch,
 		LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
 		LocalTransport: secs(j.LocalTransportS),
-		Attempts:       j.Attempts, ScryptRuns: j.ScryptRuns,
+		Attempts:       j.Attempts, Requests: j.Requests, Handshakes: j.Handshakes, Connections: j.Connections,
+		ScryptRuns:        j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
 		Reboot:            j.Reboot, DigestKey: j.DigestKey, FirstAttempt: j.FirstAttempt,
 		DigestHits: j.DigestHits, CacheHits: j.CacheHits,
@@ -383,6 +399,14 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func fromMiB(m float64) uint64 { return uint64(math.Round(m * (1 << 20))) }
+
+// PerNode is count per joined node; 0 when none joined.
+func (r *Result) PerNode(count uint64) float64 {
+	if r.Joined == 0 {
+		return 0
+	}
+	return float64(count) / float64(r.Joined)
+}
 
 // CPUUse is CPU / (Completion × Procs): the share of the process's CPUs the
 // run used; 0 when not measured.

@@ -161,14 +161,22 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 	case ModeInproc:
 		tgt = &inprocTarget{servers: models, second: sc.scale(time.Second), drain: !sc.NoDrain}
 	case ModeHTTP:
-		t, err := newHTTPTarget(models, sc.Nodes+sc.Duplicates+sc.Attackers)
+		srv, err := newHTTPServers(models)
 		if err != nil {
 			return nil, err
 		}
-		tgt = t
+		agents, err := newHTTPAgents(ctx, srv.urls, srv.ca.pem, r.clientNames())
+		if err != nil {
+			srv.close()
+			return nil, err
+		}
+		tgt = httpTarget{agents, srv}
 	}
 	r.target = tgt
 	res := r.execute(ctx)
+	if t, ok := tgt.(httpTarget); ok {
+		res.Connections = t.srv.conns.Load()
+	}
 	res.Model = modelName
 	res.Reboot, res.DigestKey = sc.Reboot, env.digestKey != nil
 	for _, m := range models {
@@ -228,9 +236,11 @@ type run struct {
 	shedLog []ShedEvent
 }
 
-// tally counts one kind of agent's requests and failed answers.
+// tally counts one kind of agent's attempts, requests and failed
+// attempts, by what ended them.
 type tally struct {
-	attempts, shed, timeouts, connErrs, errs, rejected atomic.Uint64
+	attempts, requests, handshakes           atomic.Uint64
+	shed, timeouts, connErrs, errs, rejected atomic.Uint64
 }
 
 // newRun prepares a run of sc (with defaults, validated) for nodes, one
@@ -310,6 +320,8 @@ func (r *run) execute(ctx context.Context) *Result {
 		Servers:         r.sc.Servers,
 		LB:              r.sc.LB,
 		Attempts:        r.attempts.Load(),
+		Requests:        r.requests.Load(),
+		Handshakes:      r.handshakes.Load(),
 		Shed:            r.shed.Load(),
 		Timeouts:        r.timeouts.Load(),
 		ConnErrors:      r.connErrs.Load(),
@@ -422,10 +434,10 @@ func (r *run) agent(ctx context.Context, i int) {
 
 // asked is how an agent's asking ended.
 type asked struct {
-	ok       bool          // answered 200
-	attempts int           // requests sent
-	last     time.Duration // when the last request was sent, since the run's start
-	server   int           // the server the last request went to
+	ok       bool          // its last attempt succeeded
+	attempts int           // attempts made
+	last     time.Duration // when the last attempt's first password-guarded request was sent (or the attempt began, if none was), since the run's start
+	server   int           // the server the last attempt went to
 }
 
 // asker is what one agent's requests carry and where they are counted.
@@ -438,16 +450,20 @@ type asker struct {
 	onReject       func() // if not nil, called after each 403
 }
 
-// ask sends a.node's request until it is answered 200 (ok) or ctx ends,
-// waiting under the agent policy after each failure, as a k3s agent does.
+// ask makes a.node's attempts (see attempt) until one succeeds (ok) or
+// ctx ends, waiting under the agent policy after each failure, as a k3s
+// agent does.
 func (r *run) ask(ctx context.Context, a asker) asked {
 	server := a.server
 	for failures := 1; ; failures++ {
 		sent := time.Now()
-		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
 		a.tally.attempts.Add(1)
-		o := r.target.attempt(actx, a.client, server, a.node)
-		cancel()
+		o, requests, handshakes := attempt(ctx, r.target, r.sc.scale(r.sc.ClientTimeout), a.client, server, a.node)
+		a.tally.requests.Add(uint64(requests))
+		a.tally.handshakes.Add(uint64(handshakes))
+		if !o.guardedAt.IsZero() {
+			sent = o.guardedAt
+		}
 		got := asked{attempts: failures, last: sent.Sub(r.start), server: server}
 		if o.status == http.StatusOK {
 			got.ok = true
@@ -465,7 +481,7 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 			a.tally.shed.Add(1)
 			if a.logShed {
 				r.logShed(ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status,
-					RetryAfter: o.retryAfter, Waited: time.Since(sent)})
+					RetryAfter: o.retryAfter, Waited: o.took})
 			}
 			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.connErr:

@@ -13,24 +13,37 @@ import (
 	"time"
 )
 
-// fakeTarget answers attempts with a function of the agent, the server and
-// the agent's attempt number (1 for the first), and records which server
-// each attempt went to.
+// fakeTarget answers the first request of each attempt (an in-process
+// attempt: the two certificate requests) with answer, a function of the
+// agent, the server and the agent's attempt number (1 for the first), and
+// the second with later (nil: 200). It records which server each attempt
+// went to.
 type fakeTarget struct {
 	answer func(ctx context.Context, agent, server, attempt int) outcome
+	later  func(ctx context.Context, agent, server, attempt int) outcome
 	mu     sync.Mutex
 	seen   map[int][]int // agent -> servers asked, in order
 }
 
-func (f *fakeTarget) attempt(ctx context.Context, agent, server int, _ Node) outcome {
+func (f *fakeTarget) steps() []step { return inprocSteps }
+
+func (f *fakeTarget) do(ctx context.Context, agent, server int, _ Node, s step) outcome {
 	f.mu.Lock()
 	if f.seen == nil {
 		f.seen = make(map[int][]int)
 	}
-	f.seen[agent] = append(f.seen[agent], server)
+	if s == inprocSteps[0] {
+		f.seen[agent] = append(f.seen[agent], server)
+	}
 	n := len(f.seen[agent])
 	f.mu.Unlock()
-	return f.answer(ctx, agent, server, n)
+	switch {
+	case s == inprocSteps[0]:
+		return f.answer(ctx, agent, server, n)
+	case f.later != nil:
+		return f.later(ctx, agent, server, n)
+	}
+	return outcome{status: http.StatusOK}
 }
 
 func (f *fakeTarget) close() {}
