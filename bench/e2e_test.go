@@ -198,6 +198,69 @@ func TestAgentAttemptHTTPS(t *testing.T) {
 	}
 }
 
+// TestK3sLatestInFlight checks k3s-latest's max-in-flight caps: 10
+// mutating requests (the certificate POSTs) and 20 others, each refused
+// past its cap with 429 and Retry-After: 1, over HTTPS and in-process;
+// /cacerts is outside them.
+func TestK3sLatestInFlight(t *testing.T) {
+	h := testHerd(t)
+	store := verify.NewMemoryStore()
+	store.Set(h.Nodes[0].Name, h.Nodes[0].Hash)
+	mi, err := newModel(ModelK3sLatest, store, verify.DefaultParams, 1, nil, nil, serverEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mi.(*k3sModel)
+	defer m.close(true)
+	take := func(mutating bool, n int) (releases []func()) {
+		for i := range n {
+			release, ok := m.admit(mutating)
+			if !ok {
+				t.Fatalf("request %d of %d refused (mutating %v)", i+1, n, mutating)
+			}
+			releases = append(releases, release)
+		}
+		return releases
+	}
+	writes := take(true, k3sLatestWrites)
+	if _, ok := m.admit(true); ok {
+		t.Fatalf("mutating request %d admitted", k3sLatestWrites+1)
+	}
+	reads := take(false, k3sLatestReads-1) // a GET and a POST apart
+
+	tgt := httpPair(t, []model{m}, h.Nodes[:1])
+	ctx := t.Context()
+	for _, c := range []struct {
+		s    step
+		want int
+	}{{stepServingCert, http.StatusTooManyRequests}, {stepConfig, http.StatusOK}, {stepCACerts, http.StatusOK}} {
+		o := tgt.do(ctx, 0, 0, h.Nodes[0], c.s)
+		if o.status != c.want || (c.want == http.StatusTooManyRequests) != (o.retryAfter == time.Second) {
+			t.Errorf("%s %s with the mutating cap full: %+v, want %d (Retry-After 1 s with 429)", c.s.method(), c.s.path(), o, c.want)
+		}
+	}
+	reads = append(reads, take(false, 1)...) // the non-mutating cap full
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepConfig); o.status != http.StatusTooManyRequests || o.retryAfter != time.Second {
+		t.Errorf("GET config with the non-mutating cap full: %+v, want 429 with Retry-After 1 s", o)
+	}
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepCACerts); o.status != http.StatusOK {
+		t.Errorf("GET /cacerts with both caps full: %+v, want 200", o)
+	}
+	in := &inprocTarget{servers: []model{m}, second: 100 * time.Millisecond}
+	if o := in.do(ctx, 0, 0, h.Nodes[0], stepServingCert); o.status != http.StatusTooManyRequests || o.retryAfter != 100*time.Millisecond {
+		t.Errorf("in-process with the mutating cap full: %+v, want 429 with one scaled second", o)
+	}
+	for _, release := range append(writes, reads...) {
+		release()
+	}
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepServingCert); o.status != http.StatusOK {
+		t.Errorf("POST after the caps emptied: %+v, want 200", o)
+	}
+	if m.scryptRuns() != 1 {
+		t.Errorf("%d scrypt runs; a refused request must cost none", m.scryptRuns())
+	}
+}
+
 // TestKubeletCertificates checks what the benchmark's servers answer a
 // certificate request: a POST's CSR key signed for the node, a GET's
 // legacy key sent with its certificate, a CSR for another node refused.

@@ -15,7 +15,8 @@ import (
 	"github.com/nodepass/nodepass/verify"
 )
 
-// Server model names, as DESIGN.md §6 lists them.
+// Server model names; BENCHMARKS.md says which upstream k3s code each
+// follows.
 const (
 	ModelK3s125    = "k3s-v1.25"
 	ModelK3s128    = "k3s-v1.28"
@@ -30,7 +31,7 @@ var models = []string{ModelK3s125, ModelK3s128, ModelK3sLatest, ModelNodepass}
 // benchmark runs them.
 func Models() []string { return slices.Clone(models) }
 
-// The k3s behaviour the models emulate (DESIGN.md §1, §2 and §6).
+// The k3s behaviour the models emulate.
 const (
 	// k3s v1.25 read each node's secret through client-go's client-side
 	// rate limiter, 5 QPS with a burst of 10.
@@ -38,9 +39,13 @@ const (
 	k3sAPIBurst = 10
 	// k3sAPILatency is a round trip to the API server for one secret.
 	k3sAPILatency = 3 * time.Millisecond
-	// k3sLatestInFlight is the newest k3s router's cap on in-flight
-	// requests to the node-password routes; past it, 429.
-	k3sLatestInFlight = 20
+	// The newest k3s router's caps on in-flight agent requests
+	// (pkg/server/handlers/router.go: maxNonMutatingAgentRequests and
+	// maxMutatingAgentRequests, through k8s.io/apiserver's max-in-flight
+	// filter): GETs, and other methods (the certificate POSTs); past a
+	// cap, 429 with Retry-After: 1. /cacerts is outside them.
+	k3sLatestReads  = 20
+	k3sLatestWrites = 10
 )
 
 // model is one server's verification behaviour. Ensure returns the
@@ -90,7 +95,7 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 	case ModelK3s125, ModelK3s128, ModelK3sLatest:
 		m := newK3s(store, params)
 		if name == ModelK3sLatest {
-			m.maxReads, m.maxWrites = k3sLatestInFlight, k3sLatestInFlight
+			m.maxReads, m.maxWrites = k3sLatestReads, k3sLatestWrites
 		}
 		m.guard = guard
 		if obs != nil {

@@ -69,7 +69,7 @@ func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step) ou
 	m := t.servers[server]
 	release, ok := m.admit(s.method() != http.MethodGet)
 	if !ok {
-		return outcome{status: http.StatusTooManyRequests}
+		return outcome{status: http.StatusTooManyRequests, retryAfter: t.second}
 	}
 	// The handler goes on when the client leaves, like a server's.
 	done := make(chan error, 1)
@@ -212,11 +212,13 @@ func (s *httpServers) close() {
 }
 
 // capped wraps next in m's in-flight cap for mutating requests (POST) or
-// the others, answering 429 past it.
+// the others, answering 429 with Retry-After: 1 past it, as k3s's
+// max-in-flight filter does.
 func capped(m model, mutating bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		release, ok := m.admit(mutating)
 		if !ok {
+			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many requests, please try again later", http.StatusTooManyRequests)
 			return
 		}
