@@ -108,7 +108,7 @@ func lbNote(servers int, lb bench.LB) string {
 // writeTable prints one row per model and what the figures mean.
 func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\tlate\ttimeouts\tcpu use\tidle\tstopped\t")
+	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts/node\trequests/node\ttls/node\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\tlate\ttimeouts\tcpu use\tidle\tstopped\t")
 	for _, r := range results {
 		ratio, local, completion := fmt.Sprintf("%.2f", r.Ratio), fmt.Sprintf("%.2f", r.LocalRatio), secs(r.Completion)
 		if r.Stopped != "" {
@@ -117,16 +117,19 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		if r.LocalBound == 0 {
 			local = "-"
 		}
-		perNode := "-"
-		if r.Joined > 0 {
-			perNode = fmt.Sprintf("%.2f", r.ScryptRunsPerNode)
+		perNode := func(n uint64) string {
+			if r.Joined == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", r.PerNode(n))
 		}
 		stopped := r.Stopped
 		if stopped == "" {
 			stopped = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%d\t%.0f%%\t%s\t%s\t\n",
-			r.Model, r.Joined, r.Nodes, completion, ratio, local, r.Attempts, perNode,
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%d\t%.0f%%\t%s\t%s\t\n",
+			r.Model, r.Joined, r.Nodes, completion, ratio, local,
+			perNode(r.Attempts), perNode(r.Requests), perNode(r.Handshakes), perNode(r.ScryptRuns),
 			latency(r, r.P50), latency(r, r.P99), latency(r, r.Max),
 			float64(r.PeakHeap)/(1<<20), r.Shed, r.ShedLate, r.Timeouts, 100*r.CPUUse(), secs(r.IdlePending), stopped)
 	}
@@ -162,6 +165,7 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			"%d servers on machines of their own would have %d times the CPUs; here they share them, and no run can beat the %d-CPU bound.\n",
 			sc.Servers, h.Workers, h.LowerBound.Seconds(), h.LowerBound.Seconds(), sc.Servers, sc.Servers, sc.Servers, h.Workers)
 	}
+	fmt.Fprintln(w, "per node: per joined node; an attempt is a k3s agent's whole sequence of requests (over HTTPS: /cacerts three times, the config, two certificate POSTs; in-process: the two POSTs), tls = TLS handshakes the agents started;")
 	fmt.Fprintln(w, "latencies are per joined node, from the reboot (retries included); peak heap is the process's live heap (agents included), sampled;")
 	fmt.Fprintln(w, "cpu use is the process's CPU time over completion × GOMAXPROCS: well below 100% with work pending means the run was short of CPU or idle by design;")
 	fmt.Fprintf(w, "late = shed answers that came after the request was held over %v; idle = CPU time left unused (GOMAXPROCS × time − CPU time) until the last node's result was ready.\n", bench.LateShed)
