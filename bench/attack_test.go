@@ -211,7 +211,7 @@ func TestWrongAcceptCounted(t *testing.T) {
 			time.Sleep(time.Millisecond)
 			return outcome{status: http.StatusOK}
 		}}
-		res := r.execute(t.Context())
+		res := r.execute(t.Context(), time.Now())
 		r.adv.figures(res)
 		if a := res.Attack; a.GuessesAccepted == 0 || a.GuessesAccepted != a.Guesses || a.DuplicatesAccepted != 1 {
 			t.Errorf("guesses %d, accepted %d; duplicates accepted %d", a.Guesses, a.GuessesAccepted, a.DuplicatesAccepted)

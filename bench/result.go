@@ -151,6 +151,10 @@ type Result struct {
 	MaxSampleGap time.Duration
 	// Procs is GOMAXPROCS during the run.
 	Procs int
+	// Split, for a split run (see Servers), says where its agents and
+	// servers ran; CPU, Procs and the heap figures are then the servers'
+	// process's alone. nil when they shared one process.
+	Split *Split
 	// Stopped is empty when every node joined, else why the run stopped:
 	// StoppedDeadline, StoppedHeapGuard, or "cancelled: ...".
 	Stopped string
@@ -298,6 +302,7 @@ type resultJSON struct {
 	Errors            uint64        `json:"errors"`
 	CPUS              float64       `json:"cpu_s"`
 	Procs             int           `json:"procs"`
+	Split             *Split        `json:"split,omitempty"`
 	MaxSampleGapS     float64       `json:"max_sample_gap_s"`
 	Stopped           string        `json:"stopped"`
 	StopDetail        string        `json:"stop_detail,omitempty"`
@@ -334,7 +339,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		ReturnsS: make([]float64, 0, len(r.Returns)), LastReadyS: r.LastReady.Seconds(), IdlePendingS: r.IdlePending.Seconds(),
 		ReachedFirstS: r.ReachedFirst.Seconds(), ReachedMedianS: r.ReachedMedian.Seconds(), ReachedLastS: r.ReachedLast.Seconds(),
 		Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
-		CPUS: r.CPU.Seconds(), Procs: r.Procs, MaxSampleGapS: r.MaxSampleGap.Seconds(),
+		CPUS: r.CPU.Seconds(), Procs: r.Procs, Split: r.Split, MaxSampleGapS: r.MaxSampleGap.Seconds(),
 		Stopped: r.Stopped, StopDetail: r.StopDetail,
 		Timeline: make([][]float64, 0, len(r.JoinTimes)+1),
 		Attack:   r.Attack, Faults: r.Faults,
@@ -378,7 +383,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		LastReady: secs(j.LastReadyS), IdlePending: secs(j.IdlePendingS),
 		ReachedFirst: secs(j.ReachedFirstS), ReachedMedian: secs(j.ReachedMedianS), ReachedLast: secs(j.ReachedLastS),
 		Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
-		CPU: secs(j.CPUS), Procs: j.Procs, MaxSampleGap: secs(j.MaxSampleGapS),
+		CPU: secs(j.CPUS), Procs: j.Procs, Split: j.Split, MaxSampleGap: secs(j.MaxSampleGapS),
 		Stopped: j.Stopped, StopDetail: j.StopDetail,
 		Attack: j.Attack, Faults: j.Faults,
 	}

@@ -60,7 +60,12 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRun(sc, fakeNodes(sc.Nodes))
 		r.target = f
-		res = r.execute(t.Context())
+		smp := newSampler(sc)
+		r.halt = smp.guard.done
+		start := time.Now()
+		smp.begin(start)
+		res = r.execute(t.Context(), start)
+		smp.end(res)
 		res.finish(10*time.Second, 0, 0)
 	})
 	return res
@@ -264,6 +269,7 @@ func TestResultJSON(t *testing.T) {
 		JoinTimes:    []time.Duration{500 * time.Millisecond, time.Second},
 		ShedLog:      []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
 		ReachedFirst: 100 * time.Millisecond, ReachedMedian: 250 * time.Millisecond, ReachedLast: 500 * time.Millisecond,
+		Split: &Split{AgentCPUs: []int{0}, ServerCPUs: []int{1, 2}, AgentProcs: 1, ServerProcs: 2, AgentCPU: 2 * time.Second},
 	}
 	r.finish(time.Second, 0, 500*time.Millisecond)
 	r.SetLocalBound(2*time.Second, time.Second)
@@ -288,6 +294,9 @@ func TestResultJSON(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, m[k], v)
 		}
 	}
+	if sp, _ := m["split"].(map[string]any); sp["agent_cpu_s"] != 2.0 || sp["server_procs"] != 2.0 || len(sp["server_cpus"].([]any)) != 2 {
+		t.Errorf("split = %v", m["split"])
+	}
 	if tl, _ := m["timeline"].([]any); len(tl) != 3 {
 		t.Errorf("timeline %v, want 3 points", m["timeline"])
 	}
@@ -300,7 +309,8 @@ func TestResultJSON(t *testing.T) {
 	}
 	if !slices.Equal(back.JoinTimes, r.JoinTimes) || back.Completion != r.Completion || back.PeakHeap != r.PeakHeap ||
 		back.ReachedFirst != r.ReachedFirst || back.ReachedMedian != r.ReachedMedian || back.ReachedLast != r.ReachedLast ||
-		back.LowerBoundBatch != r.LowerBoundBatch || back.RatioBatch != r.RatioBatch {
+		back.LowerBoundBatch != r.LowerBoundBatch || back.RatioBatch != r.RatioBatch ||
+		back.Split.AgentCPU != r.Split.AgentCPU || !slices.Equal(back.Split.ServerCPUs, r.Split.ServerCPUs) {
 		t.Errorf("round trip: %+v, want %+v", back, *r)
 	}
 	// A value marshals the same as a pointer.
