@@ -72,6 +72,12 @@ type config struct {
 	// kube.Store on a kube-apiserver this program starts (kubestore.go).
 	store        string
 	apiserverBin string
+	// split is auto, on or off: the agents and the servers in processes
+	// of their own, pinned to CPUs of their own (split.go); agentCPUs is
+	// how many CPUs the agents get (0: half).
+	split     string
+	agentCPUs int
+	role      string // hidden: the worker's part of a split run
 }
 
 // usageError is a bad command line: exit status 2.
@@ -80,7 +86,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 // hiddenFlags are for the parent-child protocol, not for people.
-var hiddenFlags = map[string]bool{"worker": true}
+var hiddenFlags = map[string]bool{"worker": true, "worker-role": true}
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -115,7 +121,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.apiserverBin, "apiserver-bin", "", "`DIR` holding etcd and kube-apiserver for -store kube (make apiserver builds them in tools/apiserver/bin); default $"+apitest.BinEnv)
 	adversity := addAdversityFlags(fs)
 	reboot := addRebootFlags(fs)
+	fs.StringVar(&c.split, "split", "auto", "auto, on or off: run each model's agents and servers in two processes pinned to CPUs of their own (Linux, 2 CPUs or more; the lower bounds on the servers' CPUs); auto splits where the machine and the scenario allow, on fails for a scenario that cannot")
+	fs.IntVar(&c.agentCPUs, "agent-cpus", 0, "with -split, how many of this process's CPUs the agents get (0: half, rounded down); the servers get the rest")
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
+	fs.StringVar(&c.role, "worker-role", "", "internal: the child's part of a split run")
 	fs.Usage = func() {} // parse errors get one line, -h the whole usage
 
 	if err := fs.Parse(args); err != nil {
@@ -188,6 +197,19 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	default:
 		bad("-store %q: want memory or kube", c.store)
 	}
+	switch c.split {
+	case "auto", "on", "off":
+	default:
+		bad("-split %q: want auto, on or off", c.split)
+	}
+	if c.agentCPUs < 0 {
+		bad("-agent-cpus %d: want 0 or more", c.agentCPUs)
+	}
+	switch c.role {
+	case "", roleServers, roleAgents, roleBound:
+	default:
+		bad("-worker-role %q: want %s, %s or %s", c.role, roleServers, roleAgents, roleBound)
+	}
 	adversity.check(nodes, bad)
 	reboot.check(bad)
 	if len(errs) > 0 {
@@ -200,6 +222,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	adversity.apply(&c.sc)
 	reboot.apply(&c.sc)
+	if why := splitUnsupported(&c); c.split == "on" && why != "" && c.store == "memory" {
+		return nil, usageError{"-split on: not with " + why}
+	}
 	return &c, nil
 }
 

@@ -117,12 +117,13 @@ func TestRunInProcess(t *testing.T) {
 	}
 }
 
-// TestRunIsolated runs every model in its own child process over HTTPS:
-// the test binary re-executes itself as the command.
+// TestRunIsolated runs every model in its own child process over HTTPS,
+// agents and servers together: the test binary re-executes itself as the
+// command.
 func TestRunIsolated(t *testing.T) {
 	t.Setenv("NODEPASS_BENCH_AS_MAIN", "1")
 	jsonPath := filepath.Join(t.TempDir(), "out.json")
-	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-json", jsonPath)
+	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-split", "off", "-json", jsonPath)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
