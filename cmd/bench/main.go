@@ -229,7 +229,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 }
 
 func usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "usage: bench [flags]\n       bench profile report|diff|check ... (bench profile -h)\n       bench scale-plot -o FILE LABEL=GLOB... (bench scale-plot -h)\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
+	fmt.Fprintf(w, "usage: bench [flags]\n       bench profile report|diff|check ... (bench profile -h)\n       bench scale-plot -o FILE LABEL=GLOB... (bench scale-plot -h)\n       bench scale-table GLOB... (bench scale-table -h)\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		if hiddenFlags[f.Name] {
 			return
@@ -307,6 +307,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if len(args) > 0 && args[0] == "scale-plot" {
 		return runScalePlot(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "scale-table" {
+		return runScaleTable(args[1:], stdout, stderr)
 	}
 	c, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
