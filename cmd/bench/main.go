@@ -3,8 +3,9 @@
 // in turn, and bench prints a table of how each fared.
 //
 // With no flags it runs the seed scenario: 320 nodes, scrypt logN 15, real
-// HTTPS on 127.0.0.1, agents retrying every 5-10 s with a 10 s client
-// timeout, all four models (k3s-v1.25, k3s-v1.28, k3s-latest, nodepass).
+// HTTPS on 127.0.0.1, k3s agents (each attempt k3s's sequence of requests,
+// a new TLS connection and a 10 s client timeout each, retried every 5-10
+// s), all four models (k3s-v1.25, k3s-v1.28, k3s-latest, nodepass).
 // Progress bars go to stderr, the table to stdout.
 //
 //	go run ./cmd/bench
@@ -13,9 +14,12 @@
 //
 // Each model runs in its own child process (this program re-executed), so
 // that an unbounded model's heap and its scrypt calls, which cannot be
-// cancelled, die with it and each model's heap figure is its own. The
-// stored hashes are made once, and the lower bound measured once, in the
-// parent with nothing else running. Bad flags exit with status 2.
+// cancelled, die with it and each model's heap figure is its own. Split
+// (-split, the default where the machine allows: split.go), each model has
+// two, its servers' and its agents', each pinned to CPUs of its own. The
+// stored hashes are made once in the parent, and the lower bounds measured
+// once with nothing else running: in the parent, or split, in a child
+// pinned to the servers' CPUs. Bad flags exit with status 2.
 //
 // With -cpuprofile-dir DIR each model's process also writes a CPU and a
 // heap profile of its run (DIR/MODEL.cpu.pprof, DIR/MODEL.heap.pprof),
