@@ -31,41 +31,6 @@ func newCSR(t *testing.T, cn string) (*ecdsa.PrivateKey, []byte) {
 	return key, der
 }
 
-// checkSignedCSR checks an answer to a certificate request with a CSR:
-// the leaf, for the CSR's key, then the CA, and no private key.
-func checkSignedCSR(t *testing.T, body, ca []byte, key *ecdsa.PrivateKey, cn string, ips []net.IP, usage x509.ExtKeyUsage) {
-	t.Helper()
-	var blocks []*pem.Block
-	for rest := body; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		blocks = append(blocks, b)
-	}
-	if len(blocks) != 2 || blocks[0].Type != "CERTIFICATE" || blocks[1].Type != "CERTIFICATE" {
-		t.Fatalf("%s: answer is not certificate, CA:\n%s", cn, body)
-	}
-	if got := pem.EncodeToMemory(blocks[1]); string(got) != string(ca) {
-		t.Errorf("%s: second certificate is not the CA", cn)
-	}
-	leaf, err := x509.ParseCertificate(blocks[0].Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca)
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
-		t.Errorf("%s: certificate does not verify against the CA: %v", cn, err)
-	}
-	if leaf.Subject.CommonName != cn || len(leaf.IPAddresses) != len(ips) {
-		t.Errorf("certificate for %q with IP SANs %v, want %q and %v", leaf.Subject.CommonName, leaf.IPAddresses, cn, ips)
-	}
-	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(key.Public()) {
-		t.Errorf("%s: the certificate is not for the CSR's key", cn)
-	}
-}
-
 // TestCertificateSigningRequests: current k3s agents POST a CSR to both
 // kubelet certificate routes, over HTTPS; the server signs its key for the
 // node (the names are the server's), refuses a CSR for another node or no
@@ -83,7 +48,7 @@ func TestCertificateSigningRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST serving-kubelet.crt: %d %s", resp.StatusCode, body)
 	}
-	checkSignedCSR(t, body, s.ca, key, n.name, ip, x509.ExtKeyUsageServerAuth)
+	checkKubeletCert(t, body, s.ca, n.name, ip, x509.ExtKeyUsageServerAuth, &key.PublicKey)
 
 	key, csr = newCSR(t, "system:node:"+n.name)
 	csrPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr})
@@ -91,13 +56,13 @@ func TestCertificateSigningRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST client-kubelet.crt (PEM): %d %s", resp.StatusCode, body)
 	}
-	checkSignedCSR(t, body, s.ca, key, "system:node:"+n.name, nil, x509.ExtKeyUsageClientAuth)
+	checkKubeletCert(t, body, s.ca, "system:node:"+n.name, nil, x509.ExtKeyUsageClientAuth, &key.PublicKey)
 
 	resp, body = s.get(t, serving, n.name, n.password, n.ip)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET serving-kubelet.crt: %d %s", resp.StatusCode, body)
 	}
-	checkKubeletCert(t, body, s.ca, n.name, ip, x509.ExtKeyUsageServerAuth)
+	checkKubeletCert(t, body, s.ca, n.name, ip, x509.ExtKeyUsageServerAuth, nil)
 
 	_, other := newCSR(t, "worker-02")
 	for _, c := range []struct {
