@@ -39,6 +39,12 @@ func testHerd(t *testing.T) *Herd {
 	return herd30
 }
 
+// httpScenario is testHerd over HTTPS, its retries scaled down to 0.5-1
+// s, its client timeout (10 s) and deadline (2 min) long enough for a
+// starved machine.
+var httpScenario = Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, TimeScale: 0.1, BoundSample: 4,
+	ClientTimeout: 100 * time.Second, Deadline: 20 * time.Minute}
+
 // TestHerdHTTP runs a 30-node herd over HTTPS against every model. It
 // checks counts, not time: retries are scaled down to 0.5-1 s, while the
 // client timeout (10 s) and the deadline (2 min) are long enough for a
@@ -47,9 +53,7 @@ func TestHerdHTTP(t *testing.T) {
 	h := testHerd(t)
 	for _, name := range Models() {
 		t.Run("model="+name, func(t *testing.T) {
-			sc := Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, TimeScale: 0.1, BoundSample: 4,
-				ClientTimeout: 100 * time.Second, Deadline: 20 * time.Minute}
-			res, err := Run(t.Context(), sc, h, name)
+			res, err := Run(t.Context(), httpScenario, h, name)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,8 +15,7 @@ func TestSplitRun(t *testing.T) {
 	h := testHerd(t)
 	for _, model := range []string{ModelNodepass, ModelK3sLatest} {
 		t.Run("model="+model, func(t *testing.T) {
-			sc := Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, TimeScale: 0.1, BoundSample: 4,
-				ClientTimeout: 100 * time.Second, Deadline: 20 * time.Minute}
+			sc := httpScenario
 			srv, err := StartServers(t.Context(), sc, h, model)
 			if err != nil {
 				t.Fatal(err)

@@ -113,23 +113,15 @@ func measureBounds(ctx context.Context, args []string, h *bench.Herd, cpus []int
 		return err
 	}
 	w.in.Close()
-	var bounds *bench.Herd
-	var why string
-	for m := range w.msgs {
-		switch {
-		case m.Bounds != nil:
-			bounds = m.Bounds
-		case m.Error != "":
-			why = m.Error
-		}
-	}
-	if err := w.cmd.Wait(); bounds == nil {
+	m, ok, why := w.collect(func(m message) bool { return m.Bounds != nil })
+	if err := w.cmd.Wait(); !ok {
 		if why == "" {
 			why = fmt.Sprint(err)
 		}
 		return fmt.Errorf("measuring the lower bounds on CPU %s: %s", cpuString(cpus), why)
 	}
-	h.LowerBound, h.LowerBoundFast, h.LowerBoundBatch, h.Workers = bounds.LowerBound, bounds.LowerBoundFast, bounds.LowerBoundBatch, bounds.Workers
+	b := m.Bounds
+	h.LowerBound, h.LowerBoundFast, h.LowerBoundBatch, h.Workers = b.LowerBound, b.LowerBoundFast, b.LowerBoundBatch, b.Workers
 	return nil
 }
 
@@ -218,18 +210,9 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 		}
 		return nil, err
 	}
-	var res *bench.Result
-	var why string
-	for m := range servers.msgs {
-		switch {
-		case m.Result != nil:
-			res = m.Result
-		case m.Error != "":
-			why = m.Error
-		}
-	}
+	m, ok, why := servers.collect(func(m message) bool { return m.Result != nil })
 	waitErr := servers.cmd.Wait()
-	if res == nil {
+	if !ok {
 		if r := servers.killedResult(c, model, last); r != nil {
 			return r, nil
 		}
@@ -238,6 +221,7 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 		}
 		return nil, fmt.Errorf("worker %s servers: %s", model, why)
 	}
+	res := m.Result
 	res.Split.AgentCPUs, res.Split.ServerCPUs = agReady.CPUs, srvReady.CPUs
 	return res, nil
 }

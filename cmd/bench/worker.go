@@ -250,6 +250,20 @@ func (w *worker) wait() error {
 	return w.cmd.Wait()
 }
 
+// collect reads the rest of w's messages and returns the last that want
+// picks (ok false if none did), and the last error any carried.
+func (w *worker) collect(want func(message) bool) (got message, ok bool, why string) {
+	for m := range w.msgs {
+		switch {
+		case want(m):
+			got, ok = m, true
+		case m.Error != "":
+			why = m.Error
+		}
+	}
+	return got, ok, why
+}
+
 // stop kills the child, if it started, and waits for it. A nil *worker
 // does nothing.
 func (w *worker) stop() {
