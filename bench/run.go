@@ -67,7 +67,8 @@ func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
 // when not nil, is the fault-injecting store between the two.
 func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *verify.MemoryStore, store verify.Store, faults *faultStore) (*Result, error) {
 	r := newRun(sc, h.Nodes)
-	s, err := startServers(ctx, sc, h, modelName, mem, store, faults, r.adv.tracker, sc.Mode == ModeHTTP)
+	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults, tracker: r.adv.tracker,
+		https: sc.Mode == ModeHTTP, agentsHere: true})
 	if err != nil {
 		return nil, err
 	}

@@ -32,19 +32,30 @@ type serverSide struct {
 	localBound, localTransport time.Duration
 }
 
+// serverSetup is what a run's servers are made over and how they serve.
+type serverSetup struct {
+	store  verify.Store
+	mem    *verify.MemoryStore // the memory store under store, which a reboot's warm-up uses
+	faults *faultStore         // the fault-injecting store between the two; nil if none
+	// tracker attributes the servers' computations.
+	tracker *tracker
+	// https serves the models over HTTPS; with agentsHere, the agents
+	// share this process's CPUs, and the local lower bound counts their
+	// requests (Herd.EstimateTransport).
+	https, agentsHere bool
+}
+
 // startServers estimates the local lower bound if sc asks for it, makes
-// sc.Servers instances of the model over store (mem is the memory store
-// under it, faults the fault-injecting store between the two, if any),
-// warms them up for a reboot and, with serveHTTPS, serves them over
-// HTTPS. Their computations are attributed by t.
-func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *verify.MemoryStore, store verify.Store,
-	faults *faultStore, t *tracker, serveHTTPS bool) (_ *serverSide, err error) {
-	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: faults, tracker: t, smp: newSampler(sc)}
+// sc.Servers instances of the model as set says, warms them up for a
+// reboot and serves them.
+func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, set serverSetup) (_ *serverSide, err error) {
+	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: set.faults, tracker: set.tracker, smp: newSampler(sc)}
+	t, store := set.tracker, set.store
 	if sc.BoundSample > 0 {
 		if s.localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, ModelScrypt(modelName)); err != nil {
 			return nil, err
 		}
-		if serveHTTPS {
+		if set.https && set.agentsHere {
 			if s.localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
 				return nil, err
 			}
@@ -83,7 +94,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, m
 		}
 	}
 	if sc.Reboot != RebootNone {
-		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, mem, faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
+		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, set.mem, set.faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
 			return servers(func(int) *serverObserver { return nil })
 		}); err != nil {
 			return nil, err
@@ -105,7 +116,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, m
 			t.knew(i%sc.Servers, i)
 		}
 	}
-	if serveHTTPS {
+	if set.https {
 		if s.https, err = newHTTPServers(s.models); err != nil {
 			return nil, err
 		}

@@ -90,20 +90,11 @@ func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (
 	if err != nil {
 		return nil, err
 	}
-	// The agents' side of a split run does not share these CPUs:
-	// EstimateTransport would count it here.
-	sample := sc.BoundSample
-	sc.BoundSample = 0
 	mem, store, faults := herdStore(sc, h)
-	s, err := startServers(ctx, sc, h, modelName, mem, store, faults, newTracker(h.Nodes, nil, sc.Servers), true)
+	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults,
+		tracker: newTracker(h.Nodes, nil, sc.Servers), https: true})
 	if err != nil {
 		return nil, err
-	}
-	if sample > 0 {
-		if s.localBound, err = h.EstimateLowerBound(ctx, sample, ModelScrypt(modelName)); err != nil {
-			s.close(true)
-			return nil, err
-		}
 	}
 	return &Servers{s}, nil
 }
