@@ -61,11 +61,14 @@ func (s *Split) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// checkSplit validates a split run's input and returns sc with its
-// defaults.
-func checkSplit(sc Scenario, h *Herd, modelName string) (Scenario, error) {
-	sc, err := checkRun(sc, h, modelName)
-	switch {
+// checkSplit validates a split run's scenario and herd and returns sc
+// with its defaults.
+func checkSplit(sc Scenario, h *Herd) (Scenario, error) {
+	sc = sc.withDefaults()
+	if err := sc.validate(); err != nil {
+		return sc, err
+	}
+	switch err := h.validate(sc); {
 	case err != nil:
 		return sc, err
 	case sc.Mode != ModeHTTP:
@@ -86,8 +89,11 @@ type Servers struct{ s *serverSide }
 // starts sc.Servers instances of the model (after a reboot's warm-up, if
 // any) and serves them over HTTPS on loopback ports.
 func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Servers, error) {
-	sc, err := checkSplit(sc, h, modelName)
+	sc, err := checkSplit(sc, h)
 	if err != nil {
+		return nil, err
+	}
+	if err := ValidModel(modelName); err != nil {
 		return nil, err
 	}
 	mem, store, faults := herdStore(sc, h)
@@ -144,7 +150,7 @@ type Agents struct{ r *run }
 // NewAgents prepares the agents of h's nodes against ep: their clients,
 // keys and certificate requests.
 func NewAgents(ctx context.Context, sc Scenario, h *Herd, ep Endpoint) (*Agents, error) {
-	sc, err := checkSplit(sc, h, ModelNodepass)
+	sc, err := checkSplit(sc, h)
 	if err != nil {
 		return nil, err
 	}
