@@ -230,9 +230,19 @@ func splitSummary(r *bench.Result) string {
 		}
 		return 100 * cpu.Seconds() / (r.Completion.Seconds() * float64(procs))
 	}
-	return fmt.Sprintf("agents ran on CPU %s (GOMAXPROCS %d, %.1fs of CPU, %.0f%% of theirs), servers on CPU %s (GOMAXPROCS %d, %.1fs of CPU, %.0f%% of theirs)",
+	s := fmt.Sprintf("agents ran on CPU %s (GOMAXPROCS %d, %.1fs of CPU, %.0f%% of theirs), servers on CPU %s (GOMAXPROCS %d, %.1fs of CPU, %.0f%% of theirs)",
 		cpuString(sp.AgentCPUs), sp.AgentProcs, sp.AgentCPU.Seconds(), use(sp.AgentCPU, sp.AgentProcs),
 		cpuString(sp.ServerCPUs), sp.ServerProcs, r.CPU.Seconds(), use(r.CPU, sp.ServerProcs))
+	if r.LocalBound > 0 && r.Connections > 0 && r.Nodes > 0 {
+		// The local bound is the model's scrypt alone here: one
+		// verification's CPU is LocalBound × GOMAXPROCS / nodes.
+		one := r.LocalBound * time.Duration(sp.ServerProcs) / time.Duration(r.Nodes)
+		scrypt := one * time.Duration(r.ScryptRuns)
+		rest := r.CPU - scrypt
+		s += fmt.Sprintf(": about %.1fs in scrypt (%d runs of %.1f ms, as measured before the run) and %.1fs else, %.2f ms per connection accepted (TLS, HTTP, certificates, GC)",
+			scrypt.Seconds(), r.ScryptRuns, one.Seconds()*1e3, rest.Seconds(), rest.Seconds()*1e3/float64(r.Connections))
+	}
+	return s
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }

@@ -120,7 +120,7 @@ func TestRunSplit(t *testing.T) {
 			t.Errorf("%v: %v", r["model"], r)
 		}
 	}
-	if !strings.Contains(stdout, "nodepass: agents ran on CPU "+cpuString(plan.agents)) {
-		t.Errorf("the table does not say where the agents ran:\n%s", stdout)
+	if !strings.Contains(stdout, "nodepass: agents ran on CPU "+cpuString(plan.agents)) || !strings.Contains(stdout, "ms per connection accepted") {
+		t.Errorf("the table does not say where the agents ran, or where the servers' CPU went:\n%s", stdout)
 	}
 }
