@@ -24,8 +24,11 @@
 //
 // A run: make the herd once with NewHerd (the stored hashes) and measure
 // its lower bound with Herd.MeasureLowerBound, then call Run once per
-// model. cmd/bench is the command line over this package; go test -bench
-// runs BenchmarkHerd.
+// model. A run can also be cut in two, its servers (StartServers) and its
+// agents (NewAgents) in processes of their own, so that each side has its
+// own CPUs; see split.go. cmd/bench is the command line over this
+// package (its -split pins the two processes); go test -bench runs
+// BenchmarkHerd.
 //
 // A Scenario may also put the herd under attack: Attackers flood the
 // servers with wrong passwords for real node names, Duplicates give some
