@@ -126,8 +126,9 @@ type httpServers struct {
 	conns   atomic.Uint64 // connections accepted, every server
 }
 
-// configBody is what GET /v1-k3s/config answers: about the size of the
-// JSON a k3s server sends its agents.
+// configBody is what GET /v1-k3s/config answers: 2 KB of JSON standing
+// for the configuration a k3s server sends its agents, in one TLS record
+// or two.
 var configBody = bytes.Repeat([]byte(`{"setting":"value"},`), 100)
 
 // maxCSRSize bounds the body of a certificate request.
