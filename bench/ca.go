@@ -174,9 +174,10 @@ func newAgentKey(name string) (*agentKey, error) {
 	return k, k.rename(name)
 }
 
-// rename makes k's requests for name, if they are for another.
+// rename makes k's requests for name, if they are for another; none for
+// "" (an attacker's, until it picks a name).
 func (k *agentKey) rename(name string) error {
-	if k.name == name && k.serving != nil {
+	if name == "" || k.name == name && k.serving != nil {
 		return nil
 	}
 	var err error
