@@ -233,9 +233,10 @@ func splitSummary(r *bench.Result) string {
 	s := fmt.Sprintf("agents ran on CPU %s (GOMAXPROCS %d, %.1fs of CPU, %.0f%% of theirs), servers on CPU %s (GOMAXPROCS %d, %.1fs of CPU, %.0f%% of theirs)",
 		cpuString(sp.AgentCPUs), sp.AgentProcs, sp.AgentCPU.Seconds(), use(sp.AgentCPU, sp.AgentProcs),
 		cpuString(sp.ServerCPUs), sp.ServerProcs, r.CPU.Seconds(), use(r.CPU, sp.ServerProcs))
-	if r.LocalBound > 0 && r.Connections > 0 && r.Nodes > 0 {
+	if r.LocalBound > 0 && r.Connections > 0 && r.Nodes > 0 && r.Stopped == "" {
 		// The local bound is the model's scrypt alone here: one
-		// verification's CPU is LocalBound × GOMAXPROCS / nodes.
+		// verification's CPU is LocalBound × GOMAXPROCS / nodes. A run
+		// that stopped early counts computations it did not finish.
 		one := r.LocalBound * time.Duration(sp.ServerProcs) / time.Duration(r.Nodes)
 		scrypt := one * time.Duration(r.ScryptRuns)
 		rest := r.CPU - scrypt
