@@ -5,7 +5,7 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test lint tidy bench herd benchmarks fuzz profile profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver
+.PHONY: test lint tidy bench herd scale benchmarks fuzz profile profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver
 
 # tools/apiserver builds etcd and kube-apiserver for the tests against a
 # real API server. It is outside go.work (its k8s.io/kubernetes would drag
@@ -34,6 +34,26 @@ bench:
 
 herd:
 	go run ./cmd/bench -json bench/results/herd.json -plot bench/results/herd.svg | tee bench/results/herd.txt
+
+# The scale table of BENCHMARKS.md ("Scale: the servers alone"): nodepass
+# and k3s-latest, SCALE_RUNS rounds of four herds (320 nodes at logN 15;
+# 320, 1000 and 3000 at logN 12), agents and servers split (the default
+# where the machine allows), SCALE_AGENT agents, SCALE_MODE mode. Each run
+# writes SCALE_DIR/AGENT-MODE-NODES-LOGN-ROUND.json, .txt (the table) and
+# .log (progress, CPUs, load average); then the medians of every run in
+# SCALE_DIR (table.md) and two plots, over the batched and the x/crypto
+# bound. SCALE_AGENT=backoff and SCALE_MODE=inproc add their rows.
+SCALE_DIR ?= bench/results/scale/split
+SCALE_RUNS ?= 3
+SCALE_AGENT ?= jitter-5-10s
+SCALE_MODE ?= http
+scale:
+	mkdir -p $(SCALE_DIR) && go build -o cmd/bench/bench ./cmd/bench
+	for i in $$(seq $(SCALE_RUNS)); do for h in 320:15 320:12 1000:12 3000:12; do f=$(SCALE_DIR)/$(SCALE_AGENT)-$(SCALE_MODE)-$${h%:*}-$${h#*:}-$$i; \
+	  cmd/bench/bench -models nodepass,k3s-latest -nodes $${h%:*} -logn $${h#*:} -agent $(SCALE_AGENT) -mode $(SCALE_MODE) -deadline 3m -json $$f.json > $$f.txt 2> $$f.log || exit 1; done; done
+	go run ./cmd/bench scale-table '$(SCALE_DIR)/*.json' | tee $(SCALE_DIR)/table.md
+	go run ./cmd/bench scale-plot -bound batch -o $(SCALE_DIR)/scale-batch.svg 'runs=$(SCALE_DIR)/*.json'
+	go run ./cmd/bench scale-plot -bound xcrypto -o $(SCALE_DIR)/scale-xcrypto.svg 'runs=$(SCALE_DIR)/*.json'
 
 benchmarks:
 	go test -run='^$$' -bench=. -count=10 -timeout=60m ./bench/ | tee bench/results/herd-bench.txt

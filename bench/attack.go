@@ -170,6 +170,20 @@ func guessPassword(rng *rand.Rand) string {
 	return fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64())
 }
 
+// clientNames returns the node name each client asks for, by client: the
+// honest nodes', their duplicates', then "" for each attacker (whose name
+// changes).
+func (r *run) clientNames() []string {
+	names := make([]string, 0, r.sc.Nodes+len(r.adv.dups)+r.sc.Attackers)
+	for _, n := range r.nodes {
+		names = append(names, n.Name)
+	}
+	for _, d := range r.adv.dups {
+		names = append(names, d.Name)
+	}
+	return append(names, make([]string, r.sc.Attackers)...)
+}
+
 // startAdversaries starts the duplicates and the attackers, and returns
 // once each is about to send its first request; they stop when ctx ends.
 // A herd that joins at once would otherwise leave them no time to start.
@@ -209,7 +223,9 @@ func (r *run) duplicate(ctx context.Context, d int) {
 
 // attacker sends wrong passwords for real node names, each request as
 // soon as the previous one is answered, ignoring Retry-After, until ctx
-// ends. It goes round the servers, one request each.
+// ends. It goes round the servers, one request each: a request for a
+// serving certificate, with a CSR for the name it guesses for, and none
+// of the rest of an agent's attempt.
 func (r *run) attacker(ctx context.Context, j int) {
 	a := r.adv
 	rng := rand.New(rand.NewPCG(r.sc.Seed, attackerStream+uint64(j)))
@@ -221,7 +237,7 @@ func (r *run) attacker(ctx context.Context, j int) {
 		}
 		guess := Node{Name: name, Password: guessPassword(rng)}
 		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
-		o := r.target.attempt(actx, client, (j+k)%r.sc.Servers, guess)
+		o := r.target.do(actx, client, (j+k)%r.sc.Servers, guess, stepServingCert)
 		cancel()
 		a.guesses.Add(1)
 		switch {

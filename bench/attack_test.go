@@ -211,7 +211,7 @@ func TestWrongAcceptCounted(t *testing.T) {
 			time.Sleep(time.Millisecond)
 			return outcome{status: http.StatusOK}
 		}}
-		res := r.execute(t.Context())
+		res := r.execute(t.Context(), time.Now())
 		r.adv.figures(res)
 		if a := res.Attack; a.GuessesAccepted == 0 || a.GuessesAccepted != a.Guesses || a.DuplicatesAccepted != 1 {
 			t.Errorf("guesses %d, accepted %d; duplicates accepted %d", a.Guesses, a.GuessesAccepted, a.DuplicatesAccepted)
@@ -277,7 +277,7 @@ func TestAttributionByLabels(t *testing.T) {
 // label merged with the labels of the request, as a nodepass server's
 // does, so that a CPU profile classifies and splits both alike.
 func TestScryptLabelled(t *testing.T) {
-	m := newK3s(verify.NewMemoryStore(), verify.DefaultParams, 0)
+	m := newK3s(verify.NewMemoryStore(), verify.DefaultParams)
 	defer m.close(true)
 	ctx := pprof.WithLabels(t.Context(), who{kind: kindGuess, node: 3}.labels())
 	var dump bytes.Buffer

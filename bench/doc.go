@@ -6,19 +6,29 @@
 // same machine, how much scrypt work and heap it cost, and how many
 // requests were shed or timed out.
 //
-// The server models (see Models) are written from the behaviour DESIGN.md
-// §6 describes: k3s-v1.25 fetches each hash through a 5 QPS limiter,
-// k3s-v1.28 reads it from a local cache, k3s-latest adds an in-flight cap
-// of 20 answering 429, and all three run scrypt without bound and without
-// a result cache; nodepass is verify.New with its defaults and, unless
-// Scenario.NoDigestKey, remembered verification: a DigestKey made for the
-// run, the same for every server of it (the k3s models have no
-// equivalent).
+// The agents are k3s agents (agent.go): each attempt to get a node's
+// configuration runs k3s's sequence of requests again (three of /cacerts,
+// the configuration, then two password-guarded certificate POSTs, each on
+// a new TLS connection), and the Result counts attempts, requests and TLS
+// handshakes per node. In-process an attempt is its two guarded requests.
+//
+// The server models (see Models) follow upstream k3s (BENCHMARKS.md says
+// which code each follows): k3s-v1.25 fetches each hash through a 5 QPS
+// limiter, k3s-v1.28 reads it from a local cache, k3s-latest reads it from
+// an informer cache behind k3s's max-in-flight caps (20 GETs, 10 POSTs;
+// past them 429 with Retry-After: 1), and all three run scrypt on every
+// guarded request, without bound and without a result cache; nodepass is
+// verify.New with its defaults and, unless Scenario.NoDigestKey,
+// remembered verification: a DigestKey made for the run, the same for
+// every server of it (the k3s models have no equivalent).
 //
 // A run: make the herd once with NewHerd (the stored hashes) and measure
 // its lower bound with Herd.MeasureLowerBound, then call Run once per
-// model. cmd/bench is the command line over this package; go test -bench
-// runs BenchmarkHerd.
+// model. A run can also be cut in two, its servers (StartServers) and its
+// agents (NewAgents) in processes of their own, so that each side has its
+// own CPUs; see split.go. cmd/bench is the command line over this
+// package (its -split pins the two processes); go test -bench runs
+// BenchmarkHerd.
 //
 // A Scenario may also put the herd under attack: Attackers flood the
 // servers with wrong passwords for real node names, Duplicates give some

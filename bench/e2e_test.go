@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"strings"
@@ -36,6 +39,12 @@ func testHerd(t *testing.T) *Herd {
 	return herd30
 }
 
+// httpScenario is testHerd over HTTPS, its retries scaled down to 0.5-1
+// s, its client timeout (10 s) and deadline (2 min) long enough for a
+// starved machine.
+var httpScenario = Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, TimeScale: 0.1, BoundSample: 4,
+	ClientTimeout: 100 * time.Second, Deadline: 20 * time.Minute}
+
 // TestHerdHTTP runs a 30-node herd over HTTPS against every model. It
 // checks counts, not time: retries are scaled down to 0.5-1 s, while the
 // client timeout (10 s) and the deadline (2 min) are long enough for a
@@ -44,9 +53,7 @@ func TestHerdHTTP(t *testing.T) {
 	h := testHerd(t)
 	for _, name := range Models() {
 		t.Run("model="+name, func(t *testing.T) {
-			sc := Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, TimeScale: 0.1, BoundSample: 4,
-				ClientTimeout: 100 * time.Second, Deadline: 20 * time.Minute}
-			res, err := Run(t.Context(), sc, h, name)
+			res, err := Run(t.Context(), httpScenario, h, name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,11 +66,10 @@ func TestHerdHTTP(t *testing.T) {
 			if res.Attempts != 30+res.Shed+res.Timeouts {
 				t.Errorf("attempts %d != 30 joins + %d shed + %d timeouts", res.Attempts, res.Shed, res.Timeouts)
 			}
-			if res.ScryptRuns < 30 {
-				t.Errorf("%d scrypt runs for 30 nodes", res.ScryptRuns)
-			}
-			if name == ModelNodepass && res.ScryptRuns != 30 {
-				t.Errorf("nodepass ran scrypt %d times for 30 nodes, want once each", res.ScryptRuns)
+			checkAgentCounts(t, res, 6)
+			if res.Handshakes != res.Requests || res.Connections != res.Requests {
+				t.Errorf("%d requests, %d TLS handshakes, %d connections accepted: want a new connection per request",
+					res.Requests, res.Handshakes, res.Connections)
 			}
 			if res.Model != name || res.Mode != ModeHTTP || res.Agent != PolicyJitter || res.PeakHeap == 0 {
 				t.Errorf("result header %q %q %q heap %d", res.Model, res.Mode, res.Agent, res.PeakHeap)
@@ -77,6 +83,26 @@ func TestHerdHTTP(t *testing.T) {
 				t.Errorf("local lower bound %v with transport %v, ratio %v", res.LocalBound, res.LocalTransport, res.LocalRatio)
 			}
 		})
+	}
+}
+
+// checkAgentCounts checks the counts of a herd that every node joined,
+// with perAttempt requests in an attempt that succeeds: every node's last
+// attempt sent them all, and both certificate requests of that attempt
+// were password-checked, by scrypt (k3s models, 2 per node) or, for
+// nodepass, once by scrypt and once from its cache.
+func checkAgentCounts(t *testing.T, res *Result, perAttempt uint64) {
+	t.Helper()
+	n := uint64(res.Nodes)
+	if res.Attempts < n || res.Requests < perAttempt*n || res.Requests > perAttempt*res.Attempts {
+		t.Errorf("%s: %d attempts, %d requests for %d nodes; want at least %d per node, at most %d per attempt",
+			res.Model, res.Attempts, res.Requests, n, perAttempt, perAttempt)
+	}
+	switch {
+	case res.Model == ModelNodepass && (res.ScryptRuns != n || res.CacheHits < n):
+		t.Errorf("nodepass: %d scrypt runs and %d cache hits for %d nodes, want one of each per node", res.ScryptRuns, res.CacheHits, n)
+	case res.Model != ModelNodepass && res.ScryptRuns < 2*n:
+		t.Errorf("%s: %d scrypt runs for %d nodes, want 2 per node at least", res.Model, res.ScryptRuns, n)
 	}
 }
 
@@ -107,43 +133,195 @@ func TestHerdInprocServers(t *testing.T) {
 			t.Errorf("%s: joined %d stopped %q servers %d lb %q", name, res.Joined, res.Stopped, res.Servers, res.LB)
 		}
 		checkReached(t, res)
+		checkAgentCounts(t, res, 2)
+		if res.Handshakes != 0 || res.Connections != 0 {
+			t.Errorf("%s: %d TLS handshakes, %d connections in-process", name, res.Handshakes, res.Connections)
+		}
 		if res.LocalBound <= 0 || res.LocalRatio <= 0 || res.LocalTransport != 0 {
 			t.Errorf("%s: local lower bound %v (transport %v, want 0 in-process), ratio %v", name, res.LocalBound, res.LocalTransport, res.LocalRatio)
 		}
 	}
 }
 
-// TestHTTPTarget checks the wire: HTTP/2, the status codes of a wrong
-// password and of a full in-flight cap.
-func TestHTTPTarget(t *testing.T) {
+// httpPair starts HTTPS servers for models and agents' clients for nodes
+// against them, closed when the test ends.
+func httpPair(t *testing.T, models []model, nodes []Node) httpTarget {
+	t.Helper()
+	srv, err := newHTTPServers(models)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	agents, err := newHTTPAgents(t.Context(), srv.urls, srv.ca.pem, names)
+	if err != nil {
+		srv.close()
+		t.Fatal(err)
+	}
+	tgt := httpTarget{agents, srv}
+	t.Cleanup(tgt.close)
+	return tgt
+}
+
+// TestAgentAttemptHTTPS checks an attempt of a k3s agent over HTTPS:
+// its six requests in order (three of /cacerts, the first refused at the
+// TLS handshake, then the configuration and two certificate POSTs), each
+// on a new connection that the server accepted, and both certificate
+// requests password-checked (two scrypt runs on a k3s model). A wrong
+// password ends the attempt at the first certificate request.
+func TestAgentAttemptHTTPS(t *testing.T) {
 	h := testHerd(t)
 	store := verify.NewMemoryStore()
 	for _, n := range h.Nodes[:2] {
 		store.Set(n.Name, n.Hash)
 	}
-	m := newK3s(store, verify.Params{}, 1)
+	m := newK3s(store, verify.Params{})
 	defer m.close(true)
 	nodes := []Node{h.Nodes[0], {Name: h.Nodes[1].Name, Password: "wrong"}}
-	tgt, err := newHTTPTarget([]model{m}, len(nodes))
+	tgt := httpPair(t, []model{m}, nodes)
+	ctx := t.Context()
+
+	o, requests, handshakes := attempt(ctx, tgt, 30*time.Second, 0, 0, nodes[0])
+	if o.status != http.StatusOK || requests != 6 || handshakes != 6 || o.guardedAt.IsZero() {
+		t.Errorf("right password: %+v after %d requests, %d TLS handshakes; want 200 after 6 and 6", o, requests, handshakes)
+	}
+	if conns := tgt.srv.conns.Load(); conns != 6 {
+		t.Errorf("the server accepted %d connections for 6 requests, want a new one each", conns)
+	}
+	if m.scryptRuns() != 2 {
+		t.Errorf("%d scrypt runs for one attempt, want 2 (both certificate requests)", m.scryptRuns())
+	}
+	o, requests, handshakes = attempt(ctx, tgt, 30*time.Second, 1, 0, nodes[1])
+	if o.status != http.StatusForbidden || requests != 5 || handshakes != 5 {
+		t.Errorf("wrong password: %+v after %d requests, %d handshakes; want 403 at the 5th", o, requests, handshakes)
+	}
+	if conns := tgt.srv.conns.Load(); conns != 11 {
+		t.Errorf("the server accepted %d connections for 11 requests", conns)
+	}
+}
+
+// TestK3sLatestInFlight checks k3s-latest's max-in-flight caps: 10
+// mutating requests (the certificate POSTs) and 20 others, each refused
+// past its cap with 429 and Retry-After: 1, over HTTPS and in-process;
+// /cacerts is outside them.
+func TestK3sLatestInFlight(t *testing.T) {
+	h := testHerd(t)
+	store := verify.NewMemoryStore()
+	store.Set(h.Nodes[0].Name, h.Nodes[0].Hash)
+	mi, err := newModel(ModelK3sLatest, store, verify.DefaultParams, 1, nil, nil, serverEnv{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tgt.close()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if o := tgt.attempt(ctx, 0, 0, nodes[0]); o.status != http.StatusOK {
-		t.Errorf("right password: %+v", o)
+	m := mi.(*k3sModel)
+	defer m.close(true)
+	take := func(mutating bool, n int) (releases []func()) {
+		for i := range n {
+			release, ok := m.admit(mutating)
+			if !ok {
+				t.Fatalf("request %d of %d refused (mutating %v)", i+1, n, mutating)
+			}
+			releases = append(releases, release)
+		}
+		return releases
 	}
-	if o := tgt.attempt(ctx, 1, 0, nodes[1]); o.status != http.StatusForbidden {
-		t.Errorf("wrong password: %+v", o)
+	writes := take(true, k3sLatestWrites)
+	if _, ok := m.admit(true); ok {
+		t.Fatalf("mutating request %d admitted", k3sLatestWrites+1)
 	}
-	release, _ := m.admit() // the cap of 1 is now full
-	if o := tgt.attempt(ctx, 0, 0, nodes[0]); o.status != http.StatusTooManyRequests {
-		t.Errorf("past the in-flight cap: %+v", o)
+	reads := take(false, k3sLatestReads-1) // a GET and a POST apart
+
+	tgt := httpPair(t, []model{m}, h.Nodes[:1])
+	ctx := t.Context()
+	for _, c := range []struct {
+		s    step
+		want int
+	}{{stepServingCert, http.StatusTooManyRequests}, {stepConfig, http.StatusOK}, {stepCACerts, http.StatusOK}} {
+		o := tgt.do(ctx, 0, 0, h.Nodes[0], c.s)
+		if o.status != c.want || (c.want == http.StatusTooManyRequests) != (o.retryAfter == time.Second) {
+			t.Errorf("%s %s with the mutating cap full: %+v, want %d (Retry-After 1 s with 429)", c.s.method(), c.s.path(), o, c.want)
+		}
 	}
-	release()
-	if n := tgt.nonH2.Load(); n != 0 {
-		t.Errorf("%d responses were not HTTP/2", n)
+	reads = append(reads, take(false, 1)...) // the non-mutating cap full
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepConfig); o.status != http.StatusTooManyRequests || o.retryAfter != time.Second {
+		t.Errorf("GET config with the non-mutating cap full: %+v, want 429 with Retry-After 1 s", o)
+	}
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepCACerts); o.status != http.StatusOK {
+		t.Errorf("GET /cacerts with both caps full: %+v, want 200", o)
+	}
+	in := &inprocTarget{servers: []model{m}, second: 100 * time.Millisecond}
+	if o := in.do(ctx, 0, 0, h.Nodes[0], stepServingCert); o.status != http.StatusTooManyRequests || o.retryAfter != 100*time.Millisecond {
+		t.Errorf("in-process with the mutating cap full: %+v, want 429 with one scaled second", o)
+	}
+	for _, release := range append(writes, reads...) {
+		release()
+	}
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepServingCert); o.status != http.StatusOK {
+		t.Errorf("POST after the caps emptied: %+v, want 200", o)
+	}
+	if m.scryptRuns() != 1 {
+		t.Errorf("%d scrypt runs; a refused request must cost none", m.scryptRuns())
+	}
+}
+
+// TestKubeletCertificates checks what the benchmark's servers answer a
+// certificate request: a POST's CSR key signed for the node, a GET's
+// legacy key sent with its certificate, a CSR for another node refused.
+func TestKubeletCertificates(t *testing.T) {
+	ca, err := newBenchCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := newAgentKey("node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		client, post bool
+		body         []byte
+		cn           string
+		blocks       int
+	}{
+		{false, true, k.serving, "node-1", 2},
+		{true, true, k.client, "system:node:node-1", 2},
+		{false, false, nil, "node-1", 3},
+	} {
+		out, err := ca.kubeletCert("node-1", c.client, c.post, c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var blocks []*pem.Block
+		for rest := out; ; {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			blocks = append(blocks, b)
+		}
+		if len(blocks) != c.blocks {
+			t.Fatalf("%s: %d PEM blocks, want %d", c.cn, len(blocks), c.blocks)
+		}
+		cert, err := x509.ParseCertificate(blocks[0].Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: ca.pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Errorf("%s: %v", c.cn, err)
+		}
+		pub, _ := cert.PublicKey.(*ecdsa.PublicKey)
+		if cert.Subject.CommonName != c.cn || c.post != (pub != nil && pub.Equal(k.key.Public())) {
+			t.Errorf("certificate for %q, the agent's key %v; want %q, %v", cert.Subject.CommonName, !c.post, c.cn, c.post)
+		}
+	}
+	if err := k.rename("node-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.kubeletCert("node-1", false, true, k.serving); err == nil || !strings.Contains(err.Error(), "node-2") {
+		t.Errorf("a CSR for node-2 on node-1's request: %v", err)
+	}
+	if _, err := ca.kubeletCert("node-1", false, true, []byte("junk")); err == nil {
+		t.Error("a body that is no CSR was signed")
 	}
 }
 
@@ -176,8 +354,7 @@ func TestK3sModelHeapGuard(t *testing.T) {
 	h := testHerd(t)
 	store := verify.NewMemoryStore()
 	store.Set(h.Nodes[0].Name, h.Nodes[0].Hash)
-	tripped := 0
-	guard := &heapGuard{max: 1, trip: func() { tripped++ }}
+	guard := newHeapGuard(1)
 	m, err := newModel(ModelK3s128, store, verify.DefaultParams, 1, guard, nil, serverEnv{})
 	if err != nil {
 		t.Fatal(err)
@@ -188,14 +365,19 @@ func TestK3sModelHeapGuard(t *testing.T) {
 			t.Errorf("Ensure past the guard: %v", err)
 		}
 	}
-	if tripped != 1 || m.scryptRuns() != 0 {
-		t.Errorf("guard tripped %d times, %d scrypt runs; want 1 and 0", tripped, m.scryptRuns())
+	select {
+	case <-guard.done:
+	default:
+		t.Error("the guard did not trip")
+	}
+	if m.scryptRuns() != 0 {
+		t.Errorf("%d scrypt runs past the guard, want 0", m.scryptRuns())
 	}
 }
 
 func TestK3sModelEnrollsUnknownNode(t *testing.T) {
 	store := verify.NewMemoryStore()
-	m := newK3s(store, verify.Params{LogN: testLogN, R: 8, P: 1, KeyLen: 64, SaltLen: 8}, 0)
+	m := newK3s(store, verify.Params{LogN: testLogN, R: 8, P: 1, KeyLen: 64, SaltLen: 8})
 	defer m.close(true)
 	ctx := t.Context()
 	if err := m.Ensure(ctx, "new-node", "pw"); err != nil {

@@ -20,8 +20,12 @@ var errGuardTripped = errors.New("bench: heap guard tripped: run stopped")
 // It is safe for concurrent use; a nil *heapGuard admits everything.
 type heapGuard struct {
 	max     uint64
-	trip    func() // stops the run; called once
 	tripped atomic.Bool
+	done    chan struct{} // closed when it trips: the run is to stop
+}
+
+func newHeapGuard(max uint64) *heapGuard {
+	return &heapGuard{max: max, done: make(chan struct{})}
 }
 
 // admit reports whether a computation that allocates bytes may start,
@@ -43,6 +47,6 @@ func (g *heapGuard) admit(bytes uint64) bool {
 // stop trips the guard.
 func (g *heapGuard) stop() {
 	if g.tripped.CompareAndSwap(false, true) {
-		g.trip()
+		close(g.done)
 	}
 }

@@ -37,6 +37,11 @@ type Herd struct {
 	// LowerBoundFast is LowerBound with this module's scrypt package,
 	// which nodepass's Verifier uses by default, measured right after it.
 	LowerBoundFast time.Duration `json:"lower_bound_fast_ns,omitempty"`
+	// LowerBoundBatch is LowerBound computed as the Verifier computes
+	// once it batches: scrypt.KeyBatch calls of scrypt.Lanes() jobs each,
+	// on as many workers, measured right after LowerBoundFast. It is the
+	// bound nodepass is judged against.
+	LowerBoundBatch time.Duration `json:"lower_bound_batch_ns,omitempty"`
 	// Workers is the number of workers LowerBound was measured with.
 	Workers int `json:"workers"`
 }
@@ -75,8 +80,10 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 // process's CPUs can let every node of the herd join in, so nothing else
 // should run meanwhile.
 //
-// It measures it twice, with x/crypto's scrypt (LowerBound, the bound
-// every ratio is taken against) and with this module's (LowerBoundFast).
+// It measures it three times: with x/crypto's scrypt (LowerBound, the
+// bound every ratio is taken against), with this module's, one Key per
+// verification (LowerBoundFast), and with this module's in batches
+// (LowerBoundBatch).
 func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), verify.ScryptXCrypto)
 	if err != nil {
@@ -86,7 +93,11 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.LowerBound, h.LowerBoundFast, h.Workers = d, fast, workers
+	batch, err := h.timeBatched(ctx, len(h.Nodes))
+	if err != nil {
+		return err
+	}
+	h.LowerBound, h.LowerBoundFast, h.LowerBoundBatch, h.Workers = d, fast, batch, workers
 	return nil
 }
 

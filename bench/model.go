@@ -15,7 +15,8 @@ import (
 	"github.com/nodepass/nodepass/verify"
 )
 
-// Server model names, as DESIGN.md §6 lists them.
+// Server model names; BENCHMARKS.md says which upstream k3s code each
+// follows.
 const (
 	ModelK3s125    = "k3s-v1.25"
 	ModelK3s128    = "k3s-v1.28"
@@ -30,7 +31,7 @@ var models = []string{ModelK3s125, ModelK3s128, ModelK3sLatest, ModelNodepass}
 // benchmark runs them.
 func Models() []string { return slices.Clone(models) }
 
-// The k3s behaviour the models emulate (DESIGN.md §1, §2 and §6).
+// The k3s behaviour the models emulate.
 const (
 	// k3s v1.25 read each node's secret through client-go's client-side
 	// rate limiter, 5 QPS with a burst of 10.
@@ -38,19 +39,24 @@ const (
 	k3sAPIBurst = 10
 	// k3sAPILatency is a round trip to the API server for one secret.
 	k3sAPILatency = 3 * time.Millisecond
-	// k3sLatestInFlight is the newest k3s router's cap on in-flight
-	// requests to the node-password routes; past it, 429.
-	k3sLatestInFlight = 20
+	// The newest k3s router's caps on in-flight agent requests
+	// (pkg/server/handlers/router.go: maxNonMutatingAgentRequests and
+	// maxMutatingAgentRequests, through k8s.io/apiserver's max-in-flight
+	// filter): GETs, and other methods (the certificate POSTs); past a
+	// cap, 429 with Retry-After: 1. /cacerts is outside them.
+	k3sLatestReads  = 20
+	k3sLatestWrites = 10
 )
 
 // model is one server's verification behaviour. Ensure returns the
 // verify package's errors, so httpauth maps them to status codes.
 type model interface {
 	Ensure(ctx context.Context, node, password string) error
-	// admit takes an in-flight slot for one request; ok false means the
-	// request is refused with 429. release must be called when the
-	// request's handler returns (not when its client leaves).
-	admit() (release func(), ok bool)
+	// admit takes an in-flight slot for one request, mutating (a POST)
+	// or not; ok false means the request is refused with 429. release
+	// must be called when the request's handler returns (not when its
+	// client leaves).
+	admit(mutating bool) (release func(), ok bool)
 	// scryptRuns counts the scrypt computations started so far.
 	scryptRuns() uint64
 	// remembered counts the requests answered so far without scrypt from
@@ -87,11 +93,10 @@ func ValidModel(name string) error {
 func newModel(name string, store verify.Store, params verify.Params, timeScale float64, guard *heapGuard, obs *serverObserver, env serverEnv) (model, error) {
 	switch name {
 	case ModelK3s125, ModelK3s128, ModelK3sLatest:
-		var maxFlight int64
+		m := newK3s(store, params)
 		if name == ModelK3sLatest {
-			maxFlight = k3sLatestInFlight
+			m.maxReads, m.maxWrites = k3sLatestReads, k3sLatestWrites
 		}
-		m := newK3s(store, params, maxFlight)
 		m.guard = guard
 		if obs != nil {
 			m.observe = obs.started
@@ -148,22 +153,24 @@ type k3sModel struct {
 	params     verify.Params
 	limiter    *rate.Limiter // nil: hash from a local cache
 	apiLatency time.Duration
-	maxFlight  int64 // 0: no cap
-	guard      *heapGuard
-	observe    func(ctx context.Context) // if not nil, called before each scrypt with the request's context
+	// maxReads and maxWrites cap the requests in flight, non-mutating
+	// and mutating; 0: no cap.
+	maxReads, maxWrites int64
+	guard               *heapGuard
+	observe             func(ctx context.Context) // if not nil, called before each scrypt with the request's context
 
-	base     context.Context // ends on close; only limiter waits see it
-	cancel   context.CancelFunc
-	mu       sync.Mutex // guards closed and wg.Add
-	closed   bool
-	wg       sync.WaitGroup
-	inFlight atomic.Int64
-	runs     atomic.Uint64
+	base          context.Context // ends on close; only limiter waits see it
+	cancel        context.CancelFunc
+	mu            sync.Mutex // guards closed and wg.Add
+	closed        bool
+	wg            sync.WaitGroup
+	reads, writes atomic.Int64 // requests in flight
+	runs          atomic.Uint64
 }
 
-func newK3s(store verify.Store, params verify.Params, maxFlight int64) *k3sModel {
+func newK3s(store verify.Store, params verify.Params) *k3sModel {
 	base, cancel := context.WithCancel(context.Background())
-	return &k3sModel{store: store, params: params, maxFlight: maxFlight, base: base, cancel: cancel}
+	return &k3sModel{store: store, params: params, base: base, cancel: cancel}
 }
 
 // Ensure checks password against node's stored hash, or stores a new hash
@@ -240,15 +247,19 @@ func (m *k3sModel) fetch(ctx context.Context, node string) (string, error) {
 	return m.store.Get(ctx, node)
 }
 
-func (m *k3sModel) admit() (func(), bool) {
-	if m.maxFlight == 0 {
+func (m *k3sModel) admit(mutating bool) (func(), bool) {
+	n, limit := &m.reads, m.maxReads
+	if mutating {
+		n, limit = &m.writes, m.maxWrites
+	}
+	if limit == 0 {
 		return func() {}, true
 	}
-	if m.inFlight.Add(1) > m.maxFlight {
-		m.inFlight.Add(-1)
+	if n.Add(1) > limit {
+		n.Add(-1)
 		return nil, false
 	}
-	return func() { m.inFlight.Add(-1) }, true
+	return func() { n.Add(-1) }, true
 }
 
 func (m *k3sModel) scryptRuns() uint64 { return m.runs.Load() }
@@ -277,7 +288,7 @@ func (m *k3sModel) close(wait bool) {
 // run, the same for every server of it.
 type nodepassModel struct{ *verify.Verifier }
 
-func (nodepassModel) admit() (func(), bool) { return func() {}, true }
+func (nodepassModel) admit(bool) (func(), bool) { return func() {}, true }
 
 func (m nodepassModel) scryptRuns() uint64 { return m.Stats().ScryptRuns }
 

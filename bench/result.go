@@ -31,6 +31,11 @@ type Result struct {
 	// RatioFast is Completion over the lower bound with this module's
 	// scrypt (Herd.LowerBoundFast); 0 when that was not measured.
 	RatioFast float64
+	// LowerBoundBatch is the herd's lower bound with this module's scrypt
+	// in batches, as the Verifier computes (Herd.LowerBoundBatch), and
+	// RatioBatch is Completion over it; both 0 when it was not measured.
+	LowerBoundBatch time.Duration
+	RatioBatch      float64
 	// LocalBound is the lower bound estimated from a sample right before
 	// this run (Scenario.BoundSample), with the scrypt the model runs
 	// (ModelScrypt), plus, in http mode, LocalTransport; 0 if not asked
@@ -41,8 +46,17 @@ type Result struct {
 	// herd's HTTPS takes (Herd.EstimateTransport): a TLS connection and a
 	// request per node, on the same CPUs as scrypt; 0 in inproc mode.
 	LocalTransport time.Duration
-	// Attempts counts the requests the agents sent.
-	Attempts uint64
+	// Attempts counts the agents' attempts: each the sequence of
+	// requests a k3s agent makes to get its configuration (agent.go),
+	// ended by the first that fails. Requests counts the requests they
+	// sent, and Handshakes the TLS handshakes those started (0 in-process;
+	// one per request over HTTPS, a new connection each). Connections
+	// counts the connections the servers accepted (every agent, attackers
+	// included; 0 in-process).
+	Attempts    uint64
+	Requests    uint64
+	Handshakes  uint64
+	Connections uint64
 	// ScryptRuns counts the scrypt computations the servers started
 	// during the run, including those whose client had left.
 	ScryptRuns uint64
@@ -137,6 +151,10 @@ type Result struct {
 	MaxSampleGap time.Duration
 	// Procs is GOMAXPROCS during the run.
 	Procs int
+	// Split, for a split run (see Servers), says where its agents and
+	// servers ran; CPU, Procs and the heap figures are then the servers'
+	// process's alone. nil when they shared one process.
+	Split *Split
 	// Stopped is empty when every node joined, else why the run stopped:
 	// StoppedDeadline, StoppedHeapGuard, or "cancelled: ...".
 	Stopped string
@@ -193,18 +211,19 @@ func (r *Result) Timeline() []Point {
 	return pts
 }
 
-// finish derives the figures that follow from the counts.
-func (r *Result) finish(lowerBound, lowerBoundFast time.Duration) {
-	r.LowerBound = lowerBound
-	if lowerBound > 0 {
-		r.Ratio = float64(r.Completion) / float64(lowerBound)
+// finish derives the figures that follow from the counts and the herd's
+// lower bounds (x/crypto's, this module's scrypt one Key at a time, and in
+// batches; 0 when not measured).
+func (r *Result) finish(lowerBound, lowerBoundFast, lowerBoundBatch time.Duration) {
+	r.LowerBound, r.LowerBoundBatch = lowerBound, lowerBoundBatch
+	ratio := func(bound time.Duration) float64 {
+		if bound <= 0 {
+			return 0
+		}
+		return float64(r.Completion) / float64(bound)
 	}
-	if lowerBoundFast > 0 {
-		r.RatioFast = float64(r.Completion) / float64(lowerBoundFast)
-	}
-	if r.Joined > 0 {
-		r.ScryptRunsPerNode = float64(r.ScryptRuns) / float64(r.Joined)
-	}
+	r.Ratio, r.RatioFast, r.RatioBatch = ratio(lowerBound), ratio(lowerBoundFast), ratio(lowerBoundBatch)
+	r.ScryptRunsPerNode = r.PerNode(r.ScryptRuns)
 	if n := len(r.JoinTimes); n > 0 {
 		r.P50 = r.JoinTimes[rank(n, 0.50)]
 		r.P99 = r.JoinTimes[rank(n, 0.99)]
@@ -242,10 +261,18 @@ type resultJSON struct {
 	LowerBoundS       float64       `json:"lower_bound_s"`
 	Ratio             float64       `json:"ratio"`
 	RatioFast         float64       `json:"ratio_fast,omitempty"`
+	LowerBoundBatchS  float64       `json:"lower_bound_batch_s,omitempty"`
+	RatioBatch        float64       `json:"ratio_batch,omitempty"`
 	LocalBoundS       float64       `json:"local_lower_bound_s,omitempty"`
 	LocalTransportS   float64       `json:"local_transport_s,omitempty"`
 	LocalRatio        float64       `json:"local_ratio,omitempty"`
 	Attempts          uint64        `json:"attempts"`
+	Requests          uint64        `json:"requests"`
+	Handshakes        uint64        `json:"tls_handshakes"`
+	Connections       uint64        `json:"server_connections"`
+	AttemptsPerNode   float64       `json:"attempts_per_node"`
+	RequestsPerNode   float64       `json:"requests_per_node"`
+	HandshakesPerNode float64       `json:"tls_handshakes_per_node"`
 	ScryptRuns        uint64        `json:"scrypt_runs"`
 	ScryptRunsPerNode float64       `json:"scrypt_runs_per_node"`
 	Reboot            Reboot        `json:"reboot,omitempty"`
@@ -275,6 +302,7 @@ type resultJSON struct {
 	Errors            uint64        `json:"errors"`
 	CPUS              float64       `json:"cpu_s"`
 	Procs             int           `json:"procs"`
+	Split             *Split        `json:"split,omitempty"`
 	MaxSampleGapS     float64       `json:"max_sample_gap_s"`
 	Stopped           string        `json:"stopped"`
 	StopDetail        string        `json:"stop_detail,omitempty"`
@@ -295,9 +323,12 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Model: r.Model, Nodes: r.Nodes, LogN: r.LogN, Mode: r.Mode, Agent: r.Agent,
 		Servers: r.Servers, LB: r.LB, Joined: r.Joined,
 		CompletionS: r.Completion.Seconds(), LowerBoundS: r.LowerBound.Seconds(),
-		Ratio: r.Ratio, RatioFast: r.RatioFast, LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
+		Ratio: r.Ratio, RatioFast: r.RatioFast, LowerBoundBatchS: r.LowerBoundBatch.Seconds(), RatioBatch: r.RatioBatch,
+		LocalBoundS: r.LocalBound.Seconds(), LocalRatio: r.LocalRatio,
 		LocalTransportS: r.LocalTransport.Seconds(),
-		Attempts:        r.Attempts, ScryptRuns: r.ScryptRuns,
+		Attempts:        r.Attempts, Requests: r.Requests, Handshakes: r.Handshakes, Connections: r.Connections,
+		AttemptsPerNode: r.PerNode(r.Attempts), RequestsPerNode: r.PerNode(r.Requests), HandshakesPerNode: r.PerNode(r.Handshakes),
+		ScryptRuns:        r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
 		Reboot:            r.Reboot, DigestKey: r.DigestKey, FirstAttempt: r.FirstAttempt,
 		DigestHits: r.DigestHits, CacheHits: r.CacheHits,
@@ -308,7 +339,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		ReturnsS: make([]float64, 0, len(r.Returns)), LastReadyS: r.LastReady.Seconds(), IdlePendingS: r.IdlePending.Seconds(),
 		ReachedFirstS: r.ReachedFirst.Seconds(), ReachedMedianS: r.ReachedMedian.Seconds(), ReachedLastS: r.ReachedLast.Seconds(),
 		Timeouts: r.Timeouts, ConnErrors: r.ConnErrors, Errors: r.Errors,
-		CPUS: r.CPU.Seconds(), Procs: r.Procs, MaxSampleGapS: r.MaxSampleGap.Seconds(),
+		CPUS: r.CPU.Seconds(), Procs: r.Procs, Split: r.Split, MaxSampleGapS: r.MaxSampleGap.Seconds(),
 		Stopped: r.Stopped, StopDetail: r.StopDetail,
 		Timeline: make([][]float64, 0, len(r.JoinTimes)+1),
 		Attack:   r.Attack, Faults: r.Faults,
@@ -337,9 +368,11 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Model: j.Model, Nodes: j.Nodes, LogN: j.LogN, Mode: j.Mode, Agent: j.Agent,
 		Servers: j.Servers, LB: j.LB, Joined: j.Joined,
 		Completion: secs(j.CompletionS), LowerBound: secs(j.LowerBoundS),
-		Ratio: j.Ratio, RatioFast: j.RatioFast, LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
+		Ratio: j.Ratio, RatioFast: j.RatioFast, LowerBoundBatch: secs(j.LowerBoundBatchS), RatioBatch: j.RatioBatch,
+		LocalBound: secs(j.LocalBoundS), LocalRatio: j.LocalRatio,
 		LocalTransport: secs(j.LocalTransportS),
-		Attempts:       j.Attempts, ScryptRuns: j.ScryptRuns,
+		Attempts:       j.Attempts, Requests: j.Requests, Handshakes: j.Handshakes, Connections: j.Connections,
+		ScryptRuns:        j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
 		Reboot:            j.Reboot, DigestKey: j.DigestKey, FirstAttempt: j.FirstAttempt,
 		DigestHits: j.DigestHits, CacheHits: j.CacheHits,
@@ -350,7 +383,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		LastReady: secs(j.LastReadyS), IdlePending: secs(j.IdlePendingS),
 		ReachedFirst: secs(j.ReachedFirstS), ReachedMedian: secs(j.ReachedMedianS), ReachedLast: secs(j.ReachedLastS),
 		Timeouts: j.Timeouts, ConnErrors: j.ConnErrors, Errors: j.Errors,
-		CPU: secs(j.CPUS), Procs: j.Procs, MaxSampleGap: secs(j.MaxSampleGapS),
+		CPU: secs(j.CPUS), Procs: j.Procs, Split: j.Split, MaxSampleGap: secs(j.MaxSampleGapS),
 		Stopped: j.Stopped, StopDetail: j.StopDetail,
 		Attack: j.Attack, Faults: j.Faults,
 	}
@@ -371,6 +404,14 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func fromMiB(m float64) uint64 { return uint64(math.Round(m * (1 << 20))) }
+
+// PerNode is count per joined node; 0 when none joined.
+func (r *Result) PerNode(count uint64) float64 {
+	if r.Joined == 0 {
+		return 0
+	}
+	return float64(count) / float64(r.Joined)
+}
 
 // CPUUse is CPU / (Completion × Procs): the share of the process's CPUs the
 // run used; 0 when not measured.

@@ -68,23 +68,23 @@ func (c *cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
 }
 
 // readiness fills res's Returns, LastReady and IdlePending: when each
-// node that came back did so relative to its result being ready, and
-// the CPU left idle while results were pending. keeps says whether the
-// model keeps a result for the agent's next request.
-func (r *run) readiness(res *Result, keeps bool) {
-	t := r.adv.tracker
+// node that came back did so relative to its result being ready (asks:
+// how each agent's asking ended), and the CPU left idle while results
+// were pending.
+func (s *serverSide) readiness(res *Result, asks []asked) {
+	t := s.tracker
 	res.LastReady = res.Completion
-	if keeps && res.Stopped == "" {
+	if s.raw[0].keepsState() && res.Stopped == "" {
 		var last time.Duration
-		for i := range r.nodes {
-			ready := time.Duration(t.verifiedAt[r.lastAsk[i].server][i].Load())
+		for i, a := range asks {
+			ready := time.Duration(t.verifiedAt[a.server][i].Load())
 			if ready <= 1 { // known before the run (1) or never
 				for s := range t.verifiedAt {
 					ready = max(ready, time.Duration(t.verifiedAt[s][i].Load()))
 				}
 			}
 			last = max(last, ready)
-			if a := r.lastAsk[i]; a.attempts > 1 && ready > 1 {
+			if a.attempts > 1 && ready > 1 {
 				res.Returns = append(res.Returns, a.last-ready)
 			}
 		}
@@ -92,17 +92,17 @@ func (r *run) readiness(res *Result, keeps bool) {
 			res.LastReady = last
 		}
 	}
-	if cpu, ok := r.cpu.at(res.LastReady); ok {
+	if cpu, ok := s.smp.cpu.at(res.LastReady); ok {
 		res.IdlePending = max(time.Duration(res.Procs)*res.LastReady-cpu, 0)
 	}
 }
 
 // reached fills res's ReachedFirst, ReachedMedian and ReachedLast from
 // when each honest node's first request reached a server.
-func (r *run) reached(res *Result) {
+func (s *serverSide) reached(res *Result) {
 	var at []time.Duration
-	for i := range r.adv.tracker.reachedAt {
-		if d := time.Duration(r.adv.tracker.reachedAt[i].Load()); d > 0 {
+	for i := range s.tracker.reachedAt {
+		if d := time.Duration(s.tracker.reachedAt[i].Load()); d > 0 {
 			at = append(at, d)
 		}
 	}

@@ -27,12 +27,6 @@ var (
 	errHeapGuard = errors.New("bench: heap guard")
 )
 
-// heapPeaks are the highest heap figures sampled in a run.
-type heapPeaks struct {
-	live, objects uint64
-	maxGap        time.Duration // longest time between two samples
-}
-
 // progressEvery is how often Scenario.Progress is called.
 const progressEvery = 100 * time.Millisecond
 
@@ -52,15 +46,7 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	mem := verify.NewMemoryStore()
-	for _, n := range h.Nodes {
-		mem.Set(n.Name, n.Hash)
-	}
-	var store verify.Store = mem
-	faults := newFaultStore(mem, sc) // nil without faults
-	if faults != nil {
-		store = faults
-	}
+	mem, store, faults := herdStore(sc, h)
 	return runOver(ctx, sc, h, modelName, mem, store, faults)
 }
 
@@ -76,161 +62,70 @@ func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
 	return sc, h.validate(sc)
 }
 
-// runOver runs the herd against servers over store. mem is the memory
-// store under it, which a reboot's warm-up uses; faults, when not nil, is
-// the fault-injecting store between the two.
+// runOver runs the herd against servers over store, in this process. mem
+// is the memory store under it, which a reboot's warm-up uses; faults,
+// when not nil, is the fault-injecting store between the two.
 func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *verify.MemoryStore, store verify.Store, faults *faultStore) (*Result, error) {
-	var localBound, localTransport time.Duration
-	if sc.BoundSample > 0 {
-		var err error
-		if localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, ModelScrypt(modelName)); err != nil {
-			return nil, err
-		}
-		if localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
-			return nil, err
-		}
-	}
-	params := verify.DefaultParams
-	params.LogN = sc.LogN
-	models := make([]model, 0, sc.Servers)
-	var tgt target
-	defer func() {
-		for _, m := range models {
-			m.close(!sc.NoDrain)
-		}
-		if tgt != nil && !sc.NoDrain {
-			tgt.close()
-		}
-	}()
 	r := newRun(sc, h.Nodes)
-	clock := new(simClock)
-	env, err := newServerEnv(sc, modelName, clock)
+	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults, tracker: r.adv.tracker,
+		https: sc.Mode == ModeHTTP, agentsHere: true})
 	if err != nil {
 		return nil, err
 	}
-	servers := func(obs func(int) *serverObserver) ([]model, error) {
-		ms := make([]model, 0, sc.Servers)
-		for i := range sc.Servers {
-			m, err := newModel(modelName, store, params, sc.TimeScale, r.guard, obs(i), env)
-			if err != nil {
-				for _, m := range ms {
-					m.close(true)
-				}
-				return nil, err
-			}
-			ms = append(ms, m)
-		}
-		return ms, nil
-	}
-	// The servers the reboot meets: with RebootAll, those of the warm-up
-	// are closed (which flushes their digests) and these start after it.
-	var raw []model
-	if sc.Reboot != RebootAll {
-		if raw, err = servers(r.adv.tracker.observer); err != nil {
-			return nil, err
-		}
-	}
-	var warm warmup
-	if sc.Reboot != RebootNone {
-		if warm, err = rebootWarmUp(ctx, sc, h.Nodes, mem, faults, raw, env.digestKey != nil, func() ([]model, error) {
-			return servers(func(int) *serverObserver { return nil })
-		}); err != nil {
-			for _, m := range raw {
-				m.close(true)
-			}
-			return nil, err
-		}
-		clock.advance(RebootGap)
-	}
-	if sc.Reboot == RebootAll {
-		if raw, err = servers(r.adv.tracker.observer); err != nil {
-			return nil, err
-		}
-	}
-	for i, m := range raw {
-		models = append(models, r.adv.tracker.wrap(m, i))
-	}
-	if sc.Reboot == RebootAgents && raw[0].keepsState() {
-		// The servers stayed up: each knows the password of the nodes it
-		// verified in the warm-up, from before any guess.
-		for i := range h.Nodes {
-			r.adv.tracker.knew(i%sc.Servers, i)
-		}
-	}
+	defer s.close(!sc.NoDrain)
 	switch sc.Mode {
 	case ModeInproc:
-		tgt = &inprocTarget{servers: models, second: sc.scale(time.Second), drain: !sc.NoDrain}
+		r.target = &inprocTarget{servers: s.models, second: sc.scale(time.Second), drain: !sc.NoDrain}
 	case ModeHTTP:
-		t, err := newHTTPTarget(models, sc.Nodes+sc.Duplicates+sc.Attackers)
-		if err != nil {
+		if r.target, err = newHTTPAgents(ctx, s.https.urls, s.https.ca.pem, r.clientNames()); err != nil {
 			return nil, err
 		}
-		tgt = t
 	}
-	r.target = tgt
-	res := r.execute(ctx)
-	res.Model = modelName
-	res.Reboot, res.DigestKey = sc.Reboot, env.digestKey != nil
-	for _, m := range models {
-		res.ShedAfterWait += m.shedAfterWait()
-		res.ScryptRuns += m.scryptRuns()
-		d, c := m.remembered()
-		res.DigestHits += d
-		res.CacheHits += c
-	}
-	if sc.Reboot == RebootAgents { // the same servers: the warm-up's counts are theirs
-		res.ScryptRuns -= warm.scrypt
-		res.DigestHits -= warm.digestHits
-		res.CacheHits -= warm.cacheHits
-	}
-	res.WarmupScrypt, res.Warmup, res.WarmupDigests = warm.scrypt, warm.took, warm.digests
-	for _, e := range res.ShedLog {
-		if e.Waited > LateShed {
-			res.ShedLate++
+	defer func() {
+		if !sc.NoDrain {
+			r.target.close()
 		}
-	}
-	r.readiness(res, raw[0].keepsState())
-	r.reached(res)
+	}()
+	r.halt = s.smp.guard.done
+	start := time.Now()
+	s.begin(start)
+	res := r.execute(ctx, start)
+	s.finish(ctx, res, r.lastAsk)
 	r.adv.figures(res)
-	if faults != nil {
-		res.Faults = faults.figures(r.adv.tracker)
-		if res.Stopped == "" {
-			recheck(ctx, res.Faults, faults, r.adv.tracker, models, h.Nodes, sc.scale(sc.ClientTimeout))
-		}
-	}
-	res.SetLocalBound(localBound, localTransport)
-	res.finish(h.LowerBound, h.LowerBoundFast)
 	return res, nil
 }
 
-// run is one model's run in progress.
+// run is one model's agents: the herd's, and any attackers and
+// duplicates, asking the servers through target.
 type run struct {
 	sc     Scenario
 	nodes  []Node // the honest nodes, one per agent
 	policy Policy
 	target target
-	guard  *heapGuard
-	cancel context.CancelCauseFunc // ends the run; set by execute
+	// halt, when it closes, stops the run as the heap guard's; nil:
+	// never.
+	halt   <-chan struct{}
 	start  time.Time
 	joinAt []atomic.Int64 // by agent: its join latency in ns, 0 until it joins
 	// lastAsk is, by agent, how its asking ended when it joined on a later
-	// request than its first; written by the agent's goroutine only, read
+	// attempt than its first; written by the agent's goroutine only, read
 	// after all have stopped.
 	lastAsk []asked
-	cpu     cpuTrace     // the process's CPU time during the run
 	adv     *adversaries // attackers, duplicates and their figures
 
 	joined       atomic.Uint64
-	firstAttempt atomic.Uint64 // honest agents that joined on their first request
-	tally                      // the honest agents' requests
+	firstAttempt atomic.Uint64 // honest agents that joined on their first attempt
+	tally                      // the honest agents' attempts
 
 	shedMu  sync.Mutex
 	shedLog []ShedEvent
 }
 
-// tally counts one kind of agent's requests and failed answers.
+// tally counts one kind of agent's attempts, requests and failed
+// attempts, by what ended them.
 type tally struct {
-	attempts, shed, timeouts, connErrs, errs, rejected atomic.Uint64
+	attempts, requests, handshakes           atomic.Uint64
+	shed, timeouts, connErrs, errs, rejected atomic.Uint64
 }
 
 // newRun prepares a run of sc (with defaults, validated) for nodes, one
@@ -244,26 +139,31 @@ func newRun(sc Scenario, nodes []Node) *run {
 		lastAsk: make([]asked, sc.Nodes),
 	}
 	r.adv = newAdversaries(sc, nodes)
-	r.guard = &heapGuard{max: sc.MaxHeap, trip: func() { r.cancel(errHeapGuard) }}
 	return r
 }
 
-// execute starts every agent at once and waits until all have joined or
-// the run stops.
-func (r *run) execute(ctx context.Context) *Result {
+// execute starts every agent at once at start and waits until all have
+// joined or the run stops, and returns the agents' figures: what they
+// sent and were answered, and when each joined. Its CPU figures are this
+// process's.
+func (r *run) execute(ctx context.Context, start time.Time) *Result {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ctx, cancelDeadline := context.WithTimeoutCause(ctx, r.sc.scale(r.sc.Deadline), errDeadline)
+	ctx, cancelDeadline := context.WithDeadlineCause(ctx, start.Add(r.sc.scale(r.sc.Deadline)), errDeadline)
 	defer cancelDeadline()
-	r.cancel = cancel // for the guard; set before any goroutine can trip it
-
+	go func() {
+		select {
+		case <-r.halt:
+			cancel(errHeapGuard)
+		case <-ctx.Done():
+		}
+	}()
+	time.Sleep(time.Until(start))
+	r.start = start
 	cpu0 := processCPU()
-	r.start = time.Now()
-	r.adv.tracker.start = r.start // its times and the run's count from the same moment
-	samplerDone := make(chan struct{})
-	var peak heapPeaks
-	var sampler sync.WaitGroup
-	sampler.Go(func() { peak = r.sample(samplerDone) })
+	var progress sync.WaitGroup
+	progressDone := make(chan struct{})
+	progress.Go(func() { r.progress(progressDone) })
 
 	// Attackers and duplicates never finish by themselves: they stop when
 	// every honest node has joined or the run stops. They are in place
@@ -299,27 +199,26 @@ func (r *run) execute(ctx context.Context) *Result {
 	if !r.sc.NoDrain {
 		adversaries.Wait()
 	}
-	close(samplerDone)
-	sampler.Wait()
+	close(progressDone)
+	progress.Wait()
 
 	res := &Result{
-		Nodes:           r.sc.Nodes,
-		LogN:            r.sc.LogN,
-		Mode:            r.sc.Mode,
-		Agent:           r.sc.Agent.String(),
-		Servers:         r.sc.Servers,
-		LB:              r.sc.LB,
-		Attempts:        r.attempts.Load(),
-		Shed:            r.shed.Load(),
-		Timeouts:        r.timeouts.Load(),
-		ConnErrors:      r.connErrs.Load(),
-		Errors:          r.errs.Load(),
-		PeakHeap:        peak.live,
-		PeakHeapObjects: peak.objects,
-		MaxSampleGap:    peak.maxGap,
-		Completion:      elapsed,
-		CPU:             cpu,
-		Procs:           runtime.GOMAXPROCS(0),
+		Nodes:      r.sc.Nodes,
+		LogN:       r.sc.LogN,
+		Mode:       r.sc.Mode,
+		Agent:      r.sc.Agent.String(),
+		Servers:    r.sc.Servers,
+		LB:         r.sc.LB,
+		Attempts:   r.attempts.Load(),
+		Requests:   r.requests.Load(),
+		Handshakes: r.handshakes.Load(),
+		Shed:       r.shed.Load(),
+		Timeouts:   r.timeouts.Load(),
+		ConnErrors: r.connErrs.Load(),
+		Errors:     r.errs.Load(),
+		Completion: elapsed,
+		CPU:        cpu,
+		Procs:      runtime.GOMAXPROCS(0),
 	}
 	for i := range r.joinAt {
 		if d := time.Duration(r.joinAt[i].Load()); d > 0 && d <= elapsed {
@@ -343,8 +242,8 @@ func (r *run) execute(ctx context.Context) *Result {
 	}
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errHeapGuard):
+		// The servers' sampler says by how much (sampler.end).
 		res.Stopped = StoppedHeapGuard
-		res.StopDetail = fmt.Sprintf("heap in use passed the %d MiB guard (peak %d MiB)", r.sc.MaxHeap>>20, peak.objects>>20)
 	case errors.Is(cause, errDeadline):
 		res.Stopped = StoppedDeadline
 		res.StopDetail = fmt.Sprintf("%d of %d nodes joined by the %v deadline", res.Joined, res.Nodes, r.sc.scale(r.sc.Deadline))
@@ -354,45 +253,24 @@ func (r *run) execute(ctx context.Context) *Result {
 	return res
 }
 
-// sample reads the heap every SampleEvery until done is closed, cancels
-// the run when the heap objects pass the guard, reports progress and
-// returns the peaks.
-func (r *run) sample(done <-chan struct{}) heapPeaks {
-	var peak heapPeaks
-	read := func() {
-		r.cpu.add(time.Since(r.start), processCPU())
-		h := ReadHeap()
-		peak.live = max(peak.live, h.Live)
-		peak.objects = max(peak.objects, h.Objects)
-		if h.Objects > r.sc.MaxHeap {
-			r.guard.stop()
-		}
+// progress calls Scenario.Progress about every progressEvery until done
+// is closed, and once more then.
+func (r *run) progress(done <-chan struct{}) {
+	if r.sc.Progress == nil {
+		return
 	}
 	report := func(final bool) {
-		if r.sc.Progress != nil {
-			r.sc.Progress(Progress{Joined: int(r.joined.Load()), Nodes: r.sc.Nodes, Elapsed: time.Since(r.start), Done: final})
-		}
+		r.sc.Progress(Progress{Joined: int(r.joined.Load()), Nodes: r.sc.Nodes, Elapsed: time.Since(r.start), Done: final})
 	}
-	tick := time.NewTicker(r.sc.SampleEvery)
+	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
-	lastReport, lastRead := time.Now(), time.Now()
 	for {
-		read()
-		now := time.Now()
-		peak.maxGap = max(peak.maxGap, now.Sub(lastRead))
-		lastRead = now
-		if time.Since(lastReport) >= progressEvery {
-			report(false)
-			lastReport = time.Now()
-		}
-		// Sampling goes on after the run's context ends: the peak is
-		// taken until the agents have stopped.
 		select {
 		case <-done:
-			read()
 			report(true)
-			return peak
+			return
 		case <-tick.C:
+			report(false)
 		}
 	}
 }
@@ -422,10 +300,10 @@ func (r *run) agent(ctx context.Context, i int) {
 
 // asked is how an agent's asking ended.
 type asked struct {
-	ok       bool          // answered 200
-	attempts int           // requests sent
-	last     time.Duration // when the last request was sent, since the run's start
-	server   int           // the server the last request went to
+	ok       bool          // its last attempt succeeded
+	attempts int           // attempts made
+	last     time.Duration // when the last attempt's first password-guarded request was sent (or the attempt began, if none was), since the run's start
+	server   int           // the server the last attempt went to
 }
 
 // asker is what one agent's requests carry and where they are counted.
@@ -438,16 +316,20 @@ type asker struct {
 	onReject       func() // if not nil, called after each 403
 }
 
-// ask sends a.node's request until it is answered 200 (ok) or ctx ends,
-// waiting under the agent policy after each failure, as a k3s agent does.
+// ask makes a.node's attempts (see attempt) until one succeeds (ok) or
+// ctx ends, waiting under the agent policy after each failure, as a k3s
+// agent does.
 func (r *run) ask(ctx context.Context, a asker) asked {
 	server := a.server
 	for failures := 1; ; failures++ {
 		sent := time.Now()
-		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
 		a.tally.attempts.Add(1)
-		o := r.target.attempt(actx, a.client, server, a.node)
-		cancel()
+		o, requests, handshakes := attempt(ctx, r.target, r.sc.scale(r.sc.ClientTimeout), a.client, server, a.node)
+		a.tally.requests.Add(uint64(requests))
+		a.tally.handshakes.Add(uint64(handshakes))
+		if !o.guardedAt.IsZero() {
+			sent = o.guardedAt
+		}
 		got := asked{attempts: failures, last: sent.Sub(r.start), server: server}
 		if o.status == http.StatusOK {
 			got.ok = true
@@ -465,7 +347,7 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 			a.tally.shed.Add(1)
 			if a.logShed {
 				r.logShed(ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status,
-					RetryAfter: o.retryAfter, Waited: time.Since(sent)})
+					RetryAfter: o.retryAfter, Waited: o.took})
 			}
 			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.connErr:

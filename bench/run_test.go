@@ -13,24 +13,37 @@ import (
 	"time"
 )
 
-// fakeTarget answers attempts with a function of the agent, the server and
-// the agent's attempt number (1 for the first), and records which server
-// each attempt went to.
+// fakeTarget answers the first request of each attempt (an in-process
+// attempt: the two certificate requests) with answer, a function of the
+// agent, the server and the agent's attempt number (1 for the first), and
+// the second with later (nil: 200). It records which server each attempt
+// went to.
 type fakeTarget struct {
 	answer func(ctx context.Context, agent, server, attempt int) outcome
+	later  func(ctx context.Context, agent, server, attempt int) outcome
 	mu     sync.Mutex
 	seen   map[int][]int // agent -> servers asked, in order
 }
 
-func (f *fakeTarget) attempt(ctx context.Context, agent, server int, _ Node) outcome {
+func (f *fakeTarget) steps() []step { return inprocSteps }
+
+func (f *fakeTarget) do(ctx context.Context, agent, server int, _ Node, s step) outcome {
 	f.mu.Lock()
 	if f.seen == nil {
 		f.seen = make(map[int][]int)
 	}
-	f.seen[agent] = append(f.seen[agent], server)
+	if s == inprocSteps[0] {
+		f.seen[agent] = append(f.seen[agent], server)
+	}
 	n := len(f.seen[agent])
 	f.mu.Unlock()
-	return f.answer(ctx, agent, server, n)
+	switch {
+	case s == inprocSteps[0]:
+		return f.answer(ctx, agent, server, n)
+	case f.later != nil:
+		return f.later(ctx, agent, server, n)
+	}
+	return outcome{status: http.StatusOK}
 }
 
 func (f *fakeTarget) close() {}
@@ -47,8 +60,13 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRun(sc, fakeNodes(sc.Nodes))
 		r.target = f
-		res = r.execute(t.Context())
-		res.finish(10*time.Second, 0)
+		smp := newSampler(sc)
+		r.halt = smp.guard.done
+		start := time.Now()
+		smp.begin(start)
+		res = r.execute(t.Context(), start)
+		smp.end(res)
+		res.finish(10*time.Second, 0, 0)
 	})
 	return res
 }
@@ -251,8 +269,9 @@ func TestResultJSON(t *testing.T) {
 		JoinTimes:    []time.Duration{500 * time.Millisecond, time.Second},
 		ShedLog:      []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
 		ReachedFirst: 100 * time.Millisecond, ReachedMedian: 250 * time.Millisecond, ReachedLast: 500 * time.Millisecond,
+		Split: &Split{AgentCPUs: []int{0}, ServerCPUs: []int{1, 2}, AgentProcs: 1, ServerProcs: 2, AgentCPU: 2 * time.Second},
 	}
-	r.finish(time.Second, 0)
+	r.finish(time.Second, 0, 500*time.Millisecond)
 	r.SetLocalBound(2*time.Second, time.Second)
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -268,11 +287,15 @@ func TestResultJSON(t *testing.T) {
 		"peak_heap_mib": 96.0, "shed": 0.0, "timeouts": 0.0, "stopped": "deadline",
 		"local_lower_bound_s": 3.0, "local_transport_s": 1.0, "local_ratio": 0.5,
 		"reached_first_s": 0.1, "reached_median_s": 0.25, "reached_last_s": 0.5,
+		"lower_bound_batch_s": 0.5, "ratio_batch": 3.0,
 	}
 	for k, v := range want {
 		if m[k] != v {
 			t.Errorf("%s = %v, want %v", k, m[k], v)
 		}
+	}
+	if sp, _ := m["split"].(map[string]any); sp["agent_cpu_s"] != 2.0 || sp["server_procs"] != 2.0 || len(sp["server_cpus"].([]any)) != 2 {
+		t.Errorf("split = %v", m["split"])
 	}
 	if tl, _ := m["timeline"].([]any); len(tl) != 3 {
 		t.Errorf("timeline %v, want 3 points", m["timeline"])
@@ -285,7 +308,9 @@ func TestResultJSON(t *testing.T) {
 		t.Errorf("shed log round trip: %+v, want %+v", back.ShedLog, r.ShedLog)
 	}
 	if !slices.Equal(back.JoinTimes, r.JoinTimes) || back.Completion != r.Completion || back.PeakHeap != r.PeakHeap ||
-		back.ReachedFirst != r.ReachedFirst || back.ReachedMedian != r.ReachedMedian || back.ReachedLast != r.ReachedLast {
+		back.ReachedFirst != r.ReachedFirst || back.ReachedMedian != r.ReachedMedian || back.ReachedLast != r.ReachedLast ||
+		back.LowerBoundBatch != r.LowerBoundBatch || back.RatioBatch != r.RatioBatch ||
+		back.Split.AgentCPU != r.Split.AgentCPU || !slices.Equal(back.Split.ServerCPUs, r.Split.ServerCPUs) {
 		t.Errorf("round trip: %+v, want %+v", back, *r)
 	}
 	// A value marshals the same as a pointer.

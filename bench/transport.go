@@ -1,22 +1,19 @@
 package bench
 
 import (
+	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"math"
-	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"runtime"
 	"strconv"
 	"sync"
@@ -27,30 +24,35 @@ import (
 	"github.com/nodepass/nodepass/verify"
 )
 
-// Path is the route the agents ask for, one of those k3s guards with the
-// node password.
-const Path = "/v1-k3s/serving-kubelet.crt"
-
-// outcome is what an agent learned from one attempt.
+// outcome is what an agent learned from one request.
 type outcome struct {
 	status     int           // HTTP status; 0 when no answer came
 	retryAfter time.Duration // from Retry-After; 0 if none
 	timeout    bool          // the client gave up (its timeout ended)
-	connErr    bool          // the server could not be reached
+	connErr    bool          // the server could not be reached, or the TLS handshake failed
+	handshakes int           // TLS handshakes the request started
+	// took and guardedAt are set by attempt: how long the request that
+	// ended the attempt took, and when the attempt's first
+	// password-guarded request was sent (zero if none was).
+	took      time.Duration
+	guardedAt time.Time
 }
 
 // target carries agents' requests to the servers.
 type target interface {
-	// attempt sends a request for node n to server within ctx, which
-	// carries the client timeout, from client: each agent (honest node,
-	// duplicate or attacker) has its own client.
-	attempt(ctx context.Context, client, server int, n Node) outcome
+	// steps returns an attempt's requests, in order.
+	steps() []step
+	// do sends request s of node n to server within ctx, which carries
+	// the client timeout, from client: each agent (honest node, duplicate
+	// or attacker) has its own client.
+	do(ctx context.Context, client, server int, n Node, s step) outcome
 	// close stops the target after the agents have stopped and the models
 	// have been closed.
 	close()
 }
 
-// inprocTarget calls the models directly, as the HTTP handler would.
+// inprocTarget calls the models directly, as the HTTP handler would: an
+// attempt is its two password-guarded requests.
 type inprocTarget struct {
 	servers []model
 	second  time.Duration // one Retry-After second, scaled
@@ -58,11 +60,16 @@ type inprocTarget struct {
 	wg      sync.WaitGroup
 }
 
-func (t *inprocTarget) attempt(ctx context.Context, _, server int, n Node) outcome {
+func (t *inprocTarget) steps() []step { return inprocSteps }
+
+func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step) outcome {
+	if !s.guarded() {
+		return outcome{status: http.StatusOK}
+	}
 	m := t.servers[server]
-	release, ok := m.admit()
+	release, ok := m.admit(s.method() != http.MethodGet)
 	if !ok {
-		return outcome{status: http.StatusTooManyRequests}
+		return outcome{status: http.StatusTooManyRequests, retryAfter: t.second}
 	}
 	// The handler goes on when the client leaves, like a server's.
 	done := make(chan error, 1)
@@ -107,24 +114,36 @@ func (t *inprocTarget) close() {
 	}
 }
 
-// httpTarget runs one HTTPS server per model and one client per agent.
-type httpTarget struct {
-	urls    []string
+// httpServers runs one HTTPS server per model on 127.0.0.1, as a k3s
+// supervisor serves its agents: GET /cacerts, GET /v1-k3s/config, and the
+// two kubelet certificate routes (POST with a CSR, or GET for older
+// agents) behind httpauth, the model's in-flight cap in front of all but
+// /cacerts, as k3s's router has it.
+type httpServers struct {
+	ca      *benchCA
+	urls    []string // https://127.0.0.1:PORT, by server
 	servers []*http.Server
-	clients []*http.Client
-	nonH2   atomic.Uint64 // responses not over HTTP/2; should stay 0
+	conns   atomic.Uint64 // connections accepted, every server
 }
 
-// newHTTPTarget starts one server per model and makes clients clients.
-func newHTTPTarget(models []model, clients int) (_ *httpTarget, err error) {
-	serverTLS, pool, err := selfSignedTLS()
+// configBody is what GET /v1-k3s/config answers: 2 KB of JSON standing
+// for the configuration a k3s server sends its agents, in one TLS record
+// or two.
+var configBody = bytes.Repeat([]byte(`{"setting":"value"},`), 100)
+
+// maxCSRSize bounds the body of a certificate request.
+const maxCSRSize = 64 << 10
+
+// newHTTPServers starts a server for each model.
+func newHTTPServers(models []model) (_ *httpServers, err error) {
+	ca, err := newBenchCA()
 	if err != nil {
 		return nil, err
 	}
-	t := &httpTarget{}
+	s := &httpServers{ca: ca}
 	defer func() {
 		if err != nil {
-			t.close()
+			s.close()
 		}
 	}()
 	quiet := slog.New(slog.DiscardHandler) // failures show as 500s to the agents
@@ -134,56 +153,74 @@ func newHTTPTarget(models []model, clients int) (_ *httpTarget, err error) {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET "+Path, capped(m, auth.HandlerFunc(func(w http.ResponseWriter, _ *http.Request, node httpauth.Node) {
-			io.WriteString(w, "certificate for "+node.Name+"\n")
+		mux.HandleFunc("GET "+pathCACerts, func(w http.ResponseWriter, _ *http.Request) { w.Write(ca.pem) })
+		mux.Handle("GET "+pathConfig, capped(m, false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(configBody)
 		})))
-		srv, url, err := serveTLS(mux, serverTLS)
-		if err != nil {
+		for _, p := range []string{pathServingCert, pathClientCert} {
+			cert := auth.HandlerFunc(func(w http.ResponseWriter, r *http.Request, node httpauth.Node) {
+				body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
+				if err != nil {
+					http.Error(w, "reading the certificate request: "+err.Error(), http.StatusBadRequest)
+					return
+				}
+				pem, err := ca.kubeletCert(node.Name, p == pathClientCert, r.Method == http.MethodPost, body)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				w.Write(pem)
+			})
+			mux.Handle("GET "+p, capped(m, false, cert))
+			mux.Handle("POST "+p, capped(m, true, cert))
+		}
+		if err := s.serve(mux); err != nil {
 			return nil, err
 		}
-		t.servers = append(t.servers, srv)
-		t.urls = append(t.urls, url)
 	}
-	for range clients {
-		t.clients = append(t.clients, agentClient(pool))
-	}
-	return t, nil
+	return s, nil
 }
 
-// serveTLS serves h over HTTPS (HTTP/2 first) with cfg on a new loopback
-// port, as a k3s server does, and returns the server and the URL of Path
-// on it.
-func serveTLS(h http.Handler, cfg *tls.Config) (*http.Server, string, error) {
+// serve serves h over HTTPS on a new loopback port and adds it to s.
+func (s *httpServers) serve(h http.Handler) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, "", fmt.Errorf("bench: %w", err)
+		return fmt.Errorf("bench: %w", err)
 	}
 	srv := &http.Server{
 		Handler:           h,
-		TLSConfig:         cfg.Clone(),
+		TLSConfig:         s.ca.tls.Clone(),
 		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0), // clients leaving mid-handshake
+		ErrorLog:          log.New(io.Discard, "", 0), // clients leaving mid-handshake, probes refusing the certificate
 		ConnContext:       httpauth.ConnContext,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.conns.Add(1)
+			}
+		},
 	}
 	go srv.ServeTLS(ln, "", "")
-	return srv, "https://" + ln.Addr().String() + Path, nil
+	s.servers = append(s.servers, srv)
+	s.urls = append(s.urls, "https://"+ln.Addr().String())
+	return nil
 }
 
-// agentClient is one agent's HTTPS client, trusting pool: its own
-// Transport, so its own connection, as a real node has.
-func agentClient(pool *x509.CertPool) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: pool},
-		ForceAttemptHTTP2: true,
-	}}
+func (s *httpServers) close() {
+	for _, srv := range s.servers {
+		srv.Close()
+	}
 }
 
-// capped wraps next in m's in-flight cap, answering 429 past it.
-func capped(m model, next http.Handler) http.Handler {
+// capped wraps next in m's in-flight cap for mutating requests (POST) or
+// the others, answering 429 with Retry-After: 1 past it, as k3s's
+// max-in-flight filter does.
+func capped(m model, mutating bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, ok := m.admit()
+		release, ok := m.admit(mutating)
 		if !ok {
-			http.Error(w, "too many requests", http.StatusTooManyRequests)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many requests, please try again later", http.StatusTooManyRequests)
 			return
 		}
 		defer release()
@@ -191,100 +228,172 @@ func capped(m model, next http.Handler) http.Handler {
 	})
 }
 
-// agentRequest is node n's request to url, as a k3s agent sends it.
-func agentRequest(ctx context.Context, url string, n Node) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// httpAgents carries the agents' requests over HTTPS as k3s agents send
+// them: HTTP/1.1 clients with keep-alives disabled, so that every request
+// opens a new TLS connection; the probe of /cacerts trusts no CA (the
+// host's roots do not hold the cluster's), the second /cacerts none at
+// all, and every later request the cluster's CA. Each agent has its own
+// key and certificate signing requests, made before the herd starts.
+type httpAgents struct {
+	urls                      []string
+	probe, insecure, verified *http.Client
+	// keys[client] is the client's key and CSRs; only the client's own
+	// agent goroutine uses it.
+	keys []*agentKey
+}
+
+// newHTTPAgents makes the clients of agents asking for names (one per
+// client; "" for an attacker, whose CSRs are made for each name it
+// guesses) against the servers at urls, whose CA is caPEM.
+func newHTTPAgents(ctx context.Context, urls []string, caPEM []byte, names []string) (*httpAgents, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("bench: no CA certificate for the agents")
+	}
+	client := func(cfg *tls.Config) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+	}
+	t := &httpAgents{
+		urls:     urls,
+		probe:    client(&tls.Config{RootCAs: x509.NewCertPool()}),
+		insecure: client(&tls.Config{InsecureSkipVerify: true}),
+		verified: client(&tls.Config{RootCAs: pool}),
+		keys:     make([]*agentKey, len(names)),
+	}
+	err := parallel(ctx, len(names), runtime.GOMAXPROCS(0), func(i int) (err error) {
+		t.keys[i], err = newAgentKey(names[i])
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("K3s-Node-Name", n.Name)
-	req.Header.Set("K3s-Node-Password", n.Password)
-	req.Header.Set("K3s-Node-Ip", "127.0.0.1")
-	return req, nil
+	return t, nil
 }
 
-func (t *httpTarget) attempt(ctx context.Context, client, server int, n Node) outcome {
-	req, err := agentRequest(ctx, t.urls[server], n)
+func (t *httpAgents) steps() []step { return httpSteps }
+
+func (t *httpAgents) do(ctx context.Context, client, server int, n Node, s step) outcome {
+	var o outcome
+	var body []byte
+	if s.guarded() {
+		k := t.keys[client]
+		if err := k.rename(n.Name); err != nil {
+			return outcome{connErr: true}
+		}
+		body = k.serving
+		if s == stepClientCert {
+			body = k.client
+		}
+	}
+	var handshakes atomic.Int32
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{TLSHandshakeStart: func() { handshakes.Add(1) }})
+	req, err := http.NewRequestWithContext(ctx, s.method(), t.urls[server]+s.path(), bytes.NewReader(body))
 	if err != nil {
 		return outcome{connErr: true}
 	}
-	resp, err := t.clients[client].Do(req)
+	if s.guarded() {
+		req.Header.Set("K3s-Node-Name", n.Name)
+		req.Header.Set("K3s-Node-Password", n.Password)
+		req.Header.Set("K3s-Node-Ip", "127.0.0.1")
+	}
+	c := t.verified
+	switch s {
+	case stepCACertsProbe:
+		c = t.probe
+	case stepCACertsInsecure:
+		c = t.insecure
+	}
+	resp, err := c.Do(req)
 	if err == nil {
 		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+	o.handshakes = int(handshakes.Load())
 	if err != nil {
 		if ctx.Err() != nil {
-			return outcome{timeout: true}
+			o.timeout = true
+		} else {
+			o.connErr = true
 		}
-		return outcome{connErr: true}
+		return o
 	}
-	if resp.ProtoMajor != 2 {
-		t.nonH2.Add(1)
-	}
-	o := outcome{status: resp.StatusCode}
+	o.status = resp.StatusCode
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		o.retryAfter = time.Duration(s) * time.Second
 	}
 	return o
 }
 
-func (t *httpTarget) close() {
-	for _, c := range t.clients {
+func (t *httpAgents) close() {
+	for _, c := range []*http.Client{t.probe, t.insecure, t.verified} {
 		c.CloseIdleConnections()
-	}
-	for _, s := range t.servers {
-		s.Close()
 	}
 }
 
+// httpTarget is a run's agents and servers in one process: httpAgents
+// against the httpServers.
+type httpTarget struct {
+	*httpAgents
+	srv *httpServers
+}
+
+func (t httpTarget) close() {
+	t.httpAgents.close()
+	t.srv.close()
+}
+
+// openModel lets every node in at once: the server of the transport
+// bound, which does all a server does but verify passwords.
+type openModel struct{}
+
+func (openModel) Ensure(context.Context, string, string) error { return nil }
+func (openModel) admit(bool) (func(), bool)                    { return func() {}, true }
+func (openModel) scryptRuns() uint64                           { return 0 }
+func (openModel) remembered() (uint64, uint64)                 { return 0, 0 }
+func (openModel) keepsState() bool                             { return false }
+func (openModel) shedAfterWait() uint64                        { return 0 }
+func (openModel) close(bool)                                   {}
+
 // EstimateTransport estimates the CPU time the herd's HTTPS takes beyond
 // scrypt in sc's http mode, as wall time on GOMAXPROCS workers:
-// sc.BoundSample requests (after a warm-up of one per worker), each from a
-// new client over a new connection (TLS handshake on both sides, HTTP/2
-// set-up, one GET) to an HTTPS server on loopback whose handler only
-// answers, scaled to the herd's nodes. Every node needs at least one such
-// request, and the agents here share the servers' CPUs, so in http mode
-// it adds to the lower bound (Result.LocalTransport). It is 0 in inproc
-// mode or when sc.BoundSample is 0.
+// sc.BoundSample agents' attempts (after a warm-up of one per worker),
+// each the whole sequence of requests of a k3s agent (see agent.go), each
+// request on a new connection (TLS handshake on both sides, HTTP, the
+// kubelet certificates signed), against an HTTPS server whose models let
+// every node in without scrypt, scaled to the herd's nodes. Every node
+// needs at least one such attempt, and the agents here share the servers'
+// CPUs, so in http mode it adds to the lower bound
+// (Result.LocalTransport). It is 0 in inproc mode or when sc.BoundSample
+// is 0.
 func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duration, error) {
 	if sc.Mode != ModeHTTP || sc.BoundSample <= 0 {
 		return 0, nil
 	}
+	workers := runtime.GOMAXPROCS(0)
 	sample := min(sc.BoundSample, len(h.Nodes))
-	serverTLS, pool, err := selfSignedTLS()
+	warm := min(workers, len(h.Nodes))
+	srv, err := newHTTPServers([]model{openModel{}})
 	if err != nil {
 		return 0, err
 	}
-	srv, url, err := serveTLS(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		io.WriteString(w, "ok\n")
-	}), serverTLS)
+	defer srv.close()
+	names := make([]string, max(sample, warm))
+	for i := range names {
+		names[i] = h.Nodes[i].Name
+	}
+	agents, err := newHTTPAgents(ctx, srv.urls, srv.ca.pem, names)
 	if err != nil {
 		return 0, err
 	}
-	defer srv.Close()
+	defer agents.close()
 	one := func(i int) error {
-		c := agentClient(pool)
-		defer c.CloseIdleConnections()
-		req, err := agentRequest(ctx, url, h.Nodes[i])
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
-			return fmt.Errorf("answered %s over %s, want 200 over HTTP/2", resp.Status, resp.Proto)
+		o, _, _ := attempt(ctx, agents, DefaultClientTimeout, i, 0, h.Nodes[i])
+		if o.status != http.StatusOK {
+			return fmt.Errorf("an attempt ended with %+v, want 200 for every request", o)
 		}
 		return nil
 	}
-	workers := runtime.GOMAXPROCS(0)
-	if err := parallel(ctx, min(workers, len(h.Nodes)), workers, one); err != nil {
+	if err := parallel(ctx, warm, workers, one); err != nil {
 		return 0, fmt.Errorf("bench: transport bound warm-up: %w", err)
 	}
 	start := time.Now()
@@ -292,57 +401,4 @@ func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duratio
 		return 0, fmt.Errorf("bench: transport bound: %w", err)
 	}
 	return time.Since(start) * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
-}
-
-// selfSignedTLS makes a CA and a certificate for 127.0.0.1 signed by it,
-// and returns the server's TLS config (HTTP/2 first) and a pool holding
-// the CA.
-func selfSignedTLS() (*tls.Config, *x509.CertPool, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench: CA key: %w", err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "nodepass bench CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench: CA certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench: CA certificate: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench: server key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench: server certificate: %w", err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	cfg := &tls.Config{
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-		NextProtos:   []string{"h2", "http/1.1"},
-		MinVersion:   tls.VersionTLS12,
-	}
-	return cfg, pool, nil
 }

@@ -103,7 +103,8 @@ func runKubeStore(ctx context.Context, c *config, binDir string, stdout, stderr 
 	fmt.Fprintf(stderr, "bench: -store kube: %d nodes, logN %d, %s mode, %s agents, deadline %v per run, GOMAXPROCS %d\n",
 		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Deadline, runtime.GOMAXPROCS(0))
 	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
-	h, err := prepareHerd(ctx, sc, stderr) // before the API server starts
+	// Before the API server starts; agents and servers in this process.
+	h, err := prepareHerd(ctx, sc, func(h *bench.Herd) error { return h.MeasureLowerBound(ctx) }, stderr)
 	if err != nil {
 		return err
 	}

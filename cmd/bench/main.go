@@ -3,8 +3,9 @@
 // in turn, and bench prints a table of how each fared.
 //
 // With no flags it runs the seed scenario: 320 nodes, scrypt logN 15, real
-// HTTPS on 127.0.0.1, agents retrying every 5-10 s with a 10 s client
-// timeout, all four models (k3s-v1.25, k3s-v1.28, k3s-latest, nodepass).
+// HTTPS on 127.0.0.1, k3s agents (each attempt k3s's sequence of requests,
+// a new TLS connection and a 10 s client timeout each, retried every 5-10
+// s), all four models (k3s-v1.25, k3s-v1.28, k3s-latest, nodepass).
 // Progress bars go to stderr, the table to stdout.
 //
 //	go run ./cmd/bench
@@ -13,9 +14,12 @@
 //
 // Each model runs in its own child process (this program re-executed), so
 // that an unbounded model's heap and its scrypt calls, which cannot be
-// cancelled, die with it and each model's heap figure is its own. The
-// stored hashes are made once, and the lower bound measured once, in the
-// parent with nothing else running. Bad flags exit with status 2.
+// cancelled, die with it and each model's heap figure is its own. Split
+// (-split, the default where the machine allows: split.go), each model has
+// two, its servers' and its agents', each pinned to CPUs of its own. The
+// stored hashes are made once in the parent, and the lower bounds measured
+// once with nothing else running: in the parent, or split, in a child
+// pinned to the servers' CPUs. Bad flags exit with status 2.
 //
 // With -cpuprofile-dir DIR each model's process also writes a CPU and a
 // heap profile of its run (DIR/MODEL.cpu.pprof, DIR/MODEL.heap.pprof),
@@ -72,6 +76,12 @@ type config struct {
 	// kube.Store on a kube-apiserver this program starts (kubestore.go).
 	store        string
 	apiserverBin string
+	// split is auto, on or off: the agents and the servers in processes
+	// of their own, pinned to CPUs of their own (split.go); agentCPUs is
+	// how many CPUs the agents get (0: half).
+	split     string
+	agentCPUs int
+	role      string // hidden: the worker's part of a split run
 }
 
 // usageError is a bad command line: exit status 2.
@@ -80,7 +90,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 // hiddenFlags are for the parent-child protocol, not for people.
-var hiddenFlags = map[string]bool{"worker": true}
+var hiddenFlags = map[string]bool{"worker": true, "worker-role": true}
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -115,7 +125,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.apiserverBin, "apiserver-bin", "", "`DIR` holding etcd and kube-apiserver for -store kube (make apiserver builds them in tools/apiserver/bin); default $"+apitest.BinEnv)
 	adversity := addAdversityFlags(fs)
 	reboot := addRebootFlags(fs)
+	fs.StringVar(&c.split, "split", "auto", "auto, on or off: run each model's agents and servers in two processes pinned to CPUs of their own (Linux, 2 CPUs or more; the lower bounds on the servers' CPUs); auto splits where the machine and the scenario allow, on fails for a scenario that cannot")
+	fs.IntVar(&c.agentCPUs, "agent-cpus", 0, "with -split, how many of this process's CPUs the agents get (0: half, rounded down); the servers get the rest")
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
+	fs.StringVar(&c.role, "worker-role", "", "internal: the child's part of a split run")
 	fs.Usage = func() {} // parse errors get one line, -h the whole usage
 
 	if err := fs.Parse(args); err != nil {
@@ -188,6 +201,19 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	default:
 		bad("-store %q: want memory or kube", c.store)
 	}
+	switch c.split {
+	case "auto", "on", "off":
+	default:
+		bad("-split %q: want auto, on or off", c.split)
+	}
+	if c.agentCPUs < 0 {
+		bad("-agent-cpus %d: want 0 or more", c.agentCPUs)
+	}
+	switch c.role {
+	case "", roleServers, roleAgents, roleBound:
+	default:
+		bad("-worker-role %q: want %s, %s or %s", c.role, roleServers, roleAgents, roleBound)
+	}
 	adversity.check(nodes, bad)
 	reboot.check(bad)
 	if len(errs) > 0 {
@@ -200,11 +226,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	adversity.apply(&c.sc)
 	reboot.apply(&c.sc)
+	if why := splitUnsupported(&c); c.split == "on" && why != "" && c.store == "memory" {
+		return nil, usageError{"-split on: not with " + why}
+	}
 	return &c, nil
 }
 
 func usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "usage: bench [flags]\n       bench profile report|diff|check ... (bench profile -h)\n       bench scale-plot -o FILE LABEL=GLOB... (bench scale-plot -h)\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
+	fmt.Fprintf(w, "usage: bench [flags]\n       bench profile report|diff|check ... (bench profile -h)\n       bench scale-plot -o FILE LABEL=GLOB... (bench scale-plot -h)\n       bench scale-table GLOB... (bench scale-table -h)\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		if hiddenFlags[f.Name] {
 			return
@@ -282,6 +311,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if len(args) > 0 && args[0] == "scale-plot" {
 		return runScalePlot(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "scale-table" {
+		return runScaleTable(args[1:], stdout, stderr)
 	}
 	c, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {

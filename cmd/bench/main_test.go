@@ -87,7 +87,7 @@ func TestRunInProcess(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "lower bound:", "nodepass: first requests reached the server between"} {
+	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "lower bound:", "batched (scrypt.KeyBatch of", "nodepass: first requests reached the server between"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
@@ -98,8 +98,9 @@ func TestRunInProcess(t *testing.T) {
 		t.Errorf("JSON results: %v", results)
 	}
 	for _, key := range []string{"model", "nodes", "joined", "completion_s", "lower_bound_s", "ratio", "attempts",
+		"requests", "tls_handshakes", "server_connections", "attempts_per_node", "requests_per_node", "tls_handshakes_per_node",
 		"scrypt_runs", "p50_s", "p99_s", "max_s", "peak_heap_mib", "shed", "timeouts", "stopped", "timeline",
-		"reached_first_s", "reached_median_s", "reached_last_s"} {
+		"reached_first_s", "reached_median_s", "reached_last_s", "lower_bound_batch_s", "ratio_batch"} {
 		if _, ok := results[0][key]; !ok {
 			t.Errorf("JSON result lacks %q", key)
 		}
@@ -116,12 +117,13 @@ func TestRunInProcess(t *testing.T) {
 	}
 }
 
-// TestRunIsolated runs every model in its own child process over HTTPS:
-// the test binary re-executes itself as the command.
+// TestRunIsolated runs every model in its own child process over HTTPS,
+// agents and servers together: the test binary re-executes itself as the
+// command.
 func TestRunIsolated(t *testing.T) {
 	t.Setenv("NODEPASS_BENCH_AS_MAIN", "1")
 	jsonPath := filepath.Join(t.TempDir(), "out.json")
-	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-json", jsonPath)
+	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-split", "off", "-json", jsonPath)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -132,6 +134,11 @@ func TestRunIsolated(t *testing.T) {
 	for _, r := range results {
 		if r["joined"] != 8.0 || r["stopped"] != "" || r["mode"] != "http" {
 			t.Errorf("%v: joined %v stopped %q mode %v", r["model"], r["joined"], r["stopped"], r["mode"])
+		}
+		// A k3s agent's attempt over HTTPS: six requests, each a new TLS connection.
+		if r["requests_per_node"].(float64) < 6 || r["tls_handshakes"] != r["requests"] || r["server_connections"] != r["requests"] {
+			t.Errorf("%v: %v requests per node, %v requests, %v TLS handshakes, %v connections accepted",
+				r["model"], r["requests_per_node"], r["requests"], r["tls_handshakes"], r["server_connections"])
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/scrypt"
 )
 
 // replot draws c.plotPath from the results of an earlier -json run.
@@ -40,7 +41,14 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "bench: %s\n", rebootNote(sc))
 	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
-	h, err := prepareHerd(ctx, sc, stderr)
+	stderr = workerStderr(stderr)
+	plan, note := planSplit(c, allowedCPUs)
+	fmt.Fprintf(stderr, "bench: %s\n", note)
+	measure := func(h *bench.Herd) error { return h.MeasureLowerBound(ctx) }
+	if plan.on() {
+		measure = func(h *bench.Herd) error { return measureBounds(ctx, args, h, plan.servers, stderr) }
+	}
+	h, err := prepareHerd(ctx, sc, measure, stderr)
 	if err != nil {
 		return err
 	}
@@ -56,9 +64,12 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 	for _, model := range c.models {
 		bar := newProgressBar(stderr, model, sc.Nodes)
 		var res *bench.Result
-		if c.isolate {
+		switch {
+		case plan.on():
+			res, err = runSplit(ctx, c, args, herdJSON, model, plan, bar, stderr)
+		case c.isolate:
 			res, err = runChild(ctx, c, args, herdJSON, model, bar, stderr)
-		} else {
+		default:
 			s := sc
 			s.Progress = func(p bench.Progress) { bar.update(p.Joined, p.Elapsed, false) }
 			res, err = runModel(ctx, c, s, h, model)
@@ -106,8 +117,9 @@ func lbNote(servers int, lb bench.LB) string {
 
 // writeTable prints one row per model and what the figures mean.
 func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result) {
+	split := len(results) > 0 && results[0].Split != nil
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\tlate\ttimeouts\tcpu use\tidle\tstopped\t")
+	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts/node\trequests/node\ttls/node\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\tlate\ttimeouts\tcpu use\tidle\tstopped\t")
 	for _, r := range results {
 		ratio, local, completion := fmt.Sprintf("%.2f", r.Ratio), fmt.Sprintf("%.2f", r.LocalRatio), secs(r.Completion)
 		if r.Stopped != "" {
@@ -116,35 +128,40 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		if r.LocalBound == 0 {
 			local = "-"
 		}
-		perNode := "-"
-		if r.Joined > 0 {
-			perNode = fmt.Sprintf("%.2f", r.ScryptRunsPerNode)
+		perNode := func(n uint64) string {
+			if r.Joined == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", r.PerNode(n))
 		}
 		stopped := r.Stopped
 		if stopped == "" {
 			stopped = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%d\t%.0f%%\t%s\t%s\t\n",
-			r.Model, r.Joined, r.Nodes, completion, ratio, local, r.Attempts, perNode,
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%d\t%.0f%%\t%s\t%s\t\n",
+			r.Model, r.Joined, r.Nodes, completion, ratio, local,
+			perNode(r.Attempts), perNode(r.Requests), perNode(r.Handshakes), perNode(r.ScryptRuns),
 			latency(r, r.P50), latency(r, r.P99), latency(r, r.Max),
 			float64(r.PeakHeap)/(1<<20), r.Shed, r.ShedLate, r.Timeouts, 100*r.CPUUse(), secs(r.IdlePending), stopped)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nlower bound: %.2fs = %d scrypt verifications (logN %d, golang.org/x/crypto/scrypt, as k3s runs them) on %d workers, warm, nothing else running; ratio = completion / lower bound.\n",
+	fmt.Fprintf(w, "\nlower bound: %.2fs = %d scrypt verifications (logN %d, golang.org/x/crypto/scrypt, as k3s runs them) on %d worker(s), warm, nothing else running; ratio = completion / lower bound.\n",
 		h.LowerBound.Seconds(), len(h.Nodes), h.LogN, h.Workers)
 	if h.LowerBoundFast > 0 {
-		fmt.Fprintf(w, "lower bound with nodepass's scrypt package (the Verifier's default): %.2fs (%.2f × the x/crypto bound);", h.LowerBoundFast.Seconds(), h.LowerBoundFast.Seconds()/h.LowerBound.Seconds())
-		for _, r := range results {
-			if r.RatioFast > 0 {
-				fmt.Fprintf(w, " %s's completion over it: %.2f;", r.Model, r.RatioFast)
-			}
-		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "lower bound with nodepass's scrypt package (the Verifier's default), one Key per verification: %.2fs (%.2f × the x/crypto bound);", h.LowerBoundFast.Seconds(), h.LowerBoundFast.Seconds()/h.LowerBound.Seconds())
+		overBound(w, results, func(r *bench.Result) float64 { return r.RatioFast })
+	}
+	if h.LowerBoundBatch > 0 {
+		fmt.Fprintf(w, "lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs (%.2f × the x/crypto bound);",
+			scrypt.Lanes(), h.LowerBoundBatch.Seconds(), h.LowerBoundBatch.Seconds()/h.LowerBound.Seconds())
+		overBound(w, results, func(r *bench.Result) float64 { return r.RatioBatch })
 	}
 	if sc.BoundSample > 0 {
 		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications with the model's own scrypt right before its run (the load on a shared machine changes)", sc.BoundSample)
-		if sc.Mode == bench.ModeHTTP {
-			fmt.Fprintf(w, ",\n  plus, in http mode, %d HTTPS requests each on a new connection (TLS handshake, HTTP/2, one GET) to a server that only answers: every node needs one, and the agents share the servers' CPUs:", sc.BoundSample)
+		if sc.Mode == bench.ModeHTTP && split {
+			fmt.Fprint(w, "; scrypt only: the agents have CPUs of their own")
+		} else if sc.Mode == bench.ModeHTTP {
+			fmt.Fprintf(w, ",\n  plus, in http mode, %d agents' attempts, each six requests on new connections (TLS handshakes, HTTP, two certificates signed) to a server that lets every node in: every node needs one, and the agents share the servers' CPUs:", sc.BoundSample)
 			var each []string
 			for _, r := range results {
 				if r.LocalTransport > 0 {
@@ -161,10 +178,18 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			"%d servers on machines of their own would have %d times the CPUs; here they share them, and no run can beat the %d-CPU bound.\n",
 			sc.Servers, h.Workers, h.LowerBound.Seconds(), h.LowerBound.Seconds(), sc.Servers, sc.Servers, sc.Servers, h.Workers)
 	}
-	fmt.Fprintln(w, "latencies are per joined node, from the reboot (retries included); peak heap is the process's live heap (agents included), sampled;")
-	fmt.Fprintln(w, "cpu use is the process's CPU time over completion × GOMAXPROCS: well below 100% with work pending means the run was short of CPU or idle by design;")
+	fmt.Fprintln(w, "per node: per joined node; an attempt is a k3s agent's whole sequence of requests (over HTTPS: /cacerts three times, the config, two certificate POSTs; in-process: the two POSTs), tls = TLS handshakes the agents started;")
+	whose := "the process's (agents included)"
+	if split {
+		whose = "the servers' process's (agents apart)"
+	}
+	fmt.Fprintf(w, "latencies are per joined node, from the reboot (retries included); peak heap is %s live heap, sampled;\n", whose)
+	fmt.Fprintf(w, "cpu use is %s CPU time over completion × GOMAXPROCS: well below 100%% with work pending means the run was short of CPU or idle by design;\n", whose)
 	fmt.Fprintf(w, "late = shed answers that came after the request was held over %v; idle = CPU time left unused (GOMAXPROCS × time − CPU time) until the last node's result was ready.\n", bench.LateShed)
 	for _, r := range results {
+		if r.Split != nil {
+			fmt.Fprintf(w, "%s: %s.\n", r.Model, splitSummary(r))
+		}
 		if r.ReachedLast > 0 {
 			fmt.Fprintf(w, "%s: %s.\n", r.Model, reachedSummary(r))
 		}
@@ -182,6 +207,43 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			fmt.Fprintf(w, "%s: stopped (%s) after %s: %s.\n", r.Model, r.Stopped, secs(r.Completion), r.StopDetail)
 		}
 	}
+}
+
+// overBound ends a lower bound's line with each model's completion over
+// it (ratio), for the models that have one.
+func overBound(w io.Writer, results []*bench.Result, ratio func(*bench.Result) float64) {
+	for _, r := range results {
+		if q := ratio(r); q > 0 {
+			fmt.Fprintf(w, " %s's completion over it: %.2f;", r.Model, q)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// splitSummary says where a split run's agents and servers ran and how
+// busy each side's CPUs were.
+func splitSummary(r *bench.Result) string {
+	sp := r.Split
+	use := func(cpu time.Duration, procs int) float64 {
+		if r.Completion <= 0 || procs <= 0 {
+			return 0
+		}
+		return 100 * cpu.Seconds() / (r.Completion.Seconds() * float64(procs))
+	}
+	s := fmt.Sprintf("agents ran on CPU %s (GOMAXPROCS %d, %.1fs of CPU, %.0f%% of theirs), servers on CPU %s (GOMAXPROCS %d, %.1fs of CPU, %.0f%% of theirs)",
+		cpuString(sp.AgentCPUs), sp.AgentProcs, sp.AgentCPU.Seconds(), use(sp.AgentCPU, sp.AgentProcs),
+		cpuString(sp.ServerCPUs), sp.ServerProcs, r.CPU.Seconds(), use(r.CPU, sp.ServerProcs))
+	if r.LocalBound > 0 && r.Connections > 0 && r.Nodes > 0 && r.Stopped == "" {
+		// The local bound is the model's scrypt alone here: one
+		// verification's CPU is LocalBound × GOMAXPROCS / nodes. A run
+		// that stopped early counts computations it did not finish.
+		one := r.LocalBound * time.Duration(sp.ServerProcs) / time.Duration(r.Nodes)
+		scrypt := one * time.Duration(r.ScryptRuns)
+		rest := r.CPU - scrypt
+		s += fmt.Sprintf(": about %.1fs in scrypt (%d runs of %.1f ms, as measured before the run) and %.1fs else, %.2f ms per connection accepted (TLS, HTTP, certificates, GC)",
+			scrypt.Seconds(), r.ScryptRuns, one.Seconds()*1e3, rest.Seconds(), rest.Seconds()*1e3/float64(r.Connections))
+	}
+	return s
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
@@ -308,8 +370,9 @@ func shedSummary(log []bench.ShedEvent) string {
 }
 
 // prepareHerd makes the herd's stored hashes and measures its lower
-// bounds, saying so on stderr with the load average at the start.
-func prepareHerd(ctx context.Context, sc bench.Scenario, stderr io.Writer) (*bench.Herd, error) {
+// bounds with measure, saying so on stderr with the load average at the
+// start.
+func prepareHerd(ctx context.Context, sc bench.Scenario, measure func(*bench.Herd) error, stderr io.Writer) (*bench.Herd, error) {
 	fmt.Fprintf(stderr, "bench: load average at start: %s\n", loadAverage())
 	start := time.Now()
 	h, err := bench.NewHerd(ctx, sc.Nodes, sc.LogN)
@@ -317,10 +380,10 @@ func prepareHerd(ctx context.Context, sc bench.Scenario, stderr io.Writer) (*ben
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "bench: made %d stored hashes in %.1fs\n", sc.Nodes, time.Since(start).Seconds())
-	if err := h.MeasureLowerBound(ctx); err != nil {
+	if err := measure(h); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "bench: lower bound %.2fs with x/crypto's scrypt, %.2fs with nodepass's (%d verifications on %d workers)\n",
-		h.LowerBound.Seconds(), h.LowerBoundFast.Seconds(), sc.Nodes, h.Workers)
+	fmt.Fprintf(stderr, "bench: lower bound %.2fs with x/crypto's scrypt, %.2fs with nodepass's, %.2fs with nodepass's batched (%d verifications on %d workers)\n",
+		h.LowerBound.Seconds(), h.LowerBoundFast.Seconds(), h.LowerBoundBatch.Seconds(), sc.Nodes, h.Workers)
 	return h, nil
 }

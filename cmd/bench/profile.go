@@ -36,7 +36,7 @@ import (
 //     the heap profile of the cycle with the highest live heap (bench.ReadHeap). The end of a run is
 //     the wrong moment: a finished nodepass run has nothing left but its
 //     cache, while the question is what the herd held at its worst
-//     (DESIGN.md: scrypt slots × 32 MiB). The runtime publishes heap
+//     (at most scrypt slots × 32 MiB). The runtime publishes heap
 //     profiles as of a completed GC cycle, so "peak" is the heap marked
 //     live by the cycle with the highest live heap, the figure the run's
 //     peak_heap_mib reports too. The alloc_* values cover the whole run:

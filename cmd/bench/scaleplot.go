@@ -2,12 +2,9 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -27,9 +24,11 @@ from the -json results of earlier runs: one series per LABEL, mode
 through the medians. GLOB
 names the -json files of LABEL's runs (quote it for the shell), e.g.
 before='results/base-*.json' after='results/new-*.json'. The ratio is to
-the lower bound with the scrypt the model runs (nodepass: this module's,
-the k3s models: x/crypto's). FILE's extension (.svg, .png) sets the
-format. Flags:
+the lower bound -bound names, measured in the same run: model (the
+scrypt the model runs: nodepass this module's, one Key per verification,
+the k3s models x/crypto's), xcrypto, or batch (the Verifier's own scrypt,
+batched). A series is one model in one mode when the results hold more
+than one model. FILE's extension (.svg, .png) sets the format. Flags:
 `
 
 // runScalePlot is bench scale-plot.
@@ -38,6 +37,7 @@ func runScalePlot(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "write the plot to `FILE` (.svg or .png)")
 	title := fs.String("title", "", "the plot's title (default: what the results share)")
+	bound := fs.String("bound", "model", "the lower bound of the ratio: model, xcrypto or batch")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, scalePlotUsage)
 		fs.PrintDefaults()
@@ -53,9 +53,14 @@ func runScalePlot(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	series, err := readScaleSeries(fs.Args())
+	ratio, ok := boundRatios[*bound]
+	if !ok {
+		fmt.Fprintf(stderr, "bench scale-plot: -bound %q: want model, xcrypto or batch\n", *bound)
+		return 2
+	}
+	series, err := readScaleSeries(fs.Args(), ratio)
 	if err == nil {
-		err = writeScalePlot(*out, *title, series)
+		err = writeScalePlot(*out, *title, *bound, series)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bench scale-plot: %v\n", err)
@@ -87,8 +92,21 @@ func (s *scaleSeries) sizes() []int {
 	return n
 }
 
-// readScaleSeries reads the results that each LABEL=GLOB names.
-func readScaleSeries(args []string) ([]*scaleSeries, error) {
+// boundRatios are the ratios -bound names.
+var boundRatios = map[string]func(*bench.Result) float64{
+	"model": func(r *bench.Result) float64 {
+		if r.Model == bench.ModelNodepass && r.RatioFast > 0 {
+			return r.RatioFast
+		}
+		return r.Ratio
+	},
+	"xcrypto": func(r *bench.Result) float64 { return r.Ratio },
+	"batch":   func(r *bench.Result) float64 { return r.RatioBatch },
+}
+
+// readScaleSeries reads the results that each LABEL=GLOB names, and their
+// ratios.
+func readScaleSeries(args []string, ratio func(*bench.Result) float64) ([]*scaleSeries, error) {
 	byName := map[string]*scaleSeries{}
 	var order []string
 	for _, a := range args {
@@ -96,42 +114,33 @@ func readScaleSeries(args []string) ([]*scaleSeries, error) {
 		if !ok || label == "" || glob == "" {
 			return nil, fmt.Errorf("%q: want LABEL=GLOB", a)
 		}
-		files, err := filepath.Glob(glob)
+		results, err := readResults([]string{glob})
 		if err != nil {
-			return nil, fmt.Errorf("%q: %w", glob, err)
+			return nil, err
 		}
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%q matches no file", glob)
+		models := map[string]bool{}
+		for _, r := range results {
+			models[r.Model] = true
 		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return nil, err
+		for _, r := range results {
+			q := ratio(r)
+			if q == 0 || r.Stopped != "" {
+				continue
 			}
-			var results []*bench.Result
-			if err := json.Unmarshal(b, &results); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
+			name := fmt.Sprintf("%s, %s, logN %d", label, runMode(r), r.LogN)
+			if len(models) > 1 {
+				name = fmt.Sprintf("%s, %s, %s, logN %d", label, r.Model, runMode(r), r.LogN)
 			}
-			for _, r := range results {
-				ratio := r.RatioFast
-				if r.Model != bench.ModelNodepass || ratio == 0 {
-					ratio = r.Ratio
-				}
-				if ratio == 0 || r.Stopped != "" {
-					continue
-				}
-				name := fmt.Sprintf("%s, %s, logN %d", label, r.Mode, r.LogN)
-				if r.Agent != bench.PolicyJitter {
-					name += ", " + r.Agent + " agents"
-				}
-				s := byName[name]
-				if s == nil {
-					s = &scaleSeries{name: name, ratios: map[int][]float64{}}
-					byName[name] = s
-					order = append(order, name)
-				}
-				s.ratios[r.Nodes] = append(s.ratios[r.Nodes], ratio)
+			if r.Agent != bench.PolicyJitter {
+				name += ", " + r.Agent + " agents"
 			}
+			s := byName[name]
+			if s == nil {
+				s = &scaleSeries{name: name, ratios: map[int][]float64{}}
+				byName[name] = s
+				order = append(order, name)
+			}
+			s.ratios[r.Nodes] = append(s.ratios[r.Nodes], q)
 		}
 	}
 	if len(order) == 0 {
@@ -144,8 +153,9 @@ func readScaleSeries(args []string) ([]*scaleSeries, error) {
 	return series, nil
 }
 
-// writeScalePlot draws series: ratio against nodes, a log scale of nodes.
-func writeScalePlot(path, title string, series []*scaleSeries) error {
+// writeScalePlot draws series: ratio to bound (a -bound name) against
+// nodes, a log scale of nodes.
+func writeScalePlot(path, title, bound string, series []*scaleSeries) error {
 	p := plot.New()
 	p.Title.Text = title
 	if title == "" {
@@ -162,7 +172,11 @@ func writeScalePlot(path, title string, series []*scaleSeries) error {
 		}
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Label.Text = "completion / lower bound"
+	p.Y.Label.Text = map[string]string{
+		"model":   "completion / lower bound with the model's scrypt",
+		"xcrypto": "completion / lower bound with x/crypto's scrypt",
+		"batch":   "completion / lower bound with the Verifier's scrypt, batched",
+	}[bound]
 	p.Y.Min = 0.8
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())

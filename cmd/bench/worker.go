@@ -2,13 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +23,12 @@ import (
 // as soon as the result is written, without waiting for the scrypt calls
 // an unbounded model still has running.
 //
+// A split run (split.go) has two children per model, each also given
+// -worker-role (servers or agents) and pinned to CPUs of its own; they
+// read control lines after the herd and say they are ready before the
+// run. The lower bounds of a split run are measured by a third kind of
+// child (-worker-role bound), pinned to the servers' CPUs.
+//
 // Per-model profiles (-cpuprofile-dir) are taken in runModel around
 // bench.Run, so that each file covers exactly one model's run.
 
@@ -31,6 +37,14 @@ type message struct {
 	Progress *progressMsg  `json:"progress,omitempty"`
 	Result   *bench.Result `json:"result,omitempty"`
 	Error    string        `json:"error,omitempty"`
+	// Ready: a split run's worker is set up (the servers listen, the
+	// agents have their keys); Agents: the agents' report at the end;
+	// Tripped: the servers' heap guard tripped; Bounds: a bound worker's
+	// herd with its lower bounds (no nodes).
+	Ready   *readyMsg          `json:"ready,omitempty"`
+	Agents  *bench.AgentReport `json:"agents,omitempty"`
+	Tripped bool               `json:"tripped,omitempty"`
+	Bounds  *bench.Herd        `json:"bounds,omitempty"`
 }
 
 type progressMsg struct {
@@ -38,70 +52,246 @@ type progressMsg struct {
 	ElapsedS float64 `json:"elapsed_s"`
 }
 
-// runWorker is the child: one model, one run.
+// readyMsg says a worker is ready, where its servers listen (servers
+// only), and where it runs: the CPUs any of its threads may use and its
+// GOMAXPROCS.
+type readyMsg struct {
+	Endpoint *bench.Endpoint `json:"endpoint,omitempty"`
+	CPUs     []int           `json:"cpus"`
+	Procs    int             `json:"procs"`
+}
+
+// control is a line the parent writes to a split run's worker after the
+// herd: the servers' endpoint (to the agents, before they are ready), when
+// the run starts (to both), that the servers' heap guard tripped (to the
+// agents), and the agents' report (to the servers, to finish).
+type control struct {
+	Endpoint *bench.Endpoint    `json:"endpoint,omitempty"`
+	StartAt  int64              `json:"start_at_unix_ns,omitempty"`
+	Stop     bool               `json:"stop,omitempty"`
+	Agents   *bench.AgentReport `json:"agents,omitempty"`
+}
+
+// encoder writes messages from several goroutines, one line each.
+type encoder struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (e *encoder) send(m message) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.enc.Encode(m)
+}
+
+// runWorker is the child: one model, one run, or one side of a split run
+// (c.role).
 func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.Writer) int {
-	enc := json.NewEncoder(stdout)
-	fail := func(err error) int {
-		enc.Encode(message{Error: err.Error()})
-		fmt.Fprintf(stderr, "bench: worker %s: %v\n", c.worker, err)
-		return 1
-	}
+	enc := &encoder{enc: json.NewEncoder(stdout)}
+	dec := json.NewDecoder(stdin)
 	var h bench.Herd
-	if err := json.NewDecoder(stdin).Decode(&h); err != nil {
-		return fail(fmt.Errorf("reading the herd: %w", err))
-	}
-	sc := c.sc
-	sc.NoDrain = true
-	sc.Progress = func(p bench.Progress) {
-		if !p.Done {
-			enc.Encode(message{Progress: &progressMsg{Joined: p.Joined, ElapsedS: p.Elapsed.Seconds()}})
+	err := dec.Decode(&h)
+	if err != nil {
+		err = fmt.Errorf("reading the herd: %w", err)
+	} else {
+		switch c.role {
+		case "":
+			err = runWholeWorker(ctx, c, &h, enc)
+		case roleServers:
+			err = runServersWorker(ctx, c, &h, dec, enc)
+		case roleAgents:
+			err = runAgentsWorker(ctx, c, &h, dec, enc)
+		case roleBound:
+			err = runBoundWorker(ctx, &h, enc)
 		}
 	}
-	res, err := runModel(ctx, c, sc, &h, c.worker)
 	if err != nil {
-		return fail(err)
-	}
-	if err := enc.Encode(message{Result: res}); err != nil {
-		fmt.Fprintf(stderr, "bench: worker %s: writing the result: %v\n", c.worker, err)
+		enc.send(message{Error: err.Error()})
+		fmt.Fprintf(stderr, "bench: worker %s %s: %v\n", c.worker, c.role, err)
 		return 1
 	}
 	return 0
 }
 
-// runChild runs model in a child process and returns its result, or a
-// Result that says why the child failed.
-func runChild(ctx context.Context, c *config, args []string, herd []byte, model string, bar *progressBar, stderr io.Writer) (*bench.Result, error) {
+// runWholeWorker runs the model's servers and agents in this process.
+func runWholeWorker(ctx context.Context, c *config, h *bench.Herd, enc *encoder) error {
+	sc := c.sc
+	sc.NoDrain = true
+	sc.Progress = progressTo(enc)
+	res, err := runModel(ctx, c, sc, h, c.worker)
+	if err != nil {
+		return err
+	}
+	if err := enc.send(message{Result: res}); err != nil {
+		return fmt.Errorf("writing the result: %w", err)
+	}
+	return nil
+}
+
+// progressTo returns a Scenario.Progress that sends progress messages.
+func progressTo(enc *encoder) func(bench.Progress) {
+	return func(p bench.Progress) {
+		if !p.Done {
+			enc.send(message{Progress: &progressMsg{Joined: p.Joined, ElapsedS: p.Elapsed.Seconds()}})
+		}
+	}
+}
+
+// syncWriter serializes writes to w: the stderr of workers that run at
+// once (a split run's two), when it is not a file, which exec would share
+// between its copying goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// workerStderr returns w for workers' stderr: as it is if a file, else
+// behind a lock.
+func workerStderr(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &syncWriter{w: w}
+}
+
+// worker is a child process of this program, running one model's run or
+// one side of it, and the messages it writes.
+type worker struct {
+	role string
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	enc  *json.Encoder
+	msgs chan message // closed when the child's stdout ends
+	rss  *rssGuard    // nil unless watched
+}
+
+// startWorker starts this program as a worker for model in role ("" for a
+// whole run), pinned to cpus (nil: not pinned), and writes it the herd and
+// then each of lines. It ends with ctx.
+func startWorker(ctx context.Context, args []string, model, role string, cpus []int, stderr io.Writer, herd []byte, lines ...control) (*worker, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this program to run a worker: %w", err)
 	}
-	// A backstop: the child stops itself at the deadline.
-	ctx, cancel := context.WithTimeout(ctx, c.sc.Deadline+2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, append(append([]string{}, args...), "-worker="+model)...)
-	cmd.Stdin = bytes.NewReader(herd)
+	wargs := append(append([]string{}, args...), "-worker="+model)
+	if role != "" {
+		wargs = append(wargs, "-worker-role="+role)
+	}
+	cmd := exec.CommandContext(ctx, exe, wargs...)
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 5 * time.Second
+	if cpus != nil {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", len(cpus)))
+	}
+	w := &worker{role: role, cmd: cmd, msgs: make(chan message, 64)}
+	name := strings.TrimSpace("worker " + model + " " + role)
+	if w.in, err = cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("worker %s: %w", model, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting worker %s: %w", model, err)
+	if cpus != nil {
+		err = startPinned(cmd, cpus)
+	} else {
+		err = cmd.Start()
 	}
-	guard := watchRSS(cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
-	defer guard.stop()
-	var res *bench.Result
-	var workerErr string
-	var last progressMsg
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go w.read(out)
+	w.enc = json.NewEncoder(w.in)
+	if _, err := w.in.Write(herd); err != nil {
+		return w, fmt.Errorf("%s: writing the herd: %w", name, err)
+	}
+	for _, l := range lines {
+		if err := w.send(l); err != nil {
+			return w, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return w, nil
+}
+
+// read passes the child's messages on, an unreadable one as an error.
+func (w *worker) read(out io.Reader) {
+	defer close(w.msgs)
 	sc := bufio.NewScanner(out)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
 		var m message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			workerErr = fmt.Sprintf("unreadable message from worker: %v", err)
-			continue
+			m = message{Error: fmt.Sprintf("unreadable message from worker: %v", err)}
 		}
+		w.msgs <- m
+	}
+}
+
+// send writes a control line to the child.
+func (w *worker) send(c control) error {
+	if err := w.enc.Encode(c); err != nil {
+		return fmt.Errorf("writing to the worker: %w", err)
+	}
+	return nil
+}
+
+// wait closes the child's stdin, drains its messages and waits for it to
+// exit.
+func (w *worker) wait() error {
+	w.in.Close()
+	for range w.msgs {
+	}
+	return w.cmd.Wait()
+}
+
+// collect reads the rest of w's messages and returns the last that want
+// picks (ok false if none did), and the last error any carried.
+func (w *worker) collect(want func(message) bool) (got message, ok bool, why string) {
+	for m := range w.msgs {
+		switch {
+		case want(m):
+			got, ok = m, true
+		case m.Error != "":
+			why = m.Error
+		}
+	}
+	return got, ok, why
+}
+
+// stop kills the child, if it started, and waits for it. A nil *worker
+// does nothing.
+func (w *worker) stop() {
+	if w == nil {
+		return
+	}
+	w.cmd.Process.Kill()
+	w.wait()
+}
+
+// runChild runs model in a child process and returns its result, or a
+// Result that says why the child failed.
+func runChild(ctx context.Context, c *config, args []string, herd []byte, model string, bar *progressBar, stderr io.Writer) (*bench.Result, error) {
+	// A backstop: the child stops itself at the deadline.
+	ctx, cancel := context.WithTimeout(ctx, c.sc.Deadline+2*time.Minute)
+	defer cancel()
+	w, err := startWorker(ctx, args, model, "", nil, stderr, herd)
+	if err != nil {
+		w.stop()
+		return nil, err
+	}
+	w.in.Close()
+	w.rss = watchRSS(w.cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
+	defer w.rss.stop()
+	var res *bench.Result
+	var workerErr string
+	var last progressMsg
+	for m := range w.msgs {
 		switch {
 		case m.Progress != nil:
 			last = *m.Progress
@@ -112,25 +302,38 @@ func runChild(ctx context.Context, c *config, args []string, herd []byte, model 
 			workerErr = m.Error
 		}
 	}
-	waitErr := cmd.Wait()
+	waitErr := w.cmd.Wait()
 	if res != nil {
 		return res, nil
 	}
-	if rss := guard.stop(); rss > 0 {
-		// The worker's own guard did not act in time; the parent's did.
-		return &bench.Result{
-			Model: model, Nodes: c.sc.Nodes, LogN: c.sc.LogN, Mode: c.sc.Mode, Agent: c.sc.Agent.String(),
-			Servers: c.sc.Servers, LB: c.sc.LB, Joined: last.Joined,
-			Completion: time.Duration(last.ElapsedS * float64(time.Second)),
-			Stopped:    bench.StoppedHeapGuard,
-			StopDetail: fmt.Sprintf("the worker process passed %d MiB resident (its heap guard had not stopped it yet) and was killed", rss>>20),
-		}, nil
+	if r := w.killedResult(c, model, last); r != nil {
+		return r, nil
 	}
 	why := workerErr
 	if why == "" {
 		why = fmt.Sprint(waitErr)
 	}
 	return nil, fmt.Errorf("worker %s: %s", model, why)
+}
+
+// killedResult is the Result of a run whose worker the parent killed for
+// its resident size (last: its last progress), or nil if it did not.
+func (w *worker) killedResult(c *config, model string, last progressMsg) *bench.Result {
+	if w.rss == nil {
+		return nil
+	}
+	rss := w.rss.stop()
+	if rss == 0 {
+		return nil
+	}
+	// The worker's own guard did not act in time; the parent's did.
+	return &bench.Result{
+		Model: model, Nodes: c.sc.Nodes, LogN: c.sc.LogN, Mode: c.sc.Mode, Agent: c.sc.Agent.String(),
+		Servers: c.sc.Servers, LB: c.sc.LB, Joined: last.Joined,
+		Completion: time.Duration(last.ElapsedS * float64(time.Second)),
+		Stopped:    bench.StoppedHeapGuard,
+		StopDetail: fmt.Sprintf("the worker process passed %d MiB resident (its heap guard had not stopped it yet) and was killed", rss>>20),
+	}
 }
 
 // rssLimit is the resident size at which the parent kills a worker whose

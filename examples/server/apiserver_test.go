@@ -67,5 +67,5 @@ func TestAPIServerKubeStore(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("%s after the checks: %d %s", ns[0].name, status, body)
 	}
-	checkKubeletCert(t, body, s.ca, strings.ToLower(ns[0].name), []net.IP{net.ParseIP(ns[0].ip)}, x509.ExtKeyUsageServerAuth)
+	checkKubeletCert(t, body, s.ca, strings.ToLower(ns[0].name), []net.IP{net.ParseIP(ns[0].ip)}, x509.ExtKeyUsageServerAuth, nil)
 }

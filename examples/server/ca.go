@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -68,14 +69,15 @@ type leaf struct {
 }
 
 // issue makes a key and a certificate for l signed by the CA. It returns
-// them PEM-encoded as a k3s server answers a kubelet certificate request:
-// the certificate, then the CA's, then the private key.
+// them PEM-encoded as a k3s server answers an older agent's kubelet
+// certificate request (a GET): the certificate, then the CA's, then the
+// private key.
 func (a *authority) issue(l leaf) ([]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("server: key: %w", err)
 	}
-	certDER, err := a.sign(l, key)
+	out, err := a.issueFor(l, key.Public())
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +85,20 @@ func (a *authority) issue(l leaf) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: key: %w", err)
 	}
-	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER})
-	out = append(out, a.pem...)
 	return append(out, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})...), nil
+}
+
+// issueFor makes a certificate for l and the public key pub (from the
+// agent's certificate signing request) signed by the CA. It returns it
+// PEM-encoded as a k3s server answers a current agent's request (a POST):
+// the certificate, then the CA's; the agent keeps its private key.
+func (a *authority) issueFor(l leaf, pub crypto.PublicKey) ([]byte, error) {
+	certDER, err := a.sign(l, pub)
+	if err != nil {
+		return nil, err
+	}
+	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER})
+	return append(out, a.pem...), nil
 }
 
 // tlsCertificate makes the server's own TLS certificate.
@@ -94,14 +107,14 @@ func (a *authority) tlsCertificate(l leaf) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("server: TLS key: %w", err)
 	}
-	der, err := a.sign(l, key)
+	der, err := a.sign(l, key.Public())
 	if err != nil {
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der, a.cert.Raw}, PrivateKey: key}, nil
 }
 
-func (a *authority) sign(l leaf, key *ecdsa.PrivateKey) ([]byte, error) {
+func (a *authority) sign(l leaf, pub crypto.PublicKey) ([]byte, error) {
 	t := a.now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
@@ -113,7 +126,7 @@ func (a *authority) sign(l leaf, key *ecdsa.PrivateKey) ([]byte, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{l.usage},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, key.Public(), a.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, pub, a.key)
 	if err != nil {
 		return nil, fmt.Errorf("server: signing a certificate for %q: %w", l.commonName, err)
 	}

@@ -9,15 +9,20 @@
 //
 // Routes (<prog> is the -program flag, k3s by default):
 //
-//	GET /v1-<prog>/serving-kubelet.crt  node headers checked; PEM: certificate, CA, key
-//	GET /v1-<prog>/client-kubelet.crt   node headers checked; PEM: certificate, CA, key
+//	POST /v1-<prog>/serving-kubelet.crt  node headers checked; body: a CSR naming the node; PEM: certificate, CA
+//	POST /v1-<prog>/client-kubelet.crt   the same, for the kubelet's client certificate
+//	GET  /v1-<prog>/serving-kubelet.crt  node headers checked (older agents); PEM: certificate, CA, key
+//	GET  /v1-<prog>/client-kubelet.crt   the same, for the kubelet's client certificate
 //	GET /cacerts                        the CA certificate (unauthenticated, as in k3s)
 //	GET /metrics                        Prometheus metrics
 //
 // The node headers are K3s-Node-Name, K3s-Node-Password and K3s-Node-Ip
 // (Rke2-... with -program rke2). The serving certificate has the node name
 // as its common name and DNS name, and the addresses of the Node-Ip header
-// (a comma-separated list) as IP SANs.
+// (a comma-separated list) as IP SANs. Current k3s agents POST a
+// certificate signing request (DER; PEM is accepted too) whose common
+// name is the node's name or system:node:<name>, and keep their key; the
+// certificate's names come from the server either way.
 //
 // SIGINT or SIGTERM shuts the server down gracefully: requests in flight
 // are answered, then the Verifier and the Store are closed.

@@ -87,8 +87,16 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	ipHeader := strings.ToUpper(cfg.program[:1]) + cfg.program[1:] + "-Node-Ip"
 	prefix := "/v1-" + cfg.program
 	mux := http.NewServeMux()
-	mux.Handle("GET "+prefix+"/serving-kubelet.crt", auth.HandlerFunc(kubeletCert(ca, log, ipHeader, servingLeaf)))
-	mux.Handle("GET "+prefix+"/client-kubelet.crt", auth.HandlerFunc(kubeletCert(ca, log, ipHeader, clientLeaf)))
+	// Current agents POST a certificate signing request; older ones GET
+	// a certificate and its key.
+	for _, route := range []struct {
+		name     string
+		makeLeaf func(string, []net.IP) leaf
+	}{{"serving-kubelet.crt", servingLeaf}, {"client-kubelet.crt", clientLeaf}} {
+		h := auth.HandlerFunc(kubeletCert(ca, log, ipHeader, route.makeLeaf))
+		mux.Handle("GET "+prefix+"/"+route.name, h)
+		mux.Handle("POST "+prefix+"/"+route.name, h)
+	}
 	mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		w.Write(ca.pem)
@@ -126,7 +134,10 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 }
 
 // kubeletCert answers a verified node's request for a kubelet certificate
-// made by makeLeaf from its name and the addresses in its Node-Ip header.
+// made by makeLeaf from its name and the addresses in its Node-Ip header:
+// for a POST, a certificate for the public key of the request's CSR (see
+// csrPublicKey), then the CA's; for a GET, as older agents send, a new
+// key's certificate, the CA's and the key.
 func kubeletCert(ca *authority, log *slog.Logger, ipHeader string, makeLeaf func(string, []net.IP) leaf) func(http.ResponseWriter, *http.Request, httpauth.Node) {
 	return func(w http.ResponseWriter, r *http.Request, node httpauth.Node) {
 		ips, err := parseIPs(node.IP)
@@ -134,7 +145,17 @@ func kubeletCert(ca *authority, log *slog.Logger, ipHeader string, makeLeaf func
 			http.Error(w, fmt.Sprintf("%s: %v", ipHeader, err), http.StatusBadRequest)
 			return
 		}
-		pem, err := ca.issue(makeLeaf(node.Name, ips))
+		l := makeLeaf(node.Name, ips)
+		issue := ca.issue
+		if r.Method == http.MethodPost {
+			pub, err := csrPublicKey(w, r, node.Name)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			issue = func(l leaf) ([]byte, error) { return ca.issueFor(l, pub) }
+		}
+		pem, err := issue(l)
 		if err != nil {
 			log.ErrorContext(r.Context(), "server: issuing a certificate", "node", node.Name, "err", err)
 			http.Error(w, "internal error issuing the certificate", http.StatusInternalServerError)

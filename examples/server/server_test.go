@@ -106,7 +106,13 @@ func start(t *testing.T, caFile string, serveFn func(ctx context.Context, out io
 // get sends a request with the k3s node headers; empty values are left out.
 func (s *server) get(t *testing.T, path, node, password, ip string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
+	return s.send(t, http.MethodGet, path, node, password, ip, nil)
+}
+
+// send is get with any method and body.
+func (s *server) send(t *testing.T, method, path, node, password, ip string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +126,11 @@ func (s *server) get(t *testing.T, path, node, password, ip string) (*http.Respo
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, body
+	return resp, answer
 }
 
 // join asks for node's serving certificate as an agent would, honouring
@@ -142,8 +148,9 @@ func (s *server) join(t *testing.T, node, password, ip string) (int, []byte) {
 }
 
 // checkKubeletCert checks an answer to a certificate request: the leaf,
-// then the CA, then the leaf's private key.
-func checkKubeletCert(t *testing.T, body, ca []byte, cn string, ips []net.IP, usage x509.ExtKeyUsage) {
+// then the CA, then the leaf's private key (a GET: csrKey nil); or, to a
+// POST with a CSR, the leaf for csrKey and the CA, and no key.
+func checkKubeletCert(t *testing.T, body, ca []byte, cn string, ips []net.IP, usage x509.ExtKeyUsage, csrKey *ecdsa.PublicKey) {
 	t.Helper()
 	var blocks []*pem.Block
 	for rest := body; ; {
@@ -153,8 +160,13 @@ func checkKubeletCert(t *testing.T, body, ca []byte, cn string, ips []net.IP, us
 		}
 		blocks = append(blocks, b)
 	}
-	if len(blocks) != 3 || blocks[0].Type != "CERTIFICATE" || blocks[1].Type != "CERTIFICATE" || blocks[2].Type != "EC PRIVATE KEY" {
+	switch {
+	case csrKey == nil && (len(blocks) != 3 || blocks[2].Type != "EC PRIVATE KEY"):
 		t.Fatalf("%s: answer is not certificate, CA, key:\n%s", cn, body)
+	case csrKey != nil && len(blocks) != 2:
+		t.Fatalf("%s: answer is not certificate, CA:\n%s", cn, body)
+	case blocks[0].Type != "CERTIFICATE" || blocks[1].Type != "CERTIFICATE":
+		t.Fatalf("%s: answer does not start with certificate, CA:\n%s", cn, body)
 	}
 	if !bytes.Equal(pem.EncodeToMemory(blocks[1]), ca) {
 		t.Errorf("%s: second certificate is not the CA", cn)
@@ -179,12 +191,15 @@ func checkKubeletCert(t *testing.T, body, ca []byte, cn string, ips []net.IP, us
 			t.Errorf("%s: IP SANs %v, want %v", cn, leaf.IPAddresses, ips)
 		}
 	}
-	key, err := x509.ParseECPrivateKey(blocks[2].Bytes)
-	if err != nil {
-		t.Fatal(err)
+	if csrKey == nil {
+		key, err := x509.ParseECPrivateKey(blocks[2].Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csrKey = &key.PublicKey
 	}
-	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(key.Public()) {
-		t.Errorf("%s: the key does not match the certificate", cn)
+	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(csrKey) {
+		t.Errorf("%s: the certificate is not for the key", cn)
 	}
 }
 
@@ -235,7 +250,7 @@ func joinAll(t *testing.T, s *server, ns []node) {
 				t.Errorf("%s: %d %s", n.name, status, body)
 				return
 			}
-			checkKubeletCert(t, body, s.ca, strings.ToLower(n.name), []net.IP{net.ParseIP(n.ip)}, x509.ExtKeyUsageServerAuth)
+			checkKubeletCert(t, body, s.ca, strings.ToLower(n.name), []net.IP{net.ParseIP(n.ip)}, x509.ExtKeyUsageServerAuth, nil)
 		})
 	}
 	wg.Wait()
@@ -265,7 +280,7 @@ func TestJoin50Nodes(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("client-kubelet.crt: %d %s", resp.StatusCode, body)
 	}
-	checkKubeletCert(t, body, s.ca, "system:node:worker-02", nil, x509.ExtKeyUsageClientAuth)
+	checkKubeletCert(t, body, s.ca, "system:node:worker-02", nil, x509.ExtKeyUsageClientAuth, nil)
 	if resp, body := s.get(t, "/cacerts", "", "", ""); resp.StatusCode != http.StatusOK || !bytes.Equal(body, s.ca) {
 		t.Errorf("/cacerts: %d, and not the CA file", resp.StatusCode)
 	}

@@ -1,0 +1,261 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// serverSide is one run's servers: the model instances over the store
+// (after a reboot's warm-up), wrapped by the run's tracker, behind HTTPS
+// in http mode, and what the run learns from them. In-process it shares
+// its process with the agents (Run); split, it is a process of its own
+// (Servers).
+type serverSide struct {
+	sc        Scenario
+	h         *Herd
+	modelName string
+	faults    *faultStore // nil without store faults
+	tracker   *tracker
+	env       serverEnv
+	raw       []model // the model instances
+	models    []model // raw, each wrapped by the tracker
+	warm      warmup
+	https     *httpServers // nil in-process
+	smp       *sampler
+	// localBound and localTransport are the lower bound estimated right
+	// before the run (Scenario.BoundSample), 0 if not asked for.
+	localBound, localTransport time.Duration
+}
+
+// serverSetup is what a run's servers are made over and how they serve.
+type serverSetup struct {
+	store  verify.Store
+	mem    *verify.MemoryStore // the memory store under store, which a reboot's warm-up uses
+	faults *faultStore         // the fault-injecting store between the two; nil if none
+	// tracker attributes the servers' computations.
+	tracker *tracker
+	// https serves the models over HTTPS; with agentsHere, the agents
+	// share this process's CPUs, and the local lower bound counts their
+	// requests (Herd.EstimateTransport).
+	https, agentsHere bool
+}
+
+// startServers estimates the local lower bound if sc asks for it, makes
+// sc.Servers instances of the model as set says, warms them up for a
+// reboot and serves them.
+func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, set serverSetup) (_ *serverSide, err error) {
+	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: set.faults, tracker: set.tracker, smp: newSampler(sc)}
+	t, store := set.tracker, set.store
+	if sc.BoundSample > 0 {
+		if s.localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, ModelScrypt(modelName)); err != nil {
+			return nil, err
+		}
+		if set.https && set.agentsHere {
+			if s.localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	params := verify.DefaultParams
+	params.LogN = sc.LogN
+	clock := new(simClock)
+	if s.env, err = newServerEnv(sc, modelName, clock); err != nil {
+		return nil, err
+	}
+	servers := func(obs func(int) *serverObserver) ([]model, error) {
+		ms := make([]model, 0, sc.Servers)
+		for i := range sc.Servers {
+			m, err := newModel(modelName, store, params, sc.TimeScale, s.smp.guard, obs(i), s.env)
+			if err != nil {
+				for _, m := range ms {
+					m.close(true)
+				}
+				return nil, err
+			}
+			ms = append(ms, m)
+		}
+		return ms, nil
+	}
+	defer func() {
+		if err != nil {
+			s.close(true)
+		}
+	}()
+	// The servers the reboot meets: with RebootAll, those of the warm-up
+	// are closed (which flushes their digests) and these start after it.
+	if sc.Reboot != RebootAll {
+		if s.raw, err = servers(t.observer); err != nil {
+			return nil, err
+		}
+	}
+	if sc.Reboot != RebootNone {
+		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, set.mem, set.faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
+			return servers(func(int) *serverObserver { return nil })
+		}); err != nil {
+			return nil, err
+		}
+		clock.advance(RebootGap)
+	}
+	if sc.Reboot == RebootAll {
+		if s.raw, err = servers(t.observer); err != nil {
+			return nil, err
+		}
+	}
+	for i, m := range s.raw {
+		s.models = append(s.models, t.wrap(m, i))
+	}
+	if sc.Reboot == RebootAgents && s.raw[0].keepsState() {
+		// The servers stayed up: each knows the password of the nodes it
+		// verified in the warm-up, from before any guess.
+		for i := range h.Nodes {
+			t.knew(i%sc.Servers, i)
+		}
+	}
+	if set.https {
+		if s.https, err = newHTTPServers(s.models); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// begin dates the run from start, when the agents start: from then on the
+// tracker times arrivals and results, and the sampler reads the heap and
+// the CPU time.
+func (s *serverSide) begin(start time.Time) {
+	s.tracker.start = start
+	s.smp.begin(start)
+}
+
+// finish stops the sampler and completes res, the agents' figures of the
+// run (asks: how each agent's asking ended), with the servers': the
+// process's heap and CPU time, the models' counts, when results were
+// ready and first requests arrived, store faults, and the lower bounds.
+func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
+	sc := s.sc
+	s.smp.end(res)
+	if s.https != nil {
+		res.Connections = s.https.conns.Load()
+	}
+	res.Model = s.modelName
+	res.Reboot, res.DigestKey = sc.Reboot, s.env.digestKey != nil
+	for _, m := range s.models {
+		res.ShedAfterWait += m.shedAfterWait()
+		res.ScryptRuns += m.scryptRuns()
+		d, c := m.remembered()
+		res.DigestHits += d
+		res.CacheHits += c
+	}
+	if sc.Reboot == RebootAgents { // the same servers: the warm-up's counts are theirs
+		res.ScryptRuns -= s.warm.scrypt
+		res.DigestHits -= s.warm.digestHits
+		res.CacheHits -= s.warm.cacheHits
+	}
+	res.WarmupScrypt, res.Warmup, res.WarmupDigests = s.warm.scrypt, s.warm.took, s.warm.digests
+	for _, e := range res.ShedLog {
+		if e.Waited > LateShed {
+			res.ShedLate++
+		}
+	}
+	s.readiness(res, asks)
+	s.reached(res)
+	if s.faults != nil {
+		res.Faults = s.faults.figures(s.tracker)
+		if res.Stopped == "" {
+			recheck(ctx, res.Faults, s.faults, s.tracker, s.models, s.h.Nodes, sc.scale(sc.ClientTimeout))
+		}
+	}
+	res.SetLocalBound(s.localBound, s.localTransport)
+	res.finish(s.h.LowerBound, s.h.LowerBoundFast, s.h.LowerBoundBatch)
+}
+
+// close closes the models (with drain, waiting for the work they still
+// run) and the HTTPS servers.
+func (s *serverSide) close(drain bool) {
+	for _, m := range s.raw {
+		m.close(drain)
+	}
+	if s.https != nil {
+		s.https.close()
+	}
+}
+
+// sampler reads a process's heap and CPU time every Scenario.SampleEvery
+// during a run, and trips the heap guard when the heap objects pass it.
+// The run's unbounded models also ask the guard before every scrypt call.
+type sampler struct {
+	every time.Duration
+	guard *heapGuard
+	start time.Time
+	cpu   cpuTrace // the process's CPU time during the run
+	done  chan struct{}
+	wg    sync.WaitGroup
+	peak  heapPeaks
+}
+
+// heapPeaks are the highest heap figures sampled in a run.
+type heapPeaks struct {
+	live, objects uint64
+	maxGap        time.Duration // longest time between two samples
+}
+
+func newSampler(sc Scenario) *sampler {
+	return &sampler{every: sc.SampleEvery, guard: newHeapGuard(sc.MaxHeap), done: make(chan struct{})}
+}
+
+// begin starts sampling; the run started at start.
+func (s *sampler) begin(start time.Time) {
+	s.start = start
+	s.wg.Go(s.loop)
+}
+
+func (s *sampler) loop() {
+	read := func() {
+		s.cpu.add(time.Since(s.start), processCPU())
+		h := ReadHeap()
+		s.peak.live = max(s.peak.live, h.Live)
+		s.peak.objects = max(s.peak.objects, h.Objects)
+		if h.Objects > s.guard.max {
+			s.guard.stop()
+		}
+	}
+	tick := time.NewTicker(s.every)
+	defer tick.Stop()
+	lastRead := time.Now()
+	for {
+		read()
+		now := time.Now()
+		s.peak.maxGap = max(s.peak.maxGap, now.Sub(lastRead))
+		lastRead = now
+		// Sampling goes on after the run's context ends: the peak is
+		// taken until the agents have stopped.
+		select {
+		case <-s.done:
+			read()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// end stops sampling and sets res's heap and CPU figures (the sampled
+// process's, until res.Completion), and its stop when the heap guard
+// stopped the run.
+func (s *sampler) end(res *Result) {
+	close(s.done)
+	s.wg.Wait()
+	res.PeakHeap, res.PeakHeapObjects, res.MaxSampleGap = s.peak.live, s.peak.objects, s.peak.maxGap
+	res.Procs = runtime.GOMAXPROCS(0)
+	if cpu, ok := s.cpu.at(res.Completion); ok {
+		res.CPU = cpu
+	}
+	if res.Stopped != "" && s.guard.tripped.Load() {
+		res.Stopped = StoppedHeapGuard
+		res.StopDetail = fmt.Sprintf("heap in use passed the %d MiB guard (peak %d MiB)", s.guard.max>>20, s.peak.objects>>20)
+	}
+}

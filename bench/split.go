@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// A split run is Run cut in two, so that the servers and their agents
+// each have CPUs of their own, as real ones do (cmd/bench -split runs each
+// side in a process pinned to its own CPUs): StartServers in one process,
+// NewAgents in the other with the servers' Endpoint; Servers.Begin and
+// Agents.Run with the same start time; then Servers.Finish with what the
+// agents report. Both sides take the same Scenario and Herd. A split run
+// is over HTTPS (ModeHTTP) and has no attackers or duplicates; store
+// faults and reboots are the servers' alone, and supported. Times are
+// taken from the wall clock on both sides.
+
+// Endpoint is where a split run's servers listen: a URL per server and the
+// CA that signed their certificates, PEM-encoded.
+type Endpoint struct {
+	URLs []string `json:"urls"`
+	CA   []byte   `json:"ca_pem"`
+}
+
+// Split says how a split run's two processes ran: the CPUs each was pinned
+// to and its GOMAXPROCS (set by whoever pinned them), and the CPU time the
+// agents' process used during the run. The Result's CPU and Procs are then
+// the servers' process's.
+type Split struct {
+	AgentCPUs   []int
+	ServerCPUs  []int
+	AgentProcs  int
+	ServerProcs int
+	AgentCPU    time.Duration
+}
+
+type splitJSON struct {
+	AgentCPUs   []int   `json:"agent_cpus"`
+	ServerCPUs  []int   `json:"server_cpus"`
+	AgentProcs  int     `json:"agent_procs"`
+	ServerProcs int     `json:"server_procs"`
+	AgentCPUS   float64 `json:"agent_cpu_s"`
+}
+
+func (s *Split) MarshalJSON() ([]byte, error) {
+	return json.Marshal(splitJSON{s.AgentCPUs, s.ServerCPUs, s.AgentProcs, s.ServerProcs, s.AgentCPU.Seconds()})
+}
+
+func (s *Split) UnmarshalJSON(b []byte) error {
+	var j splitJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Split{j.AgentCPUs, j.ServerCPUs, j.AgentProcs, j.ServerProcs, time.Duration(math.Round(j.AgentCPUS * 1e9))}
+	return nil
+}
+
+// checkSplit validates a split run's scenario and herd and returns sc
+// with its defaults.
+func checkSplit(sc Scenario, h *Herd) (Scenario, error) {
+	sc = sc.withDefaults()
+	if err := sc.validate(); err != nil {
+		return sc, err
+	}
+	switch err := h.validate(sc); {
+	case err != nil:
+		return sc, err
+	case sc.Mode != ModeHTTP:
+		return sc, fmt.Errorf("bench: a split run is over HTTPS (mode %q), not %q", ModeHTTP, sc.Mode)
+	case sc.Attackers > 0 || sc.Duplicates > 0:
+		return sc, errors.New("bench: a split run has no attackers or duplicates")
+	}
+	return sc, nil
+}
+
+// Servers is the server side of a split run: the model's instances over a
+// fresh store holding the herd's hashes, behind HTTPS. Its methods are
+// called in order, from one goroutine: Endpoint, Begin, then Finish or
+// Close.
+type Servers struct{ s *serverSide }
+
+// StartServers estimates the local lower bound when sc asks for it,
+// starts sc.Servers instances of the model (after a reboot's warm-up, if
+// any) and serves them over HTTPS on loopback ports.
+func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Servers, error) {
+	sc, err := checkSplit(sc, h)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidModel(modelName); err != nil {
+		return nil, err
+	}
+	mem, store, faults := herdStore(sc, h)
+	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults,
+		tracker: newTracker(h.Nodes, nil, sc.Servers), https: true})
+	if err != nil {
+		return nil, err
+	}
+	return &Servers{s}, nil
+}
+
+// Endpoint returns where the servers listen.
+func (s *Servers) Endpoint() Endpoint {
+	return Endpoint{URLs: s.s.https.urls, CA: s.s.https.ca.pem}
+}
+
+// Begin dates the run from start, when the agents start (Agents.Run), and
+// starts sampling this process's heap and CPU time.
+func (s *Servers) Begin(start time.Time) { s.s.begin(start) }
+
+// Tripped is closed when the heap guard trips: the agents are to be
+// stopped (Agents.Run's halt).
+func (s *Servers) Tripped() <-chan struct{} { return s.s.smp.guard.done }
+
+// Finish returns the run's Result: the agents' figures in rep, with this
+// side's (heap, CPU time, scrypt runs, readiness, arrivals, bounds), and
+// Split's CPU figures. It fails when rep is not of this run's herd.
+func (s *Servers) Finish(ctx context.Context, rep *AgentReport) (*Result, error) {
+	if rep == nil || rep.result == nil || rep.result.Nodes != len(s.s.h.Nodes) || len(rep.asks) != len(s.s.h.Nodes) {
+		return nil, errors.New("bench: the agents' report is not of this herd")
+	}
+	for _, a := range rep.asks {
+		if a.server < 0 || a.server >= s.s.sc.Servers {
+			return nil, fmt.Errorf("bench: the agents' report names server %d of %d", a.server, s.s.sc.Servers)
+		}
+	}
+	res := *rep.result
+	res.Split = &Split{AgentCPU: res.CPU, AgentProcs: res.Procs}
+	res.CPU = 0
+	s.s.finish(ctx, &res, rep.asks)
+	res.Split.ServerProcs = res.Procs
+	return &res, nil
+}
+
+// Close stops the servers; with drain, it waits for the work they still
+// run.
+func (s *Servers) Close(drain bool) { s.s.close(drain) }
+
+// Agents is the agent side of a split run: the herd's agents, each with
+// its own key and certificate requests, against the servers at an
+// Endpoint.
+type Agents struct{ r *run }
+
+// NewAgents prepares the agents of h's nodes against ep: their clients,
+// keys and certificate requests.
+func NewAgents(ctx context.Context, sc Scenario, h *Herd, ep Endpoint) (*Agents, error) {
+	sc, err := checkSplit(sc, h)
+	if err != nil {
+		return nil, err
+	}
+	if len(ep.URLs) != sc.Servers {
+		return nil, fmt.Errorf("bench: %d server URLs for %d servers", len(ep.URLs), sc.Servers)
+	}
+	r := newRun(sc, h.Nodes)
+	if r.target, err = newHTTPAgents(ctx, ep.URLs, ep.CA, r.clientNames()); err != nil {
+		return nil, err
+	}
+	return &Agents{r}, nil
+}
+
+// Run starts every agent at start (waiting until then) and returns their
+// report once every node has joined or the run has stopped: at its
+// deadline, when ctx ends, or when halt closes (the servers' heap guard
+// tripped; nil: never).
+func (a *Agents) Run(ctx context.Context, start time.Time, halt <-chan struct{}) *AgentReport {
+	a.r.halt = halt
+	res := a.r.execute(ctx, start)
+	if !a.r.sc.NoDrain {
+		a.r.target.close()
+	}
+	return &AgentReport{result: res, asks: a.r.lastAsk}
+}
+
+// AgentReport is what a split run's agents report to its servers: their
+// figures, and how each agent's asking ended. It survives a JSON round
+// trip.
+type AgentReport struct {
+	result *Result
+	asks   []asked
+}
+
+type agentReportJSON struct {
+	Result *Result `json:"result"`
+	// Asks are [attempts, last_ns, server] by agent.
+	Asks [][3]int64 `json:"asks"`
+}
+
+func (r *AgentReport) MarshalJSON() ([]byte, error) {
+	j := agentReportJSON{Result: r.result, Asks: make([][3]int64, len(r.asks))}
+	for i, a := range r.asks {
+		j.Asks[i] = [3]int64{int64(a.attempts), int64(a.last), int64(a.server)}
+	}
+	return json.Marshal(j)
+}
+
+func (r *AgentReport) UnmarshalJSON(b []byte) error {
+	var j agentReportJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	if j.Result == nil {
+		return errors.New("bench: agent report without a result")
+	}
+	r.result, r.asks = j.Result, make([]asked, len(j.Asks))
+	for i, a := range j.Asks {
+		r.asks[i] = asked{attempts: int(a[0]), last: time.Duration(a[1]), server: int(a[2])}
+	}
+	return nil
+}
+
+// herdStore returns a fresh memory store holding h's hashes, and the
+// store the servers use over it: the same, or sc's fault-injecting store
+// (then also returned as faults).
+func herdStore(sc Scenario, h *Herd) (mem *verify.MemoryStore, store verify.Store, faults *faultStore) {
+	mem = verify.NewMemoryStore()
+	for _, n := range h.Nodes {
+		mem.Set(n.Name, n.Hash)
+	}
+	store = mem
+	if faults = newFaultStore(mem, sc); faults != nil {
+		store = faults
+	}
+	return mem, store, faults
+}

@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSplitRun runs a herd cut in two, as cmd/bench -split does with two
+// processes: the servers, then the agents against their endpoint, the
+// agents' report through JSON, and the result put together: the same
+// counts as one process over HTTPS, and the agents' CPU apart.
+func TestSplitRun(t *testing.T) {
+	h := testHerd(t)
+	for _, model := range []string{ModelNodepass, ModelK3sLatest} {
+		t.Run("model="+model, func(t *testing.T) {
+			sc := httpScenario
+			srv, err := StartServers(t.Context(), sc, h, model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close(true)
+			ep := srv.Endpoint()
+			b, err := json.Marshal(ep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var remote Endpoint
+			if err := json.Unmarshal(b, &remote); err != nil {
+				t.Fatal(err)
+			}
+			agents, err := NewAgents(t.Context(), sc, h, remote)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now().Add(20 * time.Millisecond)
+			srv.Begin(start)
+			rep := agents.Run(t.Context(), start, srv.Tripped())
+			if b, err = json.Marshal(rep); err != nil {
+				t.Fatal(err)
+			}
+			var got AgentReport
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			res, err := srv.Finish(t.Context(), &got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Joined != 30 || res.Stopped != "" || res.Model != model || res.Mode != ModeHTTP {
+				t.Fatalf("%s %s: joined %d, stopped %q", res.Model, res.Mode, res.Joined, res.Stopped)
+			}
+			checkAgentCounts(t, res, 6)
+			checkReached(t, res)
+			if res.Handshakes != res.Requests || res.Connections != res.Requests {
+				t.Errorf("%d requests, %d TLS handshakes, %d connections accepted", res.Requests, res.Handshakes, res.Connections)
+			}
+			if res.Split == nil || res.Split.AgentCPU <= 0 || res.Split.AgentProcs < 1 || res.Split.ServerProcs != res.Procs {
+				t.Errorf("split %+v, procs %d", res.Split, res.Procs)
+			}
+			if res.PeakHeap == 0 || res.LocalBound <= 0 || res.LocalTransport != 0 || res.Ratio <= 0 || res.RatioBatch <= 0 {
+				t.Errorf("peak heap %d, local bound %v (transport %v, want 0: the agents have CPUs of their own), ratios %v %v",
+					res.PeakHeap, res.LocalBound, res.LocalTransport, res.Ratio, res.RatioBatch)
+			}
+			if _, err := srv.Finish(t.Context(), &AgentReport{result: res}); err == nil {
+				t.Error("Finish took a report without the agents' asks")
+			}
+		})
+	}
+}
+
+func TestSplitRejects(t *testing.T) {
+	h := testHerd(t)
+	for _, c := range []struct {
+		sc   Scenario
+		want string
+	}{
+		{Scenario{Nodes: 30, LogN: testLogN}, "over HTTPS"},
+		{Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Attackers: 2}, "no attackers"},
+		{Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Duplicates: 2}, "no attackers or duplicates"},
+	} {
+		if _, err := StartServers(t.Context(), c.sc, h, ModelNodepass); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("StartServers(%+v): %v, want an error about %q", c.sc, err, c.want)
+		}
+		if _, err := NewAgents(t.Context(), c.sc, h, Endpoint{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewAgents(%+v): %v, want an error about %q", c.sc, err, c.want)
+		}
+	}
+	sc := Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Servers: 2}
+	if _, err := NewAgents(t.Context(), sc, h, Endpoint{URLs: []string{"https://127.0.0.1:1"}}); err == nil {
+		t.Error("NewAgents took one URL for two servers")
+	}
+	var rep AgentReport
+	if err := json.Unmarshal([]byte(`{"asks":[]}`), &rep); err == nil {
+		t.Error("a report without a result was read")
+	}
+}

@@ -1,0 +1,321 @@
+package main
+
+// -split: each model's servers and its agents run in two processes of
+// their own, each pinned to its own CPUs (sched_setaffinity) with its
+// GOMAXPROCS set to match, so that the servers' figures are the servers'
+// alone: the agents' TLS handshakes no longer run on the servers' CPUs.
+// The lower bounds are measured on the servers' CPUs only, in a third
+// pinned process. See bench.StartServers for what a split run is.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/nodepass/nodepass/bench"
+)
+
+// The roles of a split run's workers (-worker-role).
+const (
+	roleServers = "servers"
+	roleAgents  = "agents"
+	roleBound   = "bound"
+)
+
+// startDelay is how far ahead the parent sets a split run's start, so
+// that both workers have it before it comes.
+const startDelay = 100 * time.Millisecond
+
+// splitPlan is where a split run's two sides run: the CPUs of each; both
+// nil when the run is not split.
+type splitPlan struct {
+	agents, servers []int
+}
+
+func (p splitPlan) on() bool { return p.servers != nil }
+
+// splitUnsupported returns the flag that keeps c's scenario from running
+// split, or "".
+func splitUnsupported(c *config) string {
+	switch {
+	case c.sc.Mode != bench.ModeHTTP:
+		return "-mode " + string(c.sc.Mode) + " (no network between agents and servers)"
+	case c.sc.Attackers > 0:
+		return "-attackers (attackers run in one process with the servers)"
+	case c.sc.Duplicates > 0:
+		return "-duplicates (duplicates run in one process with the servers)"
+	case c.cpuprofileDir != "":
+		return "-cpuprofile-dir (profiles cover one process)"
+	case !c.isolate:
+		return "-isolate=false"
+	}
+	return ""
+}
+
+// planSplit decides where c's run goes, from the CPUs this process may
+// use (allowedCPUs), and says so in a line for stderr. A split that
+// cannot be made falls back to one process.
+func planSplit(c *config, allowedCPUs func() ([]int, error)) (splitPlan, string) {
+	if c.split == "off" {
+		return splitPlan{}, "split: off (-split off): agents and servers share the CPUs, in one process per model"
+	}
+	if why := splitUnsupported(c); why != "" {
+		return splitPlan{}, "split: off: not with " + why + "; agents and servers share the CPUs, in one process per model"
+	}
+	allowed, allowedErr := allowedCPUs()
+	switch {
+	case allowedErr != nil:
+		return splitPlan{}, fmt.Sprintf("split: off, cannot pin processes here: %v; agents and servers share the CPUs, in one process per model", allowedErr)
+	case len(allowed) < 2:
+		return splitPlan{}, fmt.Sprintf("split: off, this process may use %d CPU (%s), and each side needs one; agents and servers share it, in one process per model",
+			len(allowed), cpuString(allowed))
+	}
+	n := c.agentCPUs
+	if n == 0 {
+		n = len(allowed) / 2
+	}
+	if n >= len(allowed) {
+		return splitPlan{}, fmt.Sprintf("split: off, -agent-cpus %d leaves none of the %d CPUs (%s) to the servers; agents and servers share them, in one process per model",
+			n, len(allowed), cpuString(allowed))
+	}
+	p := splitPlan{servers: allowed[:len(allowed)-n], agents: allowed[len(allowed)-n:]}
+	return p, fmt.Sprintf("split: agents on CPU %s (GOMAXPROCS %d), servers on CPU %s (GOMAXPROCS %d); lower bounds on the servers' CPUs",
+		cpuString(p.agents), len(p.agents), cpuString(p.servers), len(p.servers))
+}
+
+// cpuString lists cpus as "0", "0,1" or "none".
+func cpuString(cpus []int) string {
+	if len(cpus) == 0 {
+		return "none"
+	}
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = fmt.Sprint(c)
+	}
+	return strings.Join(s, ",")
+}
+
+// measureBounds measures h's lower bounds in a worker pinned to cpus (the
+// servers' CPUs of a split run).
+func measureBounds(ctx context.Context, args []string, h *bench.Herd, cpus []int, stderr io.Writer) error {
+	herd, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encoding the herd: %w", err)
+	}
+	w, err := startWorker(ctx, args, bench.ModelNodepass, roleBound, cpus, stderr, herd)
+	if err != nil {
+		w.stop()
+		return err
+	}
+	w.in.Close()
+	m, ok, why := w.collect(func(m message) bool { return m.Bounds != nil })
+	if err := w.cmd.Wait(); !ok {
+		if why == "" {
+			why = fmt.Sprint(err)
+		}
+		return fmt.Errorf("measuring the lower bounds on CPU %s: %s", cpuString(cpus), why)
+	}
+	b := m.Bounds
+	h.LowerBound, h.LowerBoundFast, h.LowerBoundBatch, h.Workers = b.LowerBound, b.LowerBoundFast, b.LowerBoundBatch, b.Workers
+	return nil
+}
+
+// runBoundWorker measures the herd's lower bounds on this process's CPUs.
+func runBoundWorker(ctx context.Context, h *bench.Herd, enc *encoder) error {
+	if err := h.MeasureLowerBound(ctx); err != nil {
+		return err
+	}
+	h.Nodes = nil
+	return enc.send(message{Bounds: h})
+}
+
+// runSplit runs model with its servers and its agents in two workers,
+// pinned as p says, and returns the result with the CPUs each reported.
+func runSplit(ctx context.Context, c *config, args []string, herd []byte, model string, p splitPlan, bar *progressBar, stderr io.Writer) (_ *bench.Result, err error) {
+	// A backstop: the agents stop themselves at the deadline.
+	ctx, cancel := context.WithTimeout(ctx, c.sc.Deadline+2*time.Minute)
+	defer cancel()
+	var servers, agents *worker
+	defer func() {
+		if err != nil {
+			servers.stop()
+			agents.stop()
+		}
+	}()
+	if servers, err = startWorker(ctx, args, model, roleServers, p.servers, stderr, herd); err != nil {
+		return nil, err
+	}
+	servers.rss = watchRSS(servers.cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
+	defer servers.rss.stop()
+	srvReady, err := awaitReady(servers)
+	if err != nil {
+		return nil, err
+	}
+	if agents, err = startWorker(ctx, args, model, roleAgents, p.agents, stderr, herd, control{Endpoint: srvReady.Endpoint}); err != nil {
+		return nil, err
+	}
+	agReady, err := awaitReady(agents)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now().Add(startDelay)
+	for _, w := range []*worker{servers, agents} {
+		if err := w.send(control{StartAt: start.UnixNano()}); err != nil {
+			return nil, err
+		}
+	}
+	// The agents run; the servers may trip their heap guard meanwhile.
+	var rep *bench.AgentReport
+	var last progressMsg
+	srvMsgs := servers.msgs
+	for rep == nil {
+		select {
+		case m, ok := <-agents.msgs:
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("worker %s agents: ended without a report: %v", model, agents.cmd.Wait())
+			case m.Error != "":
+				return nil, fmt.Errorf("worker %s agents: %s", model, m.Error)
+			case m.Progress != nil:
+				last = *m.Progress
+				bar.update(last.Joined, time.Duration(last.ElapsedS*float64(time.Second)), false)
+			case m.Agents != nil:
+				rep = m.Agents
+			}
+		case m, ok := <-srvMsgs:
+			switch {
+			case !ok || m.Tripped:
+				// Stop the agents: the heap guard tripped, or the servers
+				// were killed for their resident size.
+				srvMsgs = nil
+				if err := agents.send(control{Stop: true}); err != nil {
+					return nil, err
+				}
+			case m.Error != "":
+				return nil, fmt.Errorf("worker %s servers: %s", model, m.Error)
+			}
+		}
+	}
+	if err := agents.wait(); err != nil {
+		return nil, fmt.Errorf("worker %s agents: %w", model, err)
+	}
+	if err := servers.send(control{Agents: rep}); err != nil {
+		if r := servers.killedResult(c, model, last); r != nil {
+			return r, nil
+		}
+		return nil, err
+	}
+	m, ok, why := servers.collect(func(m message) bool { return m.Result != nil })
+	waitErr := servers.cmd.Wait()
+	if !ok {
+		if r := servers.killedResult(c, model, last); r != nil {
+			return r, nil
+		}
+		if why == "" {
+			why = fmt.Sprint(waitErr)
+		}
+		return nil, fmt.Errorf("worker %s servers: %s", model, why)
+	}
+	res := m.Result
+	res.Split.AgentCPUs, res.Split.ServerCPUs = agReady.CPUs, srvReady.CPUs
+	return res, nil
+}
+
+// awaitReady returns w's ready message, or why it sent none.
+func awaitReady(w *worker) (*readyMsg, error) {
+	for m := range w.msgs {
+		switch {
+		case m.Ready != nil:
+			return m.Ready, nil
+		case m.Error != "":
+			return nil, fmt.Errorf("worker %s: %s", w.role, m.Error)
+		}
+	}
+	return nil, fmt.Errorf("worker %s: ended before it was ready: %v", w.role, w.cmd.Wait())
+}
+
+// ready says this worker is set up, and where it runs.
+func ready(enc *encoder, ep *bench.Endpoint) error {
+	cpus, err := threadCPUs()
+	if err != nil {
+		return err
+	}
+	return enc.send(message{Ready: &readyMsg{Endpoint: ep, CPUs: cpus, Procs: runtime.GOMAXPROCS(0)}})
+}
+
+// runServersWorker is a split run's servers: it starts them, says where
+// they listen, begins at the start the parent sends, says when the heap
+// guard trips, and finishes with the agents' report.
+func runServersWorker(ctx context.Context, c *config, h *bench.Herd, dec *json.Decoder, enc *encoder) error {
+	sc := c.sc
+	sc.NoDrain = true
+	srv, err := bench.StartServers(ctx, sc, h, c.worker)
+	if err != nil {
+		return err
+	}
+	ep := srv.Endpoint()
+	if err := ready(enc, &ep); err != nil {
+		return err
+	}
+	var ctl control
+	if err := dec.Decode(&ctl); err != nil || ctl.StartAt == 0 {
+		return fmt.Errorf("waiting for the start: %v", orNoStart(err))
+	}
+	srv.Begin(time.Unix(0, ctl.StartAt))
+	go func() {
+		<-srv.Tripped()
+		enc.send(message{Tripped: true})
+	}()
+	if err := dec.Decode(&ctl); err != nil || ctl.Agents == nil {
+		return fmt.Errorf("waiting for the agents' report: %v", orNoStart(err))
+	}
+	res, err := srv.Finish(ctx, ctl.Agents)
+	if err != nil {
+		return err
+	}
+	return enc.send(message{Result: res})
+}
+
+// runAgentsWorker is a split run's agents: it makes them for the servers'
+// endpoint, starts them at the start the parent sends, stops them if the
+// parent says so, and sends their report.
+func runAgentsWorker(ctx context.Context, c *config, h *bench.Herd, dec *json.Decoder, enc *encoder) error {
+	sc := c.sc
+	sc.NoDrain = true
+	sc.Progress = progressTo(enc)
+	var ctl control
+	if err := dec.Decode(&ctl); err != nil || ctl.Endpoint == nil {
+		return fmt.Errorf("waiting for the servers' endpoint: %v", orNoStart(err))
+	}
+	agents, err := bench.NewAgents(ctx, sc, h, *ctl.Endpoint)
+	if err != nil {
+		return err
+	}
+	if err := ready(enc, nil); err != nil {
+		return err
+	}
+	if err := dec.Decode(&ctl); err != nil || ctl.StartAt == 0 {
+		return fmt.Errorf("waiting for the start: %v", orNoStart(err))
+	}
+	halt := make(chan struct{})
+	go func() {
+		var stop control
+		if dec.Decode(&stop) == nil && stop.Stop {
+			close(halt)
+		}
+	}()
+	return enc.send(message{Agents: agents.Run(ctx, time.Unix(0, ctl.StartAt), halt)})
+}
+
+// orNoStart is err, or that the line read was not the one expected.
+func orNoStart(err error) error {
+	if err == nil {
+		return errors.New("another line came")
+	}
+	return err
+}
