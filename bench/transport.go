@@ -189,7 +189,7 @@ func (s *httpServers) serve(h http.Handler) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           httpauth.ArrivalHandler(h),
 		TLSConfig:         s.ca.tls.Clone(),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0), // clients leaving mid-handshake, probes refusing the certificate

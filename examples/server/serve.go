@@ -104,11 +104,11 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           httpauth.ArrivalHandler(mux), // dates each request: MaxWait counts the TLS handshake
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnContext:       httpauth.ConnContext, // MaxWait counts the TLS handshake
+		ConnContext:       httpauth.ConnContext,
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
