@@ -91,6 +91,16 @@ type Result struct {
 	// /gc/heap/live:bytes, as of the last GC) sampled during the run, in
 	// bytes, for the whole process (agents and servers).
 	PeakHeap uint64
+	// HeapBound is, for nodepass, what its scrypt may hold at most: its
+	// servers' slots × scrypt.Lanes() buffers of 128·r·(N+2) bytes, plus
+	// 100 MiB for the rest (see verify.Options.MaxConcurrent); 0 for the
+	// k3s models, which have none.
+	HeapBound uint64
+	// Kernel is the scrypt kernel nodepass's process chose for batches at
+	// the herd's parameters, and its measured time per hash (see
+	// scrypt.Choices); empty for the k3s models.
+	Kernel        string
+	KernelPerHash time.Duration
 	// PeakHeapObjects is the highest heap in use sampled (live objects and
 	// garbage not yet swept, /memory/classes/heap/objects:bytes): what the
 	// heap guard watches.
@@ -288,6 +298,9 @@ type resultJSON struct {
 	MaxS              float64       `json:"max_s"`
 	PeakHeapMiB       float64       `json:"peak_heap_mib"`
 	PeakHeapObjMiB    float64       `json:"peak_heap_objects_mib"`
+	HeapBoundMiB      float64       `json:"heap_bound_mib,omitempty"`
+	Kernel            string        `json:"kernel,omitempty"`
+	KernelPerHashMs   float64       `json:"kernel_per_hash_ms,omitempty"`
 	Shed              uint64        `json:"shed"`
 	ShedLate          uint64        `json:"shed_late"`
 	ShedAfterWait     uint64        `json:"shed_after_wait"`
@@ -334,7 +347,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		DigestHits: r.DigestHits, CacheHits: r.CacheHits,
 		WarmupScrypt: r.WarmupScrypt, WarmupS: r.Warmup.Seconds(), WarmupDigests: r.WarmupDigests,
 		P50S: r.P50.Seconds(), P99S: r.P99.Seconds(), MaxS: r.Max.Seconds(),
-		PeakHeapMiB: mib(r.PeakHeap), PeakHeapObjMiB: mib(r.PeakHeapObjects),
+		PeakHeapMiB: mib(r.PeakHeap), PeakHeapObjMiB: mib(r.PeakHeapObjects), HeapBoundMiB: mib(r.HeapBound),
+		Kernel: r.Kernel, KernelPerHashMs: float64(r.KernelPerHash) / 1e6,
 		Shed: r.Shed, ShedLate: r.ShedLate, ShedAfterWait: r.ShedAfterWait,
 		ReturnsS: make([]float64, 0, len(r.Returns)), LastReadyS: r.LastReady.Seconds(), IdlePendingS: r.IdlePending.Seconds(),
 		ReachedFirstS: r.ReachedFirst.Seconds(), ReachedMedianS: r.ReachedMedian.Seconds(), ReachedLastS: r.ReachedLast.Seconds(),
@@ -378,7 +392,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		DigestHits: j.DigestHits, CacheHits: j.CacheHits,
 		WarmupScrypt: j.WarmupScrypt, Warmup: secs(j.WarmupS), WarmupDigests: j.WarmupDigests,
 		P50: secs(j.P50S), P99: secs(j.P99S), Max: secs(j.MaxS),
-		PeakHeap: fromMiB(j.PeakHeapMiB), PeakHeapObjects: fromMiB(j.PeakHeapObjMiB),
+		PeakHeap: fromMiB(j.PeakHeapMiB), PeakHeapObjects: fromMiB(j.PeakHeapObjMiB), HeapBound: fromMiB(j.HeapBoundMiB),
+		Kernel: j.Kernel, KernelPerHash: time.Duration(math.Round(j.KernelPerHashMs * 1e6)),
 		Shed: j.Shed, ShedLate: j.ShedLate, ShedAfterWait: j.ShedAfterWait,
 		LastReady: secs(j.LastReadyS), IdlePending: secs(j.IdlePendingS),
 		ReachedFirst: secs(j.ReachedFirstS), ReachedMedian: secs(j.ReachedMedianS), ReachedLast: secs(j.ReachedLastS),

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -162,6 +163,10 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 			res.ShedLate++
 		}
 	}
+	if s.modelName == ModelNodepass {
+		res.HeapBound = nodepassHeapBound(sc.Servers, s.h.LogN)
+		res.Kernel, res.KernelPerHash = batchKernel(s.h.LogN)
+	}
 	s.readiness(res, asks)
 	s.reached(res)
 	if s.faults != nil {
@@ -258,4 +263,24 @@ func (s *sampler) end(res *Result) {
 		res.Stopped = StoppedHeapGuard
 		res.StopDetail = fmt.Sprintf("heap in use passed the %d MiB guard (peak %d MiB)", s.guard.max>>20, s.peak.objects>>20)
 	}
+}
+
+// nodepassHeapBound is what servers Verifiers with their defaults may hold
+// in scrypt buffers at logN (r 8, as k3s), plus 100 MiB for the rest: the
+// bound verify.Options.MaxConcurrent states.
+func nodepassHeapBound(servers, logN int) uint64 {
+	perBuf := uint64(128*8) * (1<<logN + 2)
+	return uint64(servers*runtime.GOMAXPROCS(0)*scrypt.Lanes())*perBuf + 100<<20
+}
+
+// batchKernel returns the kernel this process chose for the widest batch
+// at logN (r 8), and its measured time per hash.
+func batchKernel(logN int) (string, time.Duration) {
+	best := scrypt.Choice{}
+	for _, c := range scrypt.Choices() {
+		if c.N == 1<<logN && c.R == 8 && c.Kernel != "" && c.Hashes > best.Hashes {
+			best = c
+		}
+	}
+	return best.Kernel, best.PerHash[best.Kernel]
 }

@@ -187,6 +187,18 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	fmt.Fprintf(w, "cpu use is %s CPU time over completion × GOMAXPROCS: well below 100%% with work pending means the run was short of CPU or idle by design;\n", whose)
 	fmt.Fprintf(w, "late = shed answers that came after the request was held over %v; idle = CPU time left unused (GOMAXPROCS × time − CPU time) until the last node's result was ready.\n", bench.LateShed)
 	for _, r := range results {
+		if r.Kernel != "" {
+			fmt.Fprintf(w, "%s: scrypt kernel chosen for batches at logN %d: %s, %.1f ms per hash as measured (scrypt.Choices).\n",
+				r.Model, r.LogN, r.Kernel, float64(r.KernelPerHash)/1e6)
+		}
+		if r.HeapBound > 0 {
+			within := "within"
+			if r.PeakHeap > r.HeapBound {
+				within = "PAST"
+			}
+			fmt.Fprintf(w, "%s: peak heap %.0f MiB, %s the bound %.0f MiB (servers × GOMAXPROCS slots × %d lanes × 128·r·(N+2), plus 100 MiB)%s.\n",
+				r.Model, float64(r.PeakHeap)/(1<<20), within, float64(r.HeapBound)/(1<<20), scrypt.Lanes(), map[bool]string{false: "; the agents' heap is in the peak", true: ""}[split])
+		}
 		if r.Split != nil {
 			fmt.Fprintf(w, "%s: %s.\n", r.Model, splitSummary(r))
 		}
