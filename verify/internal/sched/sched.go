@@ -366,7 +366,6 @@ func (s *Scheduler) endBatch(b *batch, wall, cpu time.Duration, err error) *batc
 			s.endLocked(j, err)
 		}
 		j.batch = nil
-		s.inSlots--
 		nq := s.names[j.name]
 		nq.running--
 		s.forgetLocked(nq)
@@ -387,6 +386,7 @@ func (s *Scheduler) Hold(j *Job) {
 	defer s.unlock()
 	if j.state == running {
 		j.state = finishing
+		s.inSlots--
 	}
 }
 
@@ -484,6 +484,8 @@ func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
 	case queued:
 		s.queue.remove(nq, j)
 		freed = true
+	case running:
+		s.inSlots--
 	}
 	j.state = done
 	if s.jobs[j.key] == j {
@@ -525,8 +527,9 @@ func (s *Scheduler) Cheapen(name string) {
 	}
 }
 
-// Load returns how many jobs are in running batches and how many wait for
-// a slot (queued, pending, or parked in their name's line).
+// Load returns how many jobs are running (in a batch, not yet finished)
+// and how many wait for a slot (queued, pending, or parked in their name's
+// line).
 func (s *Scheduler) Load() (running, waiting int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
