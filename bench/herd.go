@@ -85,11 +85,11 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 // verification (LowerBoundFast), and with this module's in batches
 // (LowerBoundBatch).
 func (h *Herd) MeasureLowerBound(ctx context.Context) error {
-	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), verify.ScryptXCrypto)
+	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), XCryptoScrypt)
 	if err != nil {
 		return err
 	}
-	fast, _, err := h.timeVerifications(ctx, len(h.Nodes), verify.ScryptFast)
+	fast, _, err := h.timeVerifications(ctx, len(h.Nodes), FastScrypt)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 // workers, after the same warm-up, times len(Nodes) / sample. It is cheap
 // enough to take right before each model's run, under the load the run
 // itself will see; h is not changed.
-func (h *Herd) EstimateLowerBound(ctx context.Context, sample int, impl verify.Scrypt) (time.Duration, error) {
+func (h *Herd) EstimateLowerBound(ctx context.Context, sample int, impl Scrypt) (time.Duration, error) {
 	sample = min(max(sample, 1), len(h.Nodes))
 	d, _, err := h.timeVerifications(ctx, sample, impl)
 	if err != nil {
@@ -118,11 +118,11 @@ func (h *Herd) EstimateLowerBound(ctx context.Context, sample int, impl verify.S
 // timeVerifications times the verification of the first n nodes on
 // GOMAXPROCS workers with the scrypt impl, after a warm-up of one
 // verification per worker.
-func (h *Herd) timeVerifications(ctx context.Context, n int, impl verify.Scrypt) (time.Duration, int, error) {
+func (h *Herd) timeVerifications(ctx context.Context, n int, impl Scrypt) (time.Duration, int, error) {
 	workers := runtime.GOMAXPROCS(0)
 	check := func(i int) error {
 		return labelScrypt(ctx, func() error {
-			return impl.CompareHashAndPassword(h.Nodes[i].Hash, h.Nodes[i].Password, verify.Limits{})
+			return impl(h.Nodes[i].Hash, h.Nodes[i].Password)
 		})
 	}
 	if err := parallel(ctx, min(workers, len(h.Nodes)), workers, check); err != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,9 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	xscrypt "golang.org/x/crypto/scrypt"
 	"golang.org/x/time/rate"
 
 	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/internal/testhooks"
+	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -110,15 +114,16 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 		return m, nil
 	case ModelNodepass:
 		opts := &verify.Options{
-			Params:                 params,
-			MaxWait:                scaleDur(verify.DefaultMaxWait, timeScale),
-			MaxFailDelay:           scaleDur(verify.DefaultMaxFailDelay, timeScale),
-			AgentRetryDelay:        scaleDur(verify.DefaultAgentRetryDelay, timeScale),
-			AgentsHonourRetryAfter: env.honourRetryAfter,
-			DigestKey:              env.digestKey,
+			Params:       params,
+			MaxWait:      scaleDur(testhooks.MaxWait, timeScale),
+			MaxFailDelay: scaleDur(testhooks.MaxFailDelay, timeScale),
+			Agents: verify.Agents{RetryDelay: scaleDur(testhooks.AgentRetryDelay, timeScale),
+				HonourRetryAfter: env.honourRetryAfter},
+			DigestKey: env.digestKey,
 		}
 		if env.clock != nil {
-			opts.Cache = &cache.Options{Clock: env.clock}
+			opts.Cache = new(cache.Options)
+			testhooks.SetClock(opts.Cache, env.clock)
 		}
 		if obs != nil {
 			opts.Observer = obs
@@ -132,13 +137,41 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 	return nil, ValidModel(name)
 }
 
+// Scrypt verifies a password against a stored hash with one scrypt
+// implementation: nil on a match, an error wrapping
+// verify.ErrMismatchedHashAndPassword on a mismatch.
+type Scrypt func(hash, password string) error
+
+// The two implementations: x/crypto's, as k3s runs it, and this module's
+// scrypt package, one Key per verification.
+var (
+	XCryptoScrypt Scrypt = func(hash, password string) error { return compareWith(hash, password, xscrypt.Key) }
+	FastScrypt    Scrypt = func(hash, password string) error { return compareWith(hash, password, scrypt.Key) }
+)
+
+// compareWith verifies password against hash with key, a scrypt Key.
+func compareWith(hash, password string, key func(password, salt []byte, N, r, p, keyLen int) ([]byte, error)) error {
+	j, want, err := batchJob(hash, password)
+	if err != nil {
+		return fmt.Errorf("%w: %v", verify.ErrInvalidHash, err)
+	}
+	got, err := key(j.Password, j.Salt, j.N, j.R, j.P, j.KeyLen)
+	if err != nil {
+		return fmt.Errorf("%w: %v", verify.ErrInvalidHash, err)
+	}
+	if subtle.ConstantTimeCompare(got, want) != 1 {
+		return verify.ErrMismatchedHashAndPassword
+	}
+	return nil
+}
+
 // ModelScrypt returns the scrypt implementation model runs: this module's
 // for nodepass (the Verifier's default), x/crypto's for the k3s models.
-func ModelScrypt(model string) verify.Scrypt {
+func ModelScrypt(model string) Scrypt {
 	if model == ModelNodepass {
-		return verify.ScryptFast
+		return FastScrypt
 	}
-	return verify.ScryptXCrypto
+	return XCryptoScrypt
 }
 
 // k3sModel emulates a k3s server's node-password check: fetch the stored
@@ -215,7 +248,7 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 		return errGuardTripped
 	}
 	// x/crypto's scrypt, as k3s runs it.
-	return m.scrypt(ctx, func() error { return verify.ScryptXCrypto.CompareHashAndPassword(stored, password, verify.Limits{}) })
+	return m.scrypt(ctx, func() error { return XCryptoScrypt(stored, password) })
 }
 
 // scrypt counts and runs fn, one scrypt computation for the request ctx

@@ -39,6 +39,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodepass/nodepass/internal/testhooks"
+
 	lru "github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
@@ -92,10 +94,6 @@ type Options struct {
 	// retrying a wrong password (a duplicate hostname) costs one scrypt per
 	// MismatchTTL instead of one per retry. Default 1 min.
 	MismatchTTL time.Duration
-	// Clock, if not nil, is the cache's time, read on every Get and Put
-	// (nil means time.Now): for simulations that move a server's clock on
-	// by hours without waiting for them, as the herd benchmark does.
-	Clock func() time.Time
 }
 
 // Cache is a bounded cache of verification outcomes. It is safe for
@@ -133,10 +131,11 @@ func New(opts *Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Clock == nil {
-		o.Clock = time.Now
+	clock := time.Now
+	if now, ok := testhooks.Clock(opts); ok { // the benchmark's, moved on by hours
+		clock = now
 	}
-	c := &Cache{keys: keys, epoch: o.Clock(), clock: o.Clock, matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
+	c := &Cache{keys: keys, epoch: clock(), clock: clock, matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
 	if c.matches, err = lru.NewLRU[Key, time.Duration](o.MatchSize, nil); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
@@ -245,21 +244,4 @@ func (c *Cache) MatchedTuple(pair Key) (Key, bool) {
 		return Key{}, false
 	}
 	return e.tuple, true
-}
-
-// Remove drops any entry under k.
-func (c *Cache) Remove(k Key) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.matches.Remove(k)
-	c.mismatches.Remove(k)
-	c.pairs.Remove(k)
-}
-
-// Len returns the number of entries of each kind, expired ones included
-// until they are read or evicted.
-func (c *Cache) Len() (matches, mismatches int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.matches.Len(), c.mismatches.Len()
 }

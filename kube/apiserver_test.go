@@ -673,15 +673,15 @@ func (b *freezableBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
-// TestAPIServerEnrollFailOpen: with verify.Options.EnrollFailOpen, the
+// TestAPIServerEnrollFailOpen: with verify.Options.FailOpen, the
 // outage an admission policy makes lets a new node in, as k3s does, and
 // the background retry stores its secret once the policy is gone.
 func TestAPIServerEnrollFailOpen(t *testing.T) {
 	srv := apiserver.Get(t)
 	admin := coreClient(t, srv.Admin)
 	reported := make(chan error, 1)
-	v, err := verify.New(apiStore(t, srv.Node, true), &verify.Options{Params: testParams, EnrollFailOpen: true,
-		OnDeferredEnrollment: func(_ string, err error) { reported <- err }})
+	v, err := verify.New(apiStore(t, srv.Node, true), &verify.Options{Params: testParams, FailOpen: &verify.FailOpen{
+		OnDeferred: func(_ string, err error) { reported <- err }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,7 +689,7 @@ func TestAPIServerEnrollFailOpen(t *testing.T) {
 	unbind := denyNodePasswords(t, srv)
 	node := nodeName(t, "failopen")
 	if err := v.Ensure(t.Context(), node, "right"); err != nil {
-		t.Fatalf("Ensure under the policy with EnrollFailOpen: %v, want let in", err)
+		t.Fatalf("Ensure under the policy with FailOpen: %v, want let in", err)
 	}
 	if err := v.Ensure(t.Context(), node, "other"); !errors.Is(err, verify.ErrMismatchedHashAndPassword) {
 		t.Fatalf("another password while let in: %v, want a mismatch", err)

@@ -122,7 +122,7 @@ func names(t *testing.T, what string, n int) []string {
 // same data. Meanwhile enrolled nodes verify from the cache, a wrong
 // password is refused, digest writes fail and are counted, and a new
 // enrollment fails with a store error within its context (or is let in
-// with EnrollFailOpen). After the restart the informer resyncs, new
+// with FailOpen). After the restart the informer resyncs, new
 // enrollments succeed, and no secret is lost or changed.
 func TestAPIServerRestart(t *testing.T) {
 	srv := restartable.Get(t)
@@ -184,14 +184,14 @@ func TestAPIServerRestart(t *testing.T) {
 	} else {
 		t.Logf("a new enrollment during the outage: %v", err)
 	}
-	// With EnrollFailOpen it is let in, or fails as without.
+	// With FailOpen it is let in, or fails as without.
 	reported := make(chan error, 1)
-	open := outageVerifier(t, s, verify.Options{EnrollFailOpen: true, OnDeferredEnrollment: func(_ string, err error) { reported <- err }})
+	open := outageVerifier(t, s, verify.Options{FailOpen: &verify.FailOpen{OnDeferred: func(_ string, err error) { reported <- err }}})
 	errOpen := open.Ensure(ctx, openNode, "open")
 	if errOpen != nil && !isStoreError(errOpen) {
-		t.Errorf("a new enrollment during the outage with EnrollFailOpen: %v; want let in or a store error", errOpen)
+		t.Errorf("a new enrollment during the outage with FailOpen: %v; want let in or a store error", errOpen)
 	}
-	t.Logf("with EnrollFailOpen: %v", errOpen)
+	t.Logf("with FailOpen: %v", errOpen)
 
 	if err := srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestAPIServerRestart(t *testing.T) {
 			t.Errorf("the enrollment let in during the outage was not stored: %v", err)
 		}
 	} else if err := open.Ensure(t.Context(), openNode, "open"); err != nil {
-		t.Errorf("with EnrollFailOpen, after the restart: %v", err)
+		t.Errorf("with FailOpen, after the restart: %v", err)
 	}
 
 	// No secret lost or changed, in the API server or the cache.

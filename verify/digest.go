@@ -10,20 +10,16 @@ import (
 	"time"
 )
 
-// DigestStore is a Store that also remembers, for each node, one digest
-// of a password verified against its stored hash (see Options.DigestKey),
-// so that every Verifier sharing the store knows what any of them has
-// proven. A Store that does not implement it works as without digests.
+// DigestStore is a Store that also remembers one digest per node of a
+// password verified against its stored hash (Options.DigestKey), so that
+// every Verifier sharing the store knows what any of them has proven.
 type DigestStore interface {
 	Store
-	// GetWithDigest is Get, and also returns the digest remembered for
-	// node's stored hash, or nil when there is none, in the same read.
+	// GetWithDigest is Get, with the digest remembered for node's stored
+	// hash (nil if none), in one read.
 	GetWithDigest(ctx context.Context, node string) (hash string, digest []byte, err error)
-	// RememberDigest records digest for node, bound to its stored hash: an
-	// implementation records it only while node's hash is still hash, and
-	// forgets it when the hash changes or the node goes. It replaces the
-	// digest remembered before. The Verifier calls it off the request
-	// path; its failures cost a later request one scrypt, nothing else.
+	// RememberDigest records digest for node while its stored hash is
+	// hash, replacing the one before; it is forgotten when the hash changes.
 	RememberDigest(ctx context.Context, node, hash string, digest []byte) error
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/nodepass/nodepass/cache"
 )
 
-// deferredEnrollment is a node let in by Options.EnrollFailOpen whose hash
+// deferredEnrollment is a node let in by Options.FailOpen whose hash
 // is not stored yet. Set once, then read-only.
 type deferredEnrollment struct {
 	key  cache.Key // the enrollment key of the password let in
@@ -41,7 +41,7 @@ func (v *Verifier) deferred(node, password string) (err error, ok bool) {
 }
 
 // failOpen lets in an enrollment whose Create failed with createErr, if
-// Options.EnrollFailOpen allows it, and starts its background retry. It
+// Options.FailOpen allows it, and starts its background retry. It
 // returns createErr when it does not: with fail-open off, when Close cut
 // the Create short, when MaxQueue enrollments are let in already, or when
 // a read past the store's cache does not confirm that the node has no
@@ -50,7 +50,7 @@ func (v *Verifier) deferred(node, password string) (err error, ok bool) {
 // refuses it answers Forbidden). It returns an error wrapping ErrExists
 // when that read finds a hash: the node is verified against it.
 func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, stored string, createErr error) error {
-	if !v.opts.EnrollFailOpen || errors.Is(createErr, ErrClosed) {
+	if v.opts.FailOpen == nil || errors.Is(createErr, ErrClosed) {
 		return createErr
 	}
 	switch _, err := v.getFresh(ctx, node); {
@@ -87,7 +87,7 @@ func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, sto
 // stored, another hash is, the retries run out or the Verifier closes.
 func (v *Verifier) retryEnrollment(node string, d *deferredEnrollment, lastErr error) {
 	defer v.wg.Done()
-	ctx, cancel := context.WithTimeout(v.base, v.opts.EnrollRetryFor)
+	ctx, cancel := context.WithTimeout(v.base, v.opts.FailOpen.RetryFor)
 	defer cancel()
 	err := lastErr
 	for wait := enrollRetryFirst; ; wait = min(2*wait, enrollRetryMax) {
@@ -114,7 +114,7 @@ func (v *Verifier) retryEnrollment(node string, d *deferredEnrollment, lastErr e
 	if err != nil {
 		v.stats.failOpenFailures.Add(1)
 	}
-	if f := v.opts.OnDeferredEnrollment; f != nil {
+	if f := v.opts.FailOpen.OnDeferred; f != nil {
 		f(node, err)
 	}
 }

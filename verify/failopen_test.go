@@ -33,7 +33,7 @@ func newOutageStore() *outageStore {
 	return s
 }
 
-// deferredLog records OnDeferredEnrollment's calls.
+// deferredLog records FailOpen.OnDeferred's calls.
 type deferredLog struct {
 	mu    sync.Mutex
 	calls map[string]error
@@ -62,7 +62,7 @@ func TestEnrollFailOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newOutageStore()
 		var log deferredLog
-		v := newTestVerifier(t, s, &Options{EnrollFailOpen: true, OnDeferredEnrollment: log.record})
+		v := newTestVerifier(t, s, &Options{FailOpen: &FailOpen{OnDeferred: log.record}})
 		ctx := context.Background()
 		if err := v.Ensure(ctx, "new", "right"); err != nil {
 			t.Fatalf("enrollment during the outage: %v, want let in", err)
@@ -116,7 +116,7 @@ func TestEnrollFailOpenReportsLoss(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newOutageStore()
 				var log deferredLog
-				v := newTestVerifier(t, s, &Options{EnrollFailOpen: true, EnrollRetryFor: time.Minute, OnDeferredEnrollment: log.record})
+				v := newTestVerifier(t, s, &Options{FailOpen: &FailOpen{RetryFor: time.Minute, OnDeferred: log.record}})
 				ctx := context.Background()
 				if err := v.Ensure(ctx, "new", "right"); err != nil {
 					t.Fatal(err)
@@ -188,7 +188,7 @@ func TestFreshGetConfirmsMiss(t *testing.T) {
 	}
 }
 
-// TestFailOpenCutByClose (D): with EnrollFailOpen, an enrollment whose
+// TestFailOpenCutByClose (D): with FailOpen, an enrollment whose
 // Create Close cuts short answers ErrClosed: it is not let in.
 func TestFailOpenCutByClose(t *testing.T) {
 	s := newCountingStore()
@@ -198,7 +198,7 @@ func TestFailOpenCutByClose(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	v := newTestVerifier(t, s, &Options{EnrollFailOpen: true})
+	v := newTestVerifier(t, s, &Options{FailOpen: &FailOpen{}})
 	got := make(chan error, 1)
 	go func() { got <- v.Ensure(context.Background(), "n", "pw") }()
 	<-entered
@@ -236,13 +236,13 @@ func (s *staleStore) GetFresh(ctx context.Context, node string) (string, error) 
 
 func (s *staleStore) Create(context.Context, string, string) error { return errForbidden }
 
-// TestFailOpenNeedsFreshRead (G): EnrollFailOpen lets a node in only after
+// TestFailOpenNeedsFreshRead (G): FailOpen lets a node in only after
 // a read past the store's cache says it has no hash: with the fresh reads
 // spent, a guess for a node enrolled elsewhere is refused, not let in.
 func TestFailOpenNeedsFreshRead(t *testing.T) {
 	s := &staleStore{MemoryStore: NewMemoryStore()}
 	s.Set("n", mustHash(t, "right"))
-	v := newTestVerifier(t, s, &Options{EnrollFailOpen: true})
+	v := newTestVerifier(t, s, &Options{FailOpen: &FailOpen{}})
 	if err := v.Ensure(context.Background(), "n", "guess"); !errors.Is(err, errForbidden) {
 		t.Fatalf("a guess with the fresh reads spent: %v, want the Create's error", err)
 	}
@@ -264,7 +264,7 @@ func TestFailOpenPendingBounded(t *testing.T) {
 	s := newCountingStore()
 	s.createHook = func(context.Context) error { return errors.New("webhook down") }
 	const maxQueue = 4
-	v := newTestVerifier(t, s, &Options{EnrollFailOpen: true, MaxQueue: maxQueue, MaxConcurrent: 4})
+	v := newTestVerifier(t, s, &Options{FailOpen: &FailOpen{}, MaxQueue: maxQueue, MaxConcurrent: 4})
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() { v.Ensure(context.Background(), fmt.Sprint("n", i), "pw") })

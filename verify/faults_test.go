@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/nodepass/nodepass/cache"
 	"github.com/nodepass/nodepass/scrypt"
 )
 
@@ -41,7 +42,7 @@ func TestKnownMatch(t *testing.T) {
 	}
 	// The verified tuple's own entry evicted: the pair still answers it.
 	stored, _ := s.Get(ctx, "n")
-	v.cache.Remove(v.cache.Key("n", stored, "right"))
+	evict(v.cache, v.cache.Key("n", stored, "right"))
 	if err := v.Verify(ctx, "n", "right"); err != nil || v.Stats().ScryptRuns != 2 {
 		t.Fatalf("verified password after eviction: %v, %+v", err, v.Stats())
 	}
@@ -413,5 +414,16 @@ func TestGuessForFailingNameWaits(t *testing.T) {
 	defer mu.Unlock()
 	if len(order) != 3 || order[1] != "right" || order[2] != "guess-1" {
 		t.Fatalf("computed in order %q, want busy, honest, then the guess", order)
+	}
+}
+
+// evict pushes k's own entry out of c, a cache with the default sizes,
+// with as many matches of other tuples (no pair's).
+func evict(c *cache.Cache, k cache.Key) {
+	for i := range cache.DefaultMatchSize {
+		c.Put(c.Key("filler", "", fmt.Sprint(i)), cache.Match)
+	}
+	if _, ok := c.Get(k); ok {
+		panic("evict: still cached")
 	}
 }

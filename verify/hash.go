@@ -9,41 +9,30 @@ import (
 	"strconv"
 	"strings"
 
-	xscrypt "golang.org/x/crypto/scrypt"
-
 	"github.com/nodepass/nodepass/scrypt"
 )
 
-// Params are the scrypt parameters used to hash a new password.
-//
-// The zero value is not usable; start from DefaultParams.
+// Params are the scrypt parameters that hash a new password; start from
+// DefaultParams.
 type Params struct {
-	// LogN is the CPU/memory cost exponent: N = 2^LogN. 1 to 30.
-	LogN int
-	// R is the scrypt block size. At least 1.
-	R int
-	// P is the scrypt parallelisation factor. At least 1.
-	P int
-	// KeyLen is the length of the derived key in bytes, 16 to 1024.
-	KeyLen int
-	// SaltLen is the length of the random salt in bytes, 8 to 1024.
-	SaltLen int
+	LogN    int // the cost: N = 2^LogN, 1 to 30
+	R, P    int // scrypt's block size and parallelism, at least 1
+	KeyLen  int // bytes of derived key, 16 to 1024
+	SaltLen int // bytes of random salt, 8 to 1024
 }
 
-// DefaultParams are the parameters k3s and RKE2 use: N = 2^15, r = 8, p = 1,
-// a 64-byte key and an 8-byte salt. One hash costs 32 MiB and roughly 0.1 s
-// of one core.
+// DefaultParams are k3s's and RKE2's: one hash costs 32 MiB and about
+// 0.1 s of a core with x/crypto.
 var DefaultParams = Params{LogN: 15, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
 
-// Bounds on what a stored hash may ask for. They keep a tampered or corrupt
-// hash from allocating or computing without limit.
+// Bounds on what a stored hash may ask for, and limits of the format.
 const (
-	// DefaultMaxMemory bounds 128·r·N, the memory one scrypt computation
+	// defaultMaxMemory bounds 128·r·N, the memory one scrypt computation
 	// allocates: 256 MiB, eight times k3s's 32 MiB.
-	DefaultMaxMemory int64 = 256 << 20
-	// DefaultMaxWork bounds 128·r·N·p, the bytes one computation mixes
+	defaultMaxMemory int64 = 256 << 20
+	// defaultMaxWork bounds 128·r·N·p, the bytes one computation mixes
 	// (its CPU cost): 1 GiB, 32 times k3s's default.
-	DefaultMaxWork int64 = 1 << 30
+	defaultMaxWork int64 = 1 << 30
 
 	maxHashLen = 4096 // longer stored hashes are rejected before parsing
 	minKeyLen  = 16   // shorter keys would make a false accept likely
@@ -53,28 +42,27 @@ const (
 	maxLogN    = 30
 )
 
-// Limits bounds the scrypt parameters a stored hash may ask for. A hash
-// outside them is rejected with ErrInvalidHash before anything is allocated.
-// The zero value means the defaults.
+// Limits bound what a stored hash and a password may ask for: a hash
+// beyond them is ErrInvalidHash before anything is allocated, a password
+// ErrInvalidInput. The zero value means the defaults.
 type Limits struct {
-	// MaxMemory bounds 128·r·N bytes. Zero means DefaultMaxMemory.
-	MaxMemory int64
-	// MaxWork bounds 128·r·N·p bytes mixed. Zero means DefaultMaxWork.
-	MaxWork int64
+	MaxMemory      int64 // bounds 128·r·N bytes; default 256 MiB
+	MaxWork        int64 // bounds 128·r·N·p bytes mixed; default 1 GiB
+	MaxPasswordLen int   // bounds a password's bytes; default 1024
 }
 
 func (l Limits) memory() int64 {
 	if l.MaxMemory > 0 {
 		return l.MaxMemory
 	}
-	return DefaultMaxMemory
+	return defaultMaxMemory
 }
 
 func (l Limits) work() int64 {
 	if l.MaxWork > 0 {
 		return l.MaxWork
 	}
-	return DefaultMaxWork
+	return defaultMaxWork
 }
 
 // hash is a parsed stored hash.
@@ -87,86 +75,18 @@ type hash struct {
 	work   int64 // 128·r·N·p
 }
 
-// GenerateFromPassword hashes password with a fresh random salt and returns
-// it in the format k3s and RKE2 store: $1:<salt hex>:<logN>:<r>:<p>:<key>,
-// the key in unpadded standard base64. Params outside their documented
-// ranges or above the default Limits give an error wrapping ErrInvalidParams.
+// GenerateFromPassword hashes password with a fresh random salt, in k3s's
+// format: $1:<salt hex>:<logN>:<r>:<p>:<key, unpadded base64>.
 func GenerateFromPassword(password string, p Params) (string, error) {
 	return generate(password, p, Limits{}, fastKey)
-}
-
-// Scrypt names a scrypt implementation. Both give the same bytes for
-// every input (this module's scrypt package is tested against x/crypto's
-// on every build), so hashes made with either verify with the other.
-type Scrypt uint8
-
-const (
-	// ScryptFast is this module's scrypt package: a SIMD BlockMix on
-	// amd64 and working memory reused across calls; about twice as fast
-	// per hash as x/crypto's on amd64, and it allocates no 32 MiB buffer
-	// per call.
-	ScryptFast Scrypt = iota
-	// ScryptXCrypto is golang.org/x/crypto/scrypt, what k3s and RKE2 use.
-	ScryptXCrypto
-)
-
-func (s Scrypt) String() string {
-	switch s {
-	case ScryptFast:
-		return "nodepass"
-	case ScryptXCrypto:
-		return "x/crypto"
-	}
-	return fmt.Sprintf("Scrypt(%d)", uint8(s))
-}
-
-// key returns the implementation's Key function, nil for an unknown one.
-func (s Scrypt) key() keyFunc {
-	switch s {
-	case ScryptFast:
-		return fastKey
-	case ScryptXCrypto:
-		return xcryptoKey
-	}
-	return nil
-}
-
-// CompareHashAndPassword is the package-level CompareHashAndPassword with
-// this implementation and the limits l.
-func (s Scrypt) CompareHashAndPassword(hash, password string, l Limits) error {
-	kdf := s.key()
-	if kdf == nil {
-		return fmt.Errorf("verify: unknown %v", s)
-	}
-	h, err := parseHash(hash, l)
-	if err != nil {
-		return err
-	}
-	return h.compare(password, kdf)
-}
-
-// batch returns the implementation's batch function: scrypt.KeyBatch, or
-// x/crypto's Key for each job in turn.
-func (s Scrypt) batch() func([]scrypt.Job) {
-	if s == ScryptXCrypto {
-		return func(jobs []scrypt.Job) {
-			for i := range jobs {
-				j := &jobs[i]
-				j.Key, j.Err = xscrypt.Key(j.Password, j.Salt, j.N, j.R, j.P, j.KeyLen)
-			}
-		}
-	}
-	return scrypt.KeyBatch
 }
 
 // keyFunc is scrypt.Key's signature, which this module's scrypt package
 // and golang.org/x/crypto/scrypt share.
 type keyFunc func(password, salt []byte, N, r, p, keyLen int) ([]byte, error)
 
-var (
-	fastKey    keyFunc = scrypt.Key
-	xcryptoKey keyFunc = xscrypt.Key
-)
+// fastKey is the Key of this module's scrypt package.
+var fastKey keyFunc = scrypt.Key
 
 func generate(password string, p Params, lim Limits, kdf keyFunc) (string, error) {
 	if err := p.validate(lim); err != nil {
@@ -321,19 +241,14 @@ func parseField(name, s string) (int, error) {
 	return v, nil
 }
 
-// CompareHashAndPassword compares a stored k3s/RKE2 hash with a password.
-// It returns nil on a match, an error wrapping ErrMismatchedHashAndPassword
-// on a mismatch, and an error wrapping ErrInvalidHash when the hash is
-// malformed or exceeds the default Limits. The key comparison takes
-// constant time.
+// CompareHashAndPassword compares a stored k3s/RKE2 hash with password, in
+// constant time: nil, ErrMismatchedHashAndPassword or ErrInvalidHash.
 func CompareHashAndPassword(hash, password string) error {
-	return Limits{}.CompareHashAndPassword(hash, password)
-}
-
-// CompareHashAndPassword is the package-level CompareHashAndPassword with
-// the limits l instead of the defaults.
-func (l Limits) CompareHashAndPassword(hash, password string) error {
-	return ScryptFast.CompareHashAndPassword(hash, password, l)
+	h, err := parseHash(hash, Limits{})
+	if err != nil {
+		return err
+	}
+	return h.compare(password, fastKey)
 }
 
 func (h *hash) compare(password string, kdf keyFunc) error {

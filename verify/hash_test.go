@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	xscrypt "golang.org/x/crypto/scrypt"
 	"os"
 	"regexp"
 	"runtime"
@@ -230,42 +231,58 @@ func TestLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 128·8·1024 = 1 MiB of memory, 2 MiB of work.
-	if err := (Limits{MaxMemory: 1 << 20, MaxWork: 2 << 20}).CompareHashAndPassword(h, "pw"); err != nil {
+	if err := compareWithin(Limits{MaxMemory: 1 << 20, MaxWork: 2 << 20}, h, "pw"); err != nil {
 		t.Fatalf("hash at the limits rejected: %v", err)
 	}
-	if err := (Limits{MaxMemory: 1<<20 - 1}).CompareHashAndPassword(h, "pw"); !errors.Is(err, ErrInvalidHash) || !strings.Contains(err.Error(), "memory") {
+	if err := compareWithin(Limits{MaxMemory: 1<<20 - 1}, h, "pw"); !errors.Is(err, ErrInvalidHash) || !strings.Contains(err.Error(), "memory") {
 		t.Fatalf("memory limit: %v", err)
 	}
-	if err := (Limits{MaxWork: 2<<20 - 1}).CompareHashAndPassword(h, "pw"); !errors.Is(err, ErrInvalidHash) || !strings.Contains(err.Error(), "work") {
+	if err := compareWithin(Limits{MaxWork: 2<<20 - 1}, h, "pw"); !errors.Is(err, ErrInvalidHash) || !strings.Contains(err.Error(), "work") {
 		t.Fatalf("work limit: %v", err)
 	}
 }
 
-// TestBothScryptsInterchangeable: hashes made with this module's scrypt
-// verify with x/crypto's and the other way round, through a Verifier
-// configured either way.
-func TestBothScryptsInterchangeable(t *testing.T) {
-	if _, err := New(NewMemoryStore(), &Options{Scrypt: 9}); err == nil {
-		t.Fatal("an unknown Scrypt was accepted")
+// compareWithin is CompareHashAndPassword with the limits l.
+func compareWithin(l Limits, stored, password string) error {
+	h, err := parseHash(stored, l)
+	if err != nil {
+		return err
 	}
+	return h.compare(password, fastKey)
+}
+
+// xcryptoKey is golang.org/x/crypto/scrypt's Key, what k3s verifies with.
+var xcryptoKey keyFunc = xscrypt.Key
+
+// TestBothScryptsInterchangeable: hashes made with this module's scrypt
+// verify with x/crypto's and the other way round, through a Verifier and
+// CompareHashAndPassword.
+func TestBothScryptsInterchangeable(t *testing.T) {
 	for _, make := range []keyFunc{fastKey, xcryptoKey} {
 		h, err := generate("pw", testParams, Limits{}, make)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, impl := range []Scrypt{ScryptFast, ScryptXCrypto} {
-			s := NewMemoryStore()
-			s.Set("n", h)
-			v := newTestVerifier(t, s, &Options{Scrypt: impl})
-			if err := v.Verify(context.Background(), "n", "pw"); err != nil {
-				t.Fatalf("%v: %v", impl, err)
+		parsed, err := parseHash(h, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, check := range []keyFunc{fastKey, xcryptoKey} {
+			if err := parsed.compare("pw", check); err != nil {
+				t.Fatal(err)
 			}
-			if err := v.Verify(context.Background(), "n", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-				t.Fatalf("%v, wrong password: %v", impl, err)
-			}
-			if err := impl.CompareHashAndPassword(h, "pw", Limits{}); err != nil {
-				t.Fatalf("%v.CompareHashAndPassword: %v", impl, err)
-			}
+		}
+		s := NewMemoryStore()
+		s.Set("n", h)
+		v := newTestVerifier(t, s, nil)
+		if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Verify(context.Background(), "n", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			t.Fatalf("wrong password: %v", err)
+		}
+		if err := CompareHashAndPassword(h, "pw"); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -8,9 +8,8 @@ import (
 )
 
 // Store holds one stored hash per node. Implementations must be safe for
-// concurrent use. The Verifier calls Get on every request that is not
-// rejected as invalid input, so Get should answer from memory (the kube
-// package's Store reads an informer cache).
+// concurrent use. Get is on every request's path: it should answer from
+// memory (kube's Store reads an informer cache).
 type Store interface {
 	// Get returns node's stored hash, or an error wrapping ErrNotFound.
 	Get(ctx context.Context, node string) (string, error)
@@ -18,32 +17,20 @@ type Store interface {
 	Create(ctx context.Context, node, hash string) error
 }
 
-// FreshGetter is implemented by a Store whose Get may answer from a cache
-// that lags behind writes made elsewhere, as kube's Store reads an
-// informer cache. Before Ensure hashes a new node's password it confirms
-// Get's ErrNotFound with GetFresh, a read that sees every write completed
-// before it (one API call for kube), so that a node just enrolled by
-// another server is verified against that hash instead of costing one
-// scrypt and one failing Create, as k3s reads the API before it creates.
-//
-// It costs at most one GetFresh per enrollment computation: under a flood
-// of new names, at most one per distinct (node, password) that reaches
-// the scheduler, so no more than MaxQueue + MaxConcurrent at a time. An
-// implementation may rate-limit them further: when its own budget is
-// spent it answers from its cache, and a miss there wraps both
-// ErrNotFound and ErrNotFresh. The enrollment then goes on (Create
-// settles it), but Options.EnrollFailOpen lets a node in only after a
-// fresh read that ran.
+// FreshGetter is a Store whose Get may lag writes made elsewhere (kube's
+// reads an informer cache). Ensure confirms Get's ErrNotFound with GetFresh
+// before it hashes a new node's password, at most once per enrollment and
+// MaxQueue at a time. An implementation past its own budget of direct
+// reads may answer from its cache, a miss then wrapping ErrNotFresh too:
+// the enrollment goes on, but Options.FailOpen needs a read that ran.
 type FreshGetter interface {
-	// GetFresh is Get without the cache: node's stored hash, or an error
-	// wrapping ErrNotFound (and ErrNotFresh when the read did not reach
-	// past the cache).
+	// GetFresh is Get past the cache.
 	GetFresh(ctx context.Context, node string) (string, error)
 }
 
-// MemoryStore is a Store in process memory, for tests, benchmarks and
-// single-process servers. It is safe for concurrent use; the zero value is
-// not usable, use NewMemoryStore.
+// MemoryStore is a DigestStore in process memory, for tests, benchmarks
+// and single-process servers. It is safe for concurrent use, ignores its
+// methods' contexts and never blocks; make it with NewMemoryStore.
 type MemoryStore struct {
 	mu      sync.RWMutex
 	m       map[string]string
@@ -56,13 +43,12 @@ type memoryDigest struct {
 	digest []byte
 }
 
-// NewMemoryStore returns an empty MemoryStore. It is a DigestStore.
+// NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
 	return &MemoryStore{m: make(map[string]string), digests: make(map[string]memoryDigest)}
 }
 
-// GetWithDigest is Get, with the digest remembered for node's stored hash
-// (nil if none). It does not block and ignores ctx.
+// GetWithDigest implements DigestStore.
 func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []byte, error) {
 	s.mu.RLock()
 	h, ok := s.m[node]
@@ -77,9 +63,8 @@ func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []b
 	return h, d.digest, nil
 }
 
-// RememberDigest records digest for node while its stored hash is hash;
-// for any other hash, or a node without one, it records nothing and
-// returns nil (the digest would never be read). It ignores ctx.
+// RememberDigest implements DigestStore: for a hash not node's, it records
+// nothing and returns nil.
 func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, digest []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,8 +74,7 @@ func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, diges
 	return nil
 }
 
-// Get returns node's hash or an error wrapping ErrNotFound. It does not
-// block and ignores ctx.
+// Get implements Store.
 func (s *MemoryStore) Get(_ context.Context, node string) (string, error) {
 	s.mu.RLock()
 	h, ok := s.m[node]
@@ -101,9 +85,7 @@ func (s *MemoryStore) Get(_ context.Context, node string) (string, error) {
 	return h, nil
 }
 
-// Create stores hash for node unless node already has one, in which case it
-// returns an error wrapping ErrExists and keeps the stored hash. It ignores
-// ctx.
+// Create implements Store.
 func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,8 +96,8 @@ func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
 	return nil
 }
 
-// Set stores hash for node, replacing any stored one: what an operator does
-// when rotating a node's password by rewriting its secret.
+// Set stores hash for node, replacing any, as an operator rotating a
+// node's password does.
 func (s *MemoryStore) Set(node, hash string) {
 	s.mu.Lock()
 	s.m[node] = hash
@@ -128,11 +110,4 @@ func (s *MemoryStore) Delete(node string) {
 	delete(s.m, node)
 	delete(s.digests, node)
 	s.mu.Unlock()
-}
-
-// Len returns the number of stored hashes.
-func (s *MemoryStore) Len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.m)
 }

@@ -18,16 +18,14 @@ import (
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
-// Verifier checks node passwords against a Store and keeps doing so when
-// hundreds of nodes ask at once. For each request it reads the stored hash,
-// answers from the verified-tuple cache when it can, lets identical
-// concurrent requests share one computation, and runs scrypt on at most
-// Options.MaxConcurrent slots, answering with an OverloadError rather than
-// making a caller wait past Options.MaxWait.
-//
-// A Verifier is safe for concurrent use. Make one with New; the zero value
-// is not usable. Close it to stop its background work.
+// Verifier checks node passwords against a Store, and keeps doing so when
+// hundreds of nodes ask at once (see the package doc). It is safe for
+// concurrent use. Make one with New; close it with Close.
 type Verifier struct {
+	// State lives in the scheduler (jobs, queue, slots, under its mutex),
+	// the failure counter and the cache (their mutexes), and lock-free maps
+	// for fail-open enrollments and queued digest writes; no lock is held
+	// while another is taken.
 	store      Store
 	opts       Options
 	enrollWork int64 // 128·r·N·p of Options.Params
@@ -37,7 +35,7 @@ type Verifier struct {
 	digests    *recorder // nil unless Options.DigestKey is set and the store is a DigestStore
 	stats      counters
 	closed     atomic.Bool
-	// pending holds the enrollments Options.EnrollFailOpen let in while
+	// pending holds the enrollments Options.FailOpen let in while
 	// their Create is retried: node → *deferredEnrollment.
 	pending      sync.Map
 	pendingCount atomic.Int64
@@ -60,57 +58,28 @@ type counters struct {
 	digestHits, digestWrites, digestWriteFailures atomic.Uint64
 }
 
-// Stats are a Verifier's counters since New. Counters only grow; InFlight
-// and Queued are the current values.
+// Stats are a Verifier's counters since New; InFlight and Queued are
+// current values.
 type Stats struct {
-	// ScryptRuns counts scrypt computations started (verifications and
-	// enrollments).
-	ScryptRuns uint64
-	// CacheHits counts requests answered from the verified-tuple cache.
-	CacheHits uint64
-	// Shared counts requests that joined a computation started by another
-	// request with the same node, stored hash and password.
-	Shared uint64
-	// Shed counts requests answered with an OverloadError.
-	Shed uint64
-	// ShedAfterWait counts the requests in Shed that were held, their wait
-	// estimated within MaxWait, and then sent away all the same: the
-	// estimate was wrong, and the agent lost both the time it was held and
-	// its retry delay. (Requests for a node under suspicion, which wait
-	// out MaxWait by design, are not counted.)
-	ShedAfterWait uint64
-	// Mismatches counts requests answered with ErrMismatchedHashAndPassword.
-	Mismatches uint64
-	// KnownMatchRejects counts mismatches answered without scrypt because
-	// another password is the verified one for that node and stored hash
-	// (also counted in CacheHits and Mismatches).
-	KnownMatchRejects uint64
-	// Enrollments counts nodes whose hash Ensure created.
-	Enrollments uint64
-	// StoreErrors counts failed Store calls, other than ErrNotFound from
-	// Get and ErrExists from Create.
-	StoreErrors uint64
-	// Panics counts panics recovered in the store or the hasher.
-	Panics uint64
-	// FailOpenEnrollments counts new nodes let in although their hash
-	// could not be stored (Options.EnrollFailOpen); FailOpenFailures
-	// those of them whose hash was never stored or lost to another.
-	FailOpenEnrollments, FailOpenFailures uint64
-	// FailOpenPending is the number of such enrollments being retried now.
-	FailOpenPending uint64
-	// DigestHits counts requests answered as a match by a remembered
-	// digest, without scrypt (Options.DigestKey); DigestWrites and
-	// DigestWriteFailures count the digests recorded and those that could
-	// not be (a store error, a full queue, or Close's flush timing out).
+	ScryptRuns        uint64 // scrypt computations started
+	CacheHits         uint64 // requests answered from the verified-tuple cache
+	Shared            uint64 // requests that joined another's computation
+	Shed              uint64 // requests answered with an OverloadError
+	ShedAfterWait     uint64 // of Shed, those held, then sent away: a wrong estimate
+	Mismatches        uint64 // requests answered ErrMismatchedHashAndPassword
+	KnownMatchRejects uint64 // of those, without scrypt: another password is the node's
+	Enrollments       uint64 // nodes whose hash Ensure stored
+	StoreErrors       uint64 // failed Store calls (not ErrNotFound, ErrExists)
+	Panics            uint64 // panics recovered in the store or the hasher
+	// Nodes let in by Options.FailOpen; never stored; being retried now.
+	FailOpenEnrollments, FailOpenFailures, FailOpenPending uint64
+	// Answers by a remembered digest; digests written; not written.
 	DigestHits, DigestWrites, DigestWriteFailures uint64
-	// InFlight is the number of scrypt computations running now.
-	InFlight uint64
-	// Queued is the number of computations waiting for a slot now.
-	Queued uint64
+	InFlight                                      uint64 // computations running now
+	Queued                                        uint64 // computations waiting for a slot now
 }
 
-// New returns a Verifier over store. opts may be nil for the defaults; New
-// fails on a nil store or invalid options.
+// New returns a Verifier over store; opts may be nil for the defaults.
 func New(store Store, opts *Options) (*Verifier, error) {
 	if store == nil {
 		return nil, errors.New("verify: nil Store")
@@ -136,16 +105,13 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		fails:      newFailures(o.MaxFailDelay),
 		base:       base,
 		cancel:     cancel,
-		derive:     o.Scrypt.batch(),
+		derive:     scrypt.KeyBatch,
 		kinds:      make(map[batchKind]int),
 	}
-	lanes := 1
-	if o.Scrypt == ScryptFast {
-		lanes = scrypt.Lanes()
-	}
+	lanes := scrypt.Lanes()
 	v.sched = sched.New(sched.Config{Slots: o.MaxConcurrent, Lanes: lanes, MaxQueue: o.MaxQueue,
 		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(lanes) * enrollWork,
-		WorkTimeout: o.WorkTimeout, ReturnAfter: o.AgentRetryDelay, HonourAfter: o.AgentsHonourRetryAfter,
+		WorkTimeout: o.WorkTimeout, ReturnAfter: o.Agents.RetryDelay, HonourAfter: o.Agents.HonourRetryAfter,
 		Run: v.runBatch, Prepare: v.prepare})
 	v.quiet = time.AfterFunc(bufferIdle, v.releaseIfQuiet)
 	v.quiet.Stop()
@@ -155,29 +121,14 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	return v, nil
 }
 
-// Verify checks password against node's stored hash. It returns nil on a
-// match and otherwise an error that wraps one of:
-//   - ErrInvalidInput: empty or oversized node name or password; the Store
-//     is not consulted;
-//   - ErrNotFound: the node has no stored hash;
-//   - ErrMismatchedHashAndPassword: wrong password;
-//   - ErrInvalidHash: the stored hash is malformed or beyond Options.Limits;
-//   - ErrOverloaded: no answer within Options.MaxWait; the error's
-//     RetryAfter says when to ask again, and the work goes on so that the
-//     retry is answered from the cache;
-//   - ErrClosed: Close was called;
-//   - or a Store error, never cached.
-//
-// Node names are case-insensitive: node is lower-cased (strings.ToLower,
-// as k3s lower-cases the K3s-Node-Name header and the secret's name)
-// before anything else, and the Store, the cache and every per-name
-// defence see only the lower-case name.
-//
-// ctx bounds the Store.Get call and the wait for a result. When ctx ends
-// while the result is being computed, Verify returns ctx's error at once;
-// the computation goes on, detached, and its outcome is cached. A mismatch
-// for a node that keeps failing is answered after a delay (see
-// Options.MaxFailDelay), or when ctx ends if that is sooner.
+// Verify checks password against node's stored hash: nil on a match, or
+// an error wrapping ErrInvalidInput (the Store is not asked), ErrNotFound,
+// ErrMismatchedHashAndPassword, ErrInvalidHash, ErrOverloaded (ask again
+// after its RetryAfter: the work goes on, its outcome cached), ErrClosed,
+// or a Store error (never cached). node is lower-cased first, as k3s
+// does. ctx bounds Store.Get and the wait: when it ends, Verify returns
+// at once and the computation goes on. A mismatch for a node that keeps
+// failing is answered after Options.MaxFailDelay at most.
 func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	node, err := v.checkInput(node, password)
 	if err != nil {
@@ -190,16 +141,10 @@ func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	return v.verifyStored(ctx, node, stored, password, remembered)
 }
 
-// Ensure is Verify for a node's join, as k3s does it: when the node has no
-// stored hash, the password is hashed with Options.Params and stored with
-// Store.Create, and the node is enrolled (nil). If another request created
-// the node's hash first (ErrExists), the password is verified against that
-// hash, so of concurrent first joins with different passwords exactly one
-// wins and the others get ErrMismatchedHashAndPassword. An enrollment counts
-// as a verified match: the node's next request costs no scrypt.
-//
-// Errors and ctx are as for Verify, except that ErrNotFound is not
-// returned.
+// Ensure is Verify for a node's join, as k3s does it: a node with no
+// stored hash is enrolled (its password hashed with Options.Params and
+// stored with Store.Create), and of concurrent first joins with different
+// passwords exactly one wins. It never returns ErrNotFound.
 func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	node, err := v.checkInput(node, password)
 	if err != nil {
@@ -255,12 +200,9 @@ func (v *Verifier) Stats() Stats {
 	}
 }
 
-// Close stops the Verifier: every later call returns ErrClosed (a cached
-// answer too), work cut short (queued, or in a Store call) ends with
-// ErrClosed for its waiters, and Close waits for the computations already
-// running (at most one batch per slot), then for the remembered digests
-// still queued, at most 5 s. It drops the idle scrypt buffers. It is safe
-// to call more than once.
+// Close stops the Verifier: later calls and work cut short get ErrClosed.
+// It waits for the batches running and at most 5 s for queued digest
+// writes, and drops the idle scrypt buffers. It is safe to call twice.
 func (v *Verifier) Close() error {
 	v.closed.Store(true)
 	v.cancel(ErrClosed)
@@ -290,8 +232,8 @@ func (v *Verifier) checkInput(node, password string) (string, error) {
 		return "", err
 	}
 	node = strings.ToLower(node)
-	if len(node) > MaxNodeNameLen { // lower case can be longer in UTF-8
-		return "", fmt.Errorf("%w: node name is %d bytes in lower case, limit %d", ErrInvalidInput, len(node), MaxNodeNameLen)
+	if len(node) > maxNodeNameLen { // lower case can be longer in UTF-8
+		return "", fmt.Errorf("%w: node name is %d bytes in lower case, limit %d", ErrInvalidInput, len(node), maxNodeNameLen)
 	}
 	return node, nil
 }
@@ -300,12 +242,12 @@ func (v *Verifier) checkRaw(node, password string) error {
 	switch {
 	case node == "":
 		return fmt.Errorf("%w: empty node name", ErrInvalidInput)
-	case len(node) > MaxNodeNameLen:
-		return fmt.Errorf("%w: node name is %d bytes, limit %d", ErrInvalidInput, len(node), MaxNodeNameLen)
+	case len(node) > maxNodeNameLen:
+		return fmt.Errorf("%w: node name is %d bytes, limit %d", ErrInvalidInput, len(node), maxNodeNameLen)
 	case password == "":
 		return fmt.Errorf("%w: empty password", ErrInvalidInput)
-	case len(password) > v.opts.MaxPasswordLen:
-		return fmt.Errorf("%w: password is %d bytes, limit %d", ErrInvalidInput, len(password), v.opts.MaxPasswordLen)
+	case len(password) > v.opts.Limits.MaxPasswordLen:
+		return fmt.Errorf("%w: password is %d bytes, limit %d", ErrInvalidInput, len(password), v.opts.Limits.MaxPasswordLen)
 	}
 	if !utf8.ValidString(node) {
 		return fmt.Errorf("%w: node name is not valid UTF-8", ErrInvalidInput)

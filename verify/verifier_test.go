@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/nodepass/nodepass/internal/testhooks"
 	"github.com/nodepass/nodepass/scrypt"
 )
 
@@ -136,7 +137,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Error("nil store accepted")
 	}
 	for _, o := range []Options{
-		{MaxConcurrent: -1}, {MaxWait: -1}, {MaxQueue: -1}, {MaxPasswordLen: -1}, {WorkTimeout: -1},
+		{MaxConcurrent: -1}, {MaxWait: -1}, {MaxQueue: -1}, {Limits: Limits{MaxPasswordLen: -1}}, {WorkTimeout: -1},
 		{Limits: Limits{MaxMemory: -1}},
 		{Params: Params{LogN: 4}},
 	} {
@@ -149,14 +150,14 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	if v.opts.Params != DefaultParams || v.opts.MaxWait != DefaultMaxWait || v.opts.MaxConcurrent < 1 {
+	if v.opts.Params != DefaultParams || v.opts.MaxWait != testhooks.MaxWait || v.opts.MaxConcurrent < 1 {
 		t.Fatalf("defaults not applied: %+v", v.opts)
 	}
 }
 
 func TestInvalidInputNeverReachesStore(t *testing.T) {
 	s := newCountingStore()
-	v := newTestVerifier(t, s, &Options{MaxPasswordLen: 64})
+	v := newTestVerifier(t, s, &Options{Limits: Limits{MaxPasswordLen: 64}})
 	ctx := context.Background()
 	for _, tt := range []struct{ name, node, password, want string }{
 		{"empty node", "", "pw", "empty node name"},

@@ -290,7 +290,7 @@ func (v *Verifier) finishEnroll(j *sched.Job, made string) {
 }
 
 // create stores made as node's new hash and records the enrollment; when
-// the store fails, it lets the node in if Options.EnrollFailOpen allows
+// the store fails, it lets the node in if Options.FailOpen allows
 // (see failOpen).
 func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made, password string) error {
 	err := v.storeCreate(ctx, node, made)

@@ -36,20 +36,22 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	v, err := verify.New(store, &verify.Options{
-		DigestKey:      digestKey,
-		Params:         verify.Params{LogN: cfg.logN, R: 8, P: 1, KeyLen: 64, SaltLen: 8},
-		MaxConcurrent:  cfg.concurrent,
-		Observer:       metrics,
-		EnrollFailOpen: cfg.failOpen,
-		OnDeferredEnrollment: func(node string, err error) {
+	opts := &verify.Options{
+		DigestKey:     digestKey,
+		Params:        verify.Params{LogN: cfg.logN, R: 8, P: 1, KeyLen: 64, SaltLen: 8},
+		MaxConcurrent: cfg.concurrent,
+		Observer:      metrics,
+	}
+	if cfg.failOpen {
+		opts.FailOpen = &verify.FailOpen{OnDeferred: func(node string, err error) {
 			if err != nil {
 				log.Warn("node let in while its password hash could not be stored; it never was", "node", node, "err", err)
 				return
 			}
 			log.Info("node let in while its password hash could not be stored; now stored", "node", node)
-		},
-	})
+		}}
+	}
+	v, err := verify.New(store, opts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
