@@ -5,7 +5,7 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test lint tidy bench herd scale benchmarks fuzz profile profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver
+.PHONY: test lint tidy bench herd scale benchmarks fuzz profile profile-baseline profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver
 
 # tools/apiserver builds etcd and kube-apiserver for the tests against a
 # real API server. It is outside go.work (its k8s.io/kubernetes would drag
@@ -96,5 +96,12 @@ test-apiserver: apiserver
 profile:
 	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
 
+# The CI check's scenario: enough nodes for 150 samples or more.
+PROFILE_CI := -nodes 400 -logn 13 -mode inproc -models nodepass
+
+profile-baseline:
+	go run ./cmd/bench $(PROFILE_CI) -cpuprofile-dir profiles/ci -json profiles/ci/herd.json
+
 profile-check:
-	go run ./cmd/bench profile check -nodes 200 -logn 13 -mode inproc -models nodepass profiles/ci
+	dir=$$(mktemp -d) && go run ./cmd/bench $(PROFILE_CI) -cpuprofile-dir $$dir -json $$dir/herd.json > $$dir/run.txt && \
+	  go run ./cmd/profile check profiles/ci $$dir

@@ -23,13 +23,12 @@
 //
 // With -cpuprofile-dir DIR each model's process also writes a CPU and a
 // heap profile of its run (DIR/MODEL.cpu.pprof, DIR/MODEL.heap.pprof),
-// and the parent DIR/herd.json and DIR/README.md; bench profile reads
-// them (profile_cmd.go):
+// and the parent DIR/herd.json and DIR/meta.json; cmd/profile reads
+// them:
 //
 //	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
-//	go run ./cmd/bench profile report profiles/nodepass.cpu.pprof
-//	go run ./cmd/bench profile diff profiles/ci/nodepass.cpu.pprof new/nodepass.cpu.pprof
-//	go run ./cmd/bench profile check -nodes 200 -logn 13 -mode inproc -models nodepass profiles/ci
+//	go run ./cmd/profile report profiles/nodepass.cpu.pprof
+//	go run ./cmd/profile check profiles/ci new
 package main
 
 import (
@@ -70,7 +69,7 @@ type config struct {
 	replotPath string
 	worker     string // hidden: run this one model as a child process
 	// cpuprofileDir, when set, gets each model's CPU and heap profiles,
-	// the run's JSON (herd.json) and a README.md (profile.go, readme.go).
+	// the run's JSON (herd.json) and meta.json (profile.go, profiledir.go).
 	cpuprofileDir string
 	// store is "memory" (every model) or "kube": the nodepass model over
 	// kube.Store on a kube-apiserver this program starts (kubestore.go).
@@ -120,7 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&boundSample, "bound-sample", 64, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
 	fs.BoolVar(&c.isolate, "isolate", true, "run each model in its own child process")
 	fs.StringVar(&c.replotPath, "replot", "", "draw -plot from the results in `FILE` (an earlier -json) instead of running")
-	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/README.md (see bench profile -h)")
+	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/meta.json (go run ./cmd/profile reads them)")
 	fs.StringVar(&c.store, "store", "memory", "memory, or kube: run the nodepass model over kube.Store on a kube-apiserver started from -apiserver-bin, next to the memory store, and count API requests per join")
 	fs.StringVar(&c.apiserverBin, "apiserver-bin", "", "`DIR` holding etcd and kube-apiserver for -store kube (make apiserver builds them in tools/apiserver/bin); default $"+apitest.BinEnv)
 	adversity := addAdversityFlags(fs)
@@ -233,7 +232,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 }
 
 func usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "usage: bench [flags]\n       bench profile report|diff|check ... (bench profile -h)\n       bench scale-plot -o FILE LABEL=GLOB... (bench scale-plot -h)\n       bench scale-table GLOB... (bench scale-table -h)\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
+	fmt.Fprintf(w, "usage: bench [flags]\n       bench scale-plot -o FILE LABEL=GLOB... (bench scale-plot -h)\n       bench scale-table GLOB... (bench scale-table -h)\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		if hiddenFlags[f.Name] {
 			return
@@ -306,9 +305,6 @@ func (b *byteSize) Set(s string) error {
 
 // run is the whole command; it returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "profile" {
-		return runProfileCmd(ctx, args[1:], stdout, stderr)
-	}
 	if len(args) > 0 && args[0] == "scale-plot" {
 		return runScalePlot(args[1:], stdout, stderr)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/nodepass/nodepass/bench"
-	"github.com/nodepass/nodepass/cmd/bench/internal/pprofreport"
+	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 )
 
 // With -cpuprofile-dir, each model's process writes DIR/MODEL.cpu.pprof

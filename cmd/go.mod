@@ -1,4 +1,4 @@
-module github.com/nodepass/nodepass/cmd/bench
+module github.com/nodepass/nodepass/cmd
 
 go 1.26.0
 
@@ -76,8 +76,8 @@ require (
 )
 
 replace (
-	github.com/nodepass/nodepass => ../../
-	github.com/nodepass/nodepass/bench => ../../bench
+	github.com/nodepass/nodepass => ../
+	github.com/nodepass/nodepass/bench => ../bench
 )
 
-replace github.com/nodepass/nodepass/kube => ../../kube
+replace github.com/nodepass/nodepass/kube => ../kube

@@ -3,7 +3,7 @@ package pprofreport_test
 import (
 	"fmt"
 
-	"github.com/nodepass/nodepass/cmd/bench/internal/pprofreport"
+	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 	"github.com/nodepass/nodepass/verify"
 )
 
