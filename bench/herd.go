@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -109,6 +110,22 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 func (h *Herd) EstimateLowerBound(ctx context.Context, sample int, impl Scrypt) (time.Duration, error) {
 	sample = min(max(sample, 1), len(h.Nodes))
 	d, _, err := h.timeVerifications(ctx, sample, impl)
+	if err != nil {
+		return 0, err
+	}
+	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
+}
+
+// EstimateLocalBound estimates the lower bound for model from the first
+// sample nodes, as EstimateLowerBound does with the scrypt the model
+// runs: for nodepass, batches of scrypt.Lanes() as the Verifier computes
+// them (at least one batch per worker, however small the sample).
+func (h *Herd) EstimateLocalBound(ctx context.Context, sample int, model string) (time.Duration, error) {
+	if model != ModelNodepass {
+		return h.EstimateLowerBound(ctx, sample, ModelScrypt(model))
+	}
+	sample = min(max(sample, scrypt.Lanes()*runtime.GOMAXPROCS(0)), len(h.Nodes))
+	d, err := h.timeBatched(ctx, sample)
 	if err != nil {
 		return 0, err
 	}

@@ -38,8 +38,9 @@ type Result struct {
 	RatioBatch      float64
 	// LocalBound is the lower bound estimated from a sample right before
 	// this run (Scenario.BoundSample), with the scrypt the model runs
-	// (ModelScrypt), plus, in http mode, LocalTransport; 0 if not asked
-	// for. LocalRatio is Completion / LocalBound.
+	// (Herd.EstimateLocalBound: nodepass's in batches), plus, in http
+	// mode, LocalTransport; 0 if not asked for. LocalRatio is
+	// Completion / LocalBound.
 	LocalBound time.Duration
 	LocalRatio float64
 	// LocalTransport is the part of LocalBound that in http mode the

@@ -53,7 +53,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: set.faults, tracker: set.tracker, smp: newSampler(sc)}
 	t, store := set.tracker, set.store
 	if sc.BoundSample > 0 {
-		if s.localBound, err = h.EstimateLowerBound(ctx, sc.BoundSample, ModelScrypt(modelName)); err != nil {
+		if s.localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, modelName); err != nil {
 			return nil, err
 		}
 		if set.https && set.agentsHere {

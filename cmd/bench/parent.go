@@ -157,7 +157,7 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		overBound(w, results, func(r *bench.Result) float64 { return r.RatioBatch })
 	}
 	if sc.BoundSample > 0 {
-		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications with the model's own scrypt right before its run (the load on a shared machine changes)", sc.BoundSample)
+		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications with the model's own scrypt (nodepass's in batches) right before its run (the load on a shared machine changes)", sc.BoundSample)
 		if sc.Mode == bench.ModeHTTP && split {
 			fmt.Fprint(w, "; scrypt only: the agents have CPUs of their own")
 		} else if sc.Mode == bench.ModeHTTP {
@@ -246,9 +246,10 @@ func splitSummary(r *bench.Result) string {
 		cpuString(sp.AgentCPUs), sp.AgentProcs, sp.AgentCPU.Seconds(), use(sp.AgentCPU, sp.AgentProcs),
 		cpuString(sp.ServerCPUs), sp.ServerProcs, r.CPU.Seconds(), use(r.CPU, sp.ServerProcs))
 	if r.LocalBound > 0 && r.Connections > 0 && r.Nodes > 0 && r.Stopped == "" {
-		// The local bound is the model's scrypt alone here: one
-		// verification's CPU is LocalBound × GOMAXPROCS / nodes. A run
-		// that stopped early counts computations it did not finish.
+		// The local bound is the model's scrypt alone here (nodepass's in
+		// batches): one verification's CPU is LocalBound × GOMAXPROCS /
+		// nodes. A run that stopped early counts computations it did not
+		// finish.
 		one := r.LocalBound * time.Duration(sp.ServerProcs) / time.Duration(r.Nodes)
 		scrypt := one * time.Duration(r.ScryptRuns)
 		rest := r.CPU - scrypt
