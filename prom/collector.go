@@ -28,6 +28,12 @@
 //	nodepass_enrollments_total         counter    nodes whose hash Ensure created
 //	nodepass_store_errors_total        counter    failed Store calls (not NotFound/Exists)
 //	nodepass_panics_total              counter    panics recovered in the store or the hasher
+//	nodepass_fail_open_enrollments_total counter  new nodes let in though their hash could not be stored (verify.FailOpen)
+//	nodepass_fail_open_failures_total  counter    of those, nodes whose hash was never stored or lost to another
+//	nodepass_fail_open_pending         gauge      such enrollments being retried now
+//	nodepass_digest_hits_total         counter    requests answered by a remembered digest, without scrypt
+//	nodepass_digest_writes_total       counter    remembered digests recorded with the store
+//	nodepass_digest_write_failures_total counter  remembered digests that could not be recorded
 //	nodepass_scrypt_inflight           gauge      scrypt computations running now
 //	nodepass_scrypt_queued             gauge      computations waiting for a scrypt slot now
 //	nodepass_scrypt_seconds            histogram  duration of one scrypt computation
@@ -150,11 +156,11 @@ func New(opts *Options) (*Collector, error) {
 		func(s verify.Stats) uint64 { return s.Shed })
 	stat("shed_after_wait_total", "Requests held on an estimate within the longest wait, then answered as overloaded all the same.", counter,
 		func(s verify.Stats) uint64 { return s.ShedAfterWait })
-	stat("fail_open_enrollments_total", "New nodes let in although their hash could not be stored (EnrollFailOpen).", counter,
+	stat("fail_open_enrollments_total", "New nodes let in although their hash could not be stored (verify.Options.FailOpen).", counter,
 		func(s verify.Stats) uint64 { return s.FailOpenEnrollments })
-	stat("fail_open_failures_total", "Nodes let in by EnrollFailOpen whose hash was never stored or lost to another.", counter,
+	stat("fail_open_failures_total", "Nodes let in by FailOpen whose hash was never stored or lost to another.", counter,
 		func(s verify.Stats) uint64 { return s.FailOpenFailures })
-	stat("fail_open_pending", "Enrollments let in by EnrollFailOpen whose Create is being retried now.", gauge,
+	stat("fail_open_pending", "Enrollments let in by FailOpen whose Create is being retried now.", gauge,
 		func(s verify.Stats) uint64 { return s.FailOpenPending })
 	stat("digest_hits_total", "Requests answered as a match by a remembered digest, without scrypt.", counter,
 		func(s verify.Stats) uint64 { return s.DigestHits })

@@ -56,13 +56,13 @@ nodepass_digest_writes_total 16
 # HELP nodepass_enrollments_total Nodes whose hash was created on their first join.
 # TYPE nodepass_enrollments_total counter
 nodepass_enrollments_total 6
-# HELP nodepass_fail_open_enrollments_total New nodes let in although their hash could not be stored (EnrollFailOpen).
+# HELP nodepass_fail_open_enrollments_total New nodes let in although their hash could not be stored (verify.Options.FailOpen).
 # TYPE nodepass_fail_open_enrollments_total counter
 nodepass_fail_open_enrollments_total 12
-# HELP nodepass_fail_open_failures_total Nodes let in by EnrollFailOpen whose hash was never stored or lost to another.
+# HELP nodepass_fail_open_failures_total Nodes let in by FailOpen whose hash was never stored or lost to another.
 # TYPE nodepass_fail_open_failures_total counter
 nodepass_fail_open_failures_total 13
-# HELP nodepass_fail_open_pending Enrollments let in by EnrollFailOpen whose Create is being retried now.
+# HELP nodepass_fail_open_pending Enrollments let in by FailOpen whose Create is being retried now.
 # TYPE nodepass_fail_open_pending gauge
 nodepass_fail_open_pending 14
 # HELP nodepass_known_match_rejects_total Mismatches answered without scrypt because another password is the verified one for the node (also in cache hits and mismatches).

@@ -23,7 +23,7 @@ type config struct {
 	drain       time.Duration
 	syncTimeout time.Duration
 	verbose     bool
-	failOpen    bool   // verify.Options.EnrollFailOpen
+	failOpen    bool   // verify.Options.FailOpen
 	digestKey   string // file of verify.Options.DigestKey; "" for none
 }
 
