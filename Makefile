@@ -33,7 +33,7 @@ bench:
 	go test -run='^$$' -bench=. -benchmem ./verify/ ./cache/ && go test -run='^$$' -bench=. -benchtime=1x ./bench/
 
 herd:
-	go run ./cmd/bench -json bench/results/herd.json -plot bench/results/herd.svg | tee bench/results/herd.txt
+	go run ./cmd/bench -json bench/results/herd/default.json -plot bench/results/herd/default.svg | tee bench/results/herd/default.txt
 
 # The scale table of BENCHMARKS.md ("Scale: the servers alone"): nodepass
 # and k3s-latest, SCALE_RUNS rounds of four herds (320 nodes at logN 15;

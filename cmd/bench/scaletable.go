@@ -20,7 +20,9 @@ Prints, as a Markdown table, the medians of the -json results that the
 GLOBs name (quote them for the shell): a row per herd (nodes, logN, mode,
 agents) and model, with its runs, completion, completion over the x/crypto
 lower bound and over the batched bound with the Verifier's own scrypt
-(both measured in each run; the runs' own ratios in brackets), scrypt runs
+(both measured in each run; the runs' own ratios in brackets), completion
+over the CPU time the servers' process used (1 / its cpu use: 1.00 when
+the servers' CPUs were busy from start to end), scrypt runs
 and TLS handshakes per node, late losses (answers 429 or 503 after a
 request was held over 1 s, and requests a server held then sent away),
 and peak heap. A run that stopped early counts, its stop said in the last
@@ -111,8 +113,8 @@ func writeScaleTable(w io.Writer, results []*bench.Result) {
 		return cmp.Or(cmp.Compare(a.mode, b.mode), cmp.Compare(a.agent, b.agent), -cmp.Compare(a.logN, b.logN),
 			cmp.Compare(a.nodes, b.nodes), cmp.Compare(a.model, b.model))
 	})
-	fmt.Fprintln(w, "| nodes | logN | mode | agents | model | runs | completion | × x/crypto bound | × batched bound | scrypt/node | tls/node | late: shed after 1 s / held, then sent away | peak heap | stopped |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| nodes | logN | mode | agents | model | runs | completion | × x/crypto bound | × batched bound | × CPU used | scrypt/node | tls/node | late: shed after 1 s / held, then sent away | peak heap | stopped |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rows {
 		med := func(f func(*bench.Result) float64) float64 {
 			v := make([]float64, len(s.runs))
@@ -138,15 +140,29 @@ func writeScaleTable(w io.Writer, results []*bench.Result) {
 		if len(stopped) == 0 {
 			stopped = []string{"-"}
 		}
-		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %d | %.1f s | %s | %s | %.2f | %.2f | %s | %.0f MiB | %s |\n",
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %d | %.1f s | %s | %s | %s | %.2f | %.2f | %s | %.0f MiB | %s |\n",
 			s.nodes, s.logN, s.mode, s.agent, s.model, len(s.runs),
 			med(func(r *bench.Result) float64 { return r.Completion.Seconds() }),
 			each(func(r *bench.Result) float64 { return r.Ratio }),
 			each(func(r *bench.Result) float64 { return r.RatioBatch }),
+			overCPU(s.runs),
 			med(func(r *bench.Result) float64 { return r.ScryptRunsPerNode }),
 			med(func(r *bench.Result) float64 { return r.PerNode(r.Handshakes) }),
 			strings.Join(late, ", "),
 			med(func(r *bench.Result) float64 { return float64(r.PeakHeap) / (1 << 20) }),
 			strings.Join(stopped, ", "))
 	}
+}
+
+// overCPU is the median of completion over the CPU time the servers'
+// process used (1 / its cpu use), or "-" when a run did not measure it.
+func overCPU(runs []*bench.Result) string {
+	v := make([]float64, len(runs))
+	for i, r := range runs {
+		if r.CPUUse() <= 0 {
+			return "-"
+		}
+		v[i] = 1 / r.CPUUse()
+	}
+	return fmt.Sprintf("%.2f", median(v))
 }
