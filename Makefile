@@ -97,7 +97,7 @@ profile:
 	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
 
 # The CI check's scenario: enough nodes for 150 samples or more.
-PROFILE_CI := -nodes 400 -logn 13 -mode inproc -models nodepass
+PROFILE_CI := -nodes 1000 -logn 13 -mode inproc -models nodepass
 
 profile-baseline:
 	go run ./cmd/bench $(PROFILE_CI) -cpuprofile-dir profiles/ci -json profiles/ci/herd.json

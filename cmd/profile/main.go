@@ -42,7 +42,7 @@ report: for each profile, the CPU sampled; its share in the scrypt work (by its
 diff: each of those figures for BASE and NEW and its change.
 check: for each model profiled in NEW_DIR, fails (exit 1) when less than 95% of
   the scrypt work carries its label, when a model spends more than 1.25 × one
-  scrypt of CPU per joined node, when the module's own code takes more than 2%
+  scrypt of CPU per joined node, when the module's own code takes more than 4%
   of the sampled CPU, or when a share or per-node figure moved the wrong way
   from the profile of the same model in BASELINE_DIR by more than the noise
   (see profiles/README.md). Both directories must hold the same scenario.
