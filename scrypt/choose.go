@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/stats"
 )
 
 // Which kernel runs is measured, not assumed: the fastest kernel differs
@@ -142,7 +144,7 @@ func (ch *choice) record(k kernel, iters int, d time.Duration) {
 	done := true
 	for _, c := range ch.cands {
 		s := ch.samples[c]
-		if c != lead && len(s) >= 2 && slices.Min(s) > slowFactor*median(ch.samples[lead]) {
+		if c != lead && len(s) >= 2 && slices.Min(s) > slowFactor*stats.Median(ch.samples[lead]) {
 			ch.dropped[c] = true
 		}
 		if !ch.dropped[c] && len(s) < segmentsPerKernel {
@@ -165,7 +167,7 @@ func (ch *choice) leaderLocked() (kernel, bool) {
 	found, best := false, 0.0
 	for _, c := range ch.cands {
 		if s := ch.samples[c]; !ch.dropped[c] && len(s) >= 2 {
-			if m := median(s); !found || m < best {
+			if m := stats.Median(s); !found || m < best {
 				lead, best, found = c, m, true
 			}
 		}
@@ -178,16 +180,6 @@ func forced(c class) (kernel, bool) {
 		return f(c)
 	}
 	return 0, false
-}
-
-// median returns the median of v, which must not be empty.
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // Choice is the BlockMix kernel the package runs for one class of work,
@@ -222,7 +214,7 @@ func Choices() []Choice {
 		for _, k := range ch.cands {
 			if s := ch.samples[k]; len(s) > 0 {
 				// A hash is N/2 iterations of each loop.
-				c.PerHash[k.String()] = time.Duration(median(s) * float64(ch.N))
+				c.PerHash[k.String()] = time.Duration(stats.Median(s) * float64(ch.N))
 			}
 		}
 		ch.mu.Unlock()

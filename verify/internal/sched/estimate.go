@@ -3,6 +3,8 @@ package sched
 import (
 	"slices"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/stats"
 )
 
 // estimator turns bytes of work into time (see "Estimates" in the package
@@ -107,18 +109,8 @@ func (e *estimator) observe(work int64, jobs int, wall, cpu time.Duration, now t
 		e.samples++
 		e.cpu, e.nextCPU = push(e.cpu, e.nextCPU, float64(cpu)/float64(work))
 	}
-	e.nsPerByte = median(e.cpu)
+	e.nsPerByte = stats.Median(e.cpu)
 	e.slow = e.slowdown()
-}
-
-// median returns the median of v, which must not be empty.
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // push adds v to ring, a window of at most window values whose next one
