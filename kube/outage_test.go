@@ -271,6 +271,7 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 		inside     atomic.Int64 // Ensure calls under way
 		storeErrs  atomic.Int64 // attempts of new nodes answered with a store error
 		createErrs atomic.Int64 // those of them from Create, after hashing
+		refused    atomic.Int64 // those refused without a store call or a hash, the last Create having failed
 		guesses    atomic.Int64
 		mu         sync.Mutex
 		wrong      []string // broken promises
@@ -322,7 +323,10 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 				case err == nil, errors.Is(err, verify.ErrOverloaded):
 				case isStoreError(err):
 					storeErrs.Add(1)
-					if strings.Contains(err.Error(), "verify: store Create(") {
+					switch msg := err.Error(); {
+					case strings.HasPrefix(msg, "verify: not enrolling"):
+						refused.Add(1)
+					case strings.Contains(msg, "verify: store Create("):
 						createErrs.Add(1)
 					}
 				default:
@@ -368,11 +372,19 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 	}
 	st := v.Stats()
 	t.Logf("killed at %v with %d of %d agents waiting for an answer, restarted at %v, up at %v, all in at %v; "+
-		"%d store errors for new nodes (%d from Create, after hashing); %d guesses; stats %+v",
+		"%d store errors for new nodes (%d from Create, after hashing; %d refused without hashing while Creates failed); %d guesses; stats %+v",
 		killedAt.Round(time.Millisecond), inFlight, agents, restartAt.Round(time.Millisecond), upAt.Round(time.Millisecond),
-		time.Since(began).Round(time.Millisecond), storeErrs.Load(), createErrs.Load(), guesses.Load(), st)
-	if st.StoreErrors < uint64(storeErrs.Load()) { // more if work an agent left behind failed
-		t.Errorf("the Verifier counted %d store errors, the agents got %d", st.StoreErrors, storeErrs.Load())
+		time.Since(began).Round(time.Millisecond), storeErrs.Load(), createErrs.Load(), refused.Load(), guesses.Load(), st)
+	// Stats.StoreErrors counts failed store calls: one per store error an
+	// agent got, but for the refusals, which made none (more if work an
+	// agent left behind failed).
+	if calls := storeErrs.Load() - refused.Load(); st.StoreErrors < uint64(calls) {
+		t.Errorf("the Verifier counted %d store errors, the agents got %d from failed store calls", st.StoreErrors, calls)
+	}
+	// Each new node's enrollment hashes once for every Create that ran:
+	// the refusals cost no scrypt.
+	if maxRuns := uint64(int64(len(enrolled)+len(newNodes)) + createErrs.Load() + guesses.Load()); st.ScryptRuns > maxRuns {
+		t.Errorf("%d scrypt runs, more than one per verification, enrollment, failed Create and guess (%d)", st.ScryptRuns, maxRuns)
 	}
 
 	// Every new node is enrolled with its own password, and nothing
