@@ -41,9 +41,10 @@ herd:
 # where the machine allows), SCALE_AGENT agents, SCALE_MODE mode. Each run
 # writes SCALE_DIR/AGENT-MODE-NODES-LOGN-ROUND.json, .txt (the table) and
 # .log (progress, CPUs, load average); then the medians of every run in
-# SCALE_DIR (table.md) and two plots, over the batched and the x/crypto
-# bound. SCALE_AGENT=backoff and SCALE_MODE=inproc add their rows.
-SCALE_DIR ?= bench/results/scale/split
+# SCALE_DIR (table.md) and two plots of the k3s agents' split runs, over
+# the batched and the x/crypto bound. SCALE_AGENT=backoff and
+# SCALE_MODE=inproc add their rows to the table.
+SCALE_DIR ?= bench/results/scale
 SCALE_RUNS ?= 3
 SCALE_AGENT ?= jitter-5-10s
 SCALE_MODE ?= http
@@ -52,8 +53,8 @@ scale:
 	for i in $$(seq $(SCALE_RUNS)); do for h in 320:15 320:12 1000:12 3000:12; do f=$(SCALE_DIR)/$(SCALE_AGENT)-$(SCALE_MODE)-$${h%:*}-$${h#*:}-$$i; \
 	  cmd/bench/bench -models nodepass,k3s-latest -nodes $${h%:*} -logn $${h#*:} -agent $(SCALE_AGENT) -mode $(SCALE_MODE) -deadline 3m -json $$f.json > $$f.txt 2> $$f.log || exit 1; done; done
 	go run ./cmd/bench scale-table '$(SCALE_DIR)/*.json' | tee $(SCALE_DIR)/table.md
-	go run ./cmd/bench scale-plot -bound batch -o $(SCALE_DIR)/scale-batch.svg 'runs=$(SCALE_DIR)/*.json'
-	go run ./cmd/bench scale-plot -bound xcrypto -o $(SCALE_DIR)/scale-xcrypto.svg 'runs=$(SCALE_DIR)/*.json'
+	go run ./cmd/bench scale-plot -bound batch -o $(SCALE_DIR)/scale-batch.svg 'split=$(SCALE_DIR)/jitter-5-10s-http-*.json'
+	go run ./cmd/bench scale-plot -bound xcrypto -o $(SCALE_DIR)/scale-xcrypto.svg 'split=$(SCALE_DIR)/jitter-5-10s-http-*.json'
 
 benchmarks:
 	go test -run='^$$' -bench=. -count=10 -timeout=60m ./bench/ | tee bench/results/herd-bench.txt
