@@ -149,11 +149,21 @@ func machine() (cpu, osName string) {
 	return cpu, osName
 }
 
-// writeResults writes results as the JSON array -json documents.
+// writeResults writes results as the JSON array -json documents, one
+// model's object per line: indenting their per-node arrays would double
+// the file.
 func writeResults(path string, results []*bench.Result) error {
-	b, err := json.MarshalIndent(results, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding results: %w", err)
+	b := []byte("[\n")
+	for i, r := range results {
+		o, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encoding results: %w", err)
+		}
+		b = append(b, o...)
+		if i < len(results)-1 {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return os.WriteFile(path, append(b, "]\n"...), 0o644)
 }
