@@ -108,6 +108,8 @@ type tracker struct {
 
 	mu      sync.Mutex
 	guesses []guessRun // every guess computation
+
+	frozen *AttackResult // the computation counts at finish (freeze)
 }
 
 // span is when a computation ran, since the tracker was made; end is 0
@@ -283,23 +285,44 @@ func (t *tracker) countIn(ctx context.Context, server int, r span) {
 	t.count(w, server, r)
 }
 
-// scryptFigures fills a's computation counts.
-func (t *tracker) scryptFigures(a *AttackResult) {
+// freeze takes the computation counts scryptFigures reports, now: finish
+// calls it right before it reads the servers' own counts. A model counts
+// a computation before the tracker hears of it, so the servers' count,
+// read after, is never below the attributed one, however many requests
+// are still under way.
+func (t *tracker) freeze() {
+	if t == nil {
+		return
+	}
+	f := &AttackResult{}
 	t.mu.Lock()
 	for _, g := range t.guesses {
 		if at := t.verifiedAt[g.server][g.node].Load(); at > 0 && time.Duration(at) < g.start {
-			a.GuessScryptKnown++
+			f.GuessScryptKnown++
 		}
 	}
 	t.mu.Unlock()
-	a.HonestScrypt = t.honestRuns.Load()
-	a.GuessScrypt = t.guessRuns.Load()
-	a.DuplicateScrypt = t.dupRuns.Load()
-	a.DuplicateScryptAfterReject = t.dupAfter.Load()
+	f.HonestScrypt = t.honestRuns.Load()
+	f.GuessScrypt = t.guessRuns.Load()
+	f.DuplicateScrypt = t.dupRuns.Load()
+	f.DuplicateScryptAfterReject = t.dupAfter.Load()
 	for i := range t.dupRunsBy {
-		a.DuplicateScryptMax = max(a.DuplicateScryptMax, t.dupRunsBy[i].Load())
+		f.DuplicateScryptMax = max(f.DuplicateScryptMax, t.dupRunsBy[i].Load())
 	}
-	a.UnattributedScrypt = t.unattributed.Load()
+	f.UnattributedScrypt = t.unattributed.Load()
+	t.frozen = f
+}
+
+// scryptFigures fills a's computation counts, as freeze took them (now,
+// if it has not run), and its wrong answers as they stand.
+func (t *tracker) scryptFigures(a *AttackResult) {
+	if t.frozen == nil {
+		t.freeze()
+	}
+	f := t.frozen
+	a.HonestScrypt, a.GuessScrypt, a.GuessScryptKnown = f.HonestScrypt, f.GuessScrypt, f.GuessScryptKnown
+	a.DuplicateScrypt, a.DuplicateScryptMax, a.DuplicateScryptAfterReject = f.DuplicateScrypt, f.DuplicateScryptMax, f.DuplicateScryptAfterReject
+	a.UnattributedScrypt = f.UnattributedScrypt
 	a.WrongAccepts = t.wrongAccepts.Load()
 	a.HonestRejected = t.honestRejected.Load()
 }

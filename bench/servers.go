@@ -145,6 +145,7 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	}
 	res.Model = s.modelName
 	res.Reboot, res.DigestKey = sc.Reboot, s.env.digestKey != nil
+	s.tracker.freeze() // before the servers' counts: see freeze
 	for _, m := range s.models {
 		res.ShedAfterWait += m.shedAfterWait()
 		res.ScryptRuns += m.scryptRuns()
