@@ -9,22 +9,33 @@ import (
 )
 
 // TestCloseDuringCreate: an enrollment whose Store.Create Close cuts short
-// answers ErrClosed, not the store's context error.
+// answers ErrClosed, not the store's context error; with FailOpen it is
+// not let in either (issue 23 D).
 func TestCloseDuringCreate(t *testing.T) {
-	s := newCountingStore()
-	entered := make(chan struct{})
-	s.createHook = func(ctx context.Context) error {
-		close(entered)
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	v := newTestVerifier(t, s, nil)
-	got := make(chan error, 1)
-	go func() { got <- v.Ensure(context.Background(), "n", "pw") }()
-	<-entered
-	v.Close()
-	if err := <-got; err != ErrClosed {
-		t.Fatalf("enrollment cut short by Close: %v, want ErrClosed", err)
+	for _, c := range []struct {
+		name string
+		opts *Options
+	}{{"plain", nil}, {"failopen", &Options{FailOpen: &FailOpen{}}}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newCountingStore()
+			entered := make(chan struct{})
+			s.createHook = func(ctx context.Context) error {
+				close(entered)
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			v := newTestVerifier(t, s, c.opts)
+			got := make(chan error, 1)
+			go func() { got <- v.Ensure(context.Background(), "n", "pw") }()
+			<-entered
+			v.Close()
+			if err := <-got; err != ErrClosed {
+				t.Fatalf("enrollment cut short by Close: %v, want ErrClosed", err)
+			}
+			if st := v.Stats(); st.FailOpenEnrollments != 0 || st.Enrollments != 0 {
+				t.Fatalf("stats %+v: let in", st)
+			}
+		})
 	}
 }
 

@@ -188,29 +188,6 @@ func TestFreshGetConfirmsMiss(t *testing.T) {
 	}
 }
 
-// TestFailOpenCutByClose (D): with FailOpen, an enrollment whose
-// Create Close cuts short answers ErrClosed: it is not let in.
-func TestFailOpenCutByClose(t *testing.T) {
-	s := newCountingStore()
-	entered := make(chan struct{})
-	s.createHook = func(ctx context.Context) error {
-		close(entered)
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	v := newTestVerifier(t, s, &Options{FailOpen: &FailOpen{}})
-	got := make(chan error, 1)
-	go func() { got <- v.Ensure(context.Background(), "n", "pw") }()
-	<-entered
-	v.Close()
-	if err := <-got; err != ErrClosed {
-		t.Fatalf("fail-open enrollment cut short by Close: %v, want ErrClosed", err)
-	}
-	if st := v.Stats(); st.FailOpenEnrollments != 0 {
-		t.Fatalf("stats %+v: let in", st)
-	}
-}
-
 // staleStore is a store that answers like kube's over a real API server
 // whose admission policy refuses every Create: its cache lags (Get
 // misses), its fresh reads are spent (GetFresh answers from the cache,
