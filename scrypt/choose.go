@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nodepass/nodepass/internal/stats"
 )
 
 // Which kernel runs is measured, not assumed: the fastest kernel differs
@@ -16,9 +14,12 @@ import (
 // together, the first computations time every kernel that fits (lanes
 // dividing n, pure Go always among them) on short segments of SMix's
 // second loop, the one that reads V at random, and keep the fastest:
-// segmentsPerKernel segments each, the median per kernel. A kernel whose
-// best segment is slower than slowFactor times the leader's median stops
-// being tried early. Segments cost what the work costs anyway (every
+// segmentsPerKernel segments each, the fastest segment per kernel. Load
+// only ever slows a segment (a preemption, another thread on the core),
+// so a kernel's fastest segment is the one least disturbed: a server that
+// starts in a herd, its CPU busy with TLS, still finds the kernel that is
+// fastest when undisturbed. A kernel whose fastest segment is slower than
+// slowFactor times the leader's stops being tried early. Segments cost what the work costs anyway (every
 // kernel gives the same bytes), so measuring delays nothing: the first
 // hashes of a class run at about the speed of the kernels tried.
 const (
@@ -144,7 +145,7 @@ func (ch *choice) record(k kernel, iters int, d time.Duration) {
 	done := true
 	for _, c := range ch.cands {
 		s := ch.samples[c]
-		if c != lead && len(s) >= 2 && slices.Min(s) > slowFactor*stats.Median(ch.samples[lead]) {
+		if c != lead && len(s) >= 2 && slices.Min(s) > slowFactor*slices.Min(ch.samples[lead]) {
 			ch.dropped[c] = true
 		}
 		if !ch.dropped[c] && len(s) < segmentsPerKernel {
@@ -160,14 +161,14 @@ func (ch *choice) record(k kernel, iters int, d time.Duration) {
 	choices.mu.Unlock()
 }
 
-// leaderLocked returns the kernel with the least median among those
+// leaderLocked returns the kernel with the fastest segment among those
 // measured at least twice.
 func (ch *choice) leaderLocked() (kernel, bool) {
 	var lead kernel
 	found, best := false, 0.0
 	for _, c := range ch.cands {
 		if s := ch.samples[c]; !ch.dropped[c] && len(s) >= 2 {
-			if m := stats.Median(s); !found || m < best {
+			if m := slices.Min(s); !found || m < best {
 				lead, best, found = c, m, true
 			}
 		}
@@ -192,8 +193,8 @@ type Choice struct {
 	// or is empty while the kernels are still being measured.
 	Kernel string
 	// PerHash is, for each kernel measured, the time one hash would take
-	// on it: the median of its segments (of two, for a kernel left out
-	// early as too slow).
+	// on it: its fastest segment's (of two, for a kernel left out early
+	// as too slow).
 	PerHash map[string]time.Duration
 }
 
@@ -214,7 +215,7 @@ func Choices() []Choice {
 		for _, k := range ch.cands {
 			if s := ch.samples[k]; len(s) > 0 {
 				// A hash is N/2 iterations of each loop.
-				c.PerHash[k.String()] = time.Duration(stats.Median(s) * float64(ch.N))
+				c.PerHash[k.String()] = time.Duration(slices.Min(s) * float64(ch.N))
 			}
 		}
 		ch.mu.Unlock()

@@ -40,7 +40,9 @@
 // cache). For each class of work, (N, r) and the number of hashes mixed
 // together (1 for a Key with p = 1, up to Lanes() in a batch), the first
 // computations run short segments of SMix on every kernel that fits,
-// pure Go among them, and the fastest is kept. Measuring costs nothing
+// pure Go among them, and the fastest is kept (each kernel judged by its
+// least disturbed segment, so that a process started under load chooses
+// as it would on a quiet machine). Measuring costs nothing
 // but the time of those segments on slower kernels: every kernel gives
 // the same bytes, so the work done while measuring is the real work.
 // [Choices] reports what was chosen and measured. Key gains from lanes
