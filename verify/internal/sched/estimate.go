@@ -3,8 +3,6 @@ package sched
 import (
 	"slices"
 	"time"
-
-	"github.com/nodepass/nodepass/internal/stats"
 )
 
 // estimator turns bytes of work into time (see "Estimates" in the package
@@ -109,7 +107,7 @@ func (e *estimator) observe(work int64, jobs int, wall, cpu time.Duration, now t
 		e.samples++
 		e.cpu, e.nextCPU = push(e.cpu, e.nextCPU, float64(cpu)/float64(work))
 	}
-	e.nsPerByte = stats.Median(e.cpu)
+	e.nsPerByte = medianOf(e.cpu)
 	e.slow = e.slowdown()
 }
 
@@ -224,4 +222,15 @@ func (e *estimator) slowdown() float64 {
 		return 0
 	}
 	return float64(e.slots) * float64(span) / float64(work) / e.nsPerByte
+}
+
+// medianOf returns the median of v, which must not be empty; v is left as
+// it is.
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
