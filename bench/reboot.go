@@ -38,7 +38,7 @@ const (
 
 // RebootGap is how far the servers' clocks move on between the warm-up
 // and the measured reboot. Nothing sleeps: the nodepass model's cache
-// reads a clock the run moves (cache.Options.Clock). The k3s models keep
+// reads a clock the run moves (testhooks.SetClock). The k3s models keep
 // no result cache and so no clock to move.
 const RebootGap = 2 * time.Hour
 
@@ -65,7 +65,7 @@ type serverEnv struct {
 	digestKey []byte
 	clock     func() time.Time
 	// honourRetryAfter: the agents come back when Retry-After says, and
-	// nodepass is told so (verify.Options.AgentsHonourRetryAfter), as an
+	// nodepass is told so (verify.Options.Agents.HonourRetryAfter), as an
 	// operator whose agents do would.
 	honourRetryAfter bool
 }

@@ -4,10 +4,7 @@
 // its own for a verified-tuple cache. Only this module can import it.
 package testhooks
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // The Verifier's defaults for Options.MaxWait, Options.MaxFailDelay and
 // Options.Agents.RetryDelay (package verify takes them from here).
@@ -17,17 +14,7 @@ const (
 	AgentRetryDelay = 5 * time.Second
 )
 
-var clocks sync.Map // key → func() time.Time
-
-// SetClock makes the caches made from options key (a *cache.Options) read
-// now instead of time.Now: a benchmark moves a server's clock on hours.
-func SetClock(key any, now func() time.Time) { clocks.Store(key, now) }
-
-// Clock returns the clock SetClock set for key, if any.
-func Clock(key any) (func() time.Time, bool) {
-	f, ok := clocks.Load(key)
-	if !ok {
-		return nil, false
-	}
-	return f.(func() time.Time), true
-}
+// SetClock makes the caches made from opts (a *cache.Options) read now
+// instead of time.Now: a benchmark moves a server's clock on hours.
+// Package cache sets it when it loads.
+var SetClock func(opts any, now func() time.Time)
