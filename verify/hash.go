@@ -244,7 +244,12 @@ func parseField(name, s string) (int, error) {
 // CompareHashAndPassword compares a stored k3s/RKE2 hash with password, in
 // constant time: nil, ErrMismatchedHashAndPassword or ErrInvalidHash.
 func CompareHashAndPassword(hash, password string) error {
-	h, err := parseHash(hash, Limits{})
+	return compareWithin(Limits{}, hash, password)
+}
+
+// compareWithin is CompareHashAndPassword with the limits l.
+func compareWithin(l Limits, stored, password string) error {
+	h, err := parseHash(stored, l)
 	if err != nil {
 		return err
 	}

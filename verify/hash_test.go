@@ -242,15 +242,6 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// compareWithin is CompareHashAndPassword with the limits l.
-func compareWithin(l Limits, stored, password string) error {
-	h, err := parseHash(stored, l)
-	if err != nil {
-		return err
-	}
-	return h.compare(password, fastKey)
-}
-
 // xcryptoKey is golang.org/x/crypto/scrypt's Key, what k3s verifies with.
 var xcryptoKey keyFunc = xscrypt.Key
 
