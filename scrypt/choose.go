@@ -42,9 +42,10 @@ type choice struct {
 	cands  []kernel     // the kernels that fit, in order of preference
 	chosen atomic.Int32 // the kernel + 1, 0 until decided
 
-	mu      sync.Mutex
-	samples [numKernels][]float64 // ns per iteration and lane, per segment
-	dropped [numKernels]bool
+	mu       sync.Mutex
+	fastest  [numKernels]float64 // ns per iteration and lane, the least of its segments
+	segments [numKernels]int     // segments timed
+	dropped  [numKernels]bool
 }
 
 var choices struct {
@@ -101,7 +102,7 @@ func (ch *choice) segment() (kernel, bool) {
 	var next kernel
 	fewest := -1
 	for _, k := range ch.cands {
-		if n := len(ch.samples[k]); !ch.dropped[k] && (fewest < 0 || n < fewest) {
+		if n := ch.segments[k]; !ch.dropped[k] && (fewest < 0 || n < fewest) {
 			next, fewest = k, n
 		}
 	}
@@ -119,7 +120,7 @@ func (ch *choice) best() kernel {
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if k, ok := ch.leaderLocked(); ok {
+	if k, _, ok := ch.leaderLocked(); ok {
 		return k
 	}
 	return ch.cands[0]
@@ -137,18 +138,20 @@ func (ch *choice) record(k kernel, iters int, d time.Duration) {
 	if ch.chosen.Load() > 0 {
 		return
 	}
-	ch.samples[k] = append(ch.samples[k], float64(d)/float64(iters*ch.n))
-	lead, ok := ch.leaderLocked()
+	if v := float64(d) / float64(iters*ch.n); ch.segments[k] == 0 || v < ch.fastest[k] {
+		ch.fastest[k] = v
+	}
+	ch.segments[k]++
+	lead, best, ok := ch.leaderLocked()
 	if !ok {
 		return
 	}
 	done := true
 	for _, c := range ch.cands {
-		s := ch.samples[c]
-		if c != lead && len(s) >= 2 && slices.Min(s) > slowFactor*slices.Min(ch.samples[lead]) {
+		if c != lead && ch.segments[c] >= 2 && ch.fastest[c] > slowFactor*best {
 			ch.dropped[c] = true
 		}
-		if !ch.dropped[c] && len(s) < segmentsPerKernel {
+		if !ch.dropped[c] && ch.segments[c] < segmentsPerKernel {
 			done = false
 		}
 	}
@@ -162,18 +165,14 @@ func (ch *choice) record(k kernel, iters int, d time.Duration) {
 }
 
 // leaderLocked returns the kernel with the fastest segment among those
-// measured at least twice.
-func (ch *choice) leaderLocked() (kernel, bool) {
-	var lead kernel
-	found, best := false, 0.0
+// measured at least twice, and that segment's time.
+func (ch *choice) leaderLocked() (lead kernel, best float64, found bool) {
 	for _, c := range ch.cands {
-		if s := ch.samples[c]; !ch.dropped[c] && len(s) >= 2 {
-			if m := slices.Min(s); !found || m < best {
-				lead, best, found = c, m, true
-			}
+		if m := ch.fastest[c]; !ch.dropped[c] && ch.segments[c] >= 2 && (!found || m < best) {
+			lead, best, found = c, m, true
 		}
 	}
-	return lead, found
+	return lead, best, found
 }
 
 func forced(c class) (kernel, bool) {
@@ -213,9 +212,9 @@ func Choices() []Choice {
 		}
 		ch.mu.Lock()
 		for _, k := range ch.cands {
-			if s := ch.samples[k]; len(s) > 0 {
+			if ch.segments[k] > 0 {
 				// A hash is N/2 iterations of each loop.
-				c.PerHash[k.String()] = time.Duration(slices.Min(s) * float64(ch.N))
+				c.PerHash[k.String()] = time.Duration(ch.fastest[k] * float64(ch.N))
 			}
 		}
 		ch.mu.Unlock()

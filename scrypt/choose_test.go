@@ -167,7 +167,7 @@ func TestChooserSwitchesKernels(t *testing.T) {
 	defer ch.mu.Unlock()
 	measured := 0
 	for _, k := range ch.cands {
-		if len(ch.samples[k]) > 0 {
+		if ch.segments[k] > 0 {
 			measured++
 		}
 	}
