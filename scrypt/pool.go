@@ -19,12 +19,12 @@ var pool struct {
 func getBuf(n int) []uint32 {
 	size := 4 * int64(n)
 	pool.mu.Lock()
-	defer pool.mu.Unlock()
 	pool.inUse += size
 	for i := len(pool.idle) - 1; i >= 0; i-- {
 		if b := pool.idle[i]; len(b) == n {
 			pool.idle = append(pool.idle[:i], pool.idle[i+1:]...)
 			pool.idleB -= size
+			pool.mu.Unlock()
 			return b
 		}
 	}
@@ -34,6 +34,9 @@ func getBuf(n int) []uint32 {
 		pool.idle[0] = nil
 		pool.idle = pool.idle[1:]
 	}
+	pool.mu.Unlock()
+	// A new buffer is counted in use already; making it (and advising
+	// huge pages) needs no lock.
 	b := make([]uint32, n)
 	adviseHuge(b)
 	return b
