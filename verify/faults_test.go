@@ -200,7 +200,7 @@ func TestCancelAtEveryPoint(t *testing.T) {
 		s.Set("d", mustHash(t, "pw"))
 		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
 		g := newGate()
-		g.install(v)
+		g.install(t, v)
 		go v.Verify(bg, "c", "pw")
 		<-g.entered
 		ctx, cancel := context.WithCancel(bg)
@@ -211,7 +211,7 @@ func TestCancelAtEveryPoint(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("err %v", err)
 		}
-		close(g.release)
+		g.open()
 		waitFor(t, "work to finish", func() bool { return idle(v) })
 		if st := v.Stats(); st.ScryptRuns != 2 {
 			t.Fatalf("queued work of a caller that left did not run: %+v", st)
@@ -305,7 +305,7 @@ func TestQueuedGuessAnsweredByKnownMatch(t *testing.T) {
 	s.Set("n", mustHash(t, "right"))
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
 	g := newGate()
-	g.install(v)
+	g.install(t, v)
 	ctx := context.Background()
 	go v.Verify(ctx, "busy", "pw")
 	<-g.entered
@@ -317,7 +317,7 @@ func TestQueuedGuessAnsweredByKnownMatch(t *testing.T) {
 	waitFor(t, "the password to queue", func() bool { return v.Stats().Queued == 2 })
 	go func() { right <- v.Verify(ctx, "n", "right") }() // the agent asks again
 	waitFor(t, "the retry to join", func() bool { return v.Stats().Shared == 1 })
-	close(g.release)
+	g.open()
 	for range 2 {
 		if err := <-right; err != nil {
 			t.Fatal(err)
@@ -346,7 +346,7 @@ func TestFullNameHeld(t *testing.T) {
 			v.Verify(ctx, "n", fmt.Sprint("old-guess-", i))
 		}
 		g := newGate()
-		g.install(v)
+		g.install(t, v)
 		go v.Verify(ctx, "busy", "pw")
 		<-g.entered
 		sctx, cancel := context.WithCancel(ctx)
@@ -367,7 +367,7 @@ func TestFullNameHeld(t *testing.T) {
 			t.Fatalf("%d queued, want 3: the name's two and the one that waited", st.Queued)
 		}
 		cancel()
-		close(g.release)
+		g.open()
 		v.Close()
 	})
 }
@@ -405,7 +405,7 @@ func TestGuessForFailingNameWaits(t *testing.T) {
 	waitFor(t, "the guess to queue", func() bool { return v.Stats().Queued == 1 })
 	go func() { done <- v.Verify(ctx, "honest", "right") }()
 	waitFor(t, "the honest node to queue", func() bool { return v.Stats().Queued == 2 })
-	close(g.release)
+	g.open()
 	for range 2 {
 		<-done
 	}

@@ -36,8 +36,7 @@ func TestEnrollmentsBoundedByMaxQueue(t *testing.T) {
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: maxQueue})
 	v.sched.Calibrate(time.Millisecond, testWork())
 	g := newGate()
-	g.install(v)
-	t.Cleanup(g.open)
+	g.install(t, v)
 	go v.Verify(context.Background(), "busy", "pw")
 	<-g.entered
 	refused := 0
@@ -118,7 +117,7 @@ func TestLateArrivalNotLockedOut(t *testing.T) {
 		}
 		defer v.Close()
 		g := newGate()
-		g.install(v)
+		g.install(t, v)
 		go v.Verify(context.Background(), "busy", "pw")
 		<-g.entered
 		// Two guessers whose callers wait hold the name's places.
@@ -151,8 +150,7 @@ func TestQueuedJobsHoldNoGoroutine(t *testing.T) {
 	}
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: 2 * n})
 	g := newGate()
-	g.install(v)
-	t.Cleanup(g.open)
+	g.install(t, v)
 	go v.Verify(context.Background(), "busy", "pw")
 	<-g.entered
 	runtime.GC()
@@ -198,8 +196,7 @@ func TestRetryAfterCountsWaitingWork(t *testing.T) {
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: maxQueue, MaxQueuedPerNode: 1})
 	v.sched.Calibrate(time.Second, testWork()) // one test hash "takes" 1 s
 	g := newGate()
-	g.install(v)
-	t.Cleanup(g.open)
+	g.install(t, v)
 	go v.Verify(context.Background(), "busy", "pw")
 	<-g.entered
 	for i := range maxQueue {
@@ -224,8 +221,7 @@ func TestBatchCachedBeforeSlotReleased(t *testing.T) {
 	s.Set("node", mustHash(t, "right"))
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
 	g := newGate()
-	g.install(v)
-	t.Cleanup(g.open)
+	g.install(t, v)
 	go v.Verify(context.Background(), "busy", "pw")
 	<-g.entered
 	done := make(chan error, 2)
@@ -307,8 +303,7 @@ func TestHerdBuffersBound(t *testing.T) {
 	}
 	// The first two hold both slots until the rest are queued.
 	g := newGate()
-	g.install(v)
-	t.Cleanup(g.open)
+	g.install(t, v)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {

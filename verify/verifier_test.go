@@ -69,13 +69,14 @@ type gate struct {
 
 func newGate() *gate { return &gate{entered: make(chan struct{}, 1024), release: make(chan struct{})} }
 
-// open releases the hasher, once however often it is called: a test that
-// fails with the gate shut registers it with t.Cleanup, before the
-// Verifier's Close, which would wait for the gated work for ever.
+// open releases the hasher, once however often it is called.
 func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
-// install makes every batch of v's computations wait at g.
-func (g *gate) install(v *Verifier) {
+// install makes every batch of v's computations wait at g. It opens g
+// when t ends, before v's Close (registered when v was made), which
+// would wait for gated work for ever if t failed with g shut.
+func (g *gate) install(t testing.TB, v *Verifier) {
+	t.Cleanup(g.open)
 	derive := v.derive
 	v.derive = func(keys []scrypt.Job) {
 		g.entered <- struct{}{}
@@ -257,7 +258,7 @@ func TestConcurrentIdenticalRequestsShareOneScrypt(t *testing.T) {
 	s.Set("n", mustHash(t, "pw"))
 	v := newTestVerifier(t, s, nil)
 	g := newGate()
-	g.install(v)
+	g.install(t, v)
 	const n = 200
 	errs := make(chan error, n)
 	for range n {
@@ -265,7 +266,7 @@ func TestConcurrentIdenticalRequestsShareOneScrypt(t *testing.T) {
 	}
 	<-g.entered
 	waitFor(t, "all requests to join", func() bool { return v.Stats().Shared == n-1 })
-	close(g.release)
+	g.open()
 	for range n {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -510,7 +511,7 @@ func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
 	s.Set("n", mustHash(t, "pw"))
 	v := newTestVerifier(t, s, nil)
 	g := newGate()
-	g.install(v)
+	g.install(t, v)
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error, 1)
 	go func() { first <- v.Verify(ctx, "n", "pw") }()
@@ -522,7 +523,7 @@ func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
 	if err := <-first; !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "verify: ") {
 		t.Fatalf("cancelled caller: %v", err)
 	}
-	close(g.release)
+	g.open()
 	if err := <-second; err != nil {
 		t.Fatalf("second caller: %v", err)
 	}
@@ -530,7 +531,7 @@ func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
 	s.Set("m", mustHash(t, "pw"))
 	g2 := newGate()
 	v.derive = scrypt.KeyBatch
-	g2.install(v)
+	g2.install(t, v)
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- v.Verify(ctx2, "m", "pw") }()
@@ -539,7 +540,7 @@ func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	close(g2.release)
+	g2.open()
 	waitFor(t, "detached work to finish", func() bool { return idle(v) })
 	hits := v.Stats().CacheHits
 	if err := v.Verify(context.Background(), "m", "pw"); err != nil {
@@ -607,7 +608,7 @@ func TestOverload(t *testing.T) {
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 1500 * time.Millisecond})
 	v.sched.Calibrate(time.Second, testWork()) // one test hash "takes" 1 s
 	g := newGate()
-	g.install(v)
+	g.install(t, v)
 	ctx := context.Background()
 	busy := make(chan error, 1)
 	go func() { busy <- v.Verify(ctx, "busy", "pw") }()
@@ -622,14 +623,14 @@ func TestOverload(t *testing.T) {
 	// margin of an estimator that has no errors measured yet, 1.1);
 	// asked back MaxWait/2 earlier, to wait for the result.
 	if !oe.Queued || oe.RetryAfter() <= 1300*time.Millisecond || oe.RetryAfter() > 1450*time.Millisecond {
-		close(g.release)
+		g.open()
 		t.Fatalf("RetryAfter %v queued %v: want queued, about 1.45 s", oe.RetryAfter(), oe.Queued)
 	}
 	if st := v.Stats(); st.Shed != 1 || st.Queued != 1 || st.InFlight != 1 {
-		close(g.release)
+		g.open()
 		t.Fatalf("stats %+v", st)
 	}
-	close(g.release)
+	g.open()
 	if err := <-busy; err != nil {
 		t.Fatal(err)
 	}
@@ -649,12 +650,12 @@ func TestOverloadAfterMaxWait(t *testing.T) {
 	s.Set("n", mustHash(t, "pw"))
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 20 * time.Millisecond})
 	g := newGate()
-	g.install(v)
+	g.install(t, v)
 	err := v.Verify(context.Background(), "n", "pw")
 	if oe := queuedOverload(t, err); oe.RetryAfter() <= 0 {
 		t.Fatalf("err %v, want a queued OverloadError with RetryAfter > 0", err)
 	}
-	close(g.release)
+	g.open()
 	waitFor(t, "work to finish", func() bool { return idle(v) })
 	if err := v.Verify(context.Background(), "n", "pw"); err != nil || v.Stats().CacheHits != 1 {
 		t.Fatalf("retry: %v, stats %+v", err, v.Stats())
@@ -669,7 +670,7 @@ func TestQueueFull(t *testing.T) {
 	}
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: 1})
 	g := newGate()
-	g.install(v)
+	g.install(t, v)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go v.Verify(ctx, "a", "pw")
@@ -684,7 +685,7 @@ func TestQueueFull(t *testing.T) {
 	if st := v.Stats(); st.Queued != 1 {
 		t.Fatalf("refused work was queued: %+v", st)
 	}
-	close(g.release)
+	g.open()
 	waitFor(t, "work to finish", func() bool { return idle(v) })
 }
 
@@ -712,7 +713,7 @@ func TestClose(t *testing.T) {
 	s.Set("b", mustHash(t, "pw"))
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
 	g := newGate()
-	g.install(v)
+	g.install(t, v)
 	ctx := context.Background()
 	a := make(chan error, 1)
 	b := make(chan error, 1)
@@ -725,7 +726,7 @@ func TestClose(t *testing.T) {
 	if err := <-b; err != ErrClosed {
 		t.Fatalf("queued work on Close: %v, want ErrClosed", err)
 	}
-	close(g.release) // Close waits for the running computation
+	g.open() // Close waits for the running computation
 	<-closed
 	if err := <-a; err != nil {
 		t.Fatal(err)
@@ -834,10 +835,10 @@ func bothSentAway(t *testing.T, v *Verifier, g *gate, afterWait uint64) {
 	t.Helper()
 	synctest.Wait()
 	if st := v.Stats(); st.Shed != 2 || st.ShedAfterWait != afterWait {
-		close(g.release)
+		g.open()
 		t.Fatalf("shed %d, after a wait %d; want 2, %d", st.Shed, st.ShedAfterWait, afterWait)
 	}
-	close(g.release)
+	g.open()
 	v.Close()
 }
 
@@ -854,7 +855,7 @@ func aRunsBWaits(t *testing.T, prepare func(*Verifier)) (v *Verifier, g *gate, s
 		prepare(v)
 	}
 	g = newGate()
-	g.install(v)
+	g.install(t, v)
 	ctx := context.Background()
 	go v.Verify(ctx, "a", "pw")
 	<-g.entered
