@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -104,6 +105,9 @@ func (o *Options) resolve() (Options, error) {
 	}
 	if r.FailOpen != nil {
 		f := *r.FailOpen
+		if f.RetryFor < 0 {
+			return r, errors.New("verify: Options.FailOpen.RetryFor is negative")
+		}
 		r.FailOpen = &f
 	}
 	for _, f := range []struct {
@@ -116,7 +120,6 @@ func (o *Options) resolve() (Options, error) {
 		{"MaxQueue", int64(r.MaxQueue)},
 		{"WorkTimeout", int64(r.WorkTimeout)},
 		{"MaxQueuedPerNode", int64(r.MaxQueuedPerNode)},
-		{"FailOpen.RetryFor", int64(r.failOpenFor())},
 	} {
 		if f.v < 0 {
 			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
@@ -156,12 +159,4 @@ func (o *Options) resolve() (Options, error) {
 		r.MaxFailDelay = testhooks.MaxFailDelay
 	}
 	return r, nil
-}
-
-// failOpenFor is FailOpen.RetryFor, 0 without FailOpen.
-func (o *Options) failOpenFor() time.Duration {
-	if o.FailOpen == nil {
-		return 0
-	}
-	return o.FailOpen.RetryFor
 }
