@@ -47,17 +47,17 @@ type Job struct {
 	err error
 
 	// Guarded by Scheduler.mu.
-	state   state
-	work    int64  // bytes mixed (128·r·N·p); 0 once known to need no scrypt
-	arrived uint64 // order of its first ask among all asks
-	asks    uint32 // how often its password was asked for (see asks)
-	waiters int    // callers waiting in Wait now
-	waited  bool   // some caller has waited in Wait
-	doubted bool   // its name was failing or busy when it arrived
-	pinned  bool   // a caller waited out MaxWait for it: never displaced
-	created time.Time
-	started time.Time // when its batch got its slot
-	batch   *batch    // while running
+	state         state
+	work          int64  // bytes mixed (128·r·N·p); 0 once known to need no scrypt
+	arrived       uint64 // order of its first ask among all asks
+	asks          uint32 // how often its password was asked for (see asks)
+	waiters       int    // callers waiting in Wait now
+	waited        bool   // some caller has waited in Wait
+	doubtedOrBusy bool   // doubted (see the package doc), or its name was busy, when it arrived
+	pinned        bool   // a caller waited out MaxWait for it: never displaced
+	created       time.Time
+	started       time.Time // when its batch got its slot
+	batch         *batch    // while running
 	// back is when a caller sent away is expected back (see
 	// Config.ReturnAfter); zero while none was.
 	back time.Time
@@ -101,7 +101,7 @@ func (j *Job) due() time.Time {
 
 // suspect reports whether j waits for spare capacity: a first ask for a
 // name that was failing or busy. A second ask makes it ordinary.
-func (j *Job) suspect() bool { return j.doubted && j.asks < 2 }
+func (j *Job) suspect() bool { return j.doubtedOrBusy && j.asks < 2 }
 
 // tier is j's rank within its name: a password asked again (an agent
 // retries the same password) before one asked once, and suspects last;
@@ -112,7 +112,7 @@ func (j *Job) tier() uint64 {
 	switch {
 	case j.asks >= 2:
 		return tierAgain
-	case !j.doubted:
+	case !j.doubtedOrBusy:
 		return tierOnce
 	}
 	return tierSuspect

@@ -74,7 +74,7 @@ type Scheduler struct {
 	jobs     map[Key]*Job          // every job not done, by key
 	names    map[string]*nameQueue // names with jobs pending, queued, parked or running
 	running  map[*batch]struct{}   // batches holding a slot
-	inSlots  int                   // jobs in them
+	inSlots  int                   // jobs in them still running (not held or finished)
 	queue    fairQueue
 	parked   int   // jobs in lines
 	pending  int   // jobs pending
@@ -195,7 +195,7 @@ func (s *Scheduler) newJobLocked(ctx context.Context, r Request, nq *nameQueue, 
 	}
 	j := &Job{key: r.Key, name: r.Name, class: r.Class, task: r.Task, ctx: jctx, cancel: cancel,
 		stopTimeout: stopTimeout, done: make(chan struct{}), work: r.Work, created: now, later: r.Later,
-		doubted: r.Doubted || nq.places() > 0 || nq.running > 0}
+		doubtedOrBusy: r.Doubted || nq.places() > 0 || nq.running > 0}
 	j.stopExpire = context.AfterFunc(jctx, func() { s.expire(j) })
 	j.asks, j.arrived = s.asks.record(r.Name, r.Key)
 	s.jobs[r.Key] = j
