@@ -15,7 +15,6 @@ import (
 
 	"github.com/nodepass/nodepass/cache"
 	"github.com/nodepass/nodepass/internal/testhooks"
-	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -146,7 +145,7 @@ type Scrypt func(hash, password string) error
 // scrypt package, one Key per verification.
 var (
 	XCryptoScrypt Scrypt = func(hash, password string) error { return compareWith(hash, password, xscrypt.Key) }
-	FastScrypt    Scrypt = func(hash, password string) error { return compareWith(hash, password, scrypt.Key) }
+	FastScrypt    Scrypt = verify.CompareHashAndPassword
 )
 
 // compareWith verifies password against hash with key, a scrypt Key.
@@ -315,8 +314,8 @@ func (m *k3sModel) close(wait bool) {
 }
 
 // nodepassModel is this module's Verifier with its defaults (MaxWait,
-// MaxFailDelay and AgentRetryDelay scaled with the scenario's time),
-// AgentsHonourRetryAfter when the agents do, and, unless
+// MaxFailDelay and Agents.RetryDelay scaled with the scenario's time),
+// Agents.HonourRetryAfter when the agents do, and, unless
 // Scenario.NoDigestKey, remembered verification: a DigestKey made for the
 // run, the same for every server of it.
 type nodepassModel struct{ *verify.Verifier }

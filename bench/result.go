@@ -44,8 +44,9 @@ type Result struct {
 	LocalBound time.Duration
 	LocalRatio float64
 	// LocalTransport is the part of LocalBound that in http mode the
-	// herd's HTTPS takes (Herd.EstimateTransport): a TLS connection and a
-	// request per node, on the same CPUs as scrypt; 0 in inproc mode.
+	// herd's HTTPS takes (Herd.EstimateTransport): an agent's attempt per
+	// node, six requests on six TLS connections, on the same CPUs as
+	// scrypt; 0 in inproc mode.
 	LocalTransport time.Duration
 	// Attempts counts the agents' attempts: each the sequence of
 	// requests a k3s agent makes to get its configuration (agent.go),

@@ -16,10 +16,10 @@ const (
 	// goroutines, through the same in-flight cap and status mapping as the
 	// HTTP handler. It is what go test -bench uses.
 	ModeInproc Mode = "inproc"
-	// ModeHTTP runs each server as a real HTTPS server (HTTP/2, certificate
-	// from a CA made at start) on 127.0.0.1, the model mounted behind
-	// httpauth; every agent is its own net/http client with its own
-	// Transport and so its own connection.
+	// ModeHTTP runs each server as a real HTTPS server (certificate from a
+	// CA made at start) on 127.0.0.1, the model mounted behind httpauth;
+	// the agents' clients disable keep-alives, as k3s's do, so every
+	// request is a new TLS connection.
 	ModeHTTP Mode = "http"
 )
 
@@ -90,7 +90,7 @@ type Scenario struct {
 	SampleEvery time.Duration
 	// BoundSample, when positive, makes Run estimate the lower bound from
 	// that many verifications right before the model's run
-	// (Herd.EstimateLowerBound), into Result.LocalBound: on a machine
+	// (Herd.EstimateLocalBound), into Result.LocalBound: on a machine
 	// whose load changes, a figure taken under the run's own load.
 	BoundSample int
 	// Progress, if not nil, is called about every 100 ms during a run, and
