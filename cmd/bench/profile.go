@@ -25,9 +25,9 @@ import (
 //     -bound-sample is 0) is taken first, outside the run's profile, and
 //     profiled on its own: its scrypt work over its verifications is
 //     one scrypt's CPU measured right before the run, recorded in the CPU
-//     profile's comments (pprofreport.Meta). Its local lower bound is the
-//     one bench.Run would have measured itself; bench.Run is then called
-//     with BoundSample 0.
+//     profile's comments (pprofreport.Meta). The local lower bound is
+//     then measured as bench.Run would (Herd.EstimateLocalBound: for
+//     nodepass, in batches), and bench.Run is called with BoundSample 0.
 //   - The CPU profile starts right before bench.Run and stops when it
 //     returns: the servers' setup (a store of the herd's hashes, a CA and
 //     a certificate in http mode: milliseconds) and the herd.
@@ -71,9 +71,11 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 	if err != nil {
 		return nil, err
 	}
-	localBound := before.localBound
-	if sc.BoundSample == 0 {
-		localBound = 0
+	var localBound time.Duration
+	if sc.BoundSample > 0 { // as bench.Run would measure it, outside the run's profile
+		if localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, model); err != nil {
+			return nil, err
+		}
 	}
 	localTransport, err := h.EstimateTransport(ctx, sc)
 	if err != nil {
@@ -123,7 +125,6 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 type calibration struct {
 	scrypt        time.Duration // the scrypt work's CPU
 	verifications int
-	localBound    time.Duration // Herd.EstimateLowerBound's figure
 }
 
 // calibrate profiles Herd.EstimateLowerBound over sample verifications,
@@ -131,8 +132,7 @@ type calibration struct {
 func calibrate(ctx context.Context, h *bench.Herd, sample int, model string) (calibration, error) {
 	var c calibration
 	p, err := captureCPU(func() error {
-		var err error
-		c.localBound, err = h.EstimateLowerBound(ctx, sample, bench.ModelScrypt(model))
+		_, err := h.EstimateLowerBound(ctx, sample, bench.ModelScrypt(model))
 		return err
 	})
 	if err != nil {
