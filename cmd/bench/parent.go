@@ -14,18 +14,15 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 	"github.com/nodepass/nodepass/scrypt"
 )
 
 // replot draws c.plotPath from the results of an earlier -json run.
 func replot(c *config) error {
-	b, err := os.ReadFile(c.replotPath)
+	results, err := pprofreport.ReadResults(c.replotPath)
 	if err != nil {
 		return err
-	}
-	var results []*bench.Result
-	if err := json.Unmarshal(b, &results); err != nil {
-		return fmt.Errorf("reading %s: %w", c.replotPath, err)
 	}
 	return writePlot(c.plotPath, results)
 }

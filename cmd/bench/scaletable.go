@@ -2,16 +2,15 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 )
 
 const scaleTableUsage = `usage: bench scale-table GLOB...
@@ -66,13 +65,9 @@ func readResults(globs []string) ([]*bench.Result, error) {
 			return nil, fmt.Errorf("%q matches no file", glob)
 		}
 		for _, f := range files {
-			b, err := os.ReadFile(f)
+			results, err := pprofreport.ReadResults(f)
 			if err != nil {
 				return nil, err
-			}
-			var results []*bench.Result
-			if err := json.Unmarshal(b, &results); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
 			}
 			all = append(all, results...)
 		}
