@@ -52,11 +52,17 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 
 // checkRun validates a run's input and returns sc with its defaults.
 func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
-	sc = sc.withDefaults()
-	if err := sc.validate(); err != nil {
+	sc, err := checkScenario(sc, h)
+	if err != nil {
 		return sc, err
 	}
-	if err := ValidModel(modelName); err != nil {
+	return sc, ValidModel(modelName)
+}
+
+// checkScenario validates sc and h, and returns sc with its defaults.
+func checkScenario(sc Scenario, h *Herd) (Scenario, error) {
+	sc = sc.withDefaults()
+	if err := sc.validate(); err != nil {
 		return sc, err
 	}
 	return sc, h.validate(sc)
@@ -68,7 +74,7 @@ func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
 func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *verify.MemoryStore, store verify.Store, faults *faultStore) (*Result, error) {
 	r := newRun(sc, h.Nodes)
 	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults, tracker: r.adv.tracker,
-		https: sc.Mode == ModeHTTP, agentsHere: true})
+		agentsHere: true})
 	if err != nil {
 		return nil, err
 	}

@@ -40,10 +40,9 @@ type serverSetup struct {
 	faults *faultStore         // the fault-injecting store between the two; nil if none
 	// tracker attributes the servers' computations.
 	tracker *tracker
-	// https serves the models over HTTPS; with agentsHere, the agents
-	// share this process's CPUs, and the local lower bound counts their
-	// requests (Herd.EstimateTransport).
-	https, agentsHere bool
+	// agentsHere: the agents share this process's CPUs, and in http mode
+	// the local lower bound counts their requests (Herd.EstimateTransport).
+	agentsHere bool
 }
 
 // startServers estimates the local lower bound if sc asks for it, makes
@@ -56,7 +55,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 		if s.localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, modelName); err != nil {
 			return nil, err
 		}
-		if set.https && set.agentsHere {
+		if sc.Mode == ModeHTTP && set.agentsHere {
 			if s.localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
 				return nil, err
 			}
@@ -117,7 +116,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 			t.knew(i%sc.Servers, i)
 		}
 	}
-	if set.https {
+	if sc.Mode == ModeHTTP {
 		if s.https, err = newHTTPServers(s.models); err != nil {
 			return nil, err
 		}

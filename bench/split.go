@@ -64,11 +64,8 @@ func (s *Split) UnmarshalJSON(b []byte) error {
 // checkSplit validates a split run's scenario and herd and returns sc
 // with its defaults.
 func checkSplit(sc Scenario, h *Herd) (Scenario, error) {
-	sc = sc.withDefaults()
-	if err := sc.validate(); err != nil {
-		return sc, err
-	}
-	switch err := h.validate(sc); {
+	sc, err := checkScenario(sc, h)
+	switch {
 	case err != nil:
 		return sc, err
 	case sc.Mode != ModeHTTP:
@@ -98,7 +95,7 @@ func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (
 	}
 	mem, store, faults := herdStore(sc, h)
 	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults,
-		tracker: newTracker(h.Nodes, nil, sc.Servers), https: true})
+		tracker: newTracker(h.Nodes, nil, sc.Servers)})
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"time"
 
@@ -245,7 +244,7 @@ func ready(enc *encoder, ep *bench.Endpoint) error {
 	if err != nil {
 		return err
 	}
-	return enc.send(message{Ready: &readyMsg{Endpoint: ep, CPUs: cpus, Procs: runtime.GOMAXPROCS(0)}})
+	return enc.send(message{Ready: &readyMsg{Endpoint: ep, CPUs: cpus}})
 }
 
 // runServersWorker is a split run's servers: it starts them, says where

@@ -53,12 +53,10 @@ type progressMsg struct {
 }
 
 // readyMsg says a worker is ready, where its servers listen (servers
-// only), and where it runs: the CPUs any of its threads may use and its
-// GOMAXPROCS.
+// only), and the CPUs any of its threads may use.
 type readyMsg struct {
 	Endpoint *bench.Endpoint `json:"endpoint,omitempty"`
 	CPUs     []int           `json:"cpus"`
-	Procs    int             `json:"procs"`
 }
 
 // control is a line the parent writes to a split run's worker after the
