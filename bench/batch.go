@@ -19,15 +19,16 @@ import (
 // scrypt.Lanes() jobs each, on GOMAXPROCS workers, after a warm-up of one
 // batch per worker. Each derived key is compared with the stored one.
 func (h *Herd) timeBatched(ctx context.Context, n int) (time.Duration, error) {
-	jobs := make([]scrypt.Job, len(h.Nodes))
-	want := make([][]byte, len(h.Nodes))
-	for i, node := range h.Nodes {
+	lanes, workers := scrypt.Lanes(), runtime.GOMAXPROCS(0)
+	nodes := h.Nodes[:min(max(n, workers*lanes), len(h.Nodes))] // those timed or warmed up
+	jobs := make([]scrypt.Job, len(nodes))
+	want := make([][]byte, len(nodes))
+	for i, node := range nodes {
 		var err error
 		if jobs[i], want[i], err = batchJob(node.Hash, node.Password); err != nil {
 			return 0, fmt.Errorf("bench: batched lower bound: %s: %w", node.Name, err)
 		}
 	}
-	lanes, workers := scrypt.Lanes(), runtime.GOMAXPROCS(0)
 	// batches runs the jobs from first to last, lanes at a time.
 	batches := func(first, last int) error {
 		return parallel(ctx, (last-first+lanes-1)/lanes, workers, func(b int) error {

@@ -91,14 +91,6 @@ func newBenchCA() (*benchCA, error) {
 	return ca, nil
 }
 
-// pool returns a certificate pool holding the CA, as an agent builds it
-// from /cacerts.
-func (ca *benchCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
 // sign signs tmpl (its names and usage) for pub with the CA's key, valid
 // for a day, and returns the certificate's DER.
 func (ca *benchCA) sign(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
@@ -177,18 +169,35 @@ func newAgentKey(name string) (*agentKey, error) {
 // rename makes k's requests for name, if they are for another; none for
 // "" (an attacker's, until it picks a name).
 func (k *agentKey) rename(name string) error {
-	if name == "" || k.name == name && k.serving != nil {
+	if name == "" {
 		return nil
 	}
-	var err error
-	if k.serving, err = x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: name}}, k.key); err != nil {
-		return fmt.Errorf("bench: certificate request: %w", err)
+	for _, client := range []bool{false, true} {
+		if _, err := k.request(name, client); err != nil {
+			return err
+		}
 	}
-	if k.client, err = x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
-	}, k.key); err != nil {
-		return fmt.Errorf("bench: certificate request: %w", err)
-	}
-	k.name = name
 	return nil
+}
+
+// request returns k's certificate request for name: the client
+// certificate's if client, else the serving one's. It is made the first
+// time it is asked for name, so that an attacker guessing under ever new
+// names signs only the request it sends.
+func (k *agentKey) request(name string, client bool) ([]byte, error) {
+	if k.name != name {
+		k.name, k.serving, k.client = name, nil, nil
+	}
+	csr, subject := &k.serving, pkix.Name{CommonName: name}
+	if client {
+		csr, subject = &k.client, pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}}
+	}
+	if *csr == nil {
+		b, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: subject}, k.key)
+		if err != nil {
+			return nil, fmt.Errorf("bench: certificate request: %w", err)
+		}
+		*csr = b
+	}
+	return *csr, nil
 }

@@ -146,6 +146,26 @@ func TestHerdInprocServers(t *testing.T) {
 	}
 }
 
+// httpTarget is agents and servers in one process: httpAgents against
+// the httpServers.
+type httpTarget struct {
+	*httpAgents
+	srv *httpServers
+}
+
+func (t httpTarget) close() {
+	t.httpAgents.close()
+	t.srv.close()
+}
+
+// pool returns a certificate pool holding the CA, as an agent builds it
+// from /cacerts.
+func (ca *benchCA) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
 // httpPair starts HTTPS servers for models and agents' clients for nodes
 // against them, closed when the test ends.
 func httpPair(t *testing.T, models []model, nodes []Node) httpTarget {

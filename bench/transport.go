@@ -276,13 +276,9 @@ func (t *httpAgents) do(ctx context.Context, client, server int, n Node, s step)
 	var o outcome
 	var body []byte
 	if s.guarded() {
-		k := t.keys[client]
-		if err := k.rename(n.Name); err != nil {
+		var err error
+		if body, err = t.keys[client].request(n.Name, s == stepClientCert); err != nil {
 			return outcome{connErr: true}
-		}
-		body = k.serving
-		if s == stepClientCert {
-			body = k.client
 		}
 	}
 	var handshakes atomic.Int32
@@ -328,18 +324,6 @@ func (t *httpAgents) close() {
 	for _, c := range []*http.Client{t.probe, t.insecure, t.verified} {
 		c.CloseIdleConnections()
 	}
-}
-
-// httpTarget is a run's agents and servers in one process: httpAgents
-// against the httpServers.
-type httpTarget struct {
-	*httpAgents
-	srv *httpServers
-}
-
-func (t httpTarget) close() {
-	t.httpAgents.close()
-	t.srv.close()
 }
 
 // openModel lets every node in at once: the server of the transport
