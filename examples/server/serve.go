@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -148,16 +149,17 @@ func kubeletCert(ca *authority, log *slog.Logger, ipHeader string, makeLeaf func
 			return
 		}
 		l := makeLeaf(node.Name, ips)
-		issue := ca.issue
+		var pem []byte
 		if r.Method == http.MethodPost {
-			pub, err := csrPublicKey(w, r, node.Name)
-			if err != nil {
+			var pub crypto.PublicKey
+			if pub, err = csrPublicKey(w, r, node.Name); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			issue = func(l leaf) ([]byte, error) { return ca.issueFor(l, pub) }
+			pem, err = ca.issueFor(l, pub)
+		} else {
+			pem, err = ca.issue(l)
 		}
-		pem, err := issue(l)
 		if err != nil {
 			log.ErrorContext(r.Context(), "server: issuing a certificate", "node", node.Name, "err", err)
 			http.Error(w, "internal error issuing the certificate", http.StatusInternalServerError)
