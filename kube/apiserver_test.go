@@ -713,7 +713,7 @@ func TestAPIServerEnrollFailOpen(t *testing.T) {
 	}
 }
 
-// deferredResult returns what OnDeferredEnrollment reported on reported,
+// deferredResult returns what FailOpen.OnDeferred reported on reported,
 // failing the test if nothing comes within 2 minutes (the retries run 5 s
 // apart, then 10 s, ...).
 func deferredResult(t *testing.T, reported <-chan error) error {

@@ -35,9 +35,9 @@ var digestKey = []byte(strings.Repeat("k", verify.MinDigestKeyLen))
 // password is the password of node in these tests.
 func password(node string) string { return "password-of-" + node }
 
-// outageVerifier is a Verifier over s with remembered digests, closed
+// digestVerifier is a Verifier over s with remembered digests, closed
 // when the test ends; opts may add options.
-func outageVerifier(t *testing.T, s *Store, opts verify.Options) *verify.Verifier {
+func digestVerifier(t *testing.T, s *Store, opts verify.Options) *verify.Verifier {
 	t.Helper()
 	opts.Params, opts.DigestKey = testParams, digestKey
 	v, err := verify.New(s, &opts)
@@ -97,12 +97,16 @@ func isStoreError(err error) bool {
 		!errors.Is(err, verify.ErrOverloaded) && !errors.Is(err, verify.ErrClosed)
 }
 
-// enrollElsewhere stores the hash of password(node) for each node, as
-// another server would, with no digest.
-func enrollElsewhere(t *testing.T, other *Store, nodes []string) {
+// enrollElsewhere stores the hash of password(node) at params for each
+// node, as another server would, with no digest.
+func enrollElsewhere(t *testing.T, other *Store, params verify.Params, nodes []string) {
 	t.Helper()
 	for _, node := range nodes {
-		if err := other.Create(t.Context(), node, mustHash(t, password(node))); err != nil {
+		h, err := verify.GenerateFromPassword(password(node), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Create(t.Context(), node, h); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +134,7 @@ func TestAPIServerRestart(t *testing.T) {
 	cfg, req := counted(srv.Node)
 	s := apiStore(t, cfg, true)
 	other := apiStore(t, srv.Node, false) // another server
-	v := outageVerifier(t, s, verify.Options{})
+	v := digestVerifier(t, s, verify.Options{})
 
 	mine, theirs := names(t, "mine", 20), names(t, "theirs", 5)
 	for _, node := range mine {
@@ -138,7 +142,7 @@ func TestAPIServerRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	enrollElsewhere(t, other, theirs)
+	enrollElsewhere(t, other, testParams, theirs)
 	await(t, "the digests of the nodes enrolled here", func() bool { return v.Stats().DigestWrites == uint64(len(mine)) })
 	await(t, "the other server's secrets in the cache", func() bool {
 		for _, node := range theirs {
@@ -159,7 +163,7 @@ func TestAPIServerRestart(t *testing.T) {
 	// Enrolled nodes verify from the cache: on a new Verifier, from the
 	// digests remembered on their secrets, or with scrypt over the hash
 	// the cache holds. Their digests cannot be written.
-	fresh := outageVerifier(t, s, verify.Options{})
+	fresh := digestVerifier(t, s, verify.Options{})
 	for _, node := range append(mine, theirs...) {
 		if err := fresh.Ensure(t.Context(), node, password(node)); err != nil {
 			t.Errorf("%s during the outage: %v", node, err)
@@ -186,7 +190,7 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	// With FailOpen it is let in, or fails as without.
 	reported := make(chan error, 1)
-	open := outageVerifier(t, s, verify.Options{FailOpen: &verify.FailOpen{OnDeferred: func(_ string, err error) { reported <- err }}})
+	open := digestVerifier(t, s, verify.Options{FailOpen: &verify.FailOpen{OnDeferred: func(_ string, err error) { reported <- err }}})
 	errOpen := open.Ensure(ctx, openNode, "open")
 	if errOpen != nil && !isStoreError(errOpen) {
 		t.Errorf("a new enrollment during the outage with FailOpen: %v; want let in or a store error", errOpen)
@@ -201,7 +205,7 @@ func TestAPIServerRestart(t *testing.T) {
 	// The informer resyncs: a secret another server writes now reaches
 	// the cache (the Store never read it directly).
 	late := nodeName(t, "late")
-	enrollElsewhere(t, other, []string{late})
+	enrollElsewhere(t, other, testParams, []string{late})
 	await(t, "the cache to see a secret written after the restart", func() bool {
 		_, err := s.Get(t.Context(), late)
 		return err == nil
@@ -248,22 +252,13 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 	// is still queued when the API server dies.
 	params := verify.Params{LogN: 10, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
 	enrolled, newNodes := names(t, "enrolled", 200), names(t, "new", 200)
-	other := apiStore(t, srv.Node, false)
-	for _, node := range enrolled {
-		h, err := verify.GenerateFromPassword(password(node), params)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := other.Create(t.Context(), node, h); err != nil {
-			t.Fatal(err)
-		}
-	}
+	enrollElsewhere(t, apiStore(t, srv.Node, false), params, enrolled)
 	await(t, "the enrolled nodes in the cache", func() bool {
 		_, err := s.Get(t.Context(), enrolled[len(enrolled)-1])
 		return err == nil
 	})
 	before := nodeSecrets(t, admin)
-	v := outageVerifier(t, s, verify.Options{Params: params})
+	v := digestVerifier(t, s, verify.Options{Params: params})
 	agents := int64(len(enrolled) + len(newNodes) + 50)
 
 	var (
@@ -405,7 +400,7 @@ func TestAPIServerOutageMidHerd(t *testing.T) {
 
 	// A new Verifier over a new Store checks every digest written: a hit
 	// for a node with one, one scrypt for a node without.
-	check := outageVerifier(t, apiStore(t, srv.Node, true), verify.Options{})
+	check := digestVerifier(t, apiStore(t, srv.Node, true), verify.Options{})
 	all := append(enrolled, newNodes...)
 	secrets, digests := nodeSecrets(t, admin), 0
 	for _, node := range all {

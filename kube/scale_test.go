@@ -19,7 +19,7 @@ import (
 	"github.com/nodepass/nodepass/verify"
 )
 
-// ScaleEnv sets the number of nodes of TestAPIServerScale (default 500).
+// scaleEnv sets the number of nodes of TestAPIServerScale (default 500).
 const scaleEnv = "NODEPASS_SCALE_NODES"
 
 // scaleNodes returns TestAPIServerScale's number of nodes.
@@ -94,10 +94,7 @@ func TestAPIServerScale(t *testing.T) {
 	}
 	enrollCfg, enrollReqs := counted(srv.Node)
 	enroller := apiStoreWith(t, enrollCfg, &Options{DigestWrites: 1000}, true)
-	v, err := verify.New(enroller, &verify.Options{Params: testParams, DigestKey: digestKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := digestVerifier(t, enroller, verify.Options{})
 	const batch = 1000 // under the Verifier's queue of digests to write
 	for from := 0; from < n; from += batch {
 		to := min(from+batch, n)
@@ -152,10 +149,7 @@ func TestAPIServerScale(t *testing.T) {
 	stores = append(stores, apiStore(t, cfgs[1], true), apiStore(t, cfgs[2], true))
 	servers := make([]*verify.Verifier, 3)
 	for i, s := range stores {
-		if servers[i], err = verify.New(s, &verify.Options{Params: testParams, DigestKey: digestKey}); err != nil {
-			t.Fatal(err)
-		}
-		defer servers[i].Close()
+		servers[i] = digestVerifier(t, s, verify.Options{})
 	}
 	var base, baseInformer [3]int
 	for i := range reqs {

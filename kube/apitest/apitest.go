@@ -239,7 +239,7 @@ func (s *Server) launch(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.waitReady(ctx, s.certFile, s.adminToken, api)
+	return s.waitReady(ctx, api)
 }
 
 // startBoth starts etcd, then kube-apiserver, which it returns.
@@ -322,7 +322,7 @@ func (s *Server) config(ca []byte, token, user string) *rest.Config {
 // waitReady waits for the API server's certificate, then polls readyz
 // until it answers 200, the API server exits, or ctx ends. It returns the
 // certificate file's PEM, which the clients trust.
-func (s *Server) waitReady(ctx context.Context, certFile, token string, api *process) ([]byte, error) {
+func (s *Server) waitReady(ctx context.Context, api *process) ([]byte, error) {
 	var (
 		ca     []byte
 		client *http.Client
@@ -330,7 +330,7 @@ func (s *Server) waitReady(ctx context.Context, certFile, token string, api *pro
 	)
 	for {
 		if client == nil {
-			if data, err := os.ReadFile(certFile); err == nil {
+			if data, err := os.ReadFile(s.certFile); err == nil {
 				pool := x509.NewCertPool()
 				if pool.AppendCertsFromPEM(data) {
 					ca = data
@@ -345,7 +345,7 @@ func (s *Server) waitReady(ctx context.Context, certFile, token string, api *pro
 			if err != nil {
 				return nil, fmt.Errorf("apitest: %w", err)
 			}
-			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Authorization", "Bearer "+s.adminToken)
 			resp, err := client.Do(req)
 			if err == nil {
 				body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
