@@ -1,0 +1,116 @@
+// Package statefile writes files so that a crash never leaves half of
+// one, and keeps the list of servers an agent knows across restarts.
+// The agent's Client and its load balancer both use it.
+package statefile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// WriteFile writes data to path atomically: into a temporary file in
+// path's directory (created with perm), synced, then renamed over path,
+// and the directory synced. A reader sees the old file or the new one,
+// never a part of either. Missing directories are created (mode 0700).
+func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("statefile: writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("statefile: syncing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	// The rename is durable once the directory is; a directory that
+	// cannot be opened or synced (some file systems) leaves it to the OS.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Servers is what an agent knows of its servers: the one it was
+// configured with and every address it has learnt since. Its JSON
+// matches the file k3s's agent load balancer keeps
+// (<data-dir>/etc/<name>.json), so either can read the other's.
+type Servers struct {
+	Default   string   `json:"ServerURL"`
+	Addresses []string `json:"ServerAddresses"`
+}
+
+// ErrCorrupt is wrapped by Load when the file exists but is not a
+// server list.
+var ErrCorrupt = errors.New("statefile: corrupt server list")
+
+// maxFile bounds the state file read: a list of thousands of addresses
+// is far less.
+const maxFile = 1 << 20
+
+// Load reads the server list at path. A missing file is an empty list
+// and no error; a file that cannot be parsed, is too large or holds an
+// empty address is an error wrapping ErrCorrupt (callers log it and go
+// on without the list).
+func Load(path string) (Servers, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Servers{}, nil
+	}
+	if err != nil {
+		return Servers{}, fmt.Errorf("statefile: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return Servers{}, fmt.Errorf("statefile: reading %s: %w", path, err)
+	}
+	if len(data) > maxFile {
+		return Servers{}, fmt.Errorf("%w: %s is over %d bytes", ErrCorrupt, path, maxFile)
+	}
+	var s Servers
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Servers{}, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+	}
+	for _, a := range s.Addresses {
+		if a == "" {
+			return Servers{}, fmt.Errorf("%w: %s: an empty address", ErrCorrupt, path)
+		}
+	}
+	return s, nil
+}
+
+// Save writes s to path atomically (see WriteFile), mode 0600.
+func Save(path string, s Servers) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("statefile: %w", err)
+	}
+	return WriteFile(path, data, 0o600)
+}
