@@ -54,6 +54,9 @@ type Options struct {
 	// DigestStore: at least MinDigestKeyLen secret bytes, every server's.
 	DigestKey []byte
 	Cache     *cache.Options // the verified-tuple cache's; nil: its defaults
+	// Tokens, if not nil, holds the join tokens' hashes by basic-auth
+	// user, for VerifyToken (ReadTokenFile reads k3s's passwd file).
+	Tokens Store
 	// Observer, if not nil, is told each computation's time and queue wait.
 	Observer Observer
 }

@@ -44,6 +44,7 @@ type Verifier struct {
 	wg           sync.WaitGroup                // enrollments' Creates and their retries
 	quiet        *time.Timer                   // releases idle scrypt buffers (releaseLater)
 	createFailed atomic.Pointer[createFailure] // the last Create that failed, nil after one succeeds
+	tokenNames   sync.Map                      // token user → its name (tokenName)
 	kindsMu      sync.Mutex
 	kinds        map[batchKind]int // batches run, by kind (see firstBatch)
 
@@ -365,7 +366,7 @@ func (v *Verifier) lookup(ctx context.Context, node, stored, password string, re
 func (v *Verifier) digestHit(node, stored string, key, pair cache.Key) error {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
-		return fmt.Errorf("%w (stored for node %q)", err, node)
+		return fmt.Errorf("%w (stored for %s)", err, displayName(node))
 	}
 	v.stats.digestHits.Add(1)
 	v.recordMatch(node, pair, key, len(h.key))
@@ -426,7 +427,7 @@ func (v *Verifier) fromPair(key, pair cache.Key) (o cache.Outcome, knownReject, 
 func (v *Verifier) compute(ctx context.Context, node, stored, password string, key, pair cache.Key, doubted bool) (err error) {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
-		return fmt.Errorf("%w (stored for node %q)", err, node)
+		return fmt.Errorf("%w (stored for %s)", err, displayName(node))
 	}
 	t := &task{node: node, password: password, key: key, stored: stored, h: h, pair: pair}
 	r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Class: classOf(h.logN, h.r, h.p), Task: t, Doubted: doubted}

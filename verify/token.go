@@ -1,0 +1,176 @@
+package verify
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Join tokens.
+//
+// A k3s or RKE2 agent sends its join token on every request but
+// /cacerts, as basic auth "node:<password>", and the server checks it
+// against a scrypt hash of each token it knows (its passwd file, hashed
+// when it loads). Upstream runs that scrypt on every request, about
+// seven per agent attempt. [Verifier.VerifyToken] checks it with the
+// machinery node passwords use: the verified (user, stored hash,
+// password) tuple is cached under an HMAC key, so each costs at most one
+// scrypt per process; concurrent first checks share one computation; a
+// user's other passwords are refused without scrypt once one is
+// verified; and computations queue fairly beside the nodes', each user a
+// name of its own, so a token guesser gets a user's share of the queue
+// and no more.
+
+// tokenPrefix starts the name a token user has in the cache keys, the
+// queue and the failure counts. Node names never contain a NUL (see
+// checkRaw), so no user shares a name with a node.
+const tokenPrefix = "\x00token\x00"
+
+// maxUserLen bounds a token user's name.
+const maxUserLen = 256
+
+// VerifyToken checks a basic-auth token: password against the hash
+// Options.Tokens stores for user. It returns nil on a match, or an error
+// wrapping ErrInvalidInput (an empty or malformed user or password; the
+// store is not asked), ErrNotFound (no such user, or no Options.Tokens),
+// ErrMismatchedHashAndPassword, ErrInvalidHash (the stored hash),
+// ErrOverloaded, ErrClosed or the store's error, as Verify does. User
+// names are compared as they are, case and all, as k3s does. ctx bounds
+// the store read and the wait, as for Verify.
+func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error {
+	if v.closed.Load() {
+		return ErrClosed
+	}
+	if err := v.checkUser(user, password); err != nil {
+		return err
+	}
+	if v.opts.Tokens == nil {
+		return fmt.Errorf("%w: token user %q: the Verifier has no Options.Tokens", ErrNotFound, user)
+	}
+	stored, err := v.getToken(ctx, user)
+	if err != nil {
+		return err
+	}
+	return v.verifyStored(ctx, v.tokenName(user), stored, password, nil)
+}
+
+// checkUser refuses a token user or password no store should see.
+func (v *Verifier) checkUser(user, password string) error {
+	switch {
+	case user == "":
+		return fmt.Errorf("%w: empty token user", ErrInvalidInput)
+	case len(user) > maxUserLen:
+		return fmt.Errorf("%w: token user is %d bytes, limit %d", ErrInvalidInput, len(user), maxUserLen)
+	case password == "":
+		return fmt.Errorf("%w: empty token", ErrInvalidInput)
+	case len(password) > v.opts.Limits.MaxPasswordLen:
+		return fmt.Errorf("%w: token is %d bytes, limit %d", ErrInvalidInput, len(password), v.opts.Limits.MaxPasswordLen)
+	case !utf8.ValidString(user):
+		return fmt.Errorf("%w: token user is not valid UTF-8", ErrInvalidInput)
+	}
+	for i := 0; i < len(user); i++ {
+		if c := user[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: token user contains control character %#x", ErrInvalidInput, c)
+		}
+	}
+	return nil
+}
+
+// getToken reads user's token hash from Options.Tokens.
+func (v *Verifier) getToken(ctx context.Context, user string) (stored string, err error) {
+	defer v.recoverStore("token Get", user, &err)
+	stored, err = v.opts.Tokens.Get(ctx, user)
+	return stored, v.storeErr("token Get", user, err)
+}
+
+// tokenName returns user's name in the cache keys, the queue and the
+// failure counts: tokenPrefix and user. Names are kept, one per user
+// whose hash the store had, so that a cache hit allocates nothing.
+func (v *Verifier) tokenName(user string) string {
+	if n, ok := v.tokenNames.Load(user); ok {
+		return n.(string)
+	}
+	n, _ := v.tokenNames.LoadOrStore(user, tokenPrefix+user)
+	return n.(string)
+}
+
+// displayName is how a name appears in error messages: a node's as is,
+// a token user's as "token user" and the user, a Hasher's (the hash
+// itself) as "the hash given".
+func displayName(name string) string {
+	if user, ok := strings.CutPrefix(name, tokenPrefix); ok {
+		return fmt.Sprintf("token user %q", user)
+	}
+	if strings.HasPrefix(name, "$") {
+		return "the hash given"
+	}
+	return fmt.Sprintf("node %q", name)
+}
+
+// ReadTokenFile reads a k3s passwd file: CSV lines of
+// password,user,uid[,groups], as k3s's server keeps its join tokens
+// (<data-dir>/server/cred/passwd). It hashes each password with p, as
+// k3s does when it loads the file (one scrypt each), into a MemoryStore
+// of user → hash for Options.Tokens; no password is kept. A line with
+// fewer than three fields, an empty password or user, a user that
+// VerifyToken would refuse, or a user given twice is an error naming
+// the line (k3s keeps the last of a duplicate; a second token for one
+// user is refused here, as a file that says two things). On any error
+// nothing is returned.
+func ReadTokenFile(r io.Reader, p Params) (*MemoryStore, error) {
+	if p == (Params{}) {
+		p = DefaultParams
+	}
+	if err := p.validate(Limits{}); err != nil {
+		return nil, fmt.Errorf("verify: token file: %w", err)
+	}
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	type entry struct{ user, password string }
+	var entries []entry
+	lines := map[string]int{} // user -> the line it was first given on
+	check := &Verifier{opts: Options{Limits: Limits{MaxPasswordLen: defaultMaxPasswordLen}}}
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		var pe *csv.ParseError
+		switch {
+		case errors.As(err, &pe):
+			return nil, fmt.Errorf("verify: token file line %d: %v", pe.Line, pe.Err)
+		case err != nil:
+			return nil, fmt.Errorf("verify: token file: %w", err)
+		}
+		line, _ := cr.FieldPos(0) // a record read has a field 0
+		switch {
+		case len(rec) < 3:
+			return nil, fmt.Errorf("verify: token file line %d: %d fields, want at least 3 (password,user,uid[,groups])", line, len(rec))
+		}
+		if err := check.checkUser(rec[1], rec[0]); err != nil {
+			return nil, fmt.Errorf("verify: token file line %d: %w", line, err)
+		}
+		if first, dup := lines[rec[1]]; dup {
+			return nil, fmt.Errorf("verify: token file line %d: user %q was given on line %d already", line, rec[1], first)
+		}
+		lines[rec[1]] = line
+		entries = append(entries, entry{user: strings.Clone(rec[1]), password: strings.Clone(rec[0])})
+	}
+	if len(entries) == 0 {
+		return nil, errors.New("verify: token file holds no token")
+	}
+	s := NewMemoryStore()
+	for _, e := range entries {
+		h, err := GenerateFromPassword(e.password, p)
+		if err != nil {
+			return nil, fmt.Errorf("verify: token file: hashing the token of user %q: %w", e.user, err)
+		}
+		s.Set(e.user, h)
+	}
+	return s, nil
+}
