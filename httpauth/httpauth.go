@@ -9,7 +9,16 @@
 //	500 Internal Server Error store failure
 //
 // On success the wrapped handler runs with the verified Node in the request
-// context (see NodeFromContext). Every failure is answered with a fixed
+// context (see NodeFromContext).
+//
+// With Options.Tokens, Auth also checks the join token k3s agents send as
+// basic auth ("node:<password>") on every request but /cacerts, before
+// the node password, as k3s's supervisor does; TokenHandler checks the
+// token alone, for the routes that need no node password (the
+// configuration, the CA files, the kube-proxy and controller
+// certificates). A missing, malformed or wrong token, or an unknown user,
+// is answered 401 with WWW-Authenticate: Basic, and the token's failures
+// otherwise as the node password's (503 with Retry-After, 500). Every failure is answered with a fixed
 // text for its status; the details (which field was wrong, what the store
 // said) go to the Logger only.
 //
@@ -50,6 +59,13 @@ type Verifier interface {
 	Ensure(ctx context.Context, node, password string) error
 }
 
+// TokenVerifier checks a basic-auth join token. *verify.Verifier
+// implements it (Options.Tokens, VerifyToken); so can any other
+// implementation that returns the verify package's errors.
+type TokenVerifier interface {
+	VerifyToken(ctx context.Context, user, password string) error
+}
+
 // Options configure an Auth. A nil *Options means the defaults.
 type Options struct {
 	// Program selects the header prefix: "k3s" (default) reads
@@ -60,6 +76,10 @@ type Options struct {
 	// Logger receives server-side failures (store errors, corrupt stored
 	// hashes). nil means slog.Default().
 	Logger *slog.Logger
+	// Tokens, if not nil, checks the basic-auth join token of every
+	// request Auth handles, before the node password. nil: no token
+	// check, and TokenHandler refuses every request.
+	Tokens TokenVerifier
 }
 
 // Node is a verified node.
@@ -75,6 +95,8 @@ type Node struct {
 // zero value is not usable, use New.
 type Auth struct {
 	v                  Verifier
+	tokens             TokenVerifier
+	challenge          string // the WWW-Authenticate value of a 401
 	log                *slog.Logger
 	nameHdr, pwHdr, ip string
 	undated            sync.Once // warns of ConnContext without ArrivalHandler
@@ -102,11 +124,13 @@ func New(v Verifier, opts *Options) (*Auth, error) {
 	}
 	prefix := http.CanonicalHeaderKey(o.Program + "-Node-")
 	return &Auth{
-		v:       v,
-		log:     o.Logger,
-		nameHdr: prefix + "Name",
-		pwHdr:   prefix + "Password",
-		ip:      prefix + "Ip",
+		v:         v,
+		tokens:    o.Tokens,
+		challenge: fmt.Sprintf("Basic realm=%q", o.Program),
+		log:       o.Logger,
+		nameHdr:   prefix + "Name",
+		pwHdr:     prefix + "Password",
+		ip:        prefix + "Ip",
 	}, nil
 }
 
@@ -118,11 +142,72 @@ func NodeFromContext(ctx context.Context) (Node, bool) {
 	return n, ok
 }
 
+type userKey struct{}
+
+// TokenUser returns the basic-auth user whose join token Auth verified
+// for this request.
+func TokenUser(ctx context.Context) (string, bool) {
+	u, ok := ctx.Value(userKey{}).(string)
+	return u, ok
+}
+
+// TokenHandler returns a handler that checks each request's join token
+// (Options.Tokens) and, on success, calls next with the user in the
+// request context (see TokenUser). Without Options.Tokens it refuses
+// every request with 500 and logs why: a route meant to be guarded is
+// never left open. Middleware and HandlerFunc inside it do not check the
+// token again.
+func (a *Auth) TokenHandler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.tokens == nil {
+			a.log.ErrorContext(r.Context(), "httpauth: TokenHandler without Options.Tokens refuses every request")
+			http.Error(w, "internal error: no token check configured", http.StatusInternalServerError)
+			return
+		}
+		if r, ok := a.checkToken(w, r); ok {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// checkToken verifies r's join token, unless an outer handler did, and
+// answers r when it fails. It returns r with the verified user.
+func (a *Auth) checkToken(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	if _, done := TokenUser(r.Context()); done {
+		return r, true
+	}
+	user, password, ok := r.BasicAuth()
+	if !ok || user == "" || password == "" {
+		a.unauthorized(w, "missing join token (basic auth)")
+		return r, false
+	}
+	err := a.tokens.VerifyToken(r.Context(), user, password)
+	switch {
+	case err == nil:
+		return r.WithContext(context.WithValue(r.Context(), userKey{}, user)), true
+	case errors.Is(err, verify.ErrMismatchedHashAndPassword), errors.Is(err, verify.ErrNotFound),
+		errors.Is(err, verify.ErrInvalidInput):
+		a.unauthorized(w, "join token rejected")
+	case errors.Is(err, verify.ErrInvalidHash):
+		a.log.ErrorContext(r.Context(), "httpauth: stored join token hash is invalid; rewrite the token file", "user", user, "err", err)
+		a.unauthorized(w, "join token rejected")
+	default:
+		a.failOther(w, r, "join token check failed", "user", user, err)
+	}
+	return r, false
+}
+
+// unauthorized answers 401 with the basic-auth challenge.
+func (a *Auth) unauthorized(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", a.challenge)
+	http.Error(w, msg, http.StatusUnauthorized)
+}
+
 // Middleware returns a handler that verifies each request and, on success,
 // calls next with the verified Node in the request context.
 func (a *Auth) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if node, ok := a.check(w, r); ok {
+		if r, node, ok := a.check(w, r); ok {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, node)))
 		}
 	})
@@ -132,14 +217,27 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 // that verifies each request first.
 func (a *Auth) HandlerFunc(fn func(http.ResponseWriter, *http.Request, Node)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if node, ok := a.check(w, r); ok {
+		if r, node, ok := a.check(w, r); ok {
 			fn(w, r, node)
 		}
 	})
 }
 
-// check verifies r and answers it when verification fails.
-func (a *Auth) check(w http.ResponseWriter, r *http.Request) (Node, bool) {
+// check verifies r's join token (with Options.Tokens) and node
+// password, and answers r when either fails.
+func (a *Auth) check(w http.ResponseWriter, r *http.Request) (*http.Request, Node, bool) {
+	if a.tokens != nil {
+		var ok bool
+		if r, ok = a.checkToken(w, r); !ok {
+			return r, Node{}, false
+		}
+	}
+	node, ok := a.checkNode(w, r)
+	return r, node, ok
+}
+
+// checkNode verifies r's node password and answers r when it fails.
+func (a *Auth) checkNode(w http.ResponseWriter, r *http.Request) (Node, bool) {
 	node, password, err := a.parse(r.Header)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -175,9 +273,8 @@ func (a *Auth) parse(h http.Header) (Node, string, error) {
 	return Node{Name: strings.ToLower(names[0]), IP: h.Get(a.ip)}, pws[0], nil
 }
 
-// fail answers a failed verification.
+// fail answers a failed node password check.
 func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err error) {
-	var retry interface{ RetryAfter() time.Duration }
 	switch {
 	case errors.Is(err, verify.ErrMismatchedHashAndPassword):
 		http.Error(w, "node password rejected", http.StatusForbidden)
@@ -189,6 +286,17 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 		http.Error(w, "invalid node name or password", http.StatusBadRequest)
 	case errors.Is(err, verify.ErrNotFound):
 		http.Error(w, "unknown node", http.StatusUnauthorized)
+	default:
+		a.failOther(w, r, "node password check failed", "node", node, err)
+	}
+}
+
+// failOther answers a failed check whose error is not about the
+// credentials: overload and shutdown (503), a client that left, and
+// anything else (500, logged with what was checked, key = who).
+func (a *Auth) failOther(w http.ResponseWriter, r *http.Request, what, key, who string, err error) {
+	var retry interface{ RetryAfter() time.Duration }
+	switch {
 	case errors.As(err, &retry) || errors.Is(err, verify.ErrOverloaded):
 		secs := 1
 		if retry != nil {
@@ -205,8 +313,8 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 		// The client has gone; nobody reads this answer.
 		http.Error(w, "request cancelled", http.StatusServiceUnavailable)
 	default:
-		a.log.ErrorContext(r.Context(), "httpauth: node password check failed", "node", node, "err", err)
-		http.Error(w, "internal error checking node password", http.StatusInternalServerError)
+		a.log.ErrorContext(r.Context(), "httpauth: "+what, key, who, "err", err)
+		http.Error(w, "internal error: "+what, http.StatusInternalServerError)
 	}
 }
 
