@@ -73,12 +73,18 @@ func NewHasher(opts *Options) (*Hasher, error) {
 // CreateHash hashes secretKey with a fresh random salt and Options.Params,
 // in k3s's format, on one of the Verifier's slots.
 func (h *Hasher) CreateHash(secretKey string) (string, error) {
-	v := h.v
+	return h.v.hashOnly(secretKey)
+}
+
+// hashOnly hashes secret with Options.Params on one of v's slots and
+// records it as verified against the hash made, the hash as its name
+// (see Hasher).
+func (v *Verifier) hashOnly(secret string) (string, error) {
 	if v.closed.Load() {
 		return "", ErrClosed
 	}
-	if len(secretKey) > v.opts.Limits.MaxPasswordLen {
-		return "", fmt.Errorf("%w: key is %d bytes, limit %d", ErrInvalidInput, len(secretKey), v.opts.Limits.MaxPasswordLen)
+	if len(secret) > v.opts.Limits.MaxPasswordLen {
+		return "", fmt.Errorf("%w: key is %d bytes, limit %d", ErrInvalidInput, len(secret), v.opts.Limits.MaxPasswordLen)
 	}
 	// Each call is a job of its own, under a name of its own: two
 	// callers hashing one key get two salts, as with k3s.
@@ -87,7 +93,7 @@ func (h *Hasher) CreateHash(secretKey string) (string, error) {
 		return "", fmt.Errorf("verify: reading random nonce: %w", err)
 	}
 	name := "\x00create\x00" + hex.EncodeToString(nonce[:])
-	t := &task{node: name, password: secretKey, key: v.cache.Key(name, "", secretKey), hashOnly: true}
+	t := &task{node: name, password: secret, key: v.cache.Key(name, "", secret), hashOnly: true}
 	p := v.opts.Params
 	err := v.share(context.Background(), sched.Request{Key: sched.Key(t.key), Name: name, Work: v.enrollWork,
 		Class: classOf(p.LogN, p.R, p.P), Task: t})

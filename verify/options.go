@@ -55,7 +55,8 @@ type Options struct {
 	DigestKey []byte
 	Cache     *cache.Options // the verified-tuple cache's; nil: its defaults
 	// Tokens, if not nil, holds the join tokens' hashes by basic-auth
-	// user, for VerifyToken (ReadTokenFile reads k3s's passwd file).
+	// user, for VerifyToken; Verifier.LoadTokens reads k3s's passwd file
+	// instead.
 	Tokens Store
 	// Observer, if not nil, is told each computation's time and queue wait.
 	Observer Observer

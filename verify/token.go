@@ -34,7 +34,7 @@ const tokenPrefix = "\x00token\x00"
 const maxUserLen = 256
 
 // VerifyToken checks a basic-auth token: password against the hash
-// Options.Tokens stores for user. It returns nil on a match, or an error
+// Options.Tokens stores for user, or LoadTokens loaded. It returns nil on a match, or an error
 // wrapping ErrInvalidInput (an empty or malformed user or password; the
 // store is not asked), ErrNotFound (no such user, or no Options.Tokens),
 // ErrMismatchedHashAndPassword, ErrInvalidHash (the stored hash),
@@ -48,10 +48,11 @@ func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error
 	if err := v.checkUser(user, password); err != nil {
 		return err
 	}
-	if v.opts.Tokens == nil {
-		return fmt.Errorf("%w: token user %q: the Verifier has no Options.Tokens", ErrNotFound, user)
+	tokens := v.tokens()
+	if tokens == nil {
+		return fmt.Errorf("%w: token user %q: the Verifier has no tokens (Options.Tokens, LoadTokens)", ErrNotFound, user)
 	}
-	stored, err := v.getToken(ctx, user)
+	stored, err := v.getToken(ctx, tokens, user)
 	if err != nil {
 		return err
 	}
@@ -80,10 +81,22 @@ func (v *Verifier) checkUser(user, password string) error {
 	return nil
 }
 
-// getToken reads user's token hash from Options.Tokens.
-func (v *Verifier) getToken(ctx context.Context, user string) (stored string, err error) {
+// tokens returns where VerifyToken reads: Options.Tokens, or what
+// LoadTokens loaded; nil if neither.
+func (v *Verifier) tokens() Store {
+	if v.opts.Tokens != nil {
+		return v.opts.Tokens
+	}
+	if s := v.loaded.Load(); s != nil {
+		return s
+	}
+	return nil
+}
+
+// getToken reads user's token hash from tokens.
+func (v *Verifier) getToken(ctx context.Context, tokens Store, user string) (stored string, err error) {
 	defer v.recoverStore("token Get", user, &err)
-	stored, err = v.opts.Tokens.Get(ctx, user)
+	stored, err = tokens.Get(ctx, user)
 	return stored, v.storeErr("token Get", user, err)
 }
 
@@ -111,30 +124,53 @@ func displayName(name string) string {
 	return fmt.Sprintf("node %q", name)
 }
 
-// ReadTokenFile reads a k3s passwd file: CSV lines of
-// password,user,uid[,groups], as k3s's server keeps its join tokens
-// (<data-dir>/server/cred/passwd). It hashes each password with p, as
-// k3s does when it loads the file (one scrypt each), into a MemoryStore
-// of user → hash for Options.Tokens; no password is kept. A line with
-// fewer than three fields, an empty password or user, a user that
-// VerifyToken would refuse, or a user given twice is an error naming
-// the line (k3s keeps the last of a duplicate; a second token for one
-// user is refused here, as a file that says two things). On any error
-// nothing is returned.
-func ReadTokenFile(r io.Reader, p Params) (*MemoryStore, error) {
-	if p == (Params{}) {
-		p = DefaultParams
+// LoadTokens reads a k3s passwd file, CSV lines of
+// password,user,uid[,groups] as k3s's server keeps its join tokens
+// (<data-dir>/server/cred/passwd), and makes it what VerifyToken checks,
+// replacing what an earlier call loaded. Each password is hashed with
+// Options.Params on the Verifier's slots, as k3s hashes them when it
+// loads the file (one scrypt each), and recorded as verified: VerifyToken
+// costs no scrypt for it. No password is kept. A line with fewer than
+// three fields, an empty password or user, a user VerifyToken would
+// refuse, or a user given twice is an error naming the line (k3s keeps
+// the last of a duplicate; a file that says two things is refused here),
+// and then nothing is loaded. It fails if Options.Tokens is set: the
+// tokens come from one place.
+func (v *Verifier) LoadTokens(r io.Reader) error {
+	if v.opts.Tokens != nil {
+		return errors.New("verify: LoadTokens: Options.Tokens is set; the tokens come from one place")
 	}
-	if err := p.validate(Limits{}); err != nil {
-		return nil, fmt.Errorf("verify: token file: %w", err)
+	entries, err := v.parseTokenFile(r)
+	if err != nil {
+		return err
 	}
+	s := NewMemoryStore()
+	for _, e := range entries {
+		h, err := v.hashOnly(e.password)
+		if err != nil {
+			return fmt.Errorf("verify: token file: hashing the token of user %q: %w", e.user, err)
+		}
+		// The hash was recorded as verified under its own name (see
+		// hashOnly); VerifyToken asks under the user's.
+		v.recordMatch(v.tokenName(e.user), v.cache.PairKey(v.tokenName(e.user), h),
+			v.cache.Key(v.tokenName(e.user), h, e.password), v.opts.Params.KeyLen)
+		s.Set(e.user, h)
+	}
+	v.loaded.Store(s)
+	return nil
+}
+
+// tokenEntry is one line of a passwd file.
+type tokenEntry struct{ user, password string }
+
+// parseTokenFile reads a passwd file's users and passwords (see
+// LoadTokens).
+func (v *Verifier) parseTokenFile(r io.Reader) ([]tokenEntry, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
-	type entry struct{ user, password string }
-	var entries []entry
+	var entries []tokenEntry
 	lines := map[string]int{} // user -> the line it was first given on
-	check := &Verifier{opts: Options{Limits: Limits{MaxPasswordLen: defaultMaxPasswordLen}}}
 	for {
 		rec, err := cr.Read()
 		if err == io.EOF {
@@ -148,29 +184,20 @@ func ReadTokenFile(r io.Reader, p Params) (*MemoryStore, error) {
 			return nil, fmt.Errorf("verify: token file: %w", err)
 		}
 		line, _ := cr.FieldPos(0) // a record read has a field 0
-		switch {
-		case len(rec) < 3:
+		if len(rec) < 3 {
 			return nil, fmt.Errorf("verify: token file line %d: %d fields, want at least 3 (password,user,uid[,groups])", line, len(rec))
 		}
-		if err := check.checkUser(rec[1], rec[0]); err != nil {
+		if err := v.checkUser(rec[1], rec[0]); err != nil {
 			return nil, fmt.Errorf("verify: token file line %d: %w", line, err)
 		}
 		if first, dup := lines[rec[1]]; dup {
 			return nil, fmt.Errorf("verify: token file line %d: user %q was given on line %d already", line, rec[1], first)
 		}
 		lines[rec[1]] = line
-		entries = append(entries, entry{user: strings.Clone(rec[1]), password: strings.Clone(rec[0])})
+		entries = append(entries, tokenEntry{user: strings.Clone(rec[1]), password: strings.Clone(rec[0])})
 	}
 	if len(entries) == 0 {
 		return nil, errors.New("verify: token file holds no token")
 	}
-	s := NewMemoryStore()
-	for _, e := range entries {
-		h, err := GenerateFromPassword(e.password, p)
-		if err != nil {
-			return nil, fmt.Errorf("verify: token file: hashing the token of user %q: %w", e.user, err)
-		}
-		s.Set(e.user, h)
-	}
-	return s, nil
+	return entries, nil
 }

@@ -232,30 +232,57 @@ func TestTokenGuessersQueueFairly(t *testing.T) {
 	}
 }
 
-func TestReadTokenFile(t *testing.T) {
+// TestLoadTokens: a passwd file's tokens, hashed once each at load and
+// known as verified: checking them costs no scrypt.
+func TestLoadTokens(t *testing.T) {
 	const file = "tok1,node,node,k3s:agent\n" +
 		"tok2,server,server,\"k3s:server,system:masters\"\n"
-	s, err := ReadTokenFile(strings.NewReader(file), testParams)
-	if err != nil {
+	v := newTestVerifier(t, NewMemoryStore(), nil)
+	if err := v.LoadTokens(strings.NewReader(file)); err != nil {
 		t.Fatal(err)
 	}
-	v := newTestVerifier(t, NewMemoryStore(), &Options{Tokens: s})
+	if st := v.Stats(); st.ScryptRuns != 2 {
+		t.Fatalf("stats %+v after loading two tokens, want 2 scrypt runs", st)
+	}
 	ctx := context.Background()
-	for user, tok := range map[string]string{"node": "tok1", "server": "tok2"} {
-		if err := v.VerifyToken(ctx, user, tok); err != nil {
-			t.Errorf("%s: %v", user, err)
+	for range 3 {
+		for user, tok := range map[string]string{"node": "tok1", "server": "tok2"} {
+			if err := v.VerifyToken(ctx, user, tok); err != nil {
+				t.Errorf("%s: %v", user, err)
+			}
 		}
 	}
 	if err := v.VerifyToken(ctx, "node", "tok2"); !errors.Is(err, ErrMismatchedHashAndPassword) {
 		t.Errorf("another user's token: %v", err)
 	}
-	h, _ := s.Get(ctx, "node")
+	if st := v.Stats(); st.ScryptRuns != 2 || st.KnownMatchRejects != 1 {
+		t.Fatalf("stats %+v: want no scrypt after the load", st)
+	}
+	h, _ := v.tokens().Get(ctx, "node")
 	if strings.Contains(h, "tok1") || !strings.HasPrefix(h, "$1:") {
 		t.Errorf("stored %q: want a hash, not the token", h)
 	}
+	// A bad file loads nothing: the tokens before stay.
+	if err := v.LoadTokens(strings.NewReader("new,node,node\nbad\n")); err == nil {
+		t.Fatal("a bad file loaded")
+	}
+	if err := v.VerifyToken(ctx, "node", "tok1"); err != nil {
+		t.Errorf("the tokens loaded before a bad file: %v", err)
+	}
+	// A good one replaces them.
+	if err := v.LoadTokens(strings.NewReader("new,node,node\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.VerifyToken(ctx, "server", "tok2"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a user of the replaced file: %v", err)
+	}
+	withStore := newTestVerifier(t, NewMemoryStore(), &Options{Tokens: NewMemoryStore()})
+	if err := withStore.LoadTokens(strings.NewReader("a,b,c\n")); err == nil {
+		t.Error("LoadTokens with Options.Tokens set succeeded")
+	}
 }
 
-func TestReadTokenFileErrors(t *testing.T) {
+func TestLoadTokensErrors(t *testing.T) {
 	for _, c := range []struct{ name, file, want string }{
 		{"two fields", "tok1,node,node\ntok2,server\n", "line 2: 2 fields"},
 		{"empty password", "tok1,node,node\n,server,server\n", "line 2: verify: invalid input: empty token"},
@@ -266,12 +293,16 @@ func TestReadTokenFileErrors(t *testing.T) {
 		{"empty", "", "holds no token"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := ReadTokenFile(strings.NewReader(c.file), testParams)
-			if err == nil || s != nil {
-				t.Fatalf("ReadTokenFile = %v, %v; want an error and nothing", s, err)
+			v := newTestVerifier(t, NewMemoryStore(), nil)
+			err := v.LoadTokens(strings.NewReader(c.file))
+			if err == nil {
+				t.Fatal("LoadTokens succeeded")
 			}
 			if !strings.HasPrefix(err.Error(), "verify: token file") || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %q, want it to contain %q", err, c.want)
+			}
+			if v.tokens() != nil || v.Stats().ScryptRuns != 0 {
+				t.Fatalf("a bad file hashed or loaded something: %+v", v.Stats())
 			}
 		})
 	}

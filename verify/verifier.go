@@ -45,6 +45,7 @@ type Verifier struct {
 	quiet        *time.Timer                   // releases idle scrypt buffers (releaseLater)
 	createFailed atomic.Pointer[createFailure] // the last Create that failed, nil after one succeeds
 	tokenNames   sync.Map                      // token user → its name (tokenName)
+	loaded       atomic.Pointer[MemoryStore]   // the tokens LoadTokens loaded
 	kindsMu      sync.Mutex
 	kinds        map[batchKind]int // batches run, by kind (see firstBatch)
 
