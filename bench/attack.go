@@ -48,9 +48,10 @@ const DefaultStoreSpike = 200 * time.Millisecond
 // The random streams of the agents other than the honest nodes (stream i
 // is honest node i's): far apart so that no herd size makes them meet.
 const (
-	duplicateStream = 1 << 40
-	attackerStream  = 2 << 40
-	passwordStream  = 3 << 40 // the duplicates' passwords
+	duplicateStream    = 1 << 40
+	attackerStream     = 2 << 40
+	passwordStream     = 3 << 40 // the duplicates' passwords
+	tokenGuesserStream = 4 << 40
 )
 
 // AttackResult has the figures of a run with attackers, duplicates or
@@ -82,6 +83,16 @@ type AttackResult struct {
 	GuessesShed     uint64 `json:"guesses_shed"`
 	GuessTimeouts   uint64 `json:"guess_timeouts"`
 
+	// TokenGuessers is Scenario.TokenGuessers. TokenGuesses counts their
+	// requests, TokenGuessesAccepted those answered 200 (must be 0),
+	// TokenGuessesRejected those answered 401 and TokenGuessesShed those
+	// answered 429 or 503.
+	TokenGuessers        int    `json:"token_guessers,omitempty"`
+	TokenGuesses         uint64 `json:"token_guesses,omitempty"`
+	TokenGuessesAccepted uint64 `json:"token_guesses_accepted,omitempty"`
+	TokenGuessesRejected uint64 `json:"token_guesses_rejected,omitempty"`
+	TokenGuessesShed     uint64 `json:"token_guesses_shed,omitempty"`
+
 	// Duplicates is Scenario.Duplicates. DuplicateRequests counts their
 	// requests, DuplicatesAccepted the duplicates that got a 200 (must be
 	// 0) and DuplicatesRejected their 403 answers.
@@ -100,6 +111,10 @@ type AttackResult struct {
 	// over it had ended with a match, or the server had let the node in):
 	// a server that checked for a known match when the computation got
 	// its slot would have answered them without scrypt.
+	// TokenScrypt and TokenGuessScrypt count those over the join token
+	// and over wrong tokens.
+	TokenScrypt                uint64 `json:"token_scrypt"`
+	TokenGuessScrypt           uint64 `json:"token_guess_scrypt"`
 	HonestScrypt               uint64 `json:"honest_scrypt"`
 	GuessScrypt                uint64 `json:"guess_scrypt"`
 	GuessScryptKnown           uint64 `json:"guess_scrypt_known"`
@@ -122,13 +137,14 @@ type AttackResult struct {
 	HonestRejected uint64 `json:"honest_rejected"`
 }
 
-// Accepted is how many wrong passwords were let in, by the agents' count
-// or the servers', whichever is higher. Anything but 0 is a security bug.
+// Accepted is how many wrong passwords or tokens were let in, by the
+// agents' count or the servers', whichever is higher. Anything but 0 is
+// a security bug.
 func (a *AttackResult) Accepted() uint64 {
 	if a == nil {
 		return 0
 	}
-	return max(a.GuessesAccepted+a.DuplicatesAccepted, a.WrongAccepts)
+	return max(a.GuessesAccepted+a.DuplicatesAccepted+a.TokenGuessesAccepted, a.WrongAccepts)
 }
 
 // adversaries are a run's attackers and duplicates and their counts. A
@@ -144,13 +160,14 @@ type adversaries struct {
 	dupAccepted atomic.Uint64
 
 	guesses, guessAccepted, guessRejected, guessShed, guessTimeouts atomic.Uint64
+	tokenGuesses, tokenAccepted, tokenRejected, tokenShed           atomic.Uint64
 }
 
-func newAdversaries(sc Scenario, nodes []Node) *adversaries {
+func newAdversaries(sc Scenario, nodes []Node, token string) *adversaries {
 	a := &adversaries{sc: sc, nodes: nodes}
 	if !sc.adversity() {
 		// The tracker still times each node's result, for Result.Returns.
-		a.tracker = newTracker(nodes, nil, sc.Servers)
+		a.tracker = newTracker(nodes, nil, sc.Servers, token)
 		return a
 	}
 	rng := rand.New(rand.NewPCG(sc.Seed, passwordStream))
@@ -160,7 +177,7 @@ func newAdversaries(sc Scenario, nodes []Node) *adversaries {
 		a.twins = append(a.twins, twin)
 		a.dups = append(a.dups, Node{Name: nodes[twin].Name, Password: guessPassword(rng)})
 	}
-	a.tracker = newTracker(nodes, a.dups, sc.Servers)
+	a.tracker = newTracker(nodes, a.dups, sc.Servers, token)
 	return a
 }
 
@@ -172,16 +189,16 @@ func guessPassword(rng *rand.Rand) string {
 
 // clientNames returns the node name each client asks for, by client: the
 // honest nodes', their duplicates', then "" for each attacker (whose name
-// changes).
+// changes) and each token guesser (which names none).
 func (r *run) clientNames() []string {
-	names := make([]string, 0, r.sc.Nodes+len(r.adv.dups)+r.sc.Attackers)
+	names := make([]string, 0, r.sc.Nodes+len(r.adv.dups)+r.sc.Attackers+r.sc.TokenGuessers)
 	for _, n := range r.nodes {
 		names = append(names, n.Name)
 	}
 	for _, d := range r.adv.dups {
 		names = append(names, d.Name)
 	}
-	return append(names, make([]string, r.sc.Attackers)...)
+	return append(names, make([]string, r.sc.Attackers+r.sc.TokenGuessers)...)
 }
 
 // startAdversaries starts the duplicates and the attackers, and returns
@@ -201,6 +218,9 @@ func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	for j := range r.sc.Attackers {
 		start(func() { r.attacker(ctx, j) })
+	}
+	for j := range r.sc.TokenGuessers {
+		start(func() { r.tokenGuesser(ctx, j) })
 	}
 	started.Wait()
 }
@@ -225,7 +245,8 @@ func (r *run) duplicate(ctx context.Context, d int) {
 // soon as the previous one is answered, ignoring Retry-After, until ctx
 // ends. It goes round the servers, one request each: a request for a
 // serving certificate, with a CSR for the name it guesses for, and none
-// of the rest of an agent's attempt.
+// of the rest of an agent's attempt. It holds the join token (an insider,
+// or a token leaked): what it guesses is node passwords.
 func (r *run) attacker(ctx context.Context, j int) {
 	a := r.adv
 	rng := rand.New(rand.NewPCG(r.sc.Seed, attackerStream+uint64(j)))
@@ -237,7 +258,7 @@ func (r *run) attacker(ctx context.Context, j int) {
 		}
 		guess := Node{Name: name, Password: guessPassword(rng)}
 		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
-		o := r.target.do(actx, client, (j+k)%r.sc.Servers, guess, stepServingCert)
+		o := r.target.do(actx, client, (j+k)%r.sc.Servers, guess, stepServingCert, r.token)
 		cancel()
 		a.guesses.Add(1)
 		switch {
@@ -249,6 +270,30 @@ func (r *run) attacker(ctx context.Context, j int) {
 			a.guessShed.Add(1)
 		case o.timeout && ctx.Err() == nil:
 			a.guessTimeouts.Add(1)
+		}
+	}
+}
+
+// tokenGuesser sends wrong join tokens for the user "node" (a new random
+// token each time), as an agent's first authenticated request does (GET
+// /v1-k3s/config), each as soon as the previous one is answered,
+// ignoring Retry-After, round the servers, until ctx ends.
+func (r *run) tokenGuesser(ctx context.Context, j int) {
+	a := r.adv
+	rng := rand.New(rand.NewPCG(r.sc.Seed, tokenGuesserStream+uint64(j)))
+	client := r.sc.Nodes + r.sc.Duplicates + r.sc.Attackers + j
+	for k := 0; ctx.Err() == nil; k++ {
+		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
+		o := r.target.do(actx, client, (j+k)%r.sc.Servers, Node{}, stepConfig, guessPassword(rng))
+		cancel()
+		a.tokenGuesses.Add(1)
+		switch o.status {
+		case http.StatusOK:
+			a.tokenAccepted.Add(1)
+		case http.StatusUnauthorized:
+			a.tokenRejected.Add(1)
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			a.tokenShed.Add(1)
 		}
 	}
 }
@@ -270,22 +315,28 @@ func (a *adversaries) figures(res *Result) {
 		DuplicateRequests:  a.dupTally.attempts.Load(),
 		DuplicatesAccepted: a.dupAccepted.Load(),
 		DuplicatesRejected: a.dupTally.rejected.Load(),
+
+		TokenGuessers:        a.sc.TokenGuessers,
+		TokenGuesses:         a.tokenGuesses.Load(),
+		TokenGuessesAccepted: a.tokenAccepted.Load(),
+		TokenGuessesRejected: a.tokenRejected.Load(),
+		TokenGuessesShed:     a.tokenShed.Load(),
 	}
 	if a.sc.Attackers > 0 {
 		at.AttackNames = a.sc.AttackNames
 	}
 	t.scryptFigures(at)
-	seen := at.HonestScrypt + at.GuessScrypt + at.DuplicateScrypt + at.UnattributedScrypt
+	seen := at.HonestScrypt + at.GuessScrypt + at.DuplicateScrypt + at.TokenScrypt + at.TokenGuessScrypt + at.UnattributedScrypt
 	if res.ScryptRuns > seen {
 		at.UnfinishedScrypt = res.ScryptRuns - seen
 	}
 	res.Attack = at
 }
 
-// adversity reports whether the scenario has attackers, duplicates or
-// store faults.
+// adversity reports whether the scenario has attackers, token guessers,
+// duplicates or store faults.
 func (s Scenario) adversity() bool {
-	return s.Attackers > 0 || s.Duplicates > 0 || s.faults()
+	return s.Attackers > 0 || s.TokenGuessers > 0 || s.Duplicates > 0 || s.faults()
 }
 
 // faults reports whether the scenario injects store faults.
@@ -307,6 +358,9 @@ func (s Scenario) validateAdversity() []error {
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if s.Attackers < 0 || s.Attackers > 100000 {
 		bad("attackers %d: want 0 to 100000", s.Attackers)
+	}
+	if s.TokenGuessers < 0 || s.TokenGuessers > 100000 {
+		bad("token guessers %d: want 0 to 100000", s.TokenGuessers)
 	}
 	if _, err := ParseAttackNames(string(s.AttackNames)); err != nil {
 		errs = append(errs, err)

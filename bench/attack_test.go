@@ -55,15 +55,63 @@ func TestAttackersNeverAccepted(t *testing.T) {
 	}
 }
 
+// TestTokenGuessersNeverAccepted runs join-token guessers against every
+// model: no wrong token gets in, the nodes still join, and nodepass,
+// which knows the token from its load, computes none of the guesses.
+func TestTokenGuessersNeverAccepted(t *testing.T) {
+	h := testHerd(t)
+	for _, model := range Models() {
+		t.Run(model, func(t *testing.T) {
+			sc := adversityScenario()
+			sc.TokenGuessers = 6
+			res, err := Run(t.Context(), sc, h, model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := res.Attack
+			if a == nil || a.TokenGuessers != 6 || a.TokenGuesses == 0 {
+				t.Fatalf("attack figures %+v", a)
+			}
+			if a.Accepted() != 0 || a.TokenGuessesAccepted != 0 || a.TokenGuessesRejected+a.TokenGuessesShed > a.TokenGuesses {
+				t.Errorf("token guesses %d: accepted %d (servers: %d), rejected %d, shed %d",
+					a.TokenGuesses, a.TokenGuessesAccepted, a.WrongAccepts, a.TokenGuessesRejected, a.TokenGuessesShed)
+			}
+			if res.Joined != 30 || res.Stopped != "" {
+				t.Errorf("joined %d, stopped %q", res.Joined, res.Stopped)
+			}
+			switch model {
+			case ModelNodepass:
+				if a.TokenGuessScrypt != 0 || a.TokenScrypt != 0 {
+					t.Errorf("nodepass computed %d guessed and %d right tokens, want none", a.TokenGuessScrypt, a.TokenScrypt)
+				}
+			case ModelK3s125: // the plaintext, compared
+				if a.TokenGuessScrypt != 0 || a.TokenScrypt != 0 {
+					t.Errorf("k3s-v1.25 computed %d guessed and %d right tokens, want none", a.TokenGuessScrypt, a.TokenScrypt)
+				}
+			default: // one each, checked before anything else (the caps too)
+				answered := a.TokenGuessesRejected + a.TokenGuessesShed
+				if a.TokenGuessScrypt < answered || a.TokenGuessScrypt > answered+6 || a.TokenScrypt < 7*30 {
+					t.Errorf("%s computed %d guessed tokens for %d answered (6 may be in flight), %d right ones",
+						model, a.TokenGuessScrypt, answered, a.TokenScrypt)
+				}
+			}
+			checkAttribution(t, res, 30)
+			if res.TokenScryptRuns != a.TokenScrypt+a.TokenGuessScrypt {
+				t.Errorf("Result.TokenScryptRuns %d, attributed %d + %d", res.TokenScryptRuns, a.TokenScrypt, a.TokenGuessScrypt)
+			}
+		})
+	}
+}
+
 // checkAttribution checks that the computations attributed add up to
 // those the servers counted, honest ones included.
 func checkAttribution(t *testing.T, res *Result, honest uint64) {
 	t.Helper()
 	a := res.Attack
-	sum := a.HonestScrypt + a.GuessScrypt + a.DuplicateScrypt + a.UnattributedScrypt + a.UnfinishedScrypt
+	sum := a.HonestScrypt + a.GuessScrypt + a.DuplicateScrypt + a.TokenScrypt + a.TokenGuessScrypt + a.UnattributedScrypt + a.UnfinishedScrypt
 	if sum != res.ScryptRuns {
-		t.Errorf("attributed %d honest + %d guesses + %d duplicates + %d unattributed + %d unfinished = %d, servers counted %d",
-			a.HonestScrypt, a.GuessScrypt, a.DuplicateScrypt, a.UnattributedScrypt, a.UnfinishedScrypt, sum, res.ScryptRuns)
+		t.Errorf("attributed %d honest + %d guesses + %d duplicates + %d tokens + %d token guesses + %d unattributed + %d unfinished = %d, servers counted %d",
+			a.HonestScrypt, a.GuessScrypt, a.DuplicateScrypt, a.TokenScrypt, a.TokenGuessScrypt, a.UnattributedScrypt, a.UnfinishedScrypt, sum, res.ScryptRuns)
 	}
 	// Every computation carries its request's labels.
 	if a.UnattributedScrypt != 0 {
@@ -134,7 +182,7 @@ func TestAttribution(t *testing.T) {
 			for _, n := range h.Nodes {
 				store.Set(n.Name, n.Hash)
 			}
-			tr := newTracker(h.Nodes, []Node{dup}, 1)
+			tr := newTracker(h.Nodes, []Node{dup}, 1, h.Token)
 			inner, err := newModel(c.model, store, verify.DefaultParams, 1, nil, tr.observer(0), serverEnv{})
 			if err != nil {
 				t.Fatal(err)
@@ -189,7 +237,7 @@ func (acceptAll) Ensure(context.Context, string, string) error { return nil }
 // both at the agents and at the server.
 func TestWrongAcceptCounted(t *testing.T) {
 	h := testHerd(t)
-	tr := newTracker(h.Nodes, nil, 1)
+	tr := newTracker(h.Nodes, nil, 1, h.Token)
 	m := tr.wrap(acceptAll{}, 0)
 	if err := m.Ensure(t.Context(), h.Nodes[0].Name, "guess"); err != nil {
 		t.Fatal(err)
@@ -205,12 +253,13 @@ func TestWrongAcceptCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	synctest.Test(t, func(t *testing.T) {
-		r := newRun(sc, fakeNodes(sc.Nodes))
+		r := newRun(sc, fakeNodes(sc.Nodes), fakeToken)
 		// Every attempt is let in after a millisecond, honest or not.
-		r.target = &fakeTarget{answer: func(ctx context.Context, _, _, _ int) outcome {
+		slowOK := func(ctx context.Context, _, _, _ int) outcome {
 			time.Sleep(time.Millisecond)
 			return outcome{status: http.StatusOK}
-		}}
+		}
+		r.target = &fakeTarget{answer: slowOK, later: slowOK}
 		res := r.execute(t.Context(), time.Now())
 		r.adv.figures(res)
 		if a := res.Attack; a.GuessesAccepted == 0 || a.GuessesAccepted != a.Guesses || a.DuplicatesAccepted != 1 {
@@ -250,7 +299,7 @@ func TestAdversityValidation(t *testing.T) {
 func TestAttributionByLabels(t *testing.T) {
 	h := testHerd(t)
 	dup := Node{Name: h.Nodes[2].Name, Password: "duplicate"}
-	tr := newTracker(h.Nodes, []Node{dup}, 1)
+	tr := newTracker(h.Nodes, []Node{dup}, 1, h.Token)
 	o := tr.observer(0)
 	observe := func(labels pprof.LabelSet) {
 		o.ObserveScrypt(pprof.WithLabels(t.Context(), labels), time.Millisecond)

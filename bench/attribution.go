@@ -16,9 +16,11 @@ import (
 type kind uint8
 
 const (
-	kindGuess     kind = iota // anything but a node's own or its duplicate's
-	kindHonest                // the node's own password
-	kindDuplicate             // the password of the node's duplicate
+	kindGuess      kind = iota // anything but a node's own or its duplicate's
+	kindHonest                 // the node's own password
+	kindDuplicate              // the password of the node's duplicate
+	kindToken                  // the join token
+	kindTokenGuess             // a wrong join token
 )
 
 // The pprof labels under which a run with attackers, duplicates or store
@@ -31,8 +33,9 @@ const (
 // -tagfocus=nodepass.bench.password=guess).
 const (
 	// PasswordLabel is "honest" (the node's own password), "guess" (an
-	// attacker's) or "duplicate" (the password of a second machine with
-	// the node's name).
+	// attacker's), "duplicate" (the password of a second machine with
+	// the node's name), "token" (the join token) or "token-guess" (a
+	// wrong one).
 	PasswordLabel = "nodepass.bench.password"
 	// NodeLabel is the index in the herd of the node whose name the
 	// request carries.
@@ -42,7 +45,8 @@ const (
 	DuplicateLabel = "nodepass.bench.duplicate"
 )
 
-var kindNames = [...]string{kindGuess: "guess", kindHonest: "honest", kindDuplicate: "duplicate"}
+var kindNames = [...]string{kindGuess: "guess", kindHonest: "honest", kindDuplicate: "duplicate",
+	kindToken: "token", kindTokenGuess: "token-guess"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -88,9 +92,11 @@ type tracker struct {
 	index map[string]int // node name -> its index in nodes
 	dupOf map[string]int // node name -> its duplicate's index
 	dups  []Node
+	token string // the join token's password
 	start time.Time
 
 	honestRuns, guessRuns, dupRuns, unattributed atomic.Uint64
+	tokenRuns, tokenGuessRuns                    atomic.Uint64
 	dupAfter                                     atomic.Uint64
 	dupRunsBy                                    []atomic.Uint64
 	dupRejected                                  []atomic.Bool
@@ -122,9 +128,10 @@ type guessRun struct {
 	start        time.Duration
 }
 
-func newTracker(nodes, dups []Node, servers int) *tracker {
+func newTracker(nodes, dups []Node, servers int, token string) *tracker {
 	t := &tracker{
 		nodes:       nodes,
+		token:       token,
 		index:       make(map[string]int, len(nodes)),
 		dupOf:       make(map[string]int, len(dups)),
 		dups:        dups,
@@ -186,6 +193,10 @@ func (t *tracker) whoOf(ctx context.Context) (w who, ok bool) {
 		return w, nodeOK && node >= 0 && dupOK && dup >= 0
 	case kindGuess.String():
 		return w, nodeOK
+	case kindToken.String():
+		return who{kind: kindToken, node: -1}, true
+	case kindTokenGuess.String():
+		return who{kind: kindTokenGuess, node: -1}, true
 	}
 	return who{}, false
 }
@@ -210,6 +221,10 @@ func (t *tracker) count(w who, server int, r span) {
 		if t.dupRejected[w.dup].Load() {
 			t.dupAfter.Add(1)
 		}
+	case kindToken:
+		t.tokenRuns.Add(1)
+	case kindTokenGuess:
+		t.tokenGuessRuns.Add(1)
 	default:
 		t.guessRuns.Add(1)
 		if w.node >= 0 {
@@ -274,8 +289,8 @@ func (o *serverObserver) ObserveQueueWait(context.Context, time.Duration) {}
 // countIn attributes one computation on server that ran during r to the
 // agent ctx's labels name, or counts it unattributed.
 func (t *tracker) countIn(ctx context.Context, server int, r span) {
-	if l, _ := pprof.Label(ctx, PasswordLabel); l == warmupLabel {
-		return // a reboot's warm-up, not measured
+	if l, _ := pprof.Label(ctx, PasswordLabel); l == warmupLabel || l == loadLabel {
+		return // a reboot's warm-up or a server's start, not measured
 	}
 	w, ok := t.whoOf(ctx)
 	if !ok {
@@ -305,6 +320,8 @@ func (t *tracker) freeze() {
 	f.HonestScrypt = t.honestRuns.Load()
 	f.GuessScrypt = t.guessRuns.Load()
 	f.DuplicateScrypt = t.dupRuns.Load()
+	f.TokenScrypt = t.tokenRuns.Load()
+	f.TokenGuessScrypt = t.tokenGuessRuns.Load()
 	f.DuplicateScryptAfterReject = t.dupAfter.Load()
 	for i := range t.dupRunsBy {
 		f.DuplicateScryptMax = max(f.DuplicateScryptMax, t.dupRunsBy[i].Load())
@@ -321,6 +338,7 @@ func (t *tracker) scryptFigures(a *AttackResult) {
 	}
 	f := t.frozen
 	a.HonestScrypt, a.GuessScrypt, a.GuessScryptKnown = f.HonestScrypt, f.GuessScrypt, f.GuessScryptKnown
+	a.TokenScrypt, a.TokenGuessScrypt = f.TokenScrypt, f.TokenGuessScrypt
 	a.DuplicateScrypt, a.DuplicateScryptMax, a.DuplicateScryptAfterReject = f.DuplicateScrypt, f.DuplicateScryptMax, f.DuplicateScryptAfterReject
 	a.UnattributedScrypt = f.UnattributedScrypt
 	a.WrongAccepts = t.wrongAccepts.Load()
@@ -352,6 +370,21 @@ type requestKey struct{}
 func requestOf(ctx context.Context) *request {
 	r, _ := ctx.Value(requestKey{}).(*request)
 	return r
+}
+
+// VerifyToken labels the request as the join token's or a wrong one's,
+// and counts a wrong token let in.
+func (m trackedModel) VerifyToken(ctx context.Context, user, password string) error {
+	w := who{kind: kindTokenGuess, node: -1}
+	if user == tokenUser && password == m.t.token {
+		w.kind = kindToken
+	}
+	var err error
+	pprof.Do(ctx, w.labels(), func(ctx context.Context) { err = m.model.VerifyToken(ctx, user, password) })
+	if err == nil && w.kind == kindTokenGuess {
+		m.t.wrongAccepts.Add(1)
+	}
+	return err
 }
 
 func (m trackedModel) Ensure(ctx context.Context, node, password string) error {

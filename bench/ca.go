@@ -147,13 +147,42 @@ func (ca *benchCA) kubeletCert(node string, client bool, post bool, body []byte)
 	return out, nil
 }
 
-// agentKey is one agent's key and its two certificate signing requests
-// (DER), made once: the serving certificate's, for the node's name, and
-// the client certificate's, for system:node:<name>.
+// The common names of the kube-proxy's and the k3s controller's client
+// certificates (k3s: pkg/server/handlers ClientKubeProxyCert,
+// ClientControllerCert).
+const (
+	proxyCN      = "system:kube-proxy"
+	controllerCN = "system:k3s-controller"
+)
+
+// componentCert answers a request for the client certificate of a
+// component (the kube-proxy, the k3s controller): body is its
+// certificate signing request (DER), which must be for cn; the answer is
+// a client certificate for its key, then the CA.
+func (ca *benchCA) componentCert(cn string, body []byte) ([]byte, error) {
+	csr, err := x509.ParseCertificateRequest(body)
+	if err != nil {
+		return nil, fmt.Errorf("not a certificate request: %w", err)
+	}
+	if csr.Subject.CommonName != cn {
+		return nil, fmt.Errorf("certificate request for %q, want %q", csr.Subject.CommonName, cn)
+	}
+	der, err := ca.sign(&x509.Certificate{Subject: pkix.Name{CommonName: cn},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, csr.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...), nil
+}
+
+// agentKey is one agent's key and its certificate signing requests
+// (DER), each made once: the serving certificate's, for the node's name,
+// the kubelet client certificate's, for system:node:<name>, and the
+// kube-proxy's and the controller's.
 type agentKey struct {
-	key             *ecdsa.PrivateKey
-	name            string
-	serving, client []byte
+	key                                *ecdsa.PrivateKey
+	name                               string
+	serving, client, proxy, controller []byte
 }
 
 // newAgentKey makes an agent's key and its requests for name.
@@ -172,25 +201,35 @@ func (k *agentKey) rename(name string) error {
 	if name == "" {
 		return nil
 	}
-	for _, client := range []bool{false, true} {
-		if _, err := k.request(name, client); err != nil {
+	for _, s := range []step{stepServingCert, stepClientCert, stepProxyCert, stepControllerCert} {
+		if _, err := k.request(name, s); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// request returns k's certificate request for name: the client
-// certificate's if client, else the serving one's. It is made the first
-// time it is asked for name, so that an attacker guessing under ever new
-// names signs only the request it sends.
-func (k *agentKey) request(name string, client bool) ([]byte, error) {
+// request returns k's certificate request of step s (one of the four
+// POSTs) for name. The node's two are made the first time they are
+// asked for name, so that an attacker guessing under ever new names
+// signs only the request it sends.
+func (k *agentKey) request(name string, s step) ([]byte, error) {
 	if k.name != name {
 		k.name, k.serving, k.client = name, nil, nil
 	}
-	csr, subject := &k.serving, pkix.Name{CommonName: name}
-	if client {
+	var csr *[]byte
+	var subject pkix.Name
+	switch s {
+	case stepServingCert:
+		csr, subject = &k.serving, pkix.Name{CommonName: name}
+	case stepClientCert:
 		csr, subject = &k.client, pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}}
+	case stepProxyCert:
+		csr, subject = &k.proxy, pkix.Name{CommonName: proxyCN}
+	case stepControllerCert:
+		csr, subject = &k.controller, pkix.Name{CommonName: controllerCN}
+	default:
+		return nil, fmt.Errorf("bench: no certificate request for step %d", s)
 	}
 	if *csr == nil {
 		b, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: subject}, k.key)

@@ -8,19 +8,26 @@
 //
 // The agents are k3s agents (agent.go): each attempt to get a node's
 // configuration runs k3s's sequence of requests again (three of /cacerts,
-// the configuration, then two password-guarded certificate POSTs, each on
-// a new TLS connection), and the Result counts attempts, requests and TLS
-// handshakes per node. In-process an attempt is its two guarded requests.
+// then with the join token as basic auth the configuration, the two CA
+// files and four certificate POSTs, two of them guarded by the node's
+// password, each on a new TLS connection), and the Result counts
+// attempts, requests and TLS handshakes per node. In-process an attempt
+// is its seven authenticated requests.
 //
 // The server models (see Models) follow upstream k3s (BENCHMARKS.md says
-// which code each follows): k3s-v1.25 fetches each hash through a 5 QPS
-// limiter, k3s-v1.28 reads it from a local cache, k3s-latest reads it from
-// an informer cache behind k3s's max-in-flight caps (20 GETs, 10 POSTs;
-// past them 429 with Retry-After: 1), and all three run scrypt on every
-// guarded request, without bound and without a result cache; nodepass is
-// verify.New with its defaults and, unless Scenario.NoDigestKey,
-// remembered verification: a DigestKey made for the run, the same for
-// every server of it (the k3s models have no equivalent).
+// which code each follows). Each checks the join token of every
+// authenticated request first: k3s-v1.25 compares the plaintext, the
+// later ones run scrypt against the hash made at start, unbounded.
+// k3s-v1.25 fetches each node's hash through a 5 QPS limiter, k3s-v1.28
+// reads it from a local cache, k3s-latest from an informer cache behind
+// k3s's max-in-flight caps (20 GETs, 10 POSTs; past them 429 with
+// Retry-After: 1; the token is checked before them), and all three run
+// scrypt on both guarded requests, without bound and without a result
+// cache. nodepass is verify.New with its defaults, the token loaded with
+// Verifier.LoadTokens and checked with VerifyToken (httpauth), and,
+// unless Scenario.NoDigestKey, remembered verification: a DigestKey made
+// for the run, the same for every server of it (the k3s models have no
+// equivalent).
 //
 // A run: make the herd once with NewHerd (the stored hashes) and measure
 // its lower bound with Herd.MeasureLowerBound, then call Run once per
@@ -31,7 +38,8 @@
 // BenchmarkHerd.
 //
 // A Scenario may also put the herd under attack: Attackers flood the
-// servers with wrong passwords for real node names, Duplicates give some
+// servers with wrong passwords for real node names (holding the join
+// token), TokenGuessers with wrong join tokens, Duplicates give some
 // nodes a second machine with the same hostname and another password, and
 // StoreFaults make the store fail or answer late. Result.Attack and
 // Result.Faults then say whether anything wrong got in, where the scrypt

@@ -24,6 +24,9 @@ var (
 	herdErr  error
 )
 
+// testParams are k3s's parameters at testLogN.
+var testParams = verify.Params{LogN: testLogN, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
+
 // testHerd returns a 30-node herd at testLogN, made once.
 func testHerd(t *testing.T) *Herd {
 	t.Helper()
@@ -66,7 +69,7 @@ func TestHerdHTTP(t *testing.T) {
 			if res.Attempts != 30+res.Shed+res.Timeouts {
 				t.Errorf("attempts %d != 30 joins + %d shed + %d timeouts", res.Attempts, res.Shed, res.Timeouts)
 			}
-			checkAgentCounts(t, res, 6)
+			checkAgentCounts(t, res, uint64(len(httpSteps)))
 			if res.Handshakes != res.Requests || res.Connections != res.Requests {
 				t.Errorf("%d requests, %d TLS handshakes, %d connections accepted: want a new connection per request",
 					res.Requests, res.Handshakes, res.Connections)
@@ -136,7 +139,7 @@ func TestHerdInprocServers(t *testing.T) {
 			t.Errorf("%s: joined %d stopped %q servers %d lb %q", name, res.Joined, res.Stopped, res.Servers, res.LB)
 		}
 		checkReached(t, res)
-		checkAgentCounts(t, res, 2)
+		checkAgentCounts(t, res, uint64(len(inprocSteps)))
 		if res.Handshakes != 0 || res.Connections != 0 {
 			t.Errorf("%s: %d TLS handshakes, %d connections in-process", name, res.Handshakes, res.Connections)
 		}
@@ -189,39 +192,86 @@ func httpPair(t *testing.T, models []model, nodes []Node) httpTarget {
 }
 
 // TestAgentAttemptHTTPS checks an attempt of a k3s agent over HTTPS:
-// its six requests in order (three of /cacerts, the first refused at the
-// TLS handshake, then the configuration and two certificate POSTs), each
-// on a new connection that the server accepted, and both certificate
-// requests password-checked (two scrypt runs on a k3s model). A wrong
-// password ends the attempt at the first certificate request.
+// its ten requests in order (three of /cacerts, the first refused at the
+// TLS handshake, then the configuration, the two CA files and four
+// certificate POSTs), each on a new connection that the server accepted;
+// on a k3s model, the token checked with scrypt on each of the seven
+// authenticated ones and the node password on both kubelet certificate
+// requests. A wrong password ends the attempt at the first of them,
+// after 4 + 1 computations.
 func TestAgentAttemptHTTPS(t *testing.T) {
 	h := testHerd(t)
 	store := verify.NewMemoryStore()
 	for _, n := range h.Nodes[:2] {
 		store.Set(n.Name, n.Hash)
 	}
-	m := newK3s(store, verify.Params{})
+	m := newK3s(store, testParams)
 	defer m.close(true)
+	if err := m.loadToken(h.Token, true); err != nil {
+		t.Fatal(err)
+	}
 	nodes := []Node{h.Nodes[0], {Name: h.Nodes[1].Name, Password: "wrong"}}
 	tgt := httpPair(t, []model{m}, nodes)
 	ctx := t.Context()
 
-	o, requests, handshakes := attempt(ctx, tgt, 30*time.Second, 0, 0, nodes[0])
-	if o.status != http.StatusOK || requests != 6 || handshakes != 6 || o.guardedAt.IsZero() {
-		t.Errorf("right password: %+v after %d requests, %d TLS handshakes; want 200 after 6 and 6", o, requests, handshakes)
+	o, requests, handshakes := attempt(ctx, tgt, 30*time.Second, 0, 0, nodes[0], h.Token)
+	if o.status != http.StatusOK || requests != 10 || handshakes != 10 || o.guardedAt.IsZero() {
+		t.Errorf("right password: %+v after %d requests, %d TLS handshakes; want 200 after 10 and 10", o, requests, handshakes)
 	}
-	if conns := tgt.srv.conns.Load(); conns != 6 {
-		t.Errorf("the server accepted %d connections for 6 requests, want a new one each", conns)
+	if conns := tgt.srv.conns.Load(); conns != 10 {
+		t.Errorf("the server accepted %d connections for 10 requests, want a new one each", conns)
 	}
-	if m.scryptRuns() != 2 {
-		t.Errorf("%d scrypt runs for one attempt, want 2 (both certificate requests)", m.scryptRuns())
+	if m.scryptRuns() != 9 {
+		t.Errorf("%d scrypt runs for one attempt, want 9 (7 tokens, 2 node passwords)", m.scryptRuns())
 	}
-	o, requests, handshakes = attempt(ctx, tgt, 30*time.Second, 1, 0, nodes[1])
-	if o.status != http.StatusForbidden || requests != 5 || handshakes != 5 {
-		t.Errorf("wrong password: %+v after %d requests, %d handshakes; want 403 at the 5th", o, requests, handshakes)
+	o, requests, handshakes = attempt(ctx, tgt, 30*time.Second, 1, 0, nodes[1], h.Token)
+	if o.status != http.StatusForbidden || requests != 7 || handshakes != 7 {
+		t.Errorf("wrong password: %+v after %d requests, %d handshakes; want 403 at the 7th", o, requests, handshakes)
 	}
-	if conns := tgt.srv.conns.Load(); conns != 11 {
-		t.Errorf("the server accepted %d connections for 11 requests", conns)
+	if conns := tgt.srv.conns.Load(); conns != 17 {
+		t.Errorf("the server accepted %d connections for 17 requests", conns)
+	}
+	if m.scryptRuns() != 14 {
+		t.Errorf("%d scrypt runs after an attempt cut at the serving certificate, want 9 + 5", m.scryptRuns())
+	}
+	o, requests, _ = attempt(ctx, tgt, 30*time.Second, 0, 0, nodes[0], "wrong-token")
+	if o.status != http.StatusUnauthorized || requests != 4 {
+		t.Errorf("wrong token: %+v after %d requests; want 401 at the 4th", o, requests)
+	}
+}
+
+// TestScryptPerAttempt counts, for each model, the requests and scrypt
+// computations of one agent's first attempt and of its second, over
+// HTTPS: k3s-v1.25 checks the token as plaintext and the node password
+// with scrypt (2 per attempt); v1.28 and latest check the token with
+// scrypt on each of the seven authenticated requests too (9); nodepass
+// knows the token from its load and the node's password after its first
+// check (1, then 0).
+func TestScryptPerAttempt(t *testing.T) {
+	h := testHerd(t)
+	for _, c := range []struct {
+		model         string
+		first, second uint64
+	}{{ModelK3s125, 2, 2}, {ModelK3s128, 9, 9}, {ModelK3sLatest, 9, 9}, {ModelNodepass, 1, 0}} {
+		t.Run(c.model, func(t *testing.T) {
+			store := verify.NewMemoryStore()
+			store.Set(h.Nodes[0].Name, h.Nodes[0].Hash)
+			m, err := newModel(c.model, store, testParams, 1, nil, nil, serverEnv{token: h.Token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.close(true)
+			tgt := httpPair(t, []model{m}, h.Nodes[:1])
+			for i, want := range []uint64{c.first, c.first + c.second} {
+				o, requests, handshakes := attempt(t.Context(), tgt, 30*time.Second, 0, 0, h.Nodes[0], h.Token)
+				if o.status != http.StatusOK || requests != 10 || handshakes != 10 {
+					t.Fatalf("attempt %d: %+v after %d requests, %d handshakes; want 200 after 10 and 10", i+1, o, requests, handshakes)
+				}
+				if got := m.scryptRuns(); got != want {
+					t.Errorf("after attempt %d: %d scrypt runs, want %d", i+1, got, want)
+				}
+			}
+		})
 	}
 }
 
@@ -233,7 +283,7 @@ func TestK3sLatestInFlight(t *testing.T) {
 	h := testHerd(t)
 	store := verify.NewMemoryStore()
 	store.Set(h.Nodes[0].Name, h.Nodes[0].Hash)
-	mi, err := newModel(ModelK3sLatest, store, verify.DefaultParams, 1, nil, nil, serverEnv{})
+	mi, err := newModel(ModelK3sLatest, store, testParams, 1, nil, nil, serverEnv{token: h.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,30 +311,33 @@ func TestK3sLatestInFlight(t *testing.T) {
 		s    step
 		want int
 	}{{stepServingCert, http.StatusTooManyRequests}, {stepConfig, http.StatusOK}, {stepCACerts, http.StatusOK}} {
-		o := tgt.do(ctx, 0, 0, h.Nodes[0], c.s)
+		o := tgt.do(ctx, 0, 0, h.Nodes[0], c.s, h.Token)
 		if o.status != c.want || (c.want == http.StatusTooManyRequests) != (o.retryAfter == time.Second) {
 			t.Errorf("%s %s with the mutating cap full: %+v, want %d (Retry-After 1 s with 429)", c.s.method(), c.s.path(), o, c.want)
 		}
 	}
 	reads = append(reads, take(false, 1)...) // the non-mutating cap full
-	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepConfig); o.status != http.StatusTooManyRequests || o.retryAfter != time.Second {
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepConfig, h.Token); o.status != http.StatusTooManyRequests || o.retryAfter != time.Second {
 		t.Errorf("GET config with the non-mutating cap full: %+v, want 429 with Retry-After 1 s", o)
 	}
-	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepCACerts); o.status != http.StatusOK {
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepCACerts, h.Token); o.status != http.StatusOK {
 		t.Errorf("GET /cacerts with both caps full: %+v, want 200", o)
 	}
 	in := &inprocTarget{servers: []model{m}, second: 100 * time.Millisecond}
-	if o := in.do(ctx, 0, 0, h.Nodes[0], stepServingCert); o.status != http.StatusTooManyRequests || o.retryAfter != 100*time.Millisecond {
+	if o := in.do(ctx, 0, 0, h.Nodes[0], stepServingCert, h.Token); o.status != http.StatusTooManyRequests || o.retryAfter != 100*time.Millisecond {
 		t.Errorf("in-process with the mutating cap full: %+v, want 429 with one scaled second", o)
 	}
 	for _, release := range append(writes, reads...) {
 		release()
 	}
-	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepServingCert); o.status != http.StatusOK {
+	if o := tgt.do(ctx, 0, 0, h.Nodes[0], stepServingCert, h.Token); o.status != http.StatusOK {
 		t.Errorf("POST after the caps emptied: %+v, want 200", o)
 	}
-	if m.scryptRuns() != 1 {
-		t.Errorf("%d scrypt runs; a refused request must cost none", m.scryptRuns())
+	// Every authenticated request paid its token's scrypt before the
+	// caps (five of them), and only the one admitted POST its node
+	// password's.
+	if m.scryptRuns() != 6 {
+		t.Errorf("%d scrypt runs, want 6: 5 tokens (k3s authenticates before its caps) and 1 node password", m.scryptRuns())
 	}
 }
 

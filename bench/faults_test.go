@@ -40,7 +40,7 @@ func TestFaultStoreRate(t *testing.T) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	f := s.figures(newTracker(nil, nil, 1))
+	f := s.figures(newTracker(nil, nil, 1, ""))
 	if f.Calls != calls || f.Failures != uint64(marked) {
 		t.Fatalf("%d calls, %d failures; want %d, %d", f.Calls, f.Failures, calls, marked)
 	}
@@ -138,7 +138,7 @@ func (m *errorCache) Ensure(ctx context.Context, node, _ string) error {
 func TestCachedErrorCounted(t *testing.T) {
 	s := newFaultStore(verify.NewMemoryStore(), Scenario{StoreFaults: 0.5}.withDefaults())
 	s.fail = 1 // every call fails
-	tr := newTracker(nil, nil, 1)
+	tr := newTracker(nil, nil, 1, "")
 	m := tr.wrap(&errorCache{store: s, errs: map[string]error{}}, 0)
 	for range 3 {
 		if err := m.Ensure(t.Context(), "node-0001", "password"); !errors.Is(err, errStoreFault) {

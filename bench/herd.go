@@ -31,6 +31,9 @@ type Node struct {
 type Herd struct {
 	LogN  int    `json:"logn"`
 	Nodes []Node `json:"nodes"`
+	// Token is the join token's password every agent sends as basic auth
+	// ("node:<token>"), and every server checks: 16 random bytes in hex.
+	Token string `json:"token"`
 	// LowerBound is the time GOMAXPROCS workers took to run one scrypt
 	// verification per node with golang.org/x/crypto/scrypt (what k3s
 	// runs), warm, with nothing else running; 0 until MeasureLowerBound.
@@ -57,7 +60,9 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 	}
 	params := verify.DefaultParams
 	params.LogN = logN
-	h := &Herd{LogN: logN, Nodes: make([]Node, n)}
+	var token [16]byte
+	rand.Read(token[:])
+	h := &Herd{LogN: logN, Nodes: make([]Node, n), Token: hex.EncodeToString(token[:])}
 	for i := range h.Nodes {
 		var pw [16]byte
 		rand.Read(pw[:])
@@ -162,6 +167,8 @@ func (h *Herd) validate(sc Scenario) error {
 		return fmt.Errorf("bench: herd has %d nodes, scenario wants %d", len(h.Nodes), sc.Nodes)
 	case h.LogN != sc.LogN:
 		return fmt.Errorf("bench: herd's hashes are at logN %d, scenario wants %d", h.LogN, sc.LogN)
+	case h.Token == "":
+		return fmt.Errorf("bench: herd has no join token")
 	}
 	for i, n := range h.Nodes {
 		if n.Name == "" || n.Password == "" || n.Hash == "" {

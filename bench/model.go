@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,12 +56,18 @@ const (
 // verify package's errors, so httpauth maps them to status codes.
 type model interface {
 	Ensure(ctx context.Context, node, password string) error
+	// VerifyToken checks a request's join token (basic auth), as the
+	// model's server does before anything else of an authenticated
+	// request.
+	VerifyToken(ctx context.Context, user, password string) error
 	// admit takes an in-flight slot for one request, mutating (a POST)
 	// or not; ok false means the request is refused with 429. release
 	// must be called when the request's handler returns (not when its
 	// client leaves).
 	admit(mutating bool) (release func(), ok bool)
-	// scryptRuns counts the scrypt computations started so far.
+	// scryptRuns counts the scrypt computations started so far, but for
+	// the join token's hashing when the server started (one per server,
+	// as k3s hashes its passwd file when it loads).
 	scryptRuns() uint64
 	// remembered counts the requests answered so far without scrypt from
 	// a remembered digest and from the result cache (0 for models that
@@ -104,6 +111,9 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 		if obs != nil {
 			m.observe = obs.started
 		}
+		if err := m.loadToken(env.token, name != ModelK3s125); err != nil {
+			return nil, err
+		}
 		if name != ModelK3s125 {
 			return m, nil
 		}
@@ -131,7 +141,14 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
-		return nodepassModel{v}, nil
+		if env.token != "" {
+			// The token as k3s's passwd file holds it, hashed at load.
+			if err := v.LoadTokens(loading, strings.NewReader(env.token+","+tokenUser+","+tokenUser+",k3s:agent\n")); err != nil {
+				v.Close()
+				return nil, fmt.Errorf("bench: %w", err)
+			}
+		}
+		return nodepassModel{Verifier: v, loadRuns: v.Stats().ScryptRuns}, nil
 	}
 	return nil, ValidModel(name)
 }
@@ -190,6 +207,10 @@ type k3sModel struct {
 	maxReads, maxWrites int64
 	guard               *heapGuard
 	observe             func(ctx context.Context) // if not nil, called before each scrypt with the request's context
+	// The join token: its plaintext (k3s v1.25 compares it as it is), or
+	// the scrypt hash made at load (since k3s 239021e7, May 2023: v1.28
+	// and later check every request with scrypt); "" for none.
+	token, tokenHash string
 
 	base          context.Context // ends on close; only limiter waits see it
 	cancel        context.CancelFunc
@@ -248,6 +269,51 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	}
 	// x/crypto's scrypt, as k3s runs it.
 	return m.scrypt(ctx, func() error { return XCryptoScrypt(stored, password) })
+}
+
+// loadToken sets the join token the model checks: with hashed, as k3s
+// does since its passwd-file authenticator hashes the tokens when it
+// loads (one scrypt, not counted in scryptRuns), else as the plaintext.
+func (m *k3sModel) loadToken(token string, hashed bool) error {
+	if token == "" || !hashed {
+		m.token = token
+		return nil
+	}
+	h, err := verify.GenerateFromPassword(token, m.params)
+	if err != nil {
+		return fmt.Errorf("bench: hashing the join token: %w", err)
+	}
+	m.tokenHash = h
+	return nil
+}
+
+// VerifyToken checks a request's join token as k3s's passwd-file
+// authenticator does, before the in-flight caps: k3s v1.25 compares the
+// plaintext in constant time; later versions run x/crypto's scrypt
+// against the hash made at load, for every request, unbounded, and finish
+// it whoever is still waiting.
+func (m *k3sModel) VerifyToken(ctx context.Context, user, password string) error {
+	switch {
+	case user != tokenUser || m.token == "" && m.tokenHash == "":
+		return fmt.Errorf("%w: token user %q", verify.ErrNotFound, user)
+	case m.tokenHash == "":
+		if subtle.ConstantTimeCompare([]byte(password), []byte(m.token)) != 1 {
+			return verify.ErrMismatchedHashAndPassword
+		}
+		return nil
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return verify.ErrClosed
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer m.wg.Done()
+	if !m.guard.admit(m.memory()) {
+		return errGuardTripped
+	}
+	return m.scrypt(ctx, func() error { return XCryptoScrypt(m.tokenHash, password) })
 }
 
 // scrypt counts and runs fn, one scrypt computation for the request ctx
@@ -318,11 +384,14 @@ func (m *k3sModel) close(wait bool) {
 // Agents.HonourRetryAfter when the agents do, and, unless
 // Scenario.NoDigestKey, remembered verification: a DigestKey made for the
 // run, the same for every server of it.
-type nodepassModel struct{ *verify.Verifier }
+type nodepassModel struct {
+	*verify.Verifier
+	loadRuns uint64 // the scrypt runs of LoadTokens
+}
 
 func (nodepassModel) admit(bool) (func(), bool) { return func() {}, true }
 
-func (m nodepassModel) scryptRuns() uint64 { return m.Stats().ScryptRuns }
+func (m nodepassModel) scryptRuns() uint64 { return m.Stats().ScryptRuns - m.loadRuns }
 
 func (m nodepassModel) shedAfterWait() uint64 { return m.Stats().ShedAfterWait }
 

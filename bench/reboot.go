@@ -68,6 +68,9 @@ type serverEnv struct {
 	// nodepass is told so (verify.Options.Agents.HonourRetryAfter), as an
 	// operator whose agents do would.
 	honourRetryAfter bool
+	// token is the join token's password the servers check (basic auth
+	// "node:<token>"): the herd's; "" for none.
+	token string
 }
 
 // simClock is the servers' clock: the wall clock moved on by an offset
@@ -82,8 +85,8 @@ func (c *simClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 // modelName: for nodepass, unless sc.NoDigestKey, a random DigestKey made
 // for this run and the same for every server of it (the restarted ones
 // included); and the run's clock.
-func newServerEnv(sc Scenario, modelName string, clock *simClock) (serverEnv, error) {
-	env := serverEnv{clock: clock.now, honourRetryAfter: sc.Agent.honoursRetryAfter()}
+func newServerEnv(sc Scenario, modelName string, clock *simClock, token string) (serverEnv, error) {
+	env := serverEnv{clock: clock.now, honourRetryAfter: sc.Agent.honoursRetryAfter(), token: token}
 	if modelName == ModelNodepass && !sc.NoDigestKey {
 		env.digestKey = make([]byte, verify.MinDigestKeyLen)
 		if _, err := rand.Read(env.digestKey); err != nil {
@@ -96,6 +99,13 @@ func newServerEnv(sc Scenario, modelName string, clock *simClock) (serverEnv, er
 // warmupLabel is PasswordLabel's value on the warm-up's requests: the
 // attack tracker counts none of their computations.
 const warmupLabel = "warmup"
+
+// loadLabel is PasswordLabel's value on a server's start-up work (hashing
+// its join token): not measured either.
+const loadLabel = "load"
+
+// loading is the context of a server's start-up work.
+var loading = pprof.WithLabels(context.Background(), pprof.Labels(PasswordLabel, loadLabel))
 
 // warmup is what a run's warm-up did, subtracted from the servers'
 // counts so that the figures are the measured reboot's only.

@@ -64,6 +64,10 @@ type Result struct {
 	ScryptRuns uint64
 	// ScryptRunsPerNode is ScryptRuns / Joined; 0 when none joined.
 	ScryptRunsPerNode float64
+	// TokenScryptRuns counts, of ScryptRuns, those over join tokens
+	// (the agents' and guessed ones), as the tracker attributed them;
+	// the servers' hashing of their token at start is in neither.
+	TokenScryptRuns uint64
 	// Reboot is Scenario.Reboot. With a reboot, ScryptRuns, DigestHits
 	// and CacheHits count the measured reboot only; Ratio is still to the
 	// cold lower bound (one scrypt per node).
@@ -287,6 +291,7 @@ type resultJSON struct {
 	HandshakesPerNode float64       `json:"tls_handshakes_per_node"`
 	ScryptRuns        uint64        `json:"scrypt_runs"`
 	ScryptRunsPerNode float64       `json:"scrypt_runs_per_node"`
+	TokenScryptRuns   uint64        `json:"token_scrypt_runs"`
 	Reboot            Reboot        `json:"reboot,omitempty"`
 	DigestKey         bool          `json:"digest_key"`
 	FirstAttempt      int           `json:"first_attempt_joins"`
@@ -345,6 +350,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		AttemptsPerNode: r.PerNode(r.Attempts), RequestsPerNode: r.PerNode(r.Requests), HandshakesPerNode: r.PerNode(r.Handshakes),
 		ScryptRuns:        r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
+		TokenScryptRuns:   r.TokenScryptRuns,
 		Reboot:            r.Reboot, DigestKey: r.DigestKey, FirstAttempt: r.FirstAttempt,
 		DigestHits: r.DigestHits, CacheHits: r.CacheHits,
 		WarmupScrypt: r.WarmupScrypt, WarmupS: r.Warmup.Seconds(), WarmupDigests: r.WarmupDigests,
@@ -390,6 +396,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Attempts:       j.Attempts, Requests: j.Requests, Handshakes: j.Handshakes, Connections: j.Connections,
 		ScryptRuns:        j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
+		TokenScryptRuns:   j.TokenScryptRuns,
 		Reboot:            j.Reboot, DigestKey: j.DigestKey, FirstAttempt: j.FirstAttempt,
 		DigestHits: j.DigestHits, CacheHits: j.CacheHits,
 		WarmupScrypt: j.WarmupScrypt, Warmup: secs(j.WarmupS), WarmupDigests: j.WarmupDigests,

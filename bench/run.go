@@ -72,7 +72,7 @@ func checkScenario(sc Scenario, h *Herd) (Scenario, error) {
 // is the memory store under it, which a reboot's warm-up uses; faults,
 // when not nil, is the fault-injecting store between the two.
 func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *verify.MemoryStore, store verify.Store, faults *faultStore) (*Result, error) {
-	r := newRun(sc, h.Nodes)
+	r := newRun(sc, h.Nodes, h.Token)
 	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults, tracker: r.adv.tracker,
 		agentsHere: true})
 	if err != nil {
@@ -106,6 +106,7 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 type run struct {
 	sc     Scenario
 	nodes  []Node // the honest nodes, one per agent
+	token  string // the join token's password the agents send
 	policy Policy
 	target target
 	// halt, when it closes, stops the run as the heap guard's; nil:
@@ -135,16 +136,18 @@ type tally struct {
 }
 
 // newRun prepares a run of sc (with defaults, validated) for nodes, one
-// per honest agent; its target is to be set before execute.
-func newRun(sc Scenario, nodes []Node) *run {
+// per honest agent, whose join token is token; its target is to be set
+// before execute.
+func newRun(sc Scenario, nodes []Node, token string) *run {
 	r := &run{
 		sc:      sc,
 		nodes:   nodes,
+		token:   token,
 		policy:  sc.Agent.scaled(sc.TimeScale),
 		joinAt:  make([]atomic.Int64, sc.Nodes),
 		lastAsk: make([]asked, sc.Nodes),
 	}
-	r.adv = newAdversaries(sc, nodes)
+	r.adv = newAdversaries(sc, nodes, token)
 	return r
 }
 
@@ -330,7 +333,7 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 	for failures := 1; ; failures++ {
 		sent := time.Now()
 		a.tally.attempts.Add(1)
-		o, requests, handshakes := attempt(ctx, r.target, r.sc.scale(r.sc.ClientTimeout), a.client, server, a.node)
+		o, requests, handshakes := attempt(ctx, r.target, r.sc.scale(r.sc.ClientTimeout), a.client, server, a.node, r.token)
 		a.tally.requests.Add(uint64(requests))
 		a.tally.handshakes.Add(uint64(handshakes))
 		if !o.guardedAt.IsZero() {

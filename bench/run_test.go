@@ -14,9 +14,9 @@ import (
 )
 
 // fakeTarget answers the first request of each attempt (an in-process
-// attempt: the two certificate requests) with answer, a function of the
-// agent, the server and the agent's attempt number (1 for the first), and
-// the second with later (nil: 200). It records which server each attempt
+// attempt: the seven authenticated requests) with answer, a function of
+// the agent, the server and the agent's attempt number (1 for the first),
+// and the others with later (nil: 200). It records which server each attempt
 // went to.
 type fakeTarget struct {
 	answer func(ctx context.Context, agent, server, attempt int) outcome
@@ -27,7 +27,7 @@ type fakeTarget struct {
 
 func (f *fakeTarget) steps() []step { return inprocSteps }
 
-func (f *fakeTarget) do(ctx context.Context, agent, server int, _ Node, s step) outcome {
+func (f *fakeTarget) do(ctx context.Context, agent, server int, _ Node, s step, _ string) outcome {
 	f.mu.Lock()
 	if f.seen == nil {
 		f.seen = make(map[int][]int)
@@ -58,7 +58,7 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	}
 	var res *Result
 	synctest.Test(t, func(t *testing.T) {
-		r := newRun(sc, fakeNodes(sc.Nodes))
+		r := newRun(sc, fakeNodes(sc.Nodes), fakeToken)
 		r.target = f
 		smp := newSampler(sc)
 		r.halt = smp.guard.done
@@ -70,6 +70,9 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	})
 	return res
 }
+
+// fakeToken is the join token of fake runs.
+const fakeToken = "fake-join-token"
 
 // fakeNodes returns n nodes with names and passwords, for fake targets.
 func fakeNodes(n int) []Node {

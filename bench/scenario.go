@@ -124,6 +124,9 @@ type Scenario struct {
 	// AttackNames is how attackers pick the names they guess for. Default
 	// AttackSticky.
 	AttackNames AttackNames
+	// TokenGuessers is how many clients send wrong join tokens for the
+	// user "node", each as fast as answers come.
+	TokenGuessers int
 	// Duplicates is how many nodes have a second machine with the same
 	// hostname and another password, retrying under the Agent policy for
 	// the whole run; it never joins. The honest nodes' completion does not

@@ -64,7 +64,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 	params := verify.DefaultParams
 	params.LogN = sc.LogN
 	clock := new(simClock)
-	if s.env, err = newServerEnv(sc, modelName, clock); err != nil {
+	if s.env, err = newServerEnv(sc, modelName, clock, h.Token); err != nil {
 		return nil, err
 	}
 	servers := func(obs func(int) *serverObserver) ([]model, error) {
@@ -145,6 +145,9 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	res.Model = s.modelName
 	res.Reboot, res.DigestKey = sc.Reboot, s.env.digestKey != nil
 	s.tracker.freeze() // before the servers' counts: see freeze
+	if f := s.tracker.frozen; f != nil {
+		res.TokenScryptRuns = f.TokenScrypt + f.TokenGuessScrypt
+	}
 	for _, m := range s.models {
 		res.ShedAfterWait += m.shedAfterWait()
 		res.ScryptRuns += m.scryptRuns()

@@ -70,8 +70,8 @@ func checkSplit(sc Scenario, h *Herd) (Scenario, error) {
 		return sc, err
 	case sc.Mode != ModeHTTP:
 		return sc, fmt.Errorf("bench: a split run is over HTTPS (mode %q), not %q", ModeHTTP, sc.Mode)
-	case sc.Attackers > 0 || sc.Duplicates > 0:
-		return sc, errors.New("bench: a split run has no attackers or duplicates")
+	case sc.Attackers > 0 || sc.TokenGuessers > 0 || sc.Duplicates > 0:
+		return sc, errors.New("bench: a split run has no attackers, token guessers or duplicates")
 	}
 	return sc, nil
 }
@@ -95,7 +95,7 @@ func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (
 	}
 	mem, store, faults := herdStore(sc, h)
 	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults,
-		tracker: newTracker(h.Nodes, nil, sc.Servers)})
+		tracker: newTracker(h.Nodes, nil, sc.Servers, h.Token)})
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func NewAgents(ctx context.Context, sc Scenario, h *Herd, ep Endpoint) (*Agents,
 	if len(ep.URLs) != sc.Servers {
 		return nil, fmt.Errorf("bench: %d server URLs for %d servers", len(ep.URLs), sc.Servers)
 	}
-	r := newRun(sc, h.Nodes)
+	r := newRun(sc, h.Nodes, h.Token)
 	if r.target, err = newHTTPAgents(ctx, ep.URLs, ep.CA, r.clientNames()); err != nil {
 		return nil, err
 	}

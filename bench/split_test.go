@@ -51,7 +51,7 @@ func TestSplitRun(t *testing.T) {
 			if res.Joined != 30 || res.Stopped != "" || res.Model != model || res.Mode != ModeHTTP {
 				t.Fatalf("%s %s: joined %d, stopped %q", res.Model, res.Mode, res.Joined, res.Stopped)
 			}
-			checkAgentCounts(t, res, 6)
+			checkAgentCounts(t, res, uint64(len(httpSteps)))
 			checkReached(t, res)
 			if res.Handshakes != res.Requests || res.Connections != res.Requests {
 				t.Errorf("%d requests, %d TLS handshakes, %d connections accepted", res.Requests, res.Handshakes, res.Connections)
@@ -78,7 +78,7 @@ func TestSplitRejects(t *testing.T) {
 	}{
 		{Scenario{Nodes: 30, LogN: testLogN}, "over HTTPS"},
 		{Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Attackers: 2}, "no attackers"},
-		{Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Duplicates: 2}, "no attackers or duplicates"},
+		{Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Duplicates: 2}, "no attackers, token guessers or duplicates"},
 	} {
 		if _, err := StartServers(t.Context(), c.sc, h, ModelNodepass); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("StartServers(%+v): %v, want an error about %q", c.sc, err, c.want)

@@ -44,15 +44,18 @@ type target interface {
 	steps() []step
 	// do sends request s of node n to server within ctx, which carries
 	// the client timeout, from client: each agent (honest node, duplicate
-	// or attacker) has its own client.
-	do(ctx context.Context, client, server int, n Node, s step) outcome
+	// or attacker) has its own client. An authenticated request carries
+	// token, the join token's password, as basic auth.
+	do(ctx context.Context, client, server int, n Node, s step, token string) outcome
 	// close stops the target after the agents have stopped and the models
 	// have been closed.
 	close()
 }
 
 // inprocTarget calls the models directly, as the HTTP handler would: an
-// attempt is its two password-guarded requests.
+// attempt is its authenticated requests, each checking the join token
+// (before the in-flight cap, as k3s does), the two guarded ones then the
+// node's password.
 type inprocTarget struct {
 	servers []model
 	second  time.Duration // one Retry-After second, scaled
@@ -62,27 +65,46 @@ type inprocTarget struct {
 
 func (t *inprocTarget) steps() []step { return inprocSteps }
 
-func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step) outcome {
-	if !s.guarded() {
+func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step, token string) outcome {
+	if !s.authed() {
 		return outcome{status: http.StatusOK}
 	}
 	m := t.servers[server]
-	release, ok := m.admit(s.method() != http.MethodGet)
-	if !ok {
-		return outcome{status: http.StatusTooManyRequests, retryAfter: t.second}
-	}
 	// The handler goes on when the client leaves, like a server's.
-	done := make(chan error, 1)
+	done := make(chan outcome, 1)
 	t.wg.Go(func() {
+		if err := m.VerifyToken(ctx, tokenUser, token); err != nil {
+			done <- t.answerToken(err)
+			return
+		}
+		release, ok := m.admit(s.method() != http.MethodGet)
+		if !ok {
+			done <- outcome{status: http.StatusTooManyRequests, retryAfter: t.second}
+			return
+		}
 		defer release()
-		done <- m.Ensure(ctx, n.Name, n.Password)
+		if !s.guarded() {
+			done <- outcome{status: http.StatusOK}
+			return
+		}
+		done <- t.answer(m.Ensure(ctx, n.Name, n.Password))
 	})
 	select {
-	case err := <-done:
-		return t.answer(err)
+	case o := <-done:
+		return o
 	case <-ctx.Done():
 		return outcome{timeout: true}
 	}
+}
+
+// answerToken maps VerifyToken's error to the response httpauth would
+// send: 401 for a token refused, else as answer.
+func (t *inprocTarget) answerToken(err error) outcome {
+	if errors.Is(err, verify.ErrMismatchedHashAndPassword) || errors.Is(err, verify.ErrNotFound) ||
+		errors.Is(err, verify.ErrInvalidInput) || errors.Is(err, verify.ErrInvalidHash) {
+		return outcome{status: http.StatusUnauthorized}
+	}
+	return t.answer(err)
 }
 
 // answer maps Ensure's error to the response httpauth would send.
@@ -115,10 +137,13 @@ func (t *inprocTarget) close() {
 }
 
 // httpServers runs one HTTPS server per model on 127.0.0.1, as a k3s
-// supervisor serves its agents: GET /cacerts, GET /v1-k3s/config, and the
-// two kubelet certificate routes (POST with a CSR, or GET for older
-// agents) behind httpauth, the model's in-flight cap in front of all but
-// /cacerts, as k3s's router has it.
+// supervisor serves its agents (pkg/server/handlers/router.go): GET
+// /cacerts without authentication; behind the join token's check
+// (httpauth's, with the model's VerifyToken), then the model's in-flight
+// cap, GET /v1-k3s/config, client-ca.crt and server-ca.crt, the two
+// kubelet certificate routes (POST with a CSR, or GET for older agents)
+// with httpauth's node-password check after the cap, and the kube-proxy
+// and controller certificates (POST with a CSR).
 type httpServers struct {
 	ca      *benchCA
 	urls    []string // https://127.0.0.1:PORT, by server
@@ -148,21 +173,25 @@ func newHTTPServers(models []model) (_ *httpServers, err error) {
 	}()
 	quiet := slog.New(slog.DiscardHandler) // failures show as 500s to the agents
 	for _, m := range models {
-		auth, err := httpauth.New(m, &httpauth.Options{Logger: quiet})
+		auth, err := httpauth.New(m, &httpauth.Options{Logger: quiet, Tokens: m})
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
+		// authed is k3s's order: the token, the in-flight cap, the route.
+		authed := func(mutating bool, h http.Handler) http.Handler { return auth.TokenHandler(capped(m, mutating, h)) }
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET "+pathCACerts, func(w http.ResponseWriter, _ *http.Request) { w.Write(ca.pem) })
-		mux.Handle("GET "+pathConfig, capped(m, false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mux.Handle("GET "+pathConfig, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write(configBody)
 		})))
+		for _, p := range []string{pathClientCA, pathServerCA} {
+			mux.Handle("GET "+p, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(ca.pem) })))
+		}
 		for _, p := range []string{pathServingCert, pathClientCert} {
 			cert := auth.HandlerFunc(func(w http.ResponseWriter, r *http.Request, node httpauth.Node) {
-				body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
-				if err != nil {
-					http.Error(w, "reading the certificate request: "+err.Error(), http.StatusBadRequest)
+				body, ok := readCSR(w, r)
+				if !ok {
 					return
 				}
 				pem, err := ca.kubeletCert(node.Name, p == pathClientCert, r.Method == http.MethodPost, body)
@@ -172,14 +201,39 @@ func newHTTPServers(models []model) (_ *httpServers, err error) {
 				}
 				w.Write(pem)
 			})
-			mux.Handle("GET "+p, capped(m, false, cert))
-			mux.Handle("POST "+p, capped(m, true, cert))
+			mux.Handle("GET "+p, authed(false, cert))
+			mux.Handle("POST "+p, authed(true, cert))
+		}
+		for p, cn := range map[string]string{pathProxyCert: proxyCN, pathControllerCert: controllerCN} {
+			mux.Handle("POST "+p, authed(true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, ok := readCSR(w, r)
+				if !ok {
+					return
+				}
+				pem, err := ca.componentCert(cn, body)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				w.Write(pem)
+			})))
 		}
 		if err := s.serve(mux); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// readCSR reads a certificate request's body, at most maxCSRSize bytes,
+// and answers 400 when it cannot.
+func readCSR(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
+	if err != nil {
+		http.Error(w, "reading the certificate request: "+err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	return body, true
 }
 
 // serve serves h over HTTPS on a new loopback port and adds it to s.
@@ -272,12 +326,12 @@ func newHTTPAgents(ctx context.Context, urls []string, caPEM []byte, names []str
 
 func (t *httpAgents) steps() []step { return httpSteps }
 
-func (t *httpAgents) do(ctx context.Context, client, server int, n Node, s step) outcome {
+func (t *httpAgents) do(ctx context.Context, client, server int, n Node, s step, token string) outcome {
 	var o outcome
 	var body []byte
-	if s.guarded() {
+	if s.method() == http.MethodPost {
 		var err error
-		if body, err = t.keys[client].request(n.Name, s == stepClientCert); err != nil {
+		if body, err = t.keys[client].request(n.Name, s); err != nil {
 			return outcome{connErr: true}
 		}
 	}
@@ -286,6 +340,9 @@ func (t *httpAgents) do(ctx context.Context, client, server int, n Node, s step)
 	req, err := http.NewRequestWithContext(ctx, s.method(), t.urls[server]+s.path(), bytes.NewReader(body))
 	if err != nil {
 		return outcome{connErr: true}
+	}
+	if s.authed() {
+		req.SetBasicAuth(tokenUser, token)
 	}
 	if s.guarded() {
 		req.Header.Set("K3s-Node-Name", n.Name)
@@ -330,13 +387,14 @@ func (t *httpAgents) close() {
 // bound, which does all a server does but verify passwords.
 type openModel struct{}
 
-func (openModel) Ensure(context.Context, string, string) error { return nil }
-func (openModel) admit(bool) (func(), bool)                    { return func() {}, true }
-func (openModel) scryptRuns() uint64                           { return 0 }
-func (openModel) remembered() (uint64, uint64)                 { return 0, 0 }
-func (openModel) keepsState() bool                             { return false }
-func (openModel) shedAfterWait() uint64                        { return 0 }
-func (openModel) close(bool)                                   {}
+func (openModel) Ensure(context.Context, string, string) error      { return nil }
+func (openModel) VerifyToken(context.Context, string, string) error { return nil }
+func (openModel) admit(bool) (func(), bool)                         { return func() {}, true }
+func (openModel) scryptRuns() uint64                                { return 0 }
+func (openModel) remembered() (uint64, uint64)                      { return 0, 0 }
+func (openModel) keepsState() bool                                  { return false }
+func (openModel) shedAfterWait() uint64                             { return 0 }
+func (openModel) close(bool)                                        {}
 
 // EstimateTransport estimates the CPU time the herd's HTTPS takes beyond
 // scrypt in sc's http mode, as wall time on GOMAXPROCS workers:
@@ -371,7 +429,7 @@ func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duratio
 	}
 	defer agents.close()
 	one := func(i int) error {
-		o, _, _ := attempt(ctx, agents, DefaultClientTimeout, i, 0, h.Nodes[i])
+		o, _, _ := attempt(ctx, agents, DefaultClientTimeout, i, 0, h.Nodes[i], h.Token)
 		if o.status != http.StatusOK {
 			return fmt.Errorf("an attempt ended with %+v, want 200 for every request", o)
 		}

@@ -17,6 +17,7 @@ import (
 // passwords, duplicate hostnames and store faults (issue 6).
 type adversityFlags struct {
 	attackers, duplicates int
+	tokenGuessers         int
 	names                 string
 	faults, spikes        float64
 	spike                 time.Duration
@@ -25,6 +26,7 @@ type adversityFlags struct {
 func addAdversityFlags(fs *flag.FlagSet) *adversityFlags {
 	f := &adversityFlags{}
 	fs.IntVar(&f.attackers, "attackers", 0, "attacker agents sending wrong passwords for real node names, each as fast as answers come, ignoring Retry-After")
+	fs.IntVar(&f.tokenGuessers, "token-guessers", 0, "clients sending wrong join tokens (basic auth for the user node, a new token each), each as fast as answers come, ignoring Retry-After")
 	fs.StringVar(&f.names, "attack-names", string(bench.AttackSticky), "how attackers pick the names they guess for: sticky (one random name each, for the whole run) or random (a new one per guess)")
 	fs.IntVar(&f.duplicates, "duplicates", 0, "nodes with a second machine of the same hostname and another password, retrying like the nodes all run long (it never joins; completion waits for the honest nodes only)")
 	fs.Float64Var(&f.faults, "store-faults", 0, "probability `P` that a store call (every model's hash fetch, nodepass's Get and Create) fails; the server answers 500 and the agent retries")
@@ -37,6 +39,9 @@ func addAdversityFlags(fs *flag.FlagSet) *adversityFlags {
 func (f *adversityFlags) check(nodes int, bad func(string, ...any)) {
 	if f.attackers < 0 || f.attackers > 100000 {
 		bad("-attackers %d: want 0 to 100000", f.attackers)
+	}
+	if f.tokenGuessers < 0 || f.tokenGuessers > 100000 {
+		bad("-token-guessers %d: want 0 to 100000", f.tokenGuessers)
 	}
 	if _, err := bench.ParseAttackNames(f.names); err != nil {
 		bad("-attack-names: %v", strings.TrimPrefix(err.Error(), "bench: "))
@@ -57,7 +62,7 @@ func (f *adversityFlags) check(nodes int, bad func(string, ...any)) {
 
 // apply sets the checked flags on sc.
 func (f *adversityFlags) apply(sc *bench.Scenario) {
-	sc.Attackers, sc.Duplicates = f.attackers, f.duplicates
+	sc.Attackers, sc.Duplicates, sc.TokenGuessers = f.attackers, f.duplicates, f.tokenGuessers
 	sc.AttackNames, _ = bench.ParseAttackNames(f.names)
 	sc.StoreFaults, sc.StoreSpikes, sc.StoreSpike = f.faults, f.spikes, f.spike
 	if f.spikes == -1 {
@@ -70,6 +75,9 @@ func adversityNote(sc bench.Scenario) string {
 	var parts []string
 	if sc.Attackers > 0 {
 		parts = append(parts, fmt.Sprintf("%d attackers (%s names)", sc.Attackers, sc.AttackNames))
+	}
+	if sc.TokenGuessers > 0 {
+		parts = append(parts, fmt.Sprintf("%d join-token guessers", sc.TokenGuessers))
 	}
 	if sc.Duplicates > 0 {
 		parts = append(parts, fmt.Sprintf("%d duplicate hostnames", sc.Duplicates))
@@ -96,15 +104,16 @@ type column struct {
 // a store error answered from a cache. It returns errWrongAccept when a
 // wrong password got in.
 func writeAdversity(w io.Writer, results []*bench.Result) error {
-	var att, dup, faults bool
+	var att, tok, dup, faults bool
 	for _, r := range results {
 		if a := r.Attack; a != nil {
 			att = att || a.Attackers > 0
+			tok = tok || a.TokenGuessers > 0
 			dup = dup || a.Duplicates > 0
 		}
 		faults = faults || r.Faults != nil
 	}
-	if !att && !dup && !faults {
+	if !att && !tok && !dup && !faults {
 		return nil
 	}
 	attack := func(f func(*bench.AttackResult) string) func(*bench.Result) string {
@@ -142,6 +151,14 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 			column{"accepted", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessesAccepted) })},
 			column{"guess scrypt", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessScrypt) })},
 			column{"pw known", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.GuessScryptKnown) })},
+		)
+	}
+	if tok {
+		cols = append(cols,
+			column{"token guesses", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.TokenGuesses) })},
+			column{"accepted", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.TokenGuessesAccepted) })},
+			column{"token scrypt", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.TokenScrypt) })},
+			column{"token guess scrypt", attack(func(a *bench.AttackResult) string { return fmt.Sprint(a.TokenGuessScrypt) })},
 		)
 	}
 	if dup {
@@ -190,6 +207,10 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 		fmt.Fprintln(w, "guesses: the attackers' requests; accepted: those answered 200 (must be 0); pw known: guess computations that started after the")
 		fmt.Fprintln(w, "server knew that node's own password (a server that checked for a known match then would not have run them).")
 	}
+	if tok {
+		fmt.Fprintln(w, "token guesses: requests with a wrong join token; accepted: those answered 200 (must be 0); token scrypt and token guess scrypt:")
+		fmt.Fprintln(w, "computations over the agents' join token and over the guessed ones.")
+	}
 	if dup {
 		fmt.Fprintln(w, "dup: the duplicate-hostname machines; max/dup: the most computations over one duplicate's password; after 403: computations over")
 		fmt.Fprintln(w, "a duplicate's password that finished after it had got its first 403 (the cost of its retries).")
@@ -202,8 +223,8 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 	for _, r := range results {
 		a, f := r.Attack, r.Faults
 		if n := a.Accepted(); n > 0 {
-			fmt.Fprintf(w, "!!! %s ACCEPTED %d WRONG PASSWORDS: %d guesses and %d duplicates got 200; the servers let in %d !!!\n",
-				r.Model, n, a.GuessesAccepted, a.DuplicatesAccepted, a.WrongAccepts)
+			fmt.Fprintf(w, "!!! %s ACCEPTED %d WRONG PASSWORDS: %d guesses, %d token guesses and %d duplicates got 200; the servers let in %d !!!\n",
+				r.Model, n, a.GuessesAccepted, a.TokenGuessesAccepted, a.DuplicatesAccepted, a.WrongAccepts)
 			wrong = errWrongAccept
 		}
 		if a != nil && a.HonestRejected > 0 {

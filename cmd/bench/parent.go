@@ -116,7 +116,7 @@ func lbNote(servers int, lb bench.LB) string {
 func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result) {
 	split := len(results) > 0 && results[0].Split != nil
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts/node\trequests/node\ttls/node\tscrypt/node\tp50\tp99\tmax\tpeak heap\tshed\tlate\ttimeouts\tcpu use\tidle\tstopped\t")
+	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts/node\trequests/node\ttls/node\tscrypt/node\ttoken/node\tp50\tp99\tmax\tpeak heap\tshed\tlate\ttimeouts\tcpu use\tidle\tstopped\t")
 	for _, r := range results {
 		ratio, local, completion := fmt.Sprintf("%.2f", r.Ratio), fmt.Sprintf("%.2f", r.LocalRatio), secs(r.Completion)
 		if r.Stopped != "" {
@@ -135,9 +135,9 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		if stopped == "" {
 			stopped = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%d\t%.0f%%\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%d\t%.0f%%\t%s\t%s\t\n",
 			r.Model, r.Joined, r.Nodes, completion, ratio, local,
-			perNode(r.Attempts), perNode(r.Requests), perNode(r.Handshakes), perNode(r.ScryptRuns),
+			perNode(r.Attempts), perNode(r.Requests), perNode(r.Handshakes), perNode(r.ScryptRuns), perNode(r.TokenScryptRuns),
 			latency(r, r.P50), latency(r, r.P99), latency(r, r.Max),
 			float64(r.PeakHeap)/(1<<20), r.Shed, r.ShedLate, r.Timeouts, 100*r.CPUUse(), secs(r.IdlePending), stopped)
 	}
@@ -158,7 +158,7 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		if sc.Mode == bench.ModeHTTP && split {
 			fmt.Fprint(w, "; scrypt only: the agents have CPUs of their own")
 		} else if sc.Mode == bench.ModeHTTP {
-			fmt.Fprintf(w, ",\n  plus, in http mode, %d agents' attempts, each six requests on new connections (TLS handshakes, HTTP, two certificates signed) to a server that lets every node in: every node needs one, and the agents share the servers' CPUs:", sc.BoundSample)
+			fmt.Fprintf(w, ",\n  plus, in http mode, %d agents' attempts, each ten requests on new connections (TLS handshakes, HTTP, four certificates signed) to a server that lets every node in: every node needs one, and the agents share the servers' CPUs:", sc.BoundSample)
 			var each []string
 			for _, r := range results {
 				if r.LocalTransport > 0 {
@@ -175,7 +175,8 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			"%d servers on machines of their own would have %d times the CPUs; here they share them, and no run can beat the %d-CPU bound.\n",
 			sc.Servers, h.Workers, h.LowerBound.Seconds(), h.LowerBound.Seconds(), sc.Servers, sc.Servers, sc.Servers, h.Workers)
 	}
-	fmt.Fprintln(w, "per node: per joined node; an attempt is a k3s agent's whole sequence of requests (over HTTPS: /cacerts three times, the config, two certificate POSTs; in-process: the two POSTs), tls = TLS handshakes the agents started;")
+	fmt.Fprintln(w, "per node: per joined node; an attempt is a k3s agent's whole sequence of requests (over HTTPS: /cacerts three times, then with the join token the config,\n  the two CA files and four certificate POSTs, two of them with the node password; in-process: the seven with the token), tls = TLS handshakes the agents started;")
+	fmt.Fprintln(w, "scrypt/node counts every computation (node passwords and join tokens), token/node those over join tokens; each server also hashed its token once at start, counted in neither;")
 	whose := "the process's (agents included)"
 	if split {
 		whose = "the servers' process's (agents apart)"

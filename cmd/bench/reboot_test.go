@@ -27,8 +27,9 @@ func TestRebootFlags(t *testing.T) {
 
 // TestRebootRun runs -reboot all in this process and checks the table,
 // the summary lines and the JSON: nodepass needs no scrypt (a digest
-// answers each node's first certificate request, its cache the second),
-// k3s-latest two per node.
+// answers each node's first certificate request, its cache the second
+// and the join token of all seven authenticated requests), k3s-latest
+// nine per node (seven tokens, two node passwords).
 func TestRebootRun(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "out.json")
 	code, stdout, stderr := runCmd(t, "-nodes", "12", "-logn", "5", "-mode", "inproc", "-isolate=false",
@@ -37,8 +38,8 @@ func TestRebootRun(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	for _, want := range []string{"digest hits", "ratio to cold", "warm-up scrypt",
-		"nodepass: reboot all: 0 scrypt during the herd (12 digest hits, 12 cache hits); 12/12 joined, 12 on their first attempt",
-		"k3s-latest: reboot all: 24 scrypt during the herd"} {
+		"nodepass: reboot all: 0 scrypt during the herd (12 digest hits, 96 cache hits); 12/12 joined, 12 on their first attempt",
+		"k3s-latest: reboot all: 108 scrypt during the herd"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
