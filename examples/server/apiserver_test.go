@@ -30,8 +30,8 @@ func TestAPIServerKubeStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	caFile := filepath.Join(dir, "ca.crt")
-	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-store", "kube", "-kubeconfig", kubeconfig}
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) })
+	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-store", "kube", "-kubeconfig", kubeconfig, "-data-dir", dir}
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
 
 	ns := nodes(10)
 	joinAll(t, s, ns) // enrolls
@@ -67,5 +67,5 @@ func TestAPIServerKubeStore(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("%s after the checks: %d %s", ns[0].name, status, body)
 	}
-	checkKubeletCert(t, body, s.ca, strings.ToLower(ns[0].name), []net.IP{net.ParseIP(ns[0].ip)}, x509.ExtKeyUsageServerAuth, nil)
+	checkKubeletCert(t, body, s.kubeletCA, strings.ToLower(ns[0].name), []net.IP{net.ParseIP(ns[0].ip)}, x509.ExtKeyUsageServerAuth, nil)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 )
@@ -25,6 +26,9 @@ type config struct {
 	verbose     bool
 	failOpen    bool   // verify.Options.FailOpen
 	digestKey   string // file of verify.Options.DigestKey; "" for none
+	tokenFile   string // the join tokens (loadTokenFile); "" for none
+	dataDir     string // where the CAs are kept; "" for in memory
+	apiservers  []string
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -41,6 +45,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.concurrent, "max-concurrent", 0, "scrypt computations at once; 0 means GOMAXPROCS")
 	fs.StringVar(&c.caFile, "ca-file", "", "write the generated CA certificate to this `file` (for curl --cacert)")
 	fs.StringVar(&sans, "tls-san", "", "extra comma-separated DNS names or IPs for the server's certificate")
+	fs.StringVar(&c.tokenFile, "token-file", "", "join tokens agents must send as basic auth on every request but /cacerts and /ping: a k3s passwd `file` (password,user,uid[,groups] lines), or one token (a bare password, for the user node, or K10<hash>::<user>:<password>); without it the agents' other routes (config, CA files, apiservers, kube-proxy and controller certificates) are not served")
+	fs.StringVar(&c.dataDir, "data-dir", "", "keep the CAs in `DIR`/tls, made on first start; servers given one DIR share them (default: new CAs in memory)")
+	var apiservers string
+	fs.StringVar(&apiservers, "apiservers", "", "comma-separated host:port of the servers /v1-<prog>/apiservers announces to agents (default: this server's address)")
 	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fs.DurationVar(&c.syncTimeout, "sync-timeout", time.Minute, "how long -store kube waits for its secret cache before serving")
 	fs.BoolVar(&c.verbose, "v", false, "log at debug level")
@@ -66,6 +74,15 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		if s = strings.TrimSpace(s); s != "" {
 			c.tlsSANs = append(c.tlsSANs, s)
 		}
+	}
+	for _, s := range strings.Split(apiservers, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return c, fmt.Errorf("server: -apiservers %q: %v", s, err)
+		}
+		c.apiservers = append(c.apiservers, s)
 	}
 	return c, nil
 }

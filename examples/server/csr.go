@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -16,11 +17,11 @@ import (
 const maxCSRSize = 64 << 10
 
 // csrPublicKey reads the certificate signing request a current k3s agent
-// POSTs as the body of its kubelet certificate requests (DER; PEM is
-// accepted too), checks its signature and that it names node, as the
-// common name node or system:node:<node>, and returns its public key. The
-// certificate's names come from the server, not from the request.
-func csrPublicKey(w http.ResponseWriter, r *http.Request, node string) (crypto.PublicKey, error) {
+// POSTs as the body of its certificate requests (DER; PEM is accepted
+// too), checks its signature and that its common name is one of names
+// (a kubelet's: node or system:node:<node>), and returns its public key.
+// The certificate's names come from the server, not from the request.
+func csrPublicKey(w http.ResponseWriter, r *http.Request, names []string) (crypto.PublicKey, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -42,8 +43,17 @@ func csrPublicKey(w http.ResponseWriter, r *http.Request, node string) (crypto.P
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("certificate request: %w", err)
 	}
-	if cn := strings.ToLower(csr.Subject.CommonName); cn != node && cn != "system:node:"+node {
-		return nil, fmt.Errorf("certificate request for %q, want %q or %q", csr.Subject.CommonName, node, "system:node:"+node)
+	if cn := strings.ToLower(csr.Subject.CommonName); !slices.Contains(names, cn) {
+		return nil, fmt.Errorf("certificate request for %q, want %s", csr.Subject.CommonName, strings.Join(quoteAll(names), " or "))
 	}
 	return csr.PublicKey, nil
+}
+
+// quoteAll returns each of ss in Go quotes.
+func quoteAll(ss []string) []string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return q
 }

@@ -36,9 +36,10 @@ func newCSR(t *testing.T, cn string) (*ecdsa.PrivateKey, []byte) {
 // node (the names are the server's), refuses a CSR for another node or no
 // CSR at all, and still answers older agents' GETs.
 func TestCertificateSigningRequests(t *testing.T) {
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile}
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) })
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir}
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
 	n := nodes(3)[1] // worker-01
 	ip := []net.IP{net.ParseIP(n.ip)}
 	const serving, client = "/v1-k3s/serving-kubelet.crt", "/v1-k3s/client-kubelet.crt"
@@ -48,7 +49,7 @@ func TestCertificateSigningRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST serving-kubelet.crt: %d %s", resp.StatusCode, body)
 	}
-	checkKubeletCert(t, body, s.ca, n.name, ip, x509.ExtKeyUsageServerAuth, &key.PublicKey)
+	checkKubeletCert(t, body, s.kubeletCA, n.name, ip, x509.ExtKeyUsageServerAuth, &key.PublicKey)
 
 	key, csr = newCSR(t, "system:node:"+n.name)
 	csrPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr})
@@ -56,13 +57,13 @@ func TestCertificateSigningRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST client-kubelet.crt (PEM): %d %s", resp.StatusCode, body)
 	}
-	checkKubeletCert(t, body, s.ca, "system:node:"+n.name, nil, x509.ExtKeyUsageClientAuth, &key.PublicKey)
+	checkKubeletCert(t, body, s.clientCA, "system:node:"+n.name, nil, x509.ExtKeyUsageClientAuth, &key.PublicKey)
 
 	resp, body = s.get(t, serving, n.name, n.password, n.ip)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET serving-kubelet.crt: %d %s", resp.StatusCode, body)
 	}
-	checkKubeletCert(t, body, s.ca, n.name, ip, x509.ExtKeyUsageServerAuth, nil)
+	checkKubeletCert(t, body, s.kubeletCA, n.name, ip, x509.ExtKeyUsageServerAuth, nil)
 
 	_, other := newCSR(t, "worker-02")
 	for _, c := range []struct {

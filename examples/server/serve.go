@@ -5,6 +5,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,16 +65,23 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	auth, err := httpauth.New(v, &httpauth.Options{Program: cfg.program, Logger: log})
+	authOpts := &httpauth.Options{Program: cfg.program, Logger: log}
+	if cfg.tokenFile != "" {
+		if err := loadTokenFile(ctx, v, cfg.tokenFile); err != nil {
+			return err
+		}
+		authOpts.Tokens = v
+	}
+	auth, err := httpauth.New(v, authOpts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	ca, err := newAuthority(fmt.Sprintf("nodepass-example-ca@%d", time.Now().Unix()), time.Now)
+	cas, err := newAuthorities(cfg.dataDir, time.Now)
 	if err != nil {
 		return err
 	}
 	if cfg.caFile != "" {
-		if err := os.WriteFile(cfg.caFile, ca.pem, 0o644); err != nil {
+		if err := os.WriteFile(cfg.caFile, cas.server.pem, 0o644); err != nil {
 			return fmt.Errorf("server: -ca-file: %w", err)
 		}
 	}
@@ -82,28 +91,16 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 		return fmt.Errorf("server: %w", err)
 	}
 	defer ln.Close()
-	cert, err := ca.tlsCertificate(serverLeaf(ln.Addr(), cfg.tlsSANs))
+	own := serverLeaf(ln.Addr(), cfg.tlsSANs)
+	cert, err := cas.server.tlsCertificate(own)
 	if err != nil {
 		return err
 	}
-
-	ipHeader := strings.ToUpper(cfg.program[:1]) + cfg.program[1:] + "-Node-Ip"
-	prefix := "/v1-" + cfg.program
-	mux := http.NewServeMux()
-	// Current agents POST a certificate signing request; older ones GET
-	// a certificate and its key.
-	for _, route := range []struct {
-		name     string
-		makeLeaf func(string, []net.IP) leaf
-	}{{"serving-kubelet.crt", servingLeaf}, {"client-kubelet.crt", clientLeaf}} {
-		h := auth.HandlerFunc(kubeletCert(ca, log, ipHeader, route.makeLeaf))
-		mux.Handle("GET "+prefix+"/"+route.name, h)
-		mux.Handle("POST "+prefix+"/"+route.name, h)
+	apiservers := cfg.apiservers
+	if len(apiservers) == 0 {
+		apiservers = []string{ln.Addr().String()}
 	}
-	mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/x-pem-file")
-		w.Write(ca.pem)
-	})
+	mux := routes(cfg, cas, own, apiservers, auth, log)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
 	srv := &http.Server{
@@ -136,23 +133,100 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	return nil
 }
 
-// kubeletCert answers a verified node's request for a kubelet certificate
-// made by makeLeaf from its name and the addresses in its Node-Ip header:
-// for a POST, a certificate for the public key of the request's CSR (see
-// csrPublicKey), then the CA's; for a GET, as older agents send, a new
-// key's certificate, the CA's and the key.
-func kubeletCert(ca *authority, log *slog.Logger, ipHeader string, makeLeaf func(string, []net.IP) leaf) func(http.ResponseWriter, *http.Request, httpauth.Node) {
+// routes are a k3s supervisor's routes for its agents (pkg/server/handlers
+// in k3s): /cacerts and /ping without authentication; the two kubelet
+// certificates behind the node password (and the join token, with
+// -token-file); and, with -token-file only, behind the token: the
+// configuration, the CA files, the servers to use, and the kube-proxy's
+// and controller's client certificates.
+func routes(cfg config, cas *authorities, own leaf, apiservers []string, auth *httpauth.Auth, log *slog.Logger) *http.ServeMux {
+	prefix := "/v1-" + cfg.program
+	ipHeader := strings.ToUpper(cfg.program[:1]) + cfg.program[1:] + "-Node-Ip"
+	mux := http.NewServeMux()
+	pemFile := func(b []byte) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/x-pem-file")
+			w.Write(b)
+		}
+	}
+	mux.Handle("GET /cacerts", pemFile(cas.server.pem))
+	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
+	// Current agents POST a certificate signing request; older ones GET
+	// a certificate and its key.
+	k := kubeletIssuer{log: log, ipHeader: ipHeader, own: own}
+	for _, route := range []struct {
+		name string
+		ca   *authority
+		leaf func(string, []net.IP) leaf
+	}{{"serving-kubelet.crt", cas.kubelet, servingLeaf}, {"client-kubelet.crt", cas.client, clientLeaf}} {
+		h := auth.HandlerFunc(k.handler(route.ca, route.leaf))
+		mux.Handle("GET "+prefix+"/"+route.name, h)
+		mux.Handle("POST "+prefix+"/"+route.name, h)
+	}
+	if cfg.tokenFile == "" {
+		log.Warn("server: no -token-file: agents' requests for the configuration, CA files, apiservers and component certificates are not served")
+		return mux
+	}
+	mux.Handle("GET "+prefix+"/client-ca.crt", auth.TokenHandler(pemFile(cas.client.pem)))
+	mux.Handle("GET "+prefix+"/server-ca.crt", auth.TokenHandler(pemFile(cas.server.pem)))
+	port := 0
+	if len(apiservers) > 0 {
+		if _, p, err := net.SplitHostPort(apiservers[0]); err == nil {
+			port, _ = strconv.Atoi(p)
+		}
+	}
+	config, _ := json.Marshal(map[string]any{"SupervisorPort": port, "HTTPSPort": port, "Program": cfg.program})
+	mux.Handle("GET "+prefix+"/config", auth.TokenHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(config)
+	})))
+	servers, _ := json.Marshal(apiservers)
+	mux.Handle("GET "+prefix+"/apiservers", auth.TokenHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(servers)
+	})))
+	for name, cn := range map[string]string{"client-kube-proxy.crt": "system:kube-proxy", "client-" + cfg.program + "-controller.crt": "system:" + cfg.program + "-controller"} {
+		mux.Handle("POST "+prefix+"/"+name, auth.TokenHandler(componentCert(cas.client, log, cn)))
+	}
+	return mux
+}
+
+// kubeletIssuer answers verified nodes' requests for kubelet
+// certificates.
+type kubeletIssuer struct {
+	log      *slog.Logger
+	ipHeader string
+	own      leaf // the server's own names and addresses, never signed for a node
+}
+
+// maxNodeIPs bounds the addresses of a kubelet's serving certificate:
+// dual-stack nodes send two, a few more is generous.
+const maxNodeIPs = 8
+
+// handler answers a verified node's request for a kubelet certificate
+// made by makeLeaf from its name and the addresses in its Node-Ip header
+// and signed by ca: for a POST, a certificate for the public key of the
+// request's CSR (see csrPublicKey), then the CA's; for a GET, as older
+// agents send, a new key's certificate, the CA's and the key. It refuses
+// names and addresses a node cannot have: a wildcard, the server's own
+// names and addresses, loopback, unspecified and multicast addresses,
+// and more than maxNodeIPs addresses.
+func (k kubeletIssuer) handler(ca *authority, makeLeaf func(string, []net.IP) leaf) func(http.ResponseWriter, *http.Request, httpauth.Node) {
 	return func(w http.ResponseWriter, r *http.Request, node httpauth.Node) {
 		ips, err := parseIPs(node.IP)
 		if err != nil {
-			http.Error(w, fmt.Sprintf("%s: %v", ipHeader, err), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("%s: %v", k.ipHeader, err), http.StatusBadRequest)
+			return
+		}
+		if err := k.check(node.Name, ips); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		l := makeLeaf(node.Name, ips)
 		var pem []byte
 		if r.Method == http.MethodPost {
 			var pub crypto.PublicKey
-			if pub, err = csrPublicKey(w, r, node.Name); err != nil {
+			if pub, err = csrPublicKey(w, r, l.csrNames); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
@@ -161,11 +235,59 @@ func kubeletCert(ca *authority, log *slog.Logger, ipHeader string, makeLeaf func
 			pem, err = ca.issue(l)
 		}
 		if err != nil {
-			log.ErrorContext(r.Context(), "server: issuing a certificate", "node", node.Name, "err", err)
+			k.log.ErrorContext(r.Context(), "server: issuing a certificate", "node", node.Name, "err", err)
 			http.Error(w, "internal error issuing the certificate", http.StatusInternalServerError)
 			return
 		}
-		log.DebugContext(r.Context(), "server: certificate issued", "node", node.Name, "path", r.URL.Path, "ips", node.IP)
+		k.log.DebugContext(r.Context(), "server: certificate issued", "node", node.Name, "path", r.URL.Path, "ips", node.IP)
+		w.Header().Set("Content-Type", "application/x-pem-file")
+		w.Write(pem)
+	}
+}
+
+// check refuses a node name or addresses no node may have a certificate
+// for.
+func (k kubeletIssuer) check(name string, ips []net.IP) error {
+	if strings.Contains(name, "*") {
+		return fmt.Errorf("node name %q is a wildcard", name)
+	}
+	for _, own := range k.own.dnsNames {
+		if strings.EqualFold(name, own) {
+			return fmt.Errorf("node name %q is a name of this server", name)
+		}
+	}
+	if len(ips) > maxNodeIPs {
+		return fmt.Errorf("%s: %d addresses, at most %d", k.ipHeader, len(ips), maxNodeIPs)
+	}
+	for _, ip := range ips {
+		if ip.IsLoopback() || ip.IsUnspecified() || ip.IsMulticast() {
+			return fmt.Errorf("%s: %s is not a node's address", k.ipHeader, ip)
+		}
+		for _, own := range k.own.ips {
+			if ip.Equal(own) {
+				return fmt.Errorf("%s: %s is an address of this server", k.ipHeader, ip)
+			}
+		}
+	}
+	return nil
+}
+
+// componentCert answers a request for a component's client certificate
+// (the kube-proxy's, the controller's): the body is a CSR whose common
+// name is cn; the answer, the certificate signed by ca, then the CA's.
+func componentCert(ca *authority, log *slog.Logger, cn string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		pub, err := csrPublicKey(w, r, []string{cn})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		pem, err := ca.issueFor(leaf{commonName: cn, usage: x509.ExtKeyUsageClientAuth}, pub)
+		if err != nil {
+			log.ErrorContext(r.Context(), "server: issuing a certificate", "cn", cn, "err", err)
+			http.Error(w, "internal error issuing the certificate", http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		w.Write(pem)
 	}
@@ -174,13 +296,15 @@ func kubeletCert(ca *authority, log *slog.Logger, ipHeader string, makeLeaf func
 // servingLeaf is the kubelet's serving certificate: the node's name as
 // common name and DNS name, its addresses as IP SANs.
 func servingLeaf(node string, ips []net.IP) leaf {
-	return leaf{commonName: node, dnsNames: []string{node}, ips: ips, usage: x509.ExtKeyUsageServerAuth}
+	return leaf{commonName: node, dnsNames: []string{node}, ips: ips, usage: x509.ExtKeyUsageServerAuth,
+		csrNames: []string{node, "system:node:" + node}}
 }
 
 // clientLeaf is the kubelet's client certificate, in the form the
 // Kubernetes Node authorizer expects.
 func clientLeaf(node string, _ []net.IP) leaf {
-	return leaf{commonName: "system:node:" + node, organization: []string{"system:nodes"}, usage: x509.ExtKeyUsageClientAuth}
+	return leaf{commonName: "system:node:" + node, organization: []string{"system:nodes"}, usage: x509.ExtKeyUsageClientAuth,
+		csrNames: []string{node, "system:node:" + node}}
 }
 
 // serverLeaf is the server's own certificate: loopback names, the address

@@ -60,8 +60,33 @@ func (o *output) String() string {
 type server struct {
 	url    string
 	client *http.Client
-	ca     []byte
-	out    *output
+	ca     []byte // the server CA: -ca-file, /cacerts
+	// clientCA and kubeletCA sign its client and kubelet serving
+	// certificates; read from -data-dir by withCAs.
+	clientCA, kubeletCA []byte
+	out                 *output
+	token               string // if not "", every request carries basic auth node:<token>
+}
+
+// withCAs reads s's client and kubelet CAs from its -data-dir, and checks
+// that the three are apart.
+func (s *server) withCAs(t *testing.T, dataDir string) *server {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(dataDir, "tls", name+".crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if server := read("server-ca"); !bytes.Equal(server, s.ca) {
+		t.Fatal("-data-dir's server CA is not -ca-file's")
+	}
+	s.clientCA, s.kubeletCA = read("client-ca"), read("kubelet-ca")
+	if bytes.Equal(s.clientCA, s.ca) || bytes.Equal(s.kubeletCA, s.ca) || bytes.Equal(s.clientCA, s.kubeletCA) {
+		t.Fatal("two of the CAs are one")
+	}
+	return s
 }
 
 // start runs serveFn (run or serve) in the background until the test ends
@@ -120,6 +145,9 @@ func (s *server) send(t *testing.T, method, path, node, password, ip string, bod
 		if v != "" {
 			req.Header.Set(h, v)
 		}
+	}
+	if s.token != "" {
+		req.SetBasicAuth("node", s.token)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -250,7 +278,7 @@ func joinAll(t *testing.T, s *server, ns []node) {
 				t.Errorf("%s: %d %s", n.name, status, body)
 				return
 			}
-			checkKubeletCert(t, body, s.ca, strings.ToLower(n.name), []net.IP{net.ParseIP(n.ip)}, x509.ExtKeyUsageServerAuth, nil)
+			checkKubeletCert(t, body, s.kubeletCA, strings.ToLower(n.name), []net.IP{net.ParseIP(n.ip)}, x509.ExtKeyUsageServerAuth, nil)
 		})
 	}
 	wg.Wait()
@@ -259,9 +287,10 @@ func joinAll(t *testing.T, s *server, ns []node) {
 // TestJoin50Nodes starts the server as main does, on loopback with real
 // HTTPS and the memory store, and joins 50 nodes at once.
 func TestJoin50Nodes(t *testing.T) {
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile}
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) })
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir}
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
 
 	ns := nodes(50)
 	joinAll(t, s, ns)
@@ -280,7 +309,7 @@ func TestJoin50Nodes(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("client-kubelet.crt: %d %s", resp.StatusCode, body)
 	}
-	checkKubeletCert(t, body, s.ca, "system:node:worker-02", nil, x509.ExtKeyUsageClientAuth, nil)
+	checkKubeletCert(t, body, s.clientCA, "system:node:worker-02", nil, x509.ExtKeyUsageClientAuth, nil)
 	if resp, body := s.get(t, "/cacerts", "", "", ""); resp.StatusCode != http.StatusOK || !bytes.Equal(body, s.ca) {
 		t.Errorf("/cacerts: %d, and not the CA file", resp.StatusCode)
 	}
@@ -323,14 +352,15 @@ func TestKubeStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() }) // after the server has stopped
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-store", "kube"}, io.Discard)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	cfg, err := parseFlags([]string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-store", "kube", "-data-dir", dir}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := start(t, caFile, func(ctx context.Context, out io.Writer) error {
 		return serve(ctx, cfg, store, newLogger(out, true), out)
-	})
+	}).withCAs(t, dir)
 
 	ns := nodes(10)
 	joinAll(t, s, ns)
