@@ -201,3 +201,75 @@ func mustHashB(b *testing.B, pw string, logN int) string {
 	}
 	return h
 }
+
+// BenchmarkHasher answers the k3s drop-in's two questions at k3s's
+// parameters: is a lone VerifyHash of a hash never seen (a miss) as fast
+// as k3s's own x/crypto scrypt (impl=xcrypto against impl=hasher, one
+// hash at a time), and what do 1,000 concurrent VerifyHash calls of one
+// (hash, key) cost (calls=1000: scrypt-runs/op is per 1,000 calls)?
+func BenchmarkHasher(b *testing.B) {
+	const pw = "0123456789abcdef0123456789abcdef"
+	// Distinct hashes, so that every op misses the cache; made once.
+	hashes := make([]string, 16)
+	for i := range hashes {
+		hashes[i] = mustHashB(b, pw, 15)
+	}
+	b.Run("impl=xcrypto", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			h, err := parseHash(hashes[i%len(hashes)], Limits{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := h.compare(pw, xcryptoKey); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("impl=hasher", func(b *testing.B) {
+		var h *Hasher
+		i := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			if i%len(hashes) == 0 { // a new Hasher each round: a miss again
+				b.StopTimer()
+				if h != nil {
+					h.Close()
+				}
+				var err error
+				if h, err = NewHasher(nil); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			if err := h.VerifyHash(hashes[i%len(hashes)], pw); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		b.StopTimer()
+		h.Close()
+	})
+	b.Run("calls=1000", func(b *testing.B) {
+		var runs uint64
+		for b.Loop() {
+			h, err := NewHasher(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for range 1000 {
+				wg.Go(func() {
+					if err := h.VerifyHash(hashes[0], pw); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			runs += h.Stats().ScryptRuns
+			h.Close()
+		}
+		b.ReportMetric(float64(runs)/float64(b.N), "scrypt-runs/op")
+	})
+}
