@@ -61,13 +61,14 @@ func (r *Result) usable() bool {
 }
 
 // renewAt is the earliest renewal time of r's certificates, and whether
-// one of them is past it with its renewal failed.
+// a renewal failed: a certificate's request failed, or the server issued
+// one already due (which is retried after a wait, not at once).
 func (r *Result) renewAt() (at time.Time, failed bool) {
 	for i, c := range r.Certs {
 		if i == 0 || c.Status.RenewAt.Before(at) {
 			at = c.Status.RenewAt
 		}
-		failed = failed || c.Err != nil
+		failed = failed || c.Err != nil || (c.Issued && c.Status.State == CertRenewDue)
 	}
 	return at, failed
 }
@@ -135,7 +136,7 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 		switch {
 		case err == nil:
 			cr.Status, cr.Issued = st, true
-		case cr.Status.State.Usable() && !errors.Is(err, context.Canceled):
+		case cr.Status.State.Usable() && ctx.Err() == nil:
 			c.log.Warn("agent: renewal failed; going on with the certificate on disk", "file", s.certFile, "expires", cr.Status.NotAfter, "err", err)
 			cr.Err = err
 		default:

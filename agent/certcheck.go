@@ -36,7 +36,8 @@ const (
 	CertWrongKey
 	// CertWrongName: the certificate does not carry the expected name.
 	CertWrongName
-	// CertOtherCA: the certificate does not chain to the CA given.
+	// CertOtherCA: the certificate does not chain to the CA given, for
+	// the usage wanted.
 	CertOtherCA
 	// CertExpired: past its NotAfter, or before its NotBefore.
 	CertExpired

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,15 +22,21 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// logBuffer collects a Client's log lines.
+// logBuffer collects a Client's log lines, and signals each that holds
+// watch on seen if both are set.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	watch string
+	seen  chan string
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.seen != nil && bytes.Contains(p, []byte(l.watch)) {
+		l.seen <- string(p)
+	}
 	return l.buf.Write(p)
 }
 
@@ -130,6 +137,9 @@ func TestColdJoin(t *testing.T) {
 	st := c.Stats()
 	if st.Handshakes != 1 || s.conns.Load() != 1 {
 		t.Errorf("%d handshakes, server saw %d connections; want 1", st.Handshakes, s.conns.Load())
+	}
+	if s.http1.Load() != 0 {
+		t.Errorf("%d requests over HTTP/1, want every one over HTTP/2", s.http1.Load())
 	}
 	if st.Requests != 9 || s.total() != 9 {
 		t.Errorf("%d requests, server saw %d; want 9", st.Requests, s.total())
@@ -371,5 +381,141 @@ func TestStateFileCorrupt(t *testing.T) {
 	c2 := newClient(t, testOptions(cl, s.addr, t.TempDir(), &logs2))
 	if strings.Contains(logs2.String(), "ignoring") || len(c2.Servers().Addresses()) != 1 {
 		t.Errorf("missing state file: servers %v, logs:\n%s", c2.Servers().Addresses(), logs2.String())
+	}
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// A renewal that fails while the certificates are valid: Get goes on with
+// them, and Renew retries until the servers issue new ones.
+func TestRenewalFailureKeepsValid(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	var short atomic.Bool // issue certificates 95 % through their life
+	short.Store(true)
+	s.validity = func() (time.Time, time.Time) {
+		if short.Load() {
+			return time.Now().Add(-95 * time.Hour), time.Now().Add(5 * time.Hour)
+		}
+		return time.Now().Add(-time.Minute), time.Now().Add(365 * 24 * time.Hour)
+	}
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+
+	var failing atomic.Bool
+	failing.Store(true)
+	s.override = func(w http.ResponseWriter, r *http.Request) bool {
+		if failing.Load() && r.Method == http.MethodPost {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	}
+	logs := logBuffer{watch: "certificate written", seen: make(chan string, 4)}
+	c := newClient(t, testOptions(cl, s.addr, dir, &logs))
+	res := get(t, c)
+	for _, cr := range res.Certs {
+		if cr.Status.State != CertRenewDue || cr.Err == nil || cr.Issued {
+			t.Errorf("%s: %v, err %v, issued %v; want renewal due and failed", cr.Name, cr.Status.State, cr.Err, cr.Issued)
+		}
+	}
+	if !strings.Contains(logs.String(), "going on with the certificate on disk") {
+		t.Errorf("no log line for the failed renewal:\n%s", logs.String())
+	}
+
+	// In the background: the servers recover, and issue certificates.
+	short.Store(false)
+	failing.Store(false)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- c.Renew(ctx) }()
+	for range 4 {
+		<-logs.seen
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Renew: %v, want context.Canceled", err)
+	}
+	for _, sp := range c.certs {
+		if st := c.check(sp, c.diskCA(sp.serverCA), time.Now()); st.State != CertValid {
+			t.Errorf("%s after Renew: %v (%v)", sp.name, st.State, st.Err)
+		}
+	}
+}
+
+// A corrupt certificate on disk is logged and requested again; the
+// others are kept.
+func TestCorruptCertificateRequestedAgain(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	file := filepath.Join(dir, "agent", "client-kube-proxy.crt")
+	if err := os.WriteFile(file, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	c := newClient(t, testOptions(cl, s.addr, dir, &logs))
+	get(t, c)
+	if st := c.Stats(); st.Requested != 1 || st.Kept != 3 {
+		t.Errorf("requested %d, kept %d; want 1, 3", st.Requested, st.Kept)
+	}
+	if n := s.count("POST /v1-k3s/client-kube-proxy.crt"); n != 2 {
+		t.Errorf("kube-proxy certificate requested %d times, want 2", n)
+	}
+	if !strings.Contains(logs.String(), "corrupt") || !strings.Contains(logs.String(), file) {
+		t.Errorf("no log line naming the corrupt file:\n%s", logs.String())
+	}
+}
+
+// A cluster whose client CA changed: the three client certificates are
+// requested again, the serving one kept.
+func TestCertificatesOfAnotherCA(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	cl.mu.Lock()
+	cl.clientCA = newTestCA(t, "client-ca-2")
+	cl.mu.Unlock()
+	c := newClient(t, testOptions(cl, s.addr, dir, nil))
+	res := get(t, c)
+	for _, cr := range res.Certs {
+		if want := cr.Name != "serving-kubelet"; cr.Issued != want {
+			t.Errorf("%s: issued %v, want %v", cr.Name, cr.Issued, want)
+		}
+	}
+}
+
+// With every server gone, the certificates on disk (valid) are used.
+func TestOfflineUsesCertificatesOnDisk(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	s.srv.Close()
+	res := get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	if res.Offline == nil {
+		t.Fatal("Offline not set with the server gone")
+	}
+	for _, cr := range res.Certs {
+		if !cr.Status.State.Usable() {
+			t.Errorf("%s: %v", cr.Name, cr.Status.State)
+		}
+	}
+}
+
+// A connection made after the last one closed resumes its TLS session.
+func TestSessionResumed(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	c := newClient(t, testOptions(cl, s.addr, t.TempDir(), nil))
+	get(t, c)
+	c.mu.Lock()
+	c.dropConn(s.addr)
+	c.mu.Unlock()
+	get(t, c)
+	if st := c.Stats(); st.Handshakes != 2 || st.Resumed != 1 {
+		t.Errorf("%d handshakes, %d resumed; want 2, the second resumed", st.Handshakes, st.Resumed)
 	}
 }

@@ -100,6 +100,17 @@ func (ca *testCA) issue(t testing.TB, l leaf, pub crypto.PublicKey) []byte {
 	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...)
 }
 
+// issueCA signs tmpl, a CA certificate for sub's key, and returns it PEM.
+func (ca *testCA) issueCA(t testing.TB, tmpl *x509.Certificate, sub *testCA) []byte {
+	t.Helper()
+	tmpl.SerialNumber = big.NewInt(2)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, sub.key.Public(), ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
 // serverCert is a TLS certificate for 127.0.0.1 signed by ca.
 func (ca *testCA) serverCert(t testing.TB) tls.Certificate {
 	t.Helper()
@@ -124,10 +135,19 @@ func pemKey(t testing.TB, key *ecdsa.PrivateKey) []byte {
 
 // cluster is the CAs and the token that servers of one test share.
 type cluster struct {
-	serverCA, clientCA *testCA
-	secret             string
-	mu                 sync.Mutex
-	passwords          map[string]string // node → password, shared by its servers
+	serverCA  *testCA
+	secret    string
+	mu        sync.Mutex
+	clientCA  *testCA           // guarded by mu: a test may rotate it
+	passwords map[string]string // node → password, shared by its servers; guarded by mu
+}
+
+func (cl *cluster) server() *testCA { return cl.serverCA }
+
+func (cl *cluster) client() *testCA {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.clientCA
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -151,11 +171,14 @@ type supervisor struct {
 	// override, if set, answers a request instead of the routes when it
 	// returns true.
 	override func(w http.ResponseWriter, r *http.Request) bool
-	lifetime time.Duration // of the certificates issued; default a year
+	// validity, if set, is the validity of the certificates issued;
+	// default a year from a minute ago.
+	validity func() (notBefore, notAfter time.Time)
 
 	mu    sync.Mutex
 	hits  map[string]int // "POST /v1-k3s/client-kubelet.crt" → count
 	conns atomic.Int32   // TLS connections accepted
+	http1 atomic.Int32   // requests that came over HTTP/1
 }
 
 func newSupervisor(t testing.TB, cl *cluster) *supervisor {
@@ -166,7 +189,7 @@ func newSupervisor(t testing.TB, cl *cluster) *supervisor {
 	mux.HandleFunc("GET /v1-k3s/config", s.authed(func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte(`{"clusterDomain":"cluster.local"}`))
 	}))
-	mux.HandleFunc("GET /v1-k3s/client-ca.crt", s.authed(func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.clientCA.pem) }))
+	mux.HandleFunc("GET /v1-k3s/client-ca.crt", s.authed(func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.client().pem) }))
 	mux.HandleFunc("GET /v1-k3s/server-ca.crt", s.authed(func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.serverCA.pem) }))
 	mux.HandleFunc("GET /v1-k3s/apiservers", s.authed(func(w http.ResponseWriter, _ *http.Request) {
 		if s.announce == nil {
@@ -178,15 +201,15 @@ func newSupervisor(t testing.TB, cl *cluster) *supervisor {
 	for _, route := range []struct {
 		name string
 		node bool
-		ca   *testCA
+		ca   func() *testCA
 		leaf func(node string) leaf
 	}{
-		{"serving-kubelet", true, cl.serverCA, func(n string) leaf { return leaf{cn: n, dns: n, usage: x509.ExtKeyUsageServerAuth} }},
-		{"client-kubelet", true, cl.clientCA, func(n string) leaf {
+		{"serving-kubelet", true, cl.server, func(n string) leaf { return leaf{cn: n, dns: n, usage: x509.ExtKeyUsageServerAuth} }},
+		{"client-kubelet", true, cl.client, func(n string) leaf {
 			return leaf{cn: "system:node:" + n, org: []string{"system:nodes"}, usage: x509.ExtKeyUsageClientAuth}
 		}},
-		{"client-kube-proxy", false, cl.clientCA, func(string) leaf { return leaf{cn: "system:kube-proxy", usage: x509.ExtKeyUsageClientAuth} }},
-		{"client-k3s-controller", false, cl.clientCA, func(string) leaf {
+		{"client-kube-proxy", false, cl.client, func(string) leaf { return leaf{cn: "system:kube-proxy", usage: x509.ExtKeyUsageClientAuth} }},
+		{"client-k3s-controller", false, cl.client, func(string) leaf {
 			return leaf{cn: "system:k3s-controller", usage: x509.ExtKeyUsageClientAuth}
 		}},
 	} {
@@ -203,17 +226,19 @@ func newSupervisor(t testing.TB, cl *cluster) *supervisor {
 				return
 			}
 			l := route.leaf(node)
-			if s.lifetime > 0 {
-				l.notBefore = time.Now().Add(-time.Minute)
-				l.notAfter = l.notBefore.Add(s.lifetime)
+			if s.validity != nil {
+				l.notBefore, l.notAfter = s.validity()
 			}
-			w.Write(route.ca.issue(t, l, csr.PublicKey))
+			w.Write(route.ca().issue(t, l, csr.PublicKey))
 		}))
 	}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.hits[r.Method+" "+r.URL.Path]++
 		s.mu.Unlock()
+		if r.ProtoMajor != 2 {
+			s.http1.Add(1)
+		}
 		if s.override != nil && s.override(w, r) {
 			return
 		}
