@@ -136,7 +136,7 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 		switch {
 		case err == nil:
 			cr.Status, cr.Issued = st, true
-		case cr.Status.State.Usable() && ctx.Err() == nil:
+		case cr.Status.State.Usable() && !ended(ctx):
 			c.log.Warn("agent: renewal failed; going on with the certificate on disk", "file", s.certFile, "expires", cr.Status.NotAfter, "err", err)
 			cr.Err = err
 		default:

@@ -323,8 +323,8 @@ func (c *Client) passwordSource() string {
 	return c.opts.NodePasswordFile
 }
 
-// Close closes the Client's connections. It does not wait for an attempt
-// in progress; that attempt's requests fail.
+// Close closes the Client's connections, after the attempt in progress
+// if there is one (end Get's or Renew's context first to cut it short).
 func (c *Client) Close() error {
 	for _, t := range c.dial {
 		t.CloseIdleConnections()

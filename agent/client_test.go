@@ -202,32 +202,52 @@ func TestRestartKeepsValidCertificates(t *testing.T) {
 
 // A server that completes the TLS handshake and never answers costs one
 // header timeout: the request moves to the next server at once, and the
-// hung server is not tried again within the recovery delay.
+// hung server is not tried again within the recovery delay. The same for
+// one that never completes the handshake.
 func TestHungServer(t *testing.T) {
-	cl := newCluster(t)
-	hung, handshakes := hungServer(t, cl.serverCA)
-	s := newSupervisor(t, cl)
-	s.announce = []string{hung, s.addr}
-	dir := t.TempDir()
-	opts := testOptions(cl, s.addr, dir, nil)
-	opts.Servers = []string{hung} // remembered: the hung one first
-	c := newClient(t, opts)
-	res := get(t, c)
-	if !res.usable() {
-		t.Fatal("certificates not usable")
-	}
-	st := c.Stats()
-	if st.ServerRequests[hung] != 1 {
-		t.Errorf("%d requests to the hung server, want 1 (then left out)", st.ServerRequests[hung])
-	}
-	if st.Failovers != 1 {
-		t.Errorf("%d failovers, want 1", st.Failovers)
-	}
-	if handshakes.Load() != 1 || st.Handshakes != 2 {
-		t.Errorf("hung server completed %d handshakes, agent started %d; want 1, 2", handshakes.Load(), st.Handshakes)
-	}
-	if s.nodeRequests() != 2 {
-		t.Errorf("%d node-password requests, want 2", s.nodeRequests())
+	for _, tc := range []struct {
+		name   string
+		tls    bool
+		protos []string
+	}{
+		{"HTTP/2", true, []string{"h2", "http/1.1"}},
+		{"HTTP/1.1", true, nil},
+		{"no TLS handshake", false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newCluster(t)
+			var ca *testCA
+			if tc.tls {
+				ca = cl.serverCA
+			}
+			hung, handshakes := hungServer(t, ca, tc.protos...)
+			s := newSupervisor(t, cl)
+			s.announce = []string{hung, s.addr}
+			opts := testOptions(cl, s.addr, t.TempDir(), nil)
+			opts.Servers = []string{hung} // remembered: the hung one first
+			c := newClient(t, opts)
+			res := get(t, c)
+			if !res.usable() {
+				t.Fatal("certificates not usable")
+			}
+			st := c.Stats()
+			wantRequests, wantHandshakes := uint64(1), int32(1)
+			if !tc.tls {
+				wantRequests, wantHandshakes = 0, 0
+			}
+			if st.ServerRequests[hung] != wantRequests {
+				t.Errorf("%d requests to the hung server, want %d (then left out)", st.ServerRequests[hung], wantRequests)
+			}
+			if st.Failovers != 1 || st.Handshakes != 2 {
+				t.Errorf("%d failovers, %d handshakes started; want 1, 2", st.Failovers, st.Handshakes)
+			}
+			if handshakes.Load() != wantHandshakes {
+				t.Errorf("hung server completed %d handshakes, want %d", handshakes.Load(), wantHandshakes)
+			}
+			if s.nodeRequests() != 2 {
+				t.Errorf("%d node-password requests, want 2", s.nodeRequests())
+			}
+		})
 	}
 }
 

@@ -189,7 +189,7 @@ func (c *Client) do(ctx context.Context, r call) (answer, error) {
 		}
 		c.log.Info("agent: moving on to the next server", "request", r.String(), "server", addr, "err", err)
 		errs = append(errs, err)
-		if ctx.Err() != nil {
+		if ended(ctx) {
 			break
 		}
 	}
@@ -205,10 +205,15 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 		return answer{}, true, fmt.Errorf("%s: %w", addr, err)
 	}
 	recovery := time.Now().Add(c.opts.RecoveryDelay)
-	sc, err := c.conn(ctx, addr, r.bootstrap)
+	// The dial and the TLS handshake count against HeaderTimeout: a server
+	// that accepts and never completes the handshake is left as one that
+	// never answers.
+	dctx, dcancel := context.WithTimeout(ctx, c.opts.HeaderTimeout)
+	sc, err := c.conn(dctx, addr, r.bootstrap)
+	dcancel()
 	if err != nil {
-		if ctx.Err() != nil {
-			return answer{}, false, ctx.Err()
+		if ended(ctx) {
+			return answer{}, false, endErr(ctx)
 		}
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) && c.trustFromDisk {
@@ -239,8 +244,8 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 	resp, err := sc.cc.RoundTrip(req.WithContext(hctx))
 	timer.Stop()
 	if err != nil {
-		if ctx.Err() != nil {
-			return answer{}, false, ctx.Err()
+		if ended(ctx) {
+			return answer{}, false, endErr(ctx)
 		}
 		if cause := context.Cause(hctx); cause != nil {
 			err = fmt.Errorf("%w (%v)", cause, wait)
@@ -253,8 +258,8 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 	case code == http.StatusOK:
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 		if err != nil {
-			if ctx.Err() != nil {
-				return answer{}, false, ctx.Err()
+			if ended(ctx) {
+				return answer{}, false, endErr(ctx)
 			}
 			if cause := context.Cause(hctx); cause != nil {
 				err = cause

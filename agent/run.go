@@ -84,11 +84,11 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 			}
 			return res, nil
 		}
-		if ctx.Err() != nil {
+		if ended(ctx) {
 			if last == nil {
 				last = err
 			}
-			return res, fmt.Errorf("agent: giving up: %w; the last attempt: %w", ctx.Err(), last)
+			return res, fmt.Errorf("agent: giving up: %w; the last attempt: %w", endErr(ctx), last)
 		}
 		last = err
 		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrNodePasswordRejected)
@@ -133,4 +133,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 		case <-t.C:
 		}
 	}
+}
+
+// ended reports whether ctx has ended, or its deadline has passed: a
+// dial cut by the deadline can fail before ctx's own timer fires.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// endErr is ctx's error once ended(ctx).
+func endErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }

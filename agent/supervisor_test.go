@@ -304,15 +304,19 @@ func (s *supervisor) total() int {
 	return n
 }
 
-// hungServer completes TLS handshakes (offering HTTP/2) and then never
-// answers, as the incident's server did. It returns its address and the
-// count of handshakes it completed.
-func hungServer(t testing.TB, ca *testCA) (string, *atomic.Int32) {
+// hungServer completes TLS handshakes (offering protos by ALPN) and then
+// never answers, as the incident's server did; with ca nil, it accepts
+// TCP connections and never starts the handshake. It returns its address
+// and the count of handshakes it completed.
+func hungServer(t testing.TB, ca *testCA, protos ...string) (string, *atomic.Int32) {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{ca.serverCert(t)},
-		NextProtos:   []string{"h2", "http/1.1"},
-	})
+	var ln net.Listener
+	var err error
+	if ca != nil {
+		ln, err = tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{ca.serverCert(t)}, NextProtos: protos})
+	} else {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +334,7 @@ func hungServer(t testing.TB, ca *testCA) (string, *atomic.Int32) {
 			conns = append(conns, c)
 			mu.Unlock()
 			wg.Go(func() {
-				if c.(*tls.Conn).Handshake() == nil {
+				if tc, ok := c.(*tls.Conn); ok && tc.Handshake() == nil {
 					handshakes.Add(1)
 				}
 				io.Copy(io.Discard, c) // reads what the client sends, answers nothing
