@@ -46,6 +46,17 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
+// joined returns a cluster, its server, and the data directory of a node
+// that has joined it.
+func joined(t *testing.T) (*cluster, *supervisor, string) {
+	t.Helper()
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	return cl, s, dir
+}
+
 // testOptions are a node's options against server, its data in dir.
 func testOptions(cl *cluster, server, dir string, logs *logBuffer) *Options {
 	var w interface{ Write([]byte) (int, error) } = &logBuffer{}
@@ -161,10 +172,7 @@ func TestColdJoin(t *testing.T) {
 // node password, and the agent sends only the four requests that cost
 // them nothing, over one handshake.
 func TestRestartKeepsValidCertificates(t *testing.T) {
-	cl := newCluster(t)
-	s := newSupervisor(t, cl)
-	dir := t.TempDir()
-	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	cl, s, dir := joined(t)
 	before := map[string][]byte{}
 	for _, f := range allFiles {
 		before[f], _ = os.ReadFile(filepath.Join(dir, "agent", f))
@@ -466,10 +474,7 @@ func TestRenewalFailureKeepsValid(t *testing.T) {
 // A corrupt certificate on disk is logged and requested again; the
 // others are kept.
 func TestCorruptCertificateRequestedAgain(t *testing.T) {
-	cl := newCluster(t)
-	s := newSupervisor(t, cl)
-	dir := t.TempDir()
-	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	cl, s, dir := joined(t)
 	file := filepath.Join(dir, "agent", "client-kube-proxy.crt")
 	if err := os.WriteFile(file, []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
@@ -491,10 +496,7 @@ func TestCorruptCertificateRequestedAgain(t *testing.T) {
 // A cluster whose client CA changed: the three client certificates are
 // requested again, the serving one kept.
 func TestCertificatesOfAnotherCA(t *testing.T) {
-	cl := newCluster(t)
-	s := newSupervisor(t, cl)
-	dir := t.TempDir()
-	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	cl, s, dir := joined(t)
 	cl.mu.Lock()
 	cl.clientCA = newTestCA(t, "client-ca-2")
 	cl.mu.Unlock()
@@ -509,10 +511,7 @@ func TestCertificatesOfAnotherCA(t *testing.T) {
 
 // With every server gone, the certificates on disk (valid) are used.
 func TestOfflineUsesCertificatesOnDisk(t *testing.T) {
-	cl := newCluster(t)
-	s := newSupervisor(t, cl)
-	dir := t.TempDir()
-	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	cl, s, dir := joined(t)
 	s.srv.Close()
 	res := get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
 	if res.Offline == nil {
