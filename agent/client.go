@@ -114,8 +114,10 @@ type Client struct {
 	certs    []certSpec
 	prefix   string // "/v1-k3s"
 	header   string // "K3s": the node headers' prefix
-	dial     [2]*http.Transport
-	sessions sync.Map // address → tls.ClientSessionCache
+	// verifying makes connections checked against trust at the handshake;
+	// bootstrapping, those for /cacerts while trust is nil.
+	verifying, bootstrapping *http.Transport
+	sessions                 sync.Map // address → tls.ClientSessionCache
 
 	mu            sync.Mutex             // held by an attempt; guards the fields below
 	conns         map[string]*serverConn // by address
@@ -191,9 +193,7 @@ func New(opts *Options) (*Client, error) {
 		known = s.Addresses
 	}
 	c.servers = NewServers(configured, known)
-	for i, bootstrap := range []bool{false, true} {
-		c.dial[i] = c.transport(bootstrap)
-	}
+	c.verifying, c.bootstrapping = c.transport(false), c.transport(true)
 	return c, nil
 }
 
@@ -326,9 +326,6 @@ func (c *Client) passwordSource() string {
 // Close closes the Client's connections, after the attempt in progress
 // if there is one (end Get's or Renew's context first to cut it short).
 func (c *Client) Close() error {
-	for _, t := range c.dial {
-		t.CloseIdleConnections()
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for addr, sc := range c.conns {

@@ -120,21 +120,17 @@ func (c *Client) conn(ctx context.Context, addr string, bootstrap bool) (*server
 	if !bootstrap && c.trust == nil {
 		return nil, errors.New("agent: the servers' CA is not known yet")
 	}
-	verified := c.trust != nil
-	cc, err := c.dial[boolIndex(!verified)].NewClientConn(ctx, "https", addr)
+	t := c.verifying
+	if c.trust == nil {
+		t = c.bootstrapping
+	}
+	cc, err := t.NewClientConn(ctx, "https", addr)
 	if err != nil {
 		return nil, err
 	}
-	sc := &serverConn{cc: cc, verified: verified}
+	sc := &serverConn{cc: cc, verified: c.trust != nil}
 	c.conns[addr] = sc
 	return sc, nil
-}
-
-func boolIndex(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // dropConn closes the connection to addr. Called with c.mu held.
@@ -281,7 +277,7 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 	case code == http.StatusForbidden:
 		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
 	default:
-		return answer{}, false, &statusError{addr: addr, call: r, status: resp.Status, code: code, msg: firstLine(resp.Body)}
+		return answer{}, false, &statusError{addr: addr, call: r, status: resp.Status, msg: firstLine(resp.Body)}
 	}
 }
 
@@ -295,7 +291,6 @@ type statusError struct {
 	addr   string
 	call   call
 	status string
-	code   int
 	msg    string
 }
 
