@@ -280,28 +280,87 @@ func TestClosingServer(t *testing.T) {
 // A 429 with Retry-After moves the request to the next server at once,
 // and leaves the busy server out for the Retry-After.
 func TestRetryAfterMovesOn(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		retryAfter  string
+		least, most time.Duration // how long the busy server is left out, with a cap of an hour
+	}{
+		{"within the cap", "1800", 29 * time.Minute, 30 * time.Minute},
+		{"bounded by the cap", "7200", 59 * time.Minute, time.Hour},
+		{"as an HTTP date", time.Now().Add(30 * time.Minute).UTC().Format(http.TimeFormat), 28 * time.Minute, 30 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newCluster(t)
+			busy := newSupervisor(t, cl)
+			busy.override = func(w http.ResponseWriter, r *http.Request) bool {
+				w.Header().Set("Retry-After", tc.retryAfter)
+				http.Error(w, "busy", http.StatusTooManyRequests)
+				return true
+			}
+			s := newSupervisor(t, cl)
+			opts := testOptions(cl, s.addr, t.TempDir(), nil)
+			opts.Servers = []string{busy.addr}
+			opts.Backoff.Cap = time.Hour
+			c := newClient(t, opts)
+			get(t, c)
+			if n := busy.total(); n != 1 {
+				t.Errorf("busy server got %d requests, want 1", n)
+			}
+			if d := c.servers.NextUp(time.Now()); d != 0 {
+				t.Errorf("NextUp %v, want 0: the healthy server is up", d)
+			}
+			if left := time.Until(c.servers.down[busy.addr]); left < tc.least || left > tc.most {
+				t.Errorf("busy server left out for %v, want within [%v, %v]", left, tc.least, tc.most)
+			}
+		})
+	}
+}
+
+// A 400 ends the request with the server's message.
+func TestBadRequestIsClear(t *testing.T) {
 	cl := newCluster(t)
-	busy := newSupervisor(t, cl)
-	busy.override = func(w http.ResponseWriter, r *http.Request) bool {
-		w.Header().Set("Retry-After", "3600")
-		http.Error(w, "busy", http.StatusTooManyRequests)
+	s := newSupervisor(t, cl)
+	s.override = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		http.Error(w, "certificate request for \"x\", want \"worker-1\"\nmore", http.StatusBadRequest)
 		return true
 	}
-	s := newSupervisor(t, cl)
-	opts := testOptions(cl, s.addr, t.TempDir(), nil)
-	opts.Servers = []string{busy.addr}
-	opts.Backoff.Cap = time.Hour // Retry-After bounded by it: an hour
-	c := newClient(t, opts)
-	get(t, c)
-	if n := busy.total(); n != 1 {
-		t.Errorf("busy server got %d requests, want 1", n)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err := newClient(t, testOptions(cl, s.addr, t.TempDir(), nil)).Get(ctx)
+	want := s.addr + ` answered 400 Bad Request to POST /v1-k3s/serving-kubelet.crt: certificate request for "x", want "worker-1"`
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "more") {
+		t.Fatalf("Get: %v; want it to say %s", err, want)
 	}
-	if d := c.servers.NextUp(time.Now()); d != 0 {
-		t.Errorf("NextUp %v, want 0: the healthy server is up", d)
+}
+
+// RKE2: its routes, its headers, its controller's certificate.
+func TestProgramRKE2(t *testing.T) {
+	dir := t.TempDir()
+	c := newClient(t, &Options{Server: "https://127.0.0.1:9345", Token: "pw", NodeName: "n1", NodeIP: "192.0.2.1",
+		Program: "rke2", DataDir: dir, NodePassword: "p", Logger: discard})
+	req, err := c.request(t.Context(), "127.0.0.1:9345", call{method: "POST", path: c.prefix + "/serving-kubelet.crt", node: true})
+	if err != nil {
+		t.Fatal(err)
 	}
-	until := c.servers.down[busy.addr]
-	if left := time.Until(until); left < 59*time.Minute || left > time.Hour {
-		t.Errorf("busy server left out for %v, want its Retry-After, an hour", left)
+	if req.URL.String() != "https://127.0.0.1:9345/v1-rke2/serving-kubelet.crt" {
+		t.Errorf("URL %s", req.URL)
+	}
+	for h, want := range map[string]string{"Rke2-Node-Name": "n1", "Rke2-Node-Password": "p", "Rke2-Node-Ip": "192.0.2.1"} {
+		if got := req.Header.Get(h); got != want {
+			t.Errorf("%s: %q, want %q", h, got, want)
+		}
+	}
+	if u, p, ok := req.BasicAuth(); !ok || u != "node" || p != "pw" {
+		t.Errorf("basic auth %q %q %v", u, p, ok)
+	}
+	if last := c.certs[3]; last.certFile != filepath.Join(dir, "agent", "client-rke2-controller.crt") || last.cn != "system:rke2-controller" {
+		t.Errorf("controller certificate %s, %s", last.certFile, last.cn)
+	}
+	if c.opts.StateFile != filepath.Join(dir, "agent", "etc", "rke2-agent-load-balancer.json") {
+		t.Errorf("state file %s", c.opts.StateFile)
 	}
 }
 
@@ -376,6 +435,12 @@ func TestStateFile(t *testing.T) {
 	}
 	if s.Default != "https://"+a.addr || !slices.Equal(s.Addresses, []string{b.addr, a.addr}) {
 		t.Errorf("state %+v, want default %s and both servers", s, a.addr)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file mode: %v, %v", fi.Mode(), err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		t.Errorf("%d files beside the state file, want none: %v", len(ents)-1, ents)
 	}
 	c := newClient(t, testOptions(cl, a.addr, dir, nil))
 	if got := c.Servers().Addresses(); !slices.Equal(got, []string{b.addr, a.addr}) {
