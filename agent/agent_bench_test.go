@@ -76,3 +76,43 @@ func join(b *testing.B, opts *Options) Stats {
 	}
 	return c.Stats()
 }
+
+// BenchmarkHerdRestart answers: how long do 320 nodes that all hold
+// valid certificates take to start at once against one server on
+// 127.0.0.1 (issue 29's -certs valid, without the herd harness): every
+// node's Get concurrently, timed from the first to the last. The nodes
+// joined before the timer starts.
+func BenchmarkHerdRestart(b *testing.B) {
+	const nodes = 320
+	cl := newCluster(b)
+	s := newSupervisor(b, cl)
+	opts := make([]*Options, nodes)
+	for i := range opts {
+		opts[i] = &Options{Server: "https://" + s.addr, Token: cl.token(), NodeName: fmt.Sprintf("node-%d", i),
+			DataDir: b.TempDir(), NodePassword: "0123456789abcdef0123456789abcdef", Logger: discard}
+		join(b, opts[i])
+	}
+	var total Stats
+	for b.Loop() {
+		stats := make([]Stats, nodes)
+		done := make(chan int)
+		for i := range opts {
+			go func() {
+				stats[i] = join(b, opts[i])
+				done <- i
+			}()
+		}
+		for range nodes {
+			<-done
+		}
+		for _, st := range stats {
+			total.Requests += st.Requests
+			total.Handshakes += st.Handshakes
+			total.Requested += st.Requested
+		}
+	}
+	n := float64(b.N * nodes)
+	b.ReportMetric(float64(total.Requests)/n, "requests/node")
+	b.ReportMetric(float64(total.Handshakes)/n, "handshakes/node")
+	b.ReportMetric(float64(total.Requested)/n, "certs-requested/node")
+}

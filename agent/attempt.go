@@ -93,33 +93,29 @@ type prelude struct {
 //
 // Each request goes to the servers in turn (do). A certificate whose
 // renewal fails while it is still valid is used on (CertResult.Err); any
-// other failure ends the attempt. Called with c.mu held.
+// other failure ends the attempt, with a nil Result. Called with c.mu
+// held.
 func (c *Client) attempt(ctx context.Context) (*Result, error) {
 	c.stats.attempts.Add(1)
-	now := time.Now()
-	res := &Result{Certs: make([]CertResult, len(c.certs))}
-	for i, s := range c.certs {
-		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile,
-			Status: c.check(s, c.diskCA(s.serverCA), now)}
-	}
 	if err := c.ensureTrust(ctx); err != nil {
-		return res, err
+		return nil, err
 	}
 	if c.prelude == nil {
 		p, err := c.fetchPrelude(ctx)
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		c.prelude = p
 	}
-	res.Config = c.prelude.config
+	now := time.Now()
+	res := &Result{Config: c.prelude.config, Certs: make([]CertResult, len(c.certs))}
 	for i, s := range c.certs {
 		roots := c.prelude.clientCA
 		if s.serverCA {
 			roots = c.prelude.serverCA
 		}
 		cr := &res.Certs[i]
-		cr.Status = c.check(s, roots, now)
+		*cr = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, roots, now)}
 		switch st := cr.Status; st.State {
 		case CertValid:
 			c.stats.kept.Add(1)
@@ -140,10 +136,19 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 			c.log.Warn("agent: renewal failed; going on with the certificate on disk", "file", s.certFile, "expires", cr.Status.NotAfter, "err", err)
 			cr.Err = err
 		default:
-			return res, err
+			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// onDisk is the certificates on disk checked against the CAs on disk.
+func (c *Client) onDisk(now time.Time) *Result {
+	res := &Result{Certs: make([]CertResult, len(c.certs))}
+	for i, s := range c.certs {
+		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, c.diskCA(s.serverCA), now)}
+	}
+	return res
 }
 
 // check is CheckCert of s against roots (nil: none).

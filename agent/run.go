@@ -55,11 +55,7 @@ func (c *Client) Renew(ctx context.Context) error {
 // c.mu held.
 func (c *Client) untilRenewal(res *Result) time.Duration {
 	if res == nil {
-		res = &Result{}
-		now := time.Now()
-		for _, s := range c.certs {
-			res.Certs = append(res.Certs, CertResult{Status: c.check(s, c.diskCA(s.serverCA), now)})
-		}
+		res = c.onDisk(time.Now())
 	}
 	if !res.usable() {
 		return 0
@@ -95,10 +91,12 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 		if rejected && c.opts.StopOnRejection {
 			return res, err
 		}
-		if offline && !rejected && res != nil && res.usable() {
-			c.log.Warn("agent: no server answered; going on with the certificates on disk", "err", err)
-			res.Offline = err
-			return res, nil
+		if offline && !rejected {
+			if disk := c.onDisk(time.Now()); disk.usable() {
+				c.log.Warn("agent: no server answered; going on with the certificates on disk", "err", err)
+				disk.Offline = err
+				return disk, nil
+			}
 		}
 		floor := c.servers.NextUp(time.Now())
 		if rejected {
