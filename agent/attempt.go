@@ -31,9 +31,9 @@ type Result struct {
 	// serving-kubelet, client-kubelet, client-kube-proxy,
 	// client-<program>-controller.
 	Certs []CertResult
-	// Offline, if not nil, is why no server could be reached: the
-	// certificates on disk, all valid against the CAs on disk, are used
-	// as they are (Renew keeps trying).
+	// Offline, if not nil, is why the attempt failed (no server answered,
+	// as a rule): the certificates on disk, all valid against the CAs on
+	// disk, are used as they are (Renew keeps trying).
 	Offline error
 }
 

@@ -60,7 +60,8 @@ func (s CertState) Usable() bool { return s == CertValid || s == CertRenewDue }
 type CertStatus struct {
 	State CertState
 	// RenewAt is when the certificate is due for renewal; NotAfter is when
-	// it expires. Both are zero when the certificate could not be parsed.
+	// it expires. Both are zero unless it parsed, matched its key and
+	// carried the name.
 	RenewAt, NotAfter time.Time
 	// Err says what is wrong, naming the file; nil for CertValid. For
 	// CertRenewDue it says since when the renewal is due.

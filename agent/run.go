@@ -11,10 +11,10 @@ import (
 // and returns what the last attempt left. Between attempts it waits as
 // the Backoff says, at least until a server comes back (see
 // Servers.NextUp); after a 401 or 403, at least the backoff's cap (or it
-// returns the error, with Options.StopOnRejection). When no server can be
-// reached but the certificates on disk are valid, it returns them with
-// Result.Offline set. When ctx ends, Get returns ctx's error joined with
-// the last attempt's.
+// returns the error, with Options.StopOnRejection). When an attempt fails
+// (not by a 401 or 403) while the certificates on disk are valid against
+// the CAs on disk, it returns them, with Result.Offline the failure. When
+// ctx ends, Get returns ctx's error joined with the last attempt's.
 func (c *Client) Get(ctx context.Context) (*Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
