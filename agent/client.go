@@ -125,6 +125,7 @@ type Client struct {
 	trustFromDisk bool                   // trust was read from server-ca.crt, not fetched
 	warnedNoHash  bool
 	backoff       Backoff
+	nodeServer    string   // the server that accepted the last node-password request
 	prelude       *prelude // what this Get or renewal has fetched; nil at its start
 
 	stats    counters

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -167,12 +168,19 @@ const maxBody = 4 << 20
 // it: a connection failure, a timeout, a 429, 503 or other 5xx moves it to
 // the next server at once, and leaves the server out for RecoveryDelay (or
 // for its Retry-After, bounded by the backoff's cap, on 429 and 503).
-// 401, 403 and other 4xx end the request with an error. Called with c.mu
-// held.
+// 401, 403 and other 4xx end the request with an error. A node-password
+// request starts at the server that accepted the last one, if it is up.
+// Called with c.mu held.
 func (c *Client) do(ctx context.Context, r call) (answer, error) {
 	order := c.servers.Order(time.Now())
 	if len(order) == 0 {
 		return answer{}, errors.New("agent: no server to ask")
+	}
+	if i := slices.Index(order, c.nodeServer); r.node && i > 0 {
+		// The server that accepted the node's password last has it in
+		// its cache (nodepass's Verifier): asked first, it checks the
+		// password again without scrypt.
+		order = slices.Insert(slices.Delete(order, i, i+1), 0, c.nodeServer)
 	}
 	var errs []error
 	for i, addr := range order {
@@ -181,6 +189,9 @@ func (c *Client) do(ctx context.Context, r call) (answer, error) {
 		}
 		a, next, err := c.try(ctx, addr, r)
 		if !next {
+			if r.node && err == nil {
+				c.nodeServer = addr
+			}
 			return a, err
 		}
 		c.log.Info("agent: moving on to the next server", "request", r.String(), "server", addr, "err", err)

@@ -57,8 +57,12 @@
 //
 // # Failover
 //
-// Each request starts at the next server in round-robin order ([Servers])
-// and moves to the next server at once on a connection failure, a
+// Each request starts at the next server in round-robin order ([Servers]),
+// but for a node-password request, which starts at the server that
+// accepted the last one: a nodepass server has the password in its cache
+// then, and checks it again without scrypt (a cold join costs the servers
+// one scrypt, not two). A request moves to the next server at once on a
+// connection failure, a
 // timeout, a 429, a 503 or another 5xx; the server is then left out for
 // RecoveryDelay, or for its Retry-After (up to the backoff's cap) on 429
 // and 503. The attempt fails only when every server has failed the
