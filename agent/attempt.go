@@ -1,0 +1,398 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nodepass/nodepass/agent/internal/statefile"
+)
+
+// Result is what an attempt left the node with.
+type Result struct {
+	// Config is the server's answer to GET /v1-<program>/config (JSON);
+	// nil when Offline.
+	Config []byte
+	// Certs are the four certificates, in the order k3s requests them:
+	// serving-kubelet, client-kubelet, client-kube-proxy,
+	// client-<program>-controller.
+	Certs []CertResult
+	// Offline, if not nil, is why the attempt failed (no server answered,
+	// as a rule): the certificates on disk, all valid against the CAs on
+	// disk, are used as they are (Renew keeps trying).
+	Offline error
+}
+
+// CertResult is one certificate after an attempt.
+type CertResult struct {
+	Name              string // "serving-kubelet", ...
+	CertFile, KeyFile string
+	// Status is the certificate in CertFile now.
+	Status CertStatus
+	// Issued reports that the attempt wrote a new certificate.
+	Issued bool
+	// Err is why the certificate's renewal failed, if it did; the
+	// certificate in CertFile is still valid and used.
+	Err error
+}
+
+// usable reports whether every certificate may be used.
+func (r *Result) usable() bool {
+	for _, c := range r.Certs {
+		if !c.Status.State.Usable() {
+			return false
+		}
+	}
+	return len(r.Certs) > 0
+}
+
+// renewAt is the earliest renewal time of r's certificates, and whether
+// a renewal failed: a certificate's request failed, or the server issued
+// one already due (which is retried after a wait, not at once).
+func (r *Result) renewAt() (at time.Time, failed bool) {
+	for i, c := range r.Certs {
+		if i == 0 || c.Status.RenewAt.Before(at) {
+			at = c.Status.RenewAt
+		}
+		failed = failed || c.Err != nil || (c.Issued && c.Status.State == CertRenewDue)
+	}
+	return at, failed
+}
+
+// prelude is what an attempt fetches before the certificates: a retry
+// within the same Get (or renewal) reuses it.
+type prelude struct {
+	config             []byte
+	clientCA, serverCA *x509.CertPool
+}
+
+// attempt is one attempt at the node's certificates, as k3s's agent
+// makes one (pkg/agent/config get()), but keeping what is valid:
+//
+//  1. GET /cacerts, unless the servers' CA is known (from this run or
+//     server-ca.crt on disk, checked against the token's hash);
+//  2. GET /v1-k3s/config, /v1-k3s/apiservers (the servers learnt, kept in
+//     the state file), /v1-k3s/client-ca.crt and /v1-k3s/server-ca.crt,
+//     unless an attempt of this Get has;
+//  3. for each certificate, CheckCert against the CA just fetched: kept
+//     if valid, else POST a CSR made from the key kept beside it.
+//
+// Each request goes to the servers in turn (do). A certificate whose
+// renewal fails while it is still valid is used on (CertResult.Err); any
+// other failure ends the attempt, with a nil Result. Called with c.mu
+// held.
+func (c *Client) attempt(ctx context.Context) (*Result, error) {
+	c.stats.attempts.Add(1)
+	if err := c.ensureTrust(ctx); err != nil {
+		return nil, err
+	}
+	if c.prelude == nil {
+		p, err := c.fetchPrelude(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.prelude = p
+	}
+	now := time.Now()
+	res := &Result{Config: c.prelude.config, Certs: make([]CertResult, len(c.certs))}
+	for i, s := range c.certs {
+		roots := c.prelude.clientCA
+		if s.serverCA {
+			roots = c.prelude.serverCA
+		}
+		cr := &res.Certs[i]
+		*cr = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, roots, now)}
+		switch st := cr.Status; st.State {
+		case CertValid:
+			c.stats.kept.Add(1)
+			c.log.Debug("agent: keeping a valid certificate", "file", s.certFile, "renew_at", st.RenewAt)
+			continue
+		case CertMissing:
+			c.log.Info("agent: requesting a certificate", "file", s.certFile)
+		case CertRenewDue:
+			c.log.Info("agent: renewing a certificate", "file", s.certFile, "renew_at", st.RenewAt, "expires", st.NotAfter)
+		default:
+			c.log.Warn("agent: requesting a certificate again: "+st.State.String(), "err", st.Err)
+		}
+		st, err := c.requestCert(ctx, s, roots)
+		switch {
+		case err == nil:
+			cr.Status, cr.Issued = st, true
+		case cr.Status.State.Usable() && !ended(ctx):
+			c.log.Warn("agent: renewal failed; going on with the certificate on disk", "file", s.certFile, "expires", cr.Status.NotAfter, "err", err)
+			cr.Err = err
+		default:
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// onDisk is the certificates on disk checked against the CAs on disk.
+func (c *Client) onDisk(now time.Time) *Result {
+	res := &Result{Certs: make([]CertResult, len(c.certs))}
+	for i, s := range c.certs {
+		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, c.diskCA(s.serverCA), now)}
+	}
+	return res
+}
+
+// check is CheckCert of s against roots (nil: none).
+func (c *Client) check(s certSpec, roots *x509.CertPool, now time.Time) CertStatus {
+	want := s.checkSpec
+	want.Roots = roots
+	return CheckCert(s.certFile, s.keyFile, want, now)
+}
+
+// diskCA reads client-ca.crt or server-ca.crt from disk; nil if it
+// cannot.
+func (c *Client) diskCA(server bool) *x509.CertPool {
+	b, err := os.ReadFile(c.caFile(server))
+	if err != nil {
+		return nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil
+	}
+	return pool
+}
+
+func (c *Client) caFile(server bool) string {
+	if server {
+		return filepath.Join(c.agentDir, "server-ca.crt")
+	}
+	return filepath.Join(c.agentDir, "client-ca.crt")
+}
+
+// ensureTrust makes sure the servers' CA is known, from server-ca.crt on
+// disk (if it matches the token's hash) or from GET /cacerts: the bundle
+// must match the token's hash, and the certificate of the server that
+// sent it must chain to it (or to the host's roots, as k3s accepts).
+func (c *Client) ensureTrust(ctx context.Context) error {
+	if c.trust != nil {
+		return nil
+	}
+	if b, err := os.ReadFile(c.caFile(true)); err == nil && c.matchesToken(b) == nil {
+		if pool := x509.NewCertPool(); pool.AppendCertsFromPEM(b) {
+			c.trust, c.trustFromDisk = pool, true
+			return nil
+		}
+	}
+	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true})
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		c.servers.MarkDown(a.addr, time.Now().Add(c.opts.RecoveryDelay))
+		c.dropConn(a.addr)
+		return fmt.Errorf("agent: the CA from %s: %w", a.addr, err)
+	}
+	if err := c.matchesToken(a.body); err != nil {
+		return fail(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(a.body) {
+		return fail(errors.New("no PEM certificate"))
+	}
+	if c.tok.caHash == "" && !c.warnedNoHash {
+		c.warnedNoHash = true
+		c.log.Warn("agent: the token has no CA hash: the servers' CA is trusted as the first server sent it; use the full token (K10<hash>::...) from a server's node-token file")
+	}
+	if !a.sc.verified {
+		host, _, _ := net.SplitHostPort(a.addr)
+		if err := verifyPeer(*a.tls, host, pool); err != nil {
+			sys, serr := x509.SystemCertPool()
+			if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
+				return fail(fmt.Errorf("the server's own certificate does not chain to it: %w", err))
+			}
+			pool = sys
+			pool.AppendCertsFromPEM(a.body)
+		}
+		a.sc.verified = true
+	}
+	c.trust, c.trustFromDisk = pool, false
+	return nil
+}
+
+// matchesToken checks bundle against the token's CA hash, if it has one.
+func (c *Client) matchesToken(bundle []byte) error {
+	if c.tok.caHash == "" {
+		return nil
+	}
+	h, err := hashCA(bundle)
+	if err != nil {
+		return err
+	}
+	if h != c.tok.caHash {
+		return fmt.Errorf("CA hash %s does not match the token's %s", h, c.tok.caHash)
+	}
+	return nil
+}
+
+// fetchPrelude gets the server's configuration, the list of servers and
+// the two CAs.
+func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
+	cfg, err := c.do(ctx, call{method: "GET", path: c.prefix + "/config"})
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(cfg.body) {
+		return nil, fmt.Errorf("agent: GET %s/config: %s answered something other than JSON", c.prefix, cfg.addr)
+	}
+	if err := c.fetchServers(ctx); err != nil {
+		return nil, err
+	}
+	p := &prelude{config: cfg.body}
+	for _, server := range []bool{false, true} {
+		path := c.prefix + "/" + filepath.Base(c.caFile(server))
+		a, err := c.do(ctx, call{method: "GET", path: path})
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(a.body) {
+			return nil, fmt.Errorf("agent: GET %s: %s answered no PEM certificate", path, a.addr)
+		}
+		if err := writeIfChanged(c.caFile(server), a.body, 0o600); err != nil {
+			return nil, err
+		}
+		if server {
+			p.serverCA = pool
+		} else {
+			p.clientCA = pool
+		}
+	}
+	return p, nil
+}
+
+// fetchServers asks for the servers' addresses and keeps them (Servers,
+// the state file). A server that answers something else than a list (an
+// older one does not know the route) leaves the list as it is; no answer
+// is an error, as for any request.
+func (c *Client) fetchServers(ctx context.Context) error {
+	a, err := c.do(ctx, call{method: "GET", path: c.prefix + "/apiservers"})
+	var status *statusError
+	if errors.As(err, &status) {
+		c.log.Info("agent: no list of servers", "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var list []string
+	if err := json.Unmarshal(a.body, &list); err != nil {
+		c.log.Warn("agent: the list of servers is not a JSON array of strings", "server", a.addr, "err", err)
+		return nil
+	}
+	valid := list[:0]
+	for _, s := range list {
+		if _, _, err := net.SplitHostPort(s); err == nil {
+			valid = append(valid, s)
+		}
+	}
+	if len(valid) == 0 || !c.servers.Update(valid) {
+		return nil
+	}
+	c.log.Info("agent: servers learnt", "servers", c.servers.Addresses())
+	if err := statefile.Save(c.opts.StateFile, statefile.Servers{Default: c.opts.Server, Addresses: c.servers.Addresses()}); err != nil {
+		c.log.Warn("agent: keeping the list of servers", "err", err)
+	}
+	return nil
+}
+
+// requestCert asks for a new certificate for s, with a CSR from the key
+// kept beside it (made if there is none), checks the answer against roots
+// and writes it.
+func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPool) (CertStatus, error) {
+	key, keyPEM, err := c.loadOrMakeKey(s.keyFile)
+	if err != nil {
+		return CertStatus{}, err
+	}
+	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: s.cn, Organization: s.org}}, key)
+	if err != nil {
+		return CertStatus{}, fmt.Errorf("agent: a certificate request for %s: %w", s.certFile, err)
+	}
+	c.stats.requested.Add(1)
+	a, err := c.do(ctx, call{method: "POST", path: c.prefix + "/" + s.name + ".crt", body: csr, node: s.node})
+	if err != nil {
+		return CertStatus{}, err
+	}
+	// A down-level server makes the key itself and sends it along.
+	certPEM, serverKey := splitCertKeyPEM(a.body)
+	if serverKey != nil {
+		keyPEM = serverKey
+	}
+	want := s.checkSpec
+	want.Roots = roots
+	st := checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, want, time.Now())
+	if !st.State.Usable() {
+		return st, fmt.Errorf("agent: %s sent an unusable certificate for %s: %w", a.addr, s.certFile, st.Err)
+	}
+	if serverKey != nil {
+		if err := statefile.WriteFile(s.keyFile, serverKey, 0o600); err != nil {
+			return st, fmt.Errorf("agent: %w", err)
+		}
+	}
+	if err := statefile.WriteFile(s.certFile, certPEM, 0o600); err != nil {
+		return st, fmt.Errorf("agent: %w", err)
+	}
+	c.stats.issued.Add(1)
+	c.log.Info("agent: certificate written", "file", s.certFile, "server", a.addr, "expires", st.NotAfter)
+	return st, nil
+}
+
+// loadOrMakeKey returns the private key in file, or makes one (ECDSA
+// P-256, as k3s does) and writes it when the file is missing or cannot be
+// parsed.
+func (c *Client) loadOrMakeKey(file string) (crypto.Signer, []byte, error) {
+	b, err := os.ReadFile(file)
+	if err == nil {
+		key, perr := parseKeyPEM(b)
+		if perr == nil {
+			return key, b, nil
+		}
+		c.log.Warn("agent: replacing a private key that cannot be parsed", "file", file, "err", perr)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("agent: %w", err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent: %w", err)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent: %w", err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	if err := statefile.WriteFile(file, keyPEM, 0o600); err != nil {
+		return nil, nil, fmt.Errorf("agent: %w", err)
+	}
+	return key, keyPEM, nil
+}
+
+// writeIfChanged writes data to file atomically unless it holds data.
+func writeIfChanged(file string, data []byte, perm fs.FileMode) error {
+	if old, err := os.ReadFile(file); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	if err := statefile.WriteFile(file, data, perm); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// certOnDisk writes a certificate for l signed by ca, and a key, and
+// returns their files; the certificate is for key (nil: a key of its
+// own, the one written).
+func certOnDisk(t *testing.T, ca *testCA, l leaf, key *ecdsa.PrivateKey) (certFile, keyFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	own, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if key == nil {
+		key = own
+	}
+	certFile, keyFile = filepath.Join(dir, "c.crt"), filepath.Join(dir, "c.key")
+	if err := os.WriteFile(certFile, ca.issue(t, l, key.Public()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pemKey(t, own), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+func TestCheckCert(t *testing.T) {
+	ca, other := newTestCA(t, "ca"), newTestCA(t, "other")
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	now := time.Now()
+	year := 365 * 24 * time.Hour
+	serving := leaf{cn: "worker-1", dns: "worker-1", usage: x509.ExtKeyUsageServerAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(year)}
+	client := leaf{cn: "system:node:worker-1", usage: x509.ExtKeyUsageClientAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(year)}
+	servingCheck := CertCheck{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots}
+	clientCheck := CertCheck{Name: "system:node:worker-1", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
+	wrongKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	renaming := func(l leaf, cn, dns string) leaf { l.cn, l.dns = cn, dns; return l }
+	timed := func(l leaf, from, to time.Duration) leaf {
+		l.notBefore, l.notAfter = now.Add(from), now.Add(to)
+		return l
+	}
+
+	for _, tc := range []struct {
+		name  string
+		files func() (string, string)
+		check CertCheck
+		want  CertState
+	}{
+		{"valid serving", func() (string, string) { return certOnDisk(t, ca, serving, nil) }, servingCheck, CertValid},
+		{"valid client", func() (string, string) { return certOnDisk(t, ca, client, nil) }, clientCheck, CertValid},
+		{"serving named by its DNS name only", func() (string, string) {
+			return certOnDisk(t, ca, renaming(serving, "something", "worker-1"), nil)
+		}, servingCheck, CertValid},
+		{"expiring: 95 % of its life gone", func() (string, string) { return certOnDisk(t, ca, timed(client, -95*time.Hour, 5*time.Hour), nil) },
+			clientCheck, CertRenewDue},
+		{"expired", func() (string, string) { return certOnDisk(t, ca, timed(client, -2*year, -time.Hour), nil) }, clientCheck, CertExpired},
+		{"not yet valid", func() (string, string) { return certOnDisk(t, ca, timed(client, time.Hour, year), nil) }, clientCheck, CertExpired},
+		{"wrong key", func() (string, string) { return certOnDisk(t, ca, client, wrongKey) }, clientCheck, CertWrongKey},
+		{"wrong name", func() (string, string) { return certOnDisk(t, ca, renaming(client, "system:node:worker-2", ""), nil) },
+			clientCheck, CertWrongName},
+		{"client certificate named by a DNS name", func() (string, string) {
+			return certOnDisk(t, ca, renaming(client, "x", "system:node:worker-1"), nil)
+		}, clientCheck, CertWrongName},
+		{"another CA", func() (string, string) { return certOnDisk(t, other, client, nil) }, clientCheck, CertOtherCA},
+		{"no roots", func() (string, string) { return certOnDisk(t, ca, client, nil) }, CertCheck{Name: client.cn, Usage: client.usage}, CertOtherCA},
+		{"wrong usage", func() (string, string) { return certOnDisk(t, ca, renaming(client, "worker-1", "worker-1"), nil) }, servingCheck, CertOtherCA},
+		{"corrupt certificate", func() (string, string) {
+			c, k := certOnDisk(t, ca, client, nil)
+			os.WriteFile(c, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), 0o600)
+			return c, k
+		}, clientCheck, CertCorrupt},
+		{"truncated certificate", func() (string, string) {
+			c, k := certOnDisk(t, ca, client, nil)
+			b, _ := os.ReadFile(c)
+			os.WriteFile(c, b[:len(b)/3], 0o600)
+			return c, k
+		}, clientCheck, CertCorrupt},
+		{"corrupt key", func() (string, string) {
+			c, k := certOnDisk(t, ca, client, nil)
+			os.WriteFile(k, []byte("not a key"), 0o600)
+			return c, k
+		}, clientCheck, CertCorrupt},
+		{"missing certificate", func() (string, string) {
+			c, k := certOnDisk(t, ca, client, nil)
+			os.Remove(c)
+			return c, k
+		}, clientCheck, CertMissing},
+		{"missing key", func() (string, string) {
+			c, k := certOnDisk(t, ca, client, nil)
+			os.Remove(k)
+			return c, k
+		}, clientCheck, CertMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			certFile, keyFile := tc.files()
+			st := CheckCert(certFile, keyFile, tc.check, now)
+			if st.State != tc.want {
+				t.Fatalf("State = %v (%v), want %v", st.State, st.Err, tc.want)
+			}
+			if (st.Err == nil) != (tc.want == CertValid) {
+				t.Errorf("Err = %v", st.Err)
+			}
+			if st.Err != nil && !strings.Contains(st.Err.Error(), certFile) {
+				t.Errorf("Err %q does not name %s", st.Err, certFile)
+			}
+			if tc.name == "another CA" {
+				var unknown x509.UnknownAuthorityError
+				if !errors.As(st.Err, &unknown) {
+					t.Errorf("Err %v does not wrap x509.UnknownAuthorityError", st.Err)
+				}
+			}
+		})
+	}
+}
+
+// The renewal times of many certificates spread over 70-90 % of their
+// lifetime; each certificate keeps its own on every check.
+func TestRenewWindow(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	now := time.Now()
+	life := 100 * time.Hour
+	l := leaf{cn: "n", usage: x509.ExtKeyUsageClientAuth, notBefore: now, notAfter: now.Add(life)}
+	check := CertCheck{Name: "n", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
+	var fracs []time.Duration
+	for range 300 {
+		c, k := certOnDisk(t, ca, l, nil)
+		st := CheckCert(c, k, check, now)
+		if st.State != CertValid {
+			t.Fatalf("State = %v: %v", st.State, st.Err)
+		}
+		if again := CheckCert(c, k, check, now.Add(time.Hour)); !again.RenewAt.Equal(st.RenewAt) {
+			t.Fatalf("RenewAt %v, then %v: not the same time", st.RenewAt, again.RenewAt)
+		}
+		if due := CheckCert(c, k, check, st.RenewAt); due.State != CertRenewDue {
+			t.Fatalf("at RenewAt: %v, want renewal due", due.State)
+		}
+		fracs = append(fracs, st.RenewAt.Sub(now))
+	}
+	checkSpread(t, "renewal times", fracs, 70*time.Hour, 90*time.Hour)
+
+	check.RenewAfter = 0.4 // window 40-80 %
+	c, k := certOnDisk(t, ca, l, nil)
+	if at := CheckCert(c, k, check, now).RenewAt.Sub(now); at < 40*time.Hour || at >= 80*time.Hour {
+		t.Errorf("RenewAfter 0.4: renewal at %v of 100h", at)
+	}
+}

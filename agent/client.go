@@ -1,0 +1,389 @@
+package agent
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodepass/nodepass/agent/internal/statefile"
+)
+
+// Defaults of Options; the package doc says why.
+const (
+	DefaultHeaderTimeout  = 5 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultRecoveryDelay  = 30 * time.Second
+)
+
+// Options configure a Client; a zero field means its default.
+type Options struct {
+	// Server is the configured server's URL, https://host:port (k3s's
+	// --server). Required. A URL without a port means port 443.
+	Server string
+	// Token is the join token (--token): K10<CA hash>::<user>:<password>,
+	// a bootstrap token or a bare password. Required.
+	Token string
+
+	// NodeName is the node's name (--node-name). Default: the host name,
+	// lower-cased.
+	NodeName string
+	// NodeIP is the node's addresses, comma-separated, sent in the
+	// Node-Ip header (--node-ip). Default: none.
+	NodeIP string
+	// NodePassword is the node's password. Default: the contents of
+	// NodePasswordFile, which is made (16 random bytes, hex) if missing.
+	NodePassword string
+	// NodePasswordFile is where the node's password is kept. Default
+	// /etc/rancher/node/password, k3s's.
+	NodePasswordFile string
+	// DataDir is the agent's data directory (--data-dir); certificates and
+	// keys go to DataDir/agent. Default /var/lib/rancher/<Program>.
+	DataDir string
+	// Program names the routes (/v1-<program>/...), the node headers
+	// (<Program>-Node-Name, ...) and the controller's certificate. Default
+	// "k3s"; "rke2" for RKE2.
+	Program string
+
+	// Servers, if not nil, are the servers (host:port) known at start in
+	// place of the state file's list. The state file is still written.
+	Servers []string
+	// StateFile keeps the servers known across restarts. Default
+	// DataDir/agent/etc/<Program>-agent-load-balancer.json, the file k3s's
+	// load balancer keeps.
+	StateFile string
+
+	// HeaderTimeout bounds the wait for a response's headers before the
+	// request moves to the next server. Default 5 s.
+	HeaderTimeout time.Duration
+	// RequestTimeout bounds a request (k3s's client timeout), and the
+	// header wait of a node-password request to a server that has answered.
+	// Default 10 s.
+	RequestTimeout time.Duration
+	// RecoveryDelay is how long a server that failed is left out. Default 30 s.
+	RecoveryDelay time.Duration
+	// Backoff spaces the attempts; its zero value has the defaults.
+	Backoff Backoff
+	// RenewAfter opens a certificate's renewal window (see CheckCert).
+	// Default 0.7.
+	RenewAfter float64
+	// StopOnRejection makes Get return at the first 401 or 403 instead of
+	// retrying it after Backoff's cap.
+	StopOnRejection bool
+
+	// Logger receives the agent's progress and failures. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Sentinel errors of an attempt, for errors.Is.
+var (
+	// ErrTokenRejected: a server answered 401 (or 403 to a request
+	// without the node's password): the join token is wrong.
+	ErrTokenRejected = errors.New("agent: the server rejected the join token")
+	// ErrNodePasswordRejected: a server answered 403 to a request with the
+	// node's password: it holds another password for this node name.
+	ErrNodePasswordRejected = errors.New("agent: node password rejected")
+)
+
+// Client retrieves a node's certificates from its servers as a k3s
+// agent does (see the package doc), one attempt at a time: Get and Renew
+// may be called from any goroutine, but attempts never overlap; Stats may
+// be called at any time. Make one with New; close it with Close.
+type Client struct {
+	// Fields set by New and never changed.
+	opts     Options // defaults filled in
+	tok      token
+	log      *slog.Logger
+	servers  *Servers
+	agentDir string
+	certs    []certSpec
+	prefix   string // "/v1-k3s"
+	header   string // "K3s": the node headers' prefix
+	// verifying makes connections checked against trust at the handshake;
+	// bootstrapping, those for /cacerts while trust is nil.
+	verifying, bootstrapping *http.Transport
+	sessions                 sync.Map // address → tls.ClientSessionCache
+
+	mu            sync.Mutex             // held by an attempt; guards the fields below
+	conns         map[string]*serverConn // by address
+	trust         *x509.CertPool         // the servers' CA, nil until known
+	trustFromDisk bool                   // trust was read from server-ca.crt, not fetched
+	warnedNoHash  bool
+	backoff       Backoff
+	nodeServer    string   // the server that accepted the last node-password request
+	prelude       *prelude // what this Get or renewal has fetched; nil at its start
+
+	stats    counters
+	statsMu  sync.Mutex
+	perSrv   map[string]uint64 // requests by address; guarded by statsMu
+	password string            // set by New
+}
+
+// certSpec is one of the four certificates an agent holds.
+type certSpec struct {
+	name      string // file base name and route: "serving-kubelet"
+	cn        string // the name it must carry
+	usage     x509.ExtKeyUsage
+	node      bool // its request carries the node headers (and costs the server scrypt)
+	serverCA  bool // chains to server-ca.crt, not client-ca.crt
+	org       []string
+	certFile  string
+	keyFile   string
+	checkSpec CertCheck // Roots filled in per check
+}
+
+// New validates opts and returns a Client. It reads (or makes) the node
+// password and reads the state file; a corrupt state file is logged and
+// ignored. It sends no request.
+func New(opts *Options) (*Client, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	tok, err := parseToken(o.Token)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(o.Server)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+		return nil, fmt.Errorf("agent: server %q is not an https://host:port URL", o.Server)
+	}
+	configured := u.Host
+	if u.Port() == "" {
+		configured = net.JoinHostPort(u.Hostname(), "443")
+	}
+	c := &Client{
+		opts:     o,
+		tok:      tok,
+		log:      o.Logger,
+		agentDir: filepath.Join(o.DataDir, "agent"),
+		prefix:   "/v1-" + o.Program,
+		header:   strings.ToUpper(o.Program[:1]) + o.Program[1:],
+		conns:    make(map[string]*serverConn),
+		backoff:  o.Backoff,
+		perSrv:   make(map[string]uint64),
+	}
+	c.certs = c.certSpecs()
+	if c.password, err = c.nodePassword(); err != nil {
+		return nil, err
+	}
+	known := o.Servers
+	if known == nil {
+		s, err := statefile.Load(o.StateFile)
+		if err != nil {
+			c.log.Warn("agent: ignoring the server list kept from an earlier run", "file", o.StateFile, "err", err)
+		}
+		known = s.Addresses
+	}
+	c.servers = NewServers(configured, known)
+	c.verifying, c.bootstrapping = c.transport(false), c.transport(true)
+	return c, nil
+}
+
+var programName = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+
+// fill checks o and fills in its defaults.
+func (o *Options) fill() error {
+	if o.Server == "" {
+		return errors.New("agent: Options.Server is required")
+	}
+	if o.Program == "" {
+		o.Program = "k3s"
+	}
+	if !programName.MatchString(o.Program) {
+		return fmt.Errorf("agent: program %q is not a lower-case name", o.Program)
+	}
+	if o.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("agent: no node name given and no host name: %w", err)
+		}
+		o.NodeName = strings.ToLower(h)
+	}
+	if strings.ContainsAny(o.NodeName, " \t\r\n:/") {
+		return fmt.Errorf("agent: node name %q is not a DNS name", o.NodeName)
+	}
+	for _, ip := range strings.Split(o.NodeIP, ",") {
+		if ip = strings.TrimSpace(ip); ip != "" && net.ParseIP(ip) == nil {
+			return fmt.Errorf("agent: node IP %q is not an IP address", ip)
+		}
+	}
+	if o.DataDir == "" {
+		o.DataDir = filepath.Join("/var/lib/rancher", o.Program)
+	}
+	if o.NodePasswordFile == "" {
+		o.NodePasswordFile = "/etc/rancher/node/password"
+	}
+	if o.StateFile == "" {
+		o.StateFile = filepath.Join(o.DataDir, "agent", "etc", o.Program+"-agent-load-balancer.json")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"HeaderTimeout", &o.HeaderTimeout, DefaultHeaderTimeout},
+		{"RequestTimeout", &o.RequestTimeout, DefaultRequestTimeout},
+		{"RecoveryDelay", &o.RecoveryDelay, DefaultRecoveryDelay},
+		{"Backoff.Base", &o.Backoff.Base, DefaultBackoffBase},
+		{"Backoff.Cap", &o.Backoff.Cap, DefaultBackoffCap},
+	} {
+		if *d.v < 0 {
+			return fmt.Errorf("agent: Options.%s is negative", d.name)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if o.HeaderTimeout > o.RequestTimeout {
+		return fmt.Errorf("agent: HeaderTimeout %v is over RequestTimeout %v", o.HeaderTimeout, o.RequestTimeout)
+	}
+	if o.Backoff.Base > o.Backoff.Cap {
+		return fmt.Errorf("agent: Backoff.Base %v is over Backoff.Cap %v", o.Backoff.Base, o.Backoff.Cap)
+	}
+	if o.RenewAfter == 0 {
+		o.RenewAfter = DefaultRenewAfter
+	}
+	if o.RenewAfter <= 0 || o.RenewAfter >= 1 {
+		return fmt.Errorf("agent: RenewAfter %v is not within (0, 1)", o.RenewAfter)
+	}
+	return nil
+}
+
+// certSpecs are the four certificates, in the order a k3s agent requests
+// them, with their files under DataDir/agent.
+func (c *Client) certSpecs() []certSpec {
+	node := c.opts.NodeName
+	specs := []certSpec{
+		{name: "serving-kubelet", cn: node, usage: x509.ExtKeyUsageServerAuth, node: true, serverCA: true},
+		{name: "client-kubelet", cn: "system:node:" + node, usage: x509.ExtKeyUsageClientAuth, node: true, org: []string{"system:nodes"}},
+		{name: "client-kube-proxy", cn: "system:kube-proxy", usage: x509.ExtKeyUsageClientAuth},
+		{name: "client-" + c.opts.Program + "-controller", cn: "system:" + c.opts.Program + "-controller", usage: x509.ExtKeyUsageClientAuth},
+	}
+	for i := range specs {
+		s := &specs[i]
+		s.certFile = filepath.Join(c.agentDir, s.name+".crt")
+		s.keyFile = filepath.Join(c.agentDir, s.name+".key")
+		s.checkSpec = CertCheck{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter}
+	}
+	return specs
+}
+
+// nodePassword returns Options.NodePassword, or the password file's
+// contents, making the file (as k3s does) when it does not exist.
+func (c *Client) nodePassword() (string, error) {
+	if c.opts.NodePassword != "" {
+		return c.opts.NodePassword, nil
+	}
+	f := c.opts.NodePasswordFile
+	b, err := os.ReadFile(f)
+	if err == nil {
+		if pw := strings.TrimSpace(string(b)); pw != "" {
+			return pw, nil
+		}
+		return "", fmt.Errorf("agent: the node password file %s is empty", f)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("agent: reading the node password: %w", err)
+	}
+	raw := make([]byte, 16)
+	rand.Read(raw) // never fails (crypto/rand)
+	pw := hex.EncodeToString(raw)
+	if err := statefile.WriteFile(f, []byte(pw+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("agent: writing the node password: %w", err)
+	}
+	return pw, nil
+}
+
+// passwordSource names where the node password comes from, for errors.
+func (c *Client) passwordSource() string {
+	if c.opts.NodePassword != "" {
+		return "Options.NodePassword"
+	}
+	return c.opts.NodePasswordFile
+}
+
+// Close closes the Client's connections, after the attempt in progress
+// if there is one (end Get's or Renew's context first to cut it short).
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr, sc := range c.conns {
+		sc.cc.Close()
+		delete(c.conns, addr)
+	}
+	return nil
+}
+
+// Servers returns the Client's server rotation.
+func (c *Client) Servers() *Servers { return c.servers }
+
+// Stats counts what a Client has done since New.
+type Stats struct {
+	Attempts   uint64 // attempts started
+	Requests   uint64 // HTTP requests sent, to every server
+	Handshakes uint64 // TLS handshakes started
+	Resumed    uint64 // handshakes that resumed a TLS session
+	Failovers  uint64 // times a request moved on to the next server
+	Requested  uint64 // certificates requested
+	Issued     uint64 // certificates received and written
+	Kept       uint64 // certificates found valid on disk and not requested
+	// ServerRequests counts the requests sent to each server (host:port).
+	ServerRequests map[string]uint64
+}
+
+type counters struct {
+	attempts, requests, handshakes, resumed, failovers, requested, issued, kept atomic.Uint64
+}
+
+// Stats returns the Client's counts so far.
+func (c *Client) Stats() Stats {
+	s := Stats{
+		Attempts:   c.stats.attempts.Load(),
+		Requests:   c.stats.requests.Load(),
+		Handshakes: c.stats.handshakes.Load(),
+		Resumed:    c.stats.resumed.Load(),
+		Failovers:  c.stats.failovers.Load(),
+		Requested:  c.stats.requested.Load(),
+		Issued:     c.stats.issued.Load(),
+		Kept:       c.stats.kept.Load(),
+	}
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	s.ServerRequests = make(map[string]uint64, len(c.perSrv))
+	for a, n := range c.perSrv {
+		s.ServerRequests[a] = n
+	}
+	return s
+}
+
+// tlsSessions returns addr's TLS session cache: one per server, since
+// several servers may share a name (or, in tests, an address).
+func (c *Client) tlsSessions(addr string) tls.ClientSessionCache {
+	if v, ok := c.sessions.Load(addr); ok {
+		return v.(tls.ClientSessionCache)
+	}
+	v, _ := c.sessions.LoadOrStore(addr, tls.NewLRUClientSessionCache(4))
+	return v.(tls.ClientSessionCache)
+}

@@ -1,0 +1,370 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A Client keeps one connection to each server it uses, HTTP/2 where the
+// server offers it, for as long as the server keeps it: an attempt's
+// requests to a server share one TLS handshake, and a new connection
+// resumes the TLS session of the last one. The connections are
+// http.ClientConns the Client owns (not a Transport's pool), so that it
+// knows which connection was checked against which CA.
+//
+// Before the servers' CA is known (a first join), /cacerts is fetched
+// over a connection whose certificate is not checked at the handshake;
+// once the CA arrives, matches the token's hash, and the connection's
+// certificate chains to it, that connection carries the attempt's other
+// requests. Every other connection is checked at its handshake.
+
+// serverConn is the Client's connection to one server; guarded by
+// Client.mu.
+type serverConn struct {
+	cc       *http.ClientConn
+	verified bool // its certificate chains to Client.trust
+	answered bool // the server has answered a request on it
+}
+
+// transport returns the Transport that makes the Client's connections:
+// checked against Client.trust, or not (bootstrap).
+func (c *Client) transport(bootstrap bool) *http.Transport {
+	t := &http.Transport{
+		ForceAttemptHTTP2: true,
+		DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return c.dialTLS(ctx, addr, bootstrap)
+		},
+	}
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetHTTP1(true)
+	t.Protocols.SetHTTP2(true)
+	return t
+}
+
+// dialTLS connects to addr and completes a TLS handshake, counting it.
+func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap bool) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{
+		ServerName:         host,
+		NextProtos:         []string{"h2", "http/1.1"},
+		MinVersion:         tls.VersionTLS12,
+		ClientSessionCache: c.tlsSessions(addr),
+		// The Client checks the chain itself, against a CA that changes
+		// at run time, resumed sessions included.
+		InsecureSkipVerify: true,
+	}
+	if !bootstrap {
+		trust := c.trust // read under Client.mu: dials run within an attempt
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifyPeer(cs, host, trust) }
+	}
+	tc := tls.Client(raw, cfg)
+	c.stats.handshakes.Add(1)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	if tc.ConnectionState().DidResume {
+		c.stats.resumed.Add(1)
+	}
+	return tc, nil
+}
+
+// verifyPeer checks that the server's certificate chains to roots and
+// names host.
+func verifyPeer(cs tls.ConnectionState, host string, roots *x509.CertPool) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("agent: the server sent no certificate")
+	}
+	if roots == nil {
+		return errors.New("agent: no CA to check the server's certificate against")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host})
+	if err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
+}
+
+// conn returns the connection to addr, made if there is none (or the
+// last one broke). A request that is not bootstrap gets a connection
+// whose certificate was checked. Called with c.mu held.
+func (c *Client) conn(ctx context.Context, addr string, bootstrap bool) (*serverConn, error) {
+	if sc := c.conns[addr]; sc != nil {
+		if sc.cc.Err() == nil && (sc.verified || bootstrap) {
+			return sc, nil
+		}
+		c.dropConn(addr)
+	}
+	if !bootstrap && c.trust == nil {
+		return nil, errors.New("agent: the servers' CA is not known yet")
+	}
+	t := c.verifying
+	if c.trust == nil {
+		t = c.bootstrapping
+	}
+	cc, err := t.NewClientConn(ctx, "https", addr)
+	if err != nil {
+		return nil, err
+	}
+	sc := &serverConn{cc: cc, verified: c.trust != nil}
+	c.conns[addr] = sc
+	return sc, nil
+}
+
+// dropConn closes the connection to addr. Called with c.mu held.
+func (c *Client) dropConn(addr string) {
+	if sc := c.conns[addr]; sc != nil {
+		sc.cc.Close()
+		delete(c.conns, addr)
+	}
+}
+
+// call is one request of an attempt.
+type call struct {
+	method, path string
+	body         []byte // a CSR, for POST
+	node         bool   // carries the node headers: the server checks the password
+	bootstrap    bool   // /cacerts before the CA is known
+}
+
+func (r call) String() string { return r.method + " " + r.path }
+
+// answer is a server's 200 to a call.
+type answer struct {
+	addr string
+	body []byte
+	tls  *tls.ConnectionState
+	sc   *serverConn
+}
+
+// maxBody bounds a response body: a certificate chain or the server's
+// configuration is a few KiB.
+const maxBody = 4 << 20
+
+// do sends r to the servers in turn (Servers.Order) until one answers
+// it: a connection failure, a timeout, a 429, 503 or other 5xx moves it to
+// the next server at once, and leaves the server out for RecoveryDelay (or
+// for its Retry-After, bounded by the backoff's cap, on 429 and 503).
+// 401, 403 and other 4xx end the request with an error. A node-password
+// request starts at the server that accepted the last one, if it is up.
+// Called with c.mu held.
+func (c *Client) do(ctx context.Context, r call) (answer, error) {
+	order := c.servers.Order(time.Now())
+	if len(order) == 0 {
+		return answer{}, errors.New("agent: no server to ask")
+	}
+	if i := slices.Index(order, c.nodeServer); r.node && i > 0 {
+		// The server that accepted the node's password last has it in
+		// its cache (nodepass's Verifier): asked first, it checks the
+		// password again without scrypt.
+		order = slices.Insert(slices.Delete(order, i, i+1), 0, c.nodeServer)
+	}
+	var errs []error
+	for i, addr := range order {
+		if i > 0 {
+			c.stats.failovers.Add(1)
+		}
+		a, next, err := c.try(ctx, addr, r)
+		if !next {
+			if r.node && err == nil {
+				c.nodeServer = addr
+			}
+			return a, err
+		}
+		c.log.Info("agent: moving on to the next server", "request", r.String(), "server", addr, "err", err)
+		errs = append(errs, err)
+		if ended(ctx) {
+			break
+		}
+	}
+	return answer{}, fmt.Errorf("agent: %s: no server answered: %w", r, errors.Join(errs...))
+}
+
+// try sends r to addr. next reports that the request should move to the
+// next server (the failure is addr's); otherwise err ends the request.
+func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next bool, err error) {
+	down := func(until time.Time, err error) (answer, bool, error) {
+		c.servers.MarkDown(addr, until)
+		c.dropConn(addr)
+		return answer{}, true, fmt.Errorf("%s: %w", addr, err)
+	}
+	recovery := time.Now().Add(c.opts.RecoveryDelay)
+	// The dial and the TLS handshake count against HeaderTimeout: a server
+	// that accepts and never completes the handshake is left as one that
+	// never answers.
+	dctx, dcancel := context.WithTimeout(ctx, c.opts.HeaderTimeout)
+	sc, err := c.conn(dctx, addr, r.bootstrap)
+	dcancel()
+	if err != nil {
+		if ended(ctx) {
+			return answer{}, false, endErr(ctx)
+		}
+		var verr *tls.CertificateVerificationError
+		if errors.As(err, &verr) && c.trustFromDisk {
+			// The CA kept on disk is not the servers' any more: fetch it
+			// again (next attempt), checked against the token.
+			c.log.Warn("agent: the server's certificate does not chain to the CA on disk; fetching the CA again", "server", addr, "err", err)
+			c.trust, c.trustFromDisk = nil, false
+		}
+		return down(recovery, err)
+	}
+	req, err := c.request(ctx, addr, r)
+	if err != nil {
+		return answer{}, false, err
+	}
+	// A server gets HeaderTimeout to answer, but the node-password
+	// requests of a server that has answered before get the request's
+	// whole time: a server may hold them while it verifies the password.
+	wait := c.opts.HeaderTimeout
+	if r.node && sc.answered {
+		wait = c.opts.RequestTimeout
+	}
+	rctx, cancel := context.WithTimeoutCause(ctx, c.opts.RequestTimeout, errRequestTimeout)
+	defer cancel()
+	hctx, hcancel := context.WithCancelCause(rctx)
+	defer hcancel(nil)
+	timer := time.AfterFunc(wait, func() { hcancel(errHeaderTimeout) })
+	c.count(addr)
+	resp, err := sc.cc.RoundTrip(req.WithContext(hctx))
+	timer.Stop()
+	if err != nil {
+		if ended(ctx) {
+			return answer{}, false, endErr(ctx)
+		}
+		if cause := context.Cause(hctx); cause != nil {
+			err = fmt.Errorf("%w (%v)", cause, wait)
+		}
+		return down(recovery, err)
+	}
+	defer resp.Body.Close()
+	sc.answered = true
+	switch code := resp.StatusCode; {
+	case code == http.StatusOK:
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		if err != nil {
+			if ended(ctx) {
+				return answer{}, false, endErr(ctx)
+			}
+			if cause := context.Cause(hctx); cause != nil {
+				err = cause
+			}
+			return down(recovery, fmt.Errorf("reading the answer: %w", err))
+		}
+		return answer{addr: addr, body: body, tls: resp.TLS, sc: sc}, false, nil
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		ra := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		until := time.Now().Add(min(ra, c.backoff.ceiling()))
+		return down(until, fmt.Errorf("%s (Retry-After %v)", resp.Status, ra))
+	case code >= 500:
+		return down(recovery, errors.New(resp.Status))
+	case code == http.StatusUnauthorized:
+		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
+	case code == http.StatusForbidden && r.node:
+		return answer{}, false, fmt.Errorf("%w: %s answered %s for node %q: the password in %s does not match the server's entry for %q (a node of the same name joined with another password?)",
+			ErrNodePasswordRejected, addr, resp.Status, c.opts.NodeName, c.passwordSource(), c.opts.NodeName)
+	case code == http.StatusForbidden:
+		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
+	default:
+		return answer{}, false, &statusError{addr: addr, call: r, status: resp.Status, msg: firstLine(resp.Body)}
+	}
+}
+
+var (
+	errHeaderTimeout  = errors.New("agent: no response headers in time")
+	errRequestTimeout = errors.New("agent: the request timed out")
+)
+
+// statusError is a 4xx answer other than 401 and 403.
+type statusError struct {
+	addr   string
+	call   call
+	status string
+	msg    string
+}
+
+func (e *statusError) Error() string {
+	s := fmt.Sprintf("agent: %s answered %s to %s", e.addr, e.status, e.call)
+	if e.msg != "" {
+		s += ": " + e.msg
+	}
+	return s
+}
+
+// firstLine returns the first line of an error body, at most 200 bytes.
+func firstLine(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, 200))
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
+}
+
+// request makes r's HTTP request to addr: basic auth as the user "node"
+// (or the bootstrap token) but for /cacerts, and the node headers on the
+// node-password requests.
+func (c *Client) request(ctx context.Context, addr string, r call) (*http.Request, error) {
+	var body io.Reader
+	if r.body != nil {
+		body = bytes.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, "https://"+addr+r.path, body)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if !r.bootstrap {
+		if c.tok.bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+c.tok.bearer)
+		} else {
+			req.SetBasicAuth("node", c.tok.password)
+		}
+	}
+	if r.node {
+		req.Header.Set(c.header+"-Node-Name", c.opts.NodeName)
+		req.Header.Set(c.header+"-Node-Password", c.password)
+		if c.opts.NodeIP != "" {
+			req.Header.Set(c.header+"-Node-Ip", c.opts.NodeIP)
+		}
+	}
+	return req, nil
+}
+
+func (c *Client) count(addr string) {
+	c.stats.requests.Add(1)
+	c.statsMu.Lock()
+	c.perSrv[addr]++
+	c.statsMu.Unlock()
+}
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date); an
+// absent or unparsable one counts as one second, what Kubernetes API
+// servers send with their 429s.
+func retryAfter(h string, now time.Time) time.Duration {
+	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return time.Second
+}

@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Get runs attempts until the node holds all four certificates, valid,
+// and returns what the last attempt left. Between attempts it waits as
+// the Backoff says, at least until a server comes back (see
+// Servers.NextUp); after a 401 or 403, at least the backoff's cap (or it
+// returns the error, with Options.StopOnRejection). When an attempt fails
+// (not by a 401 or 403) while the certificates on disk are valid against
+// the CAs on disk, it returns them, with Result.Offline the failure. When
+// ctx ends, Get returns ctx's error joined with the last attempt's.
+func (c *Client) Get(ctx context.Context) (*Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prelude = nil
+	return c.retry(ctx, c.attempt, true)
+}
+
+// Renew keeps the certificates renewed until ctx ends, and then returns
+// ctx's error: it sleeps until the first certificate's renewal time (see
+// CheckCert) and runs attempts (as Get does) until one renews what is due;
+// a renewal that failed while the certificate is valid is retried after
+// the backoff's wait, the certificate on disk used meanwhile. A
+// certificate missing or invalid on disk is requested at once. Call it
+// after Get.
+func (c *Client) Renew(ctx context.Context) error {
+	var res *Result
+	for {
+		c.mu.Lock()
+		d := c.untilRenewal(res)
+		c.mu.Unlock()
+		c.log.Debug("agent: next renewal", "in", d)
+		if err := sleep(ctx, d); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.prelude = nil
+		var err error
+		res, err = c.retry(ctx, c.attempt, false)
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// untilRenewal is how long Renew sleeps after an attempt that left res
+// (nil: before the first; the files on disk are checked). Called with
+// c.mu held.
+func (c *Client) untilRenewal(res *Result) time.Duration {
+	if res == nil {
+		res = c.onDisk(time.Now())
+	}
+	if !res.usable() {
+		return 0
+	}
+	at, failed := res.renewAt()
+	if failed {
+		return c.backoff.Next(0) // not reset by the attempt
+	}
+	return time.Until(at)
+}
+
+// retry runs attempt until it succeeds (see Get), waiting between
+// attempts with c.backoff. offline lets it settle for the certificates on
+// disk when no server answers. Called with c.mu held.
+func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Result, error), offline bool) (*Result, error) {
+	var last error // the last attempt that ctx's end did not cut
+	for {
+		res, err := attempt(ctx)
+		if err == nil {
+			if _, failed := res.renewAt(); !failed {
+				c.backoff.Reset()
+			}
+			return res, nil
+		}
+		if ended(ctx) {
+			if last == nil {
+				last = err
+			}
+			return res, fmt.Errorf("agent: giving up: %w; the last attempt: %w", endErr(ctx), last)
+		}
+		last = err
+		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrNodePasswordRejected)
+		if rejected && c.opts.StopOnRejection {
+			return res, err
+		}
+		if offline && !rejected {
+			if disk := c.onDisk(time.Now()); disk.usable() {
+				c.log.Warn("agent: no server answered; going on with the certificates on disk", "err", err)
+				disk.Offline = err
+				return disk, nil
+			}
+		}
+		floor := c.servers.NextUp(time.Now())
+		if rejected {
+			floor = c.backoff.ceiling()
+		}
+		d := c.backoff.Next(floor)
+		c.log.Info("agent: waiting to retrieve the certificates", "retry_in", d.Round(time.Millisecond), "err", err)
+		if err := sleep(ctx, d); err != nil {
+			return res, fmt.Errorf("agent: giving up: %w; the last attempt: %w", err, last)
+		}
+	}
+}
+
+// maxSleep bounds one timer of a long wait: the wait is measured again
+// on the wall clock after each, so that a suspended machine does not
+// sleep past a renewal.
+const maxSleep = time.Hour
+
+// sleep waits d, or until ctx ends (returning its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d).Round(0) // wall clock
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		t := time.NewTimer(min(left, maxSleep))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// ended reports whether ctx has ended, or its deadline has passed: a
+// dial cut by the deadline can fail before ctx's own timer fires.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// endErr is ctx's error once ended(ctx).
+func endErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}

@@ -1,0 +1,169 @@
+// Command agent gets a node's certificates from k3s-style servers (such
+// as examples/server) with the nodepass agent package: it backs off with
+// jitter, moves each request past a server that fails or hangs, and keeps
+// the certificates on disk that are still valid.
+//
+//	go run ./examples/agent -server https://127.0.0.1:9345 -token-file token -node-name worker-1 -data-dir /tmp/worker-1
+//
+// It exits 0 once the node holds its four certificates, valid, and prints
+// one line for each; with -wait it stays up and renews them until SIGINT
+// or SIGTERM. Otherwise it exits 1 with a one-line reason: the token or
+// the node password rejected, or no certificates within -timeout. Bad
+// flags exit 2. The flags that k3s's agent has keep k3s's names; `go run
+// ./examples/agent -h` lists them all.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodepass/nodepass/agent"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run parses args, gets the certificates (and with -wait renews them
+// until ctx ends), and returns the exit code: 0, 1 with the reason on
+// stderr, or 2 for bad flags. The log goes to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	level := slog.LevelInfo
+	if cfg.debug {
+		level = slog.LevelDebug
+	}
+	cfg.opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	c, err := agent.New(&cfg.opts)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	defer c.Close()
+
+	getCtx := ctx
+	if cfg.timeout > 0 {
+		var cancel context.CancelFunc
+		getCtx, cancel = context.WithTimeout(ctx, cfg.timeout)
+		defer cancel()
+	}
+	res, err := c.Get(getCtx)
+	if err != nil {
+		fmt.Fprintln(stderr, oneLine(err))
+		return 1
+	}
+	if res.Offline != nil {
+		fmt.Fprintln(stdout, "no server answered; the certificates on disk are valid and used")
+	}
+	for _, cr := range res.Certs {
+		what := "kept"
+		switch {
+		case cr.Issued:
+			what = "issued"
+		case cr.Err != nil:
+			what = "kept (renewal failed, retried with -wait)"
+		}
+		fmt.Fprintf(stdout, "%s %s, valid until %s\n", what, cr.CertFile, cr.Status.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if !cfg.wait {
+		return 0
+	}
+	if err := c.Renew(ctx); err != nil && ctx.Err() == nil {
+		fmt.Fprintln(stderr, oneLine(err))
+		return 1
+	}
+	return 0
+}
+
+// oneLine is err's message on one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// config is what the flags say.
+type config struct {
+	opts    agent.Options
+	timeout time.Duration
+	wait    bool
+	debug   bool
+}
+
+func parseFlags(args []string, out io.Writer) (config, error) {
+	var c config
+	o := &c.opts
+	var tokenFile, servers string
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(out)
+	// k3s's names.
+	fs.StringVar(&o.Server, "server", "", "`URL` of the server to join, https://host:port (k3s --server)")
+	fs.StringVar(&o.Token, "token", "", "join token: K10<CA hash>::<user>:<password>, a bootstrap token or a bare password (k3s --token)")
+	fs.StringVar(&tokenFile, "token-file", "", "`file` holding the join token (k3s --token-file)")
+	fs.StringVar(&o.NodeName, "node-name", "", "the node's name (k3s --node-name); default the host name")
+	fs.StringVar(&o.NodeIP, "node-ip", "", "the node's addresses, comma-separated, for the serving certificate (k3s --node-ip)")
+	fs.StringVar(&o.DataDir, "data-dir", "/var/lib/rancher/k3s", "`directory` for the agent's files: certificates and keys under agent/ (k3s --data-dir)")
+	fs.BoolVar(&c.debug, "debug", false, "log at debug level (k3s --debug)")
+	// The example's own.
+	fs.StringVar(&o.Program, "program", "k3s", "k3s or rke2: route prefix (/v1-<program>), node headers and the controller certificate's name")
+	fs.StringVar(&o.NodePasswordFile, "node-password-file", "", "`file` of the node's password, made if missing (default <data-dir>/agent/etc/rancher/node/password, k3s's rootless location; k3s's own is /etc/rancher/node/password)")
+	fs.StringVar(&servers, "servers", "", "comma-separated host:port of servers known besides -server, in place of the list kept from an earlier run")
+	fs.BoolVar(&c.wait, "wait", false, "stay up after getting the certificates, and renew them (until SIGINT or SIGTERM)")
+	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up getting the certificates after this long (0: never)")
+	fs.DurationVar(&o.HeaderTimeout, "header-timeout", agent.DefaultHeaderTimeout, "how long a server may take to start answering before the request moves to the next")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", agent.DefaultRequestTimeout, "bound on a request (k3s's client timeout)")
+	fs.DurationVar(&o.RecoveryDelay, "recovery-delay", agent.DefaultRecoveryDelay, "how long a server that failed is left out")
+	fs.DurationVar(&o.Backoff.Base, "backoff-base", agent.DefaultBackoffBase, "ceiling of the first wait between attempts (doubling after each failure)")
+	fs.DurationVar(&o.Backoff.Cap, "backoff-cap", agent.DefaultBackoffCap, "cap of the waits between attempts, and of a server's Retry-After")
+	fs.Float64Var(&o.RenewAfter, "renew-after", agent.DefaultRenewAfter, "fraction of a certificate's lifetime after which it is renewed (jittered over the next two thirds of the rest)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("agent: unexpected arguments %q", fs.Args())
+	}
+	if o.Server == "" {
+		return c, errors.New("agent: -server is required")
+	}
+	switch {
+	case o.Token != "" && tokenFile != "":
+		return c, errors.New("agent: -token and -token-file are exclusive")
+	case tokenFile != "":
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return c, fmt.Errorf("agent: -token-file: %w", err)
+		}
+		o.Token = strings.TrimSpace(string(b))
+	case o.Token == "":
+		return c, errors.New("agent: -token or -token-file is required")
+	}
+	if o.NodePasswordFile == "" {
+		o.NodePasswordFile = filepath.Join(o.DataDir, "agent", "etc", "rancher", "node", "password")
+	}
+	for _, s := range strings.Split(servers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.Servers = append(o.Servers, s)
+		}
+	}
+	// The agent gives up on a rejected token or password at once: asking
+	// again does not mend them.
+	o.StopOnRejection = true
+	return c, nil
+}

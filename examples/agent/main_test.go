@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeSupervisor serves the routes a k3s agent asks for over HTTPS, with
+// one CA for everything, and basic auth node:<secret>. Requests for the
+// node-password routes get nodeStatus when it is set.
+type fakeSupervisor struct {
+	url        string
+	caPEM      []byte
+	nodeStatus atomic.Int32
+	posts      atomic.Int32 // certificate requests answered
+}
+
+const secret = "s3cret"
+
+func newFakeSupervisor(t *testing.T) *fakeSupervisor {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	f := &fakeSupervisor{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+	sign := func(tmpl *x509.Certificate, pub any) []byte {
+		tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, pub, caKey)
+		if err != nil {
+			panic(err)
+		}
+		return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), f.caPEM...)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) { w.Write(f.caPEM) })
+	authed := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if u, p, _ := r.BasicAuth(); u != "node" || p != secret {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux.HandleFunc("GET /v1-k3s/config", authed(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("{}")) }))
+	mux.HandleFunc("GET /v1-k3s/apiservers", authed(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("[]")) }))
+	for _, ca := range []string{"client-ca.crt", "server-ca.crt"} {
+		mux.HandleFunc("GET /v1-k3s/"+ca, authed(func(w http.ResponseWriter, _ *http.Request) { w.Write(f.caPEM) }))
+	}
+	for name, usage := range map[string]x509.ExtKeyUsage{
+		"serving-kubelet": x509.ExtKeyUsageServerAuth, "client-kubelet": x509.ExtKeyUsageClientAuth,
+		"client-kube-proxy": x509.ExtKeyUsageClientAuth, "client-k3s-controller": x509.ExtKeyUsageClientAuth,
+	} {
+		node := strings.HasSuffix(name, "kubelet")
+		mux.HandleFunc("POST /v1-k3s/"+name+".crt", authed(func(w http.ResponseWriter, r *http.Request) {
+			if code := int(f.nodeStatus.Load()); node && code != 0 {
+				http.Error(w, http.StatusText(code), code)
+				return
+			}
+			body, _ := io.ReadAll(r.Body)
+			csr, err := x509.ParseCertificateRequest(body)
+			if err != nil {
+				http.Error(w, "bad CSR", http.StatusBadRequest)
+				return
+			}
+			f.posts.Add(1)
+			tmpl := &x509.Certificate{Subject: csr.Subject, ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature}
+			if name == "serving-kubelet" {
+				tmpl.DNSNames = []string{r.Header.Get("K3s-Node-Name")}
+			}
+			w.Write(sign(tmpl, csr.PublicKey))
+		}))
+	}
+	srv := httptest.NewUnstartedServer(mux)
+	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := sign(&x509.Certificate{Subject: pkix.Name{CommonName: "server"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}, srvKey.Public())
+	keyDER, _ := x509.MarshalECPrivateKey(srvKey)
+	cert, err := tls.X509KeyPair(leaf, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	return f
+}
+
+// agentRun runs the command with args and returns its exit code, stdout
+// and stderr.
+func agentRun(ctx context.Context, args ...string) (int, string, string) {
+	var out, errOut syncBuffer
+	code := run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+type syncBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	lines chan string // if not nil, receives each write
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lines != nil {
+		b.lines <- string(p)
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func baseArgs(f *fakeSupervisor, dir string) []string {
+	return []string{"-server", f.url, "-token", "K10::server:" + secret, "-node-name", "worker-1",
+		"-node-ip", "192.0.2.10", "-data-dir", dir, "-backoff-cap", "100ms", "-backoff-base", "10ms"}
+}
+
+// A join writes the certificates and exits 0; a second run keeps them and
+// asks for none.
+func TestJoinThenKeep(t *testing.T) {
+	f := newFakeSupervisor(t)
+	dir := t.TempDir()
+	code, out, errOut := agentRun(t.Context(), baseArgs(f, dir)...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if n := strings.Count(out, "issued "); n != 4 {
+		t.Errorf("%d certificates issued, want 4; stdout:\n%s", n, out)
+	}
+	for _, name := range []string{"serving-kubelet", "client-kubelet", "client-kube-proxy", "client-k3s-controller"} {
+		for _, ext := range []string{".crt", ".key"} {
+			if _, err := os.Stat(filepath.Join(dir, "agent", name+ext)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "agent", "etc", "rancher", "node", "password")); err != nil {
+		t.Errorf("node password file: %v", err)
+	}
+	posts := f.posts.Load()
+	code, out, errOut = agentRun(t.Context(), baseArgs(f, dir)...)
+	if code != 0 || strings.Count(out, "kept ") != 4 || f.posts.Load() != posts {
+		t.Errorf("second run: exit %d, %d certificate requests, stdout:\n%s\nstderr:\n%s", code, f.posts.Load()-posts, out, errOut)
+	}
+}
+
+// A rejected node password exits 1 at once with one line that names the
+// node and the password file.
+func TestPasswordRejected(t *testing.T) {
+	f := newFakeSupervisor(t)
+	f.nodeStatus.Store(http.StatusForbidden)
+	dir := t.TempDir()
+	code, _, errOut := agentRun(t.Context(), baseArgs(f, dir)...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	last := lines[len(lines)-1]
+	for _, want := range []string{"node password rejected", `"worker-1"`, filepath.Join(dir, "agent", "etc", "rancher", "node", "password")} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line %q does not say %s", last, want)
+		}
+	}
+	if strings.Contains(errOut, "goroutine ") {
+		t.Errorf("a stack trace:\n%s", errOut)
+	}
+}
+
+// No answer within -timeout: exit 1 with the reason.
+func TestTimeout(t *testing.T) {
+	f := newFakeSupervisor(t)
+	f.nodeStatus.Store(http.StatusServiceUnavailable)
+	code, _, errOut := agentRun(t.Context(), append(baseArgs(f, t.TempDir()), "-timeout", "300ms")...)
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if last := lines[len(lines)-1]; code != 1 || !strings.Contains(last, "giving up") || !strings.Contains(last, "503") {
+		t.Errorf("exit %d, last line %q; want 1 and the 503", code, last)
+	}
+}
+
+// -wait stays up after the certificates, until the context ends: exit 0.
+func TestWait(t *testing.T) {
+	f := newFakeSupervisor(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	out := syncBuffer{lines: make(chan string, 8)}
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, append(baseArgs(f, t.TempDir()), "-wait"), &out, io.Discard)
+	}()
+	for range 4 {
+		<-out.lines
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("exited %d with -wait before the context ended", code)
+	default:
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-h"}, 0, "-node-name"},
+		{[]string{"-token", "x"}, 2, "-server is required"},
+		{[]string{"-server", "https://127.0.0.1:1"}, 2, "-token or -token-file is required"},
+		{[]string{"-server", "http://127.0.0.1:1", "-token", "x", "-data-dir", t.TempDir()}, 2, "not an https"},
+		{[]string{"-server", "https://127.0.0.1:1", "-token", "x", "-token-file", "f"}, 2, "exclusive"},
+	} {
+		code, _, errOut := agentRun(t.Context(), tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}
