@@ -198,7 +198,7 @@ func TestTokenWithVerifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	if err := v.LoadTokens(strings.NewReader("join-secret,node,node,k3s:agent\n")); err != nil {
+	if err := v.LoadTokens(context.Background(), strings.NewReader("join-secret,node,node,k3s:agent\n")); err != nil {
 		t.Fatal(err)
 	}
 	a, err := httpauth.New(v, &httpauth.Options{Tokens: v})

@@ -73,13 +73,13 @@ func NewHasher(opts *Options) (*Hasher, error) {
 // CreateHash hashes secretKey with a fresh random salt and Options.Params,
 // in k3s's format, on one of the Verifier's slots.
 func (h *Hasher) CreateHash(secretKey string) (string, error) {
-	return h.v.hashOnly(secretKey)
+	return h.v.hashOnly(context.Background(), secretKey)
 }
 
 // hashOnly hashes secret with Options.Params on one of v's slots and
 // records it as verified against the hash made, the hash as its name
 // (see Hasher).
-func (v *Verifier) hashOnly(secret string) (string, error) {
+func (v *Verifier) hashOnly(ctx context.Context, secret string) (string, error) {
 	if v.closed.Load() {
 		return "", ErrClosed
 	}
@@ -95,7 +95,7 @@ func (v *Verifier) hashOnly(secret string) (string, error) {
 	name := "\x00create\x00" + hex.EncodeToString(nonce[:])
 	t := &task{node: name, password: secret, key: v.cache.Key(name, "", secret), hashOnly: true}
 	p := v.opts.Params
-	err := v.share(context.Background(), sched.Request{Key: sched.Key(t.key), Name: name, Work: v.enrollWork,
+	err := v.share(ctx, sched.Request{Key: sched.Key(t.key), Name: name, Work: v.enrollWork,
 		Class: classOf(p.LogN, p.R, p.P), Task: t})
 	if err != nil {
 		return "", err

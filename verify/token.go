@@ -135,8 +135,10 @@ func displayName(name string) string {
 // refuse, or a user given twice is an error naming the line (k3s keeps
 // the last of a duplicate; a file that says two things is refused here),
 // and then nothing is loaded. It fails if Options.Tokens is set: the
-// tokens come from one place.
-func (v *Verifier) LoadTokens(r io.Reader) error {
+// tokens come from one place. The hashing runs under ctx's values and
+// pprof labels; when ctx ends, LoadTokens returns its error and loads
+// nothing.
+func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 	if v.opts.Tokens != nil {
 		return errors.New("verify: LoadTokens: Options.Tokens is set; the tokens come from one place")
 	}
@@ -146,7 +148,7 @@ func (v *Verifier) LoadTokens(r io.Reader) error {
 	}
 	s := NewMemoryStore()
 	for _, e := range entries {
-		h, err := v.hashOnly(e.password)
+		h, err := v.hashOnly(ctx, e.password)
 		if err != nil {
 			return fmt.Errorf("verify: token file: hashing the token of user %q: %w", e.user, err)
 		}

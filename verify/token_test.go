@@ -238,7 +238,7 @@ func TestLoadTokens(t *testing.T) {
 	const file = "tok1,node,node,k3s:agent\n" +
 		"tok2,server,server,\"k3s:server,system:masters\"\n"
 	v := newTestVerifier(t, NewMemoryStore(), nil)
-	if err := v.LoadTokens(strings.NewReader(file)); err != nil {
+	if err := v.LoadTokens(context.Background(), strings.NewReader(file)); err != nil {
 		t.Fatal(err)
 	}
 	if st := v.Stats(); st.ScryptRuns != 2 {
@@ -263,21 +263,21 @@ func TestLoadTokens(t *testing.T) {
 		t.Errorf("stored %q: want a hash, not the token", h)
 	}
 	// A bad file loads nothing: the tokens before stay.
-	if err := v.LoadTokens(strings.NewReader("new,node,node\nbad\n")); err == nil {
+	if err := v.LoadTokens(context.Background(), strings.NewReader("new,node,node\nbad\n")); err == nil {
 		t.Fatal("a bad file loaded")
 	}
 	if err := v.VerifyToken(ctx, "node", "tok1"); err != nil {
 		t.Errorf("the tokens loaded before a bad file: %v", err)
 	}
 	// A good one replaces them.
-	if err := v.LoadTokens(strings.NewReader("new,node,node\n")); err != nil {
+	if err := v.LoadTokens(context.Background(), strings.NewReader("new,node,node\n")); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.VerifyToken(ctx, "server", "tok2"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a user of the replaced file: %v", err)
 	}
 	withStore := newTestVerifier(t, NewMemoryStore(), &Options{Tokens: NewMemoryStore()})
-	if err := withStore.LoadTokens(strings.NewReader("a,b,c\n")); err == nil {
+	if err := withStore.LoadTokens(context.Background(), strings.NewReader("a,b,c\n")); err == nil {
 		t.Error("LoadTokens with Options.Tokens set succeeded")
 	}
 }
@@ -294,7 +294,7 @@ func TestLoadTokensErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := newTestVerifier(t, NewMemoryStore(), nil)
-			err := v.LoadTokens(strings.NewReader(c.file))
+			err := v.LoadTokens(context.Background(), strings.NewReader(c.file))
 			if err == nil {
 				t.Fatal("LoadTokens succeeded")
 			}
