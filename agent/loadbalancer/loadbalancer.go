@@ -367,21 +367,15 @@ func (lb *LoadBalancer) candidates() []*server {
 	n := lb.next.Add(1)
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
-	var tiers [3][]*server
-	for _, s := range lb.servers {
-		switch {
-		case s.health.state == StateFailed:
-			tiers[2] = append(tiers[2], s)
-		case s.standby:
-			tiers[1] = append(tiers[1], s)
-		default:
-			tiers[0] = append(tiers[0], s)
-		}
-	}
 	out := make([]*server, 0, len(lb.servers))
-	for _, t := range tiers {
-		lb.opts.policy(t, n)
-		out = append(out, t...)
+	for tier := range 3 {
+		start := len(out)
+		for _, s := range lb.servers {
+			if s.tierLocked() == tier {
+				out = append(out, s)
+			}
+		}
+		lb.opts.policy(out[start:], n)
 	}
 	if len(out) > 0 {
 		out[0].pending++ // until attach

@@ -7,10 +7,12 @@ import (
 )
 
 // selection is a LoadBalancer without a network, for the choice alone:
-// n servers, every one healthy, the turn starting where r says.
+// n servers, every one healthy, the turn starting where r says (nil: 0).
 func selection(p policy, n int, r *rand.Rand) *LoadBalancer {
 	lb := &LoadBalancer{opts: Options{policy: p}}
-	lb.next.Store(r.Uint64())
+	if r != nil {
+		lb.next.Store(r.Uint64())
+	}
 	for i := range n {
 		lb.servers = append(lb.servers, &server{addr: strconv.Itoa(i), conns: make(map[*pipe]struct{}), health: health{state: StateHealthy}})
 	}

@@ -59,6 +59,18 @@ func (lb *LoadBalancer) newServerLocked(addr string, isDefault bool) *server {
 	return s
 }
 
+// tierLocked is s's tier in the order of the package doc: 0 usable and
+// listed, 1 usable standby, 2 failed.
+func (s *server) tierLocked() int {
+	switch {
+	case s.health.state == StateFailed:
+		return 2
+	case s.standby:
+		return 1
+	}
+	return 0
+}
+
 // health is a server's state and the consecutive results it changes on.
 // The zero value is an unchecked server.
 type health struct {
