@@ -87,6 +87,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -219,6 +220,10 @@ func New(opts *Options) (*LoadBalancer, error) {
 	lb.ln = ln
 	lb.ctx, lb.cancel = context.WithCancel(context.Background())
 
+	if err := lb.checkNotSelf(append([]string{o.Default}, listed...)); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	lb.mu.Lock()
 	if o.Default != "" {
 		lb.servers = append(lb.servers, lb.newServerLocked(o.Default, true))
@@ -300,6 +305,15 @@ func checkAddress(a string) error {
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
 		return fmt.Errorf("address %q has no valid port", a)
+	}
+	return nil
+}
+
+// checkNotSelf refuses the load balancer's own address as a server's:
+// every connection would come back to it.
+func (lb *LoadBalancer) checkNotSelf(addresses []string) error {
+	if self := lb.Addr(); slices.Contains(addresses, self) {
+		return fmt.Errorf("loadbalancer: %s is the load balancer's own address, not a server's", self)
 	}
 	return nil
 }
@@ -428,13 +442,16 @@ func (lb *LoadBalancer) detach(s *server, p *pipe) {
 // connections closed. The configured server ([Options.Default]) is kept
 // whatever the list: when it is not in it, as a standby (see the package
 // doc), with its connections. The list is written to the state file.
-// An invalid address is an error, and nothing changes; so is a call after
-// Close.
+// An invalid address, or the load balancer's own, is an error, and
+// nothing changes; so is a call after Close.
 func (lb *LoadBalancer) Update(addresses []string) error {
 	for _, a := range addresses {
 		if err := checkAddress(a); err != nil {
 			return fmt.Errorf("loadbalancer: Update: %w", err)
 		}
+	}
+	if err := lb.checkNotSelf(addresses); err != nil {
+		return err
 	}
 	lb.saveMu.Lock()
 	defer lb.saveMu.Unlock()

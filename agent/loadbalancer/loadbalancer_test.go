@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -314,6 +315,9 @@ func TestUpdate(t *testing.T) {
 	if after := lb.Stats(); len(after) != len(before) {
 		t.Errorf("a failed Update changed the servers: %+v", after)
 	}
+	if err := lb.Update([]string{b.addr, lb.Addr()}); err == nil {
+		t.Error("Update with the load balancer's own address succeeded")
+	}
 	if err := lb.Update([]string{a.addr, b.addr, c.addr}); err != nil {
 		t.Fatal(err)
 	}
@@ -439,22 +443,35 @@ func TestNewErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free.Close()
 	okTLS := ProbeOptions{TLS: &tls.Config{RootCAs: testPool}}
-	for name, o := range map[string]*Options{
-		"nil options":    nil,
-		"no probe TLS":   {Default: "127.0.0.1:9345"},
-		"default":        {Default: "127.0.0.1", Probe: okTLS},
-		"servers":        {Servers: []string{"127.0.0.1:0"}, Probe: okTLS},
-		"probe path":     {Probe: ProbeOptions{TLS: okTLS.TLS, Path: "/ping\r\nX: y"}},
-		"negative":       {Probe: ProbeOptions{TLS: okTLS.TLS, Failures: -1}},
-		"listen in use":  {Listen: busy.Addr().String(), Probe: okTLS},
-		"state file dir": {StateFile: "/proc/nodepass-no-such-dir/lb.json", Probe: okTLS},
+	self := "127.0.0.1:" + strconv.Itoa(free.Addr().(*net.TCPAddr).Port)
+	for name, tc := range map[string]struct {
+		o    *Options
+		want string
+	}{
+		"nil options":    {nil, "Probe.TLS is required"},
+		"no probe TLS":   {&Options{Default: "127.0.0.1:9345"}, "Probe.TLS is nil"},
+		"default":        {&Options{Default: "127.0.0.1", Probe: okTLS}, "Options.Default"},
+		"servers":        {&Options{Servers: []string{"127.0.0.1:0"}, Probe: okTLS}, "no valid port"},
+		"probe path":     {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Path: "/ping\r\nX: y"}}, "is not a path"},
+		"negative":       {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Failures: -1}}, "negative"},
+		"listen in use":  {&Options{Listen: busy.Addr().String(), Probe: okTLS}, "address already in use"},
+		"state file dir": {&Options{StateFile: "/proc/nodepass-no-such-dir/lb.json", Probe: okTLS}, "saving the server list"},
+		"itself":         {&Options{Listen: self, Default: self, Probe: okTLS}, "own address"},
 	} {
-		if lb, err := New(o); err == nil {
+		lb, err := New(tc.o)
+		if err == nil {
 			lb.Close()
 			t.Errorf("%s: New succeeded", name)
-		} else if !strings.HasPrefix(err.Error(), "loadbalancer: ") {
-			t.Errorf("%s: error %q does not start with the package's name", name, err)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "loadbalancer: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %q, want one starting with the package's name and saying %q", name, err, tc.want)
 		}
 	}
 }
