@@ -334,6 +334,21 @@ func who(t testing.TB, addr string) (string, net.Conn) {
 	return strings.TrimSpace(line), c
 }
 
+// connTo opens connections through addr until one is answered by the
+// backend named name, and returns it open; it closes the others.
+func connTo(t testing.TB, addr, name string) net.Conn {
+	t.Helper()
+	for range 100 {
+		got, c := who(t, addr)
+		if got == name {
+			return c
+		}
+		c.Close()
+	}
+	t.Fatalf("no connection through %s reached %s in 100", addr, name)
+	return nil
+}
+
 // whoCounts opens n connections one after the other, counts them by the
 // backend that answered ("" for those closed unanswered), and closes them.
 func whoCounts(t testing.TB, addr string, n int) map[string]int {

@@ -30,15 +30,7 @@ func TestHungServer(t *testing.T) {
 		Logger:  testLogger(t),
 	})
 	waitFor(t, "three healthy servers", inState(lb, StateHealthy, a.addr, b.addr, c.addr))
-	var open net.Conn // a client's connection to c, from before it hangs
-	for open == nil {
-		name, conn := who(t, lb.Addr())
-		if name == "c" {
-			open = conn
-		} else {
-			conn.Close()
-		}
-	}
+	open := connTo(t, lb.Addr(), "c") // a client's connection to c, from before it hangs
 	defer open.Close()
 
 	// Clients open a connection every 5 ms while c hangs, without waiting
@@ -236,15 +228,7 @@ func TestConnectionsOnFailure(t *testing.T) {
 			o := testOptions(t, a.addr, a.addr, c.addr)
 			o.KeepConnectionsOnFailure = keep
 			lb := newLB(t, o)
-			var open net.Conn
-			for open == nil {
-				name, conn := who(t, lb.Addr())
-				if name == "c" {
-					open = conn
-				} else {
-					conn.Close()
-				}
-			}
+			open := connTo(t, lb.Addr(), "c")
 			defer open.Close()
 			c.set(failing) // probes answered 503; the connection itself works
 			waitFor(t, "c failed", inState(lb, StateFailed, c.addr))
@@ -271,15 +255,7 @@ func TestUpdate(t *testing.T) {
 	o := testOptions(t, a.addr, a.addr, b.addr, d.addr)
 	lb := newLB(t, o)
 	waitFor(t, "three healthy servers", inState(lb, StateHealthy, a.addr, b.addr, d.addr))
-	held := make(map[string]net.Conn)
-	for held["a"] == nil || held["d"] == nil {
-		name, conn := who(t, lb.Addr())
-		if held[name] == nil && (name == "a" || name == "d") {
-			held[name] = conn
-		} else {
-			conn.Close()
-		}
-	}
+	held := map[string]net.Conn{"a": connTo(t, lb.Addr(), "a"), "d": connTo(t, lb.Addr(), "d")}
 	defer held["a"].Close()
 	defer held["d"].Close()
 
