@@ -38,6 +38,18 @@
 //	nodepass_scrypt_queued             gauge      computations waiting for a scrypt slot now
 //	nodepass_scrypt_seconds            histogram  duration of one scrypt computation
 //	nodepass_queue_wait_seconds        histogram  wait of a computation for its scrypt slot
+//
+// and, from a LoadBalancerCollector over an agent's load balancer
+// (agent/loadbalancer), one series per server (label server):
+//
+//	nodepass_loadbalancer_server_state{state}        gauge    1 for the server's state (unchecked, healthy, failed), 0 for the others
+//	nodepass_loadbalancer_server_standby             gauge    1 for the configured server while not in the list (used only when no listed one is usable)
+//	nodepass_loadbalancer_server_connections         gauge    connections proxied to the server now
+//	nodepass_loadbalancer_server_connections_total   counter  connections proxied to the server
+//	nodepass_loadbalancer_server_dials_total         counter  dials of proxied connections to the server
+//	nodepass_loadbalancer_server_dial_failures_total counter  of those, dials that failed or timed out (the connection went to the next server)
+//	nodepass_loadbalancer_server_probes_total        counter  health probes of the server
+//	nodepass_loadbalancer_server_probe_failures_total counter of those, probes that failed
 package prom
 
 import (

@@ -1,0 +1,130 @@
+package loadbalancer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// openSockets lists the process's open sockets, or nil where there is no
+// /proc/self/fd (not Linux). Only sockets: the pipes that Go's splice(2)
+// between two TCP connections keeps in a pool stay open until the
+// garbage collector frees them.
+func openSockets() []string {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	out := []string{}
+	for _, e := range ents {
+		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); strings.HasPrefix(target, "socket:") {
+			out = append(out, e.Name()+" -> "+target)
+		}
+	}
+	return out
+}
+
+// closedByPeer reports whether err is how a read sees a connection its
+// peer closed: EOF (nil from io.Copy) or a reset.
+func closedByPeer(err error) bool {
+	return err == nil || errors.Is(err, syscall.ECONNRESET)
+}
+
+// lbGoroutines are the stacks of goroutines running the package's code
+// (not its tests').
+func lbGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, f := range []string{"(*LoadBalancer)", "(*prober)", "(*pipe)", "loadbalancer.probeLoop"} {
+			if strings.Contains(g, "agent/loadbalancer."+strings.TrimPrefix(f, "loadbalancer.")) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Close leaves nothing: when it returns, no goroutine of the package runs,
+// with connections proxied, a transfer under way, a probe waiting on a
+// hung server and a dial waiting on one that never answers; once the
+// test's own connections and servers are closed, the process has the
+// sockets it had before. Not parallel: it counts the whole process's.
+func TestCloseLeavesNothing(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // the poller's descriptors, before the count
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	before := openSockets()
+
+	a, b, h := newBackend(t, "a"), newBackend(t, "b"), newBackend(t, "hung")
+	h.set(hung)
+	blackhole := newBackend(t, "blackhole")
+	o := testOptions(t, a.addr, a.addr, b.addr, h.addr, blackhole.addr)
+	dialing := make(chan struct{}, 100)
+	o.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == blackhole.addr {
+			dialing <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return new(net.Dialer).DialContext(ctx, network, addr)
+	}
+	o.DialTimeout = time.Hour
+	lb, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []net.Conn
+	for range 8 { // two to each, one of them to the blackhole, still dialing
+		c, err := net.Dial("tcp", lb.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "stream 1073741824\n")
+		clients = append(clients, c)
+	}
+	<-dialing
+	waitFor(t, "a probe waiting on the hung server", func() bool { return h.pings.Load() > 0 })
+	waitFor(t, "transfers under way", func() bool { return a.raw.Load() > 0 && b.raw.Load() > 0 })
+
+	if err := lb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := lbGoroutines(); len(left) > 0 {
+		t.Errorf("goroutines left after Close:\n%s", strings.Join(left, "\n\n"))
+	}
+	if err := lb.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+	for _, c := range clients {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, c); !closedByPeer(err) {
+			t.Errorf("a client's connection was not closed: %v", err)
+		}
+		c.Close()
+	}
+	for _, s := range []*backend{a, b, h, blackhole} {
+		s.close()
+	}
+
+	goleak.VerifyNone(t, ignore)
+	if after := openSockets(); before == nil {
+		t.Log("no /proc/self/fd: sockets not counted")
+	} else if len(after) != len(before) {
+		t.Errorf("%d sockets open before, %d after:\n%s", len(before), len(after), strings.Join(after, "\n"))
+	}
+}

@@ -1,0 +1,156 @@
+package loadbalancer
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// probeLoop probes every interval (or right after a probe that took
+// longer) and records each result, until ctx ends. Probes never overlap.
+func probeLoop(ctx context.Context, interval time.Duration, probe func(context.Context) error, record func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		err := probe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		record(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// maxProbeBody bounds the answer read; k3s's /ping is "pong".
+const maxProbeBody = 64 << 10
+
+// prober probes one server over one TLS connection kept alive between
+// probes. Only its goroutine uses it.
+type prober struct {
+	lb      *LoadBalancer
+	s       *server
+	tls     *tls.Config
+	request []byte // the GET, written as is
+
+	conn *tls.Conn // nil until a probe connects, and after a failure
+	br   *bufio.Reader
+}
+
+func newProber(lb *LoadBalancer, s *server) *prober {
+	cfg := lb.opts.Probe.TLS.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(s.addr)
+	}
+	cfg.NextProtos = []string{"http/1.1"}
+	if cfg.ClientSessionCache == nil {
+		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+	}
+	req := "GET " + lb.opts.Probe.Path + " HTTP/1.1\r\nHost: " + s.addr + "\r\nUser-Agent: nodepass-loadbalancer\r\n\r\n"
+	return &prober{lb: lb, s: s, tls: cfg, request: []byte(req)}
+}
+
+// checkPath refuses a probe path that would not make one request line.
+func checkPath(p string) error {
+	if p[0] != '/' || strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("loadbalancer: Options.Probe.Path %q is not a path", p)
+	}
+	return nil
+}
+
+// run probes s until ctx ends (Update removed s, or Close).
+func (pr *prober) run(ctx context.Context) {
+	defer pr.disconnect()
+	record := func(err error) { pr.lb.record(pr.s, "probe", err) }
+	probeLoop(ctx, pr.lb.opts.Probe.Interval, pr.probe, record)
+}
+
+// probe is one GET within Probe.Timeout; an error is a failure.
+func (pr *prober) probe(ctx context.Context) error {
+	pr.s.probes.Add(1)
+	tctx, cancel := context.WithTimeout(ctx, pr.lb.opts.Probe.Timeout)
+	defer cancel()
+	err := pr.get(tctx)
+	if err == nil {
+		return nil
+	}
+	pr.disconnect()
+	if ctx.Err() == nil { // not stopped by Update or Close
+		pr.s.probeFailures.Add(1)
+	}
+	return fmt.Errorf("loadbalancer: probe of %s: %w", pr.s.addr, err)
+}
+
+// get connects if need be, sends the request and reads the answer. When
+// ctx ends first, the connection is closed, which ends the read.
+func (pr *prober) get(ctx context.Context) error {
+	if pr.conn == nil {
+		if err := pr.connect(ctx); err != nil {
+			return err
+		}
+	}
+	c := pr.conn
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer func() {
+		if !stop() && pr.conn != nil {
+			pr.disconnect() // closed by the AfterFunc: not for the next probe
+		}
+	}()
+	if _, err := c.Write(pr.request); err != nil {
+		return ctxErr(ctx, err)
+	}
+	resp, err := http.ReadResponse(pr.br, nil)
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	if err != nil {
+		return ctxErr(ctx, err)
+	}
+	if resp.Close {
+		pr.disconnect()
+	}
+	return nil
+}
+
+// ctxErr names the timeout (or Close) when it is what ended err.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+func (pr *prober) connect(ctx context.Context) error {
+	raw, err := pr.lb.opts.DialContext(ctx, "tcp", pr.s.addr)
+	if err != nil {
+		return err
+	}
+	c := tls.Client(raw, pr.tls)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return ctxErr(ctx, fmt.Errorf("TLS handshake: %w", err))
+	}
+	pr.conn, pr.br = c, bufio.NewReaderSize(c, 4096)
+	return nil
+}
+
+func (pr *prober) disconnect() {
+	if pr.conn != nil {
+		pr.conn.Close()
+		pr.conn, pr.br = nil, nil
+	}
+}

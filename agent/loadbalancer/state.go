@@ -1,0 +1,69 @@
+package loadbalancer
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/nodepass/nodepass/agent/internal/statefile"
+)
+
+// The state file is statefile.Servers, the format k3s's load balancer
+// keeps: {"ServerURL": "https://<default>", "ServerAddresses": [...]},
+// the listed servers without a standby default. As in k3s, a file whose
+// ServerURL is not the configured server's is another cluster's, and
+// ignored.
+
+// loadState returns the addresses in the state file, or none when it is
+// missing, corrupt or another server's.
+func (lb *LoadBalancer) loadState() []string {
+	path := lb.opts.StateFile
+	st, err := statefile.Load(path)
+	if err != nil {
+		lb.log.Warn("loadbalancer: ignoring the state file", "file", path, "err", err)
+		return nil
+	}
+	if def := hostPort(st.Default); def != lb.opts.Default {
+		if st.Default != "" || len(st.Addresses) > 0 {
+			lb.log.Warn("loadbalancer: ignoring the state file: it is for another server", "file", path, "server", def, "configured", lb.opts.Default)
+		}
+		return nil
+	}
+	var out []string
+	for _, a := range st.Addresses {
+		if err := checkAddress(a); err != nil {
+			lb.log.Warn("loadbalancer: ignoring an address in the state file", "file", path, "err", err)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// hostPort is the host:port of a ServerURL, which k3s writes as a URL.
+func hostPort(serverURL string) string {
+	if !strings.Contains(serverURL, "://") {
+		return serverURL
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return serverURL
+	}
+	return u.Host
+}
+
+// saveState writes the list to the state file, if there is one. Callers
+// hold saveMu, or are New.
+func (lb *LoadBalancer) saveState() error {
+	if lb.opts.StateFile == "" {
+		return nil
+	}
+	st := statefile.Servers{Addresses: lb.addresses()}
+	if lb.opts.Default != "" {
+		st.Default = "https://" + lb.opts.Default
+	}
+	if err := statefile.Save(lb.opts.StateFile, st); err != nil {
+		return fmt.Errorf("loadbalancer: saving the server list: %w", err)
+	}
+	return nil
+}
