@@ -221,12 +221,11 @@ func New(opts *Options) (*LoadBalancer, error) {
 		return nil, fmt.Errorf("loadbalancer: %w", err)
 	}
 	lb.ln = ln
-	lb.ctx, lb.cancel = context.WithCancel(context.Background())
-
 	if err := lb.checkNotSelf(append([]string{o.Default}, listed...)); err != nil {
 		ln.Close()
 		return nil, err
 	}
+	lb.ctx, lb.cancel = context.WithCancel(context.Background())
 	lb.mu.Lock()
 	if o.Default != "" {
 		lb.servers = append(lb.servers, lb.newServerLocked(o.Default, true))
