@@ -145,7 +145,9 @@ type ProbeOptions struct {
 	// sends no credential, and only chooses among the servers you configured.
 	TLS *tls.Config
 	// Path is requested on each server. Default "/ping", which k3s's
-	// supervisor answers without authentication; "/readyz" for an API server.
+	// supervisor answers without authentication (on k3s's 6443 too, which
+	// it fronts). An API server alone (RKE2's 6443) refuses anonymous
+	// requests: its 401 is a failure.
 	Path string
 	// Interval is the time between the starts of two probes of one server.
 	// Default 1 s, as k3s checks its servers.
