@@ -10,8 +10,9 @@
 //   - It checks health where failure shows: every server is probed with an
 //     HTTPS GET (k3s's supervisor serves /ping without a password), so a
 //     server that accepts TCP, or completes TLS, and then answers nothing
-//     is marked failed within seconds. k3s checks only that its websocket
-//     tunnel to the server is up, which such a server keeps.
+//     is marked failed within seconds. k3s checks its supervisor and API
+//     servers only by its websocket tunnel to each, which such a server
+//     keeps up.
 //   - It fails over per connection: a dial that fails or passes
 //     [Options.DialTimeout] moves the same client connection to the next
 //     server at once.
