@@ -10,8 +10,9 @@
 //   - It checks health where failure shows: every server is probed with an
 //     HTTPS GET (k3s's supervisor serves /ping without a password), so a
 //     server that accepts TCP, or completes TLS, and then answers nothing
-//     is marked failed within seconds. k3s checks only that its websocket
-//     tunnel to the server is up, which such a server keeps.
+//     is marked failed within seconds. k3s checks its supervisor and API
+//     servers only by its websocket tunnel to each, which such a server
+//     keeps up.
 //   - It fails over per connection: a dial that fails or passes
 //     [Options.DialTimeout] moves the same client connection to the next
 //     server at once.
@@ -145,7 +146,9 @@ type ProbeOptions struct {
 	// sends no credential, and only chooses among the servers you configured.
 	TLS *tls.Config
 	// Path is requested on each server. Default "/ping", which k3s's
-	// supervisor answers without authentication; "/readyz" for an API server.
+	// supervisor answers without authentication (on k3s's 6443 too, which
+	// it fronts). An API server alone (RKE2's 6443) refuses anonymous
+	// requests: its 401 is a failure.
 	Path string
 	// Interval is the time between the starts of two probes of one server.
 	// Default 1 s, as k3s checks its servers.
@@ -221,12 +224,11 @@ func New(opts *Options) (*LoadBalancer, error) {
 		return nil, fmt.Errorf("loadbalancer: %w", err)
 	}
 	lb.ln = ln
-	lb.ctx, lb.cancel = context.WithCancel(context.Background())
-
 	if err := lb.checkNotSelf(append([]string{o.Default}, listed...)); err != nil {
 		ln.Close()
 		return nil, err
 	}
+	lb.ctx, lb.cancel = context.WithCancel(context.Background())
 	lb.mu.Lock()
 	if o.Default != "" {
 		lb.servers = append(lb.servers, lb.newServerLocked(o.Default, true))

@@ -152,7 +152,7 @@ func TestProbe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			o := testOptions(t, "")
-			o.Probe.Timeout = 500 * time.Millisecond
+			o.Probe.Timeout = time.Second
 			if tc.tls != nil {
 				o.Probe.TLS = tc.tls
 			}
