@@ -60,6 +60,9 @@ const (
 	pathClientCert     = "/v1-k3s/client-kubelet.crt"
 	pathProxyCert      = "/v1-k3s/client-kube-proxy.crt"
 	pathControllerCert = "/v1-k3s/client-k3s-controller.crt"
+	// Asked by nodepass's agent.Client, and its load balancer's probe.
+	pathAPIServers = "/v1-k3s/apiservers"
+	pathPing       = "/ping"
 )
 
 // tokenUser is the basic-auth user of an agent's join token.

@@ -91,6 +91,15 @@ func newBenchCA() (*benchCA, error) {
 	return ca, nil
 }
 
+// keyPEM returns the CA's key, PEM-encoded.
+func (ca *benchCA) keyPEM() []byte {
+	der, err := x509.MarshalECPrivateKey(ca.key)
+	if err != nil {
+		return nil // a P-256 key always marshals
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
+
 // sign signs tmpl (its names and usage) for pub with the CA's key, valid
 // for a day, and returns the certificate's DER.
 func (ca *benchCA) sign(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {

@@ -32,15 +32,17 @@ const (
 	PolicyBackoff = "backoff"
 )
 
-var policyNames = []string{PolicyJitter, PolicyFixed, PolicyBackoff}
+var policyNames = []string{PolicyJitter, PolicyFixed, PolicyBackoff, PolicyNodepass, PolicyNodepass + "-lb"}
 
 // PolicyNames returns the names ParsePolicy accepts, the default first.
 func PolicyNames() []string { return slices.Clone(policyNames) }
 
 // ParsePolicy returns the policy named name: "fixed-5s" (the k3s agent
-// before jitter was added), "jitter-5-10s" (k3s agents today) or
-// "backoff" (full-jitter exponential backoff, base 1 s, cap 30 s,
-// honouring Retry-After).
+// before jitter was added), "jitter-5-10s" (k3s agents today),
+// "backoff" (k3s's agent with full-jitter exponential backoff, base 1 s,
+// cap 30 s, honouring Retry-After), "nodepass" (this module's
+// agent.Client, see ClientPolicy) or "nodepass-lb" (the same through its
+// own load balancer).
 func ParsePolicy(name string) (Policy, error) {
 	switch name {
 	case PolicyFixed:
@@ -49,6 +51,10 @@ func ParsePolicy(name string) (Policy, error) {
 		return JitterPolicy{Min: 5 * time.Second, Max: 10 * time.Second}, nil
 	case PolicyBackoff:
 		return BackoffPolicy{Base: time.Second, Cap: 30 * time.Second}, nil
+	case PolicyNodepass:
+		return ClientPolicy{}, nil
+	case PolicyNodepass + "-lb":
+		return ClientPolicy{ViaLoadBalancer: true}, nil
 	}
 	return nil, fmt.Errorf("bench: unknown agent policy %q: want one of %q", name, policyNames)
 }

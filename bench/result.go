@@ -59,6 +59,10 @@ type Result struct {
 	Requests    uint64
 	Handshakes  uint64
 	Connections uint64
+	// Failovers counts the times a ClientPolicy agent's request moved on
+	// to the next server; CertsRequested the certificates such agents
+	// asked for (k3s agents: 0 for both, not counted).
+	Failovers, CertsRequested uint64
 	// ScryptRuns counts the scrypt computations the servers started
 	// during the run, including those whose client had left.
 	ScryptRuns uint64
@@ -292,6 +296,8 @@ type resultJSON struct {
 	ScryptRuns        uint64        `json:"scrypt_runs"`
 	ScryptRunsPerNode float64       `json:"scrypt_runs_per_node"`
 	TokenScryptRuns   uint64        `json:"token_scrypt_runs"`
+	Failovers         uint64        `json:"failovers,omitempty"`
+	CertsRequested    uint64        `json:"certs_requested,omitempty"`
 	Reboot            Reboot        `json:"reboot,omitempty"`
 	DigestKey         bool          `json:"digest_key"`
 	FirstAttempt      int           `json:"first_attempt_joins"`
@@ -351,6 +357,8 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		ScryptRuns:        r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
 		TokenScryptRuns:   r.TokenScryptRuns,
+		Failovers:         r.Failovers,
+		CertsRequested:    r.CertsRequested,
 		Reboot:            r.Reboot, DigestKey: r.DigestKey, FirstAttempt: r.FirstAttempt,
 		DigestHits: r.DigestHits, CacheHits: r.CacheHits,
 		WarmupScrypt: r.WarmupScrypt, WarmupS: r.Warmup.Seconds(), WarmupDigests: r.WarmupDigests,
@@ -397,6 +405,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		ScryptRuns:        j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
 		TokenScryptRuns:   j.TokenScryptRuns,
+		Failovers:         j.Failovers,
+		CertsRequested:    j.CertsRequested,
 		Reboot:            j.Reboot, DigestKey: j.DigestKey, FirstAttempt: j.FirstAttempt,
 		DigestHits: j.DigestHits, CacheHits: j.CacheHits,
 		WarmupScrypt: j.WarmupScrypt, Warmup: secs(j.WarmupS), WarmupDigests: j.WarmupDigests,

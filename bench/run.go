@@ -86,6 +86,10 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 		if r.target, err = newHTTPAgents(ctx, s.https.urls, s.https.ca.pem, r.clientNames()); err != nil {
 			return nil, err
 		}
+		if err := r.prepareClients(s.https.urls, s.https.ca.pem, s.https.ca.keyPEM()); err != nil {
+			return nil, err
+		}
+		defer r.clients.close()
 	}
 	defer func() {
 		if !sc.NoDrain {
@@ -123,6 +127,10 @@ type run struct {
 	joined       atomic.Uint64
 	firstAttempt atomic.Uint64 // honest agents that joined on their first attempt
 	tally                      // the honest agents' attempts
+	// clients, for ClientPolicy agents, is what they share; failovers and
+	// certsRequested count what their Clients reported.
+	clients                   *clientAgents
+	failovers, certsRequested atomic.Uint64
 
 	shedMu  sync.Mutex
 	shedLog []ShedEvent
@@ -212,22 +220,24 @@ func (r *run) execute(ctx context.Context, start time.Time) *Result {
 	progress.Wait()
 
 	res := &Result{
-		Nodes:      r.sc.Nodes,
-		LogN:       r.sc.LogN,
-		Mode:       r.sc.Mode,
-		Agent:      r.sc.Agent.String(),
-		Servers:    r.sc.Servers,
-		LB:         r.sc.LB,
-		Attempts:   r.attempts.Load(),
-		Requests:   r.requests.Load(),
-		Handshakes: r.handshakes.Load(),
-		Shed:       r.shed.Load(),
-		Timeouts:   r.timeouts.Load(),
-		ConnErrors: r.connErrs.Load(),
-		Errors:     r.errs.Load(),
-		Completion: elapsed,
-		CPU:        cpu,
-		Procs:      runtime.GOMAXPROCS(0),
+		Nodes:          r.sc.Nodes,
+		LogN:           r.sc.LogN,
+		Mode:           r.sc.Mode,
+		Agent:          r.sc.Agent.String(),
+		Servers:        r.sc.Servers,
+		LB:             r.sc.LB,
+		Attempts:       r.attempts.Load(),
+		Requests:       r.requests.Load(),
+		Handshakes:     r.handshakes.Load(),
+		Shed:           r.shed.Load(),
+		Failovers:      r.failovers.Load(),
+		CertsRequested: r.certsRequested.Load(),
+		Timeouts:       r.timeouts.Load(),
+		ConnErrors:     r.connErrs.Load(),
+		Errors:         r.errs.Load(),
+		Completion:     elapsed,
+		CPU:            cpu,
+		Procs:          runtime.GOMAXPROCS(0),
 	}
 	for i := range r.joinAt {
 		if d := time.Duration(r.joinAt[i].Load()); d > 0 && d <= elapsed {
@@ -292,11 +302,21 @@ func (r *run) logShed(e ShedEvent) {
 
 // agent is one node: it asks until it has joined or ctx ends.
 func (r *run) agent(ctx context.Context, i int) {
+	first := i % r.sc.Servers
+	if r.sc.Known > 0 {
+		first = i % r.sc.Known
+	}
 	a := asker{
-		client: i, server: i % r.sc.Servers, node: r.nodes[i],
+		client: i, server: first, node: r.nodes[i],
 		rng: rand.New(rand.NewPCG(r.sc.Seed, uint64(i))), tally: &r.tally, logShed: true,
 	}
-	if got := r.ask(ctx, a); got.ok {
+	var got asked
+	if p, ok := r.policy.(ClientPolicy); ok {
+		got = r.clientAgent(ctx, i, p, r.clients)
+	} else {
+		got = r.ask(ctx, a)
+	}
+	if got.ok {
 		r.joinAt[i].Store(int64(max(time.Since(r.start), 1)))
 		r.joined.Add(1)
 		if got.attempts == 1 {

@@ -66,8 +66,26 @@ type Scenario struct {
 	// instance (own result cache, own admission). Default 1.
 	Servers int
 	// LB is the agents' load-balancing policy when Servers > 1. Default
-	// LBSticky.
+	// LBSticky. It is the k3s agents'; ClientPolicy agents fail over as
+	// agent.Client does.
 	LB LB
+	// Hung is how many of the Servers (the first ones) accept connections
+	// and complete the TLS handshake, then never answer, as the
+	// incident's server did. At least one server must not hang. Needs
+	// ModeHTTP.
+	Hung int
+	// Known, when positive, is how many servers each agent remembers from
+	// before the reboot: the first Known (the hung ones first). A k3s agent
+	// starts on one of them (agent i on server i mod Known); a
+	// ClientPolicy agent knows them and its configured server, a healthy
+	// one. Zero: every agent knows every server, and k3s agent i starts on
+	// server i mod Servers.
+	Known int
+	// ValidCerts starts every agent with the certificates an earlier join
+	// left on disk, valid for most of a day: a reboot of the agents alone.
+	// k3s's agents request theirs again all the same; ClientPolicy agents
+	// keep them. Needs ModeHTTP.
+	ValidCerts bool
 	// Mode is ModeInproc (default) or ModeHTTP.
 	Mode Mode
 	// Deadline bounds one model's run; a model that has not seen every
@@ -212,6 +230,16 @@ func (s Scenario) validate() error {
 	}
 	if s.Mode != ModeInproc && s.Mode != ModeHTTP {
 		bad("mode %q: want %q or %q", s.Mode, ModeInproc, ModeHTTP)
+	}
+	if s.Hung < 0 || s.Hung >= s.Servers {
+		bad("hung servers %d: want 0 to servers-1 (%d), one at least must answer", s.Hung, s.Servers-1)
+	}
+	if s.Known < 0 || s.Known > s.Servers {
+		bad("known servers %d: want 0 to servers (%d)", s.Known, s.Servers)
+	}
+	_, client := s.Agent.(ClientPolicy)
+	if (s.Hung > 0 || s.ValidCerts || client) && s.Mode != ModeHTTP {
+		bad("hung servers, valid certificates and the nodepass agent need mode %q", ModeHTTP)
 	}
 	if s.Deadline < 0 {
 		bad("deadline %v is negative", s.Deadline)

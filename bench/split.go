@@ -26,6 +26,9 @@ import (
 type Endpoint struct {
 	URLs []string `json:"urls"`
 	CA   []byte   `json:"ca_pem"`
+	// CAKey is the CA's key (PEM): the agents' side signs the
+	// certificates an earlier join left them (Scenario.ValidCerts).
+	CAKey []byte `json:"ca_key_pem,omitempty"`
 }
 
 // Split says how a split run's two processes ran: the CPUs each was pinned
@@ -104,7 +107,7 @@ func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (
 
 // Endpoint returns where the servers listen.
 func (s *Servers) Endpoint() Endpoint {
-	return Endpoint{URLs: s.s.https.urls, CA: s.s.https.ca.pem}
+	return Endpoint{URLs: s.s.https.urls, CA: s.s.https.ca.pem, CAKey: s.s.https.ca.keyPEM()}
 }
 
 // Begin dates the run from start, when the agents start (Agents.Run), and
@@ -158,6 +161,9 @@ func NewAgents(ctx context.Context, sc Scenario, h *Herd, ep Endpoint) (*Agents,
 	if r.target, err = newHTTPAgents(ctx, ep.URLs, ep.CA, r.clientNames()); err != nil {
 		return nil, err
 	}
+	if err := r.prepareClients(ep.URLs, ep.CA, ep.CAKey); err != nil {
+		return nil, err
+	}
 	return &Agents{r}, nil
 }
 
@@ -171,6 +177,7 @@ func (a *Agents) Run(ctx context.Context, start time.Time, halt <-chan struct{})
 	if !a.r.sc.NoDrain {
 		a.r.target.close()
 	}
+	a.r.clients.close()
 	return &AgentReport{result: res, asks: a.r.lastAsk}
 }
 

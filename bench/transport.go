@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"net/http/httptrace"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,13 +156,14 @@ type httpServers struct {
 // configBody is what GET /v1-k3s/config answers: 2 KB of JSON standing
 // for the configuration a k3s server sends its agents, in one TLS record
 // or two.
-var configBody = bytes.Repeat([]byte(`{"setting":"value"},`), 100)
+var configBody = []byte(`{"settings":[` + strings.TrimSuffix(strings.Repeat(`{"setting":"value"},`, 100), ",") + `]}`)
 
 // maxCSRSize bounds the body of a certificate request.
 const maxCSRSize = 64 << 10
 
-// newHTTPServers starts a server for each model.
-func newHTTPServers(models []model) (_ *httpServers, err error) {
+// newHTTPServers starts a server for each model; the first hung of them
+// hang (see hangHandler).
+func newHTTPServers(models []model, hung int) (_ *httpServers, err error) {
 	ca, err := newBenchCA()
 	if err != nil {
 		return nil, err
@@ -172,7 +175,13 @@ func newHTTPServers(models []model) (_ *httpServers, err error) {
 		}
 	}()
 	quiet := slog.New(slog.DiscardHandler) // failures show as 500s to the agents
-	for _, m := range models {
+	for i, m := range models {
+		if i < hung {
+			if err := s.serve(hangHandler{}); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		auth, err := httpauth.New(m, &httpauth.Options{Logger: quiet, Tokens: m})
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
@@ -188,6 +197,13 @@ func newHTTPServers(models []model) (_ *httpServers, err error) {
 		for _, p := range []string{pathClientCA, pathServerCA} {
 			mux.Handle("GET "+p, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(ca.pem) })))
 		}
+		// The servers to use: every server of the run (read when asked:
+		// the list is complete by the time agents start).
+		mux.Handle("GET "+pathAPIServers, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(s.hosts())
+		})))
+		mux.HandleFunc("GET "+pathPing, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
 		for _, p := range []string{pathServingCert, pathClientCert} {
 			cert := auth.HandlerFunc(func(w http.ResponseWriter, r *http.Request, node httpauth.Node) {
 				body, ok := readCSR(w, r)
@@ -223,6 +239,23 @@ func newHTTPServers(models []model) (_ *httpServers, err error) {
 		}
 	}
 	return s, nil
+}
+
+// hangHandler is a server that accepts connections, completes the TLS
+// handshake and reads requests, then never answers: each request waits
+// until its client leaves or the server closes, as the incident's server
+// did with its CPUs pinned.
+type hangHandler struct{}
+
+func (hangHandler) ServeHTTP(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+
+// hosts returns every server's host:port.
+func (s *httpServers) hosts() []string {
+	h := make([]string, len(s.urls))
+	for i, u := range s.urls {
+		h[i] = strings.TrimPrefix(u, "https://")
+	}
+	return h
 }
 
 // readCSR reads a certificate request's body, at most maxCSRSize bytes,
@@ -414,7 +447,7 @@ func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duratio
 	workers := runtime.GOMAXPROCS(0)
 	sample := min(sc.BoundSample, len(h.Nodes))
 	warm := min(workers, len(h.Nodes))
-	srv, err := newHTTPServers([]model{openModel{}})
+	srv, err := newHTTPServers([]model{openModel{}}, 0)
 	if err != nil {
 		return 0, err
 	}
