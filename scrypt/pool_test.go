@@ -11,7 +11,9 @@ import (
 // another Pool's, and the package-wide one's, alone.
 func TestPoolsApart(t *testing.T) {
 	var a, b Pool
-	job := func() []Job { return []Job{{Password: []byte("pw"), Salt: []byte("s"), N: 1 << 8, R: 1, P: 1, KeyLen: 32}} }
+	job := func() []Job {
+		return []Job{{Password: []byte("pw"), Salt: []byte("s"), N: 1 << 8, R: 1, P: 1, KeyLen: 32}}
+	}
 	a.KeyBatch(job(), Lanes())
 	b.KeyBatch(job(), Lanes())
 	a.Release()
