@@ -2,8 +2,8 @@ package kube
 
 import (
 	"fmt"
-	"math"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 

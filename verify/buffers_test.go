@@ -60,3 +60,9 @@ func TestIdleBuffersReleasedAfterWorkWithoutBatch(t *testing.T) {
 		}
 	})
 }
+
+// idleBuffers is how many idle scrypt buffers v keeps.
+func idleBuffers(v *Verifier) int {
+	n, _ := v.pool.Idle()
+	return n
+}
