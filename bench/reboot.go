@@ -68,6 +68,7 @@ type serverEnv struct {
 	// nodepass is told so (verify.Options.Agents.HonourRetryAfter), as an
 	// operator whose agents do would.
 	honourRetryAfter bool
+	scryptMemory     int64 // Scenario.ScryptMemory
 }
 
 // simClock is the servers' clock: the wall clock moved on by an offset
@@ -83,7 +84,7 @@ func (c *simClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 // for this run and the same for every server of it (the restarted ones
 // included); and the run's clock.
 func newServerEnv(sc Scenario, modelName string, clock *simClock) (serverEnv, error) {
-	env := serverEnv{clock: clock.now, honourRetryAfter: sc.Agent.honoursRetryAfter()}
+	env := serverEnv{clock: clock.now, honourRetryAfter: sc.Agent.honoursRetryAfter(), scryptMemory: sc.ScryptMemory}
 	if modelName == ModelNodepass && !sc.NoDigestKey {
 		env.digestKey = make([]byte, verify.MinDigestKeyLen)
 		if _, err := rand.Read(env.digestKey); err != nil {
