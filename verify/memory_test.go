@@ -143,3 +143,26 @@ func TestScryptMemoryRefusesOversizeHash(t *testing.T) {
 		t.Fatalf("%d buffers, %d scrypt runs for a refused hash", n, v.Stats().ScryptRuns)
 	}
 }
+
+// TestScryptMemoryBoundsParallelHash: one computation with p ≥ 2 holds
+// no more lanes than the budget gives a batch, whatever p.
+func TestScryptMemoryBoundsParallelHash(t *testing.T) {
+	p := testParams
+	p.LogN = 10
+	q := p
+	q.P = 8
+	h, err := GenerateFromPassword("pw", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewMemoryStore()
+	s.Set("n", h)
+	v := newTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 1, ScryptMemory: 2 * lane(p.LogN, p.R)})
+	if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	// Idle after the computation: what it held at once.
+	if n, size := v.pool.Idle(); n > 2 || size > 2*lane(p.LogN, p.R) {
+		t.Fatalf("a p=8 hash held %d buffers (%d bytes), budget 2 lanes", n, size)
+	}
+}

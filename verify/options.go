@@ -78,6 +78,9 @@ type Agents struct {
 // fresh read confirms it has no hash, as k3s does: only that password then
 // passes, and the Create is retried, 5 s apart doubling to 1 min. At most
 // Options.MaxQueue nodes wait so. Such a node has proven nothing else.
+// That fresh read is a second GetFresh of the enrollment, made after its
+// computation, when it no longer counts against MaxQueue: a store's own
+// budget of direct reads (kube's FreshReads) bounds those.
 type FailOpen struct {
 	// RetryFor bounds the retries of one node's Create. Default 10 min.
 	RetryFor time.Duration
