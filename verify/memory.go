@@ -16,9 +16,12 @@ import (
 // API server, however many cores it has.
 const DefaultScryptMemory int64 = 1 << 30
 
-// lane is the bytes of one scrypt lane's buffer at (N = 2^logN, r):
-// 128·r·(N+2).
-func lane(logN, r int) int64 { return 128 * int64(r) * (1<<logN + 2) }
+// lane is what one scrypt lane at (N = 2^logN, r) counts against the
+// budget: its V, 128·r·N bytes. Its buffer also holds two working blocks
+// (256·r bytes: 0.006% more at k3s's parameters), which the budget leaves
+// out so that a round budget holds round numbers of lanes (1 GiB: 32 of
+// k3s's, not 31).
+func lane(logN, r int) int64 { return 128 * int64(r) << logN }
 
 // shape returns how a budget of buffers lanes' buffers is best spent:
 // slots batches at once (at most maxSlots), each of at most lanes hashes
@@ -135,11 +138,11 @@ func (v *Verifier) deriveKeys(keys []scrypt.Job) {
 	v.pool.KeyBatch(keys, v.lanesFor(log2(keys[0].N), keys[0].R))
 }
 
-// fits refuses a stored hash one lane of which needs more than the
-// budget, before anything is allocated.
+// fits refuses a stored hash one lane of which (its V) needs more than
+// the budget, before anything is allocated.
 func (v *Verifier) fits(h *hash, node string) error {
 	if b := lane(h.logN, h.r); v.mem.total > 0 && b > v.mem.total {
-		return fmt.Errorf("%w: one lane of scrypt takes %d bytes (logN=%d, r=%d), over Options.ScryptMemory %d (stored for node %q)",
+		return fmt.Errorf("%w: one lane of scrypt takes %d bytes, 128·r·N (logN=%d, r=%d), over Options.ScryptMemory %d (stored for node %q)",
 			ErrInvalidHash, b, h.logN, h.r, v.mem.total, node)
 	}
 	return nil

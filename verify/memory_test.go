@@ -113,8 +113,9 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 	if m := most.Load(); m > budget {
 		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
 	}
-	if _, idle := v.pool.Idle(); idle > budget || idle == 0 {
-		t.Errorf("%d bytes of idle buffers after the herd, want 1 to %d", idle, budget)
+	// Each buffer is a lane's V and its two working blocks.
+	if _, idle := v.pool.Idle(); idle > budget*(1<<p.LogN+2)>>p.LogN || idle == 0 {
+		t.Errorf("%d bytes of idle buffers after the herd, want 1 to the budget's lanes, %d bytes of V", idle, budget)
 	}
 	if st := v.Stats(); st.ScryptRuns != n {
 		t.Errorf("stats %+v, want %d scrypt runs", st, n)
@@ -162,7 +163,7 @@ func TestScryptMemoryBoundsParallelHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Idle after the computation: what it held at once.
-	if n, size := v.pool.Idle(); n > 2 || size > 2*lane(p.LogN, p.R) {
+	if n, size := v.pool.Idle(); n > 2 || size > 2*128*int64(p.R)*(1<<p.LogN+2) {
 		t.Fatalf("a p=8 hash held %d buffers (%d bytes), budget 2 lanes", n, size)
 	}
 }

@@ -37,11 +37,10 @@ type Options struct {
 	// each holding up to scrypt.Lanes() buffers of 128·r·(N+2) bytes;
 	// fewer when ScryptMemory says so. Default GOMAXPROCS.
 	MaxConcurrent int
-	// ScryptMemory bounds the bytes of scrypt buffers, in use and idle,
-	// of all the Verifier's computations; slots and lanes per batch follow
-	// from it, and a stored hash one lane of which (128·r·(N+2)) passes it
-	// is ErrInvalidHash. Default DefaultScryptMemory; negative: no bound
-	// but MaxConcurrent × scrypt.Lanes() buffers.
+	// ScryptMemory bounds the scrypt memory, in use and idle, of all the
+	// Verifier's computations: 128·r·N bytes per lane. Slots and lanes
+	// follow from it; a stored hash one lane of which passes it is
+	// ErrInvalidHash. Default DefaultScryptMemory; negative: no bound.
 	ScryptMemory int64
 	// MaxQueue bounds the computations waiting for a slot; past it a
 	// request is refused (OverloadError, Queued false). Default 4096.
@@ -157,7 +156,7 @@ func (o *Options) resolve() (Options, error) {
 		r.ScryptMemory = 0 // no budget
 	}
 	if b := lane(r.Params.LogN, r.Params.R); r.ScryptMemory > 0 && b > r.ScryptMemory {
-		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one lane of Options.Params' scrypt, %d bytes", r.ScryptMemory, b)
+		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one lane of Options.Params' scrypt, %d bytes (128·r·N)", r.ScryptMemory, b)
 	}
 	if r.MaxWait == 0 {
 		r.MaxWait = testhooks.MaxWait
