@@ -226,16 +226,17 @@ func Choices() []Choice {
 }
 
 // PerHash returns the least time per hash measured at (N, r) on a kernel
-// of at most lanes lanes, over every class this process keeps (see
-// [Choices]), and whether any was measured: what batches of at most lanes
-// hashes of (N, r) may expect per hash of one core.
+// of lanes lanes, over every class this process keeps (see [Choices]),
+// and whether one was measured: what a batch of lanes hashes of (N, r)
+// may expect per hash of one core on that width. The classes of lanes
+// hashes or more measure it (every kernel whose lanes divide theirs).
 func PerHash(N, r, lanes int) (d time.Duration, ok bool) {
 	for _, c := range Choices() {
 		if c.N != N || c.R != r {
 			continue
 		}
 		for name, t := range c.PerHash {
-			if k, found := kernelNamed(name); found && k.lanes() <= lanes && (!ok || t < d) {
+			if k, found := kernelNamed(name); found && k.lanes() == lanes && (!ok || t < d) {
 				d, ok = t, true
 			}
 		}

@@ -55,33 +55,28 @@ func TestPoolKeyBatchLanes(t *testing.T) {
 	}
 }
 
-// TestPerHash: PerHash reports the fastest kernel measured at (N, r)
-// among those of at most the lanes asked, and nothing for lanes no
-// measured kernel fits.
+// TestPerHash: PerHash reports the fastest kernel measured at (N, r) of
+// each width, and nothing for widths or classes not measured.
 func TestPerHash(t *testing.T) {
 	resetChoices(t)
-	ch := choiceFor(class{N: 1 << 12, r: 8, n: lanes})
+	ch := choiceFor(class{N: 1 << 12, r: 8, n: 1})
 	for _, k := range ch.cands {
-		ch.record(k, 100, time.Duration(16-k.lanes())*time.Millisecond)
+		ch.record(k, 100, time.Duration(16-int(k))*time.Millisecond)
 	}
-	for l := 1; l <= lanes; l *= 2 {
-		d, ok := PerHash(1<<12, 8, l)
-		if !ok {
-			t.Fatalf("lanes=%d: nothing measured", l)
-		}
-		var want float64
-		for _, k := range ch.cands {
-			if k.lanes() <= l {
-				if v := ch.fastest[k] * float64(1<<12); want == 0 || v < want {
-					want = v
-				}
-			}
-		}
-		if d != time.Duration(want) {
-			t.Errorf("lanes=%d: %v, want %v", l, d, time.Duration(want))
+	d, ok := PerHash(1<<12, 8, 1)
+	var want float64
+	for _, k := range ch.cands {
+		if v := ch.fastest[k] * float64(1<<12); want == 0 || v < want {
+			want = v
 		}
 	}
-	if _, ok := PerHash(1<<13, 8, lanes); ok {
+	if !ok || d != time.Duration(want) {
+		t.Errorf("one lane: %v, %v; want %v", d, ok, time.Duration(want))
+	}
+	if _, ok := PerHash(1<<12, 8, 2); ok && lanes >= 2 {
+		t.Error("a width no class measured has a time")
+	}
+	if _, ok := PerHash(1<<13, 8, 1); ok {
 		t.Error("a class never measured has a time")
 	}
 }

@@ -13,7 +13,10 @@ import (
 // pass it (more than 4 cores with AVX-512, 8 with AVX2): there it costs
 // throughput per core (fewer lanes or slots), so that a herd never takes
 // more than 1 GiB of a control-plane node that also runs etcd and the
-// API server, however many cores it has.
+// API server, however many cores it has. Where a budget binds, New
+// measures the kernels with one batch of throwaway hashes (about 0.2 s
+// of a core at k3s's parameters) and takes the slots and lanes that
+// compute the most hashes per second within it.
 const DefaultScryptMemory int64 = 1 << 30
 
 // lane is what one scrypt lane at (N = 2^logN, r) counts against the
@@ -46,6 +49,48 @@ func shape(buffers int64, maxSlots, maxLanes int, perHash func(lanes int) (time.
 		}
 	}
 	return slots, lanes
+}
+
+// shape chooses the Verifier's slots and lanes for its budget at
+// Options.Params. Where the budget binds (it holds fewer than
+// MaxConcurrent × scrypt.Lanes() lanes) and the widest batch it allows
+// has not been measured in this process, it computes one such batch of
+// throwaway hashes first (probe), so that the choice rests on this CPU's
+// kernels rather than on an assumption.
+func (v *Verifier) shape() (slots, lanes int) {
+	p := v.opts.Params
+	N := 1 << p.LogN
+	buffers := v.mem.total / lane(p.LogN, p.R)
+	widest := int(min(int64(v.lanes), buffers))
+	for widest&(widest-1) != 0 {
+		widest--
+	}
+	if _, measured := scrypt.PerHash(N, p.R, widest); !measured && buffers < int64(v.opts.MaxConcurrent*v.lanes) {
+		v.probe(widest)
+	}
+	perHash := func(l int) (best time.Duration, ok bool) {
+		for w := 1; w <= l; w *= 2 { // a batch of l can run any narrower kernel
+			if d, measured := scrypt.PerHash(N, p.R, w); measured && (!ok || d < best) {
+				best, ok = d, true
+			}
+		}
+		return best, ok
+	}
+	return shape(buffers, v.opts.MaxConcurrent, v.lanes, perHash)
+}
+
+// probe computes n throwaway hashes at Options.Params in one batch, in
+// the Verifier's pool and within its budget: the scrypt package times
+// every kernel that fits on their first segments (about 0.2 s of one
+// core at k3s's parameters). Their buffers are released after.
+func (v *Verifier) probe(n int) {
+	p := v.opts.Params
+	jobs := make([]scrypt.Job, n)
+	for i := range jobs {
+		jobs[i] = scrypt.Job{Password: []byte{byte(i)}, Salt: []byte("nodepass probe"), N: 1 << p.LogN, R: p.R, P: 1, KeyLen: 16}
+	}
+	v.pool.KeyBatch(jobs, n)
+	v.pool.Release()
 }
 
 // memory is a Verifier's scrypt budget (Options.ScryptMemory): each batch

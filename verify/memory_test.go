@@ -167,3 +167,23 @@ func TestScryptMemoryBoundsParallelHash(t *testing.T) {
 		t.Fatalf("a p=8 hash held %d buffers (%d bytes), budget 2 lanes", n, size)
 	}
 }
+
+// TestScryptMemoryProbesKernels: where the budget binds and the widest
+// batch it allows has not been measured in the process, New computes one
+// such batch first, so that the slots and lanes rest on measured kernels,
+// and releases its buffers.
+func TestScryptMemoryProbesKernels(t *testing.T) {
+	p := testParams
+	p.LogN, p.R = 9, 7 // a class no other test computes
+	widest := min(2, scrypt.Lanes())
+	if _, measured := scrypt.PerHash(1<<p.LogN, p.R, widest); measured {
+		t.Skip("the class was measured before this test")
+	}
+	v := newTestVerifier(t, NewMemoryStore(), &Options{Params: p, MaxConcurrent: 4, ScryptMemory: 2 * lane(p.LogN, p.R)})
+	if _, measured := scrypt.PerHash(1<<p.LogN, p.R, widest); !measured {
+		t.Fatalf("no kernel of %d lanes measured at New", widest)
+	}
+	if n, _ := v.pool.Idle(); n != 0 {
+		t.Fatalf("%d buffers kept after the probe", n)
+	}
+}

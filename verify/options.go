@@ -37,10 +37,10 @@ type Options struct {
 	// each holding up to scrypt.Lanes() buffers of 128·r·(N+2) bytes;
 	// fewer when ScryptMemory says so. Default GOMAXPROCS.
 	MaxConcurrent int
-	// ScryptMemory bounds the scrypt memory, in use and idle, of all the
-	// Verifier's computations: 128·r·N bytes per lane. Slots and lanes
-	// follow from it; a stored hash one lane of which passes it is
-	// ErrInvalidHash. Default DefaultScryptMemory; negative: no bound.
+	// ScryptMemory bounds the scrypt memory (128·r·N per lane), in use and
+	// idle, of all computations: slots and lanes follow from it, a stored
+	// hash one lane of which passes it is ErrInvalidHash. Default
+	// DefaultScryptMemory; negative: no bound.
 	ScryptMemory int64
 	// MaxQueue bounds the computations waiting for a slot; past it a
 	// request is refused (OverloadError, Queued false). Default 4096.

@@ -116,9 +116,7 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	}
 	v.derive = v.deriveKeys
 	if o.ScryptMemory > 0 {
-		N, r := 1<<o.Params.LogN, o.Params.R
-		v.slots, v.lanes = shape(o.ScryptMemory/lane(o.Params.LogN, r), o.MaxConcurrent, v.lanes,
-			func(l int) (time.Duration, bool) { return scrypt.PerHash(N, r, l) })
+		v.slots, v.lanes = v.shape()
 	}
 	v.sched = sched.New(sched.Config{Slots: v.slots, Lanes: v.lanes, MaxQueue: o.MaxQueue,
 		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(v.lanes) * enrollWork,
