@@ -62,13 +62,13 @@ func (s Scenario) validateReboot() []error {
 // nodepass model's DigestKey (nil: none) and the clock of its result
 // cache (nil: time.Now).
 type serverEnv struct {
-	digestKey []byte
-	clock     func() time.Time
+	digestKey    []byte
+	clock        func() time.Time
+	scryptMemory int64 // Scenario.ScryptMemory
 	// honourRetryAfter: the agents come back when Retry-After says, and
 	// nodepass is told so (verify.Options.Agents.HonourRetryAfter), as an
 	// operator whose agents do would.
 	honourRetryAfter bool
-	scryptMemory     int64 // Scenario.ScryptMemory
 }
 
 // simClock is the servers' clock: the wall clock moved on by an offset
@@ -84,7 +84,7 @@ func (c *simClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 // for this run and the same for every server of it (the restarted ones
 // included); and the run's clock.
 func newServerEnv(sc Scenario, modelName string, clock *simClock) (serverEnv, error) {
-	env := serverEnv{clock: clock.now, honourRetryAfter: sc.Agent.honoursRetryAfter(), scryptMemory: sc.ScryptMemory}
+	env := serverEnv{clock: clock.now, honourRetryAfter: sc.Agent.honoursRetryAfter()}
 	if modelName == ModelNodepass && !sc.NoDigestKey {
 		env.digestKey = make([]byte, verify.MinDigestKeyLen)
 		if _, err := rand.Read(env.digestKey); err != nil {

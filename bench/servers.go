@@ -67,6 +67,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 	if s.env, err = newServerEnv(sc, modelName, clock); err != nil {
 		return nil, err
 	}
+	s.env.scryptMemory = sc.ScryptMemory
 	servers := func(obs func(int) *serverObserver) ([]model, error) {
 		ms := make([]model, 0, sc.Servers)
 		for i := range sc.Servers {
