@@ -135,12 +135,13 @@ func New(store Store, opts *Options) (*Verifier, error) {
 // ErrMismatchedHashAndPassword, ErrInvalidHash, ErrOverloaded (ask again
 // after its RetryAfter: the work goes on, its outcome cached), ErrClosed,
 // or a Store error (never cached). node is lower-cased first, as k3s
-// does, and must then name its secret as k3s does,
-// node + ".node-password.k3s", a DNS-1123 subdomain (so at most 235
-// characters): lower-case letters, digits, '-' and '.', each label
-// starting and ending with a letter or digit. ctx bounds Store.Get and the wait: when it ends, Verify returns
-// at once and the computation goes on. A mismatch for a node that keeps
-// failing is answered after Options.MaxFailDelay at most.
+// does, and must then name its secret as k3s does: node +
+// ".node-password.k3s" a DNS-1123 subdomain (so node has at most 235
+// characters, lower-case letters, digits, '-' and '.', each label
+// starting and ending with a letter or digit). ctx bounds Store.Get and
+// the wait: when it ends, Verify returns at once and the computation
+// goes on. A mismatch for a node that keeps failing is answered after
+// Options.MaxFailDelay at most.
 func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	node, err := v.checkInput(node, password)
 	if err != nil {
