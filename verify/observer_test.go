@@ -37,16 +37,11 @@ func TestObserverPanicKeepsErrorContract(t *testing.T) {
 	for _, inScrypt := range []bool{false, true} {
 		t.Run(fmt.Sprint("scrypt=", inScrypt), func(t *testing.T) {
 			s := NewMemoryStore()
-			s.Set("busy", mustHash(t, "pw"))
 			const n = 4
 			for i := range n {
 				s.Set(fmt.Sprint("n", i), mustHash(t, "pw"))
 			}
-			v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, Observer: panickyObserver{inScrypt, "n0"}})
-			g := newGate()
-			g.install(t, v)
-			go v.Verify(context.Background(), "busy", "pw")
-			<-g.entered
+			v, g := occupied(t, s, &Options{Observer: panickyObserver{inScrypt, "n0"}})
 			errs := make(chan error, n)
 			for i := range n {
 				node := fmt.Sprint("n", i)

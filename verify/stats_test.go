@@ -7,19 +7,32 @@ import (
 	"testing"
 )
 
+// occupied returns a Verifier over s (opts' MaxConcurrent made 1) whose
+// one slot a computation for the node "busy" holds at a shut gate.
+func occupied(t *testing.T, s *MemoryStore, opts *Options) (*Verifier, *gate) {
+	t.Helper()
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.MaxConcurrent = 1
+	s.Set("busy", mustHash(t, "pw"))
+	v := newTestVerifier(t, s, &o)
+	g := newGate()
+	g.install(t, v)
+	go v.Verify(context.Background(), "busy", "pw")
+	<-g.entered
+	return v, g
+}
+
 // TestKnownMatchRejectsPerCaller: KnownMatchRejects counts callers, as
 // Mismatches does, so it is never more than its share of them: three
 // callers of one guess answered without scrypt (their node's password
 // verified while the guess was queued) are three of each.
 func TestKnownMatchRejectsPerCaller(t *testing.T) {
 	s := NewMemoryStore()
-	s.Set("busy", mustHash(t, "pw"))
 	s.Set("n", mustHash(t, "right"))
-	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
-	g := newGate()
-	g.install(t, v)
-	go v.Verify(context.Background(), "busy", "pw")
-	<-g.entered
+	v, g := occupied(t, s, nil)
 	var wg sync.WaitGroup
 	call := func(password string, want error) {
 		wg.Go(func() {
