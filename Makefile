@@ -5,7 +5,7 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test lint tidy bench herd scale benchmarks fuzz profile profile-baseline profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver
+.PHONY: test test-arm64 lint tidy bench herd scale benchmarks fuzz profile profile-baseline profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver
 
 # tools/apiserver builds etcd and kube-apiserver for the tests against a
 # real API server. It is outside go.work (its k8s.io/kubernetes would drag
@@ -17,10 +17,18 @@ APISERVER_BIN := $(CURDIR)/tools/apiserver/bin
 # `go vet` would compile client-go and the rest a second time without
 # -race (measured: twice the CPU time of the whole kube module's tests).
 # The second line runs the scrypt package's pure-Go code, which the first
-# one only reaches on other architectures.
+# one only reaches on other architectures, and the Verifier over it (one
+# lane: every batch a single hash).
 test: tidy
 	go test -race -vet=all -count=1 $(PKGS)
-	go test -race -count=1 -tags purego ./scrypt/
+	go test -race -count=1 -tags purego ./scrypt/ ./verify/...
+
+# The core module's tests built for linux/arm64, k3s's most common other
+# platform (pure-Go scrypt, one lane), run under qemu-user: `apt-get
+# install qemu-user-static`. No -race: the race detector does not run
+# under qemu-user. Tests that need what the emulator lacks skip, saying so.
+test-arm64:
+	GOARCH=arm64 go test -count=1 -exec qemu-aarch64-static ./...
 
 lint: tidy
 	go vet $(PKGS)

@@ -18,7 +18,11 @@ import (
 // Verifier will compute them once it batches: scrypt.KeyBatch calls of
 // scrypt.Lanes() jobs each, on GOMAXPROCS workers, after a warm-up of one
 // batch per worker. Each derived key is compared with the stored one.
+// The buffers it took from scrypt's package-wide pool are dropped when it
+// returns: a Verifier keeps its own (verify.Options.ScryptMemory), and
+// these would stay in the heap beside them.
 func (h *Herd) timeBatched(ctx context.Context, n int) (time.Duration, error) {
+	defer scrypt.ReleaseBuffers()
 	lanes, workers := scrypt.Lanes(), runtime.GOMAXPROCS(0)
 	nodes := h.Nodes[:min(max(n, workers*lanes), len(h.Nodes))] // those timed or warmed up
 	jobs := make([]scrypt.Job, len(nodes))

@@ -1,6 +1,12 @@
 package bench
 
-import "runtime/metrics"
+import (
+	"runtime"
+	"runtime/metrics"
+
+	"github.com/nodepass/nodepass/scrypt"
+	"github.com/nodepass/nodepass/verify"
+)
 
 // HeapReading is one reading of the runtime's heap metrics
 // (runtime/metrics), for the whole process.
@@ -40,3 +46,23 @@ func ReadHeap() HeapReading {
 	}
 	return HeapReading{Live: v(0), Objects: v(1), GCCycles: v(2)}
 }
+
+// ScryptBuffers is the most a nodepass Verifier of this process may hold
+// in scrypt buffers at logN (r 8, as k3s) with verify.Options.ScryptMemory
+// set to scryptMemory (0: its default; negative: no budget): the budget,
+// or all its slots' lanes where that is less, GOMAXPROCS × scrypt.Lanes()
+// × 128·r·(N+2).
+func ScryptBuffers(scryptMemory int64, logN int) int64 {
+	all := int64(runtime.GOMAXPROCS(0)*scrypt.Lanes()) * 128 * 8 * (1<<logN + 2)
+	switch {
+	case scryptMemory == 0:
+		return min(all, verify.DefaultScryptMemory)
+	case scryptMemory < 0:
+		return all
+	}
+	return min(all, scryptMemory)
+}
+
+// heapSlack is what Result.HeapBound allows beside the scrypt buffers:
+// the rest of the servers' heap.
+const heapSlack = 100 << 20

@@ -128,7 +128,8 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 			MaxFailDelay: scaleDur(testhooks.MaxFailDelay, timeScale),
 			Agents: verify.Agents{RetryDelay: scaleDur(testhooks.AgentRetryDelay, timeScale),
 				HonourRetryAfter: env.honourRetryAfter},
-			DigestKey: env.digestKey,
+			DigestKey:    env.digestKey,
+			ScryptMemory: env.scryptMemory,
 		}
 		if env.clock != nil {
 			opts.Cache = new(cache.Options)

@@ -62,8 +62,9 @@ func (s Scenario) validateReboot() []error {
 // nodepass model's DigestKey (nil: none) and the clock of its result
 // cache (nil: time.Now).
 type serverEnv struct {
-	digestKey []byte
-	clock     func() time.Time
+	digestKey    []byte
+	clock        func() time.Time
+	scryptMemory int64 // Scenario.ScryptMemory
 	// honourRetryAfter: the agents come back when Retry-After says, and
 	// nodepass is told so (verify.Options.Agents.HonourRetryAfter), as an
 	// operator whose agents do would.

@@ -101,10 +101,9 @@ type Result struct {
 	// /gc/heap/live:bytes, as of the last GC) sampled during the run, in
 	// bytes, for the whole process (agents and servers).
 	PeakHeap uint64
-	// HeapBound is, for nodepass, what its scrypt may hold at most: its
-	// servers' slots × scrypt.Lanes() buffers of 128·r·(N+2) bytes, plus
-	// 100 MiB for the rest (see verify.Options.MaxConcurrent); 0 for the
-	// k3s models, which have none.
+	// HeapBound is, for nodepass, what its scrypt may hold at most, its
+	// servers' ScryptBuffers (the scrypt budget, Scenario.ScryptMemory),
+	// plus 100 MiB for the rest; 0 for the k3s models, which have none.
 	HeapBound uint64
 	// Kernel is the scrypt kernel nodepass's process chose for batches at
 	// the herd's parameters, and its measured time per hash (see

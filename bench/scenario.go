@@ -133,6 +133,9 @@ type Scenario struct {
 	// verified, the others and their successors know through the store.
 	// The k3s models have no equivalent.
 	NoDigestKey bool
+	// ScryptMemory is the nodepass Verifiers' verify.Options.ScryptMemory,
+	// each server's: 0 its default, negative no budget.
+	ScryptMemory int64
 
 	// Adversity (see attack.go and faults.go); the zero values mean none.
 

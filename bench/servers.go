@@ -67,6 +67,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 	if s.env, err = newServerEnv(sc, modelName, clock, h.Token); err != nil {
 		return nil, err
 	}
+	s.env.scryptMemory = sc.ScryptMemory
 	servers := func(obs func(int) *serverObserver) ([]model, error) {
 		ms := make([]model, 0, sc.Servers)
 		for i := range sc.Servers {
@@ -167,7 +168,7 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 		}
 	}
 	if s.modelName == ModelNodepass {
-		res.HeapBound = nodepassHeapBound(sc.Servers, s.h.LogN)
+		res.HeapBound = uint64(sc.Servers)*uint64(ScryptBuffers(sc.ScryptMemory, s.h.LogN)) + heapSlack
 		res.Kernel, res.KernelPerHash = batchKernel(s.h.LogN)
 	}
 	s.readiness(res, asks)
@@ -266,14 +267,6 @@ func (s *sampler) end(res *Result) {
 		res.Stopped = StoppedHeapGuard
 		res.StopDetail = fmt.Sprintf("heap in use passed the %d MiB guard (peak %d MiB)", s.guard.max>>20, s.peak.objects>>20)
 	}
-}
-
-// nodepassHeapBound is what servers Verifiers with their defaults may hold
-// in scrypt buffers at logN (r 8, as k3s), plus 100 MiB for the rest: the
-// bound verify.Options.MaxConcurrent states.
-func nodepassHeapBound(servers, logN int) uint64 {
-	perBuf := uint64(128*8) * (1<<logN + 2)
-	return uint64(servers*runtime.GOMAXPROCS(0)*scrypt.Lanes())*perBuf + 100<<20
 }
 
 // batchKernel returns the kernel this process chose for the widest batch

@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -52,14 +53,14 @@ type Options struct {
 	// as many). Past it, GetFresh answers from the cache at once, a miss
 	// wrapping verify.ErrNotFresh too (see Store.GetFresh), so a flood of
 	// new names cannot flood the API server. Default DefaultFreshReads;
-	// negative is an error.
+	// negative, NaN or infinite is an error.
 	FreshReads float64
 
 	// DigestWrites bounds RememberDigest's patches per second (burst:
 	// twice as many). RememberDigest waits for its turn within its
 	// context; the Verifier calls it off the request path, so requests
-	// never wait for it. Default DefaultDigestWrites; negative is an
-	// error.
+	// never wait for it. Default DefaultDigestWrites; negative, NaN or
+	// infinite is an error.
 	DigestWrites float64
 }
 
@@ -91,6 +92,8 @@ func (o *Options) resolve() (Options, error) {
 		def  float64
 	}{{"FreshReads", &r.FreshReads, DefaultFreshReads}, {"DigestWrites", &r.DigestWrites, DefaultDigestWrites}} {
 		switch {
+		case math.IsNaN(*f.v) || math.IsInf(*f.v, 0):
+			return r, fmt.Errorf("kube: Options.%s is %v, want a finite rate", f.name, *f.v)
 		case *f.v < 0:
 			return r, fmt.Errorf("kube: Options.%s is negative", f.name)
 		case *f.v == 0:

@@ -28,8 +28,10 @@ const (
 	// segmentCores sets a segment's length: about this many Salsa20/8
 	// cores (4·r·n per iteration of the second loop), 0.1-1 ms of work.
 	segmentCores = 16384
-	// maxClasses bounds the classes measured; past it (parameters an
-	// attacker chose, say), a class takes the choice last made for its n.
+	// maxClasses bounds the classes kept. A new class past it replaces
+	// the class least used (the oldest of those), so that classes seen
+	// first (parameters an attacker chose, say) cannot keep the class
+	// that carries the work from being measured.
 	maxClasses = 64
 )
 
@@ -41,6 +43,7 @@ type choice struct {
 	class
 	cands  []kernel     // the kernels that fit, in order of preference
 	chosen atomic.Int32 // the kernel + 1, 0 until decided
+	uses   int          // computations that asked for it; guarded by choices.mu
 
 	mu       sync.Mutex
 	fastest  [numKernels]float64 // ns per iteration and lane, the least of its segments
@@ -52,36 +55,37 @@ var choices struct {
 	mu      sync.Mutex
 	classes map[class]*choice
 	order   []*choice                  // in order of creation, for Choices
-	last    [maxLanes + 1]kernel       // per n, the kernel most recently chosen
-	decided [maxLanes + 1]bool         // whether last[n] was
 	forced  func(class) (kernel, bool) // tests: the kernel to run, if any
 }
 
-// choiceFor returns class c's choice. Past maxClasses, a class that is
-// not known yet gets a choice of its own, not kept: the kernel last
-// chosen for its n, or the preferred one that fits.
+// choiceFor returns class c's choice, counting a use. A class not kept
+// yet is measured afresh; past maxClasses it takes the place of the
+// class least used so far.
 func choiceFor(c class) *choice {
 	choices.mu.Lock()
 	defer choices.mu.Unlock()
 	if ch := choices.classes[c]; ch != nil {
+		ch.uses++
 		return ch
 	}
-	ch := &choice{class: c}
+	ch := &choice{class: c, uses: 1}
 	for _, k := range kernels {
 		if c.n%k.lanes() == 0 {
 			ch.cands = append(ch.cands, k)
 		}
 	}
-	if len(choices.classes) >= maxClasses {
-		k := ch.cands[0]
-		if choices.decided[c.n] {
-			k = choices.last[c.n]
-		}
-		ch.chosen.Store(int32(k) + 1)
-		return ch
-	}
 	if choices.classes == nil {
 		choices.classes = make(map[class]*choice)
+	}
+	if len(choices.order) >= maxClasses {
+		least := 0
+		for i, o := range choices.order {
+			if o.uses < choices.order[least].uses {
+				least = i
+			}
+		}
+		delete(choices.classes, choices.order[least].class)
+		choices.order = slices.Delete(choices.order, least, least+1)
 	}
 	choices.classes[c] = ch
 	choices.order = append(choices.order, ch)
@@ -159,9 +163,6 @@ func (ch *choice) record(k kernel, iters int, d time.Duration) {
 		return
 	}
 	ch.chosen.Store(int32(lead) + 1)
-	choices.mu.Lock()
-	choices.last[ch.n], choices.decided[ch.n] = lead, true
-	choices.mu.Unlock()
 }
 
 // leaderLocked returns the kernel with the fastest segment among those
@@ -198,7 +199,8 @@ type Choice struct {
 }
 
 // Choices returns the kernel chosen for each class of work this process
-// has computed, in the order the classes first came. See the package doc
+// has computed and keeps (at most 64: a class used least makes room for a
+// new one), in the order the classes first came. See the package doc
 // ("Kernels") for how they are chosen.
 func Choices() []Choice {
 	choices.mu.Lock()
@@ -221,4 +223,32 @@ func Choices() []Choice {
 		out = append(out, c)
 	}
 	return out
+}
+
+// PerHash returns the least time per hash measured at (N, r) on a kernel
+// of lanes lanes, over every class this process keeps (see [Choices]),
+// and whether one was measured: what a batch of lanes hashes of (N, r)
+// may expect per hash of one core on that width. The classes of lanes
+// hashes or more measure it (every kernel whose lanes divide theirs).
+func PerHash(N, r, lanes int) (d time.Duration, ok bool) {
+	for _, c := range Choices() {
+		if c.N != N || c.R != r {
+			continue
+		}
+		for name, t := range c.PerHash {
+			if k, found := kernelNamed(name); found && k.lanes() == lanes && (!ok || t < d) {
+				d, ok = t, true
+			}
+		}
+	}
+	return d, ok
+}
+
+func kernelNamed(name string) (kernel, bool) {
+	for k := range kernel(numKernels) {
+		if k.String() == name {
+			return k, true
+		}
+	}
+	return 0, false
 }

@@ -12,13 +12,12 @@ import (
 func resetChoices(t *testing.T) {
 	choices.mu.Lock()
 	old := choices.classes
-	oldOrder, oldLast, oldDecided := choices.order, choices.last, choices.decided
+	oldOrder := choices.order
 	choices.classes, choices.order = nil, nil
-	choices.last, choices.decided = [maxLanes + 1]kernel{}, [maxLanes + 1]bool{}
 	choices.mu.Unlock()
 	t.Cleanup(func() {
 		choices.mu.Lock()
-		choices.classes, choices.order, choices.last, choices.decided = old, oldOrder, oldLast, oldDecided
+		choices.classes, choices.order = old, oldOrder
 		choices.mu.Unlock()
 	})
 }
@@ -118,22 +117,29 @@ func TestChooserUnderLoad(t *testing.T) {
 	}
 }
 
-// TestChooserBounded: past maxClasses, a new class is not measured and
-// takes the kernel last chosen for its n.
+// TestChooserBounded: past maxClasses, a new class is measured and takes
+// the place of the class least used, the oldest of those.
 func TestChooserBounded(t *testing.T) {
 	resetChoices(t)
 	for i := range maxClasses {
 		choiceFor(class{N: 16, r: i + 1, n: 1})
 	}
-	choices.mu.Lock()
-	choices.last[1], choices.decided[1] = kernelGeneric, true
-	choices.mu.Unlock()
+	choiceFor(class{N: 16, r: 1, n: 1}) // r=1 used twice: r=2 is the oldest of the least used
 	ch := choiceFor(class{N: 16, r: maxClasses + 1, n: 1})
-	if k, timed := ch.segment(); timed || k != kernelGeneric {
-		t.Errorf("class past the bound: segment %v, %v; want %v untimed", k, timed, kernelGeneric)
+	if _, timed := ch.segment(); !timed {
+		t.Error("class past the bound: not measured")
 	}
-	if got := len(Choices()); got != maxClasses {
-		t.Errorf("%d classes reported, want %d", got, maxClasses)
+	cs := Choices()
+	if len(cs) != maxClasses {
+		t.Errorf("%d classes reported, want %d", len(cs), maxClasses)
+	}
+	for _, c := range cs {
+		if c.R == 2 {
+			t.Error("the oldest class of the least used was kept")
+		}
+	}
+	if cs[0].R != 1 || cs[len(cs)-1].R != maxClasses+1 {
+		t.Errorf("classes %d..%d, want 1 (used most) first and the new one last", cs[0].R, cs[len(cs)-1].R)
 	}
 }
 

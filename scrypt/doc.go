@@ -55,14 +55,16 @@
 // two 128·r-byte working blocks): 32 MiB + 2 KiB at (2^15, 8, 1), 16 MiB
 // + 2 KiB at (2^14, 8, 1). A call to Key or KeyBatch holds at most
 // Lanes() buffers at a time, plus p·128·r bytes per job for PBKDF2's
-// output. The buffers come from a package-wide pool and are cleared (they
-// held password-derived state) before they go back. The pool's idle
-// buffers never take more bytes than were in use at the busiest moment
-// since it was last emptied: with S goroutines calling Key or KeyBatch at
-// one parameter set, buffers in use and idle stay within S × Lanes() ×
-// 128·r·(N+2) bytes, and hashes of ever new sizes replace one another's
-// idle buffers rather than add to them. [ReleaseBuffers] drops the idle
-// ones; [IdleBuffers] reports them.
+// output. The buffers come from a [Pool] (Key and KeyBatch use a
+// package-wide one; [Pool.KeyBatch] takes the caller's, and a bound on
+// its lanes: at most that many buffers at once, whatever p) and are
+// cleared (they held password-derived state) before they go back. A
+// pool's idle buffers never take more bytes than were in use at the
+// busiest moment since it was last emptied: with S goroutines calling Key
+// or KeyBatch at one parameter set, buffers in use and idle stay within S
+// × Lanes() × 128·r·(N+2) bytes, and hashes of ever new sizes replace one
+// another's idle buffers rather than add to them. [Pool.Release] (and
+// [ReleaseBuffers] for the package-wide pool) drops the idle ones.
 //
 // # Concurrency
 //

@@ -47,7 +47,7 @@ func Key(password, salt []byte, N, r, p, keyLen int) ([]byte, error) {
 		return nil, err
 	}
 	b := pbkdf2.Key(password, salt, 1, p*128*r, sha256.New)
-	mixAll(N, r, [][]byte{b})
+	mixAll(&shared, lanes, N, r, [][]byte{b})
 	k := pbkdf2.Key(password, b, 1, keyLen, sha256.New)
 	clear(b)
 	return k, nil
@@ -77,7 +77,15 @@ type Job struct {
 // (fewer when the group has fewer blocks; the (N, R) groups are taken in
 // turn), from the package's buffer pool, cleared before they go back. It
 // is safe for concurrent use with other calls on other jobs.
-func KeyBatch(jobs []Job) {
+func KeyBatch(jobs []Job) { shared.KeyBatch(jobs, lanes) }
+
+// KeyBatch is the package's KeyBatch with p's buffers, computing at most
+// maxLanes mixes at a time (at least 1, at most [Lanes]; a power of two
+// below it is taken): it holds at most that many buffers of 128·R·(N+2)
+// bytes at once, whatever the jobs' P. Fewer lanes than Lanes() give the
+// same keys, at the speed of the narrower kernels.
+func (p *Pool) KeyBatch(jobs []Job, maxLanes int) {
+	maxLanes = min(max(maxLanes, 1), lanes)
 	bs := make([][]byte, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
@@ -101,7 +109,7 @@ func KeyBatch(jobs []Job) {
 				group = append(group, bs[k])
 			}
 		}
-		mixAll(N, r, group)
+		mixAll(p, maxLanes, N, r, group)
 	}
 	for i := range jobs {
 		j := &jobs[i]
@@ -113,8 +121,9 @@ func KeyBatch(jobs []Job) {
 }
 
 // mixAll runs SMix on every 128·r-byte block of every b in place, up to
-// lanes blocks at a time, with at most lanes buffers from the pool.
-func mixAll(N, r int, bs [][]byte) {
+// most blocks at a time (1 to Lanes()), with at most that many buffers
+// from pool.
+func mixAll(pool *Pool, most, N, r int, bs [][]byte) {
 	R := 32 * r
 	var blocks [][]byte
 	for _, b := range bs {
@@ -126,13 +135,13 @@ func mixAll(N, r int, bs [][]byte) {
 	var bufs [maxLanes][]uint32
 	var set [maxLanes][]byte
 	for len(blocks) > 0 {
-		n := min(lanes, len(blocks))
+		n := min(most, len(blocks))
 		for n&(n-1) != 0 { // the kernels take a power of two
 			n--
 		}
 		for k := range n {
 			if bufs[k] == nil {
-				bufs[k] = getBuf(size)
+				bufs[k] = pool.get(size)
 			}
 			set[k] = blocks[k]
 		}
@@ -141,7 +150,7 @@ func mixAll(N, r int, bs [][]byte) {
 	}
 	for _, b := range bufs {
 		if b != nil {
-			putBuf(b)
+			pool.put(b)
 		}
 	}
 }

@@ -338,9 +338,9 @@ func TestBuffersCleared(t *testing.T) {
 	if peak := two * 128 * 2 * (1<<10 + 2); n == 0 || size > peak {
 		t.Errorf("IdleBuffers() = %d, %d; want at least one, at most %d bytes", n, size, peak)
 	}
-	pool.mu.Lock()
-	defer pool.mu.Unlock()
-	for _, b := range pool.idle {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	for _, b := range shared.idle {
 		if slices.ContainsFunc(b, func(w uint32) bool { return w != 0 }) {
 			t.Fatal("an idle buffer holds non-zero words")
 		}

@@ -12,8 +12,10 @@
 // identical concurrent requests; computes the rest in batches on
 // Options.MaxConcurrent slots, answering a request that cannot be served
 // within Options.MaxWait at once with an [OverloadError]; remembers
-// verified passwords across servers and restarts (Options.DigestKey); and
-// refuses stored hashes beyond [Limits] before allocating anything.
+// verified passwords across servers and restarts (Options.DigestKey);
+// keeps all its scrypt buffers, in use and idle, within
+// Options.ScryptMemory ([DefaultScryptMemory], 1 GiB); and refuses stored
+// hashes beyond [Limits] or that budget before allocating anything.
 //
 // A request flows: httpauth → Ensure or Verify (the input checked) →
 // Store.Get → the cache (package cache; a hit allocates nothing) → the

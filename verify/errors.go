@@ -15,7 +15,8 @@ var (
 	ErrInvalidHash = errors.New("verify: invalid hash")
 	// ErrInvalidParams: Params for a new hash are out of range.
 	ErrInvalidParams = errors.New("verify: invalid params")
-	// ErrInvalidInput: a node name or password is empty, too long or malformed.
+	// ErrInvalidInput: a node name or password is empty, too long or
+	// malformed (a node name that cannot name its secret: see Verify).
 	ErrInvalidInput = errors.New("verify: invalid input")
 	// ErrNotFound is wrapped by Store.Get when the node has no stored hash.
 	ErrNotFound = errors.New("verify: node not found")

@@ -44,9 +44,11 @@ const (
 
 // Limits bound what a stored hash and a password may ask for: a hash
 // beyond them is ErrInvalidHash before anything is allocated, a password
-// ErrInvalidInput. The zero value means the defaults.
+// ErrInvalidInput. The zero value means the defaults. MaxMemory bounds one
+// lane; a computation with p ≥ 2 runs up to its batch's lanes at once,
+// all of which Options.ScryptMemory bounds.
 type Limits struct {
-	MaxMemory      int64 // bounds 128·r·N bytes; default 256 MiB
+	MaxMemory      int64 // bounds 128·r·N bytes, one lane; default 256 MiB
 	MaxWork        int64 // bounds 128·r·N·p bytes mixed; default 1 GiB
 	MaxPasswordLen int   // bounds a password's bytes; default 1024
 }

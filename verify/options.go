@@ -19,8 +19,11 @@ const (
 	defaultWorkTimeout      = 2 * time.Minute
 	defaultMaxQueuedPerNode = 4
 	defaultFailOpenFor      = 10 * time.Minute
-	// maxNodeNameLen is the longest node name accepted: a DNS subdomain.
-	maxNodeNameLen = 253
+	// maxNodeNameLen is the longest node name accepted: k3s keeps a
+	// node's hash in the secret node + secretSuffix, whose name is at
+	// most 253 characters (a DNS-1123 subdomain).
+	maxNodeNameLen = 253 - len(secretSuffix)
+	secretSuffix   = ".node-password.k3s"
 )
 
 // Options configure a Verifier; nil or a zero field means the default,
@@ -30,9 +33,15 @@ type Options struct {
 	// Params hash new nodes' passwords. Zero: DefaultParams.
 	Params Params
 	Limits Limits // on stored hashes and passwords
-	// MaxConcurrent is how many batches of scrypt run at once, each holding
-	// scrypt.Lanes() buffers of 128·r·(N+2) bytes. Default GOMAXPROCS.
+	// MaxConcurrent is how many batches of scrypt run at most at once,
+	// each holding up to scrypt.Lanes() buffers of 128·r·(N+2) bytes;
+	// fewer when ScryptMemory says so. Default GOMAXPROCS.
 	MaxConcurrent int
+	// ScryptMemory bounds the scrypt memory (128·r·N per lane), in use and
+	// idle, of all computations: slots and lanes follow from it, a stored
+	// hash one lane of which passes it is ErrInvalidHash. Default
+	// DefaultScryptMemory; negative: no bound.
+	ScryptMemory int64
 	// MaxQueue bounds the computations waiting for a slot; past it a
 	// request is refused (OverloadError, Queued false). Default 4096.
 	MaxQueue int
@@ -72,6 +81,9 @@ type Agents struct {
 // fresh read confirms it has no hash, as k3s does: only that password then
 // passes, and the Create is retried, 5 s apart doubling to 1 min. At most
 // Options.MaxQueue nodes wait so. Such a node has proven nothing else.
+// That fresh read is a second GetFresh of the enrollment, made after its
+// computation, when it no longer counts against MaxQueue: a store's own
+// budget of direct reads (kube's FreshReads) bounds those.
 type FailOpen struct {
 	// RetryFor bounds the retries of one node's Create. Default 10 min.
 	RetryFor time.Duration
@@ -140,6 +152,15 @@ func (o *Options) resolve() (Options, error) {
 	}
 	if r.MaxConcurrent == 0 {
 		r.MaxConcurrent = runtime.GOMAXPROCS(0)
+	}
+	switch {
+	case r.ScryptMemory == 0:
+		r.ScryptMemory = DefaultScryptMemory
+	case r.ScryptMemory < 0:
+		r.ScryptMemory = 0 // no budget
+	}
+	if b := lane(r.Params.LogN, r.Params.R); r.ScryptMemory > 0 && b > r.ScryptMemory {
+		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one lane of Options.Params' scrypt, %d bytes (128·r·N)", r.ScryptMemory, b)
 	}
 	if r.MaxWait == 0 {
 		r.MaxWait = testhooks.MaxWait

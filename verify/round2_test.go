@@ -250,7 +250,6 @@ func TestBatchCachedBeforeSlotReleased(t *testing.T) {
 // once it has had nothing to compute for bufferIdle, and at Close.
 func TestIdleBuffersReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		scrypt.ReleaseBuffers()
 		s := NewMemoryStore()
 		s.Set("n", mustHash(t, "pw"))
 		v, err := New(s, &Options{Params: testParams})
@@ -261,17 +260,17 @@ func TestIdleBuffersReleased(t *testing.T) {
 		if err := v.Verify(context.Background(), "n", "pw"); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := scrypt.IdleBuffers(); n == 0 {
+		if n, _ := v.pool.Idle(); n == 0 {
 			t.Fatal("no idle buffer after a computation")
 		}
 		time.Sleep(bufferIdle - time.Second)
 		synctest.Wait()
-		if n, _ := scrypt.IdleBuffers(); n == 0 {
+		if n, _ := v.pool.Idle(); n == 0 {
 			t.Fatal("buffers released before the quiet period")
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if n, b := scrypt.IdleBuffers(); n != 0 {
+		if n, b := v.pool.Idle(); n != 0 {
 			t.Fatalf("%d idle buffers (%d bytes) after %v of quiet", n, b, bufferIdle)
 		}
 	})
@@ -281,8 +280,6 @@ func TestIdleBuffersReleased(t *testing.T) {
 // within MaxConcurrent × scrypt.Lanes() × 128·r·(N+2), the bound
 // Options.MaxConcurrent states, and the herd runs in batches.
 func TestHerdBuffersBound(t *testing.T) {
-	scrypt.ReleaseBuffers()
-	defer scrypt.ReleaseBuffers()
 	p := testParams
 	p.LogN = 10
 	s := NewMemoryStore()
@@ -316,7 +313,7 @@ func TestHerdBuffersBound(t *testing.T) {
 	g.open()
 	wg.Wait()
 	bound := int64(2*scrypt.Lanes()) * 128 * int64(p.R) * (1<<p.LogN + 2)
-	if _, idle := scrypt.IdleBuffers(); idle > bound || idle == 0 {
+	if _, idle := v.pool.Idle(); idle > bound || idle == 0 {
 		t.Fatalf("%d bytes of buffers after the herd, want 1 to %d", idle, bound)
 	}
 	if st := v.Stats(); st.ScryptRuns != n {

@@ -43,14 +43,17 @@ type Verifier struct {
 	cancel       context.CancelCauseFunc
 	wg           sync.WaitGroup                // enrollments' Creates and their retries
 	quiet        *time.Timer                   // releases idle scrypt buffers (releaseLater)
+	pool         *scrypt.Pool                  // the scrypt buffers of this Verifier's computations
+	mem          *memory                       // Options.ScryptMemory: the bytes the batches may hold
+	slots, lanes int                           // batches at once, and hashes per batch at Options.Params (shape)
 	createFailed atomic.Pointer[createFailure] // the last Create that failed, nil after one succeeds
 	tokenNames   sync.Map                      // token user → its name (tokenName)
 	loaded       atomic.Pointer[MemoryStore]   // the tokens LoadTokens loaded
 	kindsMu      sync.Mutex
 	kinds        map[batchKind]int // batches run, by kind (see firstBatch)
 
-	// derive computes a batch's keys (scrypt.KeyBatch, or x/crypto's Key
-	// one after the other); tests replace it.
+	// derive computes a batch's keys (deriveKeys: the Verifier's pool and
+	// lanes); tests replace it.
 	derive func(keys []scrypt.Job)
 }
 
@@ -107,12 +110,18 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		fails:      newFailures(o.MaxFailDelay),
 		base:       base,
 		cancel:     cancel,
-		derive:     scrypt.KeyBatch,
 		kinds:      make(map[batchKind]int),
+		pool:       new(scrypt.Pool),
+		mem:        newMemory(o.ScryptMemory),
+		slots:      o.MaxConcurrent,
+		lanes:      scrypt.Lanes(),
 	}
-	lanes := scrypt.Lanes()
-	v.sched = sched.New(sched.Config{Slots: o.MaxConcurrent, Lanes: lanes, MaxQueue: o.MaxQueue,
-		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(lanes) * enrollWork,
+	v.derive = v.deriveKeys
+	if o.ScryptMemory > 0 {
+		v.slots, v.lanes = v.shape()
+	}
+	v.sched = sched.New(sched.Config{Slots: v.slots, Lanes: v.lanes, MaxQueue: o.MaxQueue,
+		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(v.lanes) * enrollWork,
 		WorkTimeout: o.WorkTimeout, ReturnAfter: o.Agents.RetryDelay, HonourAfter: o.Agents.HonourRetryAfter,
 		Run: v.runBatch, Prepare: v.prepare})
 	v.quiet = time.AfterFunc(bufferIdle, v.releaseIfQuiet)
@@ -128,9 +137,13 @@ func New(store Store, opts *Options) (*Verifier, error) {
 // ErrMismatchedHashAndPassword, ErrInvalidHash, ErrOverloaded (ask again
 // after its RetryAfter: the work goes on, its outcome cached), ErrClosed,
 // or a Store error (never cached). node is lower-cased first, as k3s
-// does. ctx bounds Store.Get and the wait: when it ends, Verify returns
-// at once and the computation goes on. A mismatch for a node that keeps
-// failing is answered after Options.MaxFailDelay at most.
+// does, and must then name its secret as k3s does: node +
+// ".node-password.k3s" a DNS-1123 subdomain (so node has at most 235
+// characters, lower-case letters, digits, '-' and '.', each label
+// starting and ending with a letter or digit). ctx bounds Store.Get and
+// the wait: when it ends, Verify returns at once and the computation
+// goes on. A mismatch for a node that keeps failing is answered after
+// Options.MaxFailDelay at most.
 func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	node, err := v.checkInput(node, password)
 	if err != nil {
@@ -214,7 +227,7 @@ func (v *Verifier) Close() error {
 		v.digests.close() // after the jobs, which may still record
 	}
 	v.quiet.Stop()
-	scrypt.ReleaseBuffers()
+	v.pool.Release()
 	return nil
 }
 
@@ -234,10 +247,30 @@ func (v *Verifier) checkInput(node, password string) (string, error) {
 		return "", err
 	}
 	node = strings.ToLower(node)
-	if len(node) > maxNodeNameLen { // lower case can be longer in UTF-8
-		return "", fmt.Errorf("%w: node name is %d bytes in lower case, limit %d", ErrInvalidInput, len(node), maxNodeNameLen)
+	if !secretName(node) {
+		return "", fmt.Errorf("%w: node name %q cannot name its secret (%q): want a DNS-1123 subdomain, lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit", ErrInvalidInput, node, node+secretSuffix)
 	}
 	return node, nil
+}
+
+// secretName reports whether node, in lower case, makes a valid name for
+// the secret k3s keeps its hash in (node + secretSuffix): a DNS-1123
+// subdomain. So every Store agrees on the names it is given, and a name
+// no Kubernetes object could have (a wildcard, a space, a slash) never
+// reaches one, nor a certificate signed for the node.
+func secretName(node string) bool {
+	prev := byte('.') // the name starts a label
+	for i := 0; i < len(node); i++ {
+		c := node[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case c == '-' && prev != '.', c == '.' && prev != '.' && prev != '-':
+		default:
+			return false
+		}
+		prev = c
+	}
+	return prev != '.' && prev != '-'
 }
 
 func (v *Verifier) checkRaw(node, password string) error {
@@ -429,6 +462,9 @@ func (v *Verifier) compute(ctx context.Context, node, stored, password string, k
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
 		return fmt.Errorf("%w (stored for %s)", err, displayName(node))
+	}
+	if err := v.fits(&h, node); err != nil {
+		return err
 	}
 	t := &task{node: node, password: password, key: key, stored: stored, h: h, pair: pair}
 	r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Class: classOf(h.logN, h.r, h.p), Task: t, Doubted: doubted}

@@ -105,13 +105,12 @@ const createFailingFor = 5 * time.Second
 // outcome is cached before runBatch returns and the slot goes to the next
 // batch, whose jobs may be guesses for the same nodes.
 func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
+	defer v.countPanic()
 	var todo []*sched.Job
 	var keys []scrypt.Job
 	for _, j := range jobs {
 		t := taskOf(j)
-		if o := v.opts.Observer; o != nil {
-			o.ObserveQueueWait(observed(j), j.QueueWait())
-		}
+		v.observeQueueWait(j)
 		if !t.enroll() {
 			if o, knownReject, ok := v.fromCache(t.key, t.pair); ok {
 				v.sched.Finish(j, v.known(t.node, o, knownReject))
@@ -131,12 +130,14 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
 	}
 	// The goroutine keeps its thread so that the thread's CPU clock
 	// measures this computation alone.
+	held := v.reserve(keys) // before the clocks: waiting is not computing
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start, cpu0 := time.Now(), threadCPU()
 	v.stats.scryptRuns.Add(uint64(len(todo)))
 	err := v.deriveAll(todo, keys)
 	took := time.Since(start)
+	v.mem.release(held)
 	wall = took
 	if cpu0 > 0 {
 		cpu = time.Duration(threadCPU() - cpu0)
@@ -147,9 +148,7 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
 		wall, cpu = 0, 0
 	}
 	for i, j := range todo {
-		if o := v.opts.Observer; o != nil {
-			o.ObserveScrypt(observed(j), took)
-		}
+		v.observeScrypt(j, took)
 		switch t := taskOf(j); {
 		case err != nil:
 			v.sched.Finish(j, err)
@@ -175,8 +174,43 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
 	return wall, cpu
 }
 
+// countPanic, deferred by runBatch, counts a panic in its own code in
+// Stats.Panics and passes it on to the scheduler, which ends the batch's
+// unanswered jobs with it (result gives their callers a "verify: "
+// error).
+func (v *Verifier) countPanic() {
+	if r := recover(); r != nil {
+		v.stats.panics.Add(1)
+		panic(r)
+	}
+}
+
+// observeQueueWait and observeScrypt tell the Observer, if any, of j's
+// queue wait and computation. A panic in the Observer is recovered and
+// counted in Stats.Panics: a timing is not worth an answer, so the job's
+// answer, and those of its batch, are as without it.
+func (v *Verifier) observeQueueWait(j *sched.Job) {
+	if o := v.opts.Observer; o != nil {
+		defer v.recoverObserver()
+		o.ObserveQueueWait(observed(j), j.QueueWait())
+	}
+}
+
+func (v *Verifier) observeScrypt(j *sched.Job, took time.Duration) {
+	if o := v.opts.Observer; o != nil {
+		defer v.recoverObserver()
+		o.ObserveScrypt(observed(j), took)
+	}
+}
+
+func (v *Verifier) recoverObserver() {
+	if recover() != nil {
+		v.stats.panics.Add(1)
+	}
+}
+
 // firstBatch reports whether a batch of n jobs like j is among the
-// first Options.MaxConcurrent of its kind (class and size) this Verifier
+// first slots of its kind (class and size) this Verifier
 // runs: one per slot, as far as they go, the batches that allocate the
 // slots' scrypt buffers and in which the scrypt package measures its
 // kernels (many times slower than the batches after).
@@ -189,7 +223,7 @@ func (v *Verifier) firstBatch(j *sched.Job, n int) bool {
 		return false
 	}
 	v.kinds[k] = seen + 1
-	return seen < v.opts.MaxConcurrent
+	return seen < v.slots
 }
 
 // batchKind is what makes a batch's buffers and kernel: its class and
@@ -282,12 +316,17 @@ func (v *Verifier) known(node string, o cache.Outcome, knownReject bool) error {
 	if o == cache.Match {
 		return nil
 	}
-	if knownReject {
-		v.stats.knownMatchRejects.Add(1)
-	}
 	v.fails.mismatch(node)
+	if knownReject {
+		return errKnownReject
+	}
 	return ErrMismatchedHashAndPassword
 }
+
+// errKnownReject is ErrMismatchedHashAndPassword for a job answered
+// without scrypt because another password is its node's: result counts
+// it in KnownMatchRejects once per caller, as it counts Mismatches.
+var errKnownReject = fmt.Errorf("%w", ErrMismatchedHashAndPassword)
 
 // finishEnroll is an enrollment's last step, after its slot was given
 // back: Create the hash made, then publish the outcome.
@@ -344,6 +383,9 @@ func (v *Verifier) result(err error) error {
 	case err == nil:
 	case errors.Is(err, ErrMismatchedHashAndPassword):
 		v.stats.mismatches.Add(1)
+		if err == errKnownReject {
+			v.stats.knownMatchRejects.Add(1)
+		}
 	case errors.As(err, &o):
 		v.stats.shed.Add(1)
 		if o.Held {
@@ -354,6 +396,8 @@ func (v *Verifier) result(err error) error {
 		return ErrClosed
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("verify: work timed out (Options.WorkTimeout): %w", err)
+	case errors.Is(err, sched.ErrPanic): // counted by countPanic
+		return fmt.Errorf("verify: %w", err)
 	}
 	return err
 }
@@ -365,12 +409,15 @@ func (v *Verifier) releaseLater() { v.quiet.Reset(bufferIdle) }
 // bufferIdle is how long the Verifier keeps idle scrypt buffers.
 const bufferIdle = 30 * time.Second
 
-// releaseIfQuiet drops the idle scrypt buffers unless work is under way
-// (its batches re-arm the timer).
+// releaseIfQuiet drops the idle scrypt buffers unless work is under way;
+// then it looks again bufferIdle later, since that work may end without
+// a batch to re-arm the timer (an enrollment whose read fails, say).
 func (v *Verifier) releaseIfQuiet() {
 	if running, waiting := v.sched.Load(); running == 0 && waiting == 0 {
-		scrypt.ReleaseBuffers()
+		v.pool.Release()
+		return
 	}
+	v.releaseLater()
 }
 
 // sleep waits d or until ctx ends.

@@ -100,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		timeout, deadline       time.Duration
 		agent, models, mode, lb string
 		maxHeap                 = byteSize(bench.DefaultMaxHeap)
+		scryptMemory            scryptBudget
 		seed                    uint64
 		boundSample             int
 	)
@@ -112,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&servers, "servers", 1, "number of servers, each its own model instance sharing one store")
 	fs.StringVar(&lb, "lb", string(bench.LBSticky), "agents' load balancer over several servers: sticky or failover")
 	fs.DurationVar(&deadline, "deadline", defaultDeadline, "longest run per model")
+	fs.Var(&scryptMemory, "scrypt-memory", "nodepass's scrypt budget per server (verify.Options.ScryptMemory): a `SIZE`, or none (default: verify's, 1GiB)")
 	fs.Var(&maxHeap, "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
 	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")
 	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
@@ -221,7 +223,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c.sc = bench.Scenario{
 		Nodes: nodes, LogN: logN, ClientTimeout: timeout, Agent: policy,
 		Servers: servers, LB: l, Mode: m, Deadline: deadline,
-		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample,
+		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample, ScryptMemory: int64(scryptMemory),
 	}
 	adversity.apply(&c.sc)
 	reboot.apply(&c.sc)
@@ -300,6 +302,37 @@ func (b *byteSize) Set(s string) error {
 		return fmt.Errorf("invalid size %q: want a number of bytes with an optional KiB, MiB or GiB suffix", s)
 	}
 	*b = byteSize(v << shift)
+	return nil
+}
+
+// scryptBudget is -scrypt-memory: a size, or none (-1: no budget); 0
+// means verify's default.
+type scryptBudget int64
+
+func (b *scryptBudget) String() string {
+	switch {
+	case *b == 0:
+		return ""
+	case *b < 0:
+		return "none"
+	}
+	s := byteSize(*b)
+	return s.String()
+}
+
+func (b *scryptBudget) Set(s string) error {
+	if s == "none" {
+		*b = -1
+		return nil
+	}
+	var size byteSize
+	if err := size.Set(s); err != nil {
+		return err
+	}
+	if size == 0 {
+		return fmt.Errorf("invalid size %q: want a positive size, or none", s)
+	}
+	*b = scryptBudget(size)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nodepass/nodepass/bench"
 	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 	"github.com/nodepass/nodepass/scrypt"
+	"github.com/nodepass/nodepass/verify"
 )
 
 // replot draws c.plotPath from the results of an earlier -json run.
@@ -194,8 +195,8 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			if r.PeakHeap > r.HeapBound {
 				within = "PAST"
 			}
-			fmt.Fprintf(w, "%s: peak heap %.0f MiB, %s the bound %.0f MiB (servers × GOMAXPROCS slots × %d lanes × 128·r·(N+2), plus 100 MiB)%s.\n",
-				r.Model, float64(r.PeakHeap)/(1<<20), within, float64(r.HeapBound)/(1<<20), scrypt.Lanes(), map[bool]string{false: "; the agents' heap is in the peak", true: ""}[split])
+			fmt.Fprintf(w, "%s: scrypt budget %s per server, peak heap %.0f MiB, %s the bound %.0f MiB (%d server(s) × what the budget lets one hold, at most GOMAXPROCS × %d lanes × 128·r·(N+2); plus 100 MiB)%s.\n",
+				r.Model, budgetNote(sc.ScryptMemory), float64(r.PeakHeap)/(1<<20), within, float64(r.HeapBound)/(1<<20), sc.Servers, scrypt.Lanes(), map[bool]string{false: "; the agents' heap is in the peak", true: ""}[split])
 		}
 		if r.Split != nil {
 			fmt.Fprintf(w, "%s: %s.\n", r.Model, splitSummary(r))
@@ -397,4 +398,15 @@ func prepareHerd(ctx context.Context, sc bench.Scenario, measure func(*bench.Her
 	fmt.Fprintf(stderr, "bench: lower bound %.2fs with x/crypto's scrypt, %.2fs with nodepass's, %.2fs with nodepass's batched (%d verifications on %d workers)\n",
 		h.LowerBound.Seconds(), h.LowerBoundFast.Seconds(), h.LowerBoundBatch.Seconds(), sc.Nodes, h.Workers)
 	return h, nil
+}
+
+// budgetNote names a run's scrypt budget (Scenario.ScryptMemory).
+func budgetNote(scryptMemory int64) string {
+	switch {
+	case scryptMemory < 0:
+		return "none"
+	case scryptMemory == 0:
+		return fmt.Sprintf("%d MiB (the default)", verify.DefaultScryptMemory>>20)
+	}
+	return fmt.Sprintf("%d MiB", scryptMemory>>20)
 }

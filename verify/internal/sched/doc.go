@@ -129,7 +129,13 @@
 // remaining the running batches' estimated work left, work(j) is
 // 128·r·N·p, n(j) the jobs of its batch (Lanes when others are queued),
 // and c the median CPU time per byte of the last 64 computations (each
-// job of a batch counting the batch's CPU time over its work). The margin
+// job of a batch counting the batch's CPU time over its work). In a herd
+// most of those are full batches, whose kernels are the widest and
+// cheapest per byte: a job that runs alone (a class of its own, a hash
+// planted with odd parameters) costs up to Lanes times more per byte
+// (one lane against eight: about 4 times on AVX-512) than it is
+// estimated, which the margin and the slowdown, learnt from the herd,
+// do not correct. The margin
 // is the 90th percentile, over the last 64 callers held on a promise of
 // at least MaxWait/4, of their actual wait over the promised one (1.1
 // until 8 are known; 1 to 4). The slowdown is the last 32 completions'

@@ -50,6 +50,10 @@ type Config struct {
 // and the cause that ends the contexts of the jobs Close cut short.
 var ErrClosed = errors.New("scheduler closed")
 
+// ErrPanic is wrapped by the result of the jobs a batch's Run left
+// unanswered when it panicked.
+var ErrPanic = errors.New("panic in a batch's work")
+
 // Overload tells a caller to come back later.
 type Overload struct {
 	After  time.Duration // when to come back; always positive
@@ -336,7 +340,7 @@ func (s *Scheduler) runSlot(b *batch) {
 func (s *Scheduler) run(b *batch) (wall, cpu time.Duration, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("panic in a batch's work: %v", p)
+			err = fmt.Errorf("%w: %v", ErrPanic, p)
 		}
 	}()
 	wall, cpu = s.cfg.Run(b.jobs)

@@ -1,0 +1,203 @@
+package verify
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nodepass/nodepass/scrypt"
+)
+
+// DefaultScryptMemory is Options.ScryptMemory's default: 1 GiB. It binds
+// only where GOMAXPROCS × scrypt.Lanes() buffers of k3s's 32 MiB would
+// pass it (more than 4 cores with AVX-512, 8 with AVX2): there it costs
+// throughput per core (fewer lanes or slots), so that a herd never takes
+// more than 1 GiB of a control-plane node that also runs etcd and the
+// API server, however many cores it has. Where a budget binds, New
+// measures the kernels with one batch of throwaway hashes (about 0.2 s
+// of a core at k3s's parameters) and takes the slots and lanes that
+// compute the most hashes per second within it.
+const DefaultScryptMemory int64 = 1 << 30
+
+// lane is what one scrypt lane at (N = 2^logN, r) counts against the
+// budget: its V, 128·r·N bytes. Its buffer also holds two working blocks
+// (256·r bytes: 0.006% more at k3s's parameters), which the budget leaves
+// out so that a round budget holds round numbers of lanes (1 GiB: 32 of
+// k3s's, not 31).
+func lane(logN, r int) int64 { return 128 * int64(r) << logN }
+
+// shape returns how a budget of buffers lanes' buffers is best spent:
+// slots batches at once (at most maxSlots), each of at most lanes hashes
+// (a power of two, at most maxLanes), the most hashes per second by the
+// time per hash measured for each lane count (perHash, from the scrypt
+// package's kernel measurements). Where nothing is measured, a wider
+// kernel is taken to be no faster per hash: slots come first, then the
+// widest lanes the budget leaves them. Ties go to more lanes.
+func shape(buffers int64, maxSlots, maxLanes int, perHash func(lanes int) (time.Duration, bool)) (slots, lanes int) {
+	best := -1.0
+	for l := 1; l <= maxLanes; l *= 2 {
+		s := min(int64(maxSlots), buffers/int64(l))
+		if s < 1 {
+			break
+		}
+		score := float64(s)
+		if d, ok := perHash(l); ok && d > 0 {
+			score /= float64(d)
+		}
+		if score >= best {
+			best, slots, lanes = score, int(s), l
+		}
+	}
+	return slots, lanes
+}
+
+// shape chooses the Verifier's slots and lanes for its budget at
+// Options.Params. Where the budget binds (it holds fewer than
+// MaxConcurrent × scrypt.Lanes() lanes) and the widest batch it allows
+// has not been measured in this process, it computes one such batch of
+// throwaway hashes first (probe), so that the choice rests on this CPU's
+// kernels rather than on an assumption.
+func (v *Verifier) shape() (slots, lanes int) {
+	p := v.opts.Params
+	N := 1 << p.LogN
+	buffers := v.mem.total / lane(p.LogN, p.R)
+	widest := int(min(int64(v.lanes), buffers))
+	for widest&(widest-1) != 0 {
+		widest--
+	}
+	if _, measured := scrypt.PerHash(N, p.R, widest); !measured && buffers < int64(v.opts.MaxConcurrent*v.lanes) {
+		v.probe(widest)
+	}
+	perHash := func(l int) (best time.Duration, ok bool) {
+		for w := 1; w <= l; w *= 2 { // a batch of l can run any narrower kernel
+			if d, measured := scrypt.PerHash(N, p.R, w); measured && (!ok || d < best) {
+				best, ok = d, true
+			}
+		}
+		return best, ok
+	}
+	return shape(buffers, v.opts.MaxConcurrent, v.lanes, perHash)
+}
+
+// probe computes n throwaway hashes at Options.Params in one batch, in
+// the Verifier's pool and within its budget: the scrypt package times
+// every kernel that fits on their first segments (about 0.2 s of one
+// core at k3s's parameters). Their buffers are released after.
+func (v *Verifier) probe(n int) {
+	p := v.opts.Params
+	jobs := make([]scrypt.Job, n)
+	for i := range jobs {
+		jobs[i] = scrypt.Job{Password: []byte{byte(i)}, Salt: []byte("nodepass probe"), N: 1 << p.LogN, R: p.R, P: 1, KeyLen: 16}
+	}
+	v.pool.KeyBatch(jobs, n)
+	v.pool.Release()
+}
+
+// memory is a Verifier's scrypt budget (Options.ScryptMemory): each batch
+// reserves the bytes of the buffers it will hold before it computes and
+// gives them back after, so the bytes in use never pass the budget; its
+// pool keeps idle no more than the most in use at once, so in use and
+// idle together stay within it too. It is safe for concurrent use.
+type memory struct {
+	total int64 // the budget; 0: none (nothing reserved)
+
+	mu    sync.Mutex
+	free  int64
+	freed chan struct{} // closed when bytes are given back, then replaced
+}
+
+func newMemory(total int64) *memory {
+	return &memory{total: total, free: total, freed: make(chan struct{})}
+}
+
+// reserve waits until n bytes (at most total) are free and takes them.
+// Every reservation is given back when its batch ends, so it waits for
+// running batches only.
+func (m *memory) reserve(n int64) {
+	if m.total == 0 {
+		return
+	}
+	for {
+		m.mu.Lock()
+		if m.free >= n {
+			m.free -= n
+			m.mu.Unlock()
+			return
+		}
+		ch := m.freed
+		m.mu.Unlock()
+		<-ch
+	}
+}
+
+// release gives back n bytes reserved.
+func (m *memory) release(n int64) {
+	if m.total == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.free += n
+	close(m.freed)
+	m.freed = make(chan struct{})
+	m.mu.Unlock()
+}
+
+// lanesFor is how many lanes a batch at (N = 2^logN, r) computes at
+// once: the Verifier's lanes, fewer when one slot's share of the budget
+// holds fewer buffers of that size (hashes stored with larger
+// parameters), at least one.
+func (v *Verifier) lanesFor(logN, r int) int {
+	l := v.lanes
+	if v.mem.total > 0 {
+		share := v.mem.total / int64(v.slots)
+		for l > 1 && int64(l)*lane(logN, r) > share {
+			l /= 2
+		}
+	}
+	return l
+}
+
+// reserve takes from the budget the bytes keys, a batch of one (N, r),
+// will hold at once, and returns them for release.
+func (v *Verifier) reserve(keys []scrypt.Job) int64 {
+	if v.mem.total == 0 {
+		return 0
+	}
+	logN, r := log2(keys[0].N), keys[0].R
+	blocks := 0
+	for _, k := range keys {
+		blocks += k.P
+	}
+	held := min(v.lanesFor(logN, r), blocks)
+	for held&(held-1) != 0 { // scrypt mixes a power of two at a time
+		held--
+	}
+	n := int64(held) * lane(logN, r)
+	v.mem.reserve(n)
+	return n
+}
+
+// deriveKeys computes keys, a batch of one (N, r), with the Verifier's
+// pool and lanes: the Verifier's derive.
+func (v *Verifier) deriveKeys(keys []scrypt.Job) {
+	v.pool.KeyBatch(keys, v.lanesFor(log2(keys[0].N), keys[0].R))
+}
+
+// fits refuses a stored hash one lane of which (its V) needs more than
+// the budget, before anything is allocated.
+func (v *Verifier) fits(h *hash, node string) error {
+	if b := lane(h.logN, h.r); v.mem.total > 0 && b > v.mem.total {
+		return fmt.Errorf("%w: one lane of scrypt takes %d bytes, 128·r·N (logN=%d, r=%d), over Options.ScryptMemory %d (stored for node %q)",
+			ErrInvalidHash, b, h.logN, h.r, v.mem.total, node)
+	}
+	return nil
+}
+
+func log2(n int) int {
+	l := 0
+	for n > 1 {
+		n >>= 1
+		l++
+	}
+	return l
+}

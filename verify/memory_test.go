@@ -1,0 +1,189 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nodepass/nodepass/scrypt"
+)
+
+// TestShape: the budget's buffers go to slots first, then lanes, unless
+// the kernels' measured times per hash say that fewer slots of wider
+// batches compute more hashes per second.
+func TestShape(t *testing.T) {
+	none := func(int) (time.Duration, bool) { return 0, false }
+	// An AMD EPYC's times per hash at k3s's parameters, ms, by lanes.
+	epyc := func(l int) (time.Duration, bool) {
+		return map[int]time.Duration{1: 64000, 2: 37000, 4: 19700, 8: 15400}[l] * time.Microsecond, true
+	}
+	for _, c := range []struct {
+		buffers           int64
+		maxSlots, maxLane int
+		perHash           func(int) (time.Duration, bool)
+		slots, lanes      int
+	}{
+		{32, 2, 8, none, 2, 8},
+		{8, 2, 8, none, 2, 4},
+		{4, 2, 8, none, 2, 2},
+		{1, 2, 8, none, 1, 1},
+		{12, 12, 8, none, 12, 1},
+		{1 << 20, 3, 8, none, 3, 8},
+		{32, 24, 8, epyc, 16, 2},
+		{16, 12, 8, epyc, 8, 2},
+		{8, 2, 8, epyc, 2, 4},
+		{8, 2, 1, epyc, 2, 1},
+	} {
+		s, l := shape(c.buffers, c.maxSlots, c.maxLane, c.perHash)
+		if s != c.slots || l != c.lanes {
+			t.Errorf("shape(%d buffers, %d slots, %d lanes) = %d slots × %d lanes, want %d × %d", c.buffers, c.maxSlots, c.maxLane, s, l, c.slots, c.lanes)
+		}
+	}
+}
+
+// TestScryptMemoryDefault: with the defaults, a Verifier's slots and
+// lanes at k3s's parameters fit DefaultScryptMemory, and use it all up
+// to GOMAXPROCS × scrypt.Lanes() buffers.
+func TestScryptMemoryDefault(t *testing.T) {
+	v, err := New(NewMemoryStore(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	held := int64(v.slots*v.lanes) * lane(DefaultParams.LogN, DefaultParams.R)
+	if held > DefaultScryptMemory || v.slots < 1 || v.slots > runtime.GOMAXPROCS(0) {
+		t.Fatalf("%d slots × %d lanes hold %d bytes, budget %d", v.slots, v.lanes, held, DefaultScryptMemory)
+	}
+	if all := int64(runtime.GOMAXPROCS(0)*scrypt.Lanes()) * lane(DefaultParams.LogN, DefaultParams.R); all <= DefaultScryptMemory && held != all {
+		t.Fatalf("%d slots × %d lanes: the budget binds where it should not", v.slots, v.lanes)
+	}
+	if _, err := New(NewMemoryStore(), &Options{ScryptMemory: lane(15, 8) - 1}); err == nil {
+		t.Fatal("New accepted a budget below one lane of its Params")
+	}
+}
+
+// TestScryptMemoryHeldUnderHerd: under a herd of hashes at two sizes,
+// the bytes the batches hold at once and the Verifier's idle buffers stay
+// within Options.ScryptMemory, and every node gets in.
+func TestScryptMemoryHeldUnderHerd(t *testing.T) {
+	p := testParams
+	p.LogN = 10
+	budget := 3 * lane(p.LogN, p.R) // two slots of one lane; a logN 11 hash takes two lanes' bytes
+	s := NewMemoryStore()
+	const n = 48
+	for i := range n {
+		q := p
+		if i%4 == 0 {
+			q.LogN = 11
+		}
+		h, err := GenerateFromPassword("pw", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Set(fmt.Sprint("n", i), h)
+	}
+	v := newTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 2, ScryptMemory: budget})
+	if v.slots != 2 || v.lanes != 1 {
+		t.Fatalf("%d slots × %d lanes for 3 buffers, want 2 × 1", v.slots, v.lanes)
+	}
+	var inUse, most atomic.Int64
+	derive := v.derive
+	v.derive = func(keys []scrypt.Job) {
+		b := int64(v.lanesFor(log2(keys[0].N), keys[0].R)) * lane(log2(keys[0].N), keys[0].R)
+		now := inUse.Add(b)
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+		derive(keys)
+		inUse.Add(-b)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := v.Verify(context.Background(), fmt.Sprint("n", i), "pw"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > budget {
+		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
+	}
+	// Each buffer is a lane's V and its two working blocks.
+	if _, idle := v.pool.Idle(); idle > budget*(1<<p.LogN+2)>>p.LogN || idle == 0 {
+		t.Errorf("%d bytes of idle buffers after the herd, want 1 to the budget's lanes, %d bytes of V", idle, budget)
+	}
+	if st := v.Stats(); st.ScryptRuns != n {
+		t.Errorf("stats %+v, want %d scrypt runs", st, n)
+	}
+}
+
+// TestScryptMemoryRefusesOversizeHash: a stored hash one lane of which
+// needs more than the budget is ErrInvalidHash, with no scrypt run and
+// no buffer allocated.
+func TestScryptMemoryRefusesOversizeHash(t *testing.T) {
+	p := testParams
+	p.LogN = 10
+	s := NewMemoryStore()
+	big := p
+	big.LogN = 12
+	h, err := GenerateFromPassword("pw", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Set("big", h)
+	v := newTestVerifier(t, s, &Options{Params: p, ScryptMemory: 2 * lane(p.LogN, p.R)})
+	if err := v.Verify(context.Background(), "big", "pw"); !errors.Is(err, ErrInvalidHash) {
+		t.Fatalf("a hash over the budget: %v, want ErrInvalidHash", err)
+	}
+	if n, _ := v.pool.Idle(); n != 0 || v.Stats().ScryptRuns != 0 {
+		t.Fatalf("%d buffers, %d scrypt runs for a refused hash", n, v.Stats().ScryptRuns)
+	}
+}
+
+// TestScryptMemoryBoundsParallelHash: one computation with p ≥ 2 holds
+// no more lanes than the budget gives a batch, whatever p.
+func TestScryptMemoryBoundsParallelHash(t *testing.T) {
+	p := testParams
+	p.LogN = 10
+	q := p
+	q.P = 8
+	h, err := GenerateFromPassword("pw", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewMemoryStore()
+	s.Set("n", h)
+	v := newTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 1, ScryptMemory: 2 * lane(p.LogN, p.R)})
+	if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	// Idle after the computation: what it held at once.
+	if n, size := v.pool.Idle(); n > 2 || size > 2*128*int64(p.R)*(1<<p.LogN+2) {
+		t.Fatalf("a p=8 hash held %d buffers (%d bytes), budget 2 lanes", n, size)
+	}
+}
+
+// TestScryptMemoryProbesKernels: where the budget binds and the widest
+// batch it allows has not been measured in the process, New computes one
+// such batch first, so that the slots and lanes rest on measured kernels,
+// and releases its buffers.
+func TestScryptMemoryProbesKernels(t *testing.T) {
+	p := testParams
+	p.LogN, p.R = 9, 7 // a class no other test computes
+	widest := min(2, scrypt.Lanes())
+	if _, measured := scrypt.PerHash(1<<p.LogN, p.R, widest); measured {
+		t.Skip("the class was measured before this test")
+	}
+	v := newTestVerifier(t, NewMemoryStore(), &Options{Params: p, MaxConcurrent: 4, ScryptMemory: 2 * lane(p.LogN, p.R)})
+	if _, measured := scrypt.PerHash(1<<p.LogN, p.R, widest); !measured {
+		t.Fatalf("no kernel of %d lanes measured at New", widest)
+	}
+	if n, _ := v.pool.Idle(); n != 0 {
+		t.Fatalf("%d buffers kept after the probe", n)
+	}
+}
