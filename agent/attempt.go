@@ -97,6 +97,7 @@ type prelude struct {
 // held.
 func (c *Client) attempt(ctx context.Context) (*Result, error) {
 	c.stats.attempts.Add(1)
+	c.askedUntil = time.Time{}
 	if err := c.ensureTrust(ctx); err != nil {
 		return nil, err
 	}

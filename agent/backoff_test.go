@@ -123,7 +123,6 @@ func TestRetryWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		addr := c.servers.Configured()
 		// Each run: a failure, a 403, a 503 with Retry-After 5 s, a
 		// success, a failure.
 		var gaps [4][]time.Duration
@@ -133,7 +132,7 @@ func TestRetryWaits(t *testing.T) {
 				func() error { return errors.New("agent: connection refused") },
 				func() error { return fmt.Errorf("%w: 403", ErrNodePasswordRejected) },
 				func() error {
-					c.servers.MarkDown(addr, time.Now().Add(5*time.Second))
+					c.askedUntil = time.Now().Add(5 * time.Second) // a server's Retry-After
 					return errors.New("agent: 503")
 				},
 				func() error { return nil },

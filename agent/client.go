@@ -127,6 +127,10 @@ type Client struct {
 	backoff       Backoff
 	nodeServer    string   // the server that accepted the last node-password request
 	prelude       *prelude // what this Get or renewal has fetched; nil at its start
+	// askedUntil is the latest time a server of this attempt asked to be
+	// left until (Retry-After, bounded by the backoff's cap): the floor
+	// of the wait after a failed attempt.
+	askedUntil time.Time
 
 	stats    counters
 	statsMu  sync.Mutex

@@ -277,6 +277,31 @@ func TestClosingServer(t *testing.T) {
 	}
 }
 
+// An agent whose only server fails once (a 502, as a load balancer's
+// address may answer while its backend changes) asks it again
+// after the backoff's wait, not after RecoveryDelay: two attempts, the
+// second within the test's deadline although RecoveryDelay is an hour and
+// the backoff's cap ten minutes.
+func TestOneServerRetriedAfterBackoff(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	var failed atomic.Bool
+	s.override = func(w http.ResponseWriter, r *http.Request) bool {
+		if failed.CompareAndSwap(false, true) {
+			http.Error(w, "backend changing", http.StatusBadGateway)
+			return true
+		}
+		return false
+	}
+	opts := testOptions(cl, s.addr, t.TempDir(), nil)
+	opts.RecoveryDelay, opts.Backoff.Cap = time.Hour, 10*time.Minute
+	c := newClient(t, opts)
+	get(t, c)
+	if st := c.Stats(); st.Attempts != 2 {
+		t.Errorf("%d attempts, want 2", st.Attempts)
+	}
+}
+
 // A 429 with Retry-After moves the request to the next server at once,
 // and leaves the busy server out for the Retry-After.
 func TestRetryAfterMovesOn(t *testing.T) {

@@ -277,6 +277,9 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		ra := retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		until := time.Now().Add(min(ra, c.backoff.ceiling()))
+		if until.After(c.askedUntil) {
+			c.askedUntil = until
+		}
 		return down(until, fmt.Errorf("%s (Retry-After %v)", resp.Status, ra))
 	case code >= 500:
 		return down(recovery, errors.New(resp.Status))

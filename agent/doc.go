@@ -66,8 +66,10 @@
 // timeout, a 429, a 503 or another 5xx; the server is then left out for
 // RecoveryDelay, or for its Retry-After (up to the backoff's cap) on 429
 // and 503. The attempt fails only when every server has failed the
-// request; the wait before the next one is at least until a server comes
-// back. A 401 (the token) or 403 (the node's password: the error names the
+// request; the wait before the next one is the backoff's, at least what a
+// server asked for with Retry-After (when every server has failed, the one
+// due back first is asked again then: an agent whose one server is a load
+// balancer's address is not kept waiting its RecoveryDelay). A 401 (the token) or 403 (the node's password: the error names the
 // node and the password file) ends the attempt, and the next waits at
 // least the backoff's cap: these do not mend by asking again soon.
 //

@@ -9,8 +9,8 @@ import (
 
 // Get runs attempts until the node holds all four certificates, valid,
 // and returns what the last attempt left. Between attempts it waits as
-// the Backoff says, at least until a server comes back (see
-// Servers.NextUp); after a 401 or 403, at least the backoff's cap (or it
+// the Backoff says, at least what a server asked for (Retry-After, up to
+// the backoff's cap); after a 401 or 403, at least the backoff's cap (or it
 // returns the error, with Options.StopOnRejection). When an attempt fails
 // (not by a 401 or 403) while the certificates on disk are valid against
 // the CAs on disk, it returns them, with Result.Offline the failure. When
@@ -98,7 +98,11 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 				return disk, nil
 			}
 		}
-		floor := c.servers.NextUp(time.Now())
+		// The servers' Retry-After is a floor; a server left out for its
+		// RecoveryDelay is not: when every server failed (an agent with one
+		// server, or a load balancer's address, say), the one back first is
+		// asked again after the backoff's wait (Servers.Order).
+		floor := time.Until(c.askedUntil)
 		if rejected {
 			floor = c.backoff.ceiling()
 		}

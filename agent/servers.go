@@ -52,8 +52,9 @@ func merge(configured string, known []string) []string {
 // Order returns the servers the next request may try, in the order it
 // tries them: every server that is not down at now, starting from the
 // next one in round-robin order. When every server is down, it is the one
-// that comes back first alone: the agent has waited for it (see NextUp)
-// as long as it would. Each call moves the round-robin position by one.
+// that comes back first alone: an agent that has waited out its backoff
+// asks it rather than none. Each call moves the round-robin position by
+// one.
 func (s *Servers) Order(now time.Time) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
