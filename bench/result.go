@@ -59,6 +59,9 @@ type Result struct {
 	Requests    uint64
 	Handshakes  uint64
 	Connections uint64
+	// Hung, Known and ValidCerts are the Scenario's.
+	Hung, Known int
+	ValidCerts  bool
 	// Failovers counts the times a ClientPolicy agent's request moved on
 	// to the next server; CertsRequested the certificates such agents
 	// asked for (k3s agents: 0 for both, not counted).
@@ -295,6 +298,9 @@ type resultJSON struct {
 	ScryptRuns        uint64        `json:"scrypt_runs"`
 	ScryptRunsPerNode float64       `json:"scrypt_runs_per_node"`
 	TokenScryptRuns   uint64        `json:"token_scrypt_runs"`
+	Hung              int           `json:"hung,omitempty"`
+	Known             int           `json:"known,omitempty"`
+	ValidCerts        bool          `json:"valid_certs,omitempty"`
 	Failovers         uint64        `json:"failovers,omitempty"`
 	CertsRequested    uint64        `json:"certs_requested,omitempty"`
 	Reboot            Reboot        `json:"reboot,omitempty"`
@@ -356,6 +362,9 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		ScryptRuns:        r.ScryptRuns,
 		ScryptRunsPerNode: r.ScryptRunsPerNode,
 		TokenScryptRuns:   r.TokenScryptRuns,
+		Hung:              r.Hung,
+		Known:             r.Known,
+		ValidCerts:        r.ValidCerts,
 		Failovers:         r.Failovers,
 		CertsRequested:    r.CertsRequested,
 		Reboot:            r.Reboot, DigestKey: r.DigestKey, FirstAttempt: r.FirstAttempt,
@@ -404,6 +413,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		ScryptRuns:        j.ScryptRuns,
 		ScryptRunsPerNode: j.ScryptRunsPerNode,
 		TokenScryptRuns:   j.TokenScryptRuns,
+		Hung:              j.Hung,
+		Known:             j.Known,
+		ValidCerts:        j.ValidCerts,
 		Failovers:         j.Failovers,
 		CertsRequested:    j.CertsRequested,
 		Reboot:            j.Reboot, DigestKey: j.DigestKey, FirstAttempt: j.FirstAttempt,

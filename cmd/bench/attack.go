@@ -116,6 +116,7 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 	if !att && !tok && !dup && !faults {
 		return nil
 	}
+	name := rowNames(results)
 	attack := func(f func(*bench.AttackResult) string) func(*bench.Result) string {
 		return func(r *bench.Result) string {
 			if r.Attack == nil {
@@ -133,7 +134,7 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 		}
 	}
 	cols := []column{
-		{"model", func(r *bench.Result) string { return r.Model }},
+		{"model", func(r *bench.Result) string { return name[r] }},
 		{"honest joined", func(r *bench.Result) string { return fmt.Sprintf("%d/%d", r.Joined, r.Nodes) }},
 		{"completion", func(r *bench.Result) string { return floor(r, secs(r.Completion)) }},
 		{"ratio", func(r *bench.Result) string { return floor(r, fmt.Sprintf("%.2f", r.Ratio)) }},
@@ -224,21 +225,21 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 		a, f := r.Attack, r.Faults
 		if n := a.Accepted(); n > 0 {
 			fmt.Fprintf(w, "!!! %s ACCEPTED %d WRONG PASSWORDS: %d guesses, %d token guesses and %d duplicates got 200; the servers let in %d !!!\n",
-				r.Model, n, a.GuessesAccepted, a.TokenGuessesAccepted, a.DuplicatesAccepted, a.WrongAccepts)
+				name[r], n, a.GuessesAccepted, a.TokenGuessesAccepted, a.DuplicatesAccepted, a.WrongAccepts)
 			wrong = errWrongAccept
 		}
 		if a != nil && a.HonestRejected > 0 {
-			fmt.Fprintf(w, "!!! %s answered %d honest passwords as wrong !!!\n", r.Model, a.HonestRejected)
+			fmt.Fprintf(w, "!!! %s answered %d honest passwords as wrong !!!\n", name[r], a.HonestRejected)
 		}
 		if f != nil && f.CachedErrors > 0 {
-			fmt.Fprintf(w, "!!! %s answered %d requests with a store error they had not met themselves (a cached error) !!!\n", r.Model, f.CachedErrors)
+			fmt.Fprintf(w, "!!! %s answered %d requests with a store error they had not met themselves (a cached error) !!!\n", name[r], f.CachedErrors)
 		}
 		if f != nil && f.RecheckJoined < f.RecheckAsked {
-			fmt.Fprintf(w, "!!! %s: with faults off, only %d of %d honest requests were let in !!!\n", r.Model, f.RecheckJoined, f.RecheckAsked)
+			fmt.Fprintf(w, "!!! %s: with faults off, only %d of %d honest requests were let in !!!\n", name[r], f.RecheckJoined, f.RecheckAsked)
 		}
 		if a != nil && a.UnattributedScrypt > 0 {
 			fmt.Fprintf(w, "%s: %d scrypt computations could not be attributed (finished while their request was still under way when the figures were taken).\n",
-				r.Model, a.UnattributedScrypt)
+				name[r], a.UnattributedScrypt)
 		}
 	}
 	return wrong

@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,7 @@ const defaultDeadline = 90 * time.Second
 type config struct {
 	sc         bench.Scenario
 	models     []string
+	agents     []bench.Policy // -agent: each model runs with each; sc.Agent is the first
 	jsonPath   string
 	plotPath   string
 	isolate    bool
@@ -83,6 +85,12 @@ type config struct {
 	role      string // hidden: the worker's part of a split run
 }
 
+// isClient reports whether p is nodepass's agent.Client.
+func isClient(p bench.Policy) bool {
+	_, ok := p.(bench.ClientPolicy)
+	return ok
+}
+
 // usageError is a bad command line: exit status 2.
 type usageError struct{ msg string }
 
@@ -97,6 +105,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var (
 		c                       config
 		nodes, logN, servers    int
+		hung, known             int
+		certs                   string
 		timeout, deadline       time.Duration
 		agent, models, mode, lb string
 		maxHeap                 = byteSize(bench.DefaultMaxHeap)
@@ -107,7 +117,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&nodes, "nodes", bench.DefaultNodes, "number of nodes (agents) in the herd")
 	fs.IntVar(&logN, "logn", bench.DefaultLogN, "scrypt cost exponent of the stored hashes (k3s: 15)")
 	fs.DurationVar(&timeout, "timeout", bench.DefaultClientTimeout, "agents' HTTP client timeout")
-	fs.StringVar(&agent, "agent", bench.PolicyJitter, "agent retry policy: "+strings.Join(bench.PolicyNames(), ", "))
+	fs.StringVar(&agent, "agent", bench.PolicyJitter, "comma-separated agent kinds, each model run with each: "+strings.Join(bench.PolicyNames(), ", ")+" (k3s's agents with a retry policy, or nodepass's agent.Client, -lb through its load balancer; these need -mode http)")
+	fs.IntVar(&hung, "hung", 0, "how many of the -servers (the first) accept connections and complete TLS, then never answer")
+	fs.IntVar(&known, "known", 0, "how many servers each agent remembers from before the reboot, the hung ones first (0: all); nodepass agents also know their configured server, a healthy one")
+	fs.StringVar(&certs, "certs", "none", "what the agents have on disk: none (a first join) or valid (certificates of an earlier join, valid for most of a day)")
 	fs.StringVar(&models, "models", "all", "comma-separated server models, or all: "+strings.Join(bench.Models(), ", "))
 	fs.StringVar(&mode, "mode", string(bench.ModeHTTP), "http (real HTTPS on 127.0.0.1) or inproc (direct calls)")
 	fs.IntVar(&servers, "servers", 1, "number of servers, each its own model instance sharing one store")
@@ -165,9 +178,22 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if maxHeap == 0 {
 		bad("-max-heap: want a positive size")
 	}
-	policy, err := bench.ParsePolicy(agent)
-	if err != nil {
-		bad("-agent: %v", strings.TrimPrefix(err.Error(), "bench: "))
+	for _, name := range strings.Split(agent, ",") {
+		p, err := bench.ParsePolicy(strings.TrimSpace(name))
+		if err != nil {
+			bad("-agent: %v", strings.TrimPrefix(err.Error(), "bench: "))
+			continue
+		}
+		c.agents = append(c.agents, p)
+	}
+	if hung < 0 || hung >= servers {
+		bad("-hung %d: want 0 to -servers - 1 (%d): one server at least must answer", hung, servers-1)
+	}
+	if known < 0 || known > servers {
+		bad("-known %d: want 0 to -servers (%d)", known, servers)
+	}
+	if certs != "none" && certs != "valid" {
+		bad("-certs %q: want none or valid", certs)
 	}
 	m, err := bench.ParseMode(mode)
 	if err != nil {
@@ -217,11 +243,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	adversity.check(nodes, bad)
 	reboot.check(bad)
+	if m == bench.ModeInproc && (hung > 0 || certs == "valid" || slices.ContainsFunc(c.agents, isClient)) {
+		bad("-hung, -certs valid and the nodepass agents need -mode http")
+	}
 	if len(errs) > 0 {
 		return nil, usageError{strings.Join(errs, "\n")}
 	}
 	c.sc = bench.Scenario{
-		Nodes: nodes, LogN: logN, ClientTimeout: timeout, Agent: policy,
+		Nodes: nodes, LogN: logN, ClientTimeout: timeout, Agent: c.agents[0], Hung: hung, Known: known, ValidCerts: certs == "valid",
 		Servers: servers, LB: l, Mode: m, Deadline: deadline,
 		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample, ScryptMemory: int64(scryptMemory),
 	}

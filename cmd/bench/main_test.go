@@ -49,6 +49,13 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-frobnicate"}, "not defined"},
 		{[]string{"extra"}, "unexpected argument"},
 		{[]string{"-replot", "out.json"}, "-replot needs -plot"},
+		{[]string{"-agent", "nodepass,bogus"}, "unknown agent policy"},
+		{[]string{"-servers", "2", "-hung", "2"}, "one server at least must answer"},
+		{[]string{"-servers", "2", "-known", "3"}, "-known 3"},
+		{[]string{"-certs", "old"}, "-certs"},
+		{[]string{"-mode", "inproc", "-agent", "nodepass"}, "need -mode http"},
+		{[]string{"-mode", "inproc", "-servers", "2", "-hung", "1"}, "need -mode http"},
+		{[]string{"-token-guessers", "-1"}, "-token-guessers"},
 	} {
 		code, stdout, stderr := runCmd(t, c.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || !strings.HasPrefix(stderr, "bench: ") {
@@ -177,5 +184,32 @@ func checkColumns(t *testing.T, out string) {
 	}
 	if header == nil || rows == 0 {
 		t.Errorf("no table with rows in:\n%s", out)
+	}
+}
+
+// TestAgentKinds runs two agent kinds against one model in one run, with
+// a hung server the agents remember: a row each, named by model and
+// agent; nodepass's agents all join, k3s's none.
+func TestAgentKinds(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "out.json")
+	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-isolate=false", "-split", "off", "-models", "nodepass",
+		"-agent", "fixed-5s,nodepass", "-servers", "2", "-hung", "1", "-known", "1", "-deadline", "15s", "-json", jsonPath)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"nodepass / fixed-5s", "nodepass / nodepass", "(1 hung, agents know 1)"} {
+		if !strings.Contains(stdout+stderr, want) {
+			t.Errorf("output lacks %q:\n%s\n%s", want, stdout, stderr)
+		}
+	}
+	got := map[string]float64{}
+	for _, r := range readJSON(t, jsonPath) {
+		got[r["agent"].(string)] = r["joined"].(float64)
+		if r["hung"].(float64) != 1 || r["known"].(float64) != 1 {
+			t.Errorf("result %v: want hung 1, known 1", r)
+		}
+	}
+	if got["nodepass"] != 8 || got["fixed-5s"] != 0 {
+		t.Errorf("joined by agent kind %v; want nodepass 8, fixed-5s 0", got)
 	}
 }

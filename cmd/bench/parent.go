@@ -32,8 +32,13 @@ func replot(c *config) error {
 // and writes the table, the JSON and the plot.
 func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.Writer) (err error) {
 	sc := c.sc
-	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %d server(s)%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
-		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Servers, lbNote(sc.Servers, sc.LB), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
+	var agents []string
+	for _, a := range c.agents {
+		agents = append(agents, a.String())
+	}
+	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %d server(s)%s%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
+		sc.Nodes, sc.LogN, sc.Mode, strings.Join(agents, " and "), sc.Servers, lbNote(sc.Servers, sc.LB),
+		hungNote(&bench.Result{Hung: sc.Hung, Known: sc.Known, ValidCerts: sc.ValidCerts}), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
 	if note := adversityNote(sc); note != "" {
 		fmt.Fprintf(stderr, "bench: %s\n", note)
 	}
@@ -59,26 +64,36 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		return err
 	}
 	var results []*bench.Result
-	for _, model := range c.models {
-		bar := newProgressBar(stderr, model, sc.Nodes)
-		var res *bench.Result
-		switch {
-		case plan.on():
-			res, err = runSplit(ctx, c, args, herdJSON, model, plan, bar, stderr)
-		case c.isolate:
-			res, err = runChild(ctx, c, args, herdJSON, model, bar, stderr)
-		default:
-			s := sc
-			s.Progress = func(p bench.Progress) { bar.update(p.Joined, p.Elapsed, false) }
-			res, err = runModel(ctx, c, s, h, model)
-		}
-		if err != nil {
-			return err
-		}
-		bar.update(res.Joined, res.Completion, true)
-		results = append(results, res)
-		if ctx.Err() != nil {
-			return ctx.Err()
+	for _, agent := range c.agents {
+		// A child reads the scenario from the arguments: the last -agent
+		// is its agent.
+		c, args := *c, append(slices.Clip(args), "-agent="+agent.String())
+		c.sc.Agent = agent
+		for _, model := range c.models {
+			label := model
+			if len(c.agents) > 1 {
+				label += " / " + agent.String()
+			}
+			bar := newProgressBar(stderr, label, sc.Nodes)
+			var res *bench.Result
+			switch {
+			case plan.on():
+				res, err = runSplit(ctx, &c, args, herdJSON, model, plan, bar, stderr)
+			case c.isolate:
+				res, err = runChild(ctx, &c, args, herdJSON, model, bar, stderr)
+			default:
+				s := c.sc
+				s.Progress = func(p bench.Progress) { bar.update(p.Joined, p.Elapsed, false) }
+				res, err = runModel(ctx, &c, s, h, model)
+			}
+			if err != nil {
+				return err
+			}
+			bar.update(res.Joined, res.Completion, true)
+			results = append(results, res)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 	}
 	writeTable(stdout, h, sc, results)
@@ -113,9 +128,46 @@ func lbNote(servers int, lb bench.LB) string {
 	return ", " + string(lb) + " load balancing"
 }
 
+// hungNote says which servers hang, what the agents remember and whether
+// they keep certificates, for r's scenario; "" for none of these.
+func hungNote(r *bench.Result) string {
+	var parts []string
+	if r.Hung > 0 {
+		parts = append(parts, fmt.Sprintf("%d hung", r.Hung))
+	}
+	if r.Known > 0 {
+		parts = append(parts, fmt.Sprintf("agents know %d", r.Known))
+	}
+	if r.ValidCerts {
+		parts = append(parts, "valid certificates on disk")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// rowNames returns each result's name in the tables: its model, and its
+// agent kind too when the results have more than one.
+func rowNames(results []*bench.Result) map[*bench.Result]string {
+	mixed := false
+	for _, r := range results {
+		mixed = mixed || r.Agent != results[0].Agent
+	}
+	names := make(map[*bench.Result]string, len(results))
+	for _, r := range results {
+		names[r] = r.Model
+		if mixed {
+			names[r] = r.Model + " / " + r.Agent
+		}
+	}
+	return names
+}
+
 // writeTable prints one row per model and what the figures mean.
 func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result) {
 	split := len(results) > 0 && results[0].Split != nil
+	name := rowNames(results)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\tjoined\tcompletion\tratio\tlocal ratio\tattempts/node\trequests/node\ttls/node\tscrypt/node\ttoken/node\tp50\tp99\tmax\tpeak heap\tshed\tlate\ttimeouts\tcpu use\tidle\tstopped\t")
 	for _, r := range results {
@@ -137,7 +189,7 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			stopped = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f MiB\t%d\t%d\t%d\t%.0f%%\t%s\t%s\t\n",
-			r.Model, r.Joined, r.Nodes, completion, ratio, local,
+			name[r], r.Joined, r.Nodes, completion, ratio, local,
 			perNode(r.Attempts), perNode(r.Requests), perNode(r.Handshakes), perNode(r.ScryptRuns), perNode(r.TokenScryptRuns),
 			latency(r, r.P50), latency(r, r.P99), latency(r, r.Max),
 			float64(r.PeakHeap)/(1<<20), r.Shed, r.ShedLate, r.Timeouts, 100*r.CPUUse(), secs(r.IdlePending), stopped)
@@ -163,7 +215,7 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			var each []string
 			for _, r := range results {
 				if r.LocalTransport > 0 {
-					each = append(each, fmt.Sprintf("%s: %.2fs of %.2fs (%.2f ms of CPU per node)", r.Model, r.LocalTransport.Seconds(),
+					each = append(each, fmt.Sprintf("%s: %.2fs of %.2fs (%.2f ms of CPU per node)", name[r], r.LocalTransport.Seconds(),
 						r.LocalBound.Seconds(), 1e3*r.LocalTransport.Seconds()*float64(h.Workers)/float64(r.Nodes)))
 				}
 			}
@@ -188,7 +240,7 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	for _, r := range results {
 		if r.Kernel != "" {
 			fmt.Fprintf(w, "%s: scrypt kernel chosen for batches at logN %d: %s, %.1f ms per hash as measured (scrypt.Choices).\n",
-				r.Model, r.LogN, r.Kernel, float64(r.KernelPerHash)/1e6)
+				name[r], r.LogN, r.Kernel, float64(r.KernelPerHash)/1e6)
 		}
 		if r.HeapBound > 0 {
 			within := "within"
@@ -196,26 +248,26 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 				within = "PAST"
 			}
 			fmt.Fprintf(w, "%s: scrypt budget %s per server, peak heap %.0f MiB, %s the bound %.0f MiB (%d server(s) × what the budget lets one hold, at most GOMAXPROCS × %d lanes × 128·r·(N+2); plus 100 MiB)%s.\n",
-				r.Model, budgetNote(sc.ScryptMemory), float64(r.PeakHeap)/(1<<20), within, float64(r.HeapBound)/(1<<20), sc.Servers, scrypt.Lanes(), map[bool]string{false: "; the agents' heap is in the peak", true: ""}[split])
+				name[r], budgetNote(sc.ScryptMemory), float64(r.PeakHeap)/(1<<20), within, float64(r.HeapBound)/(1<<20), sc.Servers, scrypt.Lanes(), map[bool]string{false: "; the agents' heap is in the peak", true: ""}[split])
 		}
 		if r.Split != nil {
-			fmt.Fprintf(w, "%s: %s.\n", r.Model, splitSummary(r))
+			fmt.Fprintf(w, "%s: %s.\n", name[r], splitSummary(r))
 		}
 		if r.ReachedLast > 0 {
-			fmt.Fprintf(w, "%s: %s.\n", r.Model, reachedSummary(r))
+			fmt.Fprintf(w, "%s: %s.\n", name[r], reachedSummary(r))
 		}
 		if s := returnsSummary(r); s != "" {
-			fmt.Fprintf(w, "%s: %s.\n", r.Model, s)
+			fmt.Fprintf(w, "%s: %s.\n", name[r], s)
 		}
 	}
 	for _, r := range results {
 		if len(r.ShedLog) > 0 {
-			fmt.Fprintf(w, "%s: %s.\n", r.Model, shedSummary(r.ShedLog))
+			fmt.Fprintf(w, "%s: %s.\n", name[r], shedSummary(r.ShedLog))
 		}
 	}
 	for _, r := range results {
 		if r.Stopped != "" {
-			fmt.Fprintf(w, "%s: stopped (%s) after %s: %s.\n", r.Model, r.Stopped, secs(r.Completion), r.StopDetail)
+			fmt.Fprintf(w, "%s: stopped (%s) after %s: %s.\n", name[r], r.Stopped, secs(r.Completion), r.StopDetail)
 		}
 	}
 }

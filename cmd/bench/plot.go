@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"slices"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -21,8 +23,14 @@ func writePlot(path string, results []*bench.Result) error {
 	}
 	r0 := results[0]
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Herd of %d nodes, scrypt logN %d, %s agents, %d server(s)%s, %s",
-		r0.Nodes, r0.LogN, r0.Agent, r0.Servers, lbNote(r0.Servers, r0.LB), r0.Mode)
+	agents := []string{}
+	for _, r := range results {
+		if !slices.Contains(agents, r.Agent) {
+			agents = append(agents, r.Agent)
+		}
+	}
+	p.Title.Text = fmt.Sprintf("Herd of %d nodes, scrypt logN %d, %s agents, %d server(s)%s%s, %s",
+		r0.Nodes, r0.LogN, strings.Join(agents, " and "), r0.Servers, lbNote(r0.Servers, r0.LB), hungNote(r0), r0.Mode)
 	p.X.Label.Text = "seconds since the reboot"
 	p.Y.Label.Text = "nodes joined"
 	// Head room above the herd for the legend.
@@ -30,6 +38,7 @@ func writePlot(path string, results []*bench.Result) error {
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 
+	name := rowNames(results)
 	for i, r := range results {
 		pts := r.Timeline()
 		xys := make(plotter.XYs, 0, len(pts)+1)
@@ -48,9 +57,9 @@ func writePlot(path string, results []*bench.Result) error {
 		line.Color = plotutil.Color(i)
 		line.Width = vg.Points(1.5)
 		p.Add(line)
-		label := r.Model
+		label := name[r]
 		if r.Stopped != "" {
-			label = fmt.Sprintf("%s (%d joined, stopped: %s)", r.Model, r.Joined, r.Stopped)
+			label = fmt.Sprintf("%s (%d joined, stopped: %s)", name[r], r.Joined, r.Stopped)
 		}
 		p.Legend.Add(label, line)
 	}

@@ -59,6 +59,7 @@ func rebootNote(sc bench.Scenario) string {
 // remembered digest, a table of the scrypt work the herd cost and how
 // much was answered without it, and one summary line per model.
 func writeRemembered(w io.Writer, sc bench.Scenario, results []*bench.Result) {
+	name := rowNames(results)
 	show := sc.Reboot != bench.RebootNone && sc.Reboot != ""
 	for _, r := range results {
 		show = show || r.DigestHits > 0
@@ -79,7 +80,7 @@ func writeRemembered(w io.Writer, sc bench.Scenario, results []*bench.Result) {
 			perNode = fmt.Sprintf("%.2f", r.ScryptRunsPerNode)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t\n",
-			r.Model, orNone(r.Reboot), key, r.Joined, r.Nodes, r.FirstAttempt, floor(r, secs(r.Completion)),
+			name[r], orNone(r.Reboot), key, r.Joined, r.Nodes, r.FirstAttempt, floor(r, secs(r.Completion)),
 			floor(r, fmt.Sprintf("%.2f", r.Ratio)), r.ScryptRuns, perNode, r.DigestHits, r.CacheHits, r.WarmupScrypt, r.WarmupDigests)
 	}
 	tw.Flush()
@@ -88,7 +89,7 @@ func writeRemembered(w io.Writer, sc bench.Scenario, results []*bench.Result) {
 	fmt.Fprintln(w, "store (verify.Options.DigestKey); cache hits: from the server's own result cache. The k3s models keep no result cache and have no")
 	fmt.Fprintln(w, "digest, so they have no warm-up either: it would cost a scrypt per node and leave nothing behind.")
 	for _, r := range results {
-		fmt.Fprintf(w, "%s: %s\n", r.Model, rememberedSummary(r))
+		fmt.Fprintf(w, "%s: %s\n", name[r], rememberedSummary(r))
 	}
 }
 
