@@ -11,6 +11,17 @@
 // the node password rejected, or no certificates within -timeout. Bad
 // flags exit 2. The flags that k3s's agent has keep k3s's names; `go run
 // ./examples/agent -h` lists them all.
+//
+// With -wait and -lb-listen ADDR it also runs the agent's local load
+// balancer (agent/loadbalancer) on ADDR, as a k3s agent runs one on
+// 127.0.0.1:6444 for the kubelet and the rest of the node: connections to
+// ADDR go round robin to the servers that answer its HTTPS health probe
+// (GET /ping), and a server that stops answering is dropped within about
+// four seconds (its log says so). The agent's own requests do not go
+// through it: the Client already moves each request past a server that
+// fails, at the HTTP layer, where it also reads Retry-After and knows a
+// request that hangs from one that is slow; the load balancer is for the
+// node's other components, which see only TCP.
 package main
 
 import (
@@ -87,6 +98,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !cfg.wait {
 		return 0
 	}
+	if cfg.lbListen != "" {
+		stopLB, err := startLoadBalancer(ctx, cfg, c, cfg.opts.Logger)
+		if err != nil {
+			fmt.Fprintln(stderr, oneLine(err))
+			return 1
+		}
+		defer stopLB()
+		fmt.Fprintf(stdout, "load balancer on %s\n", cfg.lbListen)
+	}
 	if err := c.Renew(ctx); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(stderr, oneLine(err))
 		return 1
@@ -101,10 +121,11 @@ func oneLine(err error) string {
 
 // config is what the flags say.
 type config struct {
-	opts    agent.Options
-	timeout time.Duration
-	wait    bool
-	debug   bool
+	opts     agent.Options
+	timeout  time.Duration
+	wait     bool
+	debug    bool
+	lbListen string // the local load balancer's address; "" for none
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -126,6 +147,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&o.NodePasswordFile, "node-password-file", "", "`file` of the node's password, made if missing (default <data-dir>/agent/etc/rancher/node/password, k3s's rootless location; k3s's own is /etc/rancher/node/password)")
 	fs.StringVar(&servers, "servers", "", "comma-separated host:port of servers known besides -server, in place of the list kept from an earlier run")
 	fs.BoolVar(&c.wait, "wait", false, "stay up after getting the certificates, and renew them (until SIGINT or SIGTERM)")
+	fs.StringVar(&c.lbListen, "lb-listen", "", "with -wait, run the node's local load balancer on this `address` (k3s: 127.0.0.1:6444) in front of the servers known")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up getting the certificates after this long (0: never)")
 	fs.DurationVar(&o.HeaderTimeout, "header-timeout", agent.DefaultHeaderTimeout, "how long a server may take to start answering before the request moves to the next")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", agent.DefaultRequestTimeout, "bound on a request (k3s's client timeout)")
@@ -141,6 +163,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	}
 	if o.Server == "" {
 		return c, errors.New("agent: -server is required")
+	}
+	if c.lbListen != "" && !c.wait {
+		return c, errors.New("agent: -lb-listen needs -wait: the load balancer serves the node while the agent stays up")
 	}
 	switch {
 	case o.Token != "" && tokenFile != "":

@@ -64,6 +64,7 @@ func newFakeSupervisor(t *testing.T) *fakeSupervisor {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) { w.Write(f.caPEM) })
+	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
 	authed := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if u, p, _ := r.BasicAuth(); u != "node" || p != secret {
@@ -250,10 +251,53 @@ func TestFlags(t *testing.T) {
 		{[]string{"-server", "https://127.0.0.1:1"}, 2, "-token or -token-file is required"},
 		{[]string{"-server", "http://127.0.0.1:1", "-token", "x", "-data-dir", t.TempDir()}, 2, "not an https"},
 		{[]string{"-server", "https://127.0.0.1:1", "-token", "x", "-token-file", "f"}, 2, "exclusive"},
+		{[]string{"-server", "https://127.0.0.1:1", "-token", "x", "-lb-listen", "127.0.0.1:0"}, 2, "-lb-listen needs -wait"},
 	} {
 		code, _, errOut := agentRun(t.Context(), tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
+	}
+}
+
+// -wait -lb-listen runs the node's load balancer in front of the server:
+// a connection to it reaches the server (GET /ping through it, over TLS
+// end to end), until the agent stops.
+func TestLoadBalancer(t *testing.T) {
+	f := newFakeSupervisor(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the load balancer listens there
+	ctx, cancel := context.WithCancel(t.Context())
+	out := syncBuffer{lines: make(chan string, 8)}
+	done := make(chan int)
+	dir := t.TempDir()
+	go func() {
+		done <- run(ctx, append(baseArgs(f, dir), "-wait", "-lb-listen", addr), &out, io.Discard)
+	}()
+	for line := range out.lines {
+		if strings.HasPrefix(line, "load balancer on "+addr) {
+			break
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(f.caPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	resp, err := client.Get("https://" + addr + "/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	if string(body) != "pong" {
+		t.Errorf("through the load balancer: %d %q", resp.StatusCode, body)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d, want 0", code)
 	}
 }

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/nodepass/nodepass/agent"
+	"github.com/nodepass/nodepass/agent/loadbalancer"
+)
+
+// lbRefresh is how often the load balancer takes the servers the Client
+// has learnt (from /v1-<program>/apiservers).
+const lbRefresh = 10 * time.Second
+
+// startLoadBalancer starts the node's load balancer on cfg.lbListen in
+// front of the servers c knows, probing them with the servers' CA the
+// Client fetched, and keeps its list the Client's until ctx ends. It
+// returns a function that stops it.
+func startLoadBalancer(ctx context.Context, cfg config, c *agent.Client, log *slog.Logger) (stop func(), err error) {
+	caFile := filepath.Join(cfg.opts.DataDir, "agent", "server-ca.crt")
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("agent: the load balancer's CA: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("agent: the load balancer's CA: no certificate in %s", caFile)
+	}
+	u, err := url.Parse(cfg.opts.Server)
+	if err != nil {
+		return nil, fmt.Errorf("agent: -server: %w", err)
+	}
+	servers := c.Servers()
+	lb, err := loadbalancer.New(&loadbalancer.Options{
+		Listen:  cfg.lbListen,
+		Default: u.Host,
+		Servers: servers.Addresses(),
+		Probe:   loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: roots}},
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: -lb-listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		known := servers.Addresses()
+		t := time.NewTicker(lbRefresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if now := servers.Addresses(); !slices.Equal(now, known) {
+				if err := lb.Update(now); err != nil {
+					log.Warn("agent: updating the load balancer's servers", "err", err)
+					continue
+				}
+				known = now
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		lb.Close()
+	}, nil
+}
