@@ -78,6 +78,12 @@ type CertCheck struct {
 	Usage x509.ExtKeyUsage
 	// Roots holds the CA the certificate must chain to. Required.
 	Roots *x509.CertPool
+	// ChainCA also accepts a CA that the certificate file carries after
+	// the certificate. A kubelet serving certificate may come from a CA
+	// the server keeps for them alone, which agents do not trust as the
+	// server (examples/server does so; k3s signs them with its server
+	// CA); the file is what a server the agent verified sent.
+	ChainCA bool
 	// RenewAfter is the fraction of the lifetime at which the renewal
 	// window opens; the window ends two thirds of the way from there to
 	// NotAfter (0.7: from 70 % to 90 %). Zero means DefaultRenewAfter.
@@ -150,6 +156,14 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	roots := want.Roots
 	if roots == nil {
 		roots = x509.NewCertPool() // never the system's
+	}
+	if want.ChainCA {
+		roots = roots.Clone()
+		for _, c := range chain[1:] {
+			if c.IsCA {
+				roots.AddCert(c)
+			}
+		}
 	}
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{want.Usage}}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -72,6 +73,15 @@ func TestCheckCert(t *testing.T) {
 			return certOnDisk(t, ca, renaming(client, "x", "system:node:worker-1"), nil)
 		}, clientCheck, CertWrongName},
 		{"another CA", func() (string, string) { return certOnDisk(t, other, client, nil) }, clientCheck, CertOtherCA},
+		{"serving, from the CA it carries", func() (string, string) { return certOnDisk(t, other, serving, nil) },
+			CertCheck{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots, ChainCA: true}, CertValid},
+		{"serving, from a CA it does not carry", func() (string, string) {
+			c, k := certOnDisk(t, other, serving, nil)
+			b, _ := os.ReadFile(c)
+			first, _ := pem.Decode(b)
+			os.WriteFile(c, pem.EncodeToMemory(first), 0o600)
+			return c, k
+		}, CertCheck{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots, ChainCA: true}, CertOtherCA},
 		{"no roots", func() (string, string) { return certOnDisk(t, ca, client, nil) }, CertCheck{Name: client.cn, Usage: client.usage}, CertOtherCA},
 		{"wrong usage", func() (string, string) { return certOnDisk(t, ca, renaming(client, "worker-1", "worker-1"), nil) }, servingCheck, CertOtherCA},
 		{"corrupt certificate", func() (string, string) {

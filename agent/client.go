@@ -289,7 +289,8 @@ func (c *Client) certSpecs() []certSpec {
 		s := &specs[i]
 		s.certFile = filepath.Join(c.agentDir, s.name+".crt")
 		s.keyFile = filepath.Join(c.agentDir, s.name+".key")
-		s.checkSpec = CertCheck{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter}
+		s.checkSpec = CertCheck{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter,
+			ChainCA: s.usage == x509.ExtKeyUsageServerAuth}
 	}
 	return specs
 }
