@@ -1,6 +1,9 @@
 package scrypt
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // A Pool keeps the working buffers of the computations that take theirs
 // from it ([Pool.KeyBatch]) for the next ones. Its idle buffers never
@@ -19,11 +22,30 @@ import "sync"
 // for concurrent use and must not be copied after first use.
 type Pool struct {
 	mu    sync.Mutex
-	idle  [][]uint32 // oldest first
-	idleB int64      // bytes in idle
-	inUse int64      // bytes handed out and not back
-	peak  int64      // the most inUse since the pool was last emptied
+	idle  []idleBuf // oldest first
+	idleB int64     // bytes in idle
+	inUse int64     // bytes handed out and not back
+	peak  int64     // the most inUse since the pool was last emptied
+	// scrubArmed: a timer will run scrubIdle. Each arming makes a new
+	// timer, never Reset or Stop of an old one: a program's tests may
+	// share the package-wide pool between testing/synctest bubbles,
+	// where a timer is its bubble's alone.
+	scrubArmed bool
 }
+
+// An idleBuf is a buffer in the pool; dirty is when it came back holding
+// a computation's password-derived state, zero once cleared.
+type idleBuf struct {
+	b     []uint32
+	dirty time.Time
+}
+
+// scrubAfter is how long a buffer may stay idle with password-derived
+// state in it. Clearing every buffer as it comes back would clear 32 MiB
+// per hash at k3s's parameters (4 % of a herd's CPU, measured); a buffer
+// taken again within this time is overwritten whole by its next
+// computation instead, which writes every word before it reads one.
+const scrubAfter = 100 * time.Millisecond
 
 // shared is the Pool of Key and KeyBatch.
 var shared Pool
@@ -33,20 +55,23 @@ func (p *Pool) get(n int) []uint32 {
 	p.mu.Lock()
 	p.inUse += size
 	for i := len(p.idle) - 1; i >= 0; i-- {
-		if b := p.idle[i]; len(b) == n {
+		if e := p.idle[i]; len(e.b) == n {
 			p.idle = append(p.idle[:i], p.idle[i+1:]...)
 			p.idleB -= size
 			p.mu.Unlock()
-			return b
+			return e.b // dirty or not: the computation overwrites it
 		}
 	}
 	p.peak = max(p.peak, p.inUse)
+	var dropped []idleBuf
 	for p.idleB+p.inUse > p.peak {
-		p.idleB -= 4 * int64(len(p.idle[0]))
-		p.idle[0] = nil
+		p.idleB -= 4 * int64(len(p.idle[0].b))
+		dropped = append(dropped, p.idle[0])
+		p.idle[0] = idleBuf{}
 		p.idle = p.idle[1:]
 	}
 	p.mu.Unlock()
+	scrubAll(dropped) // the garbage collector gets them cleared
 	// A new buffer is counted in use already; making it (and advising
 	// huge pages) needs no lock.
 	b := make([]uint32, n)
@@ -54,15 +79,58 @@ func (p *Pool) get(n int) []uint32 {
 	return b
 }
 
-// put clears b (it held password-derived state) and makes it idle.
+// put makes b idle, holding its computation's state until it is taken
+// again (and overwritten) or scrubAfter has passed (and it is cleared).
 func (p *Pool) put(b []uint32) {
-	clear(b)
 	size := 4 * int64(len(b))
 	p.mu.Lock()
 	p.inUse -= size
-	p.idle = append(p.idle, b)
+	p.idle = append(p.idle, idleBuf{b: b, dirty: time.Now()})
 	p.idleB += size
+	p.armLocked(scrubAfter)
 	p.mu.Unlock()
+}
+
+// armLocked makes the scrub run in d, unless it is armed already.
+func (p *Pool) armLocked(d time.Duration) {
+	if !p.scrubArmed {
+		p.scrubArmed = true
+		time.AfterFunc(d, p.scrubIdle)
+	}
+}
+
+// scrubIdle clears the buffers dirty for scrubAfter or more, and runs
+// again for the others. It holds the lock while it clears: it runs only
+// once a buffer has been idle that long, when no herd is taking them.
+func (p *Pool) scrubIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.scrubArmed = false
+	now := time.Now()
+	var next time.Duration
+	for i := range p.idle {
+		e := &p.idle[i]
+		switch {
+		case e.dirty.IsZero():
+		case now.Sub(e.dirty) >= scrubAfter:
+			clear(e.b)
+			e.dirty = time.Time{}
+		case next == 0 || scrubAfter-now.Sub(e.dirty) < next:
+			next = scrubAfter - now.Sub(e.dirty)
+		}
+	}
+	if next > 0 {
+		p.armLocked(next)
+	}
+}
+
+// scrubAll clears the dirty buffers of es.
+func scrubAll(es []idleBuf) {
+	for _, e := range es {
+		if !e.dirty.IsZero() {
+			clear(e.b)
+		}
+	}
 }
 
 // Release drops every idle buffer of p, for the garbage collector to
@@ -71,9 +139,11 @@ func (p *Pool) put(b []uint32) {
 // is in use at the busiest moment from now on.
 func (p *Pool) Release() {
 	p.mu.Lock()
-	clear(p.idle)
+	dropped := p.idle
 	p.idle, p.idleB, p.peak = nil, 0, p.inUse
+	p.scrubArmed = false // a pending scrub finds nothing; the next put arms one
 	p.mu.Unlock()
+	scrubAll(dropped)
 }
 
 // Idle returns the number of idle buffers in p and their size in bytes.

@@ -39,7 +39,7 @@ func check(N, r, p int) error {
 // Key and golang.org/x/crypto/scrypt.Key have the same contract: the same
 // output for every input and the same errors for the same parameters. Key
 // takes its working memory (128·r·(N+2) bytes per lane, see [Lanes]) from
-// the package's buffer pool and clears it before returning it there; with
+// the package's buffer pool (see the package doc for when it is cleared); with
 // p ≥ 2 it computes up to Lanes() of the p independent mixes at a time
 // (holding as many buffers). It is safe for concurrent use.
 func Key(password, salt []byte, N, r, p, keyLen int) ([]byte, error) {
@@ -75,7 +75,7 @@ type Job struct {
 //
 // KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time
 // (fewer when the group has fewer blocks; the (N, R) groups are taken in
-// turn), from the package's buffer pool, cleared before they go back. It
+// turn), from the package's buffer pool (cleared as the package doc says). It
 // is safe for concurrent use with other calls on other jobs.
 func KeyBatch(jobs []Job) { shared.KeyBatch(jobs, lanes) }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	xscrypt "golang.org/x/crypto/scrypt"
 )
@@ -321,30 +323,61 @@ func TestBlockMix(t *testing.T) {
 }
 
 // TestBuffersCleared checks that the pool's idle buffers hold only zeros
-// after Key and KeyBatch, and no more bytes than were in use at once.
+// once they have been idle for scrubAfter (fake time), and no more bytes
+// than were in use at once; and that Release clears a buffer it drops
+// before then.
 func TestBuffersCleared(t *testing.T) {
-	ReleaseBuffers()
-	defer ReleaseBuffers()
-	Key([]byte("pw"), []byte("salt"), 1<<10, 2, 3, 32)
-	KeyBatch([]Job{
-		{Password: []byte("a"), N: 1 << 10, R: 2, P: 1, KeyLen: 32},
-		{Password: []byte("b"), N: 1 << 10, R: 2, P: 2, KeyLen: 32},
-		{Password: []byte("c"), N: 1 << 9, R: 2, P: 1, KeyLen: 32},
-	})
-	n, size := IdleBuffers()
-	// Three blocks of (2^10, 2) in either call: two at a time where Lanes
-	// is 2 or more, and those are the most in use at once.
-	two := int64(min(Lanes(), 2))
-	if peak := two * 128 * 2 * (1<<10 + 2); n == 0 || size > peak {
-		t.Errorf("IdleBuffers() = %d, %d; want at least one, at most %d bytes", n, size, peak)
-	}
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	for _, b := range shared.idle {
-		if slices.ContainsFunc(b, func(w uint32) bool { return w != 0 }) {
-			t.Fatal("an idle buffer holds non-zero words")
+	synctest.Test(t, func(t *testing.T) {
+		var p Pool
+		defer p.Release()
+		dirty := func() (n int) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			for _, e := range p.idle {
+				if slices.ContainsFunc(e.b, func(w uint32) bool { return w != 0 }) {
+					n++
+				}
+			}
+			return n
 		}
-	}
+		p.KeyBatch([]Job{
+			{Password: []byte("a"), N: 1 << 10, R: 2, P: 1, KeyLen: 32},
+			{Password: []byte("b"), N: 1 << 10, R: 2, P: 2, KeyLen: 32},
+			{Password: []byte("c"), N: 1 << 9, R: 2, P: 1, KeyLen: 32},
+		}, Lanes())
+		n, size := p.Idle()
+		// Three blocks of (2^10, 2): Lanes() at a time, at most three.
+		if peak := int64(min(Lanes(), 3)) * 128 * 2 * (1<<10 + 2); n == 0 || size > peak {
+			t.Errorf("Idle() = %d, %d; want at least one, at most %d bytes", n, size, peak)
+		}
+		if dirty() == 0 {
+			t.Fatal("no idle buffer holds state right after the computation: the test tests nothing")
+		}
+		time.Sleep(scrubAfter / 2)
+		synctest.Wait()
+		if dirty() == 0 {
+			t.Error("buffers cleared before scrubAfter")
+		}
+		time.Sleep(scrubAfter / 2)
+		synctest.Wait()
+		if d := dirty(); d != 0 {
+			t.Errorf("%d idle buffers hold non-zero words after scrubAfter", d)
+		}
+
+		p.KeyBatch([]Job{{Password: []byte("d"), N: 1 << 10, R: 2, P: 1, KeyLen: 32}}, 1)
+		p.mu.Lock()
+		var held [][]uint32
+		for _, e := range p.idle {
+			held = append(held, e.b)
+		}
+		p.mu.Unlock()
+		p.Release()
+		for _, b := range held {
+			if slices.ContainsFunc(b, func(w uint32) bool { return w != 0 }) {
+				t.Fatal("Release dropped a buffer holding state")
+			}
+		}
+	})
 }
 
 // TestPoolBounded: hashes of ever new sizes, one at a time (stored hashes
