@@ -235,13 +235,9 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	if node == "" || password == "" {
 		return fmt.Errorf("%w: empty node name or password", verify.ErrInvalidInput)
 	}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	if !m.enter() {
 		return verify.ErrClosed
 	}
-	m.wg.Add(1)
-	m.mu.Unlock()
 	defer m.wg.Done()
 
 	sctx := valuesOf(ctx, m.base)
@@ -303,18 +299,26 @@ func (m *k3sModel) VerifyToken(ctx context.Context, user, password string) error
 		}
 		return nil
 	}
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	if !m.enter() {
 		return verify.ErrClosed
 	}
-	m.wg.Add(1)
-	m.mu.Unlock()
 	defer m.wg.Done()
 	if !m.guard.admit(m.memory()) {
 		return errGuardTripped
 	}
 	return m.scrypt(ctx, func() error { return XCryptoScrypt(m.tokenHash, password) })
+}
+
+// enter counts a request in (m.wg, for close to wait for), unless m is
+// closed; the caller calls m.wg.Done when it ends.
+func (m *k3sModel) enter() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.wg.Add(1)
+	return true
 }
 
 // scrypt counts and runs fn, one scrypt computation for the request ctx
