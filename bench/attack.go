@@ -84,7 +84,8 @@ type AttackResult struct {
 	GuessTimeouts   uint64 `json:"guess_timeouts"`
 
 	// TokenGuessers is Scenario.TokenGuessers. TokenGuesses counts their
-	// requests, TokenGuessesAccepted those answered 200 (must be 0),
+	// attempts (each ends at its first request with the token),
+	// TokenGuessesAccepted those answered 200 (must be 0),
 	// TokenGuessesRejected those answered 401 and TokenGuessesShed those
 	// answered 429 or 503.
 	TokenGuessers        int    `json:"token_guessers,omitempty"`
@@ -274,18 +275,20 @@ func (r *run) attacker(ctx context.Context, j int) {
 	}
 }
 
-// tokenGuesser sends wrong join tokens for the user "node" (a new random
-// token each time), as an agent's first authenticated request does (GET
-// /v1-k3s/config), each as soon as the previous one is answered,
-// ignoring Retry-After, round the servers, until ctx ends.
+// tokenGuesser is a k3s agent with a wrong join token, as many as the
+// herd has nodes at the herd's pace: each attempt (the /cacerts requests,
+// then the configuration, refused) carries a new random token for the
+// user "node", and the next waits as the agent policy says, until ctx
+// ends. A k3s agent configured with a stale token does just this.
 func (r *run) tokenGuesser(ctx context.Context, j int) {
 	a := r.adv
 	rng := rand.New(rand.NewPCG(r.sc.Seed, tokenGuesserStream+uint64(j)))
 	client := r.sc.Nodes + r.sc.Duplicates + r.sc.Attackers + j
-	for k := 0; ctx.Err() == nil; k++ {
-		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
-		o := r.target.do(actx, client, (j+k)%r.sc.Servers, Node{}, stepConfig, guessPassword(rng))
-		cancel()
+	for k := 1; ctx.Err() == nil; k++ {
+		o, _, _ := attempt(ctx, r.target, r.sc.scale(r.sc.ClientTimeout), client, (j+k)%r.sc.Servers, Node{}, guessPassword(rng))
+		if ctx.Err() != nil {
+			return
+		}
 		a.tokenGuesses.Add(1)
 		switch o.status {
 		case http.StatusOK:
@@ -294,6 +297,13 @@ func (r *run) tokenGuesser(ctx context.Context, j int) {
 			a.tokenRejected.Add(1)
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 			a.tokenShed.Add(1)
+		}
+		wait := time.NewTimer(r.policy.Delay(k, o.retryAfter, rng))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return
+		case <-wait.C:
 		}
 	}
 }

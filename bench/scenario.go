@@ -145,8 +145,9 @@ type Scenario struct {
 	// AttackNames is how attackers pick the names they guess for. Default
 	// AttackSticky.
 	AttackNames AttackNames
-	// TokenGuessers is how many clients send wrong join tokens for the
-	// user "node", each as fast as answers come.
+	// TokenGuessers is how many k3s agents with a wrong join token (a
+	// new random one per attempt, for the user "node") ask beside the
+	// herd, at its pace (Agent's delays).
 	TokenGuessers int
 	// Duplicates is how many nodes have a second machine with the same
 	// hostname and another password, retrying under the Agent policy for

@@ -26,7 +26,7 @@ type adversityFlags struct {
 func addAdversityFlags(fs *flag.FlagSet) *adversityFlags {
 	f := &adversityFlags{}
 	fs.IntVar(&f.attackers, "attackers", 0, "attacker agents sending wrong passwords for real node names, each as fast as answers come, ignoring Retry-After")
-	fs.IntVar(&f.tokenGuessers, "token-guessers", 0, "clients sending wrong join tokens (basic auth for the user node, a new token each), each as fast as answers come, ignoring Retry-After")
+	fs.IntVar(&f.tokenGuessers, "token-guessers", 0, "k3s agents with a wrong join token (a new random one per attempt, for the user node), asking beside the herd at its pace")
 	fs.StringVar(&f.names, "attack-names", string(bench.AttackSticky), "how attackers pick the names they guess for: sticky (one random name each, for the whole run) or random (a new one per guess)")
 	fs.IntVar(&f.duplicates, "duplicates", 0, "nodes with a second machine of the same hostname and another password, retrying like the nodes all run long (it never joins; completion waits for the honest nodes only)")
 	fs.Float64Var(&f.faults, "store-faults", 0, "probability `P` that a store call (every model's hash fetch, nodepass's Get and Create) fails; the server answers 500 and the agent retries")
@@ -209,7 +209,7 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 		fmt.Fprintln(w, "server knew that node's own password (a server that checked for a known match then would not have run them).")
 	}
 	if tok {
-		fmt.Fprintln(w, "token guesses: requests with a wrong join token; accepted: those answered 200 (must be 0); token scrypt and token guess scrypt:")
+		fmt.Fprintln(w, "token guesses: attempts with a wrong join token (each ends at its first authenticated request); accepted: answered 200 (must be 0); token scrypt and token guess scrypt:")
 		fmt.Fprintln(w, "computations over the agents' join token and over the guessed ones.")
 	}
 	if dup {
