@@ -48,8 +48,7 @@
 //
 // A Scenario may also measure a second reboot (Scenario.Reboot): every
 // node joins once first (a warm-up, not measured), then either only the
-// agents reboot, against servers that stayed up and whose clocks moved on
-// by RebootGap, or the servers restart too, as new model instances over
-// the same store. Result.ScryptRuns, DigestHits and CacheHits are then the
+// agents reboot, against servers that stayed up, or the servers restart
+// too, as new model instances over the same store. Result.ScryptRuns, DigestHits and CacheHits are then the
 // reboot's, and Result.Ratio is still to the cold lower bound.
 package bench

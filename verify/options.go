@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/cache"
-	"github.com/nodepass/nodepass/internal/testhooks"
 )
 
-// Defaults for Options fields left zero.
+// Defaults of the Options fields left zero.
 const (
+	DefaultMaxWait      = 9500 * time.Millisecond // Options.MaxWait
+	DefaultRetryDelay   = 5 * time.Second         // Agents.RetryDelay
+	DefaultMaxFailDelay = 2 * time.Second         // Options.MaxFailDelay
+
 	defaultMaxPasswordLen   = 1024
 	defaultMaxQueue         = 4096
 	defaultWorkTimeout      = 2 * time.Minute
@@ -163,10 +166,10 @@ func (o *Options) resolve() (Options, error) {
 		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one lane of Options.Params' scrypt, %d bytes (128·r·N)", r.ScryptMemory, b)
 	}
 	if r.MaxWait == 0 {
-		r.MaxWait = testhooks.MaxWait
+		r.MaxWait = DefaultMaxWait
 	}
 	if r.Agents.RetryDelay == 0 {
-		r.Agents.RetryDelay = testhooks.AgentRetryDelay
+		r.Agents.RetryDelay = DefaultRetryDelay
 	}
 	if r.MaxQueue == 0 {
 		r.MaxQueue = defaultMaxQueue
@@ -181,7 +184,7 @@ func (o *Options) resolve() (Options, error) {
 		r.FailOpen.RetryFor = defaultFailOpenFor
 	}
 	if r.MaxFailDelay == 0 {
-		r.MaxFailDelay = testhooks.MaxFailDelay
+		r.MaxFailDelay = DefaultMaxFailDelay
 	}
 	return r, nil
 }

@@ -16,7 +16,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/nodepass/nodepass/internal/testhooks"
 	"github.com/nodepass/nodepass/scrypt"
 )
 
@@ -161,7 +160,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	if v.opts.Params != DefaultParams || v.opts.MaxWait != testhooks.MaxWait || v.opts.MaxConcurrent < 1 {
+	if v.opts.Params != DefaultParams || v.opts.MaxWait != DefaultMaxWait || v.opts.MaxConcurrent < 1 {
 		t.Fatalf("defaults not applied: %+v", v.opts)
 	}
 }
