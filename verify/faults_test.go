@@ -186,10 +186,8 @@ func TestCancelAtEveryPoint(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("err %v", err)
 		}
-		waitFor(t, "detached enrollment", func() bool { return idle(v) })
-		if v.Stats().Enrollments != 1 {
-			t.Fatal("enrollment did not complete after its caller left")
-		}
+		// The enrollment completes after its caller left.
+		waitFor(t, "detached enrollment", func() bool { return v.Stats().Enrollments == 1 })
 		runs := v.Stats().ScryptRuns
 		if err := v.Ensure(bg, "b", "pw"); err != nil || v.Stats().ScryptRuns != runs {
 			t.Fatalf("retry after detached enrollment: %v, stats %+v", err, v.Stats())

@@ -34,7 +34,6 @@ func TestEnrollmentsBoundedByMaxQueue(t *testing.T) {
 	s.Set("known", mustHash(t, "pw"))
 	const maxQueue = 8
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: maxQueue})
-	v.sched.Calibrate(time.Millisecond, testWork())
 	g := newGate()
 	g.install(t, v)
 	go v.Verify(context.Background(), "busy", "pw")
@@ -182,34 +181,6 @@ func TestQueuedJobsHoldNoGoroutine(t *testing.T) {
 func mustHashAt(t *testing.T, password string, i int) string {
 	t.Helper()
 	return format([]byte(fmt.Sprintf("salt%04d", i)), testParams.LogN, testParams.R, testParams.P, make([]byte, testParams.KeyLen))
-}
-
-// TestRetryAfterCountsWaitingWork: when one name's parked requests fill
-// MaxQueue, a refused request is told to come back after that work, not
-// in a millisecond.
-func TestRetryAfterCountsWaitingWork(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("busy", mustHash(t, "pw"))
-	s.Set("flooded", mustHash(t, "right"))
-	s.Set("other", mustHash(t, "pw"))
-	const maxQueue = 8
-	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: maxQueue, MaxQueuedPerNode: 1})
-	v.sched.Calibrate(time.Second, testWork()) // one test hash "takes" 1 s
-	g := newGate()
-	g.install(t, v)
-	go v.Verify(context.Background(), "busy", "pw")
-	<-g.entered
-	for i := range maxQueue {
-		go v.Verify(context.Background(), "flooded", fmt.Sprint("guess-", i))
-	}
-	waitFor(t, "the guesses to queue and park", func() bool { return v.Stats().Queued == maxQueue })
-	err := v.Verify(cancelled(), "other", "pw")
-	var oe *OverloadError
-	if !errors.As(err, &oe) || oe.Queued || oe.RetryAfter() < maxQueue*time.Second/2 {
-		t.Fatalf("refused with a full queue: %v; want RetryAfter counting the %d waiting (1 s each)", err, maxQueue)
-	}
-	g.open()
-	waitFor(t, "work to finish", func() bool { return idle(v) })
 }
 
 // TestBatchCachedBeforeSlotReleased: a batch's outcomes are cached before

@@ -49,8 +49,6 @@ type Verifier struct {
 	createFailed atomic.Pointer[createFailure] // the last Create that failed, nil after one succeeds
 	tokenNames   sync.Map                      // token user → its name (tokenName)
 	loaded       atomic.Pointer[MemoryStore]   // the tokens LoadTokens loaded
-	kindsMu      sync.Mutex
-	kinds        map[batchKind]int // batches run, by kind (see firstBatch)
 
 	// derive computes a batch's keys (deriveKeys: the Verifier's pool and
 	// lanes); tests replace it.
@@ -110,7 +108,6 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		fails:      newFailures(o.MaxFailDelay),
 		base:       base,
 		cancel:     cancel,
-		kinds:      make(map[batchKind]int),
 		pool:       new(scrypt.Pool),
 		mem:        newMemory(o.ScryptMemory),
 		slots:      o.MaxConcurrent,

@@ -104,7 +104,7 @@ const createFailingFor = 5 * time.Second
 // node's password verified meanwhile) is answered without scrypt. Every
 // outcome is cached before runBatch returns and the slot goes to the next
 // batch, whose jobs may be guesses for the same nodes.
-func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
+func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Duration) {
 	defer v.countPanic()
 	var todo []*sched.Job
 	var keys []scrypt.Job
@@ -126,7 +126,7 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
 		keys = append(keys, k)
 	}
 	if len(todo) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	// The goroutine keeps its thread so that the thread's CPU clock
 	// measures this computation alone.
@@ -141,11 +141,6 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
 	wall = took
 	if cpu0 > 0 {
 		cpu = time.Duration(threadCPU() - cpu0)
-	}
-	if v.firstBatch(jobs[0], len(todo)) {
-		// It paid for its buffers' first use and for measuring the
-		// kernels (see scrypt.Choices): it does not teach the estimates.
-		wall, cpu = 0, 0
 	}
 	for i, j := range todo {
 		v.observeScrypt(j, took)
@@ -171,7 +166,7 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (wall, cpu time.Duration) {
 		clear(keys[i].Key)
 	}
 	v.releaseLater()
-	return wall, cpu
+	return len(todo), wall, cpu
 }
 
 // countPanic, deferred by runBatch, counts a panic in its own code in
@@ -207,41 +202,6 @@ func (v *Verifier) recoverObserver() {
 	if recover() != nil {
 		v.stats.panics.Add(1)
 	}
-}
-
-// firstBatch reports whether a batch of n jobs like j is among the
-// first slots of its kind (class and size) this Verifier
-// runs: one per slot, as far as they go, the batches that allocate the
-// slots' scrypt buffers and in which the scrypt package measures its
-// kernels (many times slower than the batches after).
-func (v *Verifier) firstBatch(j *sched.Job, n int) bool {
-	k := batchKind{taskOf(j).class(v.opts.Params), n}
-	v.kindsMu.Lock()
-	defer v.kindsMu.Unlock()
-	seen, ok := v.kinds[k]
-	if !ok && len(v.kinds) >= maxKinds {
-		return false
-	}
-	v.kinds[k] = seen + 1
-	return seen < v.slots
-}
-
-// batchKind is what makes a batch's buffers and kernel: its class and
-// how many jobs it has.
-type batchKind struct {
-	class sched.Class
-	n     int
-}
-
-// maxKinds bounds the batch kinds a Verifier remembers (stored hashes an
-// attacker planted could make many).
-const maxKinds = 64
-
-func (t *task) class(enroll Params) sched.Class {
-	if t.enroll() {
-		return classOf(enroll.LogN, enroll.R, enroll.P)
-	}
-	return classOf(t.h.logN, t.h.r, t.h.p)
 }
 
 // observed is the context an Observer is given for j: j's own, labelled

@@ -49,8 +49,8 @@ func TestFullNameLine(t *testing.T) {
 			t.Fatal("the job admitted from the line was not served")
 		}
 		h.done(p1)
-		if r, q := h.s.Load(); r != 0 || q != 0 || h.s.Jobs() != 0 {
-			t.Fatalf("load %d %d, %d jobs", r, q, h.s.Jobs())
+		if r, q := h.s.Load(); r != 0 || q != 0 || jobs(h.s) != 0 {
+			t.Fatalf("load %d %d, %d jobs", r, q, jobs(h.s))
 		}
 	})
 }
@@ -252,6 +252,28 @@ func TestPinnedDoNotFillQueue(t *testing.T) {
 		}
 		if _, o := h.join("c", "c", false); o == nil || o.Queued {
 			t.Fatalf("past MaxQueue: %v, want queue full", o)
+		}
+	})
+}
+
+// TestRefusalCountsWaitingWork: when one name's queued and parked jobs
+// fill MaxQueue, a Join refused is told to come back after that work, the
+// parked jobs' included, not in a millisecond.
+func TestRefusalCountsWaitingWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxQueue = 8
+		h := newHarness(t, Config{Slots: 1, MaxQueue: maxQueue, PerName: 1, MaxWait: time.Hour})
+		defer h.stop()
+		calibrate(h.s, time.Second, 1<<20) // a job of join's 1 MiB takes 1 s
+		h.join("busy", "pw", false)
+		for i := range maxQueue {
+			if _, o := h.join("flooded", fmt.Sprint("guess-", i), false); o != nil {
+				t.Fatalf("guess %d refused: %v", i, o)
+			}
+		}
+		_, o := h.join("other", "other-pw", false)
+		if o == nil || o.Queued || o.After < maxQueue*time.Second {
+			t.Fatalf("refused with a full queue: %v; want After counting the %d waiting (1 s each)", o, maxQueue)
 		}
 	})
 }

@@ -114,8 +114,8 @@
 // back MaxWait/2 before its estimated completion. The choice is made once,
 // when it comes. A held caller is sent away early only when even the
 // fastest recent CPU time per byte cannot bring its result in time.
-// Before warmSamples computations are measured, callers are held and
-// decided on at the first measurement. Suspects and parked jobs are never
+// Until the estimates are warm (see Warm-up), callers are held, and
+// decided on as they warm. Suspects and parked jobs are never
 // sent away early: they wait out MaxWait. A caller sent away is due back
 // Config.ReturnAfter later (k3s agents: 5-10 s), or when told with
 // Config.HonourAfter.
@@ -142,6 +142,13 @@
 // throughput, every slot busy, against their CPU time (up to 4), counted
 // for as long again as it has lasted: a herd's arrivals slow scrypt for
 // its first second, which must not send a herd that fits away.
+//
+// # Warm-up
+//
+// A batch teaches the estimates unless it is one of the first Slots
+// batches of its kind, its class and how many jobs it computed: those pay
+// for their buffers' first use and for the scrypt package timing its
+// kernels. The estimates are warm once 4 computations are measured.
 //
 // # Cost
 //

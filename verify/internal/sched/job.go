@@ -87,9 +87,6 @@ func (j *Job) Task() any { return j.task }
 // to its batch's start. It is for Config.Run.
 func (j *Job) QueueWait() time.Duration { return j.started.Sub(j.created) }
 
-// Name returns the node name j is for.
-func (j *Job) Name() string { return j.name }
-
 // due is when a caller for j is expected: back, or when j was
 // created (its creator is on its way to Wait).
 func (j *Job) due() time.Time {

@@ -36,10 +36,12 @@ type Config struct {
 	// service order, on the slot's own goroutine, without the lock.
 	// Before it returns it must end each job with Finish, or with Hold
 	// when the job's work goes on without the slot (its runner then
-	// calls Finish). It returns how long the computation took on the wall
-	// clock and in CPU time (0 if unknown), which teach the estimates.
-	// The slot is given back when Run returns.
-	Run func(jobs []*Job) (wall, cpu time.Duration)
+	// calls Finish). It returns how many of the jobs it computed (the
+	// others it answered without computing) and how long that took on
+	// the wall clock and in CPU time (0 if unknown), which teach the
+	// estimates (see "Warm-up" in the package doc). The slot is given
+	// back when Run returns.
+	Run func(jobs []*Job) (computed int, wall, cpu time.Duration)
 	// Prepare runs, on a goroutine of its own, a job created with
 	// Request.Later once it holds a place; it must end with Submit or
 	// Finish.
@@ -85,7 +87,7 @@ type Scheduler struct {
 	idleWork int64 // the work of the parked and pending jobs
 	asks     askLog
 	est      estimator
-	warm     chan struct{} // closed once est is warm (warmSamples computations measured, or Calibrate)
+	warm     chan struct{} // closed once est is warm (see estimator.warm)
 	toStart  []*batch      // batches to start once the lock is released
 	toPrep   []*Job        // jobs to prepare once the lock is released
 	routines sync.WaitGroup
@@ -331,32 +333,35 @@ func (s *Scheduler) nameOfJob(j *Job) *nameQueue { return s.names[j.name] }
 func (s *Scheduler) runSlot(b *batch) {
 	defer s.routines.Done()
 	for b != nil {
-		wall, cpu, err := s.run(b)
-		b = s.endBatch(b, wall, cpu, err)
+		computed, wall, cpu, err := s.run(b)
+		b = s.endBatch(b, computed, wall, cpu, err)
 	}
 }
 
 // run calls Config.Run, a panic included.
-func (s *Scheduler) run(b *batch) (wall, cpu time.Duration, err error) {
+func (s *Scheduler) run(b *batch) (computed int, wall, cpu time.Duration, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrPanic, p)
 		}
 	}()
-	wall, cpu = s.cfg.Run(b.jobs)
-	return wall, cpu, nil
+	computed, wall, cpu = s.cfg.Run(b.jobs)
+	return computed, wall, cpu, nil
 }
 
 // errUnfinished ends a job its batch's Run returned without finishing.
 var errUnfinished = errors.New("batch ended without a result for the job")
 
-// endBatch gives b's slot back, with the computation's wall and CPU time
-// for the estimates, and returns the batch that takes the slot next, if
-// any. Jobs Run left running end with err, or errUnfinished.
-func (s *Scheduler) endBatch(b *batch, wall, cpu time.Duration, err error) *batch {
+// endBatch gives b's slot back, with what Run measured for the
+// estimates, and returns the batch that takes the slot next, if any. Jobs
+// Run left running end with err, or errUnfinished.
+func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, err error) *batch {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.unlock()
+	if computed > 0 && s.est.firstOfKind(b.jobs[0].class, computed) {
+		wall, cpu = 0, 0 // see "Warm-up" in the package doc
+	}
 	s.est.observe(b.work, len(b.jobs), wall, cpu, now, s.queue.len > 0)
 	s.warmedLocked()
 	if err == nil {
@@ -540,13 +545,6 @@ func (s *Scheduler) Load() (running, waiting int) {
 	return s.inSlots, s.queue.len + s.pending + s.parked
 }
 
-// Jobs returns how many jobs are not done.
-func (s *Scheduler) Jobs() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.jobs)
-}
-
 // Close makes Join refuse new work with ErrClosed, ends every job not
 // running or finishing with ErrClosed, ends every job's context with
 // ErrClosed as its cause, and waits for the running batches and the
@@ -565,17 +563,6 @@ func (s *Scheduler) Close() {
 	}
 	s.unlock()
 	s.routines.Wait()
-}
-
-// Calibrate makes the estimates assume that work bytes take d of CPU
-// time, as if measured, for callers (and tests) that know it better than
-// the initial guess of 100 ms per 32 MiB. Later measurements still move it,
-// and callers are held or sent away at once, as after a measurement.
-func (s *Scheduler) Calibrate(d time.Duration, work int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.est.calibrate(float64(d) / float64(work))
-	s.warmedLocked()
 }
 
 // warmedLocked wakes the callers waiting for the first measurement once

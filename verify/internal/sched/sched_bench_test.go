@@ -21,12 +21,12 @@ func BenchmarkBacklog(b *testing.B) {
 			defer close(block)
 			var s *Scheduler
 			s = New(Config{Slots: 1, Lanes: 1, MaxQueue: 1 << 20, PerName: 4, MaxWait: time.Hour,
-				Run: func(jobs []*Job) (time.Duration, time.Duration) {
+				Run: func(jobs []*Job) (int, time.Duration, time.Duration) {
 					<-block
 					for _, j := range jobs {
 						s.Finish(j, nil)
 					}
-					return 0, 0
+					return 0, 0, 0
 				}})
 			ctx := context.Background()
 			s.Join(ctx, Request{Key: keyOf("running"), Name: "running", Work: 1 << 20})

@@ -12,7 +12,7 @@ import (
 // 1 MiB (what join makes) to cost 1 s.
 func oneSecondJobs(t *testing.T, maxWait time.Duration) *harness {
 	h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: maxWait})
-	h.s.Calibrate(time.Second, 1<<20)
+	calibrate(h.s, time.Second, 1<<20)
 	return h
 }
 
@@ -111,8 +111,8 @@ func TestLastWaiterLeavesWhileRunning(t *testing.T) {
 		if err := <-got; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait after its context ended: %v", err)
 		}
-		if j.waiters != 0 || h.s.Jobs() != 1 || j.state != running {
-			t.Fatalf("after the caller left: %d waiters, %d jobs, state %v; want 0, 1, running", j.waiters, h.s.Jobs(), j.state)
+		if j.waiters != 0 || jobs(h.s) != 1 || j.state != running {
+			t.Fatalf("after the caller left: %d waiters, %d jobs, state %v; want 0, 1, running", j.waiters, jobs(h.s), j.state)
 		}
 		again, created, _ := h.s.Join(context.Background(), Request{Key: keyOf("pw"), Name: "n", Work: 1 << 20})
 		if created || again != j {
@@ -123,8 +123,8 @@ func TestLastWaiterLeavesWhileRunning(t *testing.T) {
 		if err := h.s.Wait(context.Background(), again); err == nil || err.Error() != "the result" {
 			t.Fatalf("later caller got %v", err)
 		}
-		if h.s.Jobs() != 0 {
-			t.Fatalf("%d jobs after the only one finished", h.s.Jobs())
+		if jobs(h.s) != 0 {
+			t.Fatalf("%d jobs after the only one finished", jobs(h.s))
 		}
 	})
 }
@@ -164,8 +164,8 @@ func TestPendingHoldsNoSlot(t *testing.T) {
 			t.Fatalf("state %v, want running", p.state)
 		}
 		h.done(p)
-		if r, q := h.s.Load(); r != 0 || q != 0 || h.s.Jobs() != 0 {
-			t.Fatalf("load %d running, %d queued, %d jobs", r, q, h.s.Jobs())
+		if r, q := h.s.Load(); r != 0 || q != 0 || jobs(h.s) != 0 {
+			t.Fatalf("load %d running, %d queued, %d jobs", r, q, jobs(h.s))
 		}
 	})
 }
@@ -202,5 +202,69 @@ func TestWaitCountsFromArrival(t *testing.T) {
 			t.Fatalf("suspect: %v after %v, pinned %v; want sent away and pinned after MaxWait from its arrival, 1.5 s", err, time.Since(start), guess.pinned)
 		}
 		h.done(running)
+	})
+}
+
+// TestWaitDecidedWhenWarm: a caller that comes before the estimates are
+// warm is held, and decided on as they warm: sent away then, not held,
+// if its result is not expected within MaxWait.
+func TestWaitDecidedWhenWarm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: 8 * time.Second})
+		defer h.stop()
+		h.join("running", "a", false)
+		next, _ := h.join("next", "b", false)
+		start := time.Now()
+		got := make(chan error, 1)
+		go func() { got <- h.s.Wait(context.Background(), next) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("answered %v before the estimates were warm", err)
+		default:
+		}
+		calibrate(h.s, 20*time.Second, 1<<20) // warm: 20 s per job
+		var o *Overload
+		if err := <-got; !errors.As(err, &o) || !o.Queued || o.Held {
+			t.Fatalf("Wait: %v, want a queued Overload, not after a hold", err)
+		}
+		if waited := time.Since(start); waited != time.Second {
+			t.Fatalf("sent away after %v, want as the estimates warmed (1 s)", waited)
+		}
+		if o.After < 16*time.Second {
+			t.Fatalf("After %v, want the new estimate (over 20 s) less MaxWait/2", o.After)
+		}
+	})
+}
+
+// TestWaitHeldUntilHopeless: a caller held on an estimate stays held
+// while its result can still come within MaxWait at the best; once it
+// cannot, it is sent away at the next recheck (MaxWait/16) rather than
+// at MaxWait, and the Overload says it was held.
+func TestWaitHeldUntilHopeless(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := oneSecondJobs(t, 8*time.Second)
+		defer h.stop()
+		h.join("running", "a", false)
+		next, _ := h.join("next", "b", false) // expected in 2 s
+		start := time.Now()
+		got := make(chan error, 1)
+		go func() { got <- h.s.Wait(context.Background(), next) }()
+		time.Sleep(3 * time.Second) // a runs late: b's 2 s are over, 5 s are left
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("answered %v while its result could still come in time", err)
+		default:
+		}
+		calibrate(h.s, 20*time.Second, 1<<20) // now it cannot
+		var o *Overload
+		if err := <-got; !errors.As(err, &o) || !o.Queued || !o.Held {
+			t.Fatalf("Wait: %v, want a queued Overload after a hold", err)
+		}
+		if waited := time.Since(start); waited != 3500*time.Millisecond {
+			t.Fatalf("sent away after %v, want at the first recheck after 3 s (3.5 s)", waited)
+		}
 	})
 }
