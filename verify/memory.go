@@ -2,7 +2,7 @@ package verify
 
 import (
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/scrypt"
@@ -97,17 +97,21 @@ func (v *Verifier) probe(n int) {
 // reserves the bytes of the buffers it will hold before it computes and
 // gives them back after, so the bytes in use never pass the budget; its
 // pool keeps idle no more than the most in use at once, so in use and
-// idle together stay within it too. It is safe for concurrent use.
+// idle together stay within it too. It is safe for concurrent use and
+// takes no lock: free is taken by compare-and-swap, and a batch short of
+// bytes waits for the next release.
 type memory struct {
 	total int64 // the budget; 0: none (nothing reserved)
-
-	mu    sync.Mutex
-	free  int64
-	freed chan struct{} // closed when bytes are given back, then replaced
+	free  atomic.Int64
+	freed atomic.Pointer[chan struct{}] // closed by a release, then replaced
 }
 
 func newMemory(total int64) *memory {
-	return &memory{total: total, free: total, freed: make(chan struct{})}
+	m := &memory{total: total}
+	m.free.Store(total)
+	freed := make(chan struct{})
+	m.freed.Store(&freed)
+	return m
 }
 
 // reserve waits until n bytes (at most total) are free and takes them.
@@ -118,15 +122,17 @@ func (m *memory) reserve(n int64) {
 		return
 	}
 	for {
-		m.mu.Lock()
-		if m.free >= n {
-			m.free -= n
-			m.mu.Unlock()
+		// The channel before the count: a release that comes after the
+		// count was read closes this channel, or one replaced meanwhile.
+		freed := *m.freed.Load()
+		free := m.free.Load()
+		if free < n {
+			<-freed
+			continue
+		}
+		if m.free.CompareAndSwap(free, free-n) {
 			return
 		}
-		ch := m.freed
-		m.mu.Unlock()
-		<-ch
 	}
 }
 
@@ -135,11 +141,9 @@ func (m *memory) release(n int64) {
 	if m.total == 0 {
 		return
 	}
-	m.mu.Lock()
-	m.free += n
-	close(m.freed)
-	m.freed = make(chan struct{})
-	m.mu.Unlock()
+	m.free.Add(n)
+	next := make(chan struct{})
+	close(*m.freed.Swap(&next))
 }
 
 // lanesFor is how many lanes a batch at (N = 2^logN, r) computes at

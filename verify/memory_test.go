@@ -187,3 +187,33 @@ func TestScryptMemoryProbesKernels(t *testing.T) {
 		t.Fatalf("%d buffers kept after the probe", n)
 	}
 }
+
+// TestMemoryBudget: reservations never take more than the budget, and
+// every one waiting is woken as bytes come back, however the takes and
+// the releases interleave.
+func TestMemoryBudget(t *testing.T) {
+	const total, lanes = 8, 64
+	m := newMemory(total)
+	var held, most atomic.Int64
+	var wg sync.WaitGroup
+	for i := range lanes {
+		wg.Go(func() {
+			for range 200 {
+				n := int64(1 + i%total) // up to the whole budget
+				m.reserve(n)
+				h := held.Add(n)
+				for p := most.Load(); h > p && !most.CompareAndSwap(p, h); p = most.Load() {
+				}
+				held.Add(-n)
+				m.release(n)
+			}
+		})
+	}
+	wg.Wait()
+	if p := most.Load(); p > total {
+		t.Fatalf("%d bytes held at once, budget %d", p, total)
+	}
+	if f := m.free.Load(); f != total {
+		t.Fatalf("%d bytes free after every release, want %d", f, total)
+	}
+}
