@@ -18,6 +18,8 @@ const (
 	DefaultMaxFailDelay = 2 * time.Second         // Options.MaxFailDelay
 
 	defaultMaxPasswordLen   = 1024
+	defaultMaxMemory        = 256 << 20 // Limits.MaxMemory: 8 times k3s's 32 MiB
+	defaultMaxWork          = 1 << 30   // Limits.MaxWork: 32 times k3s's
 	defaultMaxQueue         = 4096
 	defaultWorkTimeout      = 2 * time.Minute
 	defaultMaxQueuedPerNode = 4
@@ -113,14 +115,15 @@ func (o *Options) resolve() (Options, error) {
 	if o != nil {
 		r = *o
 	}
+	if r.Limits.MaxMemory < 0 || r.Limits.MaxWork < 0 || r.Limits.MaxPasswordLen < 0 {
+		return r, fmt.Errorf("verify: Options.Limits: negative limit")
+	}
+	r.Limits = r.Limits.withDefaults()
 	if r.Params == (Params{}) {
 		r.Params = DefaultParams
 	}
 	if err := r.Params.validate(r.Limits); err != nil {
 		return r, fmt.Errorf("verify: Options.Params: %w", err)
-	}
-	if r.Limits.MaxMemory < 0 || r.Limits.MaxWork < 0 || r.Limits.MaxPasswordLen < 0 {
-		return r, fmt.Errorf("verify: Options.Limits: negative limit")
 	}
 	if r.FailOpen != nil {
 		f := *r.FailOpen
@@ -149,9 +152,6 @@ func (o *Options) resolve() (Options, error) {
 			return r, fmt.Errorf("verify: Options.DigestKey is %d bytes, want at least %d", len(r.DigestKey), MinDigestKeyLen)
 		}
 		r.DigestKey = bytes.Clone(r.DigestKey)
-	}
-	if r.Limits.MaxPasswordLen == 0 {
-		r.Limits.MaxPasswordLen = defaultMaxPasswordLen
 	}
 	if r.MaxConcurrent == 0 {
 		r.MaxConcurrent = runtime.GOMAXPROCS(0)
@@ -187,4 +187,18 @@ func (o *Options) resolve() (Options, error) {
 		r.MaxFailDelay = DefaultMaxFailDelay
 	}
 	return r, nil
+}
+
+// withDefaults returns l with each zero field at its default.
+func (l Limits) withDefaults() Limits {
+	if l.MaxMemory == 0 {
+		l.MaxMemory = defaultMaxMemory
+	}
+	if l.MaxWork == 0 {
+		l.MaxWork = defaultMaxWork
+	}
+	if l.MaxPasswordLen == 0 {
+		l.MaxPasswordLen = defaultMaxPasswordLen
+	}
+	return l
 }
