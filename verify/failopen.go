@@ -32,10 +32,8 @@ func (v *Verifier) deferred(node, password string) (err error, ok bool) {
 	}
 	key := v.cache.Key(node, "", password)
 	if subtle.ConstantTimeCompare(key[:], d.(*deferredEnrollment).key[:]) == 1 {
-		v.stats.cacheHits.Add(1)
 		return nil, true
 	}
-	v.stats.mismatches.Add(1)
 	v.fails.mismatch(node)
 	return ErrMismatchedHashAndPassword, true
 }
@@ -77,7 +75,7 @@ func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, sto
 		}
 		return ErrMismatchedHashAndPassword
 	}
-	v.stats.failOpenEnrollments.Add(1)
+	count(&v.stats.FailOpenEnrollments, 1)
 	v.wg.Add(1)
 	go v.retryEnrollment(node, d, createErr)
 	return nil
@@ -105,14 +103,14 @@ func (v *Verifier) retryEnrollment(node string, d *deferredEnrollment, lastErr e
 			err = nil // ours, stored by an attempt whose answer was lost
 		}
 		if err == nil {
-			v.stats.enrollments.Add(1)
+			count(&v.stats.Enrollments, 1)
 			break
 		}
 	}
 	v.pending.Delete(node)
 	v.pendingCount.Add(-1)
 	if err != nil {
-		v.stats.failOpenFailures.Add(1)
+		count(&v.stats.FailOpenFailures, 1)
 	}
 	if f := v.opts.FailOpen.OnDeferred; f != nil {
 		f(node, err)

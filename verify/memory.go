@@ -205,3 +205,21 @@ func log2(n int) int {
 	}
 	return l
 }
+
+// releaseLater releases the scrypt buffers once the Verifier has had
+// nothing to compute for bufferIdle (see Options.MaxConcurrent).
+func (v *Verifier) releaseLater() { v.quiet.Reset(bufferIdle) }
+
+// bufferIdle is how long the Verifier keeps idle scrypt buffers.
+const bufferIdle = 30 * time.Second
+
+// releaseIfQuiet drops the idle scrypt buffers unless work is under way;
+// then it looks again bufferIdle later, since that work may end without
+// a batch to re-arm the timer (an enrollment whose read fails, say).
+func (v *Verifier) releaseIfQuiet() {
+	if running, waiting := v.sched.Load(); running == 0 && waiting == 0 {
+		v.pool.Release()
+		return
+	}
+	v.releaseLater()
+}

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -26,6 +27,19 @@ type Store interface {
 type FreshGetter interface {
 	// GetFresh is Get past the cache.
 	GetFresh(ctx context.Context, node string) (string, error)
+}
+
+// DigestStore is a Store that also remembers one digest per node of a
+// password verified against its stored hash (Options.DigestKey), so that
+// every Verifier sharing the store knows what any of them has proven.
+type DigestStore interface {
+	Store
+	// GetWithDigest is Get, with the digest remembered for node's stored
+	// hash (nil if none), in one read.
+	GetWithDigest(ctx context.Context, node string) (hash string, digest []byte, err error)
+	// RememberDigest records digest for node while its stored hash is
+	// hash, replacing the one before; it is forgotten when the hash changes.
+	RememberDigest(ctx context.Context, node, hash string, digest []byte) error
 }
 
 // MemoryStore is a DigestStore in process memory, for tests, benchmarks
@@ -110,4 +124,68 @@ func (s *MemoryStore) Delete(node string) {
 	delete(s.m, node)
 	delete(s.digests, node)
 	s.mu.Unlock()
+}
+
+// The Verifier's store calls: a panic becomes an error, and a failure
+// other than ErrNotFound and ErrExists is counted and wrapped with the
+// call it came from.
+
+// read reads node's hash and, with remembered digests on, the digest
+// remembered for it, in one store call.
+func (v *Verifier) read(ctx context.Context, node string) (stored string, remembered []byte, err error) {
+	if v.digests == nil {
+		stored, err = v.get(ctx, node)
+		return stored, nil, err
+	}
+	defer v.recoverStore("GetWithDigest", node, &err)
+	stored, remembered, err = v.digests.store.GetWithDigest(ctx, node)
+	if err = v.storeErr("GetWithDigest", node, err); err != nil {
+		return "", nil, err
+	}
+	return stored, remembered, nil
+}
+
+// get reads node's hash. It is on every request's path, so it calls the
+// store directly rather than through a closure.
+func (v *Verifier) get(ctx context.Context, node string) (stored string, err error) {
+	defer v.recoverStore("Get", node, &err)
+	stored, err = v.store.Get(ctx, node)
+	return stored, v.storeErr("Get", node, err)
+}
+
+// getFresh is get past the store's cache, where it has one (FreshGetter).
+func (v *Verifier) getFresh(ctx context.Context, node string) (stored string, err error) {
+	fg, ok := v.store.(FreshGetter)
+	if !ok {
+		return v.get(ctx, node)
+	}
+	defer v.recoverStore("GetFresh", node, &err)
+	stored, err = fg.GetFresh(ctx, node)
+	return stored, v.storeErr("GetFresh", node, err)
+}
+
+// storeCreate stores a new node's hash.
+func (v *Verifier) storeCreate(ctx context.Context, node, stored string) (err error) {
+	defer v.recoverStore("Create", node, &err)
+	return v.storeErr("Create", node, v.store.Create(ctx, node, stored))
+}
+
+// storeErr passes ErrNotFound and ErrExists through as the store wrapped
+// them; any other failure of the store's op is counted and wrapped.
+func (v *Verifier) storeErr(op, node string, err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
+		return err
+	}
+	count(&v.stats.StoreErrors, 1)
+	return fmt.Errorf("verify: store %s(%q): %w", op, node, err)
+}
+
+// recoverStore, deferred around a store call, turns its panic into an
+// error in *err.
+func (v *Verifier) recoverStore(op, node string, err *error) {
+	if r := recover(); r != nil {
+		count(&v.stats.Panics, 1)
+		count(&v.stats.StoreErrors, 1)
+		*err = fmt.Errorf("verify: store %s(%q) panicked: %v", op, node, r)
+	}
 }

@@ -154,8 +154,8 @@ func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 		}
 		// The hash was recorded as verified under its own name (see
 		// hashOnly); VerifyToken asks under the user's.
-		v.recordMatch(v.tokenName(e.user), v.cache.PairKey(v.tokenName(e.user), h),
-			v.cache.Key(v.tokenName(e.user), h, e.password), v.opts.Params.KeyLen)
+		name := v.tokenName(e.user)
+		v.recordMatch(name, h, v.cache.Key(name, h, e.password), v.opts.Params.KeyLen)
 		s.Set(e.user, h)
 	}
 	v.loaded.Store(s)
