@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// MinDigestKeyLen is the shortest Options.DigestKey accepted.
+// MinDigestKeyLen is the shortest Options.DigestKey.
 const MinDigestKeyLen = 32
 
 // digestDomain separates remembered digests from any other use of the

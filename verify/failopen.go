@@ -41,7 +41,7 @@ func (v *Verifier) deferred(node, password string) (err error, ok bool) {
 // failOpen lets in an enrollment whose Create failed with createErr, if
 // Options.FailOpen allows it, and starts its background retry. It
 // returns createErr when it does not: with fail-open off, when Close cut
-// the Create short, when MaxQueue enrollments are let in already, or when
+// the Create short, when FailOpen.MaxPending nodes are let in already, or when
 // a read past the store's cache does not confirm that the node has no
 // hash (a store may refuse a Create for an existing node with another
 // error than ErrExists: a real kube-apiserver whose admission policy
@@ -58,7 +58,7 @@ func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, sto
 		return createErr // no fresh read: not sure the node is new
 	}
 	for n := v.pendingCount.Load(); ; n = v.pendingCount.Load() {
-		if n >= int64(v.opts.MaxQueue) {
+		if n >= int64(v.opts.FailOpen.MaxPending) {
 			return createErr
 		}
 		if v.pendingCount.CompareAndSwap(n, n+1) {

@@ -236,19 +236,19 @@ func TestFailOpenNeedsFreshRead(t *testing.T) {
 }
 
 // TestFailOpenPendingBounded: concurrent fail-open enrollments never let
-// in more than MaxQueue at once.
+// in more than FailOpen.MaxPending at once, whatever MaxQueue.
 func TestFailOpenPendingBounded(t *testing.T) {
 	s := newCountingStore()
 	s.createHook = func(context.Context) error { return errors.New("webhook down") }
-	const maxQueue = 4
-	v := newTestVerifier(t, s, &Options{FailOpen: &FailOpen{}, MaxQueue: maxQueue, MaxConcurrent: 4})
+	const maxPending = 4
+	v := newTestVerifier(t, s, &Options{FailOpen: &FailOpen{MaxPending: maxPending}, MaxConcurrent: 4})
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() { v.Ensure(context.Background(), fmt.Sprint("n", i), "pw") })
 	}
 	wg.Wait()
-	if st := v.Stats(); st.FailOpenPending > maxQueue || st.FailOpenEnrollments > maxQueue {
-		t.Fatalf("stats %+v: more than MaxQueue (%d) let in at once", st, maxQueue)
+	if st := v.Stats(); st.FailOpenPending != maxPending || st.FailOpenEnrollments != maxPending {
+		t.Fatalf("stats %+v: want MaxPending (%d) let in", st, maxPending)
 	}
 }
 

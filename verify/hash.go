@@ -12,8 +12,7 @@ import (
 	"github.com/nodepass/nodepass/scrypt"
 )
 
-// Params are the scrypt parameters that hash a new password; start from
-// DefaultParams.
+// Params are the scrypt parameters of a new hash.
 type Params struct {
 	LogN    int // the cost: N = 2^LogN, 1 to 30
 	R, P    int // scrypt's block size and parallelism, at least 1
@@ -21,8 +20,7 @@ type Params struct {
 	SaltLen int // bytes of random salt, 8 to 1024
 }
 
-// DefaultParams are k3s's and RKE2's: one hash costs 32 MiB and about
-// 0.1 s of a core with x/crypto.
+// DefaultParams are k3s's and RKE2's: 32 MiB and about 0.1 s of a core.
 var DefaultParams = Params{LogN: 15, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
 
 // Limits of the format.
@@ -35,15 +33,12 @@ const (
 	maxLogN    = 30
 )
 
-// Limits bound what a stored hash and a password may ask for: a hash
-// beyond them is ErrInvalidHash before anything is allocated, a password
-// ErrInvalidInput. The zero value means the defaults. MaxMemory bounds one
-// lane; a computation with p ≥ 2 runs up to its batch's lanes at once,
-// all of which Options.ScryptMemory bounds.
+// Limits bound a stored hash, refused with ErrInvalidHash before anything
+// is allocated, and a password (ErrInvalidInput). Zero: the default.
 type Limits struct {
-	MaxMemory      int64 // bounds 128·r·N bytes, one lane; default 256 MiB
-	MaxWork        int64 // bounds 128·r·N·p bytes mixed; default 1 GiB
-	MaxPasswordLen int   // bounds a password's bytes; default 1024
+	MaxMemory      int64 // 128·r·N bytes, one lane; default 256 MiB
+	MaxWork        int64 // 128·r·N·p bytes mixed; default 1 GiB
+	MaxPasswordLen int   // default 1024
 }
 
 // hash is a parsed stored hash.
@@ -56,7 +51,7 @@ type hash struct {
 	work   int64 // 128·r·N·p
 }
 
-// GenerateFromPassword hashes password with a fresh random salt, in k3s's
+// GenerateFromPassword hashes password with a random salt, in k3s's
 // format: $1:<salt hex>:<logN>:<r>:<p>:<key, unpadded base64>.
 func GenerateFromPassword(password string, p Params) (string, error) {
 	if err := p.validate(Limits{}.withDefaults()); err != nil {
@@ -212,7 +207,7 @@ func parseField(name, s string) (int, error) {
 	return v, nil
 }
 
-// CompareHashAndPassword compares a stored k3s/RKE2 hash with password, in
+// CompareHashAndPassword compares a stored hash with password, in
 // constant time: nil, ErrMismatchedHashAndPassword or ErrInvalidHash.
 func CompareHashAndPassword(hash, password string) error {
 	h, err := parseHash(hash, Limits{}.withDefaults())

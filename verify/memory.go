@@ -8,15 +8,8 @@ import (
 	"github.com/nodepass/nodepass/scrypt"
 )
 
-// DefaultScryptMemory is Options.ScryptMemory's default: 1 GiB. It binds
-// only where GOMAXPROCS × scrypt.Lanes() buffers of k3s's 32 MiB would
-// pass it (more than 4 cores with AVX-512, 8 with AVX2): there it costs
-// throughput per core (fewer lanes or slots), so that a herd never takes
-// more than 1 GiB of a control-plane node that also runs etcd and the
-// API server, however many cores it has. Where a budget binds, New
-// measures the kernels with one batch of throwaway hashes (about 0.2 s
-// of a core at k3s's parameters) and takes the slots and lanes that
-// compute the most hashes per second within it.
+// DefaultScryptMemory binds past 4 cores with AVX-512, 8 with AVX2: New
+// then takes the slots and lanes that compute fastest within it.
 const DefaultScryptMemory int64 = 1 << 30
 
 // lane is what one scrypt lane at (N = 2^logN, r) counts against the

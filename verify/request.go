@@ -19,13 +19,11 @@ import (
 // side, which computes, is slot.go.
 
 // Verify checks password against node's stored hash: nil on a match, or
-// an error wrapping ErrInvalidInput (the Store is not asked), ErrNotFound,
-// ErrMismatchedHashAndPassword, ErrInvalidHash, ErrOverloaded (the work
-// goes on, its outcome cached for the retry), ErrClosed, or a Store
-// error (never cached). node is lower-cased, as k3s does, and must then
-// make a DNS-1123 subdomain of node + ".node-password.k3s", k3s's
-// secret name. ctx bounds Store.Get and the wait. A mismatch for a node
-// that keeps failing is answered up to Options.MaxFailDelay late.
+// an error wrapping ErrInvalidInput, ErrNotFound, ErrInvalidHash,
+// ErrMismatchedHashAndPassword (Options.MaxFailDelay late at most),
+// ErrOverloaded, ErrClosed, or the Store's. node is lower-cased, and
+// node + ".node-password.k3s" must be a DNS-1123 subdomain, as in k3s.
+// When ctx ends, Verify returns and the computation goes on.
 func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	node, err := v.checkInput(node, password)
 	if err != nil {
@@ -38,10 +36,9 @@ func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	return v.verifyStored(ctx, node, stored, password, remembered)
 }
 
-// Ensure is Verify for a node's join, as k3s does it: a node with no
-// stored hash is enrolled (its password hashed with Options.Params and
-// stored with Store.Create), and of concurrent first joins with different
-// passwords exactly one wins. It never returns ErrNotFound.
+// Ensure is Verify for a node's join: a node with no hash is enrolled,
+// its password hashed with Options.Params and stored with Store.Create;
+// of concurrent first joins exactly one wins.
 func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	node, err := v.checkInput(node, password)
 	if err != nil {

@@ -5,9 +5,8 @@ import (
 	"sync/atomic"
 )
 
-// Stats are a Verifier's counters since New, and three gauges (current
-// values, their names without _total). Each field's tags are its
-// metric's name and help: package prom exports it as nodepass_<stat>.
+// Stats are a Verifier's counts since New, and gauges (current values,
+// names without _total). Field tags name and describe metrics (prom).
 type Stats struct {
 	ScryptRuns          uint64 `stat:"scrypt_runs_total" help:"Scrypt computations started (verifications and enrollments)."`
 	CacheHits           uint64 `stat:"cache_hits_total" help:"Requests answered from the verified-tuple cache."`

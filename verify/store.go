@@ -8,43 +8,33 @@ import (
 	"sync"
 )
 
-// Store holds one stored hash per node. Implementations must be safe for
-// concurrent use. Get is on every request's path: it should answer from
-// memory (kube's Store reads an informer cache).
+// Store holds one hash per node, safe for concurrent use. Get is on every
+// request's path: it should answer from memory.
 type Store interface {
-	// Get returns node's stored hash, or an error wrapping ErrNotFound.
-	Get(ctx context.Context, node string) (string, error)
-	// Create stores a hash for a new node, or fails wrapping ErrExists.
-	Create(ctx context.Context, node, hash string) error
+	Get(ctx context.Context, node string) (string, error) // or an error wrapping ErrNotFound
+	Create(ctx context.Context, node, hash string) error   // or an error wrapping ErrExists
 }
 
-// FreshGetter is a Store whose Get may lag writes made elsewhere (kube's
-// reads an informer cache). Ensure confirms Get's ErrNotFound with GetFresh
-// before it hashes a new node's password, at most once per enrollment and
-// MaxQueue at a time. An implementation past its own budget of direct
-// reads may answer from its cache, a miss then wrapping ErrNotFresh too:
-// the enrollment goes on, but Options.FailOpen needs a read that ran.
+// FreshGetter is a Store whose Get may lag. Ensure confirms ErrNotFound
+// with GetFresh before it hashes; a GetFresh that read its cache wraps
+// ErrNotFresh too, which FailOpen does not trust.
 type FreshGetter interface {
-	// GetFresh is Get past the cache.
-	GetFresh(ctx context.Context, node string) (string, error)
+	GetFresh(ctx context.Context, node string) (string, error) // Get past the cache
 }
 
-// DigestStore is a Store that also remembers one digest per node of a
-// password verified against its stored hash (Options.DigestKey), so that
-// every Verifier sharing the store knows what any of them has proven.
+// DigestStore is a Store that also remembers a digest per node of a
+// password verified against its hash (Options.DigestKey), for every
+// Verifier sharing it.
 type DigestStore interface {
 	Store
-	// GetWithDigest is Get, with the digest remembered for node's stored
-	// hash (nil if none), in one read.
+	// GetWithDigest is Get, with the digest remembered for node's hash.
 	GetWithDigest(ctx context.Context, node string) (hash string, digest []byte, err error)
-	// RememberDigest records digest for node while its stored hash is
-	// hash, replacing the one before; it is forgotten when the hash changes.
+	// RememberDigest replaces node's digest while its hash is hash.
 	RememberDigest(ctx context.Context, node, hash string, digest []byte) error
 }
 
-// MemoryStore is a DigestStore in process memory, for tests, benchmarks
-// and single-process servers. It is safe for concurrent use, ignores its
-// methods' contexts and never blocks; make it with NewMemoryStore.
+// MemoryStore is a DigestStore in memory, safe for concurrent use; its
+// methods never block. Make it with NewMemoryStore.
 type MemoryStore struct {
 	mu      sync.RWMutex
 	m       map[string]string
@@ -77,8 +67,8 @@ func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []b
 	return h, d.digest, nil
 }
 
-// RememberDigest implements DigestStore: for a hash not node's, it records
-// nothing and returns nil.
+// RememberDigest implements DigestStore; for a hash not node's it does
+// nothing.
 func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, digest []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,8 +100,7 @@ func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
 	return nil
 }
 
-// Set stores hash for node, replacing any, as an operator rotating a
-// node's password does.
+// Set stores hash for node, replacing any.
 func (s *MemoryStore) Set(node, hash string) {
 	s.mu.Lock()
 	s.m[node] = hash

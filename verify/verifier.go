@@ -13,14 +13,13 @@ import (
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
-// Verifier checks node passwords against a Store, and keeps doing so when
-// hundreds of nodes ask at once (see the package doc). It is safe for
-// concurrent use. Make one with New; close it with Close.
-//
-// A request runs down request.go to the scheduler, which runs its
-// computation in a batch on one of its slots (slot.go); an enrollment
-// reads the store before and writes it after (enroll.go).
+// Verifier checks node passwords against a Store (see the package doc).
+// It is safe for concurrent use. Make one with New; close it with Close.
 type Verifier struct {
+	// A request runs down request.go to the scheduler, which computes it
+	// in a batch on a slot (slot.go); an enrollment reads the store before
+	// and writes it after (enroll.go).
+
 	// Set by New, then read-only. The scheduler, the cache and the
 	// failure counts have locks of their own; nothing here holds one
 	// while it takes another.
@@ -98,9 +97,9 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	return v, nil
 }
 
-// Close stops the Verifier: later calls and work cut short get ErrClosed.
-// It waits for the batches running and at most 5 s for queued digest
-// writes, and drops the idle scrypt buffers. It is safe to call twice.
+// Close stops the Verifier: later calls, and work cut short, get
+// ErrClosed. It waits for the running batches and up to 5 s for digest
+// writes.
 func (v *Verifier) Close() error {
 	v.closed.Store(true)
 	v.cancel(ErrClosed)
