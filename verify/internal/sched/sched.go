@@ -199,7 +199,7 @@ func (s *Scheduler) newJobLocked(ctx context.Context, r Request, nq *nameQueue, 
 	if s.cfg.WorkTimeout > 0 {
 		jctx, stopTimeout = context.WithTimeout(jctx, s.cfg.WorkTimeout)
 	}
-	j := &Job{key: r.Key, name: r.Name, class: r.Class, task: r.Task, ctx: jctx, cancel: cancel,
+	j := &Job{key: r.Key, name: r.Name, nq: nq, class: r.Class, task: r.Task, ctx: jctx, cancel: cancel,
 		stopTimeout: stopTimeout, done: make(chan struct{}), work: r.Work, created: now, later: r.Later,
 		doubtedOrBusy: r.Doubted || nq.places() > 0 || nq.running > 0}
 	j.stopExpire = context.AfterFunc(jctx, func() { s.expire(j) })
@@ -265,7 +265,7 @@ func (s *Scheduler) Submit(j *Job) {
 	if j.state != pending {
 		return
 	}
-	nq := s.names[j.name]
+	nq := j.nq
 	nq.pending--
 	s.pending--
 	s.idleWork -= j.work
@@ -305,12 +305,12 @@ func (s *Scheduler) batchLocked(now time.Time) *batch {
 				break
 			}
 		}
-		s.queue.pop(s.nameOfJob)
+		s.queue.pop()
 		j.state, j.started, j.batch = running, now, b
 		b.jobs = append(b.jobs, j)
 		b.work += j.work
 		s.inSlots++
-		nq := s.names[j.name]
+		nq := j.nq
 		nq.running++
 		s.queue.settle(nq, false)
 		s.admitLocked(nq, now)
@@ -326,8 +326,6 @@ func inBatch(b *batch, name string) bool {
 	}
 	return false
 }
-
-func (s *Scheduler) nameOfJob(j *Job) *nameQueue { return s.names[j.name] }
 
 // runSlot runs b and the batches its slot takes next.
 func (s *Scheduler) runSlot(b *batch) {
@@ -375,7 +373,7 @@ func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, er
 			s.endLocked(j, err)
 		}
 		j.batch = nil
-		nq := s.names[j.name]
+		nq := j.nq
 		nq.running--
 		s.forgetLocked(nq)
 	}
@@ -422,7 +420,7 @@ func (s *Scheduler) displaceLocked(v *Job, now time.Time) {
 	// says when v would have run.
 	after := s.expectedWaitLocked(v, now)
 	s.endLocked(v, &Overload{After: max(after, minAfter), Reason: "displaced by a password whose caller waits"})
-	s.forgetLocked(s.names[v.name])
+	s.forgetLocked(v.nq)
 }
 
 // unparkLocked takes parked j out of its name's line.
@@ -438,7 +436,7 @@ func (s *Scheduler) unparkLocked(nq *nameQueue, j *Job) {
 func (s *Scheduler) pinLocked(j *Job) {
 	switch j.state {
 	case parked:
-		nq := s.names[j.name]
+		nq := j.nq
 		s.unparkLocked(nq, j)
 		j.pinned = true
 		s.placeLocked(nq, j, time.Now())
@@ -453,7 +451,7 @@ func (s *Scheduler) changeLocked(j *Job, f func()) {
 		f()
 		return
 	}
-	s.queue.change(s.names[j.name], j, f)
+	s.queue.change(j.nq, j, f)
 }
 
 // Finish publishes err as j's result: j leaves the scheduler (giving back
@@ -469,7 +467,7 @@ func (s *Scheduler) Finish(j *Job, err error) {
 // finishLocked ends j and gives a queue place it held to its name's line.
 func (s *Scheduler) finishLocked(j *Job, err error) {
 	if s.endLocked(j, err) {
-		nq := s.names[j.name]
+		nq := j.nq
 		s.admitLocked(nq, time.Now())
 		s.forgetLocked(nq)
 	}
@@ -478,7 +476,7 @@ func (s *Scheduler) finishLocked(j *Job, err error) {
 // endLocked ends j with err and reports whether it gave back a place in
 // its name's queue.
 func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
-	nq := s.names[j.name]
+	nq := j.nq
 	switch j.state {
 	case done:
 		return false

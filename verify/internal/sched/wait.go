@@ -150,7 +150,7 @@ func Arrival(ctx context.Context) (time.Time, bool) {
 // comes in time, so does j's.
 func (s *Scheduler) hopelessLocked(j *Job, now time.Time, left time.Duration) bool {
 	fastest := s.est.fastest()
-	if j.state == queued && s.startLocked(s.queue.work, now, fastest)+duration(s.ownBatchWork(j), fastest) <= left {
+	if j.state == queued && s.startLocked(s.queue.work, now, fastest)+duration(s.ownBatchWorkLocked(j), fastest) <= left {
 		return false
 	}
 	return s.etaLocked(j, now, fastest) > left
@@ -186,9 +186,9 @@ func (s *Scheduler) watchLocked(j *Job, delta int) {
 	case j.state == parked && j.waiters == 0:
 		after := s.expectedWaitLocked(j, time.Now())
 		s.endLocked(j, &Overload{After: max(after, minAfter), Reason: "node's queue full; left before it had room"})
-		s.forgetLocked(s.names[j.name])
+		s.forgetLocked(j.nq)
 	case j.displaceable():
-		s.admitLocked(s.names[j.name], time.Now())
+		s.admitLocked(j.nq, time.Now())
 	}
 }
 
@@ -206,12 +206,12 @@ func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Durat
 	case running:
 		eta = duration(j.batch.work, perByte) - now.Sub(j.started)
 	case queued:
-		eta = s.startLocked(s.queue.ahead(s.names[j.name], j), now, perByte) + duration(s.ownBatchWork(j), perByte)
+		eta = s.startLocked(s.queue.ahead(j.nq, j), now, perByte) + duration(s.ownBatchWorkLocked(j), perByte)
 	case pending:
-		eta = s.startLocked(s.queue.work, now, perByte) + duration(s.ownBatchWork(j), perByte)
+		eta = s.startLocked(s.queue.work, now, perByte) + duration(s.ownBatchWorkLocked(j), perByte)
 	case parked:
 		// It gets a place once its name's first queued job has run.
-		if first := s.names[j.name].first(); first != nil {
+		if first := j.nq.first(); first != nil {
 			eta = s.etaLocked(first, now, perByte) + duration(j.work, perByte)
 		} else {
 			eta = s.startLocked(s.queue.work, now, perByte) + duration(j.work, perByte)
@@ -220,10 +220,10 @@ func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Durat
 	return max(eta, minAfter)
 }
 
-// ownBatchWork is the work of the batch j is expected to run in: with
+// ownBatchWorkLocked is the work of the batch j is expected to run in: with
 // others queued, a whole batch of jobs like it, whose results all come at
 // its end.
-func (s *Scheduler) ownBatchWork(j *Job) int64 {
+func (s *Scheduler) ownBatchWorkLocked(j *Job) int64 {
 	return j.work * int64(min(s.cfg.Lanes, max(s.queue.len, 1)))
 }
 
