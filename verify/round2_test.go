@@ -104,7 +104,7 @@ func TestFreshReadsBounded(t *testing.T) {
 // TestLateArrivalNotLockedOut (B): a node whose request reaches the
 // Verifier 3 s after its agent dialled, behind guesses whose callers
 // wait, is answered within its agent's 10 s client timeout with its
-// password kept queued (pinned), not left to time out.
+// password kept queued (its place earned), not left to time out.
 func TestLateArrivalNotLockedOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewMemoryStore()

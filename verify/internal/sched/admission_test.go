@@ -55,10 +55,10 @@ func TestFullNameLine(t *testing.T) {
 	})
 }
 
-// TestWaitedOutPins: a caller that waits out MaxWait for a parked job gets
-// it queued at once, over its name's cap; such a pinned job is never
-// displaced, while an unpinned suspect nobody waits for is.
-func TestWaitedOutPins(t *testing.T) {
+// TestWaitedOutEarnsPlace: a caller that waits out MaxWait for a parked job gets
+// it queued at once, over its name's cap; such a earned job is never
+// displaced, while an unearned suspect nobody waits for is.
+func TestWaitedOutEarnsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 1, MaxWait: 2 * time.Second})
 		defer h.stop()
@@ -75,23 +75,23 @@ func TestWaitedOutPins(t *testing.T) {
 		if !errors.As(err, &o) || !o.Queued || time.Since(start) != 2*time.Second {
 			t.Fatalf("Wait: %v after %v, want a queued Overload after MaxWait (2 s)", err, time.Since(start))
 		}
-		if p.state != queued || !p.pinned || q.state != queued {
-			t.Fatalf("after its caller waited out MaxWait: %v, pinned %v; other %v; want both queued, it pinned", p.state, p.pinned, q.state)
+		if p.state != queued || !p.earned || q.state != queued {
+			t.Fatalf("after its caller waited out MaxWait: %v, earned %v; other %v; want both queued, it earned", p.state, p.earned, q.state)
 		}
 		h.watch(q, -1)
 		n, _ := h.join("a", "new", true)
 		if q.state != done || p.state != queued || n.state != queued {
-			t.Fatalf("a newcomer: displaced %v, pinned %v, newcomer %v; want only the unpinned suspect displaced", q.state, p.state, n.state)
+			t.Fatalf("a newcomer: displaced %v, earned %v, newcomer %v; want only the unearned suspect displaced", q.state, p.state, n.state)
 		}
 	})
 }
 
-// TestLateArrivalPins: a caller whose request reached Wait late (a slow
+// TestLateArrivalEarnsPlace: a caller whose request reached Wait late (a slow
 // TLS handshake) waits out MaxWait from its arrival, not from its call,
-// and pins its job then: a k3s agent that gives up 10 s after it dials
-// still pins its password, however late its request came, so waiting
+// and earns its job then: a k3s agent that gives up 10 s after it dials
+// still earns its password, however late its request came, so waiting
 // guessers cannot keep it out.
-func TestLateArrivalPins(t *testing.T) {
+func TestLateArrivalEarnsPlace(t *testing.T) {
 	for _, late := range []time.Duration{0, 500 * time.Millisecond, 3 * time.Second, 9 * time.Second} {
 		t.Run(fmt.Sprint("late=", late), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -121,15 +121,15 @@ func TestLateArrivalPins(t *testing.T) {
 				if waited := time.Since(dialed); waited != maxWait {
 					t.Fatalf("answered %v after the dial, want MaxWait (%v)", waited, maxWait)
 				}
-				if !right.pinned || right.state != queued {
-					t.Fatalf("after waiting out MaxWait from its arrival: pinned %v, %v; want pinned and queued", right.pinned, right.state)
+				if !right.earned || right.state != queued {
+					t.Fatalf("after waiting out MaxWait from its arrival: earned %v, %v; want earned and queued", right.earned, right.state)
 				}
 			})
 		})
 	}
 }
 
-// TestAdversaryCannotDisplaceOrPass: once the node's password is pinned
+// TestAdversaryCannotDisplaceOrPass: once the node's password is earned
 // and asked again (its agent's first request waited out MaxWait; its
 // second came), no sequence of other requests for its name can end its
 // job or make more of the name's jobs run before it than were queued or
@@ -178,7 +178,7 @@ func adversaryRun(t *testing.T, h *harness, seed uint64) {
 			if len(guesses) > 0 {
 				if g := h.s.jobs[keyOf(guesses[rng.IntN(len(guesses))])]; g != nil && g.waiters > 0 {
 					if rng.IntN(2) == 0 {
-						h.pin(g)
+						h.earn(g)
 					}
 					h.watch(g, -1)
 				}
@@ -203,7 +203,7 @@ func adversaryRun(t *testing.T, h *harness, seed uint64) {
 	}
 	right, _ := h.join(node, "right", true)
 	h.watch(right, 1)
-	h.pin(right)
+	h.earn(right)
 	h.watch(right, -1)
 	h.join(node, "right", true)
 	passed := 0
@@ -225,10 +225,10 @@ func adversaryRun(t *testing.T, h *harness, seed uint64) {
 	}
 }
 
-// TestPinnedDoNotFillQueue: jobs pinned past their name's places do not
+// TestEarnedDoNotFillQueue: jobs earned past their name's places do not
 // count against MaxQueue: guessers that wait for one name cannot make the
 // scheduler refuse other names' work.
-func TestPinnedDoNotFillQueue(t *testing.T) {
+func TestEarnedDoNotFillQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{Slots: 1, MaxQueue: 2, PerName: 1, MaxWait: time.Second})
 		defer h.stop()
@@ -241,7 +241,7 @@ func TestPinnedDoNotFillQueue(t *testing.T) {
 				t.Fatalf("guess %d refused: %v", i, o)
 			}
 			go h.s.Wait(context.Background(), p)
-			time.Sleep(time.Second) // its caller waits out MaxWait: pinned
+			time.Sleep(time.Second) // its caller waits out MaxWait: earned
 			synctest.Wait()
 		}
 		if n := h.queued("a"); n != 6 || h.s.queue.over != 5 {

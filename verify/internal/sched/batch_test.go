@@ -36,7 +36,7 @@ func randomQueue(h *harness, rng *rand.Rand, classes int) *Job {
 			h.watch(j, 1)
 		case 1:
 			h.s.mu.Lock()
-			h.s.sendAwayLocked(j, time.Now().Add(time.Duration(rng.IntN(1000))*time.Millisecond))
+			h.s.shedLocked(j, time.Now().Add(time.Duration(rng.IntN(1000))*time.Millisecond))
 			h.s.unlock()
 		}
 	}

@@ -163,10 +163,10 @@ func (h *harness) watch(j *Job, delta int) {
 	h.settle()
 }
 
-// pin marks j as waited out, without a Wait.
-func (h *harness) pin(j *Job) {
+// earn marks j as waited out, without a Wait.
+func (h *harness) earn(j *Job) {
 	h.s.mu.Lock()
-	h.s.pinLocked(j)
+	h.s.earnLocked(j)
 	h.s.unlock()
 	h.settle()
 }

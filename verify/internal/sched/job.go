@@ -55,11 +55,11 @@ type Job struct {
 	waiters       int    // callers waiting in Wait now
 	waited        bool   // some caller has waited in Wait
 	doubtedOrBusy bool   // doubted (see the package doc), or its name was busy, when it arrived
-	pinned        bool   // a caller waited out MaxWait for it: never displaced
+	earned        bool   // a caller waited out MaxWait for it: never displaced
 	created       time.Time
 	started       time.Time // when its batch got its slot
 	batch         *batch    // while running
-	// back is when a caller sent away is expected back (see
+	// back is when a shed caller is expected back (see
 	// Config.ReturnAfter); zero while none was.
 	back time.Time
 	// heldAt is when a caller was first held on an estimate, promise the

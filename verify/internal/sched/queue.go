@@ -27,7 +27,7 @@ type fairQueue struct {
 
 	len       int   // jobs queued
 	work      int64 // their work
-	over      int   // jobs queued past their names' places (pinned)
+	over      int   // jobs queued past their names' places (earned)
 	ordWork   int64 // the work of the queued ordinary jobs
 	wantWork  int64 // the part of ordWork in wanted names
 	wantHeads int64 // the work of the wanted names' first jobs
@@ -117,10 +117,10 @@ const (
 )
 
 // displaceable reports whether a parked or new job may take queued j's
-// place: a suspect whose callers have all left without pinning it. A job
+// place: a suspect whose callers have all left without earning it a place. A job
 // nobody has waited for yet is not: its creator is on its way to Wait.
 func (j *Job) displaceable() bool {
-	return j.state == queued && j.suspect() && j.waited && j.waiters == 0 && !j.pinned
+	return j.state == queued && j.suspect() && j.waited && j.waiters == 0 && !j.earned
 }
 
 // waitedOrdinary reports whether j is a queued ordinary job a caller
@@ -181,7 +181,7 @@ func (q *fairQueue) remove(nq *nameQueue, j *Job) {
 	q.settle(nq, false)
 }
 
-// change applies f to queued j, whose tier, waiters, pinning, work or
+// change applies f to queued j, whose tier, waiters, earned place, work or
 // expected time f may change, and puts j where it now belongs.
 func (q *fairQueue) change(nq *nameQueue, j *Job, f func()) {
 	q.detach(nq, j)

@@ -13,8 +13,8 @@ import (
 type Config struct {
 	Slots    int           // batches running at once
 	Lanes    int           // jobs of one Class a batch takes at most
-	MaxQueue int           // jobs pending, queued or parked at most, pinned ones past their name's places apart; past it Join refuses
-	PerName  int           // places one name has: its jobs pending or queued, pinned ones apart
+	MaxQueue int           // jobs pending, queued or parked at most, earned ones past their name's places apart; past it Join refuses
+	PerName  int           // places one name has: its jobs pending or queued, earned ones apart
 	MaxWait  time.Duration // longest Wait holds a caller, from its arrival
 	// MaxBatchWork bounds a batch's work (the sum of Request.Work), as a
 	// batch holds all of its jobs' memory at once; a job alone may pass
@@ -23,7 +23,7 @@ type Config struct {
 	// WorkTimeout bounds a job's life: one not running when it passes
 	// ends with context.DeadlineExceeded, and its context ends. 0: none.
 	WorkTimeout time.Duration
-	// ReturnAfter is how long after being sent away a caller is expected
+	// ReturnAfter is how long after being shed a caller is expected
 	// back at the soonest, when callers do not honour Overload.After
 	// (k3s agents retry 5-10 s after a failed request). Jobs nobody waits
 	// for run in the order their callers are expected back.
@@ -60,7 +60,7 @@ var ErrPanic = errors.New("panic in a batch's work")
 type Overload struct {
 	After  time.Duration // when to come back; always positive
 	Queued bool          // the job stays queued; false: it was dropped or refused
-	Held   bool          // the caller was held on an estimate before it was sent away
+	Held   bool          // the caller was held on an estimate before it was shed
 	Reason string        // what happened, for the error message
 }
 
@@ -228,7 +228,7 @@ func (s *Scheduler) forgetLocked(nq *nameQueue) {
 
 // roomLocked is how many more jobs the queue takes: jobs pending, queued
 // within their names' places, or parked count against MaxQueue. Jobs
-// pinned over their names' places do not: each cost a caller a whole
+// earned over their names' places do not: each cost a caller a whole
 // MaxWait, and guessers that wait must not fill the queue for everyone.
 func (s *Scheduler) roomLocked() int {
 	return s.cfg.MaxQueue - (s.queue.len + s.pending - s.queue.over + s.parked)
@@ -431,17 +431,17 @@ func (s *Scheduler) unparkLocked(nq *nameQueue, j *Job) {
 	s.idleWork -= j.work
 }
 
-// pinLocked marks j as waited for a whole MaxWait: it is never displaced,
+// earnLocked marks j as waited for a whole MaxWait: it is never displaced,
 // and when parked it gets a place at once, over its name's cap.
-func (s *Scheduler) pinLocked(j *Job) {
+func (s *Scheduler) earnLocked(j *Job) {
 	switch j.state {
 	case parked:
 		nq := j.nq
 		s.unparkLocked(nq, j)
-		j.pinned = true
+		j.earned = true
 		s.placeLocked(nq, j, time.Now())
 	case queued, pending:
-		s.changeLocked(j, func() { j.pinned = true })
+		s.changeLocked(j, func() { j.earned = true })
 	}
 }
 

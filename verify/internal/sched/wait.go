@@ -8,8 +8,8 @@ import (
 // Wait waits for j's result within ctx and Config.MaxWait, counted from
 // the caller's arrival (WithArrival), and returns it, ctx's cause when ctx
 // ends first, or an *Overload telling the caller to come back later
-// (Queued when j stays queued). It holds the caller or sends it away as
-// "Holding or sending away" in the package doc says; while the caller
+// (Queued when j stays queued). It holds the caller or sheds it as
+// "Holding or shedding" in the package doc says; while the caller
 // waits, j's name is wanted.
 func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	select {
@@ -75,18 +75,18 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	s.mu.Lock()
 	defer s.unlock()
 	if !now.Before(deadline) {
-		s.pinLocked(j)
+		s.earnLocked(j)
 	}
 	s.watchLocked(j, -1)
 	if j.state == done {
 		return j.err
 	}
-	after := s.sendAwayLocked(j, now)
+	after := s.shedLocked(j, now)
 	return &Overload{After: after, Queued: true, Held: held, Reason: "work queued"}
 }
 
 // decideLocked decides whether the caller of j that came at now is held
-// (for at most left) or sent away at once; held says it is held on an
+// (for at most left) or shed at once; held says it is held on an
 // estimate, and then j remembers the wait promised, so that the
 // estimate's error can be measured when j's computation ends.
 func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (held, leave bool) {
@@ -103,13 +103,13 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 	return true, false
 }
 
-// sendAwayLocked records that j's caller is sent away at now and returns
+// shedLocked records that j's caller is shed at now and returns
 // when to tell it to come back: MaxWait/2 before j's estimated
 // completion. j's caller is then expected back (see Job.back) that much
 // later when callers honour it, else Config.ReturnAfter later; j's
 // estimate counts it after the jobs whose callers are expected back
-// sooner, and, when callers honour it, after every job already sent away.
-func (s *Scheduler) sendAwayLocked(j *Job, now time.Time) time.Duration {
+// sooner, and, when callers honour it, after every job already shed.
+func (s *Scheduler) shedLocked(j *Job, now time.Time) time.Duration {
 	back := now.Add(s.cfg.ReturnAfter)
 	if s.cfg.HonourAfter {
 		back = now.Add(farFuture)
@@ -162,7 +162,7 @@ func recheckInterval(maxWait time.Duration) time.Duration {
 }
 
 // unwatch stops counting a caller that left without an answer (its
-// context ended): it is expected back as one sent away.
+// context ended): it is expected back as one shed.
 func (s *Scheduler) unwatch(j *Job) {
 	s.mu.Lock()
 	defer s.unlock()

@@ -198,8 +198,8 @@ func TestWaitCountsFromArrival(t *testing.T) {
 		guess, _ := h.join("attacked", "guess", true)
 		early = WithArrival(context.Background(), time.Now().Add(-6500*time.Millisecond))
 		start = time.Now()
-		if err := h.s.Wait(early, guess); !errors.As(err, &o) || time.Since(start) != 1500*time.Millisecond || !guess.pinned {
-			t.Fatalf("suspect: %v after %v, pinned %v; want sent away and pinned after MaxWait from its arrival, 1.5 s", err, time.Since(start), guess.pinned)
+		if err := h.s.Wait(early, guess); !errors.As(err, &o) || time.Since(start) != 1500*time.Millisecond || !guess.earned {
+			t.Fatalf("suspect: %v after %v, earned %v; want sent away and earned after MaxWait from its arrival, 1.5 s", err, time.Since(start), guess.earned)
 		}
 		h.done(running)
 	})
