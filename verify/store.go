@@ -12,7 +12,7 @@ import (
 // request's path: it should answer from memory.
 type Store interface {
 	Get(ctx context.Context, node string) (string, error) // or an error wrapping ErrNotFound
-	Create(ctx context.Context, node, hash string) error   // or an error wrapping ErrExists
+	Create(ctx context.Context, node, hash string) error  // or an error wrapping ErrExists
 }
 
 // FreshGetter is a Store whose Get may lag. Ensure confirms ErrNotFound
