@@ -14,6 +14,159 @@ import (
 	"github.com/nodepass/nodepass/scrypt"
 )
 
+// TestFailDelay: consecutive mismatches for a name are answered later and
+// later, up to MaxFailDelay; a match is never delayed and resets the count;
+// the caller's context cuts the delay short.
+func TestFailDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewMemoryStore()
+		s.Set("n", mustHash(t, "right"))
+		v := newTestVerifier(t, s, &Options{MaxFailDelay: 500 * time.Millisecond})
+		ctx := context.Background()
+		elapsed := func(pw string) (time.Duration, error) {
+			start := time.Now()
+			err := v.Verify(ctx, "n", pw)
+			return time.Since(start), err
+		}
+		want := []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond}
+		for i, w := range want {
+			d, err := elapsed(fmt.Sprint("guess-", i))
+			if !errors.Is(err, ErrMismatchedHashAndPassword) || d != w {
+				t.Fatalf("mismatch %d: %v after %v, want mismatch after %v", i+1, err, d, w)
+			}
+		}
+		if d, err := elapsed("right"); err != nil || d != 0 {
+			t.Fatalf("match: %v after %v, want no delay", err, d)
+		}
+		if d, _ := elapsed("guess-0"); d != 0 {
+			t.Fatalf("first mismatch after a match delayed %v", d)
+		}
+		if d, _ := elapsed("guess-0"); d != 100*time.Millisecond {
+			t.Fatalf("second mismatch delayed %v", d)
+		}
+		// The count starts again after a quiet failWindow.
+		time.Sleep(failWindow + time.Second)
+		if d, _ := elapsed("guess-0"); d != 0 {
+			t.Fatalf("mismatch after a quiet window delayed %v", d)
+		}
+		// A caller that leaves is not held.
+		elapsed("guess-1")
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if err := v.Verify(cctx, "n", "guess-2"); !errors.Is(err, ErrMismatchedHashAndPassword) || time.Since(start) != 10*time.Millisecond {
+			t.Fatalf("cancelled caller: %v after %v", err, time.Since(start))
+		}
+		v.Close()
+	})
+}
+
+// TestDuplicateHostname: a second machine with the same name retrying a
+// wrong password costs one scrypt, however often it retries.
+func TestDuplicateHostname(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("dup", mustHash(t, "first-machine"))
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	for range 50 {
+		if err := v.Ensure(ctx, "dup", "second-machine"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Ensure(ctx, "dup", "first-machine"); err != nil {
+		t.Fatal(err)
+	}
+	if st := v.Stats(); st.ScryptRuns != 2 {
+		t.Fatalf("%d scrypt runs, want 2", st.ScryptRuns)
+	}
+}
+
+// TestFullNameHeld: when a name has no room in the queue, a new password
+// for it waits in the name's line for its whole MaxWait, so that a
+// guesser cannot spin on answers; a caller that waits it out gets the
+// password queued (over the name's cap), to be computed for its retry.
+func TestFullNameHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewMemoryStore()
+		s.Set("busy", mustHash(t, "pw"))
+		s.Set("n", mustHash(t, "right"))
+		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueuedPerNode: 2, MaxFailDelay: time.Second, MaxWait: 3 * time.Second})
+		ctx := context.Background()
+		for i := range 3 { // three computed mismatches
+			v.Verify(ctx, "n", fmt.Sprint("old-guess-", i))
+		}
+		g := newGate()
+		g.install(t, v)
+		go v.Verify(ctx, "busy", "pw")
+		<-g.entered
+		sctx, cancel := context.WithCancel(ctx)
+		for i := range 2 {
+			go v.Verify(sctx, "n", fmt.Sprint("queued-guess-", i))
+		}
+		synctest.Wait()
+		start := time.Now()
+		err := v.Verify(ctx, "n", "waiting-guess")
+		var oe *OverloadError
+		if !errors.As(err, &oe) || !oe.Queued {
+			t.Fatalf("err %v, want an overload with the work queued", err)
+		}
+		if d := time.Since(start); d != 3*time.Second {
+			t.Fatalf("held %v, want MaxWait (3 s)", d)
+		}
+		if st := v.Stats(); st.Queued != 3 {
+			t.Fatalf("%d queued, want 3: the name's two and the one that waited", st.Queued)
+		}
+		cancel()
+		g.open()
+		v.Close()
+	})
+}
+
+// TestGuessForFailingNameWaits: once a name has failed, a new password for
+// it (a first ask) is computed only after other nodes' work.
+func TestGuessForFailingNameWaits(t *testing.T) {
+	s := NewMemoryStore()
+	for _, n := range []string{"busy", "attacked", "honest"} {
+		s.Set(n, mustHash(t, "right"))
+	}
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
+	ctx := context.Background()
+	if err := v.Verify(ctx, "attacked", "guess-0"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	derive := v.derive
+	g := newGate()
+	v.derive = func(keys []scrypt.Job) {
+		g.entered <- struct{}{}
+		<-g.release
+		mu.Lock()
+		for _, k := range keys {
+			order = append(order, string(k.Password))
+		}
+		mu.Unlock()
+		derive(keys)
+	}
+	go v.Verify(ctx, "busy", "right")
+	<-g.entered
+	done := make(chan error, 2)
+	go func() { done <- v.Verify(ctx, "attacked", "guess-1") }()
+	waitFor(t, "the guess to queue", func() bool { return v.Stats().Queued == 1 })
+	go func() { done <- v.Verify(ctx, "honest", "right") }()
+	waitFor(t, "the honest node to queue", func() bool { return v.Stats().Queued == 2 })
+	g.open()
+	for range 2 {
+		<-done
+	}
+	waitFor(t, "work to finish", func() bool { return idle(v) })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 3 || order[1] != "right" || order[2] != "guess-1" {
+		t.Fatalf("computed in order %q, want busy, honest, then the guess", order)
+	}
+}
+
 // adversary is a way of sending wrong passwords for one node name.
 type adversary struct {
 	name string
