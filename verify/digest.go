@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -86,7 +87,7 @@ func (r *recorder) record(node, hash string, digest []byte) {
 	// Not queued: drop the node's record, rec or a newer one that came
 	// meanwhile and, finding rec, counted on this call to queue the node.
 	if _, ok := r.pending.LoadAndDelete(node); ok {
-		count(&r.stats.DigestWriteFailures, 1)
+		atomic.AddUint64(&r.stats.DigestWriteFailures, 1)
 	}
 }
 
@@ -119,23 +120,23 @@ func (r *recorder) write(parent context.Context, node string) {
 	}
 	rec := v.(*digestRecord)
 	if parent.Err() != nil {
-		count(&r.stats.DigestWriteFailures, 1) // Close's flush ran out of time
+		atomic.AddUint64(&r.stats.DigestWriteFailures, 1) // Close's flush ran out of time
 		return
 	}
 	ctx, cancel := context.WithTimeout(parent, digestWriteTimeout)
 	defer cancel()
 	if err := r.remember(ctx, node, rec); err != nil {
-		count(&r.stats.DigestWriteFailures, 1)
+		atomic.AddUint64(&r.stats.DigestWriteFailures, 1)
 		return
 	}
-	count(&r.stats.DigestWrites, 1)
+	atomic.AddUint64(&r.stats.DigestWrites, 1)
 }
 
 // remember calls the store, a panic included.
 func (r *recorder) remember(ctx context.Context, node string, rec *digestRecord) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			count(&r.stats.Panics, 1)
+			atomic.AddUint64(&r.stats.Panics, 1)
 			err = fmt.Errorf("verify: store RememberDigest(%q) panicked: %v", node, p)
 		}
 	}()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/cache"
@@ -71,7 +72,7 @@ func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made,
 		v.createFailed.Store(nil)
 		v.recordMatch(node, made, v.cache.Key(node, made, password), v.opts.Params.KeyLen)
 		v.remember(node, made, password)
-		count(&v.stats.Enrollments, 1)
+		atomic.AddUint64(&v.stats.Enrollments, 1)
 		return nil
 	case errors.Is(err, ErrExists):
 		return err

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/cache"
@@ -75,7 +76,7 @@ func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, sto
 		}
 		return ErrMismatchedHashAndPassword
 	}
-	count(&v.stats.FailOpenEnrollments, 1)
+	atomic.AddUint64(&v.stats.FailOpenEnrollments, 1)
 	v.wg.Add(1)
 	go v.retryEnrollment(node, d, createErr)
 	return nil
@@ -103,14 +104,14 @@ func (v *Verifier) retryEnrollment(node string, d *deferredEnrollment, lastErr e
 			err = nil // ours, stored by an attempt whose answer was lost
 		}
 		if err == nil {
-			count(&v.stats.Enrollments, 1)
+			atomic.AddUint64(&v.stats.Enrollments, 1)
 			break
 		}
 	}
 	v.pending.Delete(node)
 	v.pendingCount.Add(-1)
 	if err != nil {
-		count(&v.stats.FailOpenFailures, 1)
+		atomic.AddUint64(&v.stats.FailOpenFailures, 1)
 	}
 	if f := v.opts.FailOpen.OnDeferred; f != nil {
 		f(node, err)

@@ -138,7 +138,7 @@ func TestGuessForFailingNameWaits(t *testing.T) {
 	var order []string
 	derive := v.derive
 	g := newGate()
-	v.derive = func(keys []scrypt.Job) {
+	v.derive = func(keys []scrypt.Job, lanes int) {
 		g.entered <- struct{}{}
 		<-g.release
 		mu.Lock()
@@ -146,7 +146,7 @@ func TestGuessForFailingNameWaits(t *testing.T) {
 			order = append(order, string(k.Password))
 		}
 		mu.Unlock()
-		derive(keys)
+		derive(keys, lanes)
 	}
 	go v.Verify(ctx, "busy", "right")
 	<-g.entered
@@ -219,9 +219,9 @@ func runAdversary(t *testing.T, a adversary) {
 	loadHash := mustHash(t, "load")
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second, MaxFailDelay: 2 * time.Second})
 	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
+	v.derive = func(keys []scrypt.Job, lanes int) {
 		time.Sleep(time.Duration(len(keys)) * 100 * time.Millisecond) // 100 ms a computation, in fake time
-		derive(keys)
+		derive(keys, lanes)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -154,30 +154,25 @@ func (v *Verifier) lanesFor(logN, r int) int {
 	return l
 }
 
-// reserve takes from the budget the bytes keys, a batch of one (N, r),
-// will hold at once, and returns them for release.
-func (v *Verifier) reserve(keys []scrypt.Job) int64 {
-	if v.mem.total == 0 {
-		return 0
-	}
+// reserve returns how many lanes keys, a batch of one (N, r), computes at
+// once, and takes from the budget the bytes they hold, held, for release.
+func (v *Verifier) reserve(keys []scrypt.Job) (held int64, lanes int) {
 	logN, r := log2(keys[0].N), keys[0].R
+	lanes = v.lanesFor(logN, r)
+	if v.mem.total == 0 {
+		return 0, lanes
+	}
 	blocks := 0
 	for _, k := range keys {
 		blocks += k.P
 	}
-	held := min(v.lanesFor(logN, r), blocks)
-	for held&(held-1) != 0 { // scrypt mixes a power of two at a time
-		held--
+	n := min(lanes, blocks)
+	for n&(n-1) != 0 { // scrypt mixes a power of two at a time
+		n--
 	}
-	n := int64(held) * lane(logN, r)
-	v.mem.reserve(n)
-	return n
-}
-
-// deriveKeys computes keys, a batch of one (N, r), with the Verifier's
-// pool and lanes: the Verifier's derive.
-func (v *Verifier) deriveKeys(keys []scrypt.Job) {
-	v.pool.KeyBatch(keys, v.lanesFor(log2(keys[0].N), keys[0].R))
+	held = int64(n) * lane(logN, r)
+	v.mem.reserve(held)
+	return held, lanes
 }
 
 // fits refuses a stored hash one lane of which (its V) needs more than

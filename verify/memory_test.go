@@ -94,12 +94,12 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 	}
 	var inUse, most atomic.Int64
 	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
-		b := int64(v.lanesFor(log2(keys[0].N), keys[0].R)) * lane(log2(keys[0].N), keys[0].R)
+	v.derive = func(keys []scrypt.Job, lanes int) {
+		b := int64(lanes) * lane(log2(keys[0].N), keys[0].R)
 		now := inUse.Add(b)
 		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 		}
-		derive(keys)
+		derive(keys, lanes)
 		inUse.Add(-b)
 	}
 	var wg sync.WaitGroup
@@ -352,9 +352,9 @@ func TestHerdBuffersBound(t *testing.T) {
 	var batches atomic.Int64
 	v := newTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 2})
 	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
+	v.derive = func(keys []scrypt.Job, lanes int) {
 		batches.Add(1)
-		derive(keys)
+		derive(keys, lanes)
 	}
 	// The first two hold both slots until the rest are queued.
 	g := newGate()

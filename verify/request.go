@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -151,7 +152,7 @@ func (v *Verifier) verifyStored(ctx context.Context, node, stored, password stri
 func (v *Verifier) lookup(ctx context.Context, node, stored, password string, remembered []byte) error {
 	key := v.cache.Key(node, stored, password)
 	if err, ok := v.fromCache(node, stored, key); ok {
-		count(&v.stats.CacheHits, 1)
+		atomic.AddUint64(&v.stats.CacheHits, 1)
 		return v.answer(err)
 	}
 	var doubted bool
@@ -174,7 +175,7 @@ func (v *Verifier) digestHit(node, stored string, key cache.Key) error {
 	if err != nil {
 		return fmt.Errorf("%w (stored for %s)", err, displayName(node))
 	}
-	count(&v.stats.DigestHits, 1)
+	atomic.AddUint64(&v.stats.DigestHits, 1)
 	v.recordMatch(node, stored, key, len(h.key))
 	return nil
 }
@@ -227,9 +228,10 @@ func (v *Verifier) share(ctx context.Context, r sched.Request) error {
 		return v.answer(err)
 	}
 	if !created {
-		count(&v.stats.Shared, 1)
+		atomic.AddUint64(&v.stats.Shared, 1)
 	}
-	err = v.sched.Wait(ctx, j)
+	arrived, _ := Arrival(ctx)
+	err = v.sched.Wait(ctx, j, arrived)
 	if cause := context.Cause(ctx); cause != nil && err == cause {
 		return fmt.Errorf("verify: waiting for result: %w", err)
 	}
@@ -244,9 +246,9 @@ func (v *Verifier) answer(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrMismatchedHashAndPassword):
-		count(&v.stats.Mismatches, 1)
+		atomic.AddUint64(&v.stats.Mismatches, 1)
 		if err == errKnownReject {
-			count(&v.stats.KnownMatchRejects, 1)
+			atomic.AddUint64(&v.stats.KnownMatchRejects, 1)
 			return ErrMismatchedHashAndPassword
 		}
 		return err
@@ -260,9 +262,9 @@ func (v *Verifier) failed(err error) error {
 	var o *sched.Overload
 	switch {
 	case errors.As(err, &o):
-		count(&v.stats.Shed, 1)
+		atomic.AddUint64(&v.stats.Shed, 1)
 		if o.Held {
-			count(&v.stats.ShedAfterWait, 1)
+			atomic.AddUint64(&v.stats.ShedAfterWait, 1)
 		}
 		return &OverloadError{After: o.After, Queued: o.Queued, reason: o.Reason}
 	case errors.Is(err, sched.ErrClosed):

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/nodepass/nodepass/scrypt"
 )
 
 func TestInvalidInputNeverReachesStore(t *testing.T) {
@@ -344,7 +342,7 @@ func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
 	// A caller that leaves alone still gets its result cached.
 	s.Set("m", mustHash(t, "pw"))
 	g2 := newGate()
-	v.derive = scrypt.KeyBatch
+	v.derive = v.pool.KeyBatch
 	g2.install(t, v)
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/pprof"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/cache"
@@ -69,12 +70,12 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 	}
 	// The goroutine keeps its thread so that the thread's CPU clock
 	// measures this computation alone.
-	held := v.reserve(keys) // before the clocks: waiting is not computing
+	held, lanes := v.reserve(keys) // before the clocks: waiting is not computing
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start, cpu0 := time.Now(), threadCPU()
-	count(&v.stats.ScryptRuns, uint64(len(todo)))
-	err := v.deriveAll(todo, keys)
+	atomic.AddUint64(&v.stats.ScryptRuns, uint64(len(todo)))
+	err := v.deriveAll(todo, keys, lanes)
 	took := time.Since(start)
 	v.mem.release(held)
 	wall = took
@@ -114,7 +115,7 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 // error).
 func (v *Verifier) countPanic() {
 	if r := recover(); r != nil {
-		count(&v.stats.Panics, 1)
+		atomic.AddUint64(&v.stats.Panics, 1)
 		panic(r)
 	}
 }
@@ -139,7 +140,7 @@ func (v *Verifier) observeScrypt(j *sched.Job, took time.Duration) {
 
 func (v *Verifier) recoverObserver() {
 	if recover() != nil {
-		count(&v.stats.Panics, 1)
+		atomic.AddUint64(&v.stats.Panics, 1)
 	}
 }
 
@@ -162,17 +163,18 @@ func (v *Verifier) scryptJob(t *task) (scrypt.Job, error) {
 	return scrypt.Job{Password: []byte(t.password), Salt: salt, N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}, nil
 }
 
-// deriveAll computes keys, the scrypt of the jobs todo, under the labels
-// the jobs' contexts all carry and ProfileLabel=ProfileScrypt. A panic
-// becomes the error of every job, not a dead process.
-func (v *Verifier) deriveAll(todo []*sched.Job, keys []scrypt.Job) (err error) {
+// deriveAll computes keys, the scrypt of the jobs todo, lanes at a time,
+// under the labels the jobs' contexts all carry and
+// ProfileLabel=ProfileScrypt. A panic becomes the error of every job, not
+// a dead process.
+func (v *Verifier) deriveAll(todo []*sched.Job, keys []scrypt.Job, lanes int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			count(&v.stats.Panics, 1)
+			atomic.AddUint64(&v.stats.Panics, 1)
 			err = fmt.Errorf("verify: panic in shared work: %v", r)
 		}
 	}()
-	pprof.Do(commonLabels(todo), scryptLabels, func(context.Context) { v.derive(keys) })
+	pprof.Do(commonLabels(todo), scryptLabels, func(context.Context) { v.derive(keys, lanes) })
 	return nil
 }
 

@@ -96,8 +96,8 @@ func TestFailedComputationNotCached(t *testing.T) {
 	v := newTestVerifier(t, s, nil)
 	var calls atomic.Int64
 	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
-		derive(keys)
+	v.derive = func(keys []scrypt.Job, lanes int) {
+		derive(keys, lanes)
 		if calls.Add(1) == 1 {
 			keys[0].Key, keys[0].Err = nil, errors.New("transient")
 		}
@@ -249,12 +249,12 @@ func TestPanicsBecomeErrors(t *testing.T) {
 		s := NewMemoryStore()
 		s.Set("n", mustHash(t, "pw"))
 		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
-		v.derive = func([]scrypt.Job) { panic("hasher exploded") }
+		v.derive = func([]scrypt.Job, int) { panic("hasher exploded") }
 		if err := v.Verify(ctx, "n", "pw"); err == nil || !strings.Contains(err.Error(), "hasher exploded") {
 			t.Fatalf("err %v", err)
 		}
 		// The slot was given back: the next computation runs.
-		v.derive = scrypt.KeyBatch
+		v.derive = v.pool.KeyBatch
 		if err := v.Verify(ctx, "n", "pw"); err != nil {
 			t.Fatal(err)
 		}

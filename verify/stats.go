@@ -40,7 +40,3 @@ func (v *Verifier) Stats() Stats {
 	s.InFlight, s.Queued = uint64(running), uint64(queued)
 	return s
 }
-
-// count adds n to the counter c, a field of a Verifier's stats, where
-// what it counts happens.
-func count(c *uint64, n uint64) { atomic.AddUint64(c, n) }

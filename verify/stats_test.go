@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -81,7 +82,7 @@ func TestStatsTable(t *testing.T) {
 			t.Errorf("%s: stat %q: a counter's name ends in _total, a gauge's does not", f.Name, name)
 		}
 		if !gauges[f.Name] {
-			count(counters.Field(i).Addr().Interface().(*uint64), uint64(i+1))
+			atomic.AddUint64(counters.Field(i).Addr().Interface().(*uint64), uint64(i+1))
 		}
 	}
 	got := reflect.ValueOf(v.Stats())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Store holds one hash per node, safe for concurrent use. Get is on every
@@ -165,7 +166,7 @@ func (v *Verifier) storeErr(op, node string, err error) error {
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
 		return err
 	}
-	count(&v.stats.StoreErrors, 1)
+	atomic.AddUint64(&v.stats.StoreErrors, 1)
 	return fmt.Errorf("verify: store %s(%q): %w", op, node, err)
 }
 
@@ -173,8 +174,8 @@ func (v *Verifier) storeErr(op, node string, err error) error {
 // error in *err.
 func (v *Verifier) recoverStore(op, node string, err *error) {
 	if r := recover(); r != nil {
-		count(&v.stats.Panics, 1)
-		count(&v.stats.StoreErrors, 1)
+		atomic.AddUint64(&v.stats.Panics, 1)
+		atomic.AddUint64(&v.stats.StoreErrors, 1)
 		*err = fmt.Errorf("verify: store %s(%q) panicked: %v", op, node, r)
 	}
 }

@@ -34,9 +34,9 @@ type Verifier struct {
 	mem          *memory // Options.ScryptMemory
 	slots, lanes int     // batches at once, and hashes per batch at Options.Params (shape)
 	base         context.Context
-	cancel       context.CancelCauseFunc // cancels base with ErrClosed
-	quiet        *time.Timer             // releases idle scrypt buffers (releaseLater)
-	derive       func(keys []scrypt.Job) // a batch's scrypt: deriveKeys; tests wrap it
+	cancel       context.CancelCauseFunc            // cancels base with ErrClosed
+	quiet        *time.Timer                        // releases idle scrypt buffers (releaseLater)
+	derive       func(keys []scrypt.Job, lanes int) // a batch's scrypt: pool.KeyBatch; tests wrap it
 
 	// Lock-free.
 	stats        *Stats // counters, added to atomically (count)
@@ -81,7 +81,7 @@ func New(store Store, opts *Options) (*Verifier, error) {
 		lanes:      scrypt.Lanes(),
 		stats:      new(Stats),
 	}
-	v.derive = v.deriveKeys
+	v.derive = v.pool.KeyBatch
 	if o.ScryptMemory > 0 {
 		v.slots, v.lanes = v.shape()
 	}

@@ -82,7 +82,7 @@ func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 func (g *gate) install(t testing.TB, v *Verifier) {
 	t.Cleanup(g.open)
 	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
+	v.derive = func(keys []scrypt.Job, lanes int) {
 		select {
 		case <-g.release:
 		default:
@@ -92,7 +92,7 @@ func (g *gate) install(t testing.TB, v *Verifier) {
 			}
 			<-g.release
 		}
-		derive(keys)
+		derive(keys, lanes)
 	}
 }
 

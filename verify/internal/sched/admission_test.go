@@ -70,7 +70,7 @@ func TestWaitedOutEarnsPlace(t *testing.T) {
 			t.Fatalf("state %v, want parked", p.state)
 		}
 		start := time.Now()
-		err := h.s.Wait(context.Background(), p)
+		err := h.s.Wait(context.Background(), p, time.Time{})
 		var o *Overload
 		if !errors.As(err, &o) || !o.Queued || time.Since(start) != 2*time.Second {
 			t.Fatalf("Wait: %v after %v, want a queued Overload after MaxWait (2 s)", err, time.Since(start))
@@ -111,9 +111,9 @@ func TestLateArrivalEarnsPlace(t *testing.T) {
 					t.Fatalf("state %v, want parked behind the guesses", right.state)
 				}
 				// The agent's client gives up 10 s after it dialled.
-				ctx, cancel := context.WithDeadline(WithArrival(context.Background(), dialed), dialed.Add(10*time.Second))
+				ctx, cancel := context.WithDeadline(context.Background(), dialed.Add(10*time.Second))
 				defer cancel()
-				err := h.s.Wait(ctx, right)
+				err := h.s.Wait(ctx, right, dialed)
 				var o *Overload
 				if !errors.As(err, &o) {
 					t.Fatalf("Wait: %v, want an Overload before the client's timeout", err)
@@ -240,7 +240,7 @@ func TestEarnedDoNotFillQueue(t *testing.T) {
 			if o != nil {
 				t.Fatalf("guess %d refused: %v", i, o)
 			}
-			go h.s.Wait(context.Background(), p)
+			go h.s.Wait(context.Background(), p, time.Time{})
 			time.Sleep(time.Second) // its caller waits out MaxWait: earned
 			synctest.Wait()
 		}

@@ -91,9 +91,9 @@
 // told from a guess, and room freed for whoever asks first goes to a
 // guesser at once. Waiting costs a guesser what it costs the node's
 // agent: a request in progress for MaxWait. MaxWait counts from the
-// request's arrival (WithArrival: its connection's accept). So a request
-// that reaches Wait late still waits out MaxWait before its agent gives
-// up.
+// request's arrival, which the caller gives Wait (its connection's
+// accept). So a request that reaches Wait late still waits out MaxWait
+// before its agent gives up.
 //
 // # The bound
 //

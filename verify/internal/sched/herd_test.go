@@ -148,7 +148,7 @@ func (h herd) ask(s *Scheduler, key Key, name string) error {
 	if err != nil {
 		return err
 	}
-	return s.Wait(context.Background(), j)
+	return s.Wait(context.Background(), j, time.Time{})
 }
 
 func k3sHerd(agents int, warm bool) herd {

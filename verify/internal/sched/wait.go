@@ -6,12 +6,13 @@ import (
 )
 
 // Wait waits for j's result within ctx and Config.MaxWait, counted from
-// the caller's arrival (WithArrival), and returns it, ctx's cause when ctx
-// ends first, or an *Overload telling the caller to come back later
-// (Queued when j stays queued). It holds the caller or sheds it as
+// arrived, when the caller's request came (its client started waiting
+// then; zero or in the future: now). It returns the result, ctx's cause
+// when ctx ends first, or an *Overload telling the caller to come back
+// later (Queued when j stays queued). It holds the caller or sheds it as
 // "Holding or shedding" in the package doc says; while the caller
 // waits, j's name is wanted.
-func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
+func (s *Scheduler) Wait(ctx context.Context, j *Job, arrived time.Time) error {
 	select {
 	case <-j.done:
 		return j.err
@@ -19,10 +20,9 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	}
 	maxWait := s.cfg.MaxWait
 	now := time.Now()
-	// Its client's timeout started when it came (see WithArrival).
 	deadline := now.Add(maxWait)
-	if t, ok := Arrival(ctx); ok && t.Before(now) {
-		deadline = t.Add(maxWait)
+	if !arrived.IsZero() && arrived.Before(now) {
+		deadline = arrived.Add(maxWait)
 	}
 	s.mu.Lock()
 	s.watchLocked(j, 1)
@@ -124,24 +124,6 @@ func (s *Scheduler) shedLocked(j *Job, now time.Time) time.Duration {
 
 // farFuture is later than any caller is expected back.
 const farFuture = 100 * 365 * 24 * time.Hour
-
-type arrivalKey struct{}
-
-// WithArrival returns a copy of ctx saying that its request came at t:
-// its client started waiting then (when the connection was accepted, say,
-// before a TLS handshake), so that Wait holds its caller at most MaxWait
-// from t, and a caller that waits out MaxWait (suspects, parked jobs)
-// waits it out from t: its request was in progress all that time, which
-// costs a guesser what it costs the node's agent.
-func WithArrival(ctx context.Context, t time.Time) context.Context {
-	return context.WithValue(ctx, arrivalKey{}, t)
-}
-
-// Arrival returns the time WithArrival recorded in ctx, if any.
-func Arrival(ctx context.Context) (time.Time, bool) {
-	t, ok := ctx.Value(arrivalKey{}).(time.Time)
-	return t, ok
-}
 
 // hopelessLocked reports whether j's result cannot come within left even
 // at the best: every computation taking the least CPU time per byte of the

@@ -26,7 +26,7 @@ func TestWaitSendsAwayAtArrival(t *testing.T) {
 		h.join("running", "a", false)
 		q, _ := h.join("late", "b", false)
 		start := time.Now()
-		err := h.s.Wait(context.Background(), q)
+		err := h.s.Wait(context.Background(), q, time.Time{})
 		var o *Overload
 		if !errors.As(err, &o) || !o.Queued {
 			t.Fatalf("Wait: %v, want a queued Overload", err)
@@ -55,7 +55,7 @@ func TestWaitHoldsWhatFits(t *testing.T) {
 		running, _ := h.join("running", "a", false)
 		next, _ := h.join("next", "b", false)
 		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(context.Background(), next) }()
+		go func() { got <- h.s.Wait(context.Background(), next, time.Time{}) }()
 		time.Sleep(time.Second)
 		h.done(running)
 		time.Sleep(time.Second)
@@ -80,7 +80,7 @@ func TestWaitSuspectWaitsOutMaxWait(t *testing.T) {
 			t.Fatal("a first ask for a failing name is not a suspect")
 		}
 		start := time.Now()
-		err := h.s.Wait(context.Background(), guess)
+		err := h.s.Wait(context.Background(), guess, time.Time{})
 		var o *Overload
 		if !errors.As(err, &o) || !o.Queued {
 			t.Fatalf("Wait: %v, want a queued Overload", err)
@@ -105,7 +105,7 @@ func TestLastWaiterLeavesWhileRunning(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(ctx, j) }()
+		go func() { got <- h.s.Wait(ctx, j, time.Time{}) }()
 		synctest.Wait()
 		cancel()
 		if err := <-got; !errors.Is(err, context.Canceled) {
@@ -120,7 +120,7 @@ func TestLastWaiterLeavesWhileRunning(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		h.end(j, time.Second, time.Second, errors.New("the result"))
-		if err := h.s.Wait(context.Background(), again); err == nil || err.Error() != "the result" {
+		if err := h.s.Wait(context.Background(), again, time.Time{}); err == nil || err.Error() != "the result" {
 			t.Fatalf("later caller got %v", err)
 		}
 		if jobs(h.s) != 0 {
@@ -171,7 +171,7 @@ func TestPendingHoldsNoSlot(t *testing.T) {
 }
 
 // TestWaitCountsFromArrival: a caller whose client started waiting
-// earlier (WithArrival) is held at most MaxWait from then: sent away at
+// earlier (Wait's arrived) is held at most MaxWait from then: sent away at
 // once when its result is not expected in the time left, and, when the
 // estimate was wrong, sent away as the time left can no longer do, not
 // MaxWait after its call. A suspect waits out MaxWait from its arrival
@@ -182,23 +182,23 @@ func TestWaitCountsFromArrival(t *testing.T) {
 		defer h.stop()
 		running, _ := h.join("running", "a", false)
 		next, _ := h.join("next", "b", false) // expected in 2 s, 2.2 with the margin
-		early := WithArrival(context.Background(), time.Now().Add(-6500*time.Millisecond))
+		early := time.Now().Add(-6500 * time.Millisecond)
 		var o *Overload
-		if err := h.s.Wait(early, next); !errors.As(err, &o) || o.Held {
+		if err := h.s.Wait(context.Background(), next, early); !errors.As(err, &o) || o.Held {
 			t.Fatalf("1.5 s left of 8: %v, want sent away at once", err)
 		}
-		later := WithArrival(context.Background(), time.Now().Add(-5*time.Second))
+		later := time.Now().Add(-5 * time.Second)
 		start := time.Now()
-		err := h.s.Wait(later, next) // 3 s left: held, but a runs for ever
+		err := h.s.Wait(context.Background(), next, later) // 3 s left: held, but a runs for ever
 		// At the recheck at 2.5 s, b's own second no longer fits in the
 		// 0.5 s left, long before MaxWait from the call.
 		if !errors.As(err, &o) || !o.Held || time.Since(start) != 2500*time.Millisecond {
 			t.Fatalf("3 s left of 8: %v after %v, want sent away at 2.5 s", err, time.Since(start))
 		}
 		guess, _ := h.join("attacked", "guess", true)
-		early = WithArrival(context.Background(), time.Now().Add(-6500*time.Millisecond))
+		early = time.Now().Add(-6500 * time.Millisecond)
 		start = time.Now()
-		if err := h.s.Wait(early, guess); !errors.As(err, &o) || time.Since(start) != 1500*time.Millisecond || !guess.earned {
+		if err := h.s.Wait(context.Background(), guess, early); !errors.As(err, &o) || time.Since(start) != 1500*time.Millisecond || !guess.earned {
 			t.Fatalf("suspect: %v after %v, earned %v; want sent away and earned after MaxWait from its arrival, 1.5 s", err, time.Since(start), guess.earned)
 		}
 		h.done(running)
@@ -216,7 +216,7 @@ func TestWaitDecidedWhenWarm(t *testing.T) {
 		next, _ := h.join("next", "b", false)
 		start := time.Now()
 		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(context.Background(), next) }()
+		go func() { got <- h.s.Wait(context.Background(), next, time.Time{}) }()
 		time.Sleep(time.Second)
 		synctest.Wait()
 		select {
@@ -250,7 +250,7 @@ func TestWaitHeldUntilHopeless(t *testing.T) {
 		next, _ := h.join("next", "b", false) // expected in 2 s
 		start := time.Now()
 		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(context.Background(), next) }()
+		go func() { got <- h.s.Wait(context.Background(), next, time.Time{}) }()
 		time.Sleep(3 * time.Second) // a runs late: b's 2 s are over, 5 s are left
 		synctest.Wait()
 		select {
