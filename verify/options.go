@@ -123,9 +123,7 @@ func (o *Options) resolve() (Options, error) {
 		}
 		r.DigestKey = bytes.Clone(r.DigestKey)
 	}
-	if r.MaxConcurrent == 0 {
-		r.MaxConcurrent = runtime.GOMAXPROCS(0)
-	}
+	orDefault(&r.MaxConcurrent, runtime.GOMAXPROCS(0))
 	switch {
 	case r.ScryptMemory == 0:
 		r.ScryptMemory = DefaultScryptMemory
@@ -135,43 +133,31 @@ func (o *Options) resolve() (Options, error) {
 	if b := lane(r.Params.LogN, r.Params.R); r.ScryptMemory > 0 && b > r.ScryptMemory {
 		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one lane of Options.Params' scrypt, %d bytes (128·r·N)", r.ScryptMemory, b)
 	}
-	if r.MaxWait == 0 {
-		r.MaxWait = DefaultMaxWait
-	}
-	if r.Agents.RetryDelay == 0 {
-		r.Agents.RetryDelay = DefaultRetryDelay
-	}
-	if r.MaxQueue == 0 {
-		r.MaxQueue = defaultMaxQueue
-	}
-	if r.WorkTimeout == 0 {
-		r.WorkTimeout = defaultWorkTimeout
-	}
-	if r.MaxQueuedPerNode == 0 {
-		r.MaxQueuedPerNode = defaultMaxQueuedPerNode
-	}
-	if r.FailOpen != nil && r.FailOpen.RetryFor == 0 {
-		r.FailOpen.RetryFor = defaultFailOpenFor
-	}
-	if r.FailOpen != nil && r.FailOpen.MaxPending == 0 {
-		r.FailOpen.MaxPending = defaultMaxPending
-	}
-	if r.MaxFailDelay == 0 {
-		r.MaxFailDelay = DefaultMaxFailDelay
+	orDefault(&r.MaxWait, DefaultMaxWait)
+	orDefault(&r.Agents.RetryDelay, DefaultRetryDelay)
+	orDefault(&r.MaxQueue, defaultMaxQueue)
+	orDefault(&r.WorkTimeout, defaultWorkTimeout)
+	orDefault(&r.MaxQueuedPerNode, defaultMaxQueuedPerNode)
+	orDefault(&r.MaxFailDelay, DefaultMaxFailDelay)
+	if r.FailOpen != nil {
+		orDefault(&r.FailOpen.RetryFor, defaultFailOpenFor)
+		orDefault(&r.FailOpen.MaxPending, defaultMaxPending)
 	}
 	return r, nil
 }
 
 // withDefaults returns l with each zero field at its default.
 func (l Limits) withDefaults() Limits {
-	if l.MaxMemory == 0 {
-		l.MaxMemory = defaultMaxMemory
-	}
-	if l.MaxWork == 0 {
-		l.MaxWork = defaultMaxWork
-	}
-	if l.MaxPasswordLen == 0 {
-		l.MaxPasswordLen = defaultMaxPasswordLen
-	}
+	orDefault(&l.MaxMemory, defaultMaxMemory)
+	orDefault(&l.MaxWork, defaultMaxWork)
+	orDefault(&l.MaxPasswordLen, defaultMaxPasswordLen)
 	return l
+}
+
+// orDefault sets *field to def if it is zero.
+func orDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
 }

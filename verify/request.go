@@ -82,7 +82,7 @@ func (v *Verifier) checkInput(node, password string) (string, error) {
 	if v.closed.Load() {
 		return "", ErrClosed
 	}
-	if err := v.checkRaw(node, password); err != nil {
+	if err := v.checkCredentials("node name", node, maxNodeNameLen, "password", password); err != nil {
 		return "", err
 	}
 	node = strings.ToLower(node)
@@ -92,23 +92,25 @@ func (v *Verifier) checkInput(node, password string) (string, error) {
 	return node, nil
 }
 
-func (v *Verifier) checkRaw(node, password string) error {
+// checkCredentials refuses a name and a password no store should see:
+// what and secret say which in errors ("node name" and "password", or
+// "token user" and "token"), and a name has at most max bytes.
+func (v *Verifier) checkCredentials(what, name string, max int, secret, password string) error {
 	switch {
-	case node == "":
-		return fmt.Errorf("%w: empty node name", ErrInvalidInput)
-	case len(node) > maxNodeNameLen:
-		return fmt.Errorf("%w: node name is %d bytes, limit %d", ErrInvalidInput, len(node), maxNodeNameLen)
+	case name == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalidInput, what)
+	case len(name) > max:
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidInput, what, len(name), max)
 	case password == "":
-		return fmt.Errorf("%w: empty password", ErrInvalidInput)
+		return fmt.Errorf("%w: empty %s", ErrInvalidInput, secret)
 	case len(password) > v.opts.Limits.MaxPasswordLen:
-		return fmt.Errorf("%w: password is %d bytes, limit %d", ErrInvalidInput, len(password), v.opts.Limits.MaxPasswordLen)
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidInput, secret, len(password), v.opts.Limits.MaxPasswordLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidInput, what)
 	}
-	if !utf8.ValidString(node) {
-		return fmt.Errorf("%w: node name is not valid UTF-8", ErrInvalidInput)
-	}
-	for i := 0; i < len(node); i++ {
-		if c := node[i]; c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%w: node name contains control character %#x", ErrInvalidInput, c)
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: %s contains control character %#x", ErrInvalidInput, what, c)
 		}
 	}
 	return nil

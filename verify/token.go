@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 )
 
 // Join tokens.
@@ -27,7 +26,7 @@ import (
 
 // tokenPrefix starts the name a token user has in the cache keys, the
 // queue and the failure counts. Node names never contain a NUL (see
-// checkRaw), so no user shares a name with a node.
+// checkCredentials), so no user shares a name with a node.
 const tokenPrefix = "\x00token\x00"
 
 // maxUserLen bounds a token user's name.
@@ -56,24 +55,7 @@ func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error
 
 // checkUser refuses a token user or password no store should see.
 func (v *Verifier) checkUser(user, password string) error {
-	switch {
-	case user == "":
-		return fmt.Errorf("%w: empty token user", ErrInvalidInput)
-	case len(user) > maxUserLen:
-		return fmt.Errorf("%w: token user is %d bytes, limit %d", ErrInvalidInput, len(user), maxUserLen)
-	case password == "":
-		return fmt.Errorf("%w: empty token", ErrInvalidInput)
-	case len(password) > v.opts.Limits.MaxPasswordLen:
-		return fmt.Errorf("%w: token is %d bytes, limit %d", ErrInvalidInput, len(password), v.opts.Limits.MaxPasswordLen)
-	case !utf8.ValidString(user):
-		return fmt.Errorf("%w: token user is not valid UTF-8", ErrInvalidInput)
-	}
-	for i := 0; i < len(user); i++ {
-		if c := user[i]; c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%w: token user contains control character %#x", ErrInvalidInput, c)
-		}
-	}
-	return nil
+	return v.checkCredentials("token user", user, maxUserLen, "token", password)
 }
 
 // tokens returns where VerifyToken reads: Options.Tokens, or what

@@ -55,9 +55,9 @@ func TestFullNameLine(t *testing.T) {
 	})
 }
 
-// TestWaitedOutEarnsPlace: a caller that waits out MaxWait for a parked job gets
-// it queued at once, over its name's cap; such a earned job is never
-// displaced, while an unearned suspect nobody waits for is.
+// TestWaitedOutEarnsPlace: a caller that waits out MaxWait for a parked
+// job gets it queued at once, over its name's cap; such an earned job is
+// never displaced, while an unearned suspect nobody waits for is.
 func TestWaitedOutEarnsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 1, MaxWait: 2 * time.Second})

@@ -8,10 +8,30 @@ import (
 	"time"
 )
 
-// oneSecondJobs returns a one-slot harness whose estimates take a job of
+// oneSlot returns a one-slot harness holding callers up to maxWait.
+func oneSlot(t *testing.T, maxWait time.Duration) *harness {
+	return newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: maxWait})
+}
+
+// runningAndNext joins a job that takes h's slot and one queued behind it.
+func runningAndNext(h *harness) (running, next *Job) {
+	running, _ = h.join("running", "a", false)
+	next, _ = h.join("next", "b", false)
+	return running, next
+}
+
+// waiting starts a caller's Wait for j, arrived now, and returns its
+// result's channel.
+func (h *harness) waiting(j *Job) <-chan error {
+	got := make(chan error, 1)
+	go func() { got <- h.s.Wait(context.Background(), j, time.Time{}) }()
+	return got
+}
+
+// oneSecondJobs returns oneSlot's harness, its estimates taking a job of
 // 1 MiB (what join makes) to cost 1 s.
 func oneSecondJobs(t *testing.T, maxWait time.Duration) *harness {
-	h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: maxWait})
+	h := oneSlot(t, maxWait)
 	calibrate(h.s, time.Second, 1<<20)
 	return h
 }
@@ -52,10 +72,8 @@ func TestWaitHoldsWhatFits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := oneSecondJobs(t, 8*time.Second)
 		defer h.stop()
-		running, _ := h.join("running", "a", false)
-		next, _ := h.join("next", "b", false)
-		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(context.Background(), next, time.Time{}) }()
+		running, next := runningAndNext(h)
+		got := h.waiting(next)
 		time.Sleep(time.Second)
 		h.done(running)
 		time.Sleep(time.Second)
@@ -210,13 +228,11 @@ func TestWaitCountsFromArrival(t *testing.T) {
 // if its result is not expected within MaxWait.
 func TestWaitDecidedWhenWarm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: 8 * time.Second})
+		h := oneSlot(t, 8*time.Second)
 		defer h.stop()
-		h.join("running", "a", false)
-		next, _ := h.join("next", "b", false)
+		_, next := runningAndNext(h)
 		start := time.Now()
-		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(context.Background(), next, time.Time{}) }()
+		got := h.waiting(next)
 		time.Sleep(time.Second)
 		synctest.Wait()
 		select {
@@ -246,11 +262,9 @@ func TestWaitHeldUntilHopeless(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := oneSecondJobs(t, 8*time.Second)
 		defer h.stop()
-		h.join("running", "a", false)
-		next, _ := h.join("next", "b", false) // expected in 2 s
+		_, next := runningAndNext(h) // next expected in 2 s
 		start := time.Now()
-		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(context.Background(), next, time.Time{}) }()
+		got := h.waiting(next)
 		time.Sleep(3 * time.Second) // a runs late: b's 2 s are over, 5 s are left
 		synctest.Wait()
 		select {
