@@ -2,12 +2,6 @@
 // runs them. This doc is the one statement of the policy; package verify
 // links here.
 //
-// A [Scheduler] holds its jobs, its queue, its slots and its helpers (the
-// ask log and the estimator, defined below) under one mutex, Scheduler.mu.
-// Fields after mu are guarded by it. A method whose name ends in Locked
-// expects the caller to hold it. No method holds it while calling out of
-// the package.
-//
 // # Terms
 //
 //	job          one computation, shared by every request with its Key
@@ -15,10 +9,15 @@
 //	caller       a goroutine in Wait for a job
 //	name         the unit of fairness: a node's name (Request.Name)
 //	class        what a job computes with: scrypt's N, r and p
-//	slot         one of Config.Slots batches at once, each on a goroutine of its own
+//	slot         one of Config.Slots goroutines that compute, one batch at a time
 //	batch        the jobs a slot takes at once: up to Config.Lanes of one class
 //	place        one of a name's Config.PerName shares of the queue
 //	line         a name's jobs waiting for a place, oldest first
+//	queued       a job holding a place and waiting for a slot
+//	pending      a job created with Request.Later, holding a place while Config.Prepare runs
+//	parked       a job waiting in its name's line, holding no place
+//	running      a job in a batch on a slot
+//	finishing    a job computed and off its slot, its runner still at work
 //	ask log      each name's last 8 passwords (as keys) and how often each was asked
 //	asked again  a job whose password the ask log has seen twice or more
 //	busy         a name with a job queued, pending or running
@@ -29,19 +28,25 @@
 //	held         a caller kept waiting for the result
 //	shed         a caller told to come back later (an Overload with After)
 //	due          when a job's caller is expected: its creation, or a shed caller's return
-//	waited out   a caller that waited MaxWait from its arrival
+//	waited out   a caller that waited MaxWait from its request's arrival
 //	earned       a job some caller waited out: never displaced, queued past its places
 //	displaceable a queued suspect not earned, whose callers came and all left
 //	displaced    a displaceable job ended so that a job in line takes its place
 //	estimator    what turns bytes of work into time (see Estimates)
-//	promise      the wait a caller was held on: its estimate before the margin
+//	promise      the wait a caller was held on, at the best (see Estimates)
+//
+// # Locking
+//
+// A [Scheduler] holds its jobs, its queue, its slots, the ask log and the
+// estimator under one mutex, Scheduler.mu. Fields after mu are guarded by
+// it. A method whose name ends in Locked expects the caller to hold it.
+// No method holds it while calling out of the package.
 //
 // # A job's life
 //
-// A job is in one state at a time. A pending job is one created with
-// Request.Later: Config.Prepare runs it (a store read, say) before it is
-// queued. A finishing job has been computed and given its slot back; its
-// runner still works (a store write, say) and then finishes it.
+// A job is in one state at a time. Config.Prepare does a pending job's
+// work before its slot (a store read, say). A finishing job's runner
+// does its work after its slot (a store write, say), then finishes it.
 //
 //	            Join ─┬─▶ queued ──(a slot frees, its turn)──▶ running ──Finish──▶ done
 //	                  ├─▶ pending ──Submit──▶ queued          running ──Hold──▶ finishing ──Finish──▶ done
@@ -142,6 +147,7 @@
 // queued, up to Lanes. t is the median CPU time per byte of the last 64
 // computations, each job of a batch counting as the batch's CPU time over
 // its work. With a slot free and no work ahead, the first term is 0.
+// eta(j) is the wait at the best: a held caller's promise.
 //
 // In a herd, most batches are full, with the widest kernels and the
 // lowest cost per byte. A job that runs alone (a class of its own) costs
