@@ -48,8 +48,16 @@
 //
 // A Scenario may also measure a second reboot (Scenario.Reboot): every
 // node joins once first (a warm-up, not measured), then either only the
-// agents reboot, against servers that stayed up and whose clocks moved on
-// by RebootGap, or the servers restart too, as new model instances over
-// the same store. Result.ScryptRuns, DigestHits and CacheHits are then the
+// agents reboot, against servers that stayed up, or the servers restart
+// too, as new model instances over the same store. Result.ScryptRuns, DigestHits and CacheHits are then the
 // reboot's, and Result.Ratio is still to the cold lower bound.
+//
+// # No stable API
+//
+// The exported names (Scenario, Result, Run and the rest) serve cmd/bench
+// and this package's own benchmarks, and change with them without
+// notice: nothing outside this repository should import the package. It
+// is a module of its own rather than under cmd/internal because its herd
+// benchmarks (go test -bench ./bench/, make benchmarks) and its results
+// directory are what BENCHMARKS.md cites and reruns.
 package bench

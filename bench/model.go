@@ -14,8 +14,6 @@ import (
 	xscrypt "golang.org/x/crypto/scrypt"
 	"golang.org/x/time/rate"
 
-	"github.com/nodepass/nodepass/cache"
-	"github.com/nodepass/nodepass/internal/testhooks"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -98,8 +96,8 @@ func ValidModel(name string) error {
 // multiplies the model's own durations (see Scenario.TimeScale); the
 // unbounded models ask guard before each scrypt call. obs, if not nil, is
 // told of every scrypt computation, to attribute it to the agent whose
-// password it checks. env has nodepass's DigestKey and its cache's clock;
-// the k3s models have no equivalent of either.
+// password it checks. env has nodepass's DigestKey, which the k3s models
+// have no equivalent of.
 func newModel(name string, store verify.Store, params verify.Params, timeScale float64, guard *heapGuard, obs *serverObserver, env serverEnv) (model, error) {
 	switch name {
 	case ModelK3s125, ModelK3s128, ModelK3sLatest:
@@ -124,16 +122,12 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 	case ModelNodepass:
 		opts := &verify.Options{
 			Params:       params,
-			MaxWait:      scaleDur(testhooks.MaxWait, timeScale),
-			MaxFailDelay: scaleDur(testhooks.MaxFailDelay, timeScale),
-			Agents: verify.Agents{RetryDelay: scaleDur(testhooks.AgentRetryDelay, timeScale),
+			MaxWait:      scaleDur(verify.DefaultMaxWait, timeScale),
+			MaxFailDelay: scaleDur(verify.DefaultMaxFailDelay, timeScale),
+			Agents: verify.Agents{RetryDelay: scaleDur(verify.DefaultRetryDelay, timeScale),
 				HonourRetryAfter: env.honourRetryAfter},
 			DigestKey:    env.digestKey,
 			ScryptMemory: env.scryptMemory,
-		}
-		if env.clock != nil {
-			opts.Cache = new(cache.Options)
-			testhooks.SetClock(opts.Cache, env.clock)
 		}
 		if obs != nil {
 			opts.Observer = obs

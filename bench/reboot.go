@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/verify"
@@ -25,8 +24,10 @@ const (
 	// default.
 	RebootNone Reboot = "none"
 	// RebootAgents reboots the nodes only: every node joined once before
-	// (a warm-up, not measured) against servers that stayed up, whose
-	// clocks then moved on by RebootGap.
+	// (a warm-up, not measured) against servers that stayed up. How long
+	// ago does not matter to nodepass: its cache keeps a match until
+	// evicted by count (cache.Options.MatchTTL), which package cache's
+	// TestMatchesDoNotExpireByDefault shows over a year of fake time.
 	RebootAgents Reboot = "agents"
 	// RebootAll restarts the servers as well: after the same warm-up, the
 	// servers that verified the nodes are closed and new ones (new model
@@ -35,12 +36,6 @@ const (
 	// digests.
 	RebootAll Reboot = "all"
 )
-
-// RebootGap is how far the servers' clocks move on between the warm-up
-// and the measured reboot. Nothing sleeps: the nodepass model's cache
-// reads a clock the run moves (testhooks.SetClock). The k3s models keep
-// no result cache and so no clock to move.
-const RebootGap = 2 * time.Hour
 
 // ParseReboot returns the reboot called name.
 func ParseReboot(name string) (Reboot, error) {
@@ -59,11 +54,9 @@ func (s Scenario) validateReboot() []error {
 }
 
 // serverEnv is what every server of one run shares beside the store: the
-// nodepass model's DigestKey (nil: none) and the clock of its result
-// cache (nil: time.Now).
+// nodepass model's DigestKey (nil: none).
 type serverEnv struct {
 	digestKey    []byte
-	clock        func() time.Time
 	scryptMemory int64 // Scenario.ScryptMemory
 	// honourRetryAfter: the agents come back when Retry-After says, and
 	// nodepass is told so (verify.Options.Agents.HonourRetryAfter), as an
@@ -74,20 +67,12 @@ type serverEnv struct {
 	token string
 }
 
-// simClock is the servers' clock: the wall clock moved on by an offset
-// the run sets.
-type simClock struct{ offset atomic.Int64 }
-
-func (c *simClock) now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
-
-func (c *simClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
-
 // newServerEnv returns the servers' environment for a run of sc against
 // modelName: for nodepass, unless sc.NoDigestKey, a random DigestKey made
 // for this run and the same for every server of it (the restarted ones
-// included); and the run's clock.
-func newServerEnv(sc Scenario, modelName string, clock *simClock, token string) (serverEnv, error) {
-	env := serverEnv{clock: clock.now, honourRetryAfter: sc.Agent.honoursRetryAfter(), token: token}
+// included).
+func newServerEnv(sc Scenario, modelName string, token string) (serverEnv, error) {
+	env := serverEnv{honourRetryAfter: sc.Agent.honoursRetryAfter(), token: token}
 	if modelName == ModelNodepass && !sc.NoDigestKey {
 		env.digestKey = make([]byte, verify.MinDigestKeyLen)
 		if _, err := rand.Read(env.digestKey); err != nil {

@@ -63,8 +63,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 	}
 	params := verify.DefaultParams
 	params.LogN = sc.LogN
-	clock := new(simClock)
-	if s.env, err = newServerEnv(sc, modelName, clock, h.Token); err != nil {
+	if s.env, err = newServerEnv(sc, modelName, h.Token); err != nil {
 		return nil, err
 	}
 	s.env.scryptMemory = sc.ScryptMemory
@@ -100,7 +99,6 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 		}); err != nil {
 			return nil, err
 		}
-		clock.advance(RebootGap)
 	}
 	if sc.Reboot == RebootAll {
 		if s.raw, err = servers(t.observer); err != nil {

@@ -39,8 +39,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodepass/nodepass/internal/testhooks"
-
 	lru "github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
@@ -94,12 +92,6 @@ type Options struct {
 	// retrying a wrong password (a duplicate hostname) costs one scrypt per
 	// MismatchTTL instead of one per retry. Default 1 min.
 	MismatchTTL time.Duration
-
-	clock func() time.Time // testhooks.SetClock's; time.Now when nil
-}
-
-func init() {
-	testhooks.SetClock = func(opts any, now func() time.Time) { opts.(*Options).clock = now }
 }
 
 // Cache is a bounded cache of verification outcomes. It is safe for
@@ -107,7 +99,6 @@ func init() {
 type Cache struct {
 	keys        *keyer
 	epoch       time.Time // expiries are monotonic offsets from it
-	clock       func() time.Time
 	matchTTL    time.Duration
 	mismatchTTL time.Duration
 
@@ -137,11 +128,7 @@ func New(opts *Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	clock := time.Now
-	if o.clock != nil { // the benchmark's, moved on by hours
-		clock = o.clock
-	}
-	c := &Cache{keys: keys, epoch: clock(), clock: clock, matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
+	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
 	if c.matches, err = lru.NewLRU[Key, time.Duration](o.MatchSize, nil); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
@@ -187,7 +174,7 @@ func (c *Cache) PairKey(node, hash string) Key {
 // Get returns the outcome cached under k, if any and not expired. An
 // expired entry is removed. Get allocates nothing.
 func (c *Cache) Get(k Key) (Outcome, bool) {
-	now := c.clock().Sub(c.epoch)
+	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if exp, ok := c.matches.Get(k); ok {
@@ -209,7 +196,7 @@ func (c *Cache) Get(k Key) (Outcome, bool) {
 // entry of the other kind. Outcomes other than Match and Mismatch are
 // ignored: errors are never cached.
 func (c *Cache) Put(k Key, o Outcome) {
-	now := c.clock().Sub(c.epoch)
+	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch o {
@@ -226,7 +213,7 @@ func (c *Cache) Put(k Key, o Outcome) {
 // matched, and that it is the pair's (node, stored hash) verified password:
 // see MatchedTuple. It also does Put(tuple, Match).
 func (c *Cache) PutMatch(pair, tuple Key) {
-	now := c.clock().Sub(c.epoch)
+	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mismatches.Remove(tuple)
@@ -238,7 +225,7 @@ func (c *Cache) PutMatch(pair, tuple Key) {
 // has not expired. A caller holding another tuple Key for the same pair
 // knows that tuple's password differs from the verified one.
 func (c *Cache) MatchedTuple(pair Key) (Key, bool) {
-	now := c.clock().Sub(c.epoch)
+	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.pairs.Get(pair)

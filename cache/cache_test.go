@@ -6,8 +6,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/nodepass/nodepass/internal/testhooks"
 )
 
 func newCache(t *testing.T, o *Options) *Cache {
@@ -129,24 +127,6 @@ func TestMatchesDoNotExpireByDefault(t *testing.T) {
 			t.Fatal("a mismatch outlived the default MismatchTTL")
 		}
 	})
-}
-
-// TestClock: a cache's time is the clock testhooks set for its options.
-func TestClock(t *testing.T) {
-	now := time.Unix(1e9, 0)
-	o := &Options{MatchTTL: time.Hour}
-	testhooks.SetClock(o, func() time.Time { return now })
-	c := newCache(t, o)
-	k := c.Key("n", "h", "pw")
-	c.Put(k, Match)
-	now = now.Add(time.Hour - 1)
-	if _, ok := c.Get(k); !ok {
-		t.Fatal("expired before its TTL on the injected clock")
-	}
-	now = now.Add(1)
-	if _, ok := c.Get(k); ok {
-		t.Fatal("outlived its TTL on the injected clock")
-	}
 }
 
 // TestMismatchFloodKeepsMatches: wrong passwords fill only their own list.

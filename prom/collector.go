@@ -16,26 +16,10 @@
 //
 // Until Attach, a scrape has only the histograms.
 //
-// Metrics (the prefix is Options.Namespace, "nodepass" by default):
+// Metrics (the prefix is Options.Namespace, "nodepass" by default): one
+// per field of [verify.Stats], named and described by its stat and help
+// tags (a counter when the name ends in _total, a gauge otherwise), and
 //
-//	nodepass_scrypt_runs_total         counter    scrypt computations started (verifications and enrollments)
-//	nodepass_cache_hits_total          counter    requests answered from the verified-tuple cache
-//	nodepass_shared_total              counter    requests that joined an identical computation in flight
-//	nodepass_shed_total                counter    requests answered "overloaded, retry after"
-//	nodepass_shed_after_wait_total     counter    of those, requests held on an estimate, then sent away all the same
-//	nodepass_mismatches_total          counter    requests answered "password does not match"
-//	nodepass_known_match_rejects_total counter    mismatches answered without scrypt: another password is the node's verified one
-//	nodepass_enrollments_total         counter    nodes whose hash Ensure created
-//	nodepass_store_errors_total        counter    failed Store calls (not NotFound/Exists)
-//	nodepass_panics_total              counter    panics recovered in the store or the hasher
-//	nodepass_fail_open_enrollments_total counter  new nodes let in though their hash could not be stored (verify.FailOpen)
-//	nodepass_fail_open_failures_total  counter    of those, nodes whose hash was never stored or lost to another
-//	nodepass_fail_open_pending         gauge      such enrollments being retried now
-//	nodepass_digest_hits_total         counter    requests answered by a remembered digest, without scrypt
-//	nodepass_digest_writes_total       counter    remembered digests recorded with the store
-//	nodepass_digest_write_failures_total counter  remembered digests that could not be recorded
-//	nodepass_scrypt_inflight           gauge      scrypt computations running now
-//	nodepass_scrypt_queued             gauge      computations waiting for a scrypt slot now
 //	nodepass_scrypt_seconds            histogram  duration of one scrypt computation
 //	nodepass_queue_wait_seconds        histogram  wait of a computation for its scrypt slot
 //
@@ -56,6 +40,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -105,11 +91,11 @@ type Collector struct {
 	stats     []statDesc
 }
 
-// statDesc is one metric read from Stats.
+// statDesc is one metric read from Stats: its field's.
 type statDesc struct {
 	desc  *prometheus.Desc
 	kind  prometheus.ValueType
-	value func(verify.Stats) uint64
+	field int
 }
 
 // New returns a Collector. Pass it as verify.Options.Observer, then Attach
@@ -150,50 +136,19 @@ func New(opts *Options) (*Collector, error) {
 			Buckets:     o.QueueWaitBuckets,
 		}),
 	}
-	stat := func(name, help string, kind prometheus.ValueType, value func(verify.Stats) uint64) {
+	t := reflect.TypeFor[verify.Stats]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, kind := f.Tag.Get("stat"), prometheus.GaugeValue
+		if strings.HasSuffix(name, "_total") {
+			kind = prometheus.CounterValue
+		}
 		c.stats = append(c.stats, statDesc{
-			desc:  prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "", name), help, nil, o.ConstLabels),
+			desc:  prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "", name), f.Tag.Get("help"), nil, o.ConstLabels),
 			kind:  kind,
-			value: value,
+			field: i,
 		})
 	}
-	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
-	stat("scrypt_runs_total", "Scrypt computations started (verifications and enrollments).", counter,
-		func(s verify.Stats) uint64 { return s.ScryptRuns })
-	stat("cache_hits_total", "Requests answered from the verified-tuple cache.", counter,
-		func(s verify.Stats) uint64 { return s.CacheHits })
-	stat("shared_total", "Requests that joined an identical computation already in flight.", counter,
-		func(s verify.Stats) uint64 { return s.Shared })
-	stat("shed_total", "Requests answered as overloaded, with a time to retry after.", counter,
-		func(s verify.Stats) uint64 { return s.Shed })
-	stat("shed_after_wait_total", "Requests held on an estimate within the longest wait, then answered as overloaded all the same.", counter,
-		func(s verify.Stats) uint64 { return s.ShedAfterWait })
-	stat("fail_open_enrollments_total", "New nodes let in although their hash could not be stored (verify.Options.FailOpen).", counter,
-		func(s verify.Stats) uint64 { return s.FailOpenEnrollments })
-	stat("fail_open_failures_total", "Nodes let in by FailOpen whose hash was never stored or lost to another.", counter,
-		func(s verify.Stats) uint64 { return s.FailOpenFailures })
-	stat("fail_open_pending", "Enrollments let in by FailOpen whose Create is being retried now.", gauge,
-		func(s verify.Stats) uint64 { return s.FailOpenPending })
-	stat("digest_hits_total", "Requests answered as a match by a remembered digest, without scrypt.", counter,
-		func(s verify.Stats) uint64 { return s.DigestHits })
-	stat("digest_writes_total", "Remembered digests recorded with the store.", counter,
-		func(s verify.Stats) uint64 { return s.DigestWrites })
-	stat("digest_write_failures_total", "Remembered digests that could not be recorded (store error, full queue, shutdown); each costs a later request one scrypt.", counter,
-		func(s verify.Stats) uint64 { return s.DigestWriteFailures })
-	stat("mismatches_total", "Requests whose password did not match the stored hash.", counter,
-		func(s verify.Stats) uint64 { return s.Mismatches })
-	stat("known_match_rejects_total", "Mismatches answered without scrypt because another password is the verified one for the node (also in cache hits and mismatches).", counter,
-		func(s verify.Stats) uint64 { return s.KnownMatchRejects })
-	stat("enrollments_total", "Nodes whose hash was created on their first join.", counter,
-		func(s verify.Stats) uint64 { return s.Enrollments })
-	stat("store_errors_total", "Failed Store calls, other than not-found and already-exists.", counter,
-		func(s verify.Stats) uint64 { return s.StoreErrors })
-	stat("panics_total", "Panics recovered in the store or the hasher.", counter,
-		func(s verify.Stats) uint64 { return s.Panics })
-	stat("scrypt_inflight", "Scrypt computations running now.", gauge,
-		func(s verify.Stats) uint64 { return s.InFlight })
-	stat("scrypt_queued", "Computations waiting for a scrypt slot now.", gauge,
-		func(s verify.Stats) uint64 { return s.Queued })
 	return c, nil
 }
 
@@ -245,9 +200,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // other as far as Stats is.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if src := c.src.Load(); src != nil {
-		st := (*src).Stats()
+		st := reflect.ValueOf((*src).Stats())
 		for _, s := range c.stats {
-			ch <- prometheus.MustNewConstMetric(s.desc, s.kind, float64(s.value(st)))
+			ch <- prometheus.MustNewConstMetric(s.desc, s.kind, float64(st.Field(s.field).Uint()))
 		}
 	}
 	c.scrypt.Collect(ch)

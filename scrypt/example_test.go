@@ -1,6 +1,7 @@
 package scrypt_test
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
@@ -20,24 +21,32 @@ func ExampleKey() {
 }
 
 func ExampleKeyBatch() {
-	// Two node passwords waiting to be verified, at k3s's parameters, and a
-	// job with parameters scrypt rejects.
-	stored := map[string]string{
-		"node-a": "3b6d3c1d0ba4f0a26b3be9dd63ee3ad7",
-		"node-b": "0f00",
+	// Two nodes enrolled with a random salt each (k3s's N=32768 made
+	// smaller here), then a batch: node-a's password, a wrong one for
+	// node-b, and a job with parameters scrypt rejects.
+	const N, r, p, keyLen = 1 << 10, 8, 1, 16
+	salts := map[string][]byte{"node-a": make([]byte, 8), "node-b": make([]byte, 8)}
+	stored := map[string][]byte{}
+	for node, salt := range salts {
+		rand.Read(salt)
+		stored[node], _ = scrypt.Key([]byte("secret-"+node), salt, N, r, p, keyLen)
 	}
+	names := []string{"node-a", "node-b", "node-c"}
 	jobs := []scrypt.Job{
-		{Password: []byte("secret-a"), Salt: []byte("node-a"), N: 1 << 15, R: 8, P: 1, KeyLen: 16},
-		{Password: []byte("secret-b"), Salt: []byte("node-b"), N: 1 << 15, R: 8, P: 1, KeyLen: 16},
-		{Password: []byte("secret-c"), Salt: []byte("node-c"), N: 1000, R: 8, P: 1, KeyLen: 16},
+		{Password: []byte("secret-node-a"), Salt: salts["node-a"], N: N, R: r, P: p, KeyLen: keyLen},
+		{Password: []byte("a guess"), Salt: salts["node-b"], N: N, R: r, P: p, KeyLen: keyLen},
+		{Password: []byte("secret-node-c"), Salt: []byte("any"), N: 1000, R: r, P: p, KeyLen: keyLen},
 	}
-	scrypt.KeyBatch(jobs) // node-a and node-b share N and R: computed together
-	for _, j := range jobs {
+	scrypt.KeyBatch(jobs) // node-a's and node-b's share N and R: computed together
+	for i, j := range jobs {
 		if j.Err != nil {
-			fmt.Printf("%s: %v\n", j.Salt, j.Err)
+			fmt.Printf("%s: %v\n", names[i], j.Err)
 			continue
 		}
-		want, _ := hex.DecodeString(stored[string(j.Salt)])
-		fmt.Printf("%s: match %v\n", j.Salt, subtle.ConstantTimeCompare(j.Key, want) == 1)
+		fmt.Printf("%s: match %v\n", names[i], subtle.ConstantTimeCompare(j.Key, stored[names[i]]) == 1)
 	}
+	// Output:
+	// node-a: match true
+	// node-b: match false
+	// node-c: scrypt: N must be > 1 and a power of 2
 }

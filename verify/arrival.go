@@ -3,20 +3,19 @@ package verify
 import (
 	"context"
 	"time"
-
-	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
-// WithArrival returns a copy of ctx saying that its request came at t
-// (its connection's accept, say, before a TLS handshake): Verify and
-// Ensure count Options.MaxWait from t, for holding the caller and for its
-// password's place in the queue. httpauth.ArrivalHandler sets it. A t in
-// the future is ignored.
+type arrivalKey struct{}
+
+// WithArrival returns a copy of ctx saying that its request came at t (its
+// connection's accept, say): Options.MaxWait counts from t, a t in the
+// future aside. httpauth.ArrivalHandler sets it.
 func WithArrival(ctx context.Context, t time.Time) context.Context {
-	return sched.WithArrival(ctx, t)
+	return context.WithValue(ctx, arrivalKey{}, t)
 }
 
 // Arrival returns the time WithArrival recorded in ctx, if any.
 func Arrival(ctx context.Context) (time.Time, bool) {
-	return sched.Arrival(ctx)
+	t, ok := ctx.Value(arrivalKey{}).(time.Time)
+	return t, ok
 }

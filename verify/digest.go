@@ -7,23 +7,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// DigestStore is a Store that also remembers one digest per node of a
-// password verified against its stored hash (Options.DigestKey), so that
-// every Verifier sharing the store knows what any of them has proven.
-type DigestStore interface {
-	Store
-	// GetWithDigest is Get, with the digest remembered for node's stored
-	// hash (nil if none), in one read.
-	GetWithDigest(ctx context.Context, node string) (hash string, digest []byte, err error)
-	// RememberDigest records digest for node while its stored hash is
-	// hash, replacing the one before; it is forgotten when the hash changes.
-	RememberDigest(ctx context.Context, node, hash string, digest []byte) error
-}
-
-// MinDigestKeyLen is the shortest Options.DigestKey accepted.
+// MinDigestKeyLen is the shortest Options.DigestKey.
 const MinDigestKeyLen = 32
 
 // digestDomain separates remembered digests from any other use of the
@@ -63,7 +51,7 @@ type digestRecord struct {
 // channel.
 type recorder struct {
 	store    DigestStore
-	stats    *counters
+	stats    *Stats
 	pending  sync.Map // node → *digestRecord
 	queue    chan string
 	quit     chan struct{} // closed by close: drain, then stop
@@ -74,7 +62,7 @@ type recorder struct {
 	stop context.CancelFunc
 }
 
-func newRecorder(store DigestStore, stats *counters) *recorder {
+func newRecorder(store DigestStore, stats *Stats) *recorder {
 	base, stop := context.WithCancel(context.Background())
 	r := &recorder{store: store, stats: stats, queue: make(chan string, digestQueue),
 		quit: make(chan struct{}), finished: make(chan struct{}), base: base, stop: stop}
@@ -99,7 +87,7 @@ func (r *recorder) record(node, hash string, digest []byte) {
 	// Not queued: drop the node's record, rec or a newer one that came
 	// meanwhile and, finding rec, counted on this call to queue the node.
 	if _, ok := r.pending.LoadAndDelete(node); ok {
-		r.stats.digestWriteFailures.Add(1)
+		atomic.AddUint64(&r.stats.DigestWriteFailures, 1)
 	}
 }
 
@@ -132,23 +120,23 @@ func (r *recorder) write(parent context.Context, node string) {
 	}
 	rec := v.(*digestRecord)
 	if parent.Err() != nil {
-		r.stats.digestWriteFailures.Add(1) // Close's flush ran out of time
+		atomic.AddUint64(&r.stats.DigestWriteFailures, 1) // Close's flush ran out of time
 		return
 	}
 	ctx, cancel := context.WithTimeout(parent, digestWriteTimeout)
 	defer cancel()
 	if err := r.remember(ctx, node, rec); err != nil {
-		r.stats.digestWriteFailures.Add(1)
+		atomic.AddUint64(&r.stats.DigestWriteFailures, 1)
 		return
 	}
-	r.stats.digestWrites.Add(1)
+	atomic.AddUint64(&r.stats.DigestWrites, 1)
 }
 
 // remember calls the store, a panic included.
 func (r *recorder) remember(ctx context.Context, node string, rec *digestRecord) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.stats.panics.Add(1)
+			atomic.AddUint64(&r.stats.Panics, 1)
 			err = fmt.Errorf("verify: store RememberDigest(%q) panicked: %v", node, p)
 		}
 	}()

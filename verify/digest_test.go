@@ -185,7 +185,7 @@ func (s *hangingDigests) RememberDigest(ctx context.Context, node, hash string, 
 	return ctx.Err()
 }
 
-// TestCloseBoundedWithDigestWriteInFlight (E): Close returns within 5 s
+// TestCloseBoundedWithDigestWriteInFlight: Close returns within 5 s
 // (digestFlushTimeout) even with a digest write in flight.
 func TestCloseBoundedWithDigestWriteInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/cache"
@@ -32,10 +33,8 @@ func (v *Verifier) deferred(node, password string) (err error, ok bool) {
 	}
 	key := v.cache.Key(node, "", password)
 	if subtle.ConstantTimeCompare(key[:], d.(*deferredEnrollment).key[:]) == 1 {
-		v.stats.cacheHits.Add(1)
 		return nil, true
 	}
-	v.stats.mismatches.Add(1)
 	v.fails.mismatch(node)
 	return ErrMismatchedHashAndPassword, true
 }
@@ -43,7 +42,7 @@ func (v *Verifier) deferred(node, password string) (err error, ok bool) {
 // failOpen lets in an enrollment whose Create failed with createErr, if
 // Options.FailOpen allows it, and starts its background retry. It
 // returns createErr when it does not: with fail-open off, when Close cut
-// the Create short, when MaxQueue enrollments are let in already, or when
+// the Create short, when FailOpen.MaxPending nodes are let in already, or when
 // a read past the store's cache does not confirm that the node has no
 // hash (a store may refuse a Create for an existing node with another
 // error than ErrExists: a real kube-apiserver whose admission policy
@@ -60,7 +59,7 @@ func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, sto
 		return createErr // no fresh read: not sure the node is new
 	}
 	for n := v.pendingCount.Load(); ; n = v.pendingCount.Load() {
-		if n >= int64(v.opts.MaxQueue) {
+		if n >= int64(v.opts.FailOpen.MaxPending) {
 			return createErr
 		}
 		if v.pendingCount.CompareAndSwap(n, n+1) {
@@ -77,7 +76,7 @@ func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, sto
 		}
 		return ErrMismatchedHashAndPassword
 	}
-	v.stats.failOpenEnrollments.Add(1)
+	atomic.AddUint64(&v.stats.FailOpenEnrollments, 1)
 	v.wg.Add(1)
 	go v.retryEnrollment(node, d, createErr)
 	return nil
@@ -105,14 +104,14 @@ func (v *Verifier) retryEnrollment(node string, d *deferredEnrollment, lastErr e
 			err = nil // ours, stored by an attempt whose answer was lost
 		}
 		if err == nil {
-			v.stats.enrollments.Add(1)
+			atomic.AddUint64(&v.stats.Enrollments, 1)
 			break
 		}
 	}
 	v.pending.Delete(node)
 	v.pendingCount.Add(-1)
 	if err != nil {
-		v.stats.failOpenFailures.Add(1)
+		atomic.AddUint64(&v.stats.FailOpenFailures, 1)
 	}
 	if f := v.opts.FailOpen.OnDeferred; f != nil {
 		f(node, err)

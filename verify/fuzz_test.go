@@ -8,7 +8,16 @@ import (
 )
 
 // fuzzLimits keep each fuzzed scrypt call small.
-var fuzzLimits = Limits{MaxMemory: 1 << 20, MaxWork: 4 << 20}
+var fuzzLimits = Limits{MaxMemory: 1 << 20, MaxWork: 4 << 20}.withDefaults()
+
+// compareWithin is the fuzz tests' oracle: CompareHashAndPassword for a
+// hash within the limits l, ErrInvalidHash for one beyond them.
+func compareWithin(l Limits, stored, password string) error {
+	if _, err := parseHash(stored, l); err != nil {
+		return err
+	}
+	return CompareHashAndPassword(stored, password)
+}
 
 // FuzzParseHash checks that no stored hash makes the parser or the
 // comparison panic, that every error wraps ErrInvalidHash (or is a

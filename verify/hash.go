@@ -12,8 +12,7 @@ import (
 	"github.com/nodepass/nodepass/scrypt"
 )
 
-// Params are the scrypt parameters that hash a new password; start from
-// DefaultParams.
+// Params are the scrypt parameters of a new hash.
 type Params struct {
 	LogN    int // the cost: N = 2^LogN, 1 to 30
 	R, P    int // scrypt's block size and parallelism, at least 1
@@ -21,19 +20,11 @@ type Params struct {
 	SaltLen int // bytes of random salt, 8 to 1024
 }
 
-// DefaultParams are k3s's and RKE2's: one hash costs 32 MiB and about
-// 0.1 s of a core with x/crypto.
+// DefaultParams are k3s's and RKE2's: 32 MiB and about 0.1 s of a core.
 var DefaultParams = Params{LogN: 15, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
 
-// Bounds on what a stored hash may ask for, and limits of the format.
+// Limits of the format.
 const (
-	// defaultMaxMemory bounds 128·r·N, the memory one scrypt computation
-	// allocates: 256 MiB, eight times k3s's 32 MiB.
-	defaultMaxMemory int64 = 256 << 20
-	// defaultMaxWork bounds 128·r·N·p, the bytes one computation mixes
-	// (its CPU cost): 1 GiB, 32 times k3s's default.
-	defaultMaxWork int64 = 1 << 30
-
 	maxHashLen = 4096 // longer stored hashes are rejected before parsing
 	minKeyLen  = 16   // shorter keys would make a false accept likely
 	maxKeyLen  = 1024
@@ -42,29 +33,12 @@ const (
 	maxLogN    = 30
 )
 
-// Limits bound what a stored hash and a password may ask for: a hash
-// beyond them is ErrInvalidHash before anything is allocated, a password
-// ErrInvalidInput. The zero value means the defaults. MaxMemory bounds one
-// lane; a computation with p ≥ 2 runs up to its batch's lanes at once,
-// all of which Options.ScryptMemory bounds.
+// Limits bound a stored hash, refused with ErrInvalidHash before anything
+// is allocated, and a password (ErrInvalidInput). Zero: the default.
 type Limits struct {
-	MaxMemory      int64 // bounds 128·r·N bytes, one lane; default 256 MiB
-	MaxWork        int64 // bounds 128·r·N·p bytes mixed; default 1 GiB
-	MaxPasswordLen int   // bounds a password's bytes; default 1024
-}
-
-func (l Limits) memory() int64 {
-	if l.MaxMemory > 0 {
-		return l.MaxMemory
-	}
-	return defaultMaxMemory
-}
-
-func (l Limits) work() int64 {
-	if l.MaxWork > 0 {
-		return l.MaxWork
-	}
-	return defaultMaxWork
+	MaxMemory      int64 // 128·r·N bytes, one lane; default 256 MiB
+	MaxWork        int64 // 128·r·N·p bytes mixed; default 1 GiB
+	MaxPasswordLen int   // default 1024
 }
 
 // hash is a parsed stored hash.
@@ -77,28 +51,17 @@ type hash struct {
 	work   int64 // 128·r·N·p
 }
 
-// GenerateFromPassword hashes password with a fresh random salt, in k3s's
+// GenerateFromPassword hashes password with a random salt, in k3s's
 // format: $1:<salt hex>:<logN>:<r>:<p>:<key, unpadded base64>.
 func GenerateFromPassword(password string, p Params) (string, error) {
-	return generate(password, p, Limits{}, fastKey)
-}
-
-// keyFunc is scrypt.Key's signature, which this module's scrypt package
-// and golang.org/x/crypto/scrypt share.
-type keyFunc func(password, salt []byte, N, r, p, keyLen int) ([]byte, error)
-
-// fastKey is the Key of this module's scrypt package.
-var fastKey keyFunc = scrypt.Key
-
-func generate(password string, p Params, lim Limits, kdf keyFunc) (string, error) {
-	if err := p.validate(lim); err != nil {
+	if err := p.validate(Limits{}.withDefaults()); err != nil {
 		return "", err
 	}
 	salt := make([]byte, p.SaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("verify: reading random salt: %w", err)
 	}
-	key, err := kdf([]byte(password), salt, 1<<p.LogN, p.R, p.P, p.KeyLen)
+	key, err := scrypt.Key([]byte(password), salt, 1<<p.LogN, p.R, p.P, p.KeyLen)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrInvalidParams, err)
 	}
@@ -129,10 +92,10 @@ func (p Params) validate(lim Limits) error {
 }
 
 // cost returns 128·r·N and 128·r·N·p, or an error when either passes its
-// limit. It never overflows: every product is checked against the limit
-// before it is formed.
+// limit in lim (with its defaults). It never overflows: every product is
+// checked against the limit before it is formed.
 func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
-	maxMem, maxWork := lim.memory(), lim.work()
+	maxMem, maxWork := lim.MaxMemory, lim.MaxWork
 	if logN < 1 || logN > maxLogN {
 		return 0, 0, fmt.Errorf("logN %d out of range 1..%d", logN, maxLogN)
 	}
@@ -155,7 +118,8 @@ func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
 	return memory, memory * int64(p), nil
 }
 
-// parseHash parses a stored hash and checks it against lim. It does no
+// parseHash parses a stored hash and checks it against lim (with its
+// defaults). It does no
 // scrypt work. Errors wrap ErrInvalidHash and say which field is wrong
 // without repeating the hash itself.
 func parseHash(s string, lim Limits) (hash, error) {
@@ -243,23 +207,14 @@ func parseField(name, s string) (int, error) {
 	return v, nil
 }
 
-// CompareHashAndPassword compares a stored k3s/RKE2 hash with password, in
+// CompareHashAndPassword compares a stored hash with password, in
 // constant time: nil, ErrMismatchedHashAndPassword or ErrInvalidHash.
 func CompareHashAndPassword(hash, password string) error {
-	return compareWithin(Limits{}, hash, password)
-}
-
-// compareWithin is CompareHashAndPassword with the limits l.
-func compareWithin(l Limits, stored, password string) error {
-	h, err := parseHash(stored, l)
+	h, err := parseHash(hash, Limits{}.withDefaults())
 	if err != nil {
 		return err
 	}
-	return h.compare(password, fastKey)
-}
-
-func (h *hash) compare(password string, kdf keyFunc) error {
-	derived, err := kdf([]byte(password), h.salt, 1<<h.logN, h.r, h.p, len(h.key))
+	derived, err := scrypt.Key([]byte(password), h.salt, 1<<h.logN, h.r, h.p, len(h.key))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidHash, err)
 	}

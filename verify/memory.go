@@ -2,21 +2,14 @@ package verify
 
 import (
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/scrypt"
 )
 
-// DefaultScryptMemory is Options.ScryptMemory's default: 1 GiB. It binds
-// only where GOMAXPROCS × scrypt.Lanes() buffers of k3s's 32 MiB would
-// pass it (more than 4 cores with AVX-512, 8 with AVX2): there it costs
-// throughput per core (fewer lanes or slots), so that a herd never takes
-// more than 1 GiB of a control-plane node that also runs etcd and the
-// API server, however many cores it has. Where a budget binds, New
-// measures the kernels with one batch of throwaway hashes (about 0.2 s
-// of a core at k3s's parameters) and takes the slots and lanes that
-// compute the most hashes per second within it.
+// DefaultScryptMemory binds past 4 cores with AVX-512, 8 with AVX2: New
+// then takes the slots and lanes that compute fastest within it.
 const DefaultScryptMemory int64 = 1 << 30
 
 // lane is what one scrypt lane at (N = 2^logN, r) counts against the
@@ -97,17 +90,21 @@ func (v *Verifier) probe(n int) {
 // reserves the bytes of the buffers it will hold before it computes and
 // gives them back after, so the bytes in use never pass the budget; its
 // pool keeps idle no more than the most in use at once, so in use and
-// idle together stay within it too. It is safe for concurrent use.
+// idle together stay within it too. It is safe for concurrent use and
+// takes no lock: free is taken by compare-and-swap, and a batch short of
+// bytes waits for the next release.
 type memory struct {
 	total int64 // the budget; 0: none (nothing reserved)
-
-	mu    sync.Mutex
-	free  int64
-	freed chan struct{} // closed when bytes are given back, then replaced
+	free  atomic.Int64
+	freed atomic.Pointer[chan struct{}] // closed by a release, then replaced
 }
 
 func newMemory(total int64) *memory {
-	return &memory{total: total, free: total, freed: make(chan struct{})}
+	m := &memory{total: total}
+	m.free.Store(total)
+	freed := make(chan struct{})
+	m.freed.Store(&freed)
+	return m
 }
 
 // reserve waits until n bytes (at most total) are free and takes them.
@@ -118,15 +115,17 @@ func (m *memory) reserve(n int64) {
 		return
 	}
 	for {
-		m.mu.Lock()
-		if m.free >= n {
-			m.free -= n
-			m.mu.Unlock()
+		// The channel before the count: a release that comes after the
+		// count was read closes this channel, or one replaced meanwhile.
+		freed := *m.freed.Load()
+		free := m.free.Load()
+		if free < n {
+			<-freed
+			continue
+		}
+		if m.free.CompareAndSwap(free, free-n) {
 			return
 		}
-		ch := m.freed
-		m.mu.Unlock()
-		<-ch
 	}
 }
 
@@ -135,11 +134,9 @@ func (m *memory) release(n int64) {
 	if m.total == 0 {
 		return
 	}
-	m.mu.Lock()
-	m.free += n
-	close(m.freed)
-	m.freed = make(chan struct{})
-	m.mu.Unlock()
+	m.free.Add(n)
+	next := make(chan struct{})
+	close(*m.freed.Swap(&next))
 }
 
 // lanesFor is how many lanes a batch at (N = 2^logN, r) computes at
@@ -157,30 +154,25 @@ func (v *Verifier) lanesFor(logN, r int) int {
 	return l
 }
 
-// reserve takes from the budget the bytes keys, a batch of one (N, r),
-// will hold at once, and returns them for release.
-func (v *Verifier) reserve(keys []scrypt.Job) int64 {
-	if v.mem.total == 0 {
-		return 0
-	}
+// reserve returns how many lanes keys, a batch of one (N, r), computes at
+// once, and takes from the budget the bytes they hold, held, for release.
+func (v *Verifier) reserve(keys []scrypt.Job) (held int64, lanes int) {
 	logN, r := log2(keys[0].N), keys[0].R
+	lanes = v.lanesFor(logN, r)
+	if v.mem.total == 0 {
+		return 0, lanes
+	}
 	blocks := 0
 	for _, k := range keys {
 		blocks += k.P
 	}
-	held := min(v.lanesFor(logN, r), blocks)
-	for held&(held-1) != 0 { // scrypt mixes a power of two at a time
-		held--
+	n := min(lanes, blocks)
+	for n&(n-1) != 0 { // scrypt mixes a power of two at a time
+		n--
 	}
-	n := int64(held) * lane(logN, r)
-	v.mem.reserve(n)
-	return n
-}
-
-// deriveKeys computes keys, a batch of one (N, r), with the Verifier's
-// pool and lanes: the Verifier's derive.
-func (v *Verifier) deriveKeys(keys []scrypt.Job) {
-	v.pool.KeyBatch(keys, v.lanesFor(log2(keys[0].N), keys[0].R))
+	held = int64(n) * lane(logN, r)
+	v.mem.reserve(held)
+	return held, lanes
 }
 
 // fits refuses a stored hash one lane of which (its V) needs more than
@@ -200,4 +192,22 @@ func log2(n int) int {
 		l++
 	}
 	return l
+}
+
+// releaseLater releases the scrypt buffers once the Verifier has had
+// nothing to compute for bufferIdle (see Options.MaxConcurrent).
+func (v *Verifier) releaseLater() { v.quiet.Reset(bufferIdle) }
+
+// bufferIdle is how long the Verifier keeps idle scrypt buffers.
+const bufferIdle = 30 * time.Second
+
+// releaseIfQuiet drops the idle scrypt buffers unless work is under way;
+// then it looks again bufferIdle later, since that work may end without
+// a batch to re-arm the timer (an enrollment whose read fails, say).
+func (v *Verifier) releaseIfQuiet() {
+	if running, waiting := v.sched.Load(); running == 0 && waiting == 0 {
+		v.pool.Release()
+		return
+	}
+	v.releaseLater()
 }

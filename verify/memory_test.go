@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nodepass/nodepass/scrypt"
@@ -93,12 +94,12 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 	}
 	var inUse, most atomic.Int64
 	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
-		b := int64(v.lanesFor(log2(keys[0].N), keys[0].R)) * lane(log2(keys[0].N), keys[0].R)
+	v.derive = func(keys []scrypt.Job, lanes int) {
+		b := int64(lanes) * lane(log2(keys[0].N), keys[0].R)
 		now := inUse.Add(b)
 		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 		}
-		derive(keys)
+		derive(keys, lanes)
 		inUse.Add(-b)
 	}
 	var wg sync.WaitGroup
@@ -185,5 +186,198 @@ func TestScryptMemoryProbesKernels(t *testing.T) {
 	}
 	if n, _ := v.pool.Idle(); n != 0 {
 		t.Fatalf("%d buffers kept after the probe", n)
+	}
+}
+
+// TestMemoryBudget: reservations never take more than the budget, and
+// every one waiting is woken as bytes come back, however the takes and
+// the releases interleave.
+func TestMemoryBudget(t *testing.T) {
+	const total, lanes = 8, 64
+	m := newMemory(total)
+	var held, most atomic.Int64
+	var wg sync.WaitGroup
+	for i := range lanes {
+		wg.Go(func() {
+			for range 200 {
+				n := int64(1 + i%total) // up to the whole budget
+				m.reserve(n)
+				h := held.Add(n)
+				for p := most.Load(); h > p && !most.CompareAndSwap(p, h); p = most.Load() {
+				}
+				held.Add(-n)
+				m.release(n)
+			}
+		})
+	}
+	wg.Wait()
+	if p := most.Load(); p > total {
+		t.Fatalf("%d bytes held at once, budget %d", p, total)
+	}
+	if f := m.free.Load(); f != total {
+		t.Fatalf("%d bytes free after every release, want %d", f, total)
+	}
+}
+
+// TestVerifiersKeepOwnBuffers: two Verifiers in one process keep their
+// scrypt buffers apart: one's Close (or quiet period) does not drop the
+// other's idle buffers.
+func TestVerifiersKeepOwnBuffers(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", mustHash(t, "pw"))
+	a, err := New(s, &Options{Params: testParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTestVerifier(t, s, nil)
+	for _, v := range []*Verifier{a, b} {
+		if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := idleBuffers(b)
+	if before == 0 {
+		t.Fatal("no idle buffers after a computation")
+	}
+	a.Close()
+	if n := idleBuffers(b); n != before {
+		t.Fatalf("another Verifier's Close left %d of %d idle buffers", n, before)
+	}
+}
+
+// TestIdleBuffersReleased: the scrypt buffers a Verifier used are released
+// once it has had nothing to compute for bufferIdle, and at Close.
+func TestIdleBuffersReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewMemoryStore()
+		s.Set("n", mustHash(t, "pw"))
+		v, err := New(s, &Options{Params: testParams})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := v.pool.Idle(); n == 0 {
+			t.Fatal("no idle buffer after a computation")
+		}
+		time.Sleep(bufferIdle - time.Second)
+		synctest.Wait()
+		if n, _ := v.pool.Idle(); n == 0 {
+			t.Fatal("buffers released before the quiet period")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n, b := v.pool.Idle(); n != 0 {
+			t.Fatalf("%d idle buffers (%d bytes) after %v of quiet", n, b, bufferIdle)
+		}
+	})
+}
+
+// failingFresh is a store whose GetFresh blocks until released, then
+// fails.
+type failingFresh struct {
+	*MemoryStore
+	release chan struct{}
+}
+
+var errFreshRead = errors.New("fresh read failed")
+
+func (s *failingFresh) GetFresh(ctx context.Context, node string) (string, error) {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+	return "", errFreshRead
+}
+
+// TestIdleBuffersReleasedAfterWorkWithoutBatch: the quiet timer that
+// fires while work is under way (an enrollment reading the store) comes
+// back: when that work ends without a batch (its read failed), the
+// Verifier's idle scrypt buffers are released bufferIdle later, not kept
+// until the next computation.
+func TestIdleBuffersReleasedAfterWorkWithoutBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &failingFresh{MemoryStore: NewMemoryStore(), release: make(chan struct{})}
+		s.Set("known", mustHash(t, "pw"))
+		v, err := New(s, &Options{Params: testParams, MaxFailDelay: -1, MaxWait: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		ctx := context.Background()
+		if err := v.Verify(ctx, "known", "pw"); err != nil {
+			t.Fatal(err)
+		}
+		if n := idleBuffers(v); n == 0 {
+			t.Fatal("no idle buffers after a computation")
+		}
+		done := make(chan error, 1)
+		go func() { done <- v.Ensure(ctx, "new", "pw") }()
+		synctest.Wait()                      // the enrollment reads the store
+		time.Sleep(bufferIdle + time.Second) // the quiet timer fires meanwhile
+		close(s.release)
+		if err := <-done; !errors.Is(err, errFreshRead) {
+			t.Fatalf("enrollment: %v, want the read's error", err)
+		}
+		time.Sleep(10 * time.Minute)
+		if n := idleBuffers(v); n != 0 {
+			t.Fatalf("%d idle buffers kept 10 min after the last work", n)
+		}
+	})
+}
+
+// idleBuffers is how many idle scrypt buffers v keeps.
+func idleBuffers(v *Verifier) int {
+	n, _ := v.pool.Idle()
+	return n
+}
+
+// TestHerdBuffersBound: a herd's scrypt buffers, in use and idle, stay
+// within MaxConcurrent × scrypt.Lanes() × 128·r·(N+2), the bound
+// Options.MaxConcurrent states, and the herd runs in batches.
+func TestHerdBuffersBound(t *testing.T) {
+	p := testParams
+	p.LogN = 10
+	s := NewMemoryStore()
+	const n = 64
+	for i := range n {
+		h, err := GenerateFromPassword("pw", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Set(fmt.Sprint("n", i), h)
+	}
+	var batches atomic.Int64
+	v := newTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 2})
+	derive := v.derive
+	v.derive = func(keys []scrypt.Job, lanes int) {
+		batches.Add(1)
+		derive(keys, lanes)
+	}
+	// The first two hold both slots until the rest are queued.
+	g := newGate()
+	g.install(t, v)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := v.Verify(context.Background(), fmt.Sprint("n", i), "pw"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "the herd to queue", func() bool { st := v.Stats(); return st.InFlight+st.Queued == n })
+	g.open()
+	wg.Wait()
+	bound := int64(2*scrypt.Lanes()) * 128 * int64(p.R) * (1<<p.LogN + 2)
+	if _, idle := v.pool.Idle(); idle > bound || idle == 0 {
+		t.Fatalf("%d bytes of buffers after the herd, want 1 to %d", idle, bound)
+	}
+	if st := v.Stats(); st.ScryptRuns != n {
+		t.Fatalf("stats %+v", st)
+	}
+	if scrypt.Lanes() > 1 && batches.Load() > 2+n/2 {
+		t.Fatalf("%d batches for %d computations with %d lanes", batches.Load(), n, scrypt.Lanes())
 	}
 }

@@ -3,7 +3,10 @@ package verify
 import (
 	"context"
 	"errors"
+	"reflect"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -55,5 +58,37 @@ func TestKnownMatchRejectsPerCaller(t *testing.T) {
 	wg.Wait()
 	if st := v.Stats(); st.Mismatches != 3 || st.KnownMatchRejects != 3 || st.ScryptRuns != 2 {
 		t.Fatalf("stats %+v: want 3 mismatches, all 3 known-match rejects, 2 scrypt runs", st)
+	}
+}
+
+// TestStatsTable: every field of Stats has its metric's name (unique, a
+// counter's ending in _total) and help in its tags, and Stats reports
+// every counter the Verifier counted, so that a counter is added in one
+// place: its field.
+func TestStatsTable(t *testing.T) {
+	v := newTestVerifier(t, NewMemoryStore(), nil)
+	gauges := map[string]bool{"FailOpenPending": true, "InFlight": true, "Queued": true}
+	names := map[string]bool{}
+	counters := reflect.ValueOf(v.stats).Elem()
+	ty := counters.Type()
+	for i := range ty.NumField() {
+		f := ty.Field(i)
+		name, help := f.Tag.Get("stat"), f.Tag.Get("help")
+		if name == "" || help == "" || names[name] {
+			t.Errorf("%s: stat %q, help %q: want both, the name unique", f.Name, name, help)
+		}
+		names[name] = true
+		if strings.HasSuffix(name, "_total") == gauges[f.Name] {
+			t.Errorf("%s: stat %q: a counter's name ends in _total, a gauge's does not", f.Name, name)
+		}
+		if !gauges[f.Name] {
+			atomic.AddUint64(counters.Field(i).Addr().Interface().(*uint64), uint64(i+1))
+		}
+	}
+	got := reflect.ValueOf(v.Stats())
+	for i := range ty.NumField() {
+		if f := ty.Field(i); !gauges[f.Name] && got.Field(i).Uint() != uint64(i+1) {
+			t.Errorf("Stats().%s = %d, want %d", f.Name, got.Field(i).Uint(), i+1)
+		}
 	}
 }

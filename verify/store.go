@@ -2,35 +2,40 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
-// Store holds one stored hash per node. Implementations must be safe for
-// concurrent use. Get is on every request's path: it should answer from
-// memory (kube's Store reads an informer cache).
+// Store holds one hash per node, safe for concurrent use. Get is on every
+// request's path: it should answer from memory.
 type Store interface {
-	// Get returns node's stored hash, or an error wrapping ErrNotFound.
-	Get(ctx context.Context, node string) (string, error)
-	// Create stores a hash for a new node, or fails wrapping ErrExists.
-	Create(ctx context.Context, node, hash string) error
+	Get(ctx context.Context, node string) (string, error) // or an error wrapping ErrNotFound
+	Create(ctx context.Context, node, hash string) error  // or an error wrapping ErrExists
 }
 
-// FreshGetter is a Store whose Get may lag writes made elsewhere (kube's
-// reads an informer cache). Ensure confirms Get's ErrNotFound with GetFresh
-// before it hashes a new node's password, at most once per enrollment and
-// MaxQueue at a time. An implementation past its own budget of direct
-// reads may answer from its cache, a miss then wrapping ErrNotFresh too:
-// the enrollment goes on, but Options.FailOpen needs a read that ran.
+// FreshGetter is a Store whose Get may lag. Ensure confirms ErrNotFound
+// with GetFresh before it hashes; a GetFresh that read its cache wraps
+// ErrNotFresh too, which FailOpen does not trust.
 type FreshGetter interface {
-	// GetFresh is Get past the cache.
-	GetFresh(ctx context.Context, node string) (string, error)
+	GetFresh(ctx context.Context, node string) (string, error) // Get past the cache
 }
 
-// MemoryStore is a DigestStore in process memory, for tests, benchmarks
-// and single-process servers. It is safe for concurrent use, ignores its
-// methods' contexts and never blocks; make it with NewMemoryStore.
+// DigestStore is a Store that also remembers a digest per node of a
+// password verified against its hash (Options.DigestKey), for every
+// Verifier sharing it.
+type DigestStore interface {
+	Store
+	// GetWithDigest is Get, with the digest remembered for node's hash.
+	GetWithDigest(ctx context.Context, node string) (hash string, digest []byte, err error)
+	// RememberDigest replaces node's digest while its hash is hash.
+	RememberDigest(ctx context.Context, node, hash string, digest []byte) error
+}
+
+// MemoryStore is a DigestStore in memory, safe for concurrent use; its
+// methods never block. Make it with NewMemoryStore.
 type MemoryStore struct {
 	mu      sync.RWMutex
 	m       map[string]string
@@ -63,8 +68,8 @@ func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []b
 	return h, d.digest, nil
 }
 
-// RememberDigest implements DigestStore: for a hash not node's, it records
-// nothing and returns nil.
+// RememberDigest implements DigestStore; for a hash not node's it does
+// nothing.
 func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, digest []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,8 +101,7 @@ func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
 	return nil
 }
 
-// Set stores hash for node, replacing any, as an operator rotating a
-// node's password does.
+// Set stores hash for node, replacing any.
 func (s *MemoryStore) Set(node, hash string) {
 	s.mu.Lock()
 	s.m[node] = hash
@@ -110,4 +114,68 @@ func (s *MemoryStore) Delete(node string) {
 	delete(s.m, node)
 	delete(s.digests, node)
 	s.mu.Unlock()
+}
+
+// The Verifier's store calls: a panic becomes an error, and a failure
+// other than ErrNotFound and ErrExists is counted and wrapped with the
+// call it came from.
+
+// read reads node's hash and, with remembered digests on, the digest
+// remembered for it, in one store call.
+func (v *Verifier) read(ctx context.Context, node string) (stored string, remembered []byte, err error) {
+	if v.digests == nil {
+		stored, err = v.get(ctx, node)
+		return stored, nil, err
+	}
+	defer v.recoverStore("GetWithDigest", node, &err)
+	stored, remembered, err = v.digests.store.GetWithDigest(ctx, node)
+	if err = v.storeErr("GetWithDigest", node, err); err != nil {
+		return "", nil, err
+	}
+	return stored, remembered, nil
+}
+
+// get reads node's hash. It is on every request's path, so it calls the
+// store directly rather than through a closure.
+func (v *Verifier) get(ctx context.Context, node string) (stored string, err error) {
+	defer v.recoverStore("Get", node, &err)
+	stored, err = v.store.Get(ctx, node)
+	return stored, v.storeErr("Get", node, err)
+}
+
+// getFresh is get past the store's cache, where it has one (FreshGetter).
+func (v *Verifier) getFresh(ctx context.Context, node string) (stored string, err error) {
+	fg, ok := v.store.(FreshGetter)
+	if !ok {
+		return v.get(ctx, node)
+	}
+	defer v.recoverStore("GetFresh", node, &err)
+	stored, err = fg.GetFresh(ctx, node)
+	return stored, v.storeErr("GetFresh", node, err)
+}
+
+// storeCreate stores a new node's hash.
+func (v *Verifier) storeCreate(ctx context.Context, node, stored string) (err error) {
+	defer v.recoverStore("Create", node, &err)
+	return v.storeErr("Create", node, v.store.Create(ctx, node, stored))
+}
+
+// storeErr passes ErrNotFound and ErrExists through as the store wrapped
+// them; any other failure of the store's op is counted and wrapped.
+func (v *Verifier) storeErr(op, node string, err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
+		return err
+	}
+	atomic.AddUint64(&v.stats.StoreErrors, 1)
+	return fmt.Errorf("verify: store %s(%q): %w", op, node, err)
+}
+
+// recoverStore, deferred around a store call, turns its panic into an
+// error in *err.
+func (v *Verifier) recoverStore(op, node string, err *error) {
+	if r := recover(); r != nil {
+		atomic.AddUint64(&v.stats.Panics, 1)
+		atomic.AddUint64(&v.stats.StoreErrors, 1)
+		*err = fmt.Errorf("verify: store %s(%q) panicked: %v", op, node, r)
+	}
 }

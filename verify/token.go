@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 )
 
 // Join tokens.
@@ -27,20 +26,15 @@ import (
 
 // tokenPrefix starts the name a token user has in the cache keys, the
 // queue and the failure counts. Node names never contain a NUL (see
-// checkRaw), so no user shares a name with a node.
+// checkCredentials), so no user shares a name with a node.
 const tokenPrefix = "\x00token\x00"
 
 // maxUserLen bounds a token user's name.
 const maxUserLen = 256
 
-// VerifyToken checks a basic-auth token: password against the hash
-// Options.Tokens stores for user, or LoadTokens loaded. It returns nil on a match, or an error
-// wrapping ErrInvalidInput (an empty or malformed user or password; the
-// store is not asked), ErrNotFound (no such user, or no Options.Tokens),
-// ErrMismatchedHashAndPassword, ErrInvalidHash (the stored hash),
-// ErrOverloaded, ErrClosed or the store's error, as Verify does. User
-// names are compared as they are, case and all, as k3s does. ctx bounds
-// the store read and the wait, as for Verify.
+// VerifyToken checks a join token, basic auth user:password, against the
+// hash Options.Tokens (or LoadTokens) has for user, as Verify checks a
+// node's. User names are compared as they are, as k3s does.
 func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error {
 	if v.closed.Load() {
 		return ErrClosed
@@ -61,24 +55,7 @@ func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error
 
 // checkUser refuses a token user or password no store should see.
 func (v *Verifier) checkUser(user, password string) error {
-	switch {
-	case user == "":
-		return fmt.Errorf("%w: empty token user", ErrInvalidInput)
-	case len(user) > maxUserLen:
-		return fmt.Errorf("%w: token user is %d bytes, limit %d", ErrInvalidInput, len(user), maxUserLen)
-	case password == "":
-		return fmt.Errorf("%w: empty token", ErrInvalidInput)
-	case len(password) > v.opts.Limits.MaxPasswordLen:
-		return fmt.Errorf("%w: token is %d bytes, limit %d", ErrInvalidInput, len(password), v.opts.Limits.MaxPasswordLen)
-	case !utf8.ValidString(user):
-		return fmt.Errorf("%w: token user is not valid UTF-8", ErrInvalidInput)
-	}
-	for i := 0; i < len(user); i++ {
-		if c := user[i]; c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%w: token user contains control character %#x", ErrInvalidInput, c)
-		}
-	}
-	return nil
+	return v.checkCredentials("token user", user, maxUserLen, "token", password)
 }
 
 // tokens returns where VerifyToken reads: Options.Tokens, or what
@@ -124,20 +101,10 @@ func displayName(name string) string {
 	return fmt.Sprintf("node %q", name)
 }
 
-// LoadTokens reads a k3s passwd file, CSV lines of
-// password,user,uid[,groups] as k3s's server keeps its join tokens
-// (<data-dir>/server/cred/passwd), and makes it what VerifyToken checks,
-// replacing what an earlier call loaded. Each password is hashed with
-// Options.Params on the Verifier's slots, as k3s hashes them when it
-// loads the file (one scrypt each), and recorded as verified: VerifyToken
-// costs no scrypt for it. No password is kept. A line with fewer than
-// three fields, an empty password or user, a user VerifyToken would
-// refuse, or a user given twice is an error naming the line (k3s keeps
-// the last of a duplicate; a file that says two things is refused here),
-// and then nothing is loaded. It fails if Options.Tokens is set: the
-// tokens come from one place. The hashing runs under ctx's values and
-// pprof labels; when ctx ends, LoadTokens returns its error and loads
-// nothing.
+// LoadTokens makes a k3s passwd file (password,user,uid[,groups] lines)
+// what VerifyToken checks. It hashes each password under ctx, as k3s
+// does, and records it as verified. A malformed line, a user given twice,
+// or a set Options.Tokens is an error, and nothing is loaded.
 func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 	if v.opts.Tokens != nil {
 		return errors.New("verify: LoadTokens: Options.Tokens is set; the tokens come from one place")
@@ -154,8 +121,8 @@ func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 		}
 		// The hash was recorded as verified under its own name (see
 		// hashOnly); VerifyToken asks under the user's.
-		v.recordMatch(v.tokenName(e.user), v.cache.PairKey(v.tokenName(e.user), h),
-			v.cache.Key(v.tokenName(e.user), h, e.password), v.opts.Params.KeyLen)
+		name := v.tokenName(e.user)
+		v.recordMatch(name, h, v.cache.Key(name, h, e.password), v.opts.Params.KeyLen)
 		s.Set(e.user, h)
 	}
 	v.loaded.Store(s)

@@ -165,7 +165,7 @@ func TestTokenGuessersQueueFairly(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
+	v.derive = func(keys []scrypt.Job, lanes int) {
 		var pws []string
 		for _, k := range keys {
 			pws = append(pws, string(k.Password))
@@ -178,7 +178,7 @@ func TestTokenGuessersQueueFairly(t *testing.T) {
 			entered <- struct{}{}
 			<-release
 		}
-		derive(keys)
+		derive(keys, lanes)
 	}
 	t.Cleanup(func() {
 		select {

@@ -1,23 +1,17 @@
 package verify
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/nodepass/nodepass/internal/testhooks"
 	"github.com/nodepass/nodepass/scrypt"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,6 +53,13 @@ func mustHash(t *testing.T, password string) string {
 	return h
 }
 
+// mustHashAt is mustHash with a salt of its own per i, quickly: the
+// stored hashes of a big test population.
+func mustHashAt(t *testing.T, password string, i int) string {
+	t.Helper()
+	return format([]byte(fmt.Sprintf("salt%04d", i)), testParams.LogN, testParams.R, testParams.P, make([]byte, testParams.KeyLen))
+}
+
 // gate blocks the hasher until released, to make sharing and queueing
 // deterministic.
 type gate struct {
@@ -81,7 +82,7 @@ func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 func (g *gate) install(t testing.TB, v *Verifier) {
 	t.Cleanup(g.open)
 	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
+	v.derive = func(keys []scrypt.Job, lanes int) {
 		select {
 		case <-g.release:
 		default:
@@ -91,7 +92,7 @@ func (g *gate) install(t testing.TB, v *Verifier) {
 			}
 			<-g.release
 		}
-		derive(keys)
+		derive(keys, lanes)
 	}
 }
 
@@ -108,9 +109,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// idle reports whether v has no shared work in progress.
+// idle reports whether v has no computation running or waiting for a
+// slot (an enrollment's Create may still be under way).
 func idle(v *Verifier) bool {
-	return v.sched.Jobs() == 0
+	st := v.Stats()
+	return st.InFlight == 0 && st.Queued == 0
+}
+
+// cancelled is a context that has ended: a caller that leaves at once.
+func cancelled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// queuedOverload returns err as an *OverloadError whose work stays
+// queued, or fails t.
+func queuedOverload(t *testing.T, err error) *OverloadError {
+	t.Helper()
+	var oe *OverloadError
+	if !errors.As(err, &oe) || !oe.Queued {
+		t.Fatalf("err %v, want a queued OverloadError", err)
+	}
+	return oe
 }
 
 // countingStore counts calls and can inject failures.
@@ -161,559 +182,8 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	if v.opts.Params != DefaultParams || v.opts.MaxWait != testhooks.MaxWait || v.opts.MaxConcurrent < 1 {
+	if v.opts.Params != DefaultParams || v.opts.MaxWait != DefaultMaxWait || v.opts.MaxConcurrent < 1 {
 		t.Fatalf("defaults not applied: %+v", v.opts)
-	}
-}
-
-func TestInvalidInputNeverReachesStore(t *testing.T) {
-	s := newCountingStore()
-	v := newTestVerifier(t, s, &Options{Limits: Limits{MaxPasswordLen: 64}})
-	ctx := context.Background()
-	for _, tt := range []struct{ name, node, password, want string }{
-		{"empty node", "", "pw", "empty node name"},
-		{"long node", strings.Repeat("a", 236), "pw", "236 bytes"},
-		{"empty password", "n", "", "empty password"},
-		{"long password", "n", strings.Repeat("p", 65), "65 bytes"},
-		{"control char", "n\x00x", "pw", "control character"},
-		{"newline", "n\nx", "pw", "control character"},
-		{"bad utf8", "n\xffx", "pw", "UTF-8"},
-	} {
-		for _, call := range []func(context.Context, string, string) error{v.Verify, v.Ensure} {
-			err := call(ctx, tt.node, tt.password)
-			if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("%s: err %v, want ErrInvalidInput mentioning %q", tt.name, err, tt.want)
-			}
-			if tt.password != "" && strings.Contains(err.Error(), tt.password) {
-				t.Errorf("%s: error repeats the password", tt.name)
-			}
-		}
-	}
-	if n := s.gets.Load(); n != 0 {
-		t.Fatalf("store read %d times for invalid input", n)
-	}
-	// The limits themselves are accepted.
-	s.Set(strings.Repeat("a", maxNodeNameLen), mustHash(t, strings.Repeat("p", 64)))
-	if err := v.Verify(ctx, strings.Repeat("a", maxNodeNameLen), strings.Repeat("p", 64)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestVerifyVectorsThroughStore(t *testing.T) {
-	s := NewMemoryStore()
-	v := newTestVerifier(t, s, nil)
-	checked := 0
-	for i, vec := range loadVectors(t) {
-		if vec.Password == "" {
-			continue // an empty password is invalid input for a Verifier
-		}
-		node := fmt.Sprintf("vector-%d", i)
-		s.Set(node, vec.Hash)
-		if err := v.Verify(context.Background(), node, vec.Password); err != nil {
-			t.Fatalf("%s: %v", node, err)
-		}
-		checked++
-	}
-	if checked == 0 {
-		t.Fatal("no vector checked")
-	}
-}
-
-func TestVerifyOutcomesAndCache(t *testing.T) {
-	s := NewMemoryStore()
-	v := newTestVerifier(t, s, nil)
-	ctx := context.Background()
-	s.Set("a", mustHash(t, "right"))
-	s.Set("b", mustHash(t, "right"))
-
-	if err := v.Verify(ctx, "missing", "pw"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("unknown node: %v", err)
-	}
-	// Node a: the wrong password first (computed, then cached), then the
-	// right one (computed, then cached).
-	for range 2 {
-		if err := v.Verify(ctx, "a", "wrong"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-			t.Fatalf("wrong password: %v", err)
-		}
-	}
-	for range 2 {
-		if err := v.Verify(ctx, "a", "right"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := Stats{ScryptRuns: 2, CacheHits: 2, Mismatches: 2}
-	if st := v.Stats(); st != want {
-		t.Fatalf("stats %+v, want %+v", st, want)
-	}
-	// Node b: once the right password is verified, every other password
-	// is a mismatch without scrypt.
-	if err := v.Verify(ctx, "b", "right"); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := v.Verify(ctx, "b", fmt.Sprint("guess-", i)); !errors.Is(err, ErrMismatchedHashAndPassword) {
-			t.Fatalf("guess: %v", err)
-		}
-	}
-	want = Stats{ScryptRuns: 3, CacheHits: 5, Mismatches: 5, KnownMatchRejects: 3}
-	if st := v.Stats(); st != want {
-		t.Fatalf("stats %+v, want %+v", st, want)
-	}
-}
-
-// TestConcurrentIdenticalRequestsShareOneScrypt: 200 requests for one
-// tuple while its computation is held cost exactly one scrypt.
-func TestConcurrentIdenticalRequestsShareOneScrypt(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("n", mustHash(t, "pw"))
-	v := newTestVerifier(t, s, nil)
-	g := newGate()
-	g.install(t, v)
-	const n = 200
-	errs := make(chan error, n)
-	for range n {
-		go func() { errs <- v.Verify(context.Background(), "n", "pw") }()
-	}
-	<-g.entered
-	waitFor(t, "all requests to join", func() bool { return v.Stats().Shared == n-1 })
-	g.open()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if st := v.Stats(); st.ScryptRuns != 1 || st.Shared != n-1 {
-		t.Fatalf("stats %+v: want 1 scrypt run shared by %d", st, n-1)
-	}
-}
-
-// TestInterleavedPasswordsNeverMixed: right and wrong passwords for one
-// node, concurrently and repeatedly, each get their own answer.
-func TestInterleavedPasswordsNeverMixed(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("n", mustHash(t, "right"))
-	v := newTestVerifier(t, s, &Options{MaxConcurrent: 2})
-	var wg sync.WaitGroup
-	for i := range 400 {
-		wg.Go(func() {
-			pw := "right"
-			if i%2 == 1 {
-				pw = fmt.Sprintf("wrong-%d", i%7)
-			}
-			// One name may have only MaxQueuedPerNode passwords queued:
-			// the rest are told to come back, and do.
-			err := v.Verify(context.Background(), "n", pw)
-			for errors.Is(err, ErrOverloaded) {
-				time.Sleep(time.Millisecond)
-				err = v.Verify(context.Background(), "n", pw)
-			}
-			if (pw == "right") != (err == nil) {
-				t.Errorf("password %q: err %v", pw, err)
-			}
-			if err != nil && !errors.Is(err, ErrMismatchedHashAndPassword) {
-				t.Errorf("password %q: unexpected error %v", pw, err)
-			}
-		})
-	}
-	wg.Wait()
-	// One right password and 7 distinct wrong ones: at most 8 computations.
-	if st := v.Stats(); st.ScryptRuns > 8 {
-		t.Fatalf("%d scrypt runs for 8 distinct tuples", st.ScryptRuns)
-	}
-}
-
-// TestOtherNodeNeverRidesOnCachedSuccess: a password verified for one node
-// is not accepted for another node, even one whose hash it matches only on
-// the first node.
-func TestOtherNodeNeverRidesOnCachedSuccess(t *testing.T) {
-	s := NewMemoryStore()
-	hA := mustHash(t, "pw-a")
-	s.Set("a", hA)
-	s.Set("b", mustHash(t, "pw-b"))
-	s.Set("c", hA) // the same stored hash under another name
-	v := newTestVerifier(t, s, nil)
-	ctx := context.Background()
-	if err := v.Verify(ctx, "a", "pw-a"); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Verify(ctx, "b", "pw-a"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-		t.Fatalf("node b accepted node a's password: %v", err)
-	}
-	runs := v.Stats().ScryptRuns
-	if err := v.Verify(ctx, "c", "pw-a"); err != nil {
-		t.Fatal(err)
-	}
-	if v.Stats().ScryptRuns != runs+1 {
-		t.Fatal("node c answered from node a's cache entry")
-	}
-}
-
-// TestRotatedHash: after the stored hash changes, the old password fails
-// and the new one works, whatever was cached.
-func TestRotatedHash(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("n", mustHash(t, "old"))
-	v := newTestVerifier(t, s, nil)
-	ctx := context.Background()
-	if err := v.Verify(ctx, "n", "old"); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Verify(ctx, "n", "new"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-		t.Fatal(err)
-	}
-	s.Set("n", mustHash(t, "new"))
-	if err := v.Verify(ctx, "n", "old"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-		t.Fatalf("old password after rotation: %v", err)
-	}
-	if err := v.Verify(ctx, "n", "new"); err != nil {
-		t.Fatalf("new password after rotation: %v", err)
-	}
-}
-
-func TestStoreErrorsWrappedAndNotCached(t *testing.T) {
-	s := newCountingStore()
-	s.Set("n", mustHash(t, "pw"))
-	boom := errors.New("apiserver unavailable")
-	s.getErr = func(n int64) error {
-		if n <= 2 {
-			return boom
-		}
-		return nil
-	}
-	v := newTestVerifier(t, s, nil)
-	ctx := context.Background()
-	for _, call := range []func(context.Context, string, string) error{v.Verify, v.Ensure} {
-		err := call(ctx, "n", "pw")
-		if !errors.Is(err, boom) || errors.Is(err, ErrMismatchedHashAndPassword) || errors.Is(err, ErrNotFound) {
-			t.Fatalf("err %v: want the store error, not a mismatch", err)
-		}
-		if !strings.HasPrefix(err.Error(), `verify: store Get("n")`) {
-			t.Fatalf("err %q does not say what failed", err)
-		}
-	}
-	if err := v.Verify(ctx, "n", "pw"); err != nil {
-		t.Fatalf("after the store recovered: %v", err)
-	}
-	if st := v.Stats(); st.StoreErrors != 2 || st.ScryptRuns != 1 {
-		t.Fatalf("stats %+v", st)
-	}
-}
-
-// TestFailedComputationNotCached: an error other than a mismatch (here
-// from the hasher) is returned and the next request computes again.
-func TestFailedComputationNotCached(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("n", mustHash(t, "pw"))
-	v := newTestVerifier(t, s, nil)
-	var calls atomic.Int64
-	derive := v.derive
-	v.derive = func(keys []scrypt.Job) {
-		derive(keys)
-		if calls.Add(1) == 1 {
-			keys[0].Key, keys[0].Err = nil, errors.New("transient")
-		}
-	}
-	if err := v.Verify(context.Background(), "n", "pw"); err == nil || !strings.Contains(err.Error(), "transient") || errors.Is(err, ErrMismatchedHashAndPassword) {
-		t.Fatalf("first call: %v", err)
-	}
-	if err := v.Verify(context.Background(), "n", "pw"); err != nil {
-		t.Fatalf("second call: %v", err)
-	}
-	if calls.Load() != 2 {
-		t.Fatalf("%d computations, want 2", calls.Load())
-	}
-}
-
-func TestInvalidStoredHash(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("n", "$1:0011223344556677:40:8:1:"+strings.Repeat("A", 86))
-	v := newTestVerifier(t, s, nil)
-	err := v.Verify(context.Background(), "n", "pw")
-	if !errors.Is(err, ErrInvalidHash) || !strings.Contains(err.Error(), `node "n"`) {
-		t.Fatalf("err %v", err)
-	}
-	if st := v.Stats(); st.ScryptRuns != 0 {
-		t.Fatalf("%d scrypt runs for an invalid hash", st.ScryptRuns)
-	}
-}
-
-// TestEnrollmentIsAMatch: Ensure of a new node stores a hash in the
-// configured format and the next request costs no scrypt.
-func TestEnrollmentIsAMatch(t *testing.T) {
-	s := newCountingStore()
-	v := newTestVerifier(t, s, nil)
-	ctx := context.Background()
-	if err := v.Ensure(ctx, "n", "pw"); err != nil {
-		t.Fatal(err)
-	}
-	stored, err := s.MemoryStore.Get(ctx, "n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !hashShape.MatchString(stored) {
-		t.Fatalf("stored hash %q not in the k3s format", stored)
-	}
-	if err := v.Verify(ctx, "n", "pw"); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Ensure(ctx, "n", "pw"); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Ensure(ctx, "n", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-		t.Fatalf("other password: %v", err)
-	}
-	// The other password is refused without scrypt: the node's verified
-	// password is known.
-	if st := v.Stats(); st.Enrollments != 1 || st.ScryptRuns != 1 || st.CacheHits != 3 || st.KnownMatchRejects != 1 || s.creates.Load() != 1 {
-		t.Fatalf("stats %+v, creates %d", st, s.creates.Load())
-	}
-}
-
-// TestEnrollmentRace: concurrent first joins of one node with two
-// passwords: exactly one password wins, every request with the other gets
-// a mismatch.
-func TestEnrollmentRace(t *testing.T) {
-	for round := range 20 {
-		s := NewMemoryStore()
-		v := newTestVerifier(t, s, &Options{MaxConcurrent: 4})
-		var wg sync.WaitGroup
-		var okA, okB, mismatch atomic.Int64
-		for i := range 40 {
-			wg.Go(func() {
-				pw := []string{"pw-a", "pw-b"}[i%2]
-				err := v.Ensure(context.Background(), "n", pw)
-				switch {
-				case err == nil && pw == "pw-a":
-					okA.Add(1)
-				case err == nil:
-					okB.Add(1)
-				case errors.Is(err, ErrMismatchedHashAndPassword):
-					mismatch.Add(1)
-				default:
-					t.Errorf("round %d: %v", round, err)
-				}
-			})
-		}
-		wg.Wait()
-		a, b := okA.Load(), okB.Load()
-		if !(a == 20 && b == 0 || a == 0 && b == 20) || mismatch.Load() != 20 {
-			t.Fatalf("round %d: %d ok with a, %d ok with b, %d mismatches", round, a, b, mismatch.Load())
-		}
-		if st := v.Stats(); st.Enrollments != 1 {
-			t.Fatalf("round %d: %d enrollments", round, st.Enrollments)
-		}
-		winner := "pw-a"
-		if b > 0 {
-			winner = "pw-b"
-		}
-		stored, _ := s.Get(context.Background(), "n")
-		if err := CompareHashAndPassword(stored, winner); err != nil {
-			t.Fatalf("round %d: stored hash does not match the winner: %v", round, err)
-		}
-	}
-}
-
-// TestCancelledFirstCallerDoesNotFailOthers: the caller that started a
-// computation leaves; the computation goes on for the caller that joined
-// it and is cached.
-func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("n", mustHash(t, "pw"))
-	v := newTestVerifier(t, s, nil)
-	g := newGate()
-	g.install(t, v)
-	ctx, cancel := context.WithCancel(context.Background())
-	first := make(chan error, 1)
-	go func() { first <- v.Verify(ctx, "n", "pw") }()
-	<-g.entered
-	second := make(chan error, 1)
-	go func() { second <- v.Verify(context.Background(), "n", "pw") }()
-	waitFor(t, "second caller to join", func() bool { return v.Stats().Shared == 1 })
-	cancel()
-	if err := <-first; !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "verify: ") {
-		t.Fatalf("cancelled caller: %v", err)
-	}
-	g.open()
-	if err := <-second; err != nil {
-		t.Fatalf("second caller: %v", err)
-	}
-	// A caller that leaves alone still gets its result cached.
-	s.Set("m", mustHash(t, "pw"))
-	g2 := newGate()
-	v.derive = scrypt.KeyBatch
-	g2.install(t, v)
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- v.Verify(ctx2, "m", "pw") }()
-	<-g2.entered
-	cancel2()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	g2.open()
-	waitFor(t, "detached work to finish", func() bool { return idle(v) })
-	hits := v.Stats().CacheHits
-	if err := v.Verify(context.Background(), "m", "pw"); err != nil {
-		t.Fatal(err)
-	}
-	if st := v.Stats(); st.ScryptRuns != 2 || st.CacheHits != hits+1 {
-		t.Fatalf("stats %+v: the retry should be a cache hit", st)
-	}
-}
-
-type panicStore struct{ MemoryStore }
-
-func (*panicStore) Get(context.Context, string) (string, error) { panic("store exploded") }
-
-type panicCreateStore struct{ *MemoryStore }
-
-func (panicCreateStore) Create(context.Context, string, string) error { panic("create exploded") }
-
-func TestPanicsBecomeErrors(t *testing.T) {
-	ctx := context.Background()
-	t.Run("store Get", func(t *testing.T) {
-		v := newTestVerifier(t, &panicStore{}, nil)
-		if err := v.Verify(ctx, "n", "pw"); err == nil || !strings.Contains(err.Error(), "store exploded") {
-			t.Fatalf("err %v", err)
-		}
-		if v.Stats().Panics != 1 {
-			t.Fatal("panic not counted")
-		}
-	})
-	t.Run("store Create in shared work", func(t *testing.T) {
-		v := newTestVerifier(t, panicCreateStore{NewMemoryStore()}, nil)
-		var wg sync.WaitGroup
-		for range 10 {
-			wg.Go(func() {
-				if err := v.Ensure(ctx, "n", "pw"); err == nil || !strings.Contains(err.Error(), "create exploded") {
-					t.Errorf("err %v", err)
-				}
-			})
-		}
-		wg.Wait()
-	})
-	t.Run("hasher", func(t *testing.T) {
-		s := NewMemoryStore()
-		s.Set("n", mustHash(t, "pw"))
-		v := newTestVerifier(t, s, &Options{MaxConcurrent: 1})
-		v.derive = func([]scrypt.Job) { panic("hasher exploded") }
-		if err := v.Verify(ctx, "n", "pw"); err == nil || !strings.Contains(err.Error(), "hasher exploded") {
-			t.Fatalf("err %v", err)
-		}
-		// The slot was given back: the next computation runs.
-		v.derive = scrypt.KeyBatch
-		if err := v.Verify(ctx, "n", "pw"); err != nil {
-			t.Fatal(err)
-		}
-	})
-}
-
-// TestOverload: with one slot held, a request whose estimated wait passes
-// MaxWait gets an OverloadError at once; its work stays queued, completes
-// and is cached for the retry.
-func TestOverload(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("busy", mustHash(t, "pw"))
-	s.Set("late", mustHash(t, "pw"))
-	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 1500 * time.Millisecond})
-	v.sched.Calibrate(time.Second, testWork()) // one test hash "takes" 1 s
-	g := newGate()
-	g.install(t, v)
-	ctx := context.Background()
-	busy := make(chan error, 1)
-	go func() { busy <- v.Verify(ctx, "busy", "pw") }()
-	<-g.entered
-
-	err := v.Verify(ctx, "late", "pw")
-	var oe *OverloadError
-	if !errors.Is(err, ErrOverloaded) || !errors.As(err, &oe) {
-		t.Fatalf("err %v, want ErrOverloaded", err)
-	}
-	// Expected in about 2.2 s (1 s running + 1 s its own, times the
-	// margin of an estimator that has no errors measured yet, 1.1);
-	// asked back MaxWait/2 earlier, to wait for the result.
-	if !oe.Queued || oe.RetryAfter() <= 1300*time.Millisecond || oe.RetryAfter() > 1450*time.Millisecond {
-		g.open()
-		t.Fatalf("RetryAfter %v queued %v: want queued, about 1.45 s", oe.RetryAfter(), oe.Queued)
-	}
-	if st := v.Stats(); st.Shed != 1 || st.Queued != 1 || st.InFlight != 1 {
-		g.open()
-		t.Fatalf("stats %+v", st)
-	}
-	g.open()
-	if err := <-busy; err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "queued work to finish", func() bool { return idle(v) })
-	if err := v.Verify(ctx, "late", "pw"); err != nil {
-		t.Fatalf("retry: %v", err)
-	}
-	if st := v.Stats(); st.ScryptRuns != 2 || st.CacheHits != 1 {
-		t.Fatalf("stats %+v: the retry should be a cache hit", st)
-	}
-}
-
-// TestOverloadAfterMaxWait: when the estimate was too optimistic, the
-// request is answered after MaxWait rather than held.
-func TestOverloadAfterMaxWait(t *testing.T) {
-	s := NewMemoryStore()
-	s.Set("n", mustHash(t, "pw"))
-	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 20 * time.Millisecond})
-	g := newGate()
-	g.install(t, v)
-	err := v.Verify(context.Background(), "n", "pw")
-	if oe := queuedOverload(t, err); oe.RetryAfter() <= 0 {
-		t.Fatalf("err %v, want a queued OverloadError with RetryAfter > 0", err)
-	}
-	g.open()
-	waitFor(t, "work to finish", func() bool { return idle(v) })
-	if err := v.Verify(context.Background(), "n", "pw"); err != nil || v.Stats().CacheHits != 1 {
-		t.Fatalf("retry: %v, stats %+v", err, v.Stats())
-	}
-}
-
-// TestQueueFull: past MaxQueue, new work is refused, not queued.
-func TestQueueFull(t *testing.T) {
-	s := NewMemoryStore()
-	for _, n := range []string{"a", "b", "c"} {
-		s.Set(n, mustHash(t, "pw"))
-	}
-	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxQueue: 1})
-	g := newGate()
-	g.install(t, v)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go v.Verify(ctx, "a", "pw")
-	<-g.entered
-	go v.Verify(ctx, "b", "pw")
-	waitFor(t, "b to queue", func() bool { return v.Stats().Queued == 1 })
-	err := v.Verify(ctx, "c", "pw")
-	var oe *OverloadError
-	if !errors.As(err, &oe) || oe.Queued || oe.RetryAfter() <= 0 {
-		t.Fatalf("err %v, want a refusal with RetryAfter > 0", err)
-	}
-	if st := v.Stats(); st.Queued != 1 {
-		t.Fatalf("refused work was queued: %+v", st)
-	}
-	g.open()
-	waitFor(t, "work to finish", func() bool { return idle(v) })
-}
-
-// TestHangingStoreTimesOut: shared work (here an enrollment's Create) is
-// bounded by WorkTimeout even though no caller waits for it.
-func TestHangingStoreTimesOut(t *testing.T) {
-	s := newCountingStore()
-	s.createHook = func(ctx context.Context) error {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	v := newTestVerifier(t, s, &Options{WorkTimeout: 50 * time.Millisecond})
-	err := v.Ensure(context.Background(), "n", "pw")
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "store Create") {
-		t.Fatalf("err %v", err)
-	}
-	if st := v.Stats(); st.StoreErrors != 1 || st.Enrollments != 0 {
-		t.Fatalf("stats %+v", st)
 	}
 }
 
@@ -754,175 +224,4 @@ func TestClose(t *testing.T) {
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-type recordingObserver struct {
-	scrypt, wait atomic.Int64
-	mu           sync.Mutex
-	callers      []string // the "caller" label of each scrypt computation's context
-}
-
-func (o *recordingObserver) ObserveScrypt(ctx context.Context, _ time.Duration) {
-	o.scrypt.Add(1)
-	l, _ := pprof.Label(ctx, "caller")
-	if w, _ := pprof.Label(ctx, ProfileLabel); w != ProfileScrypt {
-		l += " without " + ProfileLabel + "=" + ProfileScrypt
-	}
-	o.mu.Lock()
-	o.callers = append(o.callers, l)
-	o.mu.Unlock()
-}
-
-func (o *recordingObserver) ObserveQueueWait(context.Context, time.Duration) { o.wait.Add(1) }
-
-func TestObserver(t *testing.T) {
-	obs := &recordingObserver{}
-	s := NewMemoryStore()
-	v := newTestVerifier(t, s, &Options{Observer: obs})
-	// The observer sees the labels of the request that started the work.
-	ctx := pprof.WithLabels(context.Background(), pprof.Labels("caller", "first"))
-	if err := v.Ensure(ctx, "n", "pw"); err != nil {
-		t.Fatal(err)
-	}
-	s.Set("m", mustHash(t, "pw"))
-	ctx = pprof.WithLabels(context.Background(), pprof.Labels("caller", "second"))
-	if err := v.Verify(ctx, "m", "other"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-		t.Fatal(err)
-	}
-	if obs.scrypt.Load() != 2 || obs.wait.Load() != 2 {
-		t.Fatalf("observed %d scrypt, %d waits; want 2 and 2", obs.scrypt.Load(), obs.wait.Load())
-	}
-	if want := []string{"first", "second"}; !slices.Equal(obs.callers, want) {
-		t.Fatalf("scrypt computations observed with caller labels %q, want %q", obs.callers, want)
-	}
-}
-
-// TestCacheHitAllocatesNothing: the claim behind BenchmarkVerify/path=hit.
-func TestCacheHitAllocatesNothing(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
-	for _, opts := range []*Options{nil, {DigestKey: bytes.Repeat([]byte{7}, MinDigestKeyLen)}} {
-		s := NewMemoryStore()
-		v := newTestVerifier(t, s, opts)
-		ctx := context.Background()
-		if err := v.Ensure(ctx, "node-1", "0123456789abcdef0123456789abcdef"); err != nil {
-			t.Fatal(err)
-		}
-		if err := v.Verify(ctx, "node-1", "wrong-password-0123456789abcdef"); !errors.Is(err, ErrMismatchedHashAndPassword) {
-			t.Fatal(err)
-		}
-		for _, pw := range []string{"0123456789abcdef0123456789abcdef", "wrong-password-0123456789abcdef"} {
-			if n := testing.AllocsPerRun(1000, func() {
-				v.Verify(ctx, "node-1", pw)
-				v.Ensure(ctx, "node-1", pw)
-			}); n != 0 {
-				t.Errorf("cache hit (%q, digests %v) allocates %v times", pw, v.digests != nil, n)
-			}
-		}
-	}
-}
-
-func testWork() int64 {
-	return (int64(128) << testParams.LogN) * int64(testParams.R) * int64(testParams.P)
-}
-
-// queuedOverload returns err as an *OverloadError whose work stays
-// queued, or fails t.
-func queuedOverload(t *testing.T, err error) *OverloadError {
-	t.Helper()
-	var oe *OverloadError
-	if !errors.As(err, &oe) || !oe.Queued {
-		t.Fatalf("err %v, want a queued OverloadError", err)
-	}
-	return oe
-}
-
-// bothSentAway checks, once aRunsBWaits' callers are done, that both were
-// sent away, afterWait of them after being held, then releases a's
-// computation and closes v.
-func bothSentAway(t *testing.T, v *Verifier, g *gate, afterWait uint64) {
-	t.Helper()
-	synctest.Wait()
-	if st := v.Stats(); st.Shed != 2 || st.ShedAfterWait != afterWait {
-		g.open()
-		t.Fatalf("shed %d, after a wait %d; want 2, %d", st.Shed, st.ShedAfterWait, afterWait)
-	}
-	g.open()
-	v.Close()
-}
-
-// aRunsBWaits starts, inside a synctest bubble, a one-slot Verifier with a
-// MaxWait of 8 s (prepared by prepare, if not nil) whose computation for
-// node a holds the slot at the gate, and a Verify for node b after it;
-// b's answer comes on done, and start is when b asked.
-func aRunsBWaits(t *testing.T, prepare func(*Verifier)) (v *Verifier, g *gate, start time.Time, done chan error) {
-	s := NewMemoryStore()
-	s.Set("a", mustHash(t, "pw"))
-	s.Set("b", mustHash(t, "pw"))
-	v = newTestVerifier(t, s, &Options{MaxConcurrent: 1, MaxWait: 8 * time.Second})
-	if prepare != nil {
-		prepare(v)
-	}
-	g = newGate()
-	g.install(t, v)
-	ctx := context.Background()
-	go v.Verify(ctx, "a", "pw")
-	<-g.entered
-	start = time.Now()
-	done = make(chan error, 1)
-	go func() { done <- v.Verify(ctx, "b", "pw") }()
-	return v, g, start, done
-}
-
-// TestDecidedAtFirstMeasurement: a caller that comes before any
-// computation has been measured is held, and decided on as the first
-// measurement comes: sent away then, if its result is not expected within
-// MaxWait. That is a decision at arrival, not a held caller sent away.
-func TestDecidedAtFirstMeasurement(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		v, g, start, done := aRunsBWaits(t, nil)
-		time.Sleep(time.Second)
-		synctest.Wait() // b is held: nothing measured yet
-		select {
-		case err := <-done:
-			t.Fatalf("answered %v before any measurement", err)
-		default:
-		}
-		v.sched.Calibrate(20*time.Second, testWork()) // the first measurement: 20 s per hash
-		err := <-done
-		oe := queuedOverload(t, err)
-		if waited := time.Since(start); waited != time.Second {
-			t.Fatalf("sent away after %v, want as the measurement came (1 s)", waited)
-		}
-		if oe.RetryAfter() < 16*time.Second {
-			t.Fatalf("RetryAfter %v, want the new estimate (over 20 s) less MaxWait/2", oe.RetryAfter())
-		}
-		// a's caller too: its computation is not expected in time either.
-		bothSentAway(t, v, g, 0)
-	})
-}
-
-// TestHeldSentAwayOnlyWhenHopeless: a caller held on an estimate stays
-// held while its result can still come within MaxWait at the best; once
-// it cannot, it is told at the next recheck (MaxWait/16, at most 500 ms)
-// rather than at MaxWait, and counted in ShedAfterWait.
-func TestHeldSentAwayOnlyWhenHopeless(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		v, g, start, done := aRunsBWaits(t, func(v *Verifier) { v.sched.Calibrate(time.Second, testWork()) })
-		time.Sleep(3 * time.Second) // a runs late: b's 2 s are over, but 5 s are left
-		synctest.Wait()
-		select {
-		case err := <-done:
-			t.Fatalf("answered %v while its result could still come in time", err)
-		default:
-		}
-		v.sched.Calibrate(20*time.Second, testWork()) // now it cannot
-		queuedOverload(t, <-done)
-		if waited := time.Since(start); waited != 3500*time.Millisecond {
-			t.Fatalf("sent away after %v, want at the first recheck after 3 s (3.5 s)", waited)
-		}
-		// a's caller too: its running computation cannot end in time.
-		bothSentAway(t, v, g, 2)
-	})
 }

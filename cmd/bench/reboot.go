@@ -20,7 +20,7 @@ type rebootFlags struct {
 func addRebootFlags(fs *flag.FlagSet) *rebootFlags {
 	f := &rebootFlags{}
 	fs.StringVar(&f.reboot, "reboot", string(bench.RebootNone), "what restarted before the measured herd: none (a cold herd: first verification since the servers started), "+
-		"agents (every node joined once before, unmeasured; the servers stayed up and their clocks moved on 2 h) or "+
+		"agents (every node joined once before, unmeasured; the servers stayed up) or "+
 		"all (the same warm-up, then the servers restart: new instances over the same store, which keeps the hashes and digests)")
 	fs.BoolVar(&f.digestKey, "digest-key", true, "give every nodepass server of a run the same random DigestKey (remembered verification: what one server verified, "+
 		"the others and their successors know through the store); the k3s models have no equivalent")
@@ -48,7 +48,7 @@ func rebootNote(sc bench.Scenario) string {
 	}
 	switch sc.Reboot {
 	case bench.RebootAgents:
-		return fmt.Sprintf("reboot of the agents: every node joined once before (unmeasured), the servers stayed up and their clocks moved on %v; %s", bench.RebootGap, key)
+		return "reboot of the agents: every node joined once before (unmeasured), the servers stayed up; " + key
 	case bench.RebootAll:
 		return fmt.Sprintf("reboot of agents and servers: every node joined once before (unmeasured), then new servers over the same store; %s", key)
 	}

@@ -49,16 +49,16 @@ func TestFullNameLine(t *testing.T) {
 			t.Fatal("the job admitted from the line was not served")
 		}
 		h.done(p1)
-		if r, q := h.s.Load(); r != 0 || q != 0 || h.s.Jobs() != 0 {
-			t.Fatalf("load %d %d, %d jobs", r, q, h.s.Jobs())
+		if r, q := h.s.Load(); r != 0 || q != 0 || jobs(h.s) != 0 {
+			t.Fatalf("load %d %d, %d jobs", r, q, jobs(h.s))
 		}
 	})
 }
 
-// TestWaitedOutPins: a caller that waits out MaxWait for a parked job gets
-// it queued at once, over its name's cap; such a pinned job is never
-// displaced, while an unpinned suspect nobody waits for is.
-func TestWaitedOutPins(t *testing.T) {
+// TestWaitedOutEarnsPlace: a caller that waits out MaxWait for a parked
+// job gets it queued at once, over its name's cap; such an earned job is
+// never displaced, while an unearned suspect nobody waits for is.
+func TestWaitedOutEarnsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 1, MaxWait: 2 * time.Second})
 		defer h.stop()
@@ -70,28 +70,28 @@ func TestWaitedOutPins(t *testing.T) {
 			t.Fatalf("state %v, want parked", p.state)
 		}
 		start := time.Now()
-		err := h.s.Wait(context.Background(), p)
+		err := h.s.Wait(context.Background(), p, time.Time{})
 		var o *Overload
 		if !errors.As(err, &o) || !o.Queued || time.Since(start) != 2*time.Second {
 			t.Fatalf("Wait: %v after %v, want a queued Overload after MaxWait (2 s)", err, time.Since(start))
 		}
-		if p.state != queued || !p.pinned || q.state != queued {
-			t.Fatalf("after its caller waited out MaxWait: %v, pinned %v; other %v; want both queued, it pinned", p.state, p.pinned, q.state)
+		if p.state != queued || !p.earned || q.state != queued {
+			t.Fatalf("after its caller waited out MaxWait: %v, earned %v; other %v; want both queued, it earned", p.state, p.earned, q.state)
 		}
 		h.watch(q, -1)
 		n, _ := h.join("a", "new", true)
 		if q.state != done || p.state != queued || n.state != queued {
-			t.Fatalf("a newcomer: displaced %v, pinned %v, newcomer %v; want only the unpinned suspect displaced", q.state, p.state, n.state)
+			t.Fatalf("a newcomer: displaced %v, earned %v, newcomer %v; want only the unearned suspect displaced", q.state, p.state, n.state)
 		}
 	})
 }
 
-// TestLateArrivalPins: a caller whose request reached Wait late (a slow
+// TestLateArrivalEarnsPlace: a caller whose request reached Wait late (a slow
 // TLS handshake) waits out MaxWait from its arrival, not from its call,
-// and pins its job then: a k3s agent that gives up 10 s after it dials
-// still pins its password, however late its request came, so waiting
+// and earns its job then: a k3s agent that gives up 10 s after it dials
+// still earns its password, however late its request came, so waiting
 // guessers cannot keep it out.
-func TestLateArrivalPins(t *testing.T) {
+func TestLateArrivalEarnsPlace(t *testing.T) {
 	for _, late := range []time.Duration{0, 500 * time.Millisecond, 3 * time.Second, 9 * time.Second} {
 		t.Run(fmt.Sprint("late=", late), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -111,9 +111,9 @@ func TestLateArrivalPins(t *testing.T) {
 					t.Fatalf("state %v, want parked behind the guesses", right.state)
 				}
 				// The agent's client gives up 10 s after it dialled.
-				ctx, cancel := context.WithDeadline(WithArrival(context.Background(), dialed), dialed.Add(10*time.Second))
+				ctx, cancel := context.WithDeadline(context.Background(), dialed.Add(10*time.Second))
 				defer cancel()
-				err := h.s.Wait(ctx, right)
+				err := h.s.Wait(ctx, right, dialed)
 				var o *Overload
 				if !errors.As(err, &o) {
 					t.Fatalf("Wait: %v, want an Overload before the client's timeout", err)
@@ -121,15 +121,15 @@ func TestLateArrivalPins(t *testing.T) {
 				if waited := time.Since(dialed); waited != maxWait {
 					t.Fatalf("answered %v after the dial, want MaxWait (%v)", waited, maxWait)
 				}
-				if !right.pinned || right.state != queued {
-					t.Fatalf("after waiting out MaxWait from its arrival: pinned %v, %v; want pinned and queued", right.pinned, right.state)
+				if !right.earned || right.state != queued {
+					t.Fatalf("after waiting out MaxWait from its arrival: earned %v, %v; want earned and queued", right.earned, right.state)
 				}
 			})
 		})
 	}
 }
 
-// TestAdversaryCannotDisplaceOrPass: once the node's password is pinned
+// TestAdversaryCannotDisplaceOrPass: once the node's password is earned
 // and asked again (its agent's first request waited out MaxWait; its
 // second came), no sequence of other requests for its name can end its
 // job or make more of the name's jobs run before it than were queued or
@@ -178,7 +178,7 @@ func adversaryRun(t *testing.T, h *harness, seed uint64) {
 			if len(guesses) > 0 {
 				if g := h.s.jobs[keyOf(guesses[rng.IntN(len(guesses))])]; g != nil && g.waiters > 0 {
 					if rng.IntN(2) == 0 {
-						h.pin(g)
+						h.earn(g)
 					}
 					h.watch(g, -1)
 				}
@@ -203,7 +203,7 @@ func adversaryRun(t *testing.T, h *harness, seed uint64) {
 	}
 	right, _ := h.join(node, "right", true)
 	h.watch(right, 1)
-	h.pin(right)
+	h.earn(right)
 	h.watch(right, -1)
 	h.join(node, "right", true)
 	passed := 0
@@ -225,10 +225,10 @@ func adversaryRun(t *testing.T, h *harness, seed uint64) {
 	}
 }
 
-// TestPinnedDoNotFillQueue: jobs pinned past their name's places do not
+// TestEarnedDoNotFillQueue: jobs earned past their name's places do not
 // count against MaxQueue: guessers that wait for one name cannot make the
 // scheduler refuse other names' work.
-func TestPinnedDoNotFillQueue(t *testing.T) {
+func TestEarnedDoNotFillQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{Slots: 1, MaxQueue: 2, PerName: 1, MaxWait: time.Second})
 		defer h.stop()
@@ -240,8 +240,8 @@ func TestPinnedDoNotFillQueue(t *testing.T) {
 			if o != nil {
 				t.Fatalf("guess %d refused: %v", i, o)
 			}
-			go h.s.Wait(context.Background(), p)
-			time.Sleep(time.Second) // its caller waits out MaxWait: pinned
+			go h.s.Wait(context.Background(), p, time.Time{})
+			time.Sleep(time.Second) // its caller waits out MaxWait: earned
 			synctest.Wait()
 		}
 		if n := h.queued("a"); n != 6 || h.s.queue.over != 5 {
@@ -252,6 +252,28 @@ func TestPinnedDoNotFillQueue(t *testing.T) {
 		}
 		if _, o := h.join("c", "c", false); o == nil || o.Queued {
 			t.Fatalf("past MaxQueue: %v, want queue full", o)
+		}
+	})
+}
+
+// TestRefusalCountsWaitingWork: when one name's queued and parked jobs
+// fill MaxQueue, a Join refused is told to come back after that work, the
+// parked jobs' included, not in a millisecond.
+func TestRefusalCountsWaitingWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxQueue = 8
+		h := newHarness(t, Config{Slots: 1, MaxQueue: maxQueue, PerName: 1, MaxWait: time.Hour})
+		defer h.stop()
+		calibrate(h.s, time.Second, 1<<20) // a job of join's 1 MiB takes 1 s
+		h.join("busy", "pw", false)
+		for i := range maxQueue {
+			if _, o := h.join("flooded", fmt.Sprint("guess-", i), false); o != nil {
+				t.Fatalf("guess %d refused: %v", i, o)
+			}
+		}
+		_, o := h.join("other", "other-pw", false)
+		if o == nil || o.Queued || o.After < maxQueue*time.Second {
+			t.Fatalf("refused with a full queue: %v; want After counting the %d waiting (1 s each)", o, maxQueue)
 		}
 	})
 }

@@ -36,7 +36,7 @@ func randomQueue(h *harness, rng *rand.Rand, classes int) *Job {
 			h.watch(j, 1)
 		case 1:
 			h.s.mu.Lock()
-			h.s.sendAwayLocked(j, time.Now().Add(time.Duration(rng.IntN(1000))*time.Millisecond))
+			h.s.shedLocked(j, time.Now().Add(time.Duration(rng.IntN(1000))*time.Millisecond))
 			h.s.unlock()
 		}
 	}
@@ -221,8 +221,8 @@ func TestBatchCut(t *testing.T) {
 		if b.err != nil || c.err == nil || c.err.Error() != "c's result" {
 			t.Fatalf("results after Close: %v, %v", b.err, c.err)
 		}
-		if h.s.Jobs() != 0 || len(h.s.names) != 0 {
-			t.Fatalf("%d jobs, %d names left", h.s.Jobs(), len(h.s.names))
+		if jobs(h.s) != 0 || len(h.s.names) != 0 {
+			t.Fatalf("%d jobs, %d names left", jobs(h.s), len(h.s.names))
 		}
 	})
 }

@@ -30,8 +30,9 @@ type estimator struct {
 	nextErr int       // where errs takes its next value once full
 
 	slots     int
-	recent    []completion // the last completions with every slot busy, oldest first
-	busySince time.Time    // the first completion of the current run with every slot busy
+	kinds     map[batchKind]int // batches that computed, by kind (see firstOfKind)
+	recent    []completion      // the last completions with every slot busy, oldest first
+	busySince time.Time         // the first completion of the current run with every slot busy
 
 	// Kept as their inputs change, not at each estimate: errQuantile is
 	// errs' marginQuantile (0 until there are minErrs), slow is slowdown().
@@ -75,7 +76,31 @@ const (
 )
 
 func newEstimator(slots int) estimator {
-	return estimator{nsPerByte: initialNsPerByte, slots: slots}
+	return estimator{nsPerByte: initialNsPerByte, slots: slots, kinds: make(map[batchKind]int)}
+}
+
+// batchKind is what a batch's first runs pay for: its class and how many
+// jobs it computed (its buffers, and the scrypt kernel of that width).
+type batchKind struct {
+	class Class
+	n     int
+}
+
+// maxKinds bounds the kinds remembered: stored hashes an attacker planted
+// could make many. A kind past it is measured from its first batch.
+const maxKinds = 64
+
+// firstOfKind counts a batch of class that computed n jobs and reports
+// whether it is one of the first slots batches of its kind, which the
+// estimates do not learn from (see "Warm-up" in the package doc).
+func (e *estimator) firstOfKind(class Class, n int) bool {
+	k := batchKind{class, n}
+	seen, ok := e.kinds[k]
+	if !ok && len(e.kinds) >= maxKinds {
+		return false
+	}
+	e.kinds[k] = seen + 1
+	return seen < e.slots
 }
 
 // observe learns from a batch of jobs computations, work bytes in all,
@@ -124,15 +149,6 @@ func push(ring []float64, next int, v float64) ([]float64, int) {
 // warm reports whether enough computations have been measured for
 // estimates: before that every estimate is a guess.
 func (e *estimator) warm() bool { return e.samples >= warmSamples }
-
-// calibrate makes the estimates take perByte ns of CPU time per byte, as
-// if that many computations had been measured.
-func (e *estimator) calibrate(perByte float64) {
-	e.cpu, e.nextCPU = append(e.cpu[:0], perByte), 0
-	e.nsPerByte = perByte
-	e.samples = max(e.samples, warmSamples)
-	e.slow = e.slowdown()
-}
 
 // median is how long a byte of work takes on a slot with nothing else
 // wanting the CPU, in ns: the last computations' median CPU time per

@@ -39,7 +39,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	if cfg.Lanes == 0 {
 		cfg.Lanes = 1
 	}
-	cfg.Run = func(jobs []*Job) (time.Duration, time.Duration) {
+	cfg.Run = func(jobs []*Job) (int, time.Duration, time.Duration) {
 		b := &heldBatch{jobs: jobs, end: make(chan [2]time.Duration, 1)}
 		h.mu.Lock()
 		for _, j := range jobs {
@@ -48,7 +48,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 		h.ran = append(h.ran, jobs)
 		h.mu.Unlock()
 		d := <-b.end
-		return d[0], d[1]
+		return len(jobs), d[0], d[1]
 	}
 	cfg.Prepare = func(j *Job) {
 		if h.prepared != nil {
@@ -163,10 +163,10 @@ func (h *harness) watch(j *Job, delta int) {
 	h.settle()
 }
 
-// pin marks j as waited out, without a Wait.
-func (h *harness) pin(j *Job) {
+// earn marks j as waited out, without a Wait.
+func (h *harness) earn(j *Job) {
 	h.s.mu.Lock()
-	h.s.pinLocked(j)
+	h.s.earnLocked(j)
 	h.s.unlock()
 	h.settle()
 }
@@ -208,4 +208,24 @@ func (h *harness) queued(name string) int {
 		return n
 	}
 	return 0
+}
+
+// calibrate makes s's estimates take work bytes to cost d of CPU time, as
+// if measured: they are warm, and later measurements still move them.
+func calibrate(s *Scheduler, d time.Duration, work int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := &s.est
+	e.cpu, e.nextCPU = append(e.cpu[:0], float64(d)/float64(work)), 0
+	e.nsPerByte = e.cpu[0]
+	e.samples = max(e.samples, warmSamples)
+	e.slow = e.slowdown()
+	s.warmedLocked()
+}
+
+// jobs returns how many of s's jobs are not done.
+func jobs(s *Scheduler) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.jobs)
 }

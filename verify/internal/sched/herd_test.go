@@ -60,7 +60,7 @@ func (h herd) run(t *testing.T) herdFigures {
 	var mu sync.Mutex
 	ready := map[Key]time.Time{}
 	cfg := h.cfg
-	cfg.Run = func(jobs []*Job) (time.Duration, time.Duration) {
+	cfg.Run = func(jobs []*Job) (int, time.Duration, time.Duration) {
 		wall := h.took * time.Duration(len(jobs))
 		if time.Since(start) < h.burst {
 			wall = time.Duration(float64(wall) * h.burstSlow)
@@ -74,12 +74,12 @@ func (h herd) run(t *testing.T) herdFigures {
 		for _, j := range jobs {
 			s.Finish(j, nil)
 		}
-		return wall, h.took * time.Duration(len(jobs))
+		return len(jobs), wall, h.took * time.Duration(len(jobs))
 	}
 	s = New(cfg)
 	defer s.Close()
 	if h.warm {
-		s.Calibrate(h.took, 1<<20)
+		calibrate(s, h.took, 1<<20)
 	}
 	var f herdFigures
 	f.attempts = make([]int, h.agents)
@@ -123,8 +123,8 @@ func (h herd) run(t *testing.T) herdFigures {
 					f.overWait++
 				}
 				// A cold scheduler decides once it has measured warmSamples
-				// computations.
-				decided := h.took * time.Duration(warmSamples/h.cfg.Slots)
+				// computations, after each slot's first batch (one job).
+				decided := h.took * time.Duration(1+warmSamples/h.cfg.Slots)
 				if waited := time.Since(came); o.Held || waited > decided {
 					f.late = append(f.late, fmt.Sprintf("agent %d at %v after %v (held %v)", i, came.Sub(start), waited, o.Held))
 				}
@@ -148,7 +148,7 @@ func (h herd) ask(s *Scheduler, key Key, name string) error {
 	if err != nil {
 		return err
 	}
-	return s.Wait(context.Background(), j)
+	return s.Wait(context.Background(), j, time.Time{})
 }
 
 func k3sHerd(agents int, warm bool) herd {

@@ -34,6 +34,7 @@ type Job struct {
 	// Set by Join, then read-only.
 	key         Key
 	name        string
+	nq          *nameQueue // its name's, while it is not done
 	class       Class
 	task        any
 	ctx         context.Context // the job's own: see Context
@@ -54,11 +55,11 @@ type Job struct {
 	waiters       int    // callers waiting in Wait now
 	waited        bool   // some caller has waited in Wait
 	doubtedOrBusy bool   // doubted (see the package doc), or its name was busy, when it arrived
-	pinned        bool   // a caller waited out MaxWait for it: never displaced
+	earned        bool   // a caller waited out MaxWait for it: never displaced
 	created       time.Time
 	started       time.Time // when its batch got its slot
 	batch         *batch    // while running
-	// back is when a caller sent away is expected back (see
+	// back is when a shed caller is expected back (see
 	// Config.ReturnAfter); zero while none was.
 	back time.Time
 	// heldAt is when a caller was first held on an estimate, promise the
@@ -86,56 +87,6 @@ func (j *Job) Task() any { return j.task }
 // QueueWait returns how long j waited for its slot: from its creation
 // to its batch's start. It is for Config.Run.
 func (j *Job) QueueWait() time.Duration { return j.started.Sub(j.created) }
-
-// Name returns the node name j is for.
-func (j *Job) Name() string { return j.name }
-
-// due is when a caller for j is expected: back, or when j was
-// created (its creator is on its way to Wait).
-func (j *Job) due() time.Time {
-	if j.back.IsZero() {
-		return j.created
-	}
-	return j.back
-}
-
-// suspect reports whether j waits for spare capacity: a first ask for a
-// name that was failing or busy. A second ask makes it ordinary.
-func (j *Job) suspect() bool { return j.doubtedOrBusy && j.asks < 2 }
-
-// tier is j's rank within its name: a password asked again (an agent
-// retries the same password) before one asked once, and suspects last;
-// asking more than twice counts for nothing, as asking costs a guesser
-// nothing: a count would let a guess keep passing a password queued
-// before it. Within a tier jobs go in the order they arrived.
-func (j *Job) tier() uint64 {
-	switch {
-	case j.asks >= 2:
-		return tierAgain
-	case !j.doubtedOrBusy:
-		return tierOnce
-	}
-	return tierSuspect
-}
-
-const (
-	tierAgain = iota
-	tierOnce
-	tierSuspect
-)
-
-// displaceable reports whether a parked or new job may take queued j's
-// place: a suspect whose callers have all left without pinning it. A job
-// nobody has waited for yet is not: its creator is on its way to Wait.
-func (j *Job) displaceable() bool {
-	return j.state == queued && j.suspect() && j.waited && j.waiters == 0 && !j.pinned
-}
-
-// waitedOrdinary reports whether j is a queued ordinary job a caller
-// waits for: what makes its name wanted.
-func (j *Job) waitedOrdinary() bool {
-	return j.state == queued && !j.suspect() && j.waiters > 0
-}
 
 // batch is jobs computed together on one slot.
 type batch struct {

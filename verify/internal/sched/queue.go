@@ -27,7 +27,7 @@ type fairQueue struct {
 
 	len       int   // jobs queued
 	work      int64 // their work
-	over      int   // jobs queued past their names' places (pinned)
+	over      int   // jobs queued past their names' places (earned)
 	ordWork   int64 // the work of the queued ordinary jobs
 	wantWork  int64 // the part of ordWork in wanted names
 	wantHeads int64 // the work of the wanted names' first jobs
@@ -78,6 +78,55 @@ func (nq *nameQueue) first() *Job {
 func (nq *nameQueue) displaceable() *Job {
 	j, _ := nq.disp.last()
 	return j
+}
+
+// A job's place in the queue's orders.
+
+// due is when a caller for j is expected: back, or when j was
+// created (its creator is on its way to Wait).
+func (j *Job) due() time.Time {
+	if j.back.IsZero() {
+		return j.created
+	}
+	return j.back
+}
+
+// suspect reports whether j waits for spare capacity: a first ask for a
+// name that was failing or busy. A second ask makes it ordinary.
+func (j *Job) suspect() bool { return j.doubtedOrBusy && j.asks < 2 }
+
+// tier is j's rank within its name: a password asked again (an agent
+// retries the same password) before one asked once, and suspects last;
+// asking more than twice counts for nothing, as asking costs a guesser
+// nothing: a count would let a guess keep passing a password queued
+// before it. Within a tier jobs go in the order they arrived.
+func (j *Job) tier() uint64 {
+	switch {
+	case j.asks >= 2:
+		return tierAgain
+	case !j.doubtedOrBusy:
+		return tierOnce
+	}
+	return tierSuspect
+}
+
+const (
+	tierAgain = iota
+	tierOnce
+	tierSuspect
+)
+
+// displaceable reports whether a parked or new job may take queued j's
+// place: a suspect whose callers have all left without earning it a place. A job
+// nobody has waited for yet is not: its creator is on its way to Wait.
+func (j *Job) displaceable() bool {
+	return j.state == queued && j.suspect() && j.waited && j.waiters == 0 && !j.earned
+}
+
+// waitedOrdinary reports whether j is a queued ordinary job a caller
+// waits for: what makes its name wanted.
+func (j *Job) waitedOrdinary() bool {
+	return j.state == queued && !j.suspect() && j.waiters > 0
 }
 
 func byArrival(j *Job) treeKey { return treeKey{hi: j.arrived} }
@@ -132,7 +181,7 @@ func (q *fairQueue) remove(nq *nameQueue, j *Job) {
 	q.settle(nq, false)
 }
 
-// change applies f to queued j, whose tier, waiters, pinning, work or
+// change applies f to queued j, whose tier, waiters, earned place, work or
 // expected time f may change, and puts j where it now belongs.
 func (q *fairQueue) change(nq *nameQueue, j *Job, f func()) {
 	q.detach(nq, j)
@@ -204,12 +253,11 @@ func (q *fairQueue) next() *Job {
 
 // pop takes out next's job; its name, if still wanted, goes to the back
 // of the wanted ones.
-func (q *fairQueue) pop(nameOf func(*Job) *nameQueue) *Job {
+func (q *fairQueue) pop() *Job {
 	j := q.next()
 	if j != nil {
-		nq := nameOf(j)
-		q.detach(nq, j)
-		q.settle(nq, true)
+		q.detach(j.nq, j)
+		q.settle(j.nq, true)
 	}
 	return j
 }

@@ -13,8 +13,8 @@ import (
 type Config struct {
 	Slots    int           // batches running at once
 	Lanes    int           // jobs of one Class a batch takes at most
-	MaxQueue int           // jobs pending, queued or parked at most, pinned ones past their name's places apart; past it Join refuses
-	PerName  int           // places one name has: its jobs pending or queued, pinned ones apart
+	MaxQueue int           // jobs pending, queued or parked at most, earned ones past their name's places apart; past it Join refuses
+	PerName  int           // places one name has: its jobs pending or queued, earned ones apart
 	MaxWait  time.Duration // longest Wait holds a caller, from its arrival
 	// MaxBatchWork bounds a batch's work (the sum of Request.Work), as a
 	// batch holds all of its jobs' memory at once; a job alone may pass
@@ -23,7 +23,7 @@ type Config struct {
 	// WorkTimeout bounds a job's life: one not running when it passes
 	// ends with context.DeadlineExceeded, and its context ends. 0: none.
 	WorkTimeout time.Duration
-	// ReturnAfter is how long after being sent away a caller is expected
+	// ReturnAfter is how long after being shed a caller is expected
 	// back at the soonest, when callers do not honour Overload.After
 	// (k3s agents retry 5-10 s after a failed request). Jobs nobody waits
 	// for run in the order their callers are expected back.
@@ -36,10 +36,12 @@ type Config struct {
 	// service order, on the slot's own goroutine, without the lock.
 	// Before it returns it must end each job with Finish, or with Hold
 	// when the job's work goes on without the slot (its runner then
-	// calls Finish). It returns how long the computation took on the wall
-	// clock and in CPU time (0 if unknown), which teach the estimates.
-	// The slot is given back when Run returns.
-	Run func(jobs []*Job) (wall, cpu time.Duration)
+	// calls Finish). It returns how many of the jobs it computed (the
+	// others it answered without computing) and how long that took on
+	// the wall clock and in CPU time (0 if unknown), which teach the
+	// estimates (see "Warm-up" in the package doc). The slot is given
+	// back when Run returns.
+	Run func(jobs []*Job) (computed int, wall, cpu time.Duration)
 	// Prepare runs, on a goroutine of its own, a job created with
 	// Request.Later once it holds a place; it must end with Submit or
 	// Finish.
@@ -58,7 +60,7 @@ var ErrPanic = errors.New("panic in a batch's work")
 type Overload struct {
 	After  time.Duration // when to come back; always positive
 	Queued bool          // the job stays queued; false: it was dropped or refused
-	Held   bool          // the caller was held on an estimate before it was sent away
+	Held   bool          // the caller was held on an estimate before it was shed
 	Reason string        // what happened, for the error message
 }
 
@@ -85,7 +87,7 @@ type Scheduler struct {
 	idleWork int64 // the work of the parked and pending jobs
 	asks     askLog
 	est      estimator
-	warm     chan struct{} // closed once est is warm (warmSamples computations measured, or Calibrate)
+	warm     chan struct{} // closed once est is warm (see estimator.warm)
 	toStart  []*batch      // batches to start once the lock is released
 	toPrep   []*Job        // jobs to prepare once the lock is released
 	routines sync.WaitGroup
@@ -197,7 +199,7 @@ func (s *Scheduler) newJobLocked(ctx context.Context, r Request, nq *nameQueue, 
 	if s.cfg.WorkTimeout > 0 {
 		jctx, stopTimeout = context.WithTimeout(jctx, s.cfg.WorkTimeout)
 	}
-	j := &Job{key: r.Key, name: r.Name, class: r.Class, task: r.Task, ctx: jctx, cancel: cancel,
+	j := &Job{key: r.Key, name: r.Name, nq: nq, class: r.Class, task: r.Task, ctx: jctx, cancel: cancel,
 		stopTimeout: stopTimeout, done: make(chan struct{}), work: r.Work, created: now, later: r.Later,
 		doubtedOrBusy: r.Doubted || nq.places() > 0 || nq.running > 0}
 	j.stopExpire = context.AfterFunc(jctx, func() { s.expire(j) })
@@ -226,7 +228,7 @@ func (s *Scheduler) forgetLocked(nq *nameQueue) {
 
 // roomLocked is how many more jobs the queue takes: jobs pending, queued
 // within their names' places, or parked count against MaxQueue. Jobs
-// pinned over their names' places do not: each cost a caller a whole
+// earned over their names' places do not: each cost a caller a whole
 // MaxWait, and guessers that wait must not fill the queue for everyone.
 func (s *Scheduler) roomLocked() int {
 	return s.cfg.MaxQueue - (s.queue.len + s.pending - s.queue.over + s.parked)
@@ -263,7 +265,7 @@ func (s *Scheduler) Submit(j *Job) {
 	if j.state != pending {
 		return
 	}
-	nq := s.names[j.name]
+	nq := j.nq
 	nq.pending--
 	s.pending--
 	s.idleWork -= j.work
@@ -303,12 +305,12 @@ func (s *Scheduler) batchLocked(now time.Time) *batch {
 				break
 			}
 		}
-		s.queue.pop(s.nameOfJob)
+		s.queue.pop()
 		j.state, j.started, j.batch = running, now, b
 		b.jobs = append(b.jobs, j)
 		b.work += j.work
 		s.inSlots++
-		nq := s.names[j.name]
+		nq := j.nq
 		nq.running++
 		s.queue.settle(nq, false)
 		s.admitLocked(nq, now)
@@ -325,38 +327,39 @@ func inBatch(b *batch, name string) bool {
 	return false
 }
 
-func (s *Scheduler) nameOfJob(j *Job) *nameQueue { return s.names[j.name] }
-
 // runSlot runs b and the batches its slot takes next.
 func (s *Scheduler) runSlot(b *batch) {
 	defer s.routines.Done()
 	for b != nil {
-		wall, cpu, err := s.run(b)
-		b = s.endBatch(b, wall, cpu, err)
+		computed, wall, cpu, err := s.run(b)
+		b = s.endBatch(b, computed, wall, cpu, err)
 	}
 }
 
 // run calls Config.Run, a panic included.
-func (s *Scheduler) run(b *batch) (wall, cpu time.Duration, err error) {
+func (s *Scheduler) run(b *batch) (computed int, wall, cpu time.Duration, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrPanic, p)
 		}
 	}()
-	wall, cpu = s.cfg.Run(b.jobs)
-	return wall, cpu, nil
+	computed, wall, cpu = s.cfg.Run(b.jobs)
+	return computed, wall, cpu, nil
 }
 
 // errUnfinished ends a job its batch's Run returned without finishing.
 var errUnfinished = errors.New("batch ended without a result for the job")
 
-// endBatch gives b's slot back, with the computation's wall and CPU time
-// for the estimates, and returns the batch that takes the slot next, if
-// any. Jobs Run left running end with err, or errUnfinished.
-func (s *Scheduler) endBatch(b *batch, wall, cpu time.Duration, err error) *batch {
+// endBatch gives b's slot back, with what Run measured for the
+// estimates, and returns the batch that takes the slot next, if any. Jobs
+// Run left running end with err, or errUnfinished.
+func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, err error) *batch {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.unlock()
+	if computed > 0 && s.est.firstOfKind(b.jobs[0].class, computed) {
+		wall, cpu = 0, 0 // see "Warm-up" in the package doc
+	}
 	s.est.observe(b.work, len(b.jobs), wall, cpu, now, s.queue.len > 0)
 	s.warmedLocked()
 	if err == nil {
@@ -370,7 +373,7 @@ func (s *Scheduler) endBatch(b *batch, wall, cpu time.Duration, err error) *batc
 			s.endLocked(j, err)
 		}
 		j.batch = nil
-		nq := s.names[j.name]
+		nq := j.nq
 		nq.running--
 		s.forgetLocked(nq)
 	}
@@ -417,7 +420,7 @@ func (s *Scheduler) displaceLocked(v *Job, now time.Time) {
 	// says when v would have run.
 	after := s.expectedWaitLocked(v, now)
 	s.endLocked(v, &Overload{After: max(after, minAfter), Reason: "displaced by a password whose caller waits"})
-	s.forgetLocked(s.names[v.name])
+	s.forgetLocked(v.nq)
 }
 
 // unparkLocked takes parked j out of its name's line.
@@ -428,17 +431,17 @@ func (s *Scheduler) unparkLocked(nq *nameQueue, j *Job) {
 	s.idleWork -= j.work
 }
 
-// pinLocked marks j as waited for a whole MaxWait: it is never displaced,
+// earnLocked marks j as waited for a whole MaxWait: it is never displaced,
 // and when parked it gets a place at once, over its name's cap.
-func (s *Scheduler) pinLocked(j *Job) {
+func (s *Scheduler) earnLocked(j *Job) {
 	switch j.state {
 	case parked:
-		nq := s.names[j.name]
+		nq := j.nq
 		s.unparkLocked(nq, j)
-		j.pinned = true
+		j.earned = true
 		s.placeLocked(nq, j, time.Now())
 	case queued, pending:
-		s.changeLocked(j, func() { j.pinned = true })
+		s.changeLocked(j, func() { j.earned = true })
 	}
 }
 
@@ -448,7 +451,7 @@ func (s *Scheduler) changeLocked(j *Job, f func()) {
 		f()
 		return
 	}
-	s.queue.change(s.names[j.name], j, f)
+	s.queue.change(j.nq, j, f)
 }
 
 // Finish publishes err as j's result: j leaves the scheduler (giving back
@@ -464,7 +467,7 @@ func (s *Scheduler) Finish(j *Job, err error) {
 // finishLocked ends j and gives a queue place it held to its name's line.
 func (s *Scheduler) finishLocked(j *Job, err error) {
 	if s.endLocked(j, err) {
-		nq := s.names[j.name]
+		nq := j.nq
 		s.admitLocked(nq, time.Now())
 		s.forgetLocked(nq)
 	}
@@ -473,7 +476,7 @@ func (s *Scheduler) finishLocked(j *Job, err error) {
 // endLocked ends j with err and reports whether it gave back a place in
 // its name's queue.
 func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
-	nq := s.names[j.name]
+	nq := j.nq
 	switch j.state {
 	case done:
 		return false
@@ -540,13 +543,6 @@ func (s *Scheduler) Load() (running, waiting int) {
 	return s.inSlots, s.queue.len + s.pending + s.parked
 }
 
-// Jobs returns how many jobs are not done.
-func (s *Scheduler) Jobs() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.jobs)
-}
-
 // Close makes Join refuse new work with ErrClosed, ends every job not
 // running or finishing with ErrClosed, ends every job's context with
 // ErrClosed as its cause, and waits for the running batches and the
@@ -565,17 +561,6 @@ func (s *Scheduler) Close() {
 	}
 	s.unlock()
 	s.routines.Wait()
-}
-
-// Calibrate makes the estimates assume that work bytes take d of CPU
-// time, as if measured, for callers (and tests) that know it better than
-// the initial guess of 100 ms per 32 MiB. Later measurements still move it,
-// and callers are held or sent away at once, as after a measurement.
-func (s *Scheduler) Calibrate(d time.Duration, work int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.est.calibrate(float64(d) / float64(work))
-	s.warmedLocked()
 }
 
 // warmedLocked wakes the callers waiting for the first measurement once

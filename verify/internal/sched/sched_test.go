@@ -52,8 +52,8 @@ func TestServesNamesInTurn(t *testing.T) {
 			t.Fatal("the job that waited for room was not granted last")
 		}
 		h.done(a3)
-		if r, q := h.s.Load(); r != 0 || q != 0 || h.s.Jobs() != 0 || len(h.s.names) != 0 {
-			t.Fatalf("load %d running, %d queued, %d jobs, %d names after all ended", r, q, h.s.Jobs(), len(h.s.names))
+		if r, q := h.s.Load(); r != 0 || q != 0 || jobs(h.s) != 0 || len(h.s.names) != 0 {
+			t.Fatalf("load %d running, %d queued, %d jobs, %d names after all ended", r, q, jobs(h.s), len(h.s.names))
 		}
 	})
 }
@@ -125,8 +125,8 @@ func TestWorkTimeout(t *testing.T) {
 			t.Fatalf("running past the timeout: %v, context %v", r.state, context.Cause(r.Context()))
 		}
 		h.done(r)
-		if h.s.Jobs() != 0 {
-			t.Fatalf("%d jobs left", h.s.Jobs())
+		if jobs(h.s) != 0 {
+			t.Fatalf("%d jobs left", jobs(h.s))
 		}
 	})
 }
@@ -143,8 +143,9 @@ func TestQueueFull(t *testing.T) {
 	})
 }
 
-// TestEstimateLearns: the estimate follows measured durations, each job
-// of a batch counting as the batch's CPU time per byte.
+// TestEstimateLearns: the estimates learn from measured batches, each
+// job of a batch counting as the batch's CPU time per byte, but not from
+// the first Slots batches of each kind (class and jobs computed).
 func TestEstimateLearns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{Slots: 1, Lanes: 4, MaxQueue: 100, PerName: 2, MaxWait: time.Hour})
@@ -152,22 +153,26 @@ func TestEstimateLearns(t *testing.T) {
 		before := h.s.est.nsPerByte
 		blocker := h.enqueue("blocker")
 		var js []*Job
-		for i := range 8 {
+		for i := range 12 {
 			js = append(js, h.enqueue(string(rune('a'+i))))
 		}
-		h.end(blocker, 1<<20, 1<<20, nil) // 1 ns per byte
+		h.end(blocker, 1<<20, 1<<20, nil) // the first batch of one job
 		for _, j := range js[:4] {
 			if !granted(j) {
 				t.Fatalf("%s not in the first batch of four", j.name)
 			}
 		}
-		h.end(js[0], 4<<20, 2<<20, nil) // 4 MiB in 2 ms of CPU
-		h.end(js[4], 4<<20, 2<<20, nil)
-		if got := h.s.est.nsPerByte; got >= before || got < 0.49 || got > 0.51 {
-			t.Fatalf("nsPerByte %v (from %v), want 0.5: eight of the nine samples", got, before)
+		h.end(js[0], 4<<20, 1<<20, nil) // the first batch of four jobs
+		if h.s.est.samples != 0 || h.s.est.nsPerByte != before {
+			t.Fatalf("%d samples, nsPerByte %v: learnt from a first batch of its kind", h.s.est.samples, h.s.est.nsPerByte)
 		}
-		if h.s.est.samples != 9 {
-			t.Fatalf("%d samples, want 9: one per job", h.s.est.samples)
+		h.end(js[4], 4<<20, 2<<20, nil) // 4 MiB in 2 ms of CPU
+		h.end(js[8], 4<<20, 2<<20, nil)
+		if got := h.s.est.nsPerByte; got < 0.49 || got > 0.51 {
+			t.Fatalf("nsPerByte %v (from %v), want 0.5", got, before)
+		}
+		if h.s.est.samples != 8 {
+			t.Fatalf("%d samples, want 8: one per job", h.s.est.samples)
 		}
 	})
 }

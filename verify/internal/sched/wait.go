@@ -6,12 +6,13 @@ import (
 )
 
 // Wait waits for j's result within ctx and Config.MaxWait, counted from
-// the caller's arrival (WithArrival), and returns it, ctx's cause when ctx
-// ends first, or an *Overload telling the caller to come back later
-// (Queued when j stays queued). It holds the caller or sends it away as
-// "Holding or sending away" in the package doc says; while the caller
+// arrived, when the caller's request came (its client started waiting
+// then; zero or in the future: now). It returns the result, ctx's cause
+// when ctx ends first, or an *Overload telling the caller to come back
+// later (Queued when j stays queued). It holds the caller or sheds it as
+// "Holding or shedding" in the package doc says; while the caller
 // waits, j's name is wanted.
-func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
+func (s *Scheduler) Wait(ctx context.Context, j *Job, arrived time.Time) error {
 	select {
 	case <-j.done:
 		return j.err
@@ -19,10 +20,9 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	}
 	maxWait := s.cfg.MaxWait
 	now := time.Now()
-	// Its client's timeout started when it came (see WithArrival).
 	deadline := now.Add(maxWait)
-	if t, ok := Arrival(ctx); ok && t.Before(now) {
-		deadline = t.Add(maxWait)
+	if !arrived.IsZero() && arrived.Before(now) {
+		deadline = arrived.Add(maxWait)
 	}
 	s.mu.Lock()
 	s.watchLocked(j, 1)
@@ -75,18 +75,18 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job) error {
 	s.mu.Lock()
 	defer s.unlock()
 	if !now.Before(deadline) {
-		s.pinLocked(j)
+		s.earnLocked(j)
 	}
 	s.watchLocked(j, -1)
 	if j.state == done {
 		return j.err
 	}
-	after := s.sendAwayLocked(j, now)
+	after := s.shedLocked(j, now)
 	return &Overload{After: after, Queued: true, Held: held, Reason: "work queued"}
 }
 
 // decideLocked decides whether the caller of j that came at now is held
-// (for at most left) or sent away at once; held says it is held on an
+// (for at most left) or shed at once; held says it is held on an
 // estimate, and then j remembers the wait promised, so that the
 // estimate's error can be measured when j's computation ends.
 func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (held, leave bool) {
@@ -103,13 +103,13 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 	return true, false
 }
 
-// sendAwayLocked records that j's caller is sent away at now and returns
+// shedLocked records that j's caller is shed at now and returns
 // when to tell it to come back: MaxWait/2 before j's estimated
 // completion. j's caller is then expected back (see Job.back) that much
 // later when callers honour it, else Config.ReturnAfter later; j's
 // estimate counts it after the jobs whose callers are expected back
-// sooner, and, when callers honour it, after every job already sent away.
-func (s *Scheduler) sendAwayLocked(j *Job, now time.Time) time.Duration {
+// sooner, and, when callers honour it, after every job already shed.
+func (s *Scheduler) shedLocked(j *Job, now time.Time) time.Duration {
 	back := now.Add(s.cfg.ReturnAfter)
 	if s.cfg.HonourAfter {
 		back = now.Add(farFuture)
@@ -125,24 +125,6 @@ func (s *Scheduler) sendAwayLocked(j *Job, now time.Time) time.Duration {
 // farFuture is later than any caller is expected back.
 const farFuture = 100 * 365 * 24 * time.Hour
 
-type arrivalKey struct{}
-
-// WithArrival returns a copy of ctx saying that its request came at t:
-// its client started waiting then (when the connection was accepted, say,
-// before a TLS handshake), so that Wait holds its caller at most MaxWait
-// from t, and a caller that waits out MaxWait (suspects, parked jobs)
-// waits it out from t: its request was in progress all that time, which
-// costs a guesser what it costs the node's agent.
-func WithArrival(ctx context.Context, t time.Time) context.Context {
-	return context.WithValue(ctx, arrivalKey{}, t)
-}
-
-// Arrival returns the time WithArrival recorded in ctx, if any.
-func Arrival(ctx context.Context) (time.Time, bool) {
-	t, ok := ctx.Value(arrivalKey{}).(time.Time)
-	return t, ok
-}
-
 // hopelessLocked reports whether j's result cannot come within left even
 // at the best: every computation taking the least CPU time per byte of the
 // last ones. Thousands of callers check this every recheckInterval, so
@@ -150,7 +132,7 @@ func Arrival(ctx context.Context) (time.Time, bool) {
 // comes in time, so does j's.
 func (s *Scheduler) hopelessLocked(j *Job, now time.Time, left time.Duration) bool {
 	fastest := s.est.fastest()
-	if j.state == queued && s.startLocked(s.queue.work, now, fastest)+duration(s.ownBatchWork(j), fastest) <= left {
+	if j.state == queued && s.startLocked(s.queue.work, now, fastest)+duration(s.ownBatchWorkLocked(j), fastest) <= left {
 		return false
 	}
 	return s.etaLocked(j, now, fastest) > left
@@ -162,7 +144,7 @@ func recheckInterval(maxWait time.Duration) time.Duration {
 }
 
 // unwatch stops counting a caller that left without an answer (its
-// context ended): it is expected back as one sent away.
+// context ended): it is expected back as one shed.
 func (s *Scheduler) unwatch(j *Job) {
 	s.mu.Lock()
 	defer s.unlock()
@@ -186,9 +168,9 @@ func (s *Scheduler) watchLocked(j *Job, delta int) {
 	case j.state == parked && j.waiters == 0:
 		after := s.expectedWaitLocked(j, time.Now())
 		s.endLocked(j, &Overload{After: max(after, minAfter), Reason: "node's queue full; left before it had room"})
-		s.forgetLocked(s.names[j.name])
+		s.forgetLocked(j.nq)
 	case j.displaceable():
-		s.admitLocked(s.names[j.name], time.Now())
+		s.admitLocked(j.nq, time.Now())
 	}
 }
 
@@ -206,12 +188,12 @@ func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Durat
 	case running:
 		eta = duration(j.batch.work, perByte) - now.Sub(j.started)
 	case queued:
-		eta = s.startLocked(s.queue.ahead(s.names[j.name], j), now, perByte) + duration(s.ownBatchWork(j), perByte)
+		eta = s.startLocked(s.queue.ahead(j.nq, j), now, perByte) + duration(s.ownBatchWorkLocked(j), perByte)
 	case pending:
-		eta = s.startLocked(s.queue.work, now, perByte) + duration(s.ownBatchWork(j), perByte)
+		eta = s.startLocked(s.queue.work, now, perByte) + duration(s.ownBatchWorkLocked(j), perByte)
 	case parked:
 		// It gets a place once its name's first queued job has run.
-		if first := s.names[j.name].first(); first != nil {
+		if first := j.nq.first(); first != nil {
 			eta = s.etaLocked(first, now, perByte) + duration(j.work, perByte)
 		} else {
 			eta = s.startLocked(s.queue.work, now, perByte) + duration(j.work, perByte)
@@ -220,10 +202,10 @@ func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Durat
 	return max(eta, minAfter)
 }
 
-// ownBatchWork is the work of the batch j is expected to run in: with
+// ownBatchWorkLocked is the work of the batch j is expected to run in: with
 // others queued, a whole batch of jobs like it, whose results all come at
 // its end.
-func (s *Scheduler) ownBatchWork(j *Job) int64 {
+func (s *Scheduler) ownBatchWorkLocked(j *Job) int64 {
 	return j.work * int64(min(s.cfg.Lanes, max(s.queue.len, 1)))
 }
 

@@ -8,11 +8,31 @@ import (
 	"time"
 )
 
-// oneSecondJobs returns a one-slot harness whose estimates take a job of
+// oneSlot returns a one-slot harness holding callers up to maxWait.
+func oneSlot(t *testing.T, maxWait time.Duration) *harness {
+	return newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: maxWait})
+}
+
+// runningAndNext joins a job that takes h's slot and one queued behind it.
+func runningAndNext(h *harness) (running, next *Job) {
+	running, _ = h.join("running", "a", false)
+	next, _ = h.join("next", "b", false)
+	return running, next
+}
+
+// waiting starts a caller's Wait for j, arrived now, and returns its
+// result's channel.
+func (h *harness) waiting(j *Job) <-chan error {
+	got := make(chan error, 1)
+	go func() { got <- h.s.Wait(context.Background(), j, time.Time{}) }()
+	return got
+}
+
+// oneSecondJobs returns oneSlot's harness, its estimates taking a job of
 // 1 MiB (what join makes) to cost 1 s.
 func oneSecondJobs(t *testing.T, maxWait time.Duration) *harness {
-	h := newHarness(t, Config{Slots: 1, MaxQueue: 100, PerName: 4, MaxWait: maxWait})
-	h.s.Calibrate(time.Second, 1<<20)
+	h := oneSlot(t, maxWait)
+	calibrate(h.s, time.Second, 1<<20)
 	return h
 }
 
@@ -26,7 +46,7 @@ func TestWaitSendsAwayAtArrival(t *testing.T) {
 		h.join("running", "a", false)
 		q, _ := h.join("late", "b", false)
 		start := time.Now()
-		err := h.s.Wait(context.Background(), q)
+		err := h.s.Wait(context.Background(), q, time.Time{})
 		var o *Overload
 		if !errors.As(err, &o) || !o.Queued {
 			t.Fatalf("Wait: %v, want a queued Overload", err)
@@ -52,10 +72,8 @@ func TestWaitHoldsWhatFits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := oneSecondJobs(t, 8*time.Second)
 		defer h.stop()
-		running, _ := h.join("running", "a", false)
-		next, _ := h.join("next", "b", false)
-		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(context.Background(), next) }()
+		running, next := runningAndNext(h)
+		got := h.waiting(next)
 		time.Sleep(time.Second)
 		h.done(running)
 		time.Sleep(time.Second)
@@ -80,7 +98,7 @@ func TestWaitSuspectWaitsOutMaxWait(t *testing.T) {
 			t.Fatal("a first ask for a failing name is not a suspect")
 		}
 		start := time.Now()
-		err := h.s.Wait(context.Background(), guess)
+		err := h.s.Wait(context.Background(), guess, time.Time{})
 		var o *Overload
 		if !errors.As(err, &o) || !o.Queued {
 			t.Fatalf("Wait: %v, want a queued Overload", err)
@@ -105,14 +123,14 @@ func TestLastWaiterLeavesWhileRunning(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		got := make(chan error, 1)
-		go func() { got <- h.s.Wait(ctx, j) }()
+		go func() { got <- h.s.Wait(ctx, j, time.Time{}) }()
 		synctest.Wait()
 		cancel()
 		if err := <-got; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait after its context ended: %v", err)
 		}
-		if j.waiters != 0 || h.s.Jobs() != 1 || j.state != running {
-			t.Fatalf("after the caller left: %d waiters, %d jobs, state %v; want 0, 1, running", j.waiters, h.s.Jobs(), j.state)
+		if j.waiters != 0 || jobs(h.s) != 1 || j.state != running {
+			t.Fatalf("after the caller left: %d waiters, %d jobs, state %v; want 0, 1, running", j.waiters, jobs(h.s), j.state)
 		}
 		again, created, _ := h.s.Join(context.Background(), Request{Key: keyOf("pw"), Name: "n", Work: 1 << 20})
 		if created || again != j {
@@ -120,11 +138,11 @@ func TestLastWaiterLeavesWhileRunning(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		h.end(j, time.Second, time.Second, errors.New("the result"))
-		if err := h.s.Wait(context.Background(), again); err == nil || err.Error() != "the result" {
+		if err := h.s.Wait(context.Background(), again, time.Time{}); err == nil || err.Error() != "the result" {
 			t.Fatalf("later caller got %v", err)
 		}
-		if h.s.Jobs() != 0 {
-			t.Fatalf("%d jobs after the only one finished", h.s.Jobs())
+		if jobs(h.s) != 0 {
+			t.Fatalf("%d jobs after the only one finished", jobs(h.s))
 		}
 	})
 }
@@ -164,14 +182,14 @@ func TestPendingHoldsNoSlot(t *testing.T) {
 			t.Fatalf("state %v, want running", p.state)
 		}
 		h.done(p)
-		if r, q := h.s.Load(); r != 0 || q != 0 || h.s.Jobs() != 0 {
-			t.Fatalf("load %d running, %d queued, %d jobs", r, q, h.s.Jobs())
+		if r, q := h.s.Load(); r != 0 || q != 0 || jobs(h.s) != 0 {
+			t.Fatalf("load %d running, %d queued, %d jobs", r, q, jobs(h.s))
 		}
 	})
 }
 
 // TestWaitCountsFromArrival: a caller whose client started waiting
-// earlier (WithArrival) is held at most MaxWait from then: sent away at
+// earlier (Wait's arrived) is held at most MaxWait from then: sent away at
 // once when its result is not expected in the time left, and, when the
 // estimate was wrong, sent away as the time left can no longer do, not
 // MaxWait after its call. A suspect waits out MaxWait from its arrival
@@ -182,25 +200,85 @@ func TestWaitCountsFromArrival(t *testing.T) {
 		defer h.stop()
 		running, _ := h.join("running", "a", false)
 		next, _ := h.join("next", "b", false) // expected in 2 s, 2.2 with the margin
-		early := WithArrival(context.Background(), time.Now().Add(-6500*time.Millisecond))
+		early := time.Now().Add(-6500 * time.Millisecond)
 		var o *Overload
-		if err := h.s.Wait(early, next); !errors.As(err, &o) || o.Held {
+		if err := h.s.Wait(context.Background(), next, early); !errors.As(err, &o) || o.Held {
 			t.Fatalf("1.5 s left of 8: %v, want sent away at once", err)
 		}
-		later := WithArrival(context.Background(), time.Now().Add(-5*time.Second))
+		later := time.Now().Add(-5 * time.Second)
 		start := time.Now()
-		err := h.s.Wait(later, next) // 3 s left: held, but a runs for ever
+		err := h.s.Wait(context.Background(), next, later) // 3 s left: held, but a runs for ever
 		// At the recheck at 2.5 s, b's own second no longer fits in the
 		// 0.5 s left, long before MaxWait from the call.
 		if !errors.As(err, &o) || !o.Held || time.Since(start) != 2500*time.Millisecond {
 			t.Fatalf("3 s left of 8: %v after %v, want sent away at 2.5 s", err, time.Since(start))
 		}
 		guess, _ := h.join("attacked", "guess", true)
-		early = WithArrival(context.Background(), time.Now().Add(-6500*time.Millisecond))
+		early = time.Now().Add(-6500 * time.Millisecond)
 		start = time.Now()
-		if err := h.s.Wait(early, guess); !errors.As(err, &o) || time.Since(start) != 1500*time.Millisecond || !guess.pinned {
-			t.Fatalf("suspect: %v after %v, pinned %v; want sent away and pinned after MaxWait from its arrival, 1.5 s", err, time.Since(start), guess.pinned)
+		if err := h.s.Wait(context.Background(), guess, early); !errors.As(err, &o) || time.Since(start) != 1500*time.Millisecond || !guess.earned {
+			t.Fatalf("suspect: %v after %v, earned %v; want sent away and earned after MaxWait from its arrival, 1.5 s", err, time.Since(start), guess.earned)
 		}
 		h.done(running)
+	})
+}
+
+// TestWaitDecidedWhenWarm: a caller that comes before the estimates are
+// warm is held, and decided on as they warm: sent away then, not held,
+// if its result is not expected within MaxWait.
+func TestWaitDecidedWhenWarm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := oneSlot(t, 8*time.Second)
+		defer h.stop()
+		_, next := runningAndNext(h)
+		start := time.Now()
+		got := h.waiting(next)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("answered %v before the estimates were warm", err)
+		default:
+		}
+		calibrate(h.s, 20*time.Second, 1<<20) // warm: 20 s per job
+		var o *Overload
+		if err := <-got; !errors.As(err, &o) || !o.Queued || o.Held {
+			t.Fatalf("Wait: %v, want a queued Overload, not after a hold", err)
+		}
+		if waited := time.Since(start); waited != time.Second {
+			t.Fatalf("sent away after %v, want as the estimates warmed (1 s)", waited)
+		}
+		if o.After < 16*time.Second {
+			t.Fatalf("After %v, want the new estimate (over 20 s) less MaxWait/2", o.After)
+		}
+	})
+}
+
+// TestWaitHeldUntilHopeless: a caller held on an estimate stays held
+// while its result can still come within MaxWait at the best; once it
+// cannot, it is sent away at the next recheck (MaxWait/16) rather than
+// at MaxWait, and the Overload says it was held.
+func TestWaitHeldUntilHopeless(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := oneSecondJobs(t, 8*time.Second)
+		defer h.stop()
+		_, next := runningAndNext(h) // next expected in 2 s
+		start := time.Now()
+		got := h.waiting(next)
+		time.Sleep(3 * time.Second) // a runs late: b's 2 s are over, 5 s are left
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("answered %v while its result could still come in time", err)
+		default:
+		}
+		calibrate(h.s, 20*time.Second, 1<<20) // now it cannot
+		var o *Overload
+		if err := <-got; !errors.As(err, &o) || !o.Queued || !o.Held {
+			t.Fatalf("Wait: %v, want a queued Overload after a hold", err)
+		}
+		if waited := time.Since(start); waited != 3500*time.Millisecond {
+			t.Fatalf("sent away after %v, want at the first recheck after 3 s (3.5 s)", waited)
+		}
 	})
 }

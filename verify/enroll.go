@@ -1,0 +1,100 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/verify/internal/sched"
+)
+
+// An enrollment's steps off its slot: the read before (prepare) and the
+// Create after (finishEnroll), each on a goroutine of its own.
+
+// prepare is an enrollment's first step, before it asks for a slot: a
+// read past the store's cache, so that a node enrolled a moment ago (by
+// another server, say) is verified against that hash instead of costing
+// one scrypt and one failing Create, as k3s reads the API before it
+// creates. It holds no slot while it reads.
+func (v *Verifier) prepare(j *sched.Job) {
+	ctx := j.Context()
+	pprof.SetGoroutineLabels(ctx)
+	t := taskOf(j)
+	_, err := v.getFresh(ctx, t.node)
+	switch f := v.createFailed.Load(); {
+	case err == nil:
+		v.sched.Finish(j, fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, t.node))
+	case errors.Is(err, ErrNotFresh) && f != nil && time.Since(f.at) < createFailingFor:
+		// The store could not be read past its cache and its last Create
+		// failed moments ago (an outage, say): hashing would cost a
+		// scrypt for a Create that fails too, and fail-open needs a fresh
+		// read.
+		v.sched.Finish(j, fmt.Errorf("verify: not enrolling %q: the store's last Create failed %v ago: %w", t.node, time.Since(f.at).Round(time.Millisecond), f.err))
+	case errors.Is(err, ErrNotFound):
+		v.sched.Submit(j)
+	default:
+		v.sched.Finish(j, v.cut(ctx, err))
+	}
+}
+
+// createFailure is the last Store.Create that failed (but for ErrExists
+// and Close).
+type createFailure struct {
+	at  time.Time
+	err error
+}
+
+// createFailingFor is how long after a failed Create an enrollment that
+// could not read the store past its cache is refused without hashing.
+const createFailingFor = 5 * time.Second
+
+// finishEnroll is an enrollment's last step, after its slot was given
+// back: Create the hash made, then publish the outcome.
+func (v *Verifier) finishEnroll(j *sched.Job, made string) {
+	defer v.wg.Done()
+	ctx := j.Context()
+	pprof.SetGoroutineLabels(ctx)
+	t := taskOf(j)
+	v.sched.Finish(j, v.create(ctx, t.node, t.key, made, t.password))
+}
+
+// create stores made as node's new hash and records the enrollment; when
+// the store fails, it lets the node in if Options.FailOpen allows
+// (see failOpen).
+func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made, password string) error {
+	err := v.storeCreate(ctx, node, made)
+	switch {
+	case err == nil:
+		v.createFailed.Store(nil)
+		v.recordMatch(node, made, v.cache.Key(node, made, password), v.opts.Params.KeyLen)
+		v.remember(node, made, password)
+		atomic.AddUint64(&v.stats.Enrollments, 1)
+		return nil
+	case errors.Is(err, ErrExists):
+		return err
+	}
+	err = v.cut(ctx, err)
+	if !errors.Is(err, ErrClosed) {
+		v.createFailed.Store(&createFailure{at: time.Now(), err: err})
+	}
+	if err := v.failOpen(ctx, node, key, made, err); err != nil {
+		return err
+	}
+	// Let in: once the retry stores the hash, the node's requests are
+	// cache hits.
+	v.recordMatch(node, made, v.cache.Key(node, made, password), v.opts.Params.KeyLen)
+	return nil
+}
+
+// cut returns ErrClosed for err when Close cut ctx's work short,
+// wherever it was, and err otherwise.
+func (v *Verifier) cut(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), sched.ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}

@@ -1,0 +1,68 @@
+package verify
+
+import (
+	"crypto/subtle"
+	"fmt"
+
+	"github.com/nodepass/nodepass/cache"
+)
+
+// Outcomes the cache and the remembered digests keep: read (fromCache) and
+// written (recordMatch, remember) alike by the request side, which asks
+// before it computes, and the slot side, which asks again for a job queued
+// meanwhile and records what it computed.
+
+// fromCache answers the verification of (node, stored) whose tuple key is
+// key from the cache, without scrypt: the tuple's own outcome, or its
+// pair's verified password (see recordMatch), a match if it is this one
+// and errKnownReject if it is another. ok is false when the cache cannot
+// say. A mismatch counts in node's failures; the caller's answer counts
+// the rest.
+func (v *Verifier) fromCache(node, stored string, key cache.Key) (err error, ok bool) {
+	o, ok := v.cache.Get(key)
+	if !ok {
+		// The pair's key only now: a hit costs one HMAC, not two.
+		matched, paired := v.cache.MatchedTuple(v.cache.PairKey(node, stored))
+		switch {
+		case !paired:
+			return nil, false
+		case subtle.ConstantTimeCompare(matched[:], key[:]) == 1:
+			o = cache.Match // the verified tuple itself, its own entry evicted
+		default:
+			v.fails.mismatch(node)
+			return errKnownReject, true
+		}
+	}
+	if o == cache.Mismatch {
+		v.fails.mismatch(node)
+		return ErrMismatchedHashAndPassword, true
+	}
+	return nil, true
+}
+
+// errKnownReject is ErrMismatchedHashAndPassword for a tuple answered
+// without scrypt because another password is its pair's: answer counts
+// it in KnownMatchRejects.
+var errKnownReject = fmt.Errorf("%w", ErrMismatchedHashAndPassword)
+
+// recordMatch caches key, the tuple of node's password and stored hash,
+// as verified and forgets node's failures. When the stored key has at
+// least minKeyLen bytes it also marks key as its pair's verified password:
+// a second password matching the same key would be a 128-bit scrypt
+// collision, so any other is a mismatch (fromCache).
+func (v *Verifier) recordMatch(node, stored string, key cache.Key, keyLen int) {
+	v.fails.match(node)
+	if keyLen >= minKeyLen {
+		v.cache.PutMatch(v.cache.PairKey(node, stored), key)
+		v.sched.Cheapen(node) // its queued guesses will cost no scrypt
+	} else {
+		v.cache.Put(key, cache.Match)
+	}
+}
+
+// remember records the digest of a scrypt match, off the request path.
+func (v *Verifier) remember(node, stored, password string) {
+	if v.digests != nil {
+		v.digests.record(node, stored, digest(v.opts.DigestKey, node, stored, password))
+	}
+}

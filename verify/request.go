@@ -1,0 +1,293 @@
+package verify
+
+import (
+	"context"
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/verify/internal/sched"
+)
+
+// The request side: Verify and Ensure, from the input check down to the
+// scheduler (share), and the answer a caller gets (answer). The slot
+// side, which computes, is slot.go.
+
+// Verify checks password against node's stored hash: nil on a match, or
+// an error wrapping ErrInvalidInput, ErrNotFound, ErrInvalidHash,
+// ErrMismatchedHashAndPassword (Options.MaxFailDelay late at most),
+// ErrOverloaded, ErrClosed, or the Store's. node is lower-cased, and
+// node + ".node-password.k3s" must be a DNS-1123 subdomain, as in k3s.
+// When ctx ends, Verify returns and the computation goes on.
+func (v *Verifier) Verify(ctx context.Context, node, password string) error {
+	node, err := v.checkInput(node, password)
+	if err != nil {
+		return err
+	}
+	stored, remembered, err := v.read(ctx, node)
+	if err != nil {
+		return err
+	}
+	return v.verifyStored(ctx, node, stored, password, remembered)
+}
+
+// Ensure is Verify for a node's join: a node with no hash is enrolled,
+// its password hashed with Options.Params and stored with Store.Create;
+// of concurrent first joins exactly one wins.
+func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
+	node, err := v.checkInput(node, password)
+	if err != nil {
+		return err
+	}
+	stored, remembered, err := v.read(ctx, node)
+	if err == nil {
+		return v.verifyStored(ctx, node, stored, password, remembered)
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if err, ok := v.deferred(node, password); ok {
+		return v.answer(err)
+	}
+	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.enroll(ctx, node, password) })
+	if !errors.Is(err, ErrExists) {
+		return err
+	}
+	if stored, remembered, err = v.read(ctx, node); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			// The store said the node exists and then that it does not:
+			// a store whose reads lag its writes. Not a mismatch.
+			return fmt.Errorf("verify: node %q exists but its hash cannot be read yet: %v", node, err)
+		}
+		return err
+	}
+	return v.verifyStored(ctx, node, stored, password, remembered)
+}
+
+// checkInput refuses what no Store should see, and everything once the
+// Verifier is closed. It returns the node name in the one form every part
+// of the Verifier uses (the Store, the cache keys, the scheduler's names
+// and the failure counts): lower case, as k3s lower-cases the
+// K3s-Node-Name header and the node-password secret's name. Names that
+// differ only in case are one node, so spreading guesses over Node-1 and
+// NODE-1 gains nothing. An all-lower-case name is returned as is, without
+// allocating.
+func (v *Verifier) checkInput(node, password string) (string, error) {
+	if v.closed.Load() {
+		return "", ErrClosed
+	}
+	if err := v.checkCredentials("node name", node, maxNodeNameLen, "password", password); err != nil {
+		return "", err
+	}
+	node = strings.ToLower(node)
+	if !secretName(node) {
+		return "", fmt.Errorf("%w: node name %q cannot name its secret (%q): want a DNS-1123 subdomain, lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit", ErrInvalidInput, node, node+secretSuffix)
+	}
+	return node, nil
+}
+
+// checkCredentials refuses a name and a password no store should see:
+// what and secret say which in errors ("node name" and "password", or
+// "token user" and "token"), and a name has at most max bytes.
+func (v *Verifier) checkCredentials(what, name string, max int, secret, password string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalidInput, what)
+	case len(name) > max:
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidInput, what, len(name), max)
+	case password == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalidInput, secret)
+	case len(password) > v.opts.Limits.MaxPasswordLen:
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidInput, secret, len(password), v.opts.Limits.MaxPasswordLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidInput, what)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: %s contains control character %#x", ErrInvalidInput, what, c)
+		}
+	}
+	return nil
+}
+
+// secretName reports whether node, in lower case, makes a valid name for
+// the secret k3s keeps its hash in (node + secretSuffix): a DNS-1123
+// subdomain. So every Store agrees on the names it is given, and a name
+// no Kubernetes object could have (a wildcard, a space, a slash) never
+// reaches one, nor a certificate signed for the node.
+func secretName(node string) bool {
+	prev := byte('.') // the name starts a label
+	for i := 0; i < len(node); i++ {
+		c := node[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case c == '-' && prev != '.', c == '.' && prev != '.' && prev != '-':
+		default:
+			return false
+		}
+		prev = c
+	}
+	return prev != '.' && prev != '-'
+}
+
+// verifyStored answers a verification and holds back a mismatch for a
+// name that keeps failing.
+func (v *Verifier) verifyStored(ctx context.Context, node, stored, password string, remembered []byte) error {
+	err := v.lookup(ctx, node, stored, password, remembered)
+	switch {
+	case err == nil:
+		v.fails.match(node)
+	case errors.Is(err, ErrMismatchedHashAndPassword):
+		sleep(ctx, v.fails.delay(node))
+	}
+	return err
+}
+
+// lookup answers from the cache when it can (allocating nothing), then
+// from the remembered digest, and otherwise from a shared computation.
+func (v *Verifier) lookup(ctx context.Context, node, stored, password string, remembered []byte) error {
+	key := v.cache.Key(node, stored, password)
+	if err, ok := v.fromCache(node, stored, key); ok {
+		atomic.AddUint64(&v.stats.CacheHits, 1)
+		return v.answer(err)
+	}
+	var doubted bool
+	if remembered != nil {
+		if hmac.Equal(digest(v.opts.DigestKey, node, stored, password), remembered) {
+			return v.digestHit(node, stored, key)
+		}
+		// Another password's, a stale key's or a forged digest: never a
+		// mismatch by itself, but computed after the others.
+		doubted = true
+	}
+	return v.compute(ctx, node, stored, password, key, doubted)
+}
+
+// digestHit answers a request whose password gives the digest remembered
+// for its node and stored hash: a match proven by scrypt before, here or
+// in another process sharing the store.
+func (v *Verifier) digestHit(node, stored string, key cache.Key) error {
+	h, err := parseHash(stored, v.opts.Limits)
+	if err != nil {
+		return fmt.Errorf("%w (stored for %s)", err, displayName(node))
+	}
+	atomic.AddUint64(&v.stats.DigestHits, 1)
+	v.recordMatch(node, stored, key, len(h.key))
+	return nil
+}
+
+// compute verifies a tuple that the cache could not answer, in a job
+// shared with every request for the same tuple. It is apart from lookup
+// so that what it allocates does not make lookup allocate on the
+// cache-hit path.
+func (v *Verifier) compute(ctx context.Context, node, stored, password string, key cache.Key, doubted bool) (err error) {
+	h, err := parseHash(stored, v.opts.Limits)
+	if err != nil {
+		return fmt.Errorf("%w (stored for %s)", err, displayName(node))
+	}
+	if err := v.fits(&h, node); err != nil {
+		return err
+	}
+	t := &task{node: node, password: password, key: key, stored: stored, h: h}
+	r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Class: classOf(h.logN, h.r, h.p), Task: t, Doubted: doubted}
+	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.share(ctx, r) })
+	return err
+}
+
+// enroll hashes password and creates node's hash, in a job shared with
+// every request enrolling the same node with the same password. It
+// returns an error wrapping ErrExists when the node turned out to have a
+// hash already. The job holds its scrypt slot only while it hashes: the
+// store is read before (prepare) and written after (finishEnroll).
+func (v *Verifier) enroll(ctx context.Context, node, password string) error {
+	// An empty stored hash never occurs in a verification key, so this key
+	// cannot collide with one.
+	key := v.cache.Key(node, "", password)
+	p := v.opts.Params
+	t := &task{node: node, password: password, key: key}
+	return v.share(ctx, sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork,
+		Class: classOf(p.LogN, p.R, p.P), Task: t, Later: true})
+}
+
+// classOf is the batch class of a computation with these parameters.
+func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r, P: p} }
+
+// share joins the job r asks for, shared with every concurrent request
+// for the same r.Key, and waits for its result within ctx and
+// Options.MaxWait: the scheduler's policy (verify/internal/sched) says
+// when the job runs, in a batch on a slot (runBatch), detached from ctx
+// (its values and pprof labels kept), under Options.WorkTimeout.
+func (v *Verifier) share(ctx context.Context, r sched.Request) error {
+	r.Doubted = r.Doubted || v.fails.failing(r.Name)
+	j, created, err := v.sched.Join(ctx, r)
+	if err != nil { // closed, or the whole queue full
+		return v.answer(err)
+	}
+	if !created {
+		atomic.AddUint64(&v.stats.Shared, 1)
+	}
+	arrived, _ := Arrival(ctx)
+	err = v.sched.Wait(ctx, j, arrived)
+	if cause := context.Cause(ctx); cause != nil && err == cause {
+		return fmt.Errorf("verify: waiting for result: %w", err)
+	}
+	return v.answer(err)
+}
+
+// answer turns the outcome a request was answered with, from the cache
+// (lookup), a computation (share) or a node FailOpen let in (Ensure),
+// into its caller's error, and counts it.
+func (v *Verifier) answer(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrMismatchedHashAndPassword):
+		atomic.AddUint64(&v.stats.Mismatches, 1)
+		if err == errKnownReject {
+			atomic.AddUint64(&v.stats.KnownMatchRejects, 1)
+			return ErrMismatchedHashAndPassword
+		}
+		return err
+	}
+	return v.failed(err)
+}
+
+// failed is answer for what is neither a match nor a mismatch. It is
+// apart so that the cache-hit path allocates nothing.
+func (v *Verifier) failed(err error) error {
+	var o *sched.Overload
+	switch {
+	case errors.As(err, &o):
+		atomic.AddUint64(&v.stats.Shed, 1)
+		if o.Held {
+			atomic.AddUint64(&v.stats.ShedAfterWait, 1)
+		}
+		return &OverloadError{After: o.After, Queued: o.Queued, reason: o.Reason}
+	case errors.Is(err, sched.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("verify: work timed out (Options.WorkTimeout): %w", err)
+	case errors.Is(err, sched.ErrPanic): // counted by countPanic
+		return fmt.Errorf("verify: %w", err)
+	}
+	return err
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

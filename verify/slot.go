@@ -1,0 +1,212 @@
+package verify
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"fmt"
+	"runtime"
+	"runtime/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/scrypt"
+	"github.com/nodepass/nodepass/verify/internal/sched"
+)
+
+// The slot side: a batch of jobs the scheduler gave a slot, computed and
+// answered. It calls nothing on the request side.
+
+// task is what one job computes: the scrypt of password against a stored
+// hash (a verification), or for a new node's hash (an enrollment).
+type task struct {
+	node, password string
+	key            cache.Key // the job's: (node, stored, password), or (node, "", password) to enroll
+	// A verification's stored hash; h.key is nil for an enrollment.
+	stored string
+	h      hash
+	// hashOnly marks an enrollment that stores nothing (Hasher.CreateHash):
+	// the slot writes the hash it made to made before the job finishes.
+	hashOnly bool
+	made     string
+}
+
+func taskOf(j *sched.Job) *task { return j.Task().(*task) }
+
+func (t *task) enroll() bool { return t.h.key == nil }
+
+// runBatch computes jobs, a batch the scheduler gave one slot: their
+// scrypt in one KeyBatch, under the pprof label
+// ProfileLabel=ProfileScrypt; then each job's outcome is cached and
+// published (an enrollment's hash is stored after the slot is given
+// back). A job whose outcome came to be known while it was queued (its
+// node's password verified meanwhile) is answered without scrypt. Every
+// outcome is cached before runBatch returns and the slot goes to the next
+// batch, whose jobs may be guesses for the same nodes.
+func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Duration) {
+	defer v.countPanic()
+	var todo []*sched.Job
+	var keys []scrypt.Job
+	for _, j := range jobs {
+		t := taskOf(j)
+		v.observeQueueWait(j)
+		if !t.enroll() {
+			if err, ok := v.fromCache(t.node, t.stored, t.key); ok {
+				v.sched.Finish(j, err)
+				continue
+			}
+		}
+		k, err := v.scryptJob(t)
+		if err != nil {
+			v.sched.Finish(j, err)
+			continue
+		}
+		todo = append(todo, j)
+		keys = append(keys, k)
+	}
+	if len(todo) == 0 {
+		return 0, 0, 0
+	}
+	// The goroutine keeps its thread so that the thread's CPU clock
+	// measures this computation alone.
+	held, lanes := v.reserve(keys) // before the clocks: waiting is not computing
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start, cpu0 := time.Now(), threadCPU()
+	atomic.AddUint64(&v.stats.ScryptRuns, uint64(len(todo)))
+	err := v.deriveAll(todo, keys, lanes)
+	took := time.Since(start)
+	v.mem.release(held)
+	wall = took
+	if cpu0 > 0 {
+		cpu = time.Duration(threadCPU() - cpu0)
+	}
+	p := v.opts.Params
+	for i, j := range todo {
+		v.observeScrypt(j, took)
+		switch t := taskOf(j); {
+		case err != nil:
+			v.sched.Finish(j, err)
+		case keys[i].Err != nil:
+			v.sched.Finish(j, fmt.Errorf("%w: %v", ErrInvalidHash, keys[i].Err))
+		case t.hashOnly:
+			t.made = format(keys[i].Salt, p.LogN, p.R, p.P, keys[i].Key)
+			// Its key is verified against it: the VerifyHash that follows
+			// costs no scrypt (the hash is its name; see Hasher).
+			v.recordMatch(t.made, t.made, v.cache.Key(t.made, t.made, t.password), p.KeyLen)
+			v.sched.Finish(j, nil)
+		case t.enroll():
+			v.sched.Hold(j)
+			v.wg.Add(1)
+			go v.finishEnroll(j, format(keys[i].Salt, p.LogN, p.R, p.P, keys[i].Key))
+		default:
+			v.sched.Finish(j, v.verified(t, keys[i].Key))
+		}
+		clear(keys[i].Key)
+	}
+	v.releaseLater()
+	return len(todo), wall, cpu
+}
+
+// countPanic, deferred by runBatch, counts a panic in its own code in
+// Stats.Panics and passes it on to the scheduler, which ends the batch's
+// unanswered jobs with it (answer gives their callers a "verify: "
+// error).
+func (v *Verifier) countPanic() {
+	if r := recover(); r != nil {
+		atomic.AddUint64(&v.stats.Panics, 1)
+		panic(r)
+	}
+}
+
+// observeQueueWait and observeScrypt tell the Observer, if any, of j's
+// queue wait and computation. A panic in the Observer is recovered and
+// counted in Stats.Panics: a timing is not worth an answer, so the job's
+// answer, and those of its batch, are as without it.
+func (v *Verifier) observeQueueWait(j *sched.Job) {
+	if o := v.opts.Observer; o != nil {
+		defer v.recoverObserver()
+		o.ObserveQueueWait(observed(j), j.QueueWait())
+	}
+}
+
+func (v *Verifier) observeScrypt(j *sched.Job, took time.Duration) {
+	if o := v.opts.Observer; o != nil {
+		defer v.recoverObserver()
+		o.ObserveScrypt(observed(j), took)
+	}
+}
+
+func (v *Verifier) recoverObserver() {
+	if recover() != nil {
+		atomic.AddUint64(&v.stats.Panics, 1)
+	}
+}
+
+// observed is the context an Observer is given for j: j's own, labelled
+// ProfileLabel=ProfileScrypt.
+func observed(j *sched.Job) context.Context { return pprof.WithLabels(j.Context(), scryptLabels) }
+
+// scryptJob returns the scrypt inputs of t: the stored hash's salt and
+// parameters, or a fresh salt and Options.Params for an enrollment.
+func (v *Verifier) scryptJob(t *task) (scrypt.Job, error) {
+	if !t.enroll() {
+		h := &t.h
+		return scrypt.Job{Password: []byte(t.password), Salt: h.salt, N: 1 << h.logN, R: h.r, P: h.p, KeyLen: len(h.key)}, nil
+	}
+	p := v.opts.Params
+	salt := make([]byte, p.SaltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return scrypt.Job{}, fmt.Errorf("verify: reading random salt: %w", err)
+	}
+	return scrypt.Job{Password: []byte(t.password), Salt: salt, N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}, nil
+}
+
+// deriveAll computes keys, the scrypt of the jobs todo, lanes at a time,
+// under the labels the jobs' contexts all carry and
+// ProfileLabel=ProfileScrypt. A panic becomes the error of every job, not
+// a dead process.
+func (v *Verifier) deriveAll(todo []*sched.Job, keys []scrypt.Job, lanes int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			atomic.AddUint64(&v.stats.Panics, 1)
+			err = fmt.Errorf("verify: panic in shared work: %v", r)
+		}
+	}()
+	pprof.Do(commonLabels(todo), scryptLabels, func(context.Context) { v.derive(keys, lanes) })
+	return nil
+}
+
+// commonLabels returns a context carrying the pprof labels that every
+// job's context carries with the same value: what the batch's CPU can be
+// attributed to.
+func commonLabels(jobs []*sched.Job) context.Context {
+	ctx := jobs[0].Context()
+	if len(jobs) == 1 {
+		return ctx
+	}
+	var shared []string
+	pprof.ForLabels(ctx, func(k, val string) bool {
+		for _, j := range jobs[1:] {
+			if w, ok := pprof.Label(j.Context(), k); !ok || w != val {
+				return true
+			}
+		}
+		shared = append(shared, k, val)
+		return true
+	})
+	return pprof.WithLabels(context.Background(), pprof.Labels(shared...))
+}
+
+// verified records the outcome of t's computed key and returns it.
+func (v *Verifier) verified(t *task, derived []byte) error {
+	if subtle.ConstantTimeCompare(derived, t.h.key) != 1 {
+		v.cache.Put(t.key, cache.Mismatch)
+		v.fails.mismatch(t.node)
+		return ErrMismatchedHashAndPassword
+	}
+	v.recordMatch(t.node, t.stored, t.key, len(t.h.key))
+	v.remember(t.node, t.stored, t.password)
+	return nil
+}
