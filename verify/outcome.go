@@ -3,6 +3,7 @@ package verify
 import (
 	"crypto/subtle"
 	"fmt"
+	"strings"
 
 	"github.com/nodepass/nodepass/cache"
 )
@@ -45,13 +46,22 @@ func (v *Verifier) fromCache(node, stored string, key cache.Key) (err error, ok 
 // it in KnownMatchRejects.
 var errKnownReject = fmt.Errorf("%w", ErrMismatchedHashAndPassword)
 
+// forgetFailures forgets name's mismatches after a match, but for a
+// token user's: every agent of the cluster sends the same user, so its
+// matches would reset a guesser's delays as fast as the herd asks.
+func (v *Verifier) forgetFailures(name string) {
+	if !strings.HasPrefix(name, tokenPrefix) {
+		v.fails.match(name)
+	}
+}
+
 // recordMatch caches key, the tuple of node's password and stored hash,
 // as verified and forgets node's failures. When the stored key has at
 // least minKeyLen bytes it also marks key as its pair's verified password:
 // a second password matching the same key would be a 128-bit scrypt
 // collision, so any other is a mismatch (fromCache).
 func (v *Verifier) recordMatch(node, stored string, key cache.Key, keyLen int) {
-	v.fails.match(node)
+	v.forgetFailures(node)
 	if keyLen >= minKeyLen {
 		v.cache.PutMatch(v.cache.PairKey(node, stored), key)
 		v.sched.Cheapen(node) // its queued guesses will cost no scrypt

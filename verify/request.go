@@ -142,7 +142,7 @@ func (v *Verifier) verifyStored(ctx context.Context, node, stored, password stri
 	err := v.lookup(ctx, node, stored, password, remembered)
 	switch {
 	case err == nil:
-		v.fails.match(node)
+		v.forgetFailures(node)
 	case errors.Is(err, ErrMismatchedHashAndPassword):
 		sleep(ctx, v.fails.delay(node))
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/nodepass/nodepass/scrypt"
 )
@@ -306,4 +308,32 @@ func TestLoadTokensErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTokenGuessesStayDelayed: the agents' matches do not reset the
+// failure delay of their shared user, so a guesser keeps meeting it
+// while the herd joins.
+func TestTokenGuessesStayDelayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v, _ := newTokenVerifier(t, nil, &Options{MaxFailDelay: 500 * time.Millisecond})
+		ctx := context.Background()
+		guess := func(i int) time.Duration {
+			start := time.Now()
+			if err := v.VerifyToken(ctx, "node", fmt.Sprint("guess-", i)); !errors.Is(err, ErrMismatchedHashAndPassword) {
+				t.Fatalf("guess %d: %v", i, err)
+			}
+			return time.Since(start)
+		}
+		guess(0)
+		guess(1) // 100 ms
+		for range 5 {
+			if err := v.VerifyToken(ctx, "node", joinToken); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := guess(2); d != 200*time.Millisecond {
+			t.Fatalf("a guess after the agents' matches delayed %v, want 200ms: the matches reset the count", d)
+		}
+		v.Close()
+	})
 }
