@@ -68,25 +68,25 @@ func (v *Verifier) finishEnroll(j *sched.Job, made string) {
 func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made, password string) error {
 	err := v.storeCreate(ctx, node, made)
 	switch {
-	case err == nil:
-		v.createFailed.Store(nil)
-		v.recordMatch(node, made, v.cache.Key(node, made, password), v.opts.Params.KeyLen)
-		v.remember(node, made, password)
-		atomic.AddUint64(&v.stats.Enrollments, 1)
-		return nil
 	case errors.Is(err, ErrExists):
 		return err
+	case err != nil:
+		err = v.cut(ctx, err)
+		if !errors.Is(err, ErrClosed) {
+			v.createFailed.Store(&createFailure{at: time.Now(), err: err})
+		}
+		if err := v.failOpen(ctx, node, key, made, err); err != nil {
+			return err
+		}
+		// Let in: once the retry stores the hash, the node's requests
+		// are cache hits.
 	}
-	err = v.cut(ctx, err)
-	if !errors.Is(err, ErrClosed) {
-		v.createFailed.Store(&createFailure{at: time.Now(), err: err})
-	}
-	if err := v.failOpen(ctx, node, key, made, err); err != nil {
-		return err
-	}
-	// Let in: once the retry stores the hash, the node's requests are
-	// cache hits.
 	v.recordMatch(node, made, v.cache.Key(node, made, password), v.opts.Params.KeyLen)
+	if err == nil {
+		v.createFailed.Store(nil)
+		v.remember(node, made, password)
+		atomic.AddUint64(&v.stats.Enrollments, 1)
+	}
 	return nil
 }
 
