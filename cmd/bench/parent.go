@@ -38,7 +38,7 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 	}
 	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %d server(s)%s%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
 		sc.Nodes, sc.LogN, sc.Mode, strings.Join(agents, " and "), sc.Servers, lbNote(sc.Servers, sc.LB),
-		hungNote(&bench.Result{Hung: sc.Hung, Known: sc.Known, ValidCerts: sc.ValidCerts}), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
+		hungNote(sc.Hung, sc.Known, sc.ValidCerts), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
 	if note := adversityNote(sc); note != "" {
 		fmt.Fprintf(stderr, "bench: %s\n", note)
 	}
@@ -70,11 +70,7 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		c, args := *c, append(slices.Clip(args), "-agent="+agent.String())
 		c.sc.Agent = agent
 		for _, model := range c.models {
-			label := model
-			if len(c.agents) > 1 {
-				label += " / " + agent.String()
-			}
-			bar := newProgressBar(stderr, label, sc.Nodes)
+			bar := newProgressBar(stderr, rowName(model, agent.String(), len(c.agents) > 1), sc.Nodes)
 			var res *bench.Result
 			switch {
 			case plan.on():
@@ -128,17 +124,17 @@ func lbNote(servers int, lb bench.LB) string {
 	return ", " + string(lb) + " load balancing"
 }
 
-// hungNote says which servers hang, what the agents remember and whether
-// they keep certificates, for r's scenario; "" for none of these.
-func hungNote(r *bench.Result) string {
+// hungNote says how many servers hang, how many the agents remember and
+// whether they keep valid certificates; "" for none of these.
+func hungNote(hung, known int, validCerts bool) string {
 	var parts []string
-	if r.Hung > 0 {
-		parts = append(parts, fmt.Sprintf("%d hung", r.Hung))
+	if hung > 0 {
+		parts = append(parts, fmt.Sprintf("%d hung", hung))
 	}
-	if r.Known > 0 {
-		parts = append(parts, fmt.Sprintf("agents know %d", r.Known))
+	if known > 0 {
+		parts = append(parts, fmt.Sprintf("agents know %d", known))
 	}
-	if r.ValidCerts {
+	if validCerts {
 		parts = append(parts, "valid certificates on disk")
 	}
 	if len(parts) == 0 {
@@ -156,12 +152,18 @@ func rowNames(results []*bench.Result) map[*bench.Result]string {
 	}
 	names := make(map[*bench.Result]string, len(results))
 	for _, r := range results {
-		names[r] = r.Model
-		if mixed {
-			names[r] = r.Model + " / " + r.Agent
-		}
+		names[r] = rowName(r.Model, r.Agent, mixed)
 	}
 	return names
+}
+
+// rowName is a run's name in the progress bars and the tables: its model,
+// and its agent kind too when a run has more than one.
+func rowName(model, agent string, mixed bool) string {
+	if mixed {
+		return model + " / " + agent
+	}
+	return model
 }
 
 // writeTable prints one row per model and what the figures mean.
