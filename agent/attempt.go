@@ -35,6 +35,10 @@ type Result struct {
 	// as a rule): the certificates on disk, all valid against the CAs on
 	// disk, are used as they are (Renew keeps trying).
 	Offline error
+	// ServerCA is the CA the servers' TLS certificates chain to, as the
+	// Client trusts it (server-ca.crt on disk when Offline); for the node's
+	// other clients of the servers, such as a load balancer's probes.
+	ServerCA *x509.CertPool
 }
 
 // CertResult is one certificate after an attempt.
@@ -109,7 +113,7 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 		c.prelude = p
 	}
 	now := time.Now()
-	res := &Result{Config: c.prelude.config, Certs: make([]CertResult, len(c.certs))}
+	res := &Result{Config: c.prelude.config, Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust}
 	for i, s := range c.certs {
 		roots := c.prelude.clientCA
 		if s.serverCA {
@@ -145,7 +149,7 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 
 // onDisk is the certificates on disk checked against the CAs on disk.
 func (c *Client) onDisk(now time.Time) *Result {
-	res := &Result{Certs: make([]CertResult, len(c.certs))}
+	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.diskCA(true)}
 	for i, s := range c.certs {
 		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, c.diskCA(s.serverCA), now)}
 	}

@@ -95,6 +95,9 @@ func get(t *testing.T, c *Client) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if res.ServerCA == nil {
+		t.Error("Result.ServerCA is nil after Get")
+	}
 	return res
 }
 

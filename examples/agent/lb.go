@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -22,28 +20,23 @@ const lbRefresh = 10 * time.Second
 
 // startLoadBalancer starts the node's load balancer on cfg.lbListen in
 // front of the servers c knows, probing them with the servers' CA the
-// Client fetched, and keeps its list the Client's until ctx ends. It
-// returns a function that stops it.
-func startLoadBalancer(ctx context.Context, cfg config, c *agent.Client, log *slog.Logger) (stop func(), err error) {
-	caFile := filepath.Join(cfg.opts.DataDir, "agent", "server-ca.crt")
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("agent: the load balancer's CA: %w", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("agent: the load balancer's CA: no certificate in %s", caFile)
+// Client trusts (res.ServerCA), and keeps its list the Client's until ctx
+// ends. It returns a function that stops it.
+func startLoadBalancer(ctx context.Context, cfg config, c *agent.Client, res *agent.Result, log *slog.Logger) (stop func(), err error) {
+	if res.ServerCA == nil {
+		return nil, errors.New("agent: the load balancer's CA: the servers' CA is not known")
 	}
 	u, err := url.Parse(cfg.opts.Server)
 	if err != nil {
 		return nil, fmt.Errorf("agent: -server: %w", err)
 	}
 	servers := c.Servers()
+	known := servers.Addresses()
 	lb, err := loadbalancer.New(&loadbalancer.Options{
 		Listen:  cfg.lbListen,
 		Default: u.Host,
-		Servers: servers.Addresses(),
-		Probe:   loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: roots}},
+		Servers: known,
+		Probe:   loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: res.ServerCA}},
 		Logger:  log,
 	})
 	if err != nil {
@@ -53,7 +46,6 @@ func startLoadBalancer(ctx context.Context, cfg config, c *agent.Client, log *sl
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		known := servers.Addresses()
 		t := time.NewTicker(lbRefresh)
 		defer t.Stop()
 		for {

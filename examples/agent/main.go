@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if cfg.lbListen != "" {
-		stopLB, err := startLoadBalancer(ctx, cfg, c, cfg.opts.Logger)
+		stopLB, err := startLoadBalancer(ctx, cfg, c, res, cfg.opts.Logger)
 		if err != nil {
 			fmt.Fprintln(stderr, oneLine(err))
 			return 1
