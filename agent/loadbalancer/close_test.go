@@ -41,8 +41,23 @@ func closedByPeer(err error) bool {
 }
 
 // lbGoroutines are the stacks of goroutines running the package's code
-// (not its tests').
+// (not its tests'). A goroutine whose last act was to tell Close it is
+// done (closing a channel, a WaitGroup's Done) can still be on its way
+// out when Close returns; such stacks go within a few scheduler rounds,
+// so the list is taken again, up to 100 times, 1 ms apart, until it is
+// empty. A goroutine that waits on anything stays in every list.
 func lbGoroutines() []string {
+	var left []string
+	for range 100 {
+		if left = lbStacks(); len(left) == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return left
+}
+
+func lbStacks() []string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string

@@ -99,10 +99,18 @@ func (pr *prober) get(ctx context.Context) error {
 		}
 	}
 	c := pr.conn
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		c.Close()
+		close(closed)
+	})
 	defer func() {
-		if !stop() && pr.conn != nil {
-			pr.disconnect() // closed by the AfterFunc: not for the next probe
+		if !stop() {
+			// The AfterFunc runs or has run: wait until it has closed
+			// the connection, so that nothing of the probe outlives it
+			// (Close's promise), and drop the connection.
+			<-closed
+			pr.conn, pr.br = nil, nil
 		}
 	}()
 	if _, err := c.Write(pr.request); err != nil {
