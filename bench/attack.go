@@ -308,12 +308,20 @@ func (r *run) tokenGuesser(ctx context.Context, j int) {
 	}
 }
 
-// figures fills res.Attack when the run had adversity.
+// figures fills res.Attack when the run had adversity: the adversaries'
+// counts, and the servers' computations as the run's tracker attributed
+// them (a run in one process).
 func (a *adversaries) figures(res *Result) {
-	t := a.tracker
-	if t == nil || !a.sc.adversity() {
+	if a.tracker == nil || !a.sc.adversity() {
 		return
 	}
+	res.Attack = a.counts()
+	a.tracker.attackFigures(res)
+}
+
+// counts returns what the adversaries sent and were answered, without the
+// servers' side.
+func (a *adversaries) counts() *AttackResult {
 	at := &AttackResult{
 		Attackers:          a.sc.Attackers,
 		Guesses:            a.guesses.Load(),
@@ -335,12 +343,19 @@ func (a *adversaries) figures(res *Result) {
 	if a.sc.Attackers > 0 {
 		at.AttackNames = a.sc.AttackNames
 	}
+	return at
+}
+
+// attackFigures fills res.Attack's computation counts and wrong answers,
+// as t attributed them, once res.ScryptRuns holds the servers' count.
+func (t *tracker) attackFigures(res *Result) {
+	at := res.Attack
 	t.scryptFigures(at)
 	seen := at.HonestScrypt + at.GuessScrypt + at.DuplicateScrypt + at.TokenScrypt + at.TokenGuessScrypt + at.UnattributedScrypt
+	at.UnfinishedScrypt = 0
 	if res.ScryptRuns > seen {
 		at.UnfinishedScrypt = res.ScryptRuns - seen
 	}
-	res.Attack = at
 }
 
 // adversity reports whether the scenario has attackers, token guessers,

@@ -18,8 +18,10 @@ import (
 // Agents.Run with the same start time; then Servers.Finish with what the
 // agents report. Both sides take the same Scenario and Herd. A split run
 // is over HTTPS (ModeHTTP) and has no attackers or duplicates; store
-// faults and reboots are the servers' alone, and supported. Times are
-// taken from the wall clock on both sides.
+// faults and reboots are the servers' alone, and supported; token
+// guessers are agents, on the agents' side, and their guesses are
+// attributed by the servers' side. Times are taken from the wall clock on
+// both sides.
 
 // Endpoint is where a split run's servers listen: a URL per server and the
 // CA that signed their certificates, PEM-encoded.
@@ -73,8 +75,8 @@ func checkSplit(sc Scenario, h *Herd) (Scenario, error) {
 		return sc, err
 	case sc.Mode != ModeHTTP:
 		return sc, fmt.Errorf("bench: a split run is over HTTPS (mode %q), not %q", ModeHTTP, sc.Mode)
-	case sc.Attackers > 0 || sc.TokenGuessers > 0 || sc.Duplicates > 0:
-		return sc, errors.New("bench: a split run has no attackers, token guessers or duplicates")
+	case sc.Attackers > 0 || sc.Duplicates > 0:
+		return sc, errors.New("bench: a split run has no attackers or duplicates")
 	}
 	return sc, nil
 }
@@ -134,6 +136,9 @@ func (s *Servers) Finish(ctx context.Context, rep *AgentReport) (*Result, error)
 	res.Split = &Split{AgentCPU: res.CPU, AgentProcs: res.Procs}
 	res.CPU = 0
 	s.s.finish(ctx, &res, rep.asks)
+	if res.Attack != nil {
+		s.s.tracker.attackFigures(&res)
+	}
 	res.Split.ServerProcs = res.Procs
 	return &res, nil
 }
@@ -178,6 +183,9 @@ func (a *Agents) Run(ctx context.Context, start time.Time, halt <-chan struct{})
 		a.r.target.close()
 	}
 	a.r.clients.close()
+	if a.r.sc.adversity() { // the servers' side adds its computations
+		res.Attack = a.r.adv.counts()
+	}
 	return &AgentReport{result: res, asks: a.r.lastAsk}
 }
 

@@ -15,39 +15,7 @@ func TestSplitRun(t *testing.T) {
 	h := testHerd(t)
 	for _, model := range []string{ModelNodepass, ModelK3sLatest} {
 		t.Run("model="+model, func(t *testing.T) {
-			sc := httpScenario
-			srv, err := StartServers(t.Context(), sc, h, model)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close(true)
-			ep := srv.Endpoint()
-			b, err := json.Marshal(ep)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var remote Endpoint
-			if err := json.Unmarshal(b, &remote); err != nil {
-				t.Fatal(err)
-			}
-			agents, err := NewAgents(t.Context(), sc, h, remote)
-			if err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now().Add(20 * time.Millisecond)
-			srv.Begin(start)
-			rep := agents.Run(t.Context(), start, srv.Tripped())
-			if b, err = json.Marshal(rep); err != nil {
-				t.Fatal(err)
-			}
-			var got AgentReport
-			if err := json.Unmarshal(b, &got); err != nil {
-				t.Fatal(err)
-			}
-			res, err := srv.Finish(t.Context(), &got)
-			if err != nil {
-				t.Fatal(err)
-			}
+			srv, res := runSplit(t, httpScenario, h, model)
 			if res.Joined != 30 || res.Stopped != "" || res.Model != model || res.Mode != ModeHTTP {
 				t.Fatalf("%s %s: joined %d, stopped %q", res.Model, res.Mode, res.Joined, res.Stopped)
 			}
@@ -63,9 +31,89 @@ func TestSplitRun(t *testing.T) {
 				t.Errorf("peak heap %d, local bound %v (transport %v, want 0: the agents have CPUs of their own), ratios %v %v",
 					res.PeakHeap, res.LocalBound, res.LocalTransport, res.Ratio, res.RatioBatch)
 			}
+			if res.Attack != nil {
+				t.Errorf("attack figures %+v for a run without adversity", res.Attack)
+			}
 			if _, err := srv.Finish(t.Context(), &AgentReport{result: res}); err == nil {
 				t.Error("Finish took a report without the agents' asks")
 			}
+		})
+	}
+}
+
+// runSplit runs sc's herd cut in two, as cmd/bench -split does with two
+// processes: the servers, then the agents against their endpoint (through
+// JSON), the agents' report through JSON, and the result put together.
+// The servers are closed at the test's end.
+func runSplit(t *testing.T, sc Scenario, h *Herd, model string) (*Servers, *Result) {
+	t.Helper()
+	srv, err := StartServers(t.Context(), sc, h, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(true) })
+	var remote Endpoint
+	roundTrip(t, srv.Endpoint(), &remote)
+	agents, err := NewAgents(t.Context(), sc, h, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(20 * time.Millisecond)
+	srv.Begin(start)
+	var rep AgentReport
+	roundTrip(t, agents.Run(t.Context(), start, srv.Tripped()), &rep)
+	res, err := srv.Finish(t.Context(), &rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, res
+}
+
+// roundTrip sets *out to what v reads as through JSON.
+func roundTrip[T any](t *testing.T, v any, out *T) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSplitTokenGuessers runs join-token guessers on the agents' side of
+// a split run: their counts come from that side, the computations over
+// their tokens from the servers', and add up as in one process.
+func TestSplitTokenGuessers(t *testing.T) {
+	h := testHerd(t)
+	for _, model := range []string{ModelNodepass, ModelK3sLatest} {
+		t.Run("model="+model, func(t *testing.T) {
+			sc := httpScenario
+			sc.TokenGuessers = 6
+			_, res := runSplit(t, sc, h, model)
+			a := res.Attack
+			if a == nil || a.TokenGuessers != 6 || a.TokenGuesses == 0 {
+				t.Fatalf("attack figures %+v", a)
+			}
+			if res.Joined != 30 || res.Stopped != "" {
+				t.Errorf("joined %d, stopped %q", res.Joined, res.Stopped)
+			}
+			if a.Accepted() != 0 {
+				t.Errorf("%d wrong tokens accepted (servers: %d)", a.TokenGuessesAccepted, a.WrongAccepts)
+			}
+			answered := a.TokenGuessesRejected + a.TokenGuessesShed
+			switch model {
+			case ModelNodepass:
+				if a.TokenGuessScrypt != 0 || a.TokenScrypt != 0 {
+					t.Errorf("nodepass computed %d guessed and %d right tokens, want none", a.TokenGuessScrypt, a.TokenScrypt)
+				}
+			default:
+				if a.TokenGuessScrypt < answered || a.TokenGuessScrypt > answered+6 || a.TokenScrypt < 7*30 {
+					t.Errorf("%s computed %d guessed tokens for %d answered (6 may be in flight), %d right ones",
+						model, a.TokenGuessScrypt, answered, a.TokenScrypt)
+				}
+			}
+			checkAttribution(t, res, 30)
 		})
 	}
 }
@@ -78,7 +126,7 @@ func TestSplitRejects(t *testing.T) {
 	}{
 		{Scenario{Nodes: 30, LogN: testLogN}, "over HTTPS"},
 		{Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Attackers: 2}, "no attackers"},
-		{Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Duplicates: 2}, "no attackers, token guessers or duplicates"},
+		{Scenario{Nodes: 30, LogN: testLogN, Mode: ModeHTTP, Duplicates: 2}, "no attackers or duplicates"},
 	} {
 		if _, err := StartServers(t.Context(), c.sc, h, ModelNodepass); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("StartServers(%+v): %v, want an error about %q", c.sc, err, c.want)

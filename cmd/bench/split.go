@@ -46,8 +46,6 @@ func splitUnsupported(c *config) string {
 		return "-mode " + string(c.sc.Mode) + " (no network between agents and servers)"
 	case c.sc.Attackers > 0:
 		return "-attackers (attackers run in one process with the servers)"
-	case c.sc.TokenGuessers > 0:
-		return "-token-guessers (they run in one process with the servers)"
 	case c.sc.Duplicates > 0:
 		return "-duplicates (duplicates run in one process with the servers)"
 	case c.cpuprofileDir != "":
