@@ -149,7 +149,8 @@ func (a *AttackResult) Accepted() uint64 {
 }
 
 // adversaries are a run's attackers and duplicates and their counts. A
-// run without adversity has one with no agents and a nil tracker.
+// run without adversity has one with no agents; its tracker still times
+// each node's result.
 type adversaries struct {
 	sc      Scenario
 	nodes   []Node
@@ -352,7 +353,6 @@ func (t *tracker) attackFigures(res *Result) {
 	at := res.Attack
 	t.scryptFigures(at)
 	seen := at.HonestScrypt + at.GuessScrypt + at.DuplicateScrypt + at.TokenScrypt + at.TokenGuessScrypt + at.UnattributedScrypt
-	at.UnfinishedScrypt = 0
 	if res.ScryptRuns > seen {
 		at.UnfinishedScrypt = res.ScryptRuns - seen
 	}

@@ -56,8 +56,7 @@ func TestAttackersNeverAccepted(t *testing.T) {
 }
 
 // TestTokenGuessersNeverAccepted runs join-token guessers against every
-// model: no wrong token gets in, the nodes still join, and nodepass,
-// which knows the token from its load, computes none of the guesses.
+// model, in one process (checkTokenGuessers says what holds).
 func TestTokenGuessersNeverAccepted(t *testing.T) {
 	h := testHerd(t)
 	for _, model := range Models() {
@@ -68,38 +67,45 @@ func TestTokenGuessersNeverAccepted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := res.Attack
-			if a == nil || a.TokenGuessers != 6 || a.TokenGuesses == 0 {
-				t.Fatalf("attack figures %+v", a)
-			}
-			if a.Accepted() != 0 || a.TokenGuessesAccepted != 0 || a.TokenGuessesRejected+a.TokenGuessesShed > a.TokenGuesses {
-				t.Errorf("token guesses %d: accepted %d (servers: %d), rejected %d, shed %d",
-					a.TokenGuesses, a.TokenGuessesAccepted, a.WrongAccepts, a.TokenGuessesRejected, a.TokenGuessesShed)
-			}
-			if res.Joined != 30 || res.Stopped != "" {
-				t.Errorf("joined %d, stopped %q", res.Joined, res.Stopped)
-			}
-			switch model {
-			case ModelNodepass:
-				if a.TokenGuessScrypt != 0 || a.TokenScrypt != 0 {
-					t.Errorf("nodepass computed %d guessed and %d right tokens, want none", a.TokenGuessScrypt, a.TokenScrypt)
-				}
-			case ModelK3s125: // the plaintext, compared
-				if a.TokenGuessScrypt != 0 || a.TokenScrypt != 0 {
-					t.Errorf("k3s-v1.25 computed %d guessed and %d right tokens, want none", a.TokenGuessScrypt, a.TokenScrypt)
-				}
-			default: // one each, checked before anything else (the caps too)
-				answered := a.TokenGuessesRejected + a.TokenGuessesShed
-				if a.TokenGuessScrypt < answered || a.TokenGuessScrypt > answered+6 || a.TokenScrypt < 7*30 {
-					t.Errorf("%s computed %d guessed tokens for %d answered (6 may be in flight), %d right ones",
-						model, a.TokenGuessScrypt, answered, a.TokenScrypt)
-				}
-			}
-			checkAttribution(t, res, 30)
-			if res.TokenScryptRuns != a.TokenScrypt+a.TokenGuessScrypt {
-				t.Errorf("Result.TokenScryptRuns %d, attributed %d + %d", res.TokenScryptRuns, a.TokenScrypt, a.TokenGuessScrypt)
-			}
+			checkTokenGuessers(t, res, model, 6, 30)
 		})
+	}
+}
+
+// checkTokenGuessers checks a run of nodes honest agents beside guessers
+// join-token guessers against model: no wrong token got in, every node
+// joined, and the tokens computed are the model's: none for nodepass
+// (it knows the token from its load) and k3s-v1.25 (which compares the
+// plaintext), one per request for the others, checked before anything
+// else (the caps too).
+func checkTokenGuessers(t *testing.T, res *Result, model string, guessers, nodes int) {
+	t.Helper()
+	a := res.Attack
+	if a == nil || a.TokenGuessers != guessers || a.TokenGuesses == 0 {
+		t.Fatalf("attack figures %+v", a)
+	}
+	if a.Accepted() != 0 || a.TokenGuessesAccepted != 0 || a.TokenGuessesRejected+a.TokenGuessesShed > a.TokenGuesses {
+		t.Errorf("token guesses %d: accepted %d (servers: %d), rejected %d, shed %d",
+			a.TokenGuesses, a.TokenGuessesAccepted, a.WrongAccepts, a.TokenGuessesRejected, a.TokenGuessesShed)
+	}
+	if res.Joined != nodes || res.Stopped != "" {
+		t.Errorf("joined %d, stopped %q", res.Joined, res.Stopped)
+	}
+	switch model {
+	case ModelNodepass, ModelK3s125:
+		if a.TokenGuessScrypt != 0 || a.TokenScrypt != 0 {
+			t.Errorf("%s computed %d guessed and %d right tokens, want none", model, a.TokenGuessScrypt, a.TokenScrypt)
+		}
+	default:
+		answered := a.TokenGuessesRejected + a.TokenGuessesShed
+		if a.TokenGuessScrypt < answered || a.TokenGuessScrypt > answered+uint64(guessers) || a.TokenScrypt < 7*uint64(nodes) {
+			t.Errorf("%s computed %d guessed tokens for %d answered (%d may be in flight), %d right ones",
+				model, a.TokenGuessScrypt, answered, guessers, a.TokenScrypt)
+		}
+	}
+	checkAttribution(t, res, uint64(nodes))
+	if res.TokenScryptRuns != a.TokenScrypt+a.TokenGuessScrypt {
+		t.Errorf("Result.TokenScryptRuns %d, attributed %d + %d", res.TokenScryptRuns, a.TokenScrypt, a.TokenGuessScrypt)
 	}
 }
 
