@@ -32,9 +32,10 @@ func check(N, r, p int) error {
 //
 // N is a CPU/memory cost parameter, which must be a power of two greater
 // than 1. r and p must satisfy r * p < 2³⁰. If the parameters do not satisfy
-// the limits, the function returns a nil byte slice and an error. As with
-// golang.org/x/crypto/scrypt.Key, a keyLen ≤ 0 makes the final PBKDF2 step
-// panic.
+// the limits, the function returns a nil byte slice and an error (also
+// for r or p ≤ 0, on which x/crypto v0.47.0 panics). A keyLen ≤ 0 goes to
+// x/crypto's PBKDF2 as in golang.org/x/crypto/scrypt.Key: at v0.47.0 it
+// gives an empty key for 0 and panics below; newer releases panic on both.
 //
 // Key and golang.org/x/crypto/scrypt.Key have the same contract: the same
 // output for every input and the same errors for the same parameters. Key
@@ -70,8 +71,8 @@ type Job struct {
 // independent and may have different parameters; the mixes of jobs that
 // share N and R are computed [Lanes] at a time, which is where the batch is
 // faster than as many calls to Key. A job whose parameters Key rejects gets
-// Key's error and does not affect the others; a KeyLen ≤ 0 panics, as in
-// Key.
+// Key's error and does not affect the others; a KeyLen ≤ 0 does what it
+// does in Key.
 //
 // KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time
 // (fewer when the group has fewer blocks; the (N, R) groups are taken in
