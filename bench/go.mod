@@ -3,7 +3,7 @@ module github.com/nodepass/nodepass/bench
 go 1.26.0
 
 require (
-	github.com/nodepass/nodepass v0.0.0
+	github.com/nodepass/nodepass v0.1.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/crypto v0.47.0
 	golang.org/x/sync v0.25.0

@@ -3,7 +3,7 @@ module github.com/nodepass/nodepass/prom
 go 1.26.0
 
 require (
-	github.com/nodepass/nodepass v0.0.0
+	github.com/nodepass/nodepass v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.3
 	go.uber.org/goleak v1.3.0

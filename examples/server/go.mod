@@ -3,9 +3,9 @@ module github.com/nodepass/nodepass/examples/server
 go 1.26.0
 
 require (
-	github.com/nodepass/nodepass v0.0.0
-	github.com/nodepass/nodepass/kube v0.0.0
-	github.com/nodepass/nodepass/prom v0.0.0
+	github.com/nodepass/nodepass v0.1.0
+	github.com/nodepass/nodepass/kube v0.1.0
+	github.com/nodepass/nodepass/prom v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.36.3
