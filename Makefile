@@ -5,7 +5,7 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test test-arm64 lint tidy bench herd scale benchmarks fuzz profile profile-baseline profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver
+.PHONY: test test-arm64 lint tidy bench herd scale benchmarks fuzz profile profile-baseline profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver module-check
 
 # tools/apiserver builds etcd and kube-apiserver for the tests against a
 # real API server. It is outside go.work (its k8s.io/kubernetes would drag
@@ -29,6 +29,13 @@ test: tidy
 # under qemu-user. Tests that need what the emulator lacks skip, saying so.
 test-arm64:
 	GOARCH=arm64 go test -count=1 -exec qemu-aarch64-static ./...
+
+# A module outside the repository requires the library modules (the core,
+# kube, prom) through a module proxy made of this tree, with GOWORK=off,
+# builds and runs, and keeps k3s's pinned versions; the commands are built
+# the same way (tools/modcheck, its own module outside go.work).
+module-check:
+	cd tools/modcheck && GOWORK=off go mod tidy -diff && GOWORK=off go run . -repo ../..
 
 lint: tidy
 	go vet $(PKGS)
