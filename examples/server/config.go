@@ -1,13 +1,18 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodepass/nodepass/examples/internal/cli"
+	"github.com/nodepass/nodepass/verify"
 )
 
 // config is what the flags say.
@@ -31,11 +36,12 @@ type config struct {
 	apiservers  []string
 }
 
+// parseFlags reads args; -h and -version print to out. Every wrong flag
+// or value is a cli.UsageError of one line.
 func parseFlags(args []string, out io.Writer) (config, error) {
 	var c config
-	var sans string
+	var sans, apiservers string
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	fs.SetOutput(out)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:9345", "`address` to listen on (host:port; port 0 picks one)")
 	fs.StringVar(&c.store, "store", "memory", "where node password hashes live: memory, or kube (Secrets, as k3s and RKE2 keep them)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `file` for -store kube; empty means $KUBECONFIG, ~/.kube/config, then in-cluster")
@@ -44,47 +50,108 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.logN, "logn", 15, "scrypt cost exponent for new hashes (15 is what k3s uses; stored hashes keep their own)")
 	fs.IntVar(&c.concurrent, "max-concurrent", 0, "scrypt computations at once; 0 means GOMAXPROCS")
 	fs.StringVar(&c.caFile, "ca-file", "", "write the generated CA certificate to this `file` (for curl --cacert)")
-	fs.StringVar(&sans, "tls-san", "", "extra comma-separated DNS names or IPs for the server's certificate")
+	fs.StringVar(&sans, "tls-san", "", "extra comma-separated DNS names or IPs for the server's certificate (no wildcards)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "join tokens agents must send as basic auth on every request but /cacerts and /ping: a k3s passwd `file` (password,user,uid[,groups] lines), or one token (a bare password, for the user node, or K10<hash>::<user>:<password>); without it the agents' other routes (config, CA files, apiservers, kube-proxy and controller certificates) are not served")
 	fs.StringVar(&c.dataDir, "data-dir", "", "keep the CAs in `DIR`/tls, made on first start; servers given one DIR share them (default: new CAs in memory)")
-	var apiservers string
 	fs.StringVar(&apiservers, "apiservers", "", "comma-separated host:port of the servers /v1-<prog>/apiservers announces to agents (default: this server's address)")
-	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight")
+	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight (0: not at all)")
 	fs.DurationVar(&c.syncTimeout, "sync-timeout", time.Minute, "how long -store kube waits for its secret cache before serving")
 	fs.BoolVar(&c.verbose, "v", false, "log at debug level")
 	fs.StringVar(&c.digestKey, "digest-key-file", "", "remember verified passwords as HMAC digests in the store under the key in this `file` (made with 32 random bytes, mode 0600, if absent); every server sharing the store needs the same key")
 	fs.BoolVar(&c.failOpen, "enroll-fail-open", false, "let a new node in when its hash cannot be stored (e.g. a secret-validating webhook is down), as k3s does, and retry storing it in the background")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, out); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("server: unexpected arguments %q", fs.Args())
+	if err := checkAddr(c.addr); err != nil {
+		return c, cli.Usagef("server: -addr %q: %v", c.addr, err)
 	}
 	switch c.store {
 	case "memory", "kube":
 	default:
-		return c, fmt.Errorf("server: -store %q: want memory or kube", c.store)
+		return c, cli.Usagef("server: -store %q: want memory or kube", c.store)
 	}
 	switch c.program {
 	case "k3s", "rke2":
 	default:
-		return c, fmt.Errorf("server: -program %q: want k3s or rke2", c.program)
+		return c, cli.Usagef("server: -program %q: want k3s or rke2", c.program)
+	}
+	v, err := verify.New(verify.NewMemoryStore(), &verify.Options{Params: c.params()})
+	if err != nil {
+		return c, cli.Usagef("server: -logn %d: %w", c.logN, err)
+	}
+	v.Close()
+	switch {
+	case c.namespace == "":
+		return c, cli.Usagef("server: -namespace is empty")
+	case c.concurrent < 0:
+		return c, cli.Usagef("server: -max-concurrent %d: want 0 (GOMAXPROCS) or more", c.concurrent)
+	case c.drain < 0:
+		return c, cli.Usagef("server: -shutdown-timeout %v: want 0 or more", c.drain)
+	case c.syncTimeout <= 0:
+		return c, cli.Usagef("server: -sync-timeout %v: want more than 0", c.syncTimeout)
 	}
 	for _, s := range strings.Split(sans, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			c.tlsSANs = append(c.tlsSANs, s)
+		if s = strings.TrimSpace(s); s == "" {
+			continue
 		}
+		if err := checkSAN(s); err != nil {
+			return c, cli.Usagef("server: -tls-san %q: %v", s, err)
+		}
+		c.tlsSANs = append(c.tlsSANs, s)
 	}
 	for _, s := range strings.Split(apiservers, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			return c, fmt.Errorf("server: -apiservers %q: %v", s, err)
+		if err := checkAddr(s); err != nil {
+			return c, cli.Usagef("server: -apiservers %q: %v", s, err)
 		}
 		c.apiservers = append(c.apiservers, s)
 	}
 	return c, nil
+}
+
+// params are the scrypt parameters of new hashes: k3s's but for -logn.
+func (c config) params() verify.Params {
+	return verify.Params{LogN: c.logN, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
+}
+
+// checkAddr checks a host:port whose port is a number (0 to 65535).
+func checkAddr(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// checkSAN checks a name for the server's certificate: an IP address, or
+// a DNS name without wildcards (a certificate for *.example.com would
+// stand in for every name under example.com).
+func checkSAN(s string) error {
+	if net.ParseIP(s) != nil {
+		return nil
+	}
+	if strings.Contains(s, "*") {
+		return errors.New("a wildcard; give each name")
+	}
+	if len(s) > 253 {
+		return errors.New("longer than 253 characters")
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return errors.New("not a DNS name (labels of 1 to 63 letters, digits and inner hyphens)")
+		}
+		for _, r := range label {
+			if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-') {
+				return fmt.Errorf("not a DNS name (%q)", r)
+			}
+		}
+	}
+	return nil
 }
 
 func newLogger(w io.Writer, verbose bool) *slog.Logger {

@@ -45,36 +45,31 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/nodepass/nodepass/examples/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	code := cli.Main(ctx, "server", os.Args[1:], os.Stdout, os.Stderr, run)
+	stop()
+	os.Exit(code)
 }
 
 // run parses args, serves until ctx ends, then shuts down gracefully. It
-// writes its log, and the line "listening on https://<addr>" once it
-// accepts connections, to stdout.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// writes the line "listening on https://<addr>" to stdout once it
+// accepts connections, and its log to stderr. A wrong flag or value is a
+// cli.UsageError.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, stdout)
 	if err != nil {
 		return err
 	}
-	log := newLogger(stdout, cfg.verbose)
+	log := newLogger(stderr, cfg.verbose)
 	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err

