@@ -51,7 +51,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&c.concurrent, "max-concurrent", 0, "scrypt computations at once; 0 means GOMAXPROCS")
 	fs.StringVar(&c.caFile, "ca-file", "", "write the generated CA certificate to this `file` (for curl --cacert)")
 	fs.StringVar(&sans, "tls-san", "", "extra comma-separated DNS names or IPs for the server's certificate (no wildcards)")
-	fs.StringVar(&c.tokenFile, "token-file", "", "join tokens agents must send as basic auth on every request but /cacerts and /ping: a k3s passwd `file` (password,user,uid[,groups] lines), or one token (a bare password, for the user node, or K10<hash>::<user>:<password>); without it the agents' other routes (config, CA files, apiservers, kube-proxy and controller certificates) are not served")
+	fs.StringVar(&c.tokenFile, "token-file", "", "join tokens agents must send as basic auth on every request but /cacerts and /ping: a k3s passwd `file` (password,user,uid[,groups] lines), or one token read as k3s reads its --token-file (a bare password, or K10<hash>::<user>:<password>; the users node and server; a line with a comma is a passwd line unless it starts with K10); without it the agents' other routes (config, CA files, apiservers, kube-proxy and controller certificates) are not served")
 	fs.StringVar(&c.dataDir, "data-dir", "", "keep the CAs in `DIR`/tls, made on first start; servers given one DIR share them (default: new CAs in memory)")
 	fs.StringVar(&apiservers, "apiservers", "", "comma-separated host:port of the servers /v1-<prog>/apiservers announces to agents (default: this server's address)")
 	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight (0: not at all)")

@@ -108,24 +108,59 @@ func TestAgentRoutes(t *testing.T) {
 	}
 }
 
-// TestTokenFileForms: a bare token, a K10 token and bad files.
+// TestTokenFileForms: a file of one token is read as k3s reads its
+// --token-file and writes its passwd file from it (k3s pkg/util/file.go
+// ReadFile trims white space; pkg/daemons/control/deps/deps.go genUsers
+// and getNodePass give the user "node" the password of a
+// [K10<hash>::]<user>:<password> token, else the token, and "server" the
+// token; pkg/passwd/passwd.go EnsureUser cuts "K10...::<user>:" off,
+// Write quotes with encoding/csv; pkg/clientaccess/token.go parseToken
+// reads the token). Quotes and commas are part of the password.
 func TestTokenFileForms(t *testing.T) {
-	for file, token := range map[string]string{
-		"bare-secret\n":              "bare-secret",
-		"K10abcdef::node:k10-secret": "k10-secret",
+	hash := strings.Repeat("ab", 32)
+	for _, c := range []struct {
+		file          string
+		user, token   string // accepted
+		refusedTokens []string
+	}{
+		{"bare-secret\n", "node", "bare-secret", []string{"bare-secret\n"}},
+		{" bare-secret \n", "server", "bare-secret", nil},
+		{`"cluster-secret"`, "node", `"cluster-secret"`, []string{"cluster-secret"}},
+		{`a"b`, "node", `a"b`, []string{"a"}},
+		{`"`, "node", `"`, nil},
+		{"K10" + hash + "::node:k10-secret", "node", "k10-secret", []string{"K10" + hash + "::node:k10-secret"}},
+		{"K10" + hash + `::node:p"w,x`, "node", `p"w,x`, []string{"p"}},
+		{"K10" + hash + "::server:srv-secret", "server", "srv-secret", nil},
+		{"K10" + hash + "::server:srv-secret", "node", "srv-secret", nil},
+		{"user:pass", "node", "user:pass", []string{"pass"}},
+		{"K10abc:def", "node", "def", []string{"abc:def"}},
 	} {
-		s := startWithToken(t, file, token)
+		s := startWithToken(t, c.file, c.token)
+		s.tokenUser = c.user
 		if resp, body := s.get(t, "/v1-k3s/config", "", "", ""); resp.StatusCode != 200 {
-			t.Errorf("token file %q: %d %s", file, resp.StatusCode, body)
+			t.Errorf("token file %q, %s:%s: %d %s", c.file, c.user, c.token, resp.StatusCode, body)
+		}
+		for _, wrong := range c.refusedTokens {
+			s.token = wrong
+			if resp, _ := s.get(t, "/v1-k3s/config", "", "", ""); resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("token file %q, %s:%s: %d, want 401", c.file, c.user, wrong, resp.StatusCode)
+			}
 		}
 	}
 	dir := t.TempDir()
-	for name, file := range map[string]string{"empty": "", "bad K10": "K10abc::nocolon", "short line": "a,b\n"} {
+	for name, c := range map[string]struct{ file, err string }{
+		"empty":        {"", "holds no token"},
+		"bad K10":      {"K10abc::nocolon", "CA hash has 3 characters"},
+		"no password":  {"K10" + hash + "::node:", "not K10<CA hash>::<user>:<password>"},
+		"short line":   {"a,b\n", "want at least 3"},
+		"short hash":   {"K10abcdef::node:k10-secret", "CA hash has 6 characters"},
+		"no separator": {"K10nocolon", "not K10<CA hash>::<user>:<password>"},
+	} {
 		tf := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
-		os.WriteFile(tf, []byte(file), 0o600)
+		os.WriteFile(tf, []byte(c.file), 0o600)
 		err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-logn", "4", "-token-file", tf}, io.Discard, io.Discard)
-		if err == nil || !strings.HasPrefix(err.Error(), "server: -token-file") {
-			t.Errorf("%s: %v, want a -token-file error", name, err)
+		if err == nil || !strings.HasPrefix(err.Error(), "server: -token-file") || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want a -token-file error saying %q", name, err, c.err)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 
 	authOpts := &httpauth.Options{Program: cfg.program, Logger: log}
 	if cfg.tokenFile != "" {
-		if err := loadTokenFile(ctx, v, cfg.tokenFile); err != nil {
+		if err := loadTokenFile(ctx, v, cfg.tokenFile, cfg.program); err != nil {
 			return err
 		}
 		authOpts.Tokens = v

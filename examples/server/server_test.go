@@ -63,7 +63,8 @@ type server struct {
 	// certificates; read from -data-dir by withCAs.
 	clientCA, kubeletCA []byte
 	out                 *output
-	token               string // if not "", every request carries basic auth node:<token>
+	token               string // if not "", every request carries basic auth <tokenUser>:<token>
+	tokenUser           string // "" means node
 }
 
 // withCAs reads s's client and kubelet CAs from its -data-dir, and checks
@@ -145,7 +146,11 @@ func (s *server) send(t *testing.T, method, path, node, password, ip string, bod
 		}
 	}
 	if s.token != "" {
-		req.SetBasicAuth("node", s.token)
+		user := s.tokenUser
+		if user == "" {
+			user = "node"
+		}
+		req.SetBasicAuth(user, s.token)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
