@@ -34,6 +34,9 @@ type config struct {
 	tokenFile   string // the join tokens (loadTokenFile); "" for none
 	dataDir     string // where the CAs are kept; "" for in memory
 	apiservers  []string
+	notBefore   notBeforeRule // of the certificates the CAs sign
+	caAgeYears  int           // how old new CAs are
+	caChain     bool          // new CAs are intermediates of a root
 }
 
 // parseFlags reads args; -h and -version print to out. Every wrong flag
@@ -54,6 +57,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.tokenFile, "token-file", "", "join tokens agents must send as basic auth on every request but /cacerts and /ping: a k3s passwd `file` (password,user,uid[,groups] lines), or one token read as k3s reads its --token-file (a bare password, or K10<hash>::<user>:<password>; the users node and server; a line with a comma is a passwd line unless it starts with K10); without it the agents' other routes (config, CA files, apiservers, kube-proxy and controller certificates) are not served")
 	fs.StringVar(&c.dataDir, "data-dir", "", "keep the CAs in `DIR`/tls, made on first start; servers given one DIR share them (default: new CAs in memory)")
 	fs.StringVar(&apiservers, "apiservers", "", "comma-separated host:port of the servers /v1-<prog>/apiservers announces to agents (default: this server's address)")
+	notBefore := fs.String("not-before", string(notBeforeRecent), "the NotBefore of the certificates the CAs sign (NotAfter is a year later): recent, max(now - 1 h, the CA's NotBefore), as k3s and RKE2 today; or ca, the CA's NotBefore, as older releases (NotAfter a year from now)")
+	fs.IntVar(&c.caAgeYears, "ca-age-years", 0, "make new CAs this many `years` old (0 to 9; their NotBefore in the past), to test agents against an old cluster")
+	fs.BoolVar(&c.caChain, "ca-chain", false, "make new CAs intermediates of a root of their own, so that /cacerts is a chain (CA, root), as a k3s cluster with a custom CA; agents pin the root (the ca-hash the server logs)")
 	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight (0: not at all)")
 	fs.DurationVar(&c.syncTimeout, "sync-timeout", time.Minute, "how long -store kube waits for its secret cache before serving")
 	fs.BoolVar(&c.verbose, "v", false, "log at debug level")
@@ -74,6 +80,14 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	case "k3s", "rke2":
 	default:
 		return c, cli.Usagef("server: -program %q: want k3s or rke2", c.program)
+	}
+	switch c.notBefore = notBeforeRule(*notBefore); c.notBefore {
+	case notBeforeRecent, notBeforeCA:
+	default:
+		return c, cli.Usagef("server: -not-before %q: want %s or %s", c.notBefore, notBeforeRecent, notBeforeCA)
+	}
+	if c.caAgeYears < 0 || time.Duration(c.caAgeYears)*year >= caValidity {
+		return c, cli.Usagef("server: -ca-age-years %d: want 0 to 9 (a CA is valid for 10 years)", c.caAgeYears)
 	}
 	v, err := verify.New(verify.NewMemoryStore(), &verify.Options{Params: c.params()})
 	if err != nil {
@@ -109,6 +123,11 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		c.apiservers = append(c.apiservers, s)
 	}
 	return c, nil
+}
+
+// caOptions are how the server makes its CAs and how they sign.
+func (c config) caOptions() caOptions {
+	return caOptions{now: time.Now, notBefore: c.notBefore, age: time.Duration(c.caAgeYears) * year, chain: c.caChain}
 }
 
 // params are the scrypt parameters of new hashes: k3s's but for -logn.

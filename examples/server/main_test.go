@@ -82,6 +82,9 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"-tls-san", "api.example.com,*.example.com"}, 2, "", `server: -tls-san "*.example.com": a wildcard`},
 		{[]string{"-tls-san", "api example"}, 2, "", `server: -tls-san "api example": not a DNS name`},
 		{[]string{"-logn", "0", "-addr", "127.0.0.1:0"}, 2, "", "server: -logn 0: verify: Options.Params: verify: invalid params: LogN 0 out of range"},
+		{[]string{"-not-before", "now"}, 2, "", `server: -not-before "now": want recent or ca`},
+		{[]string{"-ca-age-years", "10"}, 2, "", "server: -ca-age-years 10: want 0 to 9"},
+		{[]string{"-ca-age-years", "-1"}, 2, "", "server: -ca-age-years -1: want 0 to 9"},
 		{[]string{"-logn", "x"}, 2, "", `server: invalid value "x" for flag -logn: parse error`},
 		{[]string{"-store", "kube", "-kubeconfig", missing}, 1, "", "server: kubeconfig: "},
 	} {

@@ -197,7 +197,7 @@ func TestSharedDataDir(t *testing.T) {
 	got := make([]*authorities, 4)
 	errs := make([]error, 4)
 	for i := range got {
-		wg.Go(func() { got[i], errs[i] = newAuthorities(dir, time.Now) })
+		wg.Go(func() { got[i], errs[i] = newAuthorities(dir, caOptions{now: time.Now, notBefore: notBeforeRecent}) })
 	}
 	wg.Wait()
 	for i := range got {

@@ -76,7 +76,7 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	cas, err := newAuthorities(cfg.dataDir, time.Now)
+	cas, err := newAuthorities(cfg.dataDir, cfg.caOptions())
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
-	log.Info("server: ready", "program", cfg.program, "store", cfg.store, "logn", cfg.logN)
+	log.Info("server: ready", "program", cfg.program, "store", cfg.store, "logn", cfg.logN, "ca-hash", cas.server.caHash())
 	fmt.Fprintf(stdout, "listening on https://%s\n", ln.Addr())
 
 	select {
