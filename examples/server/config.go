@@ -37,6 +37,10 @@ type config struct {
 	notBefore   notBeforeRule // of the certificates the CAs sign
 	caAgeYears  int           // how old new CAs are
 	caChain     bool          // new CAs are intermediates of a root
+	// apiserverPort is the API servers' port; 0: the supervisor's with
+	// k3s, rke2APIServerPort with rke2.
+	apiserverPort int
+	noDatastore   bool // /apiservers answers [] after noDatastoreWait
 }
 
 // parseFlags reads args; -h and -version print to out. Every wrong flag
@@ -56,7 +60,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&sans, "tls-san", "", "extra comma-separated DNS names or IPs for the server's certificate (no wildcards)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "join tokens agents must send as basic auth on every request but /cacerts and /ping: a k3s passwd `file` (password,user,uid[,groups] lines), or one token read as k3s reads its --token-file (a bare password, or K10<hash>::<user>:<password>; the users node and server; a line with a comma is a passwd line unless it starts with K10); without it the agents' other routes (config, CA files, apiservers, kube-proxy and controller certificates) are not served")
 	fs.StringVar(&c.dataDir, "data-dir", "", "keep the CAs in `DIR`/tls, made on first start; servers given one DIR share them (default: new CAs in memory)")
-	fs.StringVar(&apiservers, "apiservers", "", "comma-separated host:port of the servers /v1-<prog>/apiservers announces to agents (default: this server's address)")
+	fs.StringVar(&apiservers, "apiservers", "", "comma-separated host:port of the API servers /v1-<prog>/apiservers announces to agents (default: this server's host at -apiserver-port)")
+	fs.IntVar(&c.apiserverPort, "apiserver-port", 0, "the API servers' `port`, announced in /v1-<prog>/config (HTTPSPort); 0: this server's port with -program k3s (k3s serves both on one port), 6443 with rke2 (RKE2's supervisor is on 9345)")
+	fs.BoolVar(&c.noDatastore, "no-datastore", false, "answer /v1-<prog>/apiservers as k3s does when its datastore does not answer: [] after 5 s")
 	notBefore := fs.String("not-before", string(notBeforeRecent), "the NotBefore of the certificates the CAs sign (NotAfter is a year later): recent, max(now - 1 h, the CA's NotBefore), as k3s and RKE2 today; or ca, the CA's NotBefore, as older releases (NotAfter a year from now)")
 	fs.IntVar(&c.caAgeYears, "ca-age-years", 0, "make new CAs this many `years` old (0 to 9; their NotBefore in the past), to test agents against an old cluster")
 	fs.BoolVar(&c.caChain, "ca-chain", false, "make new CAs intermediates of a root of their own, so that /cacerts is a chain (CA, root), as a k3s cluster with a custom CA; agents pin the root (the ca-hash the server logs)")
@@ -95,6 +101,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	}
 	v.Close()
 	switch {
+	case c.apiserverPort < 0 || c.apiserverPort > 65535:
+		return c, cli.Usagef("server: -apiserver-port %d: want 0 to 65535", c.apiserverPort)
 	case c.namespace == "":
 		return c, cli.Usagef("server: -namespace is empty")
 	case c.concurrent < 0:

@@ -85,6 +85,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"-not-before", "now"}, 2, "", `server: -not-before "now": want recent or ca`},
 		{[]string{"-ca-age-years", "10"}, 2, "", "server: -ca-age-years 10: want 0 to 9"},
 		{[]string{"-ca-age-years", "-1"}, 2, "", "server: -ca-age-years -1: want 0 to 9"},
+		{[]string{"-apiserver-port", "70000"}, 2, "", "server: -apiserver-port 70000: want 0 to 65535"},
 		{[]string{"-logn", "x"}, 2, "", `server: invalid value "x" for flag -logn: parse error`},
 		{[]string{"-store", "kube", "-kubeconfig", missing}, 1, "", "server: kubeconfig: "},
 	} {
