@@ -37,7 +37,7 @@ func TestAnnouncedPorts(t *testing.T) {
 		{"k3s", nil, "", "127.0.0.1:"},
 		{"rke2", nil, "6443", "127.0.0.1:6443"},
 		{"k3s", []string{"-apiserver-port", "6443"}, "6443", "127.0.0.1:6443"},
-		{"rke2", []string{"-apiservers", "10.0.0.1:6443,10.0.0.2:6443"}, "6443", "10.0.0.1:6443,10.0.0.2:6443"},
+		{"rke2", []string{"-apiservers", "10.0.0.1:6443,10.0.0.2:6443", "-store", "dir"}, "6443", "10.0.0.1:6443,10.0.0.2:6443"},
 	} {
 		s := startWithToken(t, "join-secret\n", "join-secret", append([]string{"-program", c.program}, c.flags...)...)
 		_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.url, "https://"))

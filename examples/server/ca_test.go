@@ -126,7 +126,7 @@ func TestCAChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	caFile := filepath.Join(dir, "ca.crt")
-	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir, "-token-file", tf}
+	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir, "-token-file", tf, "-store", "dir"}
 	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, append(args, "-ca-chain"), out, out) }).withCAs(t, dir)
 	s.token = "join-secret"
 
@@ -170,7 +170,7 @@ func TestCAChain(t *testing.T) {
 
 	// Restarted on the same -data-dir, without -ca-chain: the same chain.
 	caFile2 := filepath.Join(t.TempDir(), "ca.crt")
-	args2 := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile2, "-data-dir", dir}
+	args2 := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile2, "-data-dir", dir, "-store", "dir"}
 	s2 := start(t, caFile2, func(ctx context.Context, out io.Writer) error { return run(ctx, args2, out, out) })
 	if _, again := s2.get(t, "/cacerts", "", "", ""); !bytes.Equal(again, cacerts) || loggedCAHash(t, s2) != loggedCAHash(t, s) {
 		t.Errorf("after a restart /cacerts or its hash differs")

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +20,8 @@ import (
 // config is what the flags say.
 type config struct {
 	addr        string
-	store       string // "memory" or "kube"
+	store       string // "memory", "dir" or "kube"
+	storeDir    string // the files of -store dir
 	kubeconfig  string
 	namespace   string
 	program     string
@@ -50,7 +53,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	var sans, apiservers string
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:9345", "`address` to listen on (host:port; port 0 picks one)")
-	fs.StringVar(&c.store, "store", "memory", "where node password hashes live: memory, or kube (Secrets, as k3s and RKE2 keep them)")
+	fs.StringVar(&c.store, "store", "memory", "where node password hashes live: memory (this process alone), dir (files in -store-dir, which servers on one machine share), or kube (Secrets, as k3s and RKE2 keep them)")
+	fs.StringVar(&c.storeDir, "store-dir", "", "the `directory` of -store dir, one file per node (default: -data-dir/node-passwords)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `file` for -store kube; empty means $KUBECONFIG, ~/.kube/config, then in-cluster")
 	fs.StringVar(&c.namespace, "namespace", "kube-system", "namespace of the node-password secrets for -store kube")
 	fs.StringVar(&c.program, "program", "k3s", "k3s or rke2: route prefix, header names and secret names")
@@ -79,8 +83,15 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	}
 	switch c.store {
 	case "memory", "kube":
+	case "dir":
+		if c.storeDir == "" && c.dataDir == "" {
+			return c, cli.Usagef("server: -store dir: give -store-dir or -data-dir")
+		}
+		if c.storeDir == "" {
+			c.storeDir = filepath.Join(c.dataDir, "node-passwords")
+		}
 	default:
-		return c, cli.Usagef("server: -store %q: want memory or kube", c.store)
+		return c, cli.Usagef("server: -store %q: want memory, dir or kube", c.store)
 	}
 	switch c.program {
 	case "k3s", "rke2":
@@ -128,7 +139,12 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		if err := checkAddr(s); err != nil {
 			return c, cli.Usagef("server: -apiservers %q: %v", s, err)
 		}
-		c.apiservers = append(c.apiservers, s)
+		if !slices.Contains(c.apiservers, s) {
+			c.apiservers = append(c.apiservers, s)
+		}
+	}
+	if c.store == "memory" && len(c.apiservers) > 1 {
+		return c, cli.Usagef("server: -store memory with -apiservers naming %d servers: %s", len(c.apiservers), memoryNotShared)
 	}
 	return c, nil
 }

@@ -69,6 +69,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockServers(cfg)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	log := newLogger(stderr, cfg.verbose)
 	store, closeStore, err := openStore(ctx, cfg, log)
 	if err != nil {

@@ -86,6 +86,8 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"-ca-age-years", "10"}, 2, "", "server: -ca-age-years 10: want 0 to 9"},
 		{[]string{"-ca-age-years", "-1"}, 2, "", "server: -ca-age-years -1: want 0 to 9"},
 		{[]string{"-apiserver-port", "70000"}, 2, "", "server: -apiserver-port 70000: want 0 to 65535"},
+		{[]string{"-store", "dir"}, 2, "", "server: -store dir: give -store-dir or -data-dir"},
+		{[]string{"-apiservers", "127.0.0.1:9345,127.0.0.1:9346"}, 2, "", "server: -store memory with -apiservers naming 2 servers: node passwords in memory are not shared"},
 		{[]string{"-logn", "x"}, 2, "", `server: invalid value "x" for flag -logn: parse error`},
 		{[]string{"-store", "kube", "-kubeconfig", missing}, 1, "", "server: kubeconfig: "},
 	} {

@@ -37,7 +37,7 @@ func startWithToken(t *testing.T, tokenFile, token string, extra ...string) *ser
 // wrong one, 401 and a basic-auth challenge.
 func TestAgentRoutes(t *testing.T) {
 	s := startWithToken(t, "join-secret,node,node,k3s:agent\nother,server,server\n", "join-secret",
-		"-apiservers", "10.0.0.1:9345,10.0.0.2:9345")
+		"-apiservers", "10.0.0.1:9345,10.0.0.2:9345", "-store", "dir")
 	n := nodes(2)[1]
 	if resp, body := s.get(t, "/ping", "", "", ""); resp.StatusCode != 200 || string(body) != "pong" {
 		t.Errorf("/ping: %d %q", resp.StatusCode, body)
