@@ -102,6 +102,11 @@ func TestAgentRoutes(t *testing.T) {
 	if resp, _ := s.get(t, "/cacerts", "", "", ""); resp.StatusCode != 200 {
 		t.Errorf("/cacerts without a token: %d, want 200", resp.StatusCode)
 	}
+	// /metrics is behind the join token too.
+	if resp, _ := s.get(t, "/metrics", "", "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token: %d, want 401", resp.StatusCode)
+	}
+	s.token = "join-secret"
 	// The tokens were hashed once each at load; checking them cost none.
 	if m := s.metrics(t); m["nodepass_scrypt_runs_total"] != 3 {
 		t.Errorf("scrypt runs %g, want 3: two tokens loaded, one node enrolled", m["nodepass_scrypt_runs_total"])

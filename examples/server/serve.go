@@ -28,7 +28,7 @@ import (
 
 // serve runs the HTTPS server over store until ctx ends, then shuts it down
 // gracefully and closes the Verifier. It does not close store.
-func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger, stdout io.Writer) error {
+func serve(ctx context.Context, cfg config, store verify.DigestStore, log *slog.Logger, stdout io.Writer) error {
 	// The metrics Collector is the Verifier's Observer (histograms) and
 	// reads the Verifier's Stats at scrape time (counters).
 	metrics, err := prom.New(nil)
@@ -54,7 +54,8 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 			log.Info("node let in while its password hash could not be stored; now stored", "node", node)
 		}}
 	}
-	v, err := verify.New(store, opts)
+	audit := newAudit(log, time.Now)
+	v, err := verify.New(audit.watched(store), opts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -70,9 +71,9 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 		if err := loadTokenFile(ctx, v, cfg.tokenFile, cfg.program); err != nil {
 			return err
 		}
-		authOpts.Tokens = v
+		authOpts.Tokens = auditedVerifier{v, audit}
 	}
-	auth, err := httpauth.New(v, authOpts)
+	auth, err := httpauth.New(auditedVerifier{v, audit}, authOpts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -97,10 +98,17 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 		return err
 	}
 	mux := routes(cfg, cas, own, announce(cfg, ln.Addr().(*net.TCPAddr)), auth, log)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if cfg.tokenFile != "" {
+		mux.Handle("GET /metrics", auth.TokenHandler(metricsHandler))
+	} else {
+		// Without join tokens there is no credential to ask for.
+		log.Warn("server: no -token-file: /metrics is served without authentication")
+		mux.Handle("GET /metrics", metricsHandler)
+	}
 
 	srv := &http.Server{
-		Handler:           httpauth.ArrivalHandler(mux), // dates each request: MaxWait counts the TLS handshake
+		Handler:           httpauth.ArrivalHandler(withRemote(mux)), // dates each request: MaxWait counts the TLS handshake
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -51,7 +51,7 @@ func lockServers(cfg config) (func(), error) {
 // it. A kube Store is started and its cache synced before openStore
 // returns; it runs until closed, so that requests still in flight during a
 // graceful shutdown are answered.
-func openStore(ctx context.Context, cfg config, log *slog.Logger) (verify.Store, func(), error) {
+func openStore(ctx context.Context, cfg config, log *slog.Logger) (verify.DigestStore, func(), error) {
 	switch cfg.store {
 	case "memory":
 		log.Warn("server: hashes are kept in memory and lost on exit, and no other server sees them; use -store dir or -store kube to keep them")
