@@ -60,7 +60,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.program, "program", "k3s", "k3s or rke2: route prefix, header names and secret names")
 	fs.IntVar(&c.logN, "logn", 15, "scrypt cost exponent for new hashes (15 is what k3s uses; stored hashes keep their own)")
 	fs.IntVar(&c.concurrent, "max-concurrent", 0, "scrypt computations at once; 0 means GOMAXPROCS")
-	fs.StringVar(&c.caFile, "ca-file", "", "write the generated CA certificate to this `file` (for curl --cacert)")
+	fs.StringVar(&c.caFile, "ca-file", "", "write the server CA bundle (/cacerts) to this `file` (for curl --cacert)")
 	fs.StringVar(&sans, "tls-san", "", "extra comma-separated DNS names or IPs for the server's certificate (no wildcards)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "join tokens agents must send as basic auth on every request but /cacerts and /ping: a k3s passwd `file` (password,user,uid[,groups] lines), or one token read as k3s reads its --token-file (a bare password, or K10<hash>::<user>:<password>; the users node and server; a line with a comma is a passwd line unless it starts with K10); without it the agents' other routes (config, CA files, apiservers, kube-proxy and controller certificates) are not served")
 	fs.StringVar(&c.dataDir, "data-dir", "", "keep the CAs in `DIR`/tls, made on first start; servers given one DIR share them (default: new CAs in memory)")
