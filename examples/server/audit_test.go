@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -65,9 +64,9 @@ func TestAuditLines(t *testing.T) {
 // (auditBurst at once, then one per auditEvery), the next line says how
 // many were suppressed, and enrollments have a budget of their own.
 func TestAuditBudget(t *testing.T) {
-	var buf lockedBuffer
+	buf := newOutput()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	a := newAudit(slog.New(slog.NewTextHandler(&buf, nil)), func() time.Time { return now })
+	a := newAudit(slog.New(slog.NewTextHandler(buf, nil)), func() time.Time { return now })
 	ctx := context.WithValue(context.Background(), remoteKey{}, "192.0.2.7:40000")
 	var wg sync.WaitGroup
 	for i := range 100 {
@@ -84,41 +83,23 @@ func TestAuditBudget(t *testing.T) {
 	a.nodeChecked(ctx, "worker-1", nil)
 	count := func(s string) int { return strings.Count(buf.String(), s) }
 	if refused := count("refused"); refused != auditBurst || count("node enrolled") != 1 || count("suppressed") != 0 {
-		t.Fatalf("%d refusals logged, want %d; %d enrollments, want 1:\n%s", refused, auditBurst, count("node enrolled"), &buf)
+		t.Fatalf("%d refusals logged, want %d; %d enrollments, want 1:\n%s", refused, auditBurst, count("node enrolled"), buf)
 	}
 	now = now.Add(auditEvery - time.Nanosecond)
 	a.tokenChecked(ctx, "node", verify.ErrNotFound)
 	if count("refused") != auditBurst {
-		t.Fatalf("a refusal logged before the budget allows:\n%s", &buf)
+		t.Fatalf("a refusal logged before the budget allows:\n%s", buf)
 	}
 	now = now.Add(time.Nanosecond)
 	a.tokenChecked(ctx, "node", verify.ErrNotFound)
 	if !strings.Contains(buf.String(), `level=WARN msg="server: log budget spent; lines not logged" kind=refusals suppressed=81`) || count("refused") != auditBurst+1 {
-		t.Errorf("after %v: want a line saying 81 were suppressed, then the refusal:\n%s", auditEvery, &buf)
+		t.Errorf("after %v: want a line saying 81 were suppressed, then the refusal:\n%s", auditEvery, buf)
 	}
 	// Not refusals: no line, no budget spent.
 	a.tokenChecked(ctx, "node", nil)
 	a.tokenChecked(ctx, "node", errors.New("verify: overloaded"))
 	a.nodeChecked(ctx, "worker-2", nil)
 	if count("refused") != auditBurst+1 || count("node enrolled") != 1 {
-		t.Errorf("a line for what is no refusal or enrollment:\n%s", &buf)
+		t.Errorf("a line for what is no refusal or enrollment:\n%s", buf)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

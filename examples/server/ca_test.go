@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"io"
 	"net/http"
 	"os"
@@ -116,7 +115,8 @@ func TestCertificatesLikeK3s(t *testing.T) {
 // TestCAChain: with -ca-chain, each CA is an intermediate of a root, as a
 // k3s cluster with a custom CA (k3s contrib/util/generate-custom-ca-certs.sh):
 // /cacerts is the CA then the root; the hash the server logs is the one
-// a K10 token pins, k3s's pkg/clientaccess/token.go hashCA of /cacerts;
+// a K10 token pins, k3s's pkg/clientaccess/token.go hashCA of /cacerts
+// (the root's);
 // a client that trusts the root alone connects and can verify what it is
 // issued; a restart on the same -data-dir serves the same chain.
 func TestCAChain(t *testing.T) {
@@ -130,6 +130,9 @@ func TestCAChain(t *testing.T) {
 	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, append(args, "-ca-chain"), out, out) }).withCAs(t, dir)
 	s.token = "join-secret"
 
+	// hashCA takes for roots the bundle's later certificates without an
+	// authority key ID (or with their own), and hashes the DER of the
+	// root the first certificate verifies to.
 	_, cacerts := s.get(t, "/cacerts", "", "", "")
 	bundle := pemCerts(t, cacerts)
 	if len(bundle) != 2 || !bundle[0].IsCA || !bytes.Equal(bundle[0].AuthorityKeyId, bundle[1].SubjectKeyId) ||
@@ -137,18 +140,20 @@ func TestCAChain(t *testing.T) {
 		t.Fatalf("/cacerts is not a CA then its self-signed root:\n%s", cacerts)
 	}
 	root := bundle[1]
+	roots := x509.NewCertPool()
+	roots.AddCert(root)
+	if _, err := bundle[0].Verify(x509.VerifyOptions{Roots: roots}); err != nil {
+		t.Fatalf("/cacerts' CA does not verify to its root: %v", err)
+	}
 	if b, err := os.ReadFile(filepath.Join(dir, "tls", "root-ca.crt")); err != nil || !bytes.Equal(pemCerts(t, b)[0].Raw, root.Raw) {
 		t.Errorf("tls/root-ca.crt is not the root: %v", err)
 	}
-	want := sha256.Sum256(root.Raw)
-	if got := k3sCAHash(t, cacerts); got != hex.EncodeToString(want[:]) || got != loggedCAHash(t, s) {
-		t.Errorf("k3s's hash of /cacerts %s, the root's %x, logged %s: want all three equal", got, want, loggedCAHash(t, s))
+	if want := sha256.Sum256(root.Raw); loggedCAHash(t, s) != hex.EncodeToString(want[:]) {
+		t.Errorf("logged ca-hash %s, want the root's, %x", loggedCAHash(t, s), want)
 	}
 
 	// Trust the root alone: the server's chain leads to it, and so do
 	// the certificates it issues.
-	roots := x509.NewCertPool()
-	roots.AddCert(root)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
 	defer tr.CloseIdleConnections()
 	s.client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -159,7 +164,7 @@ func TestCAChain(t *testing.T) {
 		t.Fatalf("serving-kubelet.crt trusting the root alone: %d %s", resp.StatusCode, body)
 	}
 	issued := pemCerts(t, body)
-	if len(issued) != 3 || !bytes.Equal(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: issued[1].Raw}), pemBlock(t, s.kubeletCA, 0)) || !issued[2].Equal(root) {
+	if len(issued) != 3 || !issued[1].Equal(pemCerts(t, s.kubeletCA)[0]) || !issued[2].Equal(root) {
 		t.Fatalf("answer is not the certificate, the kubelet CA, the root:\n%s", body)
 	}
 	inter := x509.NewCertPool()
@@ -184,7 +189,7 @@ func TestCAHashOneCertificate(t *testing.T) {
 	s := startWithToken(t, "join-secret\n", "join-secret")
 	_, cacerts := s.get(t, "/cacerts", "", "", "")
 	sum := sha256.Sum256(cacerts)
-	if got := loggedCAHash(t, s); got != hex.EncodeToString(sum[:]) || got != k3sCAHash(t, cacerts) {
+	if got := loggedCAHash(t, s); got != hex.EncodeToString(sum[:]) {
 		t.Errorf("logged ca-hash %s, want sha256 of /cacerts %x", got, sum)
 	}
 }
@@ -199,43 +204,11 @@ func loggedCAHash(t *testing.T, s *server) string {
 	return m[1]
 }
 
-// k3sCAHash is k3s pkg/clientaccess/token.go hashCA, written from its
-// description: the SHA-256 of a bundle of one certificate's bytes; of
-// more, the SHA-256 of the DER of the root that the first certificate
-// verifies to, the roots being the later certificates without an
-// authority key ID or whose authority key ID is their own subject key ID.
-func k3sCAHash(t *testing.T, b []byte) string {
-	t.Helper()
-	certs := pemCerts(t, b)
-	if len(certs) > 1 {
-		roots, inter := x509.NewCertPool(), x509.NewCertPool()
-		for _, c := range certs[1:] {
-			if len(c.AuthorityKeyId) == 0 || bytes.Equal(c.AuthorityKeyId, c.SubjectKeyId) {
-				roots.AddCert(c)
-			} else {
-				inter.AddCert(c)
-			}
-		}
-		if chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err == nil {
-			b = chains[0][len(chains[0])-1].Raw
-		}
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // pemCerts parses every certificate in b.
 func pemCerts(t *testing.T, b []byte) []*x509.Certificate {
 	t.Helper()
 	var certs []*x509.Certificate
-	for rest := b; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
+	for _, block := range pemBlocks(b) {
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
 			t.Fatal(err)
@@ -246,18 +219,4 @@ func pemCerts(t *testing.T, b []byte) []*x509.Certificate {
 		t.Fatalf("no certificate in %q", b)
 	}
 	return certs
-}
-
-// pemBlock returns the i-th PEM block of b, encoded.
-func pemBlock(t *testing.T, b []byte, i int) []byte {
-	t.Helper()
-	for rest := b; ; i-- {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			t.Fatalf("no block %d in %q", i, b)
-		}
-		if i == 0 {
-			return pem.EncodeToMemory(block)
-		}
-	}
 }

@@ -183,14 +183,7 @@ func (s *server) join(t *testing.T, node, password, ip string) (int, []byte) {
 // POST with a CSR, the leaf for csrKey and the CA, and no key.
 func checkKubeletCert(t *testing.T, body, ca []byte, cn string, ips []net.IP, usage x509.ExtKeyUsage, csrKey *ecdsa.PublicKey) {
 	t.Helper()
-	var blocks []*pem.Block
-	for rest := body; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		blocks = append(blocks, b)
-	}
+	blocks := pemBlocks(body)
 	switch {
 	case csrKey == nil && (len(blocks) != 3 || blocks[2].Type != "EC PRIVATE KEY"):
 		t.Fatalf("%s: answer is not certificate, CA, key:\n%s", cn, body)
@@ -231,6 +224,18 @@ func checkKubeletCert(t *testing.T, body, ca []byte, cn string, ips []net.IP, us
 	}
 	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(csrKey) {
 		t.Errorf("%s: the certificate is not for the key", cn)
+	}
+}
+
+// pemBlocks returns the PEM blocks of b.
+func pemBlocks(b []byte) []*pem.Block {
+	var blocks []*pem.Block
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return blocks
+		}
+		blocks = append(blocks, block)
 	}
 }
 
