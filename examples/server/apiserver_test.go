@@ -31,7 +31,7 @@ func TestAPIServerKubeStore(t *testing.T) {
 	}
 	caFile := filepath.Join(dir, "ca.crt")
 	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-store", "kube", "-kubeconfig", kubeconfig, "-data-dir", dir}
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out, out) }).withCAs(t, dir)
 
 	ns := nodes(10)
 	joinAll(t, s, ns) // enrolls

@@ -5,9 +5,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -19,47 +21,117 @@ import (
 	"time"
 )
 
-// leafValidity is how long the certificates the CA signs are valid.
-const leafValidity = 365 * 24 * time.Hour
+// Certificates are made as k3s makes them with rancher/dynamiclistener
+// (cert/cert.go NewSelfSignedCACert and NewSignedCert, cert/validity.go
+// CalculateNotBefore): a CA is valid for caValidity from an hour ago; a
+// certificate it signs for leafValidity from its NotBefore, which
+// notBeforeRule sets.
+const (
+	year         = 365 * 24 * time.Hour
+	leafValidity = year
+	caValidity   = 10 * year
+	backdate     = time.Hour // CalculateNotBefore's allowance for clock skew
+)
+
+// notBeforeRule is how a CA sets the NotBefore of what it signs.
+type notBeforeRule string
+
+const (
+	// notBeforeRecent is dynamiclistener's CalculateNotBefore, what k3s
+	// and RKE2 use today: max(now - 1 h, the CA's NotBefore); NotAfter is
+	// one year after it.
+	notBeforeRecent notBeforeRule = "recent"
+	// notBeforeCA is what NewSignedCert did before CalculateNotBefore, in
+	// older k3s and RKE2 releases (the v1.25 line among them): the CA's
+	// NotBefore; NotAfter is one year after now. On a CA a few years old
+	// such a certificate is most of its way to NotAfter when issued.
+	notBeforeCA notBeforeRule = "ca"
+)
+
+// caOptions are how the server's CAs are made and sign.
+type caOptions struct {
+	now       func() time.Time
+	notBefore notBeforeRule
+	// age backdates new CAs: their NotBefore is age + 1 h ago, so that
+	// agents can be tested against a CA several years old.
+	age time.Duration
+	// chain makes each CA an intermediate signed by a root of its own, as
+	// a k3s cluster with a custom CA has (k3s
+	// contrib/util/generate-custom-ca-certs.sh): its bundle is the CA
+	// then the root, and agents pin the root (see caHash).
+	chain bool
+}
 
 // authority is a certificate authority (see authorities for the three
 // the server keeps). It is safe for concurrent use.
 type authority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte // cert, PEM-encoded
-	now  func() time.Time
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	bundle [][]byte // DER: cert, then the certificates above it, the root last
+	pem    []byte   // bundle, PEM-encoded, as /cacerts and the CA files serve it
+	opts   caOptions
 }
 
-func newAuthority(name string, now func() time.Time) (*authority, error) {
+// newAuthority makes a CA named name, signed by parent or, if nil, by
+// itself.
+func newAuthority(name string, parent *authority, o caOptions) (*authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("server: CA key: %w", err)
 	}
-	t := now()
+	notBefore := o.now().Add(-backdate - o.age)
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             t.Add(-time.Hour),
-		NotAfter:              t.Add(10 * leafValidity),
+		NotBefore:             notBefore,
+		NotAfter:              notBefore.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	signer, signerKey := tmpl, key
+	if parent != nil {
+		signer, signerKey = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
 	if err != nil {
 		return nil, fmt.Errorf("server: CA certificate: %w", err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("server: CA certificate: %w", err)
+	bundle := [][]byte{der}
+	if parent != nil {
+		bundle = append(bundle, parent.bundle...)
 	}
-	return &authority{
-		cert: cert,
-		key:  key,
-		pem:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		now:  now,
-	}, nil
+	return newBundled(name, bundle, key, o)
+}
+
+// newBundled returns the CA whose bundle (DER) and key are given; what
+// names it in errors.
+func newBundled(what string, bundle [][]byte, key *ecdsa.PrivateKey, o caOptions) (*authority, error) {
+	cert, err := x509.ParseCertificate(bundle[0])
+	if err != nil {
+		return nil, fmt.Errorf("server: CA %s: %w", what, err)
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) || !cert.IsCA {
+		return nil, fmt.Errorf("server: CA %s: the key is not the certificate's, or it is no CA", what)
+	}
+	var p []byte
+	for _, der := range bundle {
+		p = append(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	return &authority{cert: cert, key: key, bundle: bundle, pem: p, opts: o}, nil
+}
+
+// caHash is the CA hash of a K10 token for a bundle, as k3s
+// pkg/clientaccess/token.go hashCA computes it from /cacerts: the SHA-256
+// of the file's bytes when it holds one certificate, else of the DER of
+// the root its first certificate chains to, which is the bundle's last.
+func (a *authority) caHash() string {
+	b := a.pem
+	if len(a.bundle) > 1 {
+		b = a.bundle[len(a.bundle)-1]
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // leaf is what the CA is asked to sign.
@@ -76,8 +148,8 @@ type leaf struct {
 
 // issue makes a key and a certificate for l signed by the CA. It returns
 // them PEM-encoded as a k3s server answers an older agent's kubelet
-// certificate request (a GET): the certificate, then the CA's, then the
-// private key.
+// certificate request (a GET): the certificate, then the CA bundle, then
+// the private key.
 func (a *authority) issue(l leaf) ([]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -97,7 +169,7 @@ func (a *authority) issue(l leaf) ([]byte, error) {
 // issueFor makes a certificate for l and the public key pub (from the
 // agent's certificate signing request) signed by the CA. It returns it
 // PEM-encoded as a k3s server answers a current agent's request (a POST):
-// the certificate, then the CA's; the agent keeps its private key.
+// the certificate, then the CA bundle; the agent keeps its private key.
 func (a *authority) issueFor(l leaf, pub crypto.PublicKey) ([]byte, error) {
 	certDER, err := a.sign(l, pub)
 	if err != nil {
@@ -117,18 +189,19 @@ func (a *authority) tlsCertificate(l leaf) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.Certificate{Certificate: [][]byte{der, a.cert.Raw}, PrivateKey: key}, nil
+	return tls.Certificate{Certificate: append([][]byte{der}, a.bundle...), PrivateKey: key}, nil
 }
 
+// sign makes a certificate for l and pub, valid as notBeforeRule says.
 func (a *authority) sign(l leaf, pub crypto.PublicKey) ([]byte, error) {
-	t := a.now()
+	notBefore, notAfter := a.validity()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: l.commonName, Organization: l.organization},
 		DNSNames:     l.dnsNames,
 		IPAddresses:  l.ips,
-		NotBefore:    t.Add(-time.Minute),
-		NotAfter:     t.Add(leafValidity),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{l.usage},
 	}
@@ -137,6 +210,20 @@ func (a *authority) sign(l leaf, pub crypto.PublicKey) ([]byte, error) {
 		return nil, fmt.Errorf("server: signing a certificate for %q: %w", l.commonName, err)
 	}
 	return der, nil
+}
+
+// validity returns the NotBefore and NotAfter of a certificate signed
+// now.
+func (a *authority) validity() (notBefore, notAfter time.Time) {
+	now := a.opts.now()
+	if a.opts.notBefore == notBeforeCA {
+		return a.cert.NotBefore, now.Add(leafValidity)
+	}
+	notBefore = now.Add(-backdate)
+	if notBefore.Before(a.cert.NotBefore) {
+		notBefore = a.cert.NotBefore
+	}
+	return notBefore, notBefore.Add(leafValidity)
 }
 
 // serial returns a random 128-bit certificate serial number.
@@ -161,7 +248,10 @@ type authorities struct {
 }
 
 // The CAs' names: their files in <data-dir>/tls, and their common names.
+// With caOptions.chain, rootName is their root's.
 var caNames = [...]string{"server-ca", "client-ca", "kubelet-ca"}
+
+const rootName = "root-ca"
 
 func (a *authorities) each() []**authority { return []**authority{&a.server, &a.client, &a.kubelet} }
 
@@ -170,12 +260,21 @@ func (a *authorities) each() []**authority { return []**authority{&a.server, &a.
 // not exist yet. Several servers starting at once on one dataDir end up
 // with the same CAs: each makes its own in a temporary directory and
 // renames it to tls, which fails for all but the first; the others read
-// the first's.
-func newAuthorities(dataDir string, now func() time.Time) (*authorities, error) {
+// the first's. o's age and chain apply when the CAs are made; CAs read
+// from dataDir keep what they were made with.
+func newAuthorities(dataDir string, o caOptions) (*authorities, error) {
+	var root *authority
 	fresh := func() (*authorities, error) {
+		stamp := o.now().Add(-o.age).Unix()
+		if o.chain {
+			var err error
+			if root, err = newAuthority(fmt.Sprintf("nodepass-example-%s@%d", rootName, stamp), nil, o); err != nil {
+				return nil, err
+			}
+		}
 		a := &authorities{}
 		for i, p := range a.each() {
-			ca, err := newAuthority(fmt.Sprintf("nodepass-example-%s@%d", caNames[i], now().Unix()), now)
+			ca, err := newAuthority(fmt.Sprintf("nodepass-example-%s@%d", caNames[i], stamp), root, o)
 			if err != nil {
 				return nil, err
 			}
@@ -187,7 +286,7 @@ func newAuthorities(dataDir string, now func() time.Time) (*authorities, error) 
 		return fresh()
 	}
 	dir := filepath.Join(dataDir, "tls")
-	if a, err := loadAuthorities(dir, now); err == nil || !errors.Is(err, fs.ErrNotExist) {
+	if a, err := loadAuthorities(dir, o); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return a, err
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
@@ -207,10 +306,17 @@ func newAuthorities(dataDir string, now func() time.Time) (*authorities, error) 
 			return nil, err
 		}
 	}
+	if root != nil {
+		// The root's certificate, for those who pin it; its key is not
+		// kept (the three CAs are all it signs).
+		if err := os.WriteFile(filepath.Join(tmp, rootName+".crt"), root.pem, 0o644); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Another server made them first (rename does not replace a
 		// directory that is not empty): use its.
-		if b, lerr := loadAuthorities(dir, now); lerr == nil {
+		if b, lerr := loadAuthorities(dir, o); lerr == nil {
 			return b, nil
 		}
 		return nil, fmt.Errorf("server: -data-dir: %w", err)
@@ -219,10 +325,10 @@ func newAuthorities(dataDir string, now func() time.Time) (*authorities, error) 
 }
 
 // loadAuthorities reads the three CAs from dir.
-func loadAuthorities(dir string, now func() time.Time) (*authorities, error) {
+func loadAuthorities(dir string, o caOptions) (*authorities, error) {
 	a := &authorities{}
 	for i, p := range a.each() {
-		ca, err := loadAuthority(filepath.Join(dir, caNames[i]), now)
+		ca, err := loadAuthority(filepath.Join(dir, caNames[i]), o)
 		if err != nil {
 			return nil, err
 		}
@@ -231,7 +337,7 @@ func loadAuthorities(dir string, now func() time.Time) (*authorities, error) {
 	return a, nil
 }
 
-// save writes a's certificate to base.crt and its key to base.key (mode
+// save writes a's bundle to base.crt and its key to base.key (mode
 // 0600).
 func (a *authority) save(base string) error {
 	keyDER, err := x509.MarshalECPrivateKey(a.key)
@@ -248,7 +354,7 @@ func (a *authority) save(base string) error {
 }
 
 // loadAuthority reads a CA that save wrote at base.
-func loadAuthority(base string, now func() time.Time) (*authority, error) {
+func loadAuthority(base string, o caOptions) (*authority, error) {
 	certPEM, err := os.ReadFile(base + ".crt")
 	if err != nil {
 		return nil, fmt.Errorf("server: CA: %w", err)
@@ -257,21 +363,24 @@ func loadAuthority(base string, now func() time.Time) (*authority, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: CA: %w", err)
 	}
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || cb.Type != "CERTIFICATE" || kb == nil || kb.Type != "EC PRIVATE KEY" {
-		return nil, fmt.Errorf("server: CA %s.crt/.key: not a PEM certificate and EC key", base)
+	var bundle [][]byte
+	for rest := certPEM; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("server: CA %s.crt: a PEM %q block, want CERTIFICATE", base, b.Type)
+		}
+		bundle = append(bundle, b.Bytes)
 	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("server: CA %s.crt: %w", base, err)
+	kb, _ := pem.Decode(keyPEM)
+	if len(bundle) == 0 || kb == nil || kb.Type != "EC PRIVATE KEY" {
+		return nil, fmt.Errorf("server: CA %s.crt/.key: not PEM certificates and an EC key", base)
 	}
 	key, err := x509.ParseECPrivateKey(kb.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("server: CA %s.key: %w", base, err)
 	}
-	if !key.PublicKey.Equal(cert.PublicKey) || !cert.IsCA {
-		return nil, fmt.Errorf("server: CA %s: the key is not the certificate's, or it is no CA", base)
-	}
-	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(cb), now: now}, nil
+	return newBundled(base, bundle, key, o)
 }

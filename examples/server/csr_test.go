@@ -39,7 +39,7 @@ func TestCertificateSigningRequests(t *testing.T) {
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
 	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir}
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out, out) }).withCAs(t, dir)
 	n := nodes(3)[1] // worker-01
 	ip := []net.IP{net.ParseIP(n.ip)}
 	const serving, client = "/v1-k3s/serving-kubelet.crt", "/v1-k3s/client-kubelet.crt"

@@ -1,11 +1,137 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
 
+// asCommand, set in a test binary's environment, makes it the server
+// command: TestMain runs main with the binary's arguments.
+const asCommand = "NODEPASS_TEST_RUN_SERVER_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(asCommand) == "1" {
+		main() // exits
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// commandWith returns the server command with args, as a user runs it:
+// this test binary, running main.
+func commandWith(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asCommand+"=1")
+	return cmd
+}
+
+// runCommand runs the server command with args to its end and returns its
+// exit code, stdout and stderr.
+func runCommand(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := commandWith(ctx, t, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("server %q: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// TestCommandLine runs the command as a user does: -h and -version print
+// to stdout and exit 0; every wrong flag or value prints one line on
+// stderr and exits 2; a failure prints one line and exits 1.
+func TestCommandLine(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stdout string // its start
+		line   string // stderr's only line; its start
+	}{
+		{[]string{"-h"}, 0, "Usage of server:", ""},
+		{[]string{"-help"}, 0, "Usage of server:", ""},
+		{[]string{"-version"}, 0, "server ", ""},
+		{[]string{"-nope"}, 2, "", "server: flag provided but not defined: -nope"},
+		{[]string{"extra"}, 2, "", `server: unexpected arguments ["extra"]`},
+		{[]string{"-store", "etcd"}, 2, "", `server: -store "etcd": want `},
+		{[]string{"-program", "k8s"}, 2, "", `server: -program "k8s": want k3s or rke2`},
+		{[]string{"-addr", "not an address"}, 2, "", `server: -addr "not an address": `},
+		{[]string{"-addr", "127.0.0.1:99999"}, 2, "", `server: -addr "127.0.0.1:99999": port "99999" is not a number`},
+		{[]string{"-apiservers", "10.0.0.1"}, 2, "", `server: -apiservers "10.0.0.1": `},
+		{[]string{"-shutdown-timeout", "-1s"}, 2, "", "server: -shutdown-timeout -1s: want 0 or more"},
+		{[]string{"-sync-timeout", "0s"}, 2, "", "server: -sync-timeout 0s: want more than 0"},
+		{[]string{"-max-concurrent", "-1"}, 2, "", "server: -max-concurrent -1: want 0"},
+		{[]string{"-namespace", ""}, 2, "", "server: -namespace is empty"},
+		{[]string{"-tls-san", "*"}, 2, "", `server: -tls-san "*": a wildcard`},
+		{[]string{"-tls-san", "api.example.com,*.example.com"}, 2, "", `server: -tls-san "*.example.com": a wildcard`},
+		{[]string{"-tls-san", "api example"}, 2, "", `server: -tls-san "api example": not a DNS name`},
+		{[]string{"-logn", "0", "-addr", "127.0.0.1:0"}, 2, "", "server: -logn 0: verify: Options.Params: verify: invalid params: LogN 0 out of range"},
+		{[]string{"-not-before", "now"}, 2, "", `server: -not-before "now": want recent or ca`},
+		{[]string{"-ca-age-years", "10"}, 2, "", "server: -ca-age-years 10: want 0 to 9"},
+		{[]string{"-ca-age-years", "-1"}, 2, "", "server: -ca-age-years -1: want 0 to 9"},
+		{[]string{"-apiserver-port", "70000"}, 2, "", "server: -apiserver-port 70000: want 0 to 65535"},
+		{[]string{"-store", "dir"}, 2, "", "server: -store dir: give -store-dir or -data-dir"},
+		{[]string{"-apiservers", "127.0.0.1:9345,127.0.0.1:9346"}, 2, "", "server: -store memory with -apiservers naming 2 servers: node passwords in memory are not shared"},
+		{[]string{"-logn", "x"}, 2, "", `server: invalid value "x" for flag -logn: parse error`},
+		{[]string{"-store", "kube", "-kubeconfig", missing}, 1, "", "server: kubeconfig: "},
+	} {
+		code, stdout, stderr := runCommand(t, c.args...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if code != c.code || !strings.HasPrefix(stdout, c.stdout) || (c.line == "" && stderr != "") ||
+			(c.line != "" && (len(lines) != 1 || !strings.HasPrefix(lines[0], c.line))) {
+			t.Errorf("server %q: exit %d, stdout %.80q, stderr %q; want exit %d, stdout %q..., one line %q...",
+				c.args, code, stdout, stderr, c.code, c.stdout, c.line)
+		}
+	}
+}
+
+// TestCommandLogsToStderr: the server's log goes to stderr, as the
+// agent's; stdout has the line saying where it listens. SIGINT stops it
+// with exit 0.
+func TestCommandLogsToStderr(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := commandWith(ctx, t, "-addr", "127.0.0.1:0", "-logn", "4")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "listening on https://127.0.0.1:") {
+		t.Errorf("stdout's first line %q, want listening on ...", sc.Text())
+	}
+	cmd.Process.Signal(os.Interrupt)
+	for sc.Scan() {
+		t.Errorf("stdout has more: %q", sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGINT: %v; stderr:\n%s", err, &stderr)
+	}
+	if !strings.Contains(stderr.String(), `msg="server: ready"`) || !strings.Contains(stderr.String(), `msg="server: shutting down"`) {
+		t.Errorf("stderr has no log of the start and the shutdown:\n%s", &stderr)
+	}
 }

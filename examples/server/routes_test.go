@@ -27,7 +27,7 @@ func startWithToken(t *testing.T, tokenFile, token string, extra ...string) *ser
 		t.Fatal(err)
 	}
 	args := append([]string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir, "-token-file", tf}, extra...)
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out, out) }).withCAs(t, dir)
 	s.token = token
 	return s
 }
@@ -37,7 +37,7 @@ func startWithToken(t *testing.T, tokenFile, token string, extra ...string) *ser
 // wrong one, 401 and a basic-auth challenge.
 func TestAgentRoutes(t *testing.T) {
 	s := startWithToken(t, "join-secret,node,node,k3s:agent\nother,server,server\n", "join-secret",
-		"-apiservers", "10.0.0.1:9345,10.0.0.2:9345")
+		"-apiservers", "10.0.0.1:9345,10.0.0.2:9345", "-store", "dir")
 	n := nodes(2)[1]
 	if resp, body := s.get(t, "/ping", "", "", ""); resp.StatusCode != 200 || string(body) != "pong" {
 		t.Errorf("/ping: %d %q", resp.StatusCode, body)
@@ -102,30 +102,70 @@ func TestAgentRoutes(t *testing.T) {
 	if resp, _ := s.get(t, "/cacerts", "", "", ""); resp.StatusCode != 200 {
 		t.Errorf("/cacerts without a token: %d, want 200", resp.StatusCode)
 	}
+	// /metrics is behind the join token too.
+	if resp, _ := s.get(t, "/metrics", "", "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token: %d, want 401", resp.StatusCode)
+	}
+	s.token = "join-secret"
 	// The tokens were hashed once each at load; checking them cost none.
 	if m := s.metrics(t); m["nodepass_scrypt_runs_total"] != 3 {
 		t.Errorf("scrypt runs %g, want 3: two tokens loaded, one node enrolled", m["nodepass_scrypt_runs_total"])
 	}
 }
 
-// TestTokenFileForms: a bare token, a K10 token and bad files.
+// TestTokenFileForms: a file of one token is read as k3s reads its
+// --token-file and writes its passwd file from it (k3s pkg/util/file.go
+// ReadFile trims white space; pkg/daemons/control/deps/deps.go genUsers
+// and getNodePass give the user "node" the password of a
+// [K10<hash>::]<user>:<password> token, else the token, and "server" the
+// token; pkg/passwd/passwd.go EnsureUser cuts "K10...::<user>:" off,
+// Write quotes with encoding/csv; pkg/clientaccess/token.go parseToken
+// reads the token). Quotes and commas are part of the password.
 func TestTokenFileForms(t *testing.T) {
-	for file, token := range map[string]string{
-		"bare-secret\n":              "bare-secret",
-		"K10abcdef::node:k10-secret": "k10-secret",
+	hash := strings.Repeat("ab", 32)
+	for _, c := range []struct {
+		file          string
+		user, token   string // accepted
+		refusedTokens []string
+	}{
+		{"bare-secret\n", "node", "bare-secret", []string{"bare-secret\n"}},
+		{" bare-secret \n", "server", "bare-secret", nil},
+		{`"cluster-secret"`, "node", `"cluster-secret"`, []string{"cluster-secret"}},
+		{`a"b`, "node", `a"b`, []string{"a"}},
+		{`"`, "node", `"`, nil},
+		{"K10" + hash + "::node:k10-secret", "node", "k10-secret", []string{"K10" + hash + "::node:k10-secret"}},
+		{"K10" + hash + `::node:p"w,x`, "node", `p"w,x`, []string{"p"}},
+		{"K10" + hash + "::server:srv-secret", "server", "srv-secret", nil},
+		{"K10" + hash + "::server:srv-secret", "node", "srv-secret", nil},
+		{"user:pass", "node", "user:pass", []string{"pass"}},
+		{"K10abc:def", "node", "def", []string{"abc:def"}},
 	} {
-		s := startWithToken(t, file, token)
+		s := startWithToken(t, c.file, c.token)
+		s.tokenUser = c.user
 		if resp, body := s.get(t, "/v1-k3s/config", "", "", ""); resp.StatusCode != 200 {
-			t.Errorf("token file %q: %d %s", file, resp.StatusCode, body)
+			t.Errorf("token file %q, %s:%s: %d %s", c.file, c.user, c.token, resp.StatusCode, body)
+		}
+		for _, wrong := range c.refusedTokens {
+			s.token = wrong
+			if resp, _ := s.get(t, "/v1-k3s/config", "", "", ""); resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("token file %q, %s:%s: %d, want 401", c.file, c.user, wrong, resp.StatusCode)
+			}
 		}
 	}
 	dir := t.TempDir()
-	for name, file := range map[string]string{"empty": "", "bad K10": "K10abc::nocolon", "short line": "a,b\n"} {
+	for name, c := range map[string]struct{ file, err string }{
+		"empty":        {"", "holds no token"},
+		"bad K10":      {"K10abc::nocolon", "CA hash has 3 characters"},
+		"no password":  {"K10" + hash + "::node:", "not K10<CA hash>::<user>:<password>"},
+		"short line":   {"a,b\n", "want at least 3"},
+		"short hash":   {"K10abcdef::node:k10-secret", "CA hash has 6 characters"},
+		"no separator": {"K10nocolon", "not K10<CA hash>::<user>:<password>"},
+	} {
 		tf := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
-		os.WriteFile(tf, []byte(file), 0o600)
-		err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-logn", "4", "-token-file", tf}, io.Discard)
-		if err == nil || !strings.HasPrefix(err.Error(), "server: -token-file") {
-			t.Errorf("%s: %v, want a -token-file error", name, err)
+		os.WriteFile(tf, []byte(c.file), 0o600)
+		err := run(t.Context(), []string{"-addr", "127.0.0.1:0", "-logn", "4", "-token-file", tf}, io.Discard, io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), "server: -token-file") || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want a -token-file error saying %q", name, err, c.err)
 		}
 	}
 }
@@ -162,7 +202,7 @@ func TestSharedDataDir(t *testing.T) {
 	got := make([]*authorities, 4)
 	errs := make([]error, 4)
 	for i := range got {
-		wg.Go(func() { got[i], errs[i] = newAuthorities(dir, time.Now) })
+		wg.Go(func() { got[i], errs[i] = newAuthorities(dir, caOptions{now: time.Now, notBefore: notBeforeRecent}) })
 	}
 	wg.Wait()
 	for i := range got {

@@ -28,7 +28,7 @@ import (
 
 // serve runs the HTTPS server over store until ctx ends, then shuts it down
 // gracefully and closes the Verifier. It does not close store.
-func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger, stdout io.Writer) error {
+func serve(ctx context.Context, cfg config, store verify.DigestStore, log *slog.Logger, stdout io.Writer) error {
 	// The metrics Collector is the Verifier's Observer (histograms) and
 	// reads the Verifier's Stats at scrape time (counters).
 	metrics, err := prom.New(nil)
@@ -41,7 +41,7 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	}
 	opts := &verify.Options{
 		DigestKey:     digestKey,
-		Params:        verify.Params{LogN: cfg.logN, R: 8, P: 1, KeyLen: 64, SaltLen: 8},
+		Params:        cfg.params(),
 		MaxConcurrent: cfg.concurrent,
 		Observer:      metrics,
 	}
@@ -54,7 +54,8 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 			log.Info("node let in while its password hash could not be stored; now stored", "node", node)
 		}}
 	}
-	v, err := verify.New(store, opts)
+	audit := newAudit(log, time.Now)
+	v, err := verify.New(audit.watched(store), opts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -67,16 +68,16 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 
 	authOpts := &httpauth.Options{Program: cfg.program, Logger: log}
 	if cfg.tokenFile != "" {
-		if err := loadTokenFile(ctx, v, cfg.tokenFile); err != nil {
+		if err := loadTokenFile(ctx, v, cfg.tokenFile, cfg.program); err != nil {
 			return err
 		}
-		authOpts.Tokens = v
+		authOpts.Tokens = auditedVerifier{v, audit}
 	}
-	auth, err := httpauth.New(v, authOpts)
+	auth, err := httpauth.New(auditedVerifier{v, audit}, authOpts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	cas, err := newAuthorities(cfg.dataDir, time.Now)
+	cas, err := newAuthorities(cfg.dataDir, cfg.caOptions())
 	if err != nil {
 		return err
 	}
@@ -96,15 +97,18 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	apiservers := cfg.apiservers
-	if len(apiservers) == 0 {
-		apiservers = []string{ln.Addr().String()}
+	mux := routes(cfg, cas, own, announce(cfg, ln.Addr().(*net.TCPAddr)), auth, log)
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if cfg.tokenFile != "" {
+		mux.Handle("GET /metrics", auth.TokenHandler(metricsHandler))
+	} else {
+		// Without join tokens there is no credential to ask for.
+		log.Warn("server: no -token-file: /metrics is served without authentication")
+		mux.Handle("GET /metrics", metricsHandler)
 	}
-	mux := routes(cfg, cas, own, apiservers, auth, log)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
 	srv := &http.Server{
-		Handler:           httpauth.ArrivalHandler(mux), // dates each request: MaxWait counts the TLS handshake
+		Handler:           httpauth.ArrivalHandler(withRemote(mux)), // dates each request: MaxWait counts the TLS handshake
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -112,7 +116,7 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
-	log.Info("server: ready", "program", cfg.program, "store", cfg.store, "logn", cfg.logN)
+	log.Info("server: ready", "program", cfg.program, "store", cfg.store, "logn", cfg.logN, "ca-hash", cas.server.caHash())
 	fmt.Fprintf(stdout, "listening on https://%s\n", ln.Addr())
 
 	select {
@@ -133,13 +137,75 @@ func serve(ctx context.Context, cfg config, store verify.Store, log *slog.Logger
 	return nil
 }
 
+// announced is what a server tells agents of the cluster.
+type announced struct {
+	supervisorPort int      // where agents ask for certificates: this server's port
+	apiserverPort  int      // the API servers' port: -apiserver-port
+	apiservers     []string // the API servers' endpoints, /apiservers's answer
+}
+
+// announce returns what the server at addr tells agents. As k3s and RKE2
+// do, /v1-<prog>/apiservers lists API server endpoints (k3s
+// pkg/server/handlers/handlers.go APIServers: the kubernetes service's
+// EndpointSlices and etcd's records of the API servers) at the API
+// server's port, which is the supervisor's on k3s and 6443 beside a
+// supervisor on 9345 on RKE2 (rancher/rke2 pkg/cli/defaults/defaults.go:
+// SupervisorPort 9345, HTTPSPort 6443).
+func announce(cfg config, addr *net.TCPAddr) announced {
+	a := announced{supervisorPort: addr.Port, apiserverPort: cfg.apiserverPort, apiservers: cfg.apiservers}
+	if a.apiserverPort == 0 {
+		a.apiserverPort = a.supervisorPort
+		if cfg.program == "rke2" {
+			a.apiserverPort = rke2APIServerPort
+		}
+	}
+	if len(a.apiservers) == 0 {
+		a.apiservers = []string{net.JoinHostPort(addr.IP.String(), strconv.Itoa(a.apiserverPort))}
+	}
+	return a
+}
+
+// rke2APIServerPort is RKE2's API server port, apart from its
+// supervisor's (9345).
+const rke2APIServerPort = 6443
+
+// noDatastoreWait is how long k3s takes to answer /apiservers when its
+// datastore does not answer: the 5 s context of k3s
+// pkg/server/handlers/handlers.go APIServers, which its address
+// collector (getAddressCollector) waits out before it answers [].
+const noDatastoreWait = 5 * time.Second
+
+// apiserversHandler answers /v1-<prog>/apiservers with servers as JSON
+// or, with noDatastore, as k3s does when its datastore does not answer:
+// [] after noDatastoreWait, or nothing once the client has gone. (k3s
+// also spins a core meanwhile; this does not.)
+func apiserversHandler(servers []string, noDatastore bool) http.Handler {
+	answer, _ := json.Marshal(servers)
+	if noDatastore {
+		answer = []byte("[]")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if noDatastore {
+			t := time.NewTimer(noDatastoreWait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(answer)
+	})
+}
+
 // routes are a k3s supervisor's routes for its agents (pkg/server/handlers
 // in k3s): /cacerts and /ping without authentication; the two kubelet
 // certificates behind the node password (and the join token, with
 // -token-file); and, with -token-file only, behind the token: the
 // configuration, the CA files, the servers to use, and the kube-proxy's
 // and controller's client certificates.
-func routes(cfg config, cas *authorities, own leaf, apiservers []string, auth *httpauth.Auth, log *slog.Logger) *http.ServeMux {
+func routes(cfg config, cas *authorities, own leaf, a announced, auth *httpauth.Auth, log *slog.Logger) *http.ServeMux {
 	prefix := "/v1-" + cfg.program
 	ipHeader := strings.ToUpper(cfg.program[:1]) + cfg.program[1:] + "-Node-Ip"
 	mux := http.NewServeMux()
@@ -169,22 +235,14 @@ func routes(cfg config, cas *authorities, own leaf, apiservers []string, auth *h
 	}
 	mux.Handle("GET "+prefix+"/client-ca.crt", auth.TokenHandler(pemFile(cas.client.pem)))
 	mux.Handle("GET "+prefix+"/server-ca.crt", auth.TokenHandler(pemFile(cas.server.pem)))
-	port := 0
-	if len(apiservers) > 0 {
-		if _, p, err := net.SplitHostPort(apiservers[0]); err == nil {
-			port, _ = strconv.Atoi(p)
-		}
-	}
-	config, _ := json.Marshal(map[string]any{"SupervisorPort": port, "HTTPSPort": port, "Program": cfg.program})
+	// k3s's /config is its whole control configuration; agents read
+	// these fields of it (k3s pkg/daemons/config/types.go Control).
+	config, _ := json.Marshal(map[string]any{"SupervisorPort": a.supervisorPort, "HTTPSPort": a.apiserverPort, "Program": cfg.program})
 	mux.Handle("GET "+prefix+"/config", auth.TokenHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(config)
 	})))
-	servers, _ := json.Marshal(apiservers)
-	mux.Handle("GET "+prefix+"/apiservers", auth.TokenHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(servers)
-	})))
+	mux.Handle("GET "+prefix+"/apiservers", auth.TokenHandler(apiserversHandler(a.apiservers, cfg.noDatastore)))
 	for name, cn := range map[string]string{"client-kube-proxy.crt": "system:kube-proxy", "client-" + cfg.program + "-controller.crt": "system:" + cfg.program + "-controller"} {
 		mux.Handle("POST "+prefix+"/"+name, auth.TokenHandler(componentCert(cas.client, log, cn)))
 	}

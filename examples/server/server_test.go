@@ -8,8 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -65,7 +63,8 @@ type server struct {
 	// certificates; read from -data-dir by withCAs.
 	clientCA, kubeletCA []byte
 	out                 *output
-	token               string // if not "", every request carries basic auth node:<token>
+	token               string // if not "", every request carries basic auth <tokenUser>:<token>
+	tokenUser           string // "" means node
 }
 
 // withCAs reads s's client and kubelet CAs from its -data-dir, and checks
@@ -147,7 +146,11 @@ func (s *server) send(t *testing.T, method, path, node, password, ip string, bod
 		}
 	}
 	if s.token != "" {
-		req.SetBasicAuth("node", s.token)
+		user := s.tokenUser
+		if user == "" {
+			user = "node"
+		}
+		req.SetBasicAuth(user, s.token)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -180,14 +183,7 @@ func (s *server) join(t *testing.T, node, password, ip string) (int, []byte) {
 // POST with a CSR, the leaf for csrKey and the CA, and no key.
 func checkKubeletCert(t *testing.T, body, ca []byte, cn string, ips []net.IP, usage x509.ExtKeyUsage, csrKey *ecdsa.PublicKey) {
 	t.Helper()
-	var blocks []*pem.Block
-	for rest := body; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		blocks = append(blocks, b)
-	}
+	blocks := pemBlocks(body)
 	switch {
 	case csrKey == nil && (len(blocks) != 3 || blocks[2].Type != "EC PRIVATE KEY"):
 		t.Fatalf("%s: answer is not certificate, CA, key:\n%s", cn, body)
@@ -228,6 +224,18 @@ func checkKubeletCert(t *testing.T, body, ca []byte, cn string, ips []net.IP, us
 	}
 	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(csrKey) {
 		t.Errorf("%s: the certificate is not for the key", cn)
+	}
+}
+
+// pemBlocks returns the PEM blocks of b.
+func pemBlocks(b []byte) []*pem.Block {
+	var blocks []*pem.Block
+	for {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return blocks
+		}
+		blocks = append(blocks, block)
 	}
 }
 
@@ -290,7 +298,7 @@ func TestJoin50Nodes(t *testing.T) {
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
 	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir}
-	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out) }).withCAs(t, dir)
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out, out) }).withCAs(t, dir)
 
 	ns := nodes(50)
 	joinAll(t, s, ns)
@@ -378,23 +386,5 @@ func TestKubeStore(t *testing.T) {
 	}
 	if m := s.metrics(t); m["nodepass_enrollments_total"] != 10 || m["nodepass_store_errors_total"] != 0 {
 		t.Errorf("enrollments %g, store errors %g; want 10 and 0", m["nodepass_enrollments_total"], m["nodepass_store_errors_total"])
-	}
-}
-
-func TestFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"-store", "etcd"},
-		{"-program", "k8s"},
-		{"extra"},
-		{"-logn", "0", "-addr", "127.0.0.1:0"},
-		{"-store", "kube", "-kubeconfig", filepath.Join(t.TempDir(), "missing")},
-		{"-addr", "not an address"},
-	} {
-		if err := run(t.Context(), args, io.Discard); err == nil || !strings.HasPrefix(err.Error(), "server: ") {
-			t.Errorf("run(%q) = %v, want a server: error", args, err)
-		}
-	}
-	if err := run(t.Context(), []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("run(-h) = %v, want flag.ErrHelp", err)
 	}
 }

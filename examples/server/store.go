@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodepass/nodepass/examples/internal/cli"
 	"github.com/nodepass/nodepass/kube"
 	"github.com/nodepass/nodepass/verify"
 )
@@ -21,14 +23,46 @@ const (
 	kubeBurst = 100
 )
 
+// errDataDirShared is lockDataDir's answer when dataDir is locked the
+// other way: by a -store memory server, or by others when this one has
+// -store memory.
+var errDataDirShared = errors.New("server: -data-dir is shared")
+
+// memoryNotShared says why -store memory cannot serve with other servers.
+const memoryNotShared = "node passwords in memory are not shared, so a node enrolled on one server could get its certificates from another under another password; give every server -store dir (servers on one machine) or -store kube"
+
+// lockServers locks cfg's -data-dir (see lockDataDir) and refuses, as a
+// usage error, a -data-dir shared with a -store memory server.
+func lockServers(cfg config) (func(), error) {
+	if cfg.dataDir == "" {
+		return func() {}, nil
+	}
+	unlock, err := lockDataDir(cfg.dataDir, cfg.store == "memory")
+	switch {
+	case errors.Is(err, errDataDirShared) && cfg.store == "memory":
+		return nil, cli.Usagef("server: -store memory: another server uses -data-dir %s; %s", cfg.dataDir, memoryNotShared)
+	case errors.Is(err, errDataDirShared):
+		return nil, cli.Usagef("server: -data-dir %s is used by a server with -store memory, which does not share node passwords; restart it with -store dir or -store kube", cfg.dataDir)
+	}
+	return unlock, err
+}
+
 // openStore returns the Store the flags ask for and a function that closes
 // it. A kube Store is started and its cache synced before openStore
 // returns; it runs until closed, so that requests still in flight during a
 // graceful shutdown are answered.
-func openStore(ctx context.Context, cfg config, log *slog.Logger) (verify.Store, func(), error) {
-	if cfg.store == "memory" {
-		log.Warn("server: hashes are kept in memory and lost on exit; use -store kube to keep them in Secrets")
+func openStore(ctx context.Context, cfg config, log *slog.Logger) (verify.DigestStore, func(), error) {
+	switch cfg.store {
+	case "memory":
+		log.Warn("server: hashes are kept in memory and lost on exit, and no other server sees them; use -store dir or -store kube to keep them")
 		return verify.NewMemoryStore(), func() {}, nil
+	case "dir":
+		s, err := openDirStore(cfg.storeDir, cfg.program)
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Info("server: hashes are kept in files", "dir", cfg.storeDir)
+		return s, func() {}, nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = cfg.kubeconfig

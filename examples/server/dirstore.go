@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/nodepass/nodepass/verify"
+)
+
+// dirStore is a verify.DigestStore in a directory that several server
+// processes on one machine can share (-store dir): one file per node,
+// named as k3s names the node's secret (<node>.node-password.<program>),
+// holding its hash. A file is created whole or not at all, and only
+// once: Create writes a temporary file, then links it to the node's name,
+// which fails when the name exists, so of two servers enrolling one node
+// at once the second gets verify.ErrExists and verifies against the
+// first's hash, as with Kubernetes Secrets. Hash files are never changed;
+// deleting one lets its node enroll again. A remembered digest is a
+// second file, <name>.digest, replaced whole (rename), holding the hash
+// it is bound to and the digest. It is safe for concurrent use.
+type dirStore struct {
+	dir     string
+	program string
+}
+
+// openDirStore returns the store in dir, making dir (mode 0700) if it
+// does not exist.
+func openDirStore(dir, program string) (*dirStore, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("server: -store-dir: %w", err)
+	}
+	return &dirStore{dir: dir, program: program}, nil
+}
+
+// path returns the file of node's hash. Names the Verifier passes are
+// DNS-1123 subdomains; any other that would leave dir is refused.
+func (s *dirStore) path(node string) (string, error) {
+	if node == "" || node[0] == '.' || strings.ContainsAny(node, `/\`) || len(node) > 253 {
+		return "", fmt.Errorf("server: store dir: %w: node name %q", verify.ErrInvalidInput, node)
+	}
+	return filepath.Join(s.dir, node+".node-password."+s.program), nil
+}
+
+// Get implements verify.Store: it reads node's file.
+func (s *dirStore) Get(_ context.Context, node string) (string, error) {
+	p, err := s.path(node)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("%w: %q", verify.ErrNotFound, node)
+	case err != nil:
+		return "", fmt.Errorf("server: store dir: %w", err)
+	}
+	hash := strings.TrimSpace(string(b))
+	if hash == "" {
+		return "", fmt.Errorf("server: store dir: %s is empty", p)
+	}
+	return hash, nil
+}
+
+// Create implements verify.Store: it creates node's file holding hash, or
+// fails wrapping verify.ErrExists if it exists.
+func (s *dirStore) Create(_ context.Context, node, hash string) error {
+	p, err := s.path(node)
+	if err != nil {
+		return err
+	}
+	tmp, err := s.writeTemp([]byte(hash + "\n"))
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, p); errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %q", verify.ErrExists, node)
+	} else if err != nil {
+		return fmt.Errorf("server: store dir: %w", err)
+	}
+	return s.syncDir()
+}
+
+// GetWithDigest implements verify.DigestStore: Get, and the digest
+// remembered for node while its hash is the one read.
+func (s *dirStore) GetWithDigest(ctx context.Context, node string) (string, []byte, error) {
+	hash, err := s.Get(ctx, node)
+	if err != nil {
+		return "", nil, err
+	}
+	p, _ := s.path(node) // Get checked node
+	b, err := os.ReadFile(p + ".digest")
+	if err != nil {
+		return hash, nil, nil // none remembered, or unreadable: scrypt decides
+	}
+	bound, digest, _ := bytes.Cut(bytes.TrimSpace(b), []byte("\n"))
+	d, err := hex.DecodeString(string(digest))
+	if string(bound) != hash || err != nil {
+		return hash, nil, nil
+	}
+	return hash, d, nil
+}
+
+// RememberDigest implements verify.DigestStore: it replaces node's digest
+// while node's hash is hash, and does nothing otherwise.
+func (s *dirStore) RememberDigest(ctx context.Context, node, hash string, digest []byte) error {
+	current, err := s.Get(ctx, node)
+	if errors.Is(err, verify.ErrNotFound) || err == nil && current != hash {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p, _ := s.path(node)
+	tmp, err := s.writeTemp([]byte(hash + "\n" + hex.EncodeToString(digest) + "\n"))
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp) // gone after the rename; left only on failure
+	if err := os.Rename(tmp, p+".digest"); err != nil {
+		return fmt.Errorf("server: store dir: %w", err)
+	}
+	return nil
+}
+
+// writeTemp writes b to a new temporary file in the store's directory
+// (mode 0600), synced to disk, and returns its name.
+func (s *dirStore) writeTemp(b []byte) (string, error) {
+	f, err := os.CreateTemp(s.dir, ".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("server: store dir: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("server: store dir: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// syncDir makes a new name in the store's directory durable (where a
+// directory can be synced: not on Windows).
+func (s *dirStore) syncDir() error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return fmt.Errorf("server: store dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("server: store dir: %w", err)
+	}
+	return nil
+}
