@@ -145,7 +145,7 @@ func TestColdJoin(t *testing.T) {
 			t.Errorf("%s: issued %v, status %v, err %v; want issued, valid", cr.Name, cr.Issued, cr.Status.State, cr.Err)
 		}
 	}
-	if string(res.Config) != `{"clusterDomain":"cluster.local"}` {
+	if string(res.Config) != s.config() {
 		t.Errorf("config %q", res.Config)
 	}
 	st := c.Stats()
