@@ -345,7 +345,8 @@ func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPo
 	}
 	want := s.checkSpec
 	want.Roots = roots
-	st := checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, want, time.Now())
+	now := time.Now()
+	st := checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, want, now, now)
 	if !st.State.Usable() {
 		return st, fmt.Errorf("agent: %s sent an unusable certificate for %s: %w", a.addr, s.certFile, st.Err)
 	}

@@ -39,7 +39,8 @@ const (
 	// CertOtherCA: the certificate does not chain to the CA given, for
 	// the usage wanted.
 	CertOtherCA
-	// CertExpired: past its NotAfter, or before its NotBefore.
+	// CertExpired: past its NotAfter, or before its NotBefore and the
+	// time it was written.
 	CertExpired
 )
 
@@ -92,21 +93,35 @@ type CertCheck struct {
 
 // CheckCert checks the PEM certificate in certFile (a chain: the
 // certificate first, then the CAs, as a k3s server sends it) and its
-// private key in keyFile at time now: the certificate parses, is for the
-// key, carries want.Name, chains to want.Roots for want.Usage, and is
+// private key in keyFile at time now. The certificate must parse, be for
+// the key, carry want.Name, chain to want.Roots for want.Usage, and be
 // within its validity. A certificate that passes is CertValid until its
 // renewal time and CertRenewDue after.
 //
-// The renewal time is drawn once per certificate from the window
-// [RenewAfter, RenewAfter + (1-RenewAfter)·2/3] of its lifetime, as the
-// kubelet's certificate manager draws from 70-90 %, but by a hash of the
-// certificate rather than at random: a fleet's certificates spread over
-// the window, and an agent that restarts checks the same time again
-// instead of drawing an earlier one.
+// Its lifetime counts from when it was issued to this agent: the later
+// of its NotBefore and the time certFile was written. k3s servers set
+// NotBefore to the CA's NotBefore in older releases, so a lifetime read
+// from NotBefore alone would be spent on a CA a few years old. The
+// renewal time is drawn from the window [RenewAfter, RenewAfter +
+// (1-RenewAfter)·2/3] of that lifetime, as the kubelet's certificate
+// manager draws from 70-90 %. The draw is a hash of the certificate, not
+// a random number. A fleet's certificates still spread over the window,
+// and an agent that restarts finds the same time again.
+//
+// A certificate written before its NotBefore is valid from the time it
+// was written. Its server judged it valid then, and the agent's clock
+// lags the server's.
 func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStatus {
 	certPEM, err := os.ReadFile(certFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return certFailure(CertMissing, certFile, "no such file")
+	}
+	var written time.Time
+	if err == nil {
+		var fi fs.FileInfo
+		if fi, err = os.Stat(certFile); err == nil {
+			written = fi.ModTime()
+		}
 	}
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "%v", err)
@@ -118,16 +133,16 @@ func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStat
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "its key: %v", err)
 	}
-	return checkPEM(certPEM, keyPEM, certFile, keyFile, want, now)
+	return checkPEM(certPEM, keyPEM, certFile, keyFile, want, now, written)
 }
 
 func certFailure(s CertState, certFile, format string, args ...any) CertStatus {
 	return CertStatus{State: s, Err: fmt.Errorf("agent: %s: "+format, append([]any{certFile}, args...)...)}
 }
 
-// checkPEM is CheckCert on the files' contents; the file names are for
-// the errors.
-func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, now time.Time) CertStatus {
+// checkPEM is CheckCert on the files' contents, the certificate written
+// at written; the file names are for the errors.
+func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, now, written time.Time) CertStatus {
 	chain, err := parseCertsPEM(certPEM)
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "%v", err)
@@ -143,8 +158,12 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	if !hasName(cert, want) {
 		return certFailure(CertWrongName, certFile, "issued to %q (DNS names %q), want %q", cert.Subject.CommonName, cert.DNSNames, want.Name)
 	}
-	st := CertStatus{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, want.RenewAfter)}
-	if now.After(cert.NotAfter) || now.Before(cert.NotBefore) {
+	st := CertStatus{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, want.RenewAfter, written)}
+	at := now // the time the chain is checked at
+	if now.Before(cert.NotBefore) && !now.Before(written) {
+		at = cert.NotBefore // the agent's clock lags its server's
+	}
+	if now.After(cert.NotAfter) || at.Before(cert.NotBefore) {
 		st.State, st.Err = CertExpired, fmt.Errorf("agent: %s: valid from %s to %s, not at %s",
 			certFile, cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		return st
@@ -165,7 +184,7 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 			}
 		}
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now,
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
 		KeyUsages: []x509.ExtKeyUsage{want.Usage}}); err != nil {
 		st.State, st.Err = CertOtherCA, fmt.Errorf("agent: %s: does not chain to the server's CA: %w", certFile, err)
 		return st
@@ -186,17 +205,20 @@ func hasName(cert *x509.Certificate, want CertCheck) bool {
 	return want.Usage == x509.ExtKeyUsageServerAuth && slices.Contains(cert.DNSNames, want.Name)
 }
 
-// renewAt is when cert is due for renewal: a point of the window (see
-// CheckCert) chosen by the hash of the certificate.
-func renewAt(cert *x509.Certificate, after float64) time.Time {
+// renewAt is when cert, written at written, is due for renewal: a point
+// of the window (see CheckCert) chosen by the hash of the certificate.
+func renewAt(cert *x509.Certificate, after float64, written time.Time) time.Time {
 	if after <= 0 || after >= 1 {
 		after = DefaultRenewAfter
 	}
 	sum := sha256.Sum256(cert.Raw)
 	u := float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53) // [0, 1)
 	frac := after + u*(1-after)*2/3
-	life := cert.NotAfter.Sub(cert.NotBefore)
-	return cert.NotBefore.Add(time.Duration(frac * float64(life)))
+	start := cert.NotBefore
+	if written.After(start) && written.Before(cert.NotAfter) {
+		start = written
+	}
+	return start.Add(time.Duration(frac * float64(cert.NotAfter.Sub(start))))
 }
 
 // parseCertsPEM parses every CERTIFICATE block of data, in order; other

@@ -107,6 +107,16 @@ var allFiles = []string{
 	"client-kube-proxy.crt", "client-kube-proxy.key", "client-k3s-controller.crt", "client-k3s-controller.key",
 }
 
+// ageFiles sets the time the agent's certificates in dir were written.
+func ageFiles(t *testing.T, dir string, when time.Time) {
+	t.Helper()
+	for _, f := range allFiles {
+		if err := os.Chtimes(filepath.Join(dir, "agent", f), when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // checkFiles checks that the agent's files are where a k3s agent keeps
 // them, mode 0600, with no temporary file beside them.
 func checkFiles(t *testing.T, dir string) {
@@ -522,6 +532,7 @@ func TestRenewalFailureKeepsValid(t *testing.T) {
 	}
 	dir := t.TempDir()
 	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	ageFiles(t, dir, time.Now().Add(-95*time.Hour)) // issued 95 hours ago
 
 	var failing atomic.Bool
 	failing.Store(true)
@@ -649,5 +660,65 @@ func TestNodePasswordRequestsStay(t *testing.T) {
 	}
 	if a.total() == 0 || b.total() == 0 {
 		t.Errorf("requests %d and %d: want both servers used", a.total(), b.total())
+	}
+}
+
+// Certificates dated as k3s dates them, on a CA five years old, by
+// today's rule and by the older one (see issueRule). A restart requests
+// none, and each is due for renewal 70-90 % of the way from when it was
+// written to when it expires: a year, not the five since the CA's
+// NotBefore.
+func TestKeptOnOldCA(t *testing.T) {
+	for _, rule := range []issueRule{ruleToday, ruleOlder} {
+		t.Run(rule.String(), func(t *testing.T) {
+			cl := newCluster(t)
+			cl.serverCA = newTestCAAt(t, "server-ca", time.Now().Add(-5*year), nil)
+			cl.clientCA = newTestCAAt(t, "client-ca", time.Now().Add(-5*year), nil)
+			s := newSupervisor(t, cl)
+			s.rule = rule
+			dir := t.TempDir()
+			written := time.Now()
+			get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+			c := newClient(t, testOptions(cl, s.addr, dir, nil))
+			res := get(t, c)
+			if st := c.Stats(); st.Requested != 0 || st.Kept != 4 {
+				t.Errorf("on restart: %d certificates requested, %d kept; want 0, 4", st.Requested, st.Kept)
+			}
+			for _, cr := range res.Certs {
+				life := cr.Status.NotAfter.Sub(written)
+				if at := cr.Status.RenewAt.Sub(written); at < life*7/10-time.Minute || at > life*9/10+time.Minute {
+					t.Errorf("%s: renewal %v after it was written, want within 70-90 %% of %v", cr.Name, at, life)
+				}
+			}
+		})
+	}
+}
+
+// An agent whose clock lags its server's by two hours gets certificates
+// before their NotBefore: it keeps them, on this run and the next, and
+// does not renew them before most of a year.
+func TestClockLag(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	s.validity = func() (time.Time, time.Time) {
+		nb := time.Now().Add(2 * time.Hour)
+		return nb, nb.Add(year)
+	}
+	dir := t.TempDir()
+	c := newClient(t, testOptions(cl, s.addr, dir, nil))
+	get(t, c)
+	if st := c.Stats(); st.Attempts != 1 || st.Issued != 4 {
+		t.Errorf("%d attempts, %d certificates issued; want 1, 4", st.Attempts, st.Issued)
+	}
+	c = newClient(t, testOptions(cl, s.addr, dir, nil))
+	get(t, c)
+	if st := c.Stats(); st.Requested != 0 {
+		t.Errorf("%d certificates requested on restart, want 0", st.Requested)
+	}
+	c.mu.Lock()
+	d := c.untilRenewal(nil)
+	c.mu.Unlock()
+	if d < 200*24*time.Hour {
+		t.Errorf("renewal in %v, want most of a year", d)
 	}
 }
