@@ -101,7 +101,7 @@ type prelude struct {
 // held.
 func (c *Client) attempt(ctx context.Context) (*Result, error) {
 	c.stats.attempts.Add(1)
-	c.askedUntil = time.Time{}
+	c.askedUntil, c.caDoubted = time.Time{}, false
 	if err := c.ensureTrust(ctx); err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 		c.prelude = p
 	}
 	now := time.Now()
-	res := &Result{Config: c.prelude.config, Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust}
+	res := &Result{Config: c.prelude.config, Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust.pool()}
 	for i, s := range c.certs {
 		roots := c.prelude.clientCA
 		if s.serverCA {
@@ -182,71 +182,6 @@ func (c *Client) caFile(server bool) string {
 		return filepath.Join(c.agentDir, "server-ca.crt")
 	}
 	return filepath.Join(c.agentDir, "client-ca.crt")
-}
-
-// ensureTrust makes sure the servers' CA is known, from server-ca.crt on
-// disk (if it matches the token's hash) or from GET /cacerts: the bundle
-// must match the token's hash, and the certificate of the server that
-// sent it must chain to it (or to the host's roots, as k3s accepts).
-func (c *Client) ensureTrust(ctx context.Context) error {
-	if c.trust != nil {
-		return nil
-	}
-	if b, err := os.ReadFile(c.caFile(true)); err == nil && c.matchesToken(b) == nil {
-		if pool := x509.NewCertPool(); pool.AppendCertsFromPEM(b) {
-			c.trust, c.trustFromDisk = pool, true
-			return nil
-		}
-	}
-	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true})
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error {
-		c.servers.MarkDown(a.addr, time.Now().Add(c.opts.RecoveryDelay))
-		c.dropConn(a.addr)
-		return fmt.Errorf("agent: the CA from %s: %w", a.addr, err)
-	}
-	if err := c.matchesToken(a.body); err != nil {
-		return fail(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(a.body) {
-		return fail(errors.New("no PEM certificate"))
-	}
-	if c.tok.caHash == "" && !c.warnedNoHash {
-		c.warnedNoHash = true
-		c.log.Warn("agent: the token has no CA hash: the servers' CA is trusted as the first server sent it; use the full token (K10<hash>::...) from a server's node-token file")
-	}
-	if !a.sc.verified {
-		host, _, _ := net.SplitHostPort(a.addr)
-		if err := verifyPeer(*a.tls, host, pool); err != nil {
-			sys, serr := x509.SystemCertPool()
-			if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
-				return fail(fmt.Errorf("the server's own certificate does not chain to it: %w", err))
-			}
-			pool = sys
-			pool.AppendCertsFromPEM(a.body)
-		}
-		a.sc.verified = true
-	}
-	c.trust, c.trustFromDisk = pool, false
-	return nil
-}
-
-// matchesToken checks bundle against the token's CA hash, if it has one.
-func (c *Client) matchesToken(bundle []byte) error {
-	if c.tok.caHash == "" {
-		return nil
-	}
-	h, err := hashCA(bundle)
-	if err != nil {
-		return err
-	}
-	if h != c.tok.caHash {
-		return fmt.Errorf("CA hash %s does not match the token's %s", h, c.tok.caHash)
-	}
-	return nil
 }
 
 // fetchPrelude gets the server's configuration, the list of servers and

@@ -121,8 +121,12 @@ type Client struct {
 
 	mu            sync.Mutex             // held by an attempt; guards the fields below
 	conns         map[string]*serverConn // by address
-	trust         *x509.CertPool         // the servers' CA, nil until known
+	trust         *trustedCA             // the servers' CA, nil until known
 	trustFromDisk bool                   // trust was read from server-ca.crt, not fetched
+	// caDoubted: a server's certificate did not chain to the CA read from
+	// disk during this attempt. If the attempt fails, the next fetches
+	// the CA again (diskCAStale).
+	caDoubted, diskCAStale bool
 	warnedNoHash  bool
 	backoff       Backoff
 	nodeServer    string   // the server that accepted the last node-password request

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -73,8 +72,7 @@ func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap bool) (net.
 		InsecureSkipVerify: true,
 	}
 	if !bootstrap {
-		trust := c.trust // read under Client.mu: dials run within an attempt
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifyPeer(cs, host, trust) }
+		cfg.VerifyConnection = c.trust.verifier(addr) // read under Client.mu: dials run within an attempt
 	}
 	tc := tls.Client(raw, cfg)
 	c.stats.handshakes.Add(1)
@@ -86,26 +84,6 @@ func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap bool) (net.
 		c.stats.resumed.Add(1)
 	}
 	return tc, nil
-}
-
-// verifyPeer checks that the server's certificate chains to roots and
-// names host.
-func verifyPeer(cs tls.ConnectionState, host string, roots *x509.CertPool) error {
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("agent: the server sent no certificate")
-	}
-	if roots == nil {
-		return errors.New("agent: no CA to check the server's certificate against")
-	}
-	inter := x509.NewCertPool()
-	for _, c := range cs.PeerCertificates[1:] {
-		inter.AddCert(c)
-	}
-	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host})
-	if err != nil {
-		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
-	}
-	return nil
 }
 
 // conn returns the connection to addr, made if there is none (or the
@@ -224,10 +202,11 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 		}
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) && c.trustFromDisk {
-			// The CA kept on disk is not the servers' any more: fetch it
-			// again (next attempt), checked against the token.
-			c.log.Warn("agent: the server's certificate does not chain to the CA on disk; fetching the CA again", "server", addr, "err", err)
-			c.trust, c.trustFromDisk = nil, false
+			// The CA kept on disk may not be the servers' any more. The
+			// other servers are still asked; if the attempt fails, the
+			// next fetches the CA again, checked against the token.
+			c.log.Warn("agent: the server's certificate does not chain to the CA on disk", "server", addr, "err", err)
+			c.caDoubted = true
 		}
 		return down(recovery, err)
 	}

@@ -87,11 +87,15 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 			return res, fmt.Errorf("agent: giving up: %w; the last attempt: %w", endErr(ctx), last)
 		}
 		last = err
+		doubted := c.caDoubted
+		if doubted {
+			c.trust, c.diskCAStale = nil, true // the next attempt fetches the CA
+		}
 		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrNodePasswordRejected)
 		if rejected && c.opts.StopOnRejection {
 			return res, err
 		}
-		if offline && !rejected {
+		if offline && !rejected && !doubted {
 			if disk := c.onDisk(time.Now()); disk.usable() {
 				c.log.Warn("agent: no server answered; going on with the certificates on disk", "err", err)
 				disk.Offline = err

@@ -189,6 +189,7 @@ func pemKey(t testing.TB, key *ecdsa.PrivateKey) []byte {
 // cluster is the CAs and the token that servers of one test share.
 type cluster struct {
 	serverCA  *testCA
+	tlsCA     *testCA // signs the servers' TLS certificates; nil: serverCA
 	secret    string
 	mu        sync.Mutex
 	clientCA  *testCA           // guarded by mu: a test may rotate it
@@ -355,7 +356,7 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 		s.srv.Listener = ln
 	}
 	s.srv.EnableHTTP2 = true
-	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cl.serverCA.serverCert(t)}}
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cmp.Or(cl.tlsCA, cl.serverCA).serverCert(t)}}
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
