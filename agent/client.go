@@ -127,10 +127,10 @@ type Client struct {
 	// disk during this attempt. If the attempt fails, the next fetches
 	// the CA again (diskCAStale).
 	caDoubted, diskCAStale bool
-	warnedNoHash  bool
-	backoff       Backoff
-	nodeServer    string   // the server that accepted the last node-password request
-	prelude       *prelude // what this Get or renewal has fetched; nil at its start
+	warnedNoHash           bool
+	backoff                Backoff
+	nodeServer             string   // the server that accepted the last node-password request
+	prelude                *prelude // what this Get or renewal has fetched; nil at its start
 	// askedUntil is the latest time a server of this attempt asked to be
 	// left until (Retry-After, bounded by the backoff's cap): the floor
 	// of the wait after a failed attempt.

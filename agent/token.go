@@ -50,4 +50,3 @@ func parseToken(s string) (token, error) {
 	t.password = pw
 	return t, nil
 }
-
