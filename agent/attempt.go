@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -184,8 +183,7 @@ func (c *Client) caFile(server bool) string {
 	return filepath.Join(c.agentDir, "client-ca.crt")
 }
 
-// fetchPrelude gets the server's configuration, the list of servers and
-// the two CAs.
+// fetchPrelude gets the server's configuration and the two CAs.
 func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 	cfg, err := c.do(ctx, call{method: "GET", path: c.prefix + "/config"})
 	if err != nil {
@@ -194,9 +192,7 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 	if !json.Valid(cfg.body) {
 		return nil, fmt.Errorf("agent: GET %s/config: %s answered something other than JSON", c.prefix, cfg.addr)
 	}
-	if err := c.fetchServers(ctx); err != nil {
-		return nil, err
-	}
+	c.readPorts(cfg.body)
 	p := &prelude{config: cfg.body}
 	for _, server := range []bool{false, true} {
 		path := c.prefix + "/" + filepath.Base(c.caFile(server))
@@ -218,41 +214,6 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 		}
 	}
 	return p, nil
-}
-
-// fetchServers asks for the servers' addresses and keeps them (Servers,
-// the state file). A server that answers something else than a list (an
-// older one does not know the route) leaves the list as it is; no answer
-// is an error, as for any request.
-func (c *Client) fetchServers(ctx context.Context) error {
-	a, err := c.do(ctx, call{method: "GET", path: c.prefix + "/apiservers"})
-	var status *statusError
-	if errors.As(err, &status) {
-		c.log.Info("agent: no list of servers", "err", err)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var list []string
-	if err := json.Unmarshal(a.body, &list); err != nil {
-		c.log.Warn("agent: the list of servers is not a JSON array of strings", "server", a.addr, "err", err)
-		return nil
-	}
-	valid := list[:0]
-	for _, s := range list {
-		if _, _, err := net.SplitHostPort(s); err == nil {
-			valid = append(valid, s)
-		}
-	}
-	if len(valid) == 0 || !c.servers.Update(valid) {
-		return nil
-	}
-	c.log.Info("agent: servers learnt", "servers", c.servers.Addresses())
-	if err := statefile.Save(c.opts.StateFile, statefile.Servers{Default: c.opts.Server, Addresses: c.servers.Addresses()}); err != nil {
-		c.log.Warn("agent: keeping the list of servers", "err", err)
-	}
-	return nil
 }
 
 // requestCert asks for a new certificate for s, with a CSR from the key

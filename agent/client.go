@@ -129,8 +129,14 @@ type Client struct {
 	caDoubted, diskCAStale bool
 	warnedNoHash           bool
 	backoff                Backoff
-	nodeServer             string   // the server that accepted the last node-password request
-	prelude                *prelude // what this Get or renewal has fetched; nil at its start
+	nodeServer             string // the server that accepted the last node-password request
+	// supervisorPort replaces the port of the servers announced, when
+	// the servers' configuration says their API servers listen on another
+	// port than their supervisors (see readPorts).
+	supervisorPort string
+	learnt         time.Time     // when the servers were last asked for their list (see learn)
+	learnEvery     time.Duration // learnEvery, but in tests
+	prelude        *prelude      // what this Get or renewal has fetched; nil at its start
 	// askedUntil is the latest time a server of this attempt asked to be
 	// left until (Retry-After, bounded by the backoff's cap): the floor
 	// of the wait after a failed attempt.
@@ -179,27 +185,32 @@ func New(opts *Options) (*Client, error) {
 		configured = net.JoinHostPort(u.Hostname(), "443")
 	}
 	c := &Client{
-		opts:     o,
-		tok:      tok,
-		log:      o.Logger,
-		agentDir: filepath.Join(o.DataDir, "agent"),
-		prefix:   "/v1-" + o.Program,
-		header:   strings.ToUpper(o.Program[:1]) + o.Program[1:],
-		conns:    make(map[string]*serverConn),
-		backoff:  o.Backoff,
-		perSrv:   make(map[string]uint64),
+		opts:       o,
+		tok:        tok,
+		log:        o.Logger,
+		agentDir:   filepath.Join(o.DataDir, "agent"),
+		prefix:     "/v1-" + o.Program,
+		header:     strings.ToUpper(o.Program[:1]) + o.Program[1:],
+		conns:      make(map[string]*serverConn),
+		backoff:    o.Backoff,
+		perSrv:     make(map[string]uint64),
+		learnEvery: learnEvery,
 	}
 	c.certs = c.certSpecs()
 	if c.password, err = c.nodePassword(); err != nil {
 		return nil, err
 	}
 	known := o.Servers
-	if known == nil {
-		s, err := statefile.Load(o.StateFile)
-		if err != nil {
-			c.log.Warn("agent: ignoring the server list kept from an earlier run", "file", o.StateFile, "err", err)
+	switch s, err := statefile.Load(o.StateFile); {
+	case err != nil:
+		c.log.Warn("agent: ignoring the server list kept from an earlier run", "file", o.StateFile, "err", err)
+	case s.For(configured):
+		c.learnt = s.Saved
+		if known == nil {
+			known = s.Addresses
 		}
-		known = s.Addresses
+	case !s.Empty():
+		c.log.Warn("agent: ignoring the server list kept from an earlier run: it is for another server", "file", o.StateFile, "server", s.Default)
 	}
 	c.servers = NewServers(configured, known)
 	c.verifying, c.bootstrapping = c.transport(false), c.transport(true)

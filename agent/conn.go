@@ -262,6 +262,10 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 		return down(until, fmt.Errorf("%s (Retry-After %v)", resp.Status, ra))
 	case code >= 500:
 		return down(recovery, errors.New(resp.Status))
+	case code == http.StatusUnauthorized && addr != c.servers.Configured():
+		// A server learnt may be an API server, not a supervisor (a list
+		// kept with the API servers' port, say): the configured one decides.
+		return down(recovery, fmt.Errorf("%s to %s (not a supervisor, or the token is wrong)", resp.Status, r))
 	case code == http.StatusUnauthorized:
 		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
 	case code == http.StatusForbidden && r.node:

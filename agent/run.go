@@ -27,17 +27,32 @@ func (c *Client) Get(ctx context.Context) (*Result, error) {
 // CheckCert) and runs attempts (as Get does) until one renews what is due;
 // a renewal that failed while the certificate is valid is retried after
 // the backoff's wait, the certificate on disk used meanwhile. A
-// certificate missing or invalid on disk is requested at once. Call it
+// certificate missing or invalid on disk is requested at once. Renew also
+// asks one server for the list of servers, at most once an hour. Call it
 // after Get.
 func (c *Client) Renew(ctx context.Context) error {
 	var res *Result
 	for {
 		c.mu.Lock()
-		d := c.untilRenewal(res)
+		renewAt := time.Now().Add(c.untilRenewal(res))
 		c.mu.Unlock()
-		c.log.Debug("agent: next renewal", "in", d)
-		if err := sleep(ctx, d); err != nil {
-			return err
+		for {
+			c.mu.Lock()
+			learn := c.untilLearn()
+			c.mu.Unlock()
+			renew := time.Until(renewAt)
+			c.log.Debug("agent: next renewal", "in", renew, "servers_asked_in", learn)
+			if err := sleep(ctx, min(renew, learn)); err != nil {
+				return err
+			}
+			if learn <= renew {
+				c.mu.Lock()
+				c.learn(ctx)
+				c.mu.Unlock()
+			}
+			if !time.Now().Before(renewAt) {
+				break
+			}
 		}
 		c.mu.Lock()
 		c.prelude = nil

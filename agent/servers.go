@@ -41,8 +41,10 @@ func NewServers(configured string, known []string) *Servers {
 // it was not among them.
 func merge(configured string, known []string) []string {
 	out := make([]string, 0, len(known)+1)
+	seen := make(map[string]bool, len(known)+1)
 	for _, a := range append(slices.Clip(known), configured) {
-		if a != "" && !slices.Contains(out, a) {
+		if a != "" && !seen[a] {
+			seen[a] = true
 			out = append(out, a)
 		}
 	}
