@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -43,11 +44,19 @@ func (b *Backoff) Next(floor time.Duration) time.Duration {
 	// base·2^failures, stopped at the cap before it can overflow.
 	span := base
 	for i := 0; i < b.failures && span < ceil; i++ {
-		span *= 2
+		if span > ceil/2 {
+			span = ceil
+		} else {
+			span *= 2
+		}
 	}
 	span = min(span, ceil)
 	b.failures++
-	return floor + rand.N(span)
+	wait := floor + rand.N(span)
+	if wait < floor { // past the largest Duration
+		return math.MaxInt64
+	}
+	return wait
 }
 
 // Reset forgets the failures: the next wait is drawn from [0, Base) again.

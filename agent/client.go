@@ -43,7 +43,8 @@ type Options struct {
 	// lower-cased.
 	NodeName string
 	// NodeIP is the node's addresses, comma-separated, sent in the
-	// Node-Ip header (--node-ip). Default: none.
+	// Node-Ip header (--node-ip). Default: the source addresses of the
+	// default routes, IPv4 then IPv6, as k3s's agent sends.
 	NodeIP string
 	// NodePassword is the node's password. Default: the contents of
 	// NodePasswordFile, which is made (16 random bytes, hex) if missing.
@@ -134,6 +135,7 @@ type Client struct {
 	// the servers' configuration says their API servers listen on another
 	// port than their supervisors (see readPorts).
 	supervisorPort string
+	routeIP        string        // the default routes' addresses (nodeIP)
 	learnt         time.Time     // when the servers were last asked for their list (see learn)
 	learnEvery     time.Duration // learnEvery, but in tests
 	prelude        *prelude      // what this Get or renewal has fetched; nil at its start

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -327,6 +328,9 @@ func TestRetryAfterMovesOn(t *testing.T) {
 		{"within the cap", "1800", 29 * time.Minute, 30 * time.Minute},
 		{"bounded by the cap", "7200", 59 * time.Minute, time.Hour},
 		{"as an HTTP date", time.Now().Add(30 * time.Minute).UTC().Format(http.TimeFormat), 28 * time.Minute, 30 * time.Minute},
+		// Past what a Duration holds in seconds: still the cap.
+		{"9,223,372,037 seconds", "9223372037", 59 * time.Minute, time.Hour},
+		{"past 64 bits", "99999999999999999999", 59 * time.Minute, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := newCluster(t)
@@ -750,5 +754,37 @@ func TestClockLag(t *testing.T) {
 	c.mu.Unlock()
 	if d < 200*24*time.Hour {
 		t.Errorf("renewal in %v, want most of a year", d)
+	}
+}
+
+// Without Options.NodeIP, the node-password requests carry the address
+// of the default route, as k3s's agent sends it (pkg/util/net.go
+// GetHostnameAndIPs, the header set in pkg/agent/config/config.go
+// getNodeNamedCrt): an address of one of the host's interfaces.
+func TestNodeIPOfDefaultRoute(t *testing.T) {
+	conn, err := net.Dial("udp", "198.51.100.1:9")
+	if err != nil {
+		t.Skipf("no IPv4 default route: %v", err)
+	}
+	want := conn.LocalAddr().(*net.UDPAddr).IP
+	conn.Close()
+	addrs, _ := net.InterfaceAddrs()
+	if !slices.ContainsFunc(addrs, func(a net.Addr) bool { n, ok := a.(*net.IPNet); return ok && n.IP.Equal(want) }) {
+		t.Fatalf("the route's source %v is none of the interfaces' addresses %v", want, addrs)
+	}
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	opts := testOptions(cl, s.addr, t.TempDir(), nil)
+	opts.NodeIP = ""
+	get(t, newClient(t, opts))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ips) != 2 {
+		t.Fatalf("%d node-password requests, want 2", len(s.ips))
+	}
+	for _, h := range s.ips {
+		if first, _, _ := strings.Cut(h, ","); first != want.String() {
+			t.Errorf("Node-Ip %q, want %v first", h, want)
+		}
 	}
 }

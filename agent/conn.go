@@ -328,11 +328,37 @@ func (c *Client) request(ctx context.Context, addr string, r call) (*http.Reques
 	if r.node {
 		req.Header.Set(c.header+"-Node-Name", c.opts.NodeName)
 		req.Header.Set(c.header+"-Node-Password", c.password)
-		if c.opts.NodeIP != "" {
-			req.Header.Set(c.header+"-Node-Ip", c.opts.NodeIP)
+		if ip := c.nodeIP(); ip != "" {
+			req.Header.Set(c.header+"-Node-Ip", ip)
 		}
 	}
 	return req, nil
+}
+
+// nodeIP is Options.NodeIP, or else the addresses of the default routes,
+// as k3s's agent sends them (pkg/util/net.go GetHostnameAndIPs): the
+// source address of the IPv4 default route, then of the IPv6 one. A
+// node with no default route yet (early in a boot) sends none, and looks
+// again on the next request. Called with c.mu held.
+func (c *Client) nodeIP() string {
+	if c.opts.NodeIP != "" {
+		return c.opts.NodeIP
+	}
+	if c.routeIP == "" {
+		var ips []string
+		// Documentation addresses (RFC 5737, RFC 3849): no packet is sent,
+		// the kernel only picks the route to them.
+		for _, dst := range []string{"198.51.100.1:9", "[2001:db8::1]:9"} {
+			if conn, err := net.Dial("udp", dst); err == nil {
+				if ip := conn.LocalAddr().(*net.UDPAddr).IP; ip.IsGlobalUnicast() {
+					ips = append(ips, ip.String())
+				}
+				conn.Close()
+			}
+		}
+		c.routeIP = strings.Join(ips, ",")
+	}
+	return c.routeIP
 }
 
 func (c *Client) count(addr string) {
@@ -344,13 +370,15 @@ func (c *Client) count(addr string) {
 
 // retryAfter parses a Retry-After header (seconds or an HTTP date); an
 // absent or unparsable one counts as one second, what Kubernetes API
-// servers send with their 429s.
+// servers send with their 429s. A wait past a century counts as a
+// century (callers bound it by the backoff's cap).
 func retryAfter(h string, now time.Time) time.Duration {
-	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+	const most = 100 * 365 * 24 * time.Hour
+	if s, err := strconv.ParseUint(strings.TrimSpace(h), 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		return time.Duration(min(s, uint64(most/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(h); err == nil {
-		return max(t.Sub(now), 0)
+		return min(max(t.Sub(now), 0), most)
 	}
 	return time.Second
 }
