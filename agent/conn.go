@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodepass/nodepass/agent/internal/local"
 )
 
 // A Client keeps one connection to each server it uses, HTTP/2 where the
@@ -199,6 +201,9 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 	if err != nil {
 		if ended(ctx) {
 			return answer{}, false, endErr(ctx)
+		}
+		if local.Shortage(err) { // the node's, not the server's: no other server would do better
+			return answer{}, false, fmt.Errorf("agent: %s: %w", r, err)
 		}
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) && c.trustFromDisk {
