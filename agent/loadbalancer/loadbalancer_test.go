@@ -434,15 +434,14 @@ func TestNewErrors(t *testing.T) {
 		o    *Options
 		want string
 	}{
-		"nil options":    {nil, "Probe.TLS is required"},
-		"no probe TLS":   {&Options{Default: "127.0.0.1:9345"}, "Probe.TLS is nil"},
-		"default":        {&Options{Default: "127.0.0.1", Probe: okTLS}, "Options.Default"},
-		"servers":        {&Options{Servers: []string{"127.0.0.1:0"}, Probe: okTLS}, "no valid port"},
-		"probe path":     {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Path: "/ping\r\nX: y"}}, "is not a path"},
-		"negative":       {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Failures: -1}}, "negative"},
-		"listen in use":  {&Options{Listen: busy.Addr().String(), Probe: okTLS}, "address already in use"},
-		"state file dir": {&Options{StateFile: "/proc/nodepass-no-such-dir/lb.json", Probe: okTLS}, "saving the server list"},
-		"itself":         {&Options{Listen: self, Default: self, Probe: okTLS}, "own address"},
+		"nil options":   {nil, "Probe.TLS is required"},
+		"no probe TLS":  {&Options{Default: "127.0.0.1:9345"}, "Probe.TLS is nil"},
+		"default":       {&Options{Default: "127.0.0.1", Probe: okTLS}, "Options.Default"},
+		"servers":       {&Options{Servers: []string{"127.0.0.1:0"}, Probe: okTLS}, "no valid port"},
+		"probe path":    {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Path: "/ping\r\nX: y"}}, "is not a path"},
+		"negative":      {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Failures: -1}}, "negative"},
+		"listen in use": {&Options{Listen: busy.Addr().String(), Probe: okTLS}, "address already in use"},
+		"itself":        {&Options{Listen: self, Default: self, Probe: okTLS}, "own address"},
 	} {
 		lb, err := New(tc.o)
 		if err == nil {
