@@ -82,8 +82,8 @@ type Options struct {
 	// RenewAfter opens a certificate's renewal window (see CheckCert).
 	// Default 0.7.
 	RenewAfter float64
-	// StopOnRejection makes Get return at the first 401 or 403 instead of
-	// retrying it after Backoff's cap.
+	// StopOnRejection makes Get return the errors above at once instead
+	// of retrying after Backoff's cap.
 	StopOnRejection bool
 
 	// Logger receives the agent's progress and failures. Default
@@ -91,14 +91,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Sentinel errors of an attempt, for errors.Is.
+// Sentinel errors of an attempt, for errors.Is. Asking again soon does
+// not mend them: the next attempt waits the backoff's cap, and Get
+// returns them at once with Options.StopOnRejection.
 var (
 	// ErrTokenRejected: a server answered 401 (or 403 to a request
-	// without the node's password): the join token is wrong.
+	// without the node's password), or its CA does not match the token's
+	// CA hash. The join token is wrong for these servers.
 	ErrTokenRejected = errors.New("agent: the server rejected the join token")
 	// ErrNodePasswordRejected: a server answered 403 to a request with the
-	// node's password: it holds another password for this node name.
+	// node's password. It holds another password for this node name.
 	ErrNodePasswordRejected = errors.New("agent: node password rejected")
+	// ErrRefused: a server answered another 4xx, such as 400 (a node name
+	// it refuses) or 404 (a route of another program, k3s or rke2).
+	ErrRefused = errors.New("agent: the server refused the request")
 )
 
 // Client retrieves a node's certificates from its servers as a k3s

@@ -379,6 +379,45 @@ func TestBadRequestIsClear(t *testing.T) {
 	}
 }
 
+// What does not mend by asking again ends Get within one attempt with
+// StopOnRejection: a token whose CA hash is another CA's, a program the
+// server does not serve (404), a node name it refuses (400, as nodepass's
+// httpauth answers a name that is not a DNS-1123 subdomain).
+func TestPermanentErrorsStop(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(*Options)
+		want error
+	}{
+		{"CA hash", func(o *Options) { o.Token = "K10" + strings.Repeat("0", 64) + "::server:s3cret" }, ErrTokenRejected},
+		{"program", func(o *Options) { o.Program = "rke2" }, ErrRefused},
+		{"node name", func(o *Options) { o.NodeName = "worker_1" }, ErrRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newCluster(t)
+			s := newSupervisor(t, cl)
+			s.override = func(w http.ResponseWriter, r *http.Request) bool {
+				if strings.Contains(r.Header.Get("K3s-Node-Name"), "_") {
+					http.Error(w, "invalid node name or password", http.StatusBadRequest)
+					return true
+				}
+				return false
+			}
+			opts := testOptions(cl, s.addr, t.TempDir(), nil)
+			opts.StopOnRejection = true
+			tc.opts(opts)
+			c := newClient(t, opts)
+			_, err := c.Get(t.Context())
+			if !errors.Is(err, tc.want) {
+				t.Errorf("Get: %v, want %v", err, tc.want)
+			}
+			if n := c.Stats().Attempts; n != 1 {
+				t.Errorf("%d attempts, want 1", n)
+			}
+		})
+	}
+}
+
 // RKE2: its routes, its headers, its controller's certificate.
 func TestProgramRKE2(t *testing.T) {
 	dir := t.TempDir()

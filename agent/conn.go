@@ -288,13 +288,16 @@ var (
 	errRequestTimeout = errors.New("agent: the request timed out")
 )
 
-// statusError is a 4xx answer other than 401 and 403.
+// statusError is a 4xx answer other than 401, 403 and 429; it wraps
+// ErrRefused.
 type statusError struct {
 	addr   string
 	call   call
 	status string
 	msg    string
 }
+
+func (e *statusError) Unwrap() error { return ErrRefused }
 
 func (e *statusError) Error() string {
 	s := fmt.Sprintf("agent: %s answered %s to %s", e.addr, e.status, e.call)
