@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"time"
 
@@ -26,15 +25,11 @@ func startLoadBalancer(ctx context.Context, cfg config, c *agent.Client, res *ag
 	if res.ServerCA == nil {
 		return nil, errors.New("agent: the load balancer's CA: the servers' CA is not known")
 	}
-	u, err := url.Parse(cfg.opts.Server)
-	if err != nil {
-		return nil, fmt.Errorf("agent: -server: %w", err)
-	}
 	servers := c.Servers()
 	known := servers.Addresses()
 	lb, err := loadbalancer.New(&loadbalancer.Options{
 		Listen:  cfg.lbListen,
-		Default: u.Host,
+		Default: servers.Configured(), // host:port, 443 when -server has no port
 		Servers: known,
 		Probe:   loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: res.ServerCA}},
 		Logger:  log,
