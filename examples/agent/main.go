@@ -167,6 +167,9 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	if c.lbListen != "" && !c.wait {
 		return c, cli.Usagef("agent: -lb-listen needs -wait: the load balancer serves the node while the agent stays up")
 	}
+	if _, _, err := net.SplitHostPort(c.lbListen); c.lbListen != "" && err != nil {
+		return c, cli.Usagef("agent: -lb-listen %q: %v", c.lbListen, err)
+	}
 	switch {
 	case o.Token != "" && tokenFile != "":
 		return c, cli.Usagef("agent: -token and -token-file are exclusive")

@@ -276,6 +276,7 @@ func TestFlags(t *testing.T) {
 		{append(srv, "-token-file", "f"), 2, "", "agent: -token and -token-file are exclusive"},
 		{append(srv, "-lb-listen", "127.0.0.1:0"), 2, "", "agent: -lb-listen needs -wait: the load balancer serves the node while the agent stays up"},
 		{append(srv, "-renew-after", "1.5"), 2, "", "agent: RenewAfter 1.5 is not within (0, 1)"},
+		{append(srv, "-wait", "-lb-listen", "6444"), 2, "", `agent: -lb-listen "6444": address 6444: missing port in address`},
 		{append(srv, "extra"), 2, "", `agent: unexpected arguments ["extra"]`},
 	} {
 		code, out, errOut := agentRun(t.Context(), tc.args...)
