@@ -23,20 +23,16 @@ import (
 
 // Result is what an attempt left the node with.
 type Result struct {
-	// Config is the server's answer to GET /v1-<program>/config (JSON);
+	// Config is the server's answer to GET /v1-<program>/config (JSON),
 	// nil when Offline.
 	Config []byte
-	// Certs are the four certificates, in the order k3s requests them:
-	// serving-kubelet, client-kubelet, client-kube-proxy,
-	// client-<program>-controller.
+	// Certs are the four certificates, in the order k3s requests them.
 	Certs []CertResult
-	// Offline, if not nil, is why the attempt failed (no server answered,
-	// as a rule): the certificates on disk, all valid against the CAs on
-	// disk, are used as they are (Renew keeps trying).
+	// Offline, if not nil, is why the attempt failed. The certificates on
+	// disk are valid and used.
 	Offline error
-	// ServerCA is the CA the servers' TLS certificates chain to, as the
-	// Client trusts it (server-ca.crt on disk when Offline); for the node's
-	// other clients of the servers, such as a load balancer's probes.
+	// ServerCA is the servers' CA as the Client trusts it, for the node's
+	// other clients of the servers (a load balancer's probes).
 	ServerCA *x509.CertPool
 }
 
@@ -48,7 +44,7 @@ type CertResult struct {
 	Status CertStatus
 	// Issued reports that the attempt wrote a new certificate.
 	Issued bool
-	// Err is why the certificate's renewal failed, if it did; the
+	// Err is why the certificate's renewal failed, if it did. The
 	// certificate in CertFile is still valid and used.
 	Err error
 }

@@ -15,33 +15,22 @@ import (
 	"time"
 )
 
-// DefaultRenewAfter is the fraction of its lifetime after which a
-// certificate's renewal window opens; the package doc says why.
+// DefaultRenewAfter is where a certificate's renewal window opens, as a
+// fraction of its lifetime. The package doc says why.
 const DefaultRenewAfter = 0.7
 
-// CertState is what CheckCert found of a certificate on disk.
+// CertState is what CheckCert found.
 type CertState int
 
 const (
-	// CertValid: keep it; it is not due for renewal.
-	CertValid CertState = iota
-	// CertRenewDue: past its renewal time but still valid; request a new
-	// one, and go on with this one while that fails.
-	CertRenewDue
-	// CertMissing: the certificate or its key file does not exist.
-	CertMissing
-	// CertCorrupt: the certificate or the key cannot be parsed.
-	CertCorrupt
-	// CertWrongKey: the certificate is not for the key beside it.
-	CertWrongKey
-	// CertWrongName: the certificate does not carry the expected name.
-	CertWrongName
-	// CertOtherCA: the certificate does not chain to the CA given, for
-	// the usage wanted.
-	CertOtherCA
-	// CertExpired: past its NotAfter, or before its NotBefore and the
-	// time it was written.
-	CertExpired
+	CertValid     CertState = iota // valid, not due for renewal
+	CertRenewDue                   // valid and past its renewal time
+	CertMissing                    // no certificate or no key file
+	CertCorrupt                    // the certificate or the key does not parse
+	CertWrongKey                   // not for the key beside it
+	CertWrongName                  // not for the name wanted
+	CertOtherCA                    // does not chain to the CA given
+	CertExpired                    // past NotAfter, or before NotBefore and the time written
 )
 
 var certStateNames = [...]string{"valid", "renewal due", "missing", "corrupt", "wrong key", "wrong name", "another CA", "expired"}
@@ -53,64 +42,48 @@ func (s CertState) String() string {
 	return certStateNames[s]
 }
 
-// Usable reports whether a certificate in state s may be used: it is
-// valid now, whether or not its renewal is due.
+// Usable reports whether s is CertValid or CertRenewDue.
 func (s CertState) Usable() bool { return s == CertValid || s == CertRenewDue }
 
 // CertStatus is CheckCert's finding.
 type CertStatus struct {
 	State CertState
-	// RenewAt is when the certificate is due for renewal; NotAfter is when
-	// it expires. Both are zero unless it parsed, matched its key and
-	// carried the name.
+	// RenewAt is when the certificate is due for renewal, NotAfter when it
+	// expires. Both are zero unless it parsed and had the key and name.
 	RenewAt, NotAfter time.Time
-	// Err says what is wrong, naming the file; nil for CertValid. For
-	// CertRenewDue it says since when the renewal is due.
-	Err error
+	Err               error // what is wrong, naming the file; nil for CertValid
 }
 
 // CertCheck is what a certificate must satisfy to be kept.
 type CertCheck struct {
-	// Name is the name the certificate must carry: its common name; for
-	// a serving certificate (Usage ExtKeyUsageServerAuth), a DNS name or
-	// the common name.
-	Name string
-	// Usage is the extended key usage the chain must allow.
-	Usage x509.ExtKeyUsage
-	// Roots holds the CA the certificate must chain to. Required.
-	Roots *x509.CertPool
-	// ChainCA also accepts a CA that the certificate file carries after
-	// the certificate. A kubelet serving certificate may come from a CA
-	// the server keeps for them alone, which agents do not trust as the
-	// server (examples/server does so; k3s signs them with its server
-	// CA); the file is what a server the agent verified sent.
+	// Name is the common name, or for a serving certificate (Usage
+	// ExtKeyUsageServerAuth) a DNS name.
+	Name  string
+	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
+	Roots *x509.CertPool   // the CA the certificate must chain to
+	// ChainCA also trusts the CAs the file carries after the certificate.
+	// Some servers sign kubelet serving certificates with a CA of their own.
 	ChainCA bool
-	// RenewAfter is the fraction of the lifetime at which the renewal
-	// window opens; the window ends two thirds of the way from there to
-	// NotAfter (0.7: from 70 % to 90 %). Zero means DefaultRenewAfter.
+	// RenewAfter opens the renewal window. It closes two thirds of the way
+	// from there to NotAfter. Default DefaultRenewAfter.
 	RenewAfter float64
 }
 
-// CheckCert checks the PEM certificate in certFile (a chain: the
-// certificate first, then the CAs, as a k3s server sends it) and its
-// private key in keyFile at time now. The certificate must parse, be for
-// the key, carry want.Name, chain to want.Roots for want.Usage, and be
-// within its validity. A certificate that passes is CertValid until its
-// renewal time and CertRenewDue after.
+// CheckCert checks the PEM certificate chain in certFile and its key in
+// keyFile at time now. The certificate must be for the key, carry
+// want.Name, chain to want.Roots for want.Usage, and be valid. It is
+// CertValid until its renewal time and CertRenewDue after.
 //
-// Its lifetime counts from when it was issued to this agent: the later
-// of its NotBefore and the time certFile was written. k3s servers set
-// NotBefore to the CA's NotBefore in older releases, so a lifetime read
-// from NotBefore alone would be spent on a CA a few years old. The
-// renewal time is drawn from the window [RenewAfter, RenewAfter +
-// (1-RenewAfter)·2/3] of that lifetime, as the kubelet's certificate
-// manager draws from 70-90 %. The draw is a hash of the certificate, not
-// a random number. A fleet's certificates still spread over the window,
-// and an agent that restarts finds the same time again.
+// Its lifetime counts from the later of its NotBefore and the time
+// certFile was written. Older k3s servers set NotBefore to the CA's, and
+// a lifetime counted from there would be spent on an old CA. The renewal
+// time is a point of the window [RenewAfter, RenewAfter +
+// (1-RenewAfter)·2/3] of that lifetime, chosen by a hash of the
+// certificate. A fleet spreads over the window, and a restart finds the
+// same time again.
 //
-// A certificate written before its NotBefore is valid from the time it
-// was written. Its server judged it valid then, and the agent's clock
-// lags the server's.
+// A certificate written before its NotBefore is valid from when it was
+// written: the agent's clock lags its server's.
 func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStatus {
 	certPEM, err := os.ReadFile(certFile)
 	if errors.Is(err, fs.ErrNotExist) {

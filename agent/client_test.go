@@ -349,7 +349,7 @@ func TestRetryAfterMovesOn(t *testing.T) {
 			if n := busy.total(); n != 1 {
 				t.Errorf("busy server got %d requests, want 1", n)
 			}
-			if d := c.servers.NextUp(time.Now()); d != 0 {
+			if d := c.servers.nextUp(time.Now()); d != 0 {
 				t.Errorf("NextUp %v, want 0: the healthy server is up", d)
 			}
 			if left := time.Until(c.servers.down[busy.addr]); left < tc.least || left > tc.most {
@@ -525,7 +525,7 @@ func TestStateFile(t *testing.T) {
 		t.Errorf("%d files beside the state file, want none: %v", len(ents)-1, ents)
 	}
 	c := newClient(t, testOptions(cl, a.addr, dir, nil))
-	if got := c.Servers().Addresses(); !slices.Equal(got, []string{b.addr, a.addr}) {
+	if got := c.servers.addresses(); !slices.Equal(got, []string{b.addr, a.addr}) {
 		t.Errorf("servers on restart %v, want %v", got, []string{b.addr, a.addr})
 	}
 }
@@ -547,15 +547,15 @@ func TestStateFileCorrupt(t *testing.T) {
 	if !strings.Contains(logs.String(), "ignoring the server list") || !strings.Contains(logs.String(), path) {
 		t.Errorf("no log line naming the corrupt state file:\n%s", logs.String())
 	}
-	if got := c.Servers().Addresses(); !slices.Equal(got, []string{s.addr}) {
+	if got := c.servers.addresses(); !slices.Equal(got, []string{s.addr}) {
 		t.Errorf("servers %v, want only the configured one", got)
 	}
 	get(t, c)
 
 	var logs2 logBuffer
 	c2 := newClient(t, testOptions(cl, s.addr, t.TempDir(), &logs2))
-	if strings.Contains(logs2.String(), "ignoring") || len(c2.Servers().Addresses()) != 1 {
-		t.Errorf("missing state file: servers %v, logs:\n%s", c2.Servers().Addresses(), logs2.String())
+	if strings.Contains(logs2.String(), "ignoring") || len(c2.servers.addresses()) != 1 {
+		t.Errorf("missing state file: servers %v, logs:\n%s", c2.servers.addresses(), logs2.String())
 	}
 }
 

@@ -144,7 +144,7 @@ type answer struct {
 // configuration is a few KiB.
 const maxBody = 4 << 20
 
-// do sends r to the servers in turn (Servers.Order) until one answers
+// do sends r to the servers in turn (rotation.order) until one answers
 // it: a connection failure, a timeout, a 429, 503 or other 5xx moves it to
 // the next server at once, and leaves the server out for RecoveryDelay (or
 // for its Retry-After, bounded by the backoff's cap, on 429 and 503).
@@ -152,7 +152,7 @@ const maxBody = 4 << 20
 // request starts at the server that accepted the last one, if it is up.
 // Called with c.mu held.
 func (c *Client) do(ctx context.Context, r call) (answer, error) {
-	order := c.servers.Order(time.Now())
+	order := c.servers.order(time.Now())
 	if len(order) == 0 {
 		return answer{}, errors.New("agent: no server to ask")
 	}
@@ -187,7 +187,7 @@ func (c *Client) do(ctx context.Context, r call) (answer, error) {
 // next server (the failure is addr's); otherwise err ends the request.
 func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next bool, err error) {
 	down := func(until time.Time, err error) (answer, bool, error) {
-		c.servers.MarkDown(addr, until)
+		c.servers.markDown(addr, until)
 		c.dropConn(addr)
 		return answer{}, true, fmt.Errorf("%s: %w", addr, err)
 	}
@@ -267,7 +267,7 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 		return down(until, fmt.Errorf("%s (Retry-After %v)", resp.Status, ra))
 	case code >= 500:
 		return down(recovery, errors.New(resp.Status))
-	case code == http.StatusUnauthorized && addr != c.servers.Configured():
+	case code == http.StatusUnauthorized && addr != c.servers.configuredAddr():
 		// A server learnt may be an API server, not a supervisor (a list
 		// kept with the API servers' port, say): the configured one decides.
 		return down(recovery, fmt.Errorf("%s to %s (not a supervisor, or the token is wrong)", resp.Status, r))

@@ -35,7 +35,7 @@ func (c *Client) learn(ctx context.Context) {
 		c.log.Info("agent: no list of servers", "err", err)
 		return
 	}
-	order := c.servers.Order(c.learnt)
+	order := c.servers.order(c.learnt)
 	if len(order) == 0 {
 		return
 	}
@@ -50,8 +50,8 @@ func (c *Client) learn(ctx context.Context) {
 		c.log.Warn("agent: the list of servers is not a JSON array of strings", "server", a.addr, "err", err)
 		return
 	}
-	if len(list) > 0 && c.servers.Update(c.atSupervisorPort(list)) {
-		c.log.Info("agent: servers learnt", "servers", c.servers.Addresses())
+	if len(list) > 0 && c.servers.update(c.atSupervisorPort(list)) {
+		c.log.Info("agent: servers learnt", "servers", c.servers.addresses())
 	}
 }
 
@@ -88,9 +88,9 @@ func (c *Client) readPorts(config []byte) {
 		ports.SupervisorPort == ports.HTTPSPort {
 		return
 	}
-	_, c.supervisorPort, _ = net.SplitHostPort(c.servers.Configured())
-	if c.servers.Update(c.atSupervisorPort(c.servers.Addresses())) {
-		c.log.Info("agent: servers moved to the supervisor's port", "servers", c.servers.Addresses())
+	_, c.supervisorPort, _ = net.SplitHostPort(c.servers.configuredAddr())
+	if c.servers.update(c.atSupervisorPort(c.servers.addresses())) {
+		c.log.Info("agent: servers moved to the supervisor's port", "servers", c.servers.addresses())
 		c.saveServers()
 	}
 }
@@ -111,7 +111,7 @@ func (c *Client) atSupervisorPort(addrs []string) []string {
 
 // saveServers writes the servers known to the state file.
 func (c *Client) saveServers() {
-	s := statefile.Servers{Default: "https://" + c.servers.Configured(), Addresses: c.servers.Addresses()}
+	s := statefile.Servers{Default: "https://" + c.servers.configuredAddr(), Addresses: c.servers.addresses()}
 	if err := statefile.Save(c.opts.StateFile, s); err != nil {
 		c.log.Warn("agent: keeping the list of servers", "err", err)
 	}

@@ -86,7 +86,7 @@ func TestRKE2StateFileWithAPIPorts(t *testing.T) {
 	c := newClient(t, opts)
 	get(t, c)
 	want := []string{sups[0].addr, sups[1].addr}
-	if got := c.Servers().Addresses(); !slices.Equal(got, want) {
+	if got := c.servers.addresses(); !slices.Equal(got, want) {
 		t.Errorf("servers %v, want %v", got, want)
 	}
 	if st, _ := statefile.Load(stateFile(dir, "rke2")); !slices.Equal(st.Addresses, want) {
@@ -128,7 +128,7 @@ func TestHugeServerList(t *testing.T) {
 	opts := testOptions(cl, s.addr, dir, nil)
 	opts.HeaderTimeout, opts.RequestTimeout = 10*time.Second, 10*time.Second // 3 MB of JSON, under -race
 	c := learnServers(t, opts)
-	if n := len(c.Servers().Addresses()); n != maxServers+1 {
+	if n := len(c.servers.addresses()); n != maxServers+1 {
 		t.Errorf("%d servers, want %d and the configured one", n, maxServers)
 	}
 	if _, err := statefile.Load(stateFile(dir, "k3s")); err != nil {
@@ -147,7 +147,7 @@ func TestStateFileOfAnotherServer(t *testing.T) {
 	}
 	var logs logBuffer
 	c := newClient(t, testOptions(cl, s.addr, dir, &logs))
-	if got := c.Servers().Addresses(); !slices.Equal(got, []string{s.addr}) {
+	if got := c.servers.addresses(); !slices.Equal(got, []string{s.addr}) {
 		t.Errorf("servers %v, want only the configured one", got)
 	}
 	if !strings.Contains(logs.String(), "for another server") {

@@ -44,7 +44,7 @@ func TestOutOfFileDescriptors(t *testing.T) {
 	if st := c.Stats(); st.Failovers != 0 {
 		t.Errorf("%d failovers: the shortage was counted against a server", st.Failovers)
 	}
-	if o := c.Servers().Order(time.Now()); len(o) != 2 {
+	if o := c.servers.order(time.Now()); len(o) != 2 {
 		t.Errorf("servers up %v, want both", o)
 	}
 	get(t, c)

@@ -8,13 +8,9 @@ import (
 )
 
 // Get runs attempts until the node holds all four certificates, valid,
-// and returns what the last attempt left. Between attempts it waits as
-// the Backoff says, at least what a server asked for (Retry-After, up to
-// the backoff's cap); after a 401 or 403, at least the backoff's cap (or it
-// returns the error, with Options.StopOnRejection). When an attempt fails
-// (not by a 401 or 403) while the certificates on disk are valid against
-// the CAs on disk, it returns them, with Result.Offline the failure. When
-// ctx ends, Get returns ctx's error joined with the last attempt's.
+// and returns what the last attempt left. If an attempt fails while the
+// certificates on disk are valid, Get returns them with Result.Offline
+// set. When ctx ends, Get returns ctx's error and the last attempt's.
 func (c *Client) Get(ctx context.Context) (*Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -22,14 +18,10 @@ func (c *Client) Get(ctx context.Context) (*Result, error) {
 	return c.retry(ctx, c.attempt, true)
 }
 
-// Renew keeps the certificates renewed until ctx ends, and then returns
-// ctx's error: it sleeps until the first certificate's renewal time (see
-// CheckCert) and runs attempts (as Get does) until one renews what is due;
-// a renewal that failed while the certificate is valid is retried after
-// the backoff's wait, the certificate on disk used meanwhile. A
-// certificate missing or invalid on disk is requested at once. Renew also
-// asks one server for the list of servers, at most once an hour. Call it
-// after Get.
+// Renew keeps the certificates renewed until ctx ends, then returns
+// ctx's error. It sleeps until the first renewal time and runs attempts
+// until one renews what is due. A failed renewal is retried after the
+// backoff's wait. Renew also learns the servers. Call it after Get.
 func (c *Client) Renew(ctx context.Context) error {
 	var res *Result
 	for {
@@ -120,7 +112,7 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 		// The servers' Retry-After is a floor; a server left out for its
 		// RecoveryDelay is not: when every server failed (an agent with one
 		// server, or a load balancer's address, say), the one back first is
-		// asked again after the backoff's wait (Servers.Order).
+		// asked again after the backoff's wait (rotation.order).
 		floor := time.Until(c.askedUntil)
 		if rejected {
 			floor = c.backoff.ceiling()

@@ -113,7 +113,7 @@ func (c *Client) ensureTrust(ctx context.Context) error {
 		return err
 	}
 	fail := func(err error) error {
-		c.servers.MarkDown(a.addr, time.Now().Add(c.opts.RecoveryDelay))
+		c.servers.markDown(a.addr, time.Now().Add(c.opts.RecoveryDelay))
 		c.dropConn(a.addr)
 		return fmt.Errorf("agent: the CA from %s: %w", a.addr, err)
 	}
