@@ -84,8 +84,7 @@ type prelude struct {
 //
 //  1. GET /cacerts, unless the servers' CA is known (from this run or
 //     server-ca.crt on disk, checked against the token's hash);
-//  2. GET /v1-k3s/config, /v1-k3s/apiservers (the servers learnt, kept in
-//     the state file), /v1-k3s/client-ca.crt and /v1-k3s/server-ca.crt,
+//  2. GET /v1-k3s/config, /v1-k3s/client-ca.crt and /v1-k3s/server-ca.crt,
 //     unless an attempt of this Get has;
 //  3. for each certificate, CheckCert against the CA just fetched: kept
 //     if valid, else POST a CSR made from the key kept beside it.

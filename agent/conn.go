@@ -148,8 +148,9 @@ const maxBody = 4 << 20
 // it: a connection failure, a timeout, a 429, 503 or other 5xx moves it to
 // the next server at once, and leaves the server out for RecoveryDelay (or
 // for its Retry-After, bounded by the backoff's cap, on 429 and 503).
-// 401, 403 and other 4xx end the request with an error. A node-password
-// request starts at the server that accepted the last one, if it is up.
+// 401 (but from a server learnt), 403 and other 4xx end the request with
+// an error. A node-password request starts at the server that accepted
+// the last one, if it is up.
 // Called with c.mu held.
 func (c *Client) do(ctx context.Context, r call) (answer, error) {
 	order := c.servers.order(time.Now())
