@@ -60,7 +60,7 @@ type CertCheck struct {
 	// ExtKeyUsageServerAuth) a DNS name.
 	Name  string
 	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
-	Roots *x509.CertPool   // the CA the certificate must chain to
+	Roots *x509.CertPool   // the CA the certificate must chain to, nil for none
 	// ChainCA also trusts the CAs the file carries after the certificate.
 	// Some servers sign kubelet serving certificates with a CA of their own.
 	ChainCA bool

@@ -69,7 +69,7 @@ type Options struct {
 	RequestTimeout time.Duration
 	// RecoveryDelay is how long a server that failed is left out. Default 30 s.
 	RecoveryDelay time.Duration
-	Backoff       Backoff // spaces the attempts
+	Backoff       Backoff // spaces the attempts, a zero field taking its default
 	// RenewAfter opens a certificate's renewal window (see CheckCert).
 	// Default 0.7.
 	RenewAfter float64
@@ -127,10 +127,9 @@ type Client struct {
 	// the servers' configuration says their API servers listen on another
 	// port than their supervisors (see readPorts).
 	supervisorPort string
-	routeIP        string        // the default routes' addresses (nodeIP)
-	learnt         time.Time     // when the servers were last asked for their list (see learn)
-	learnEvery     time.Duration // learnEvery, but in tests
-	prelude        *prelude      // what this Get or renewal has fetched; nil at its start
+	routeIP        string    // the default routes' addresses (nodeIP)
+	learnt         time.Time // when the servers were last asked for their list (see learn)
+	prelude        *prelude  // what this Get or renewal has fetched; nil at its start
 	// askedUntil is the latest time a server of this attempt asked to be
 	// left until (Retry-After, bounded by the backoff's cap): the floor
 	// of the wait after a failed attempt.
@@ -178,16 +177,15 @@ func New(opts *Options) (*Client, error) {
 		configured = net.JoinHostPort(u.Hostname(), "443")
 	}
 	c := &Client{
-		opts:       o,
-		tok:        tok,
-		log:        o.Logger,
-		agentDir:   filepath.Join(o.DataDir, "agent"),
-		prefix:     "/v1-" + o.Program,
-		header:     strings.ToUpper(o.Program[:1]) + o.Program[1:],
-		conns:      make(map[string]*serverConn),
-		backoff:    o.Backoff,
-		perSrv:     make(map[string]uint64),
-		learnEvery: learnEvery,
+		opts:     o,
+		tok:      tok,
+		log:      o.Logger,
+		agentDir: filepath.Join(o.DataDir, "agent"),
+		prefix:   "/v1-" + o.Program,
+		header:   strings.ToUpper(o.Program[:1]) + o.Program[1:],
+		conns:    make(map[string]*serverConn),
+		backoff:  o.Backoff,
+		perSrv:   make(map[string]uint64),
 	}
 	c.certs = c.certSpecs()
 	if c.password, err = c.nodePassword(); err != nil {

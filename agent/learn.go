@@ -120,5 +120,5 @@ func (c *Client) saveServers() {
 // untilLearn is how long until the servers are asked for their list
 // again. Called with c.mu held.
 func (c *Client) untilLearn() time.Duration {
-	return time.Until(c.learnt.Add(c.learnEvery))
+	return time.Until(c.learnt.Add(learnEvery))
 }
