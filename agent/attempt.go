@@ -143,7 +143,12 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 
 // onDisk is the certificates on disk checked against the CAs on disk.
 func (c *Client) onDisk(now time.Time) *Result {
-	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.diskCA(true)}
+	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust.pool()}
+	if res.ServerCA == nil {
+		if b, err := os.ReadFile(c.caFile(true)); err == nil {
+			res.ServerCA, _ = c.pinned(b) // what the token pins, as ensureTrust reads it
+		}
+	}
 	for i, s := range c.certs {
 		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, c.diskCA(s.serverCA), now)}
 	}

@@ -160,3 +160,33 @@ func TestHostRootsForOneServer(t *testing.T) {
 		t.Error("Result.ServerCA trusts the host's roots")
 	}
 }
+
+// With every server gone, Result.ServerCA is still what the token pins:
+// a CA appended to server-ca.crt on disk (which leaves the hash as it
+// is) is not in it.
+func TestOfflineServerCAPinned(t *testing.T) {
+	cl := newChainCluster(t)
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	evil := newCluster(t)
+	file := filepath.Join(dir, "agent", "server-ca.crt")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, append(b, evil.serverCA.pem...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.srv.Close()
+	res := get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	if res.Offline == nil {
+		t.Fatal("not Offline with the server gone")
+	}
+	mitm := newSupervisor(t, evil)
+	conn, err := tls.Dial("tcp", mitm.addr, &tls.Config{RootCAs: res.ServerCA, ServerName: "127.0.0.1"})
+	if err == nil {
+		conn.Close()
+		t.Error("Result.ServerCA trusts the CA appended on disk")
+	}
+}
