@@ -37,14 +37,12 @@ func (c *Client) Renew(ctx context.Context) error {
 			if err := sleep(ctx, min(renew, learn)); err != nil {
 				return err
 			}
-			if learn <= renew {
-				c.mu.Lock()
-				c.learn(ctx)
-				c.mu.Unlock()
-			}
 			if !time.Now().Before(renewAt) {
-				break
+				break // the certificates first; the servers after
 			}
+			c.mu.Lock()
+			c.learn(ctx)
+			c.mu.Unlock()
 		}
 		c.mu.Lock()
 		c.prelude = nil
