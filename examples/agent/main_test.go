@@ -218,11 +218,12 @@ func TestPasswordRejected(t *testing.T) {
 	}
 }
 
-// No answer within -timeout: exit 1 with the reason.
+// No answer within -timeout: exit 1 with the reason. (2 s: the first
+// attempt must end before the deadline, on a loaded machine under -race.)
 func TestTimeout(t *testing.T) {
 	f := newFakeSupervisor(t)
 	f.nodeStatus.Store(http.StatusServiceUnavailable)
-	code, _, errOut := agentRun(t.Context(), append(baseArgs(f, t.TempDir()), "-timeout", "300ms")...)
+	code, _, errOut := agentRun(t.Context(), append(baseArgs(f, t.TempDir()), "-timeout", "2s")...)
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
 	if last := lines[len(lines)-1]; code != 1 || !strings.Contains(last, "giving up") || !strings.Contains(last, "503") {
 		t.Errorf("exit %d, last line %q; want 1 and the 503", code, last)
