@@ -71,7 +71,7 @@ func testOptions(cl *cluster, server, dir string, logs *logBuffer) *Options {
 		NodeIP:           "192.0.2.10",
 		DataDir:          dir,
 		NodePasswordFile: filepath.Join(dir, "password"),
-		HeaderTimeout:    300 * time.Millisecond,
+		HeaderTimeout:    time.Second, // a live server answers in milliseconds, even under -race or qemu
 		RequestTimeout:   2 * time.Second,
 		Backoff:          Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond},
 		Logger:           slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
