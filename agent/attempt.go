@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,20 +23,16 @@ import (
 
 // Result is what an attempt left the node with.
 type Result struct {
-	// Config is the server's answer to GET /v1-<program>/config (JSON);
+	// Config is the server's answer to GET /v1-<program>/config (JSON),
 	// nil when Offline.
 	Config []byte
-	// Certs are the four certificates, in the order k3s requests them:
-	// serving-kubelet, client-kubelet, client-kube-proxy,
-	// client-<program>-controller.
+	// Certs are the four certificates, in the order k3s requests them.
 	Certs []CertResult
-	// Offline, if not nil, is why the attempt failed (no server answered,
-	// as a rule): the certificates on disk, all valid against the CAs on
-	// disk, are used as they are (Renew keeps trying).
+	// Offline, if not nil, is why the attempt failed. The certificates on
+	// disk are valid and used.
 	Offline error
-	// ServerCA is the CA the servers' TLS certificates chain to, as the
-	// Client trusts it (server-ca.crt on disk when Offline); for the node's
-	// other clients of the servers, such as a load balancer's probes.
+	// ServerCA is the servers' CA as the Client trusts it, for the node's
+	// other clients of the servers (a load balancer's probes).
 	ServerCA *x509.CertPool
 }
 
@@ -49,7 +44,7 @@ type CertResult struct {
 	Status CertStatus
 	// Issued reports that the attempt wrote a new certificate.
 	Issued bool
-	// Err is why the certificate's renewal failed, if it did; the
+	// Err is why the certificate's renewal failed, if it did. The
 	// certificate in CertFile is still valid and used.
 	Err error
 }
@@ -89,8 +84,7 @@ type prelude struct {
 //
 //  1. GET /cacerts, unless the servers' CA is known (from this run or
 //     server-ca.crt on disk, checked against the token's hash);
-//  2. GET /v1-k3s/config, /v1-k3s/apiservers (the servers learnt, kept in
-//     the state file), /v1-k3s/client-ca.crt and /v1-k3s/server-ca.crt,
+//  2. GET /v1-k3s/config, /v1-k3s/client-ca.crt and /v1-k3s/server-ca.crt,
 //     unless an attempt of this Get has;
 //  3. for each certificate, CheckCert against the CA just fetched: kept
 //     if valid, else POST a CSR made from the key kept beside it.
@@ -101,7 +95,7 @@ type prelude struct {
 // held.
 func (c *Client) attempt(ctx context.Context) (*Result, error) {
 	c.stats.attempts.Add(1)
-	c.askedUntil = time.Time{}
+	c.askedUntil, c.caDoubted = time.Time{}, false
 	if err := c.ensureTrust(ctx); err != nil {
 		return nil, err
 	}
@@ -113,7 +107,7 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 		c.prelude = p
 	}
 	now := time.Now()
-	res := &Result{Config: c.prelude.config, Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust}
+	res := &Result{Config: c.prelude.config, Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust.pool()}
 	for i, s := range c.certs {
 		roots := c.prelude.clientCA
 		if s.serverCA {
@@ -149,7 +143,12 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 
 // onDisk is the certificates on disk checked against the CAs on disk.
 func (c *Client) onDisk(now time.Time) *Result {
-	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.diskCA(true)}
+	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust.pool()}
+	if res.ServerCA == nil {
+		if b, err := os.ReadFile(c.caFile(true)); err == nil {
+			res.ServerCA, _ = c.pinned(b) // what the token pins, as ensureTrust reads it
+		}
+	}
 	for i, s := range c.certs {
 		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, c.diskCA(s.serverCA), now)}
 	}
@@ -184,73 +183,7 @@ func (c *Client) caFile(server bool) string {
 	return filepath.Join(c.agentDir, "client-ca.crt")
 }
 
-// ensureTrust makes sure the servers' CA is known, from server-ca.crt on
-// disk (if it matches the token's hash) or from GET /cacerts: the bundle
-// must match the token's hash, and the certificate of the server that
-// sent it must chain to it (or to the host's roots, as k3s accepts).
-func (c *Client) ensureTrust(ctx context.Context) error {
-	if c.trust != nil {
-		return nil
-	}
-	if b, err := os.ReadFile(c.caFile(true)); err == nil && c.matchesToken(b) == nil {
-		if pool := x509.NewCertPool(); pool.AppendCertsFromPEM(b) {
-			c.trust, c.trustFromDisk = pool, true
-			return nil
-		}
-	}
-	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true})
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error {
-		c.servers.MarkDown(a.addr, time.Now().Add(c.opts.RecoveryDelay))
-		c.dropConn(a.addr)
-		return fmt.Errorf("agent: the CA from %s: %w", a.addr, err)
-	}
-	if err := c.matchesToken(a.body); err != nil {
-		return fail(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(a.body) {
-		return fail(errors.New("no PEM certificate"))
-	}
-	if c.tok.caHash == "" && !c.warnedNoHash {
-		c.warnedNoHash = true
-		c.log.Warn("agent: the token has no CA hash: the servers' CA is trusted as the first server sent it; use the full token (K10<hash>::...) from a server's node-token file")
-	}
-	if !a.sc.verified {
-		host, _, _ := net.SplitHostPort(a.addr)
-		if err := verifyPeer(*a.tls, host, pool); err != nil {
-			sys, serr := x509.SystemCertPool()
-			if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
-				return fail(fmt.Errorf("the server's own certificate does not chain to it: %w", err))
-			}
-			pool = sys
-			pool.AppendCertsFromPEM(a.body)
-		}
-		a.sc.verified = true
-	}
-	c.trust, c.trustFromDisk = pool, false
-	return nil
-}
-
-// matchesToken checks bundle against the token's CA hash, if it has one.
-func (c *Client) matchesToken(bundle []byte) error {
-	if c.tok.caHash == "" {
-		return nil
-	}
-	h, err := hashCA(bundle)
-	if err != nil {
-		return err
-	}
-	if h != c.tok.caHash {
-		return fmt.Errorf("CA hash %s does not match the token's %s", h, c.tok.caHash)
-	}
-	return nil
-}
-
-// fetchPrelude gets the server's configuration, the list of servers and
-// the two CAs.
+// fetchPrelude gets the server's configuration and the two CAs.
 func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 	cfg, err := c.do(ctx, call{method: "GET", path: c.prefix + "/config"})
 	if err != nil {
@@ -259,9 +192,7 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 	if !json.Valid(cfg.body) {
 		return nil, fmt.Errorf("agent: GET %s/config: %s answered something other than JSON", c.prefix, cfg.addr)
 	}
-	if err := c.fetchServers(ctx); err != nil {
-		return nil, err
-	}
+	c.readPorts(cfg.body)
 	p := &prelude{config: cfg.body}
 	for _, server := range []bool{false, true} {
 		path := c.prefix + "/" + filepath.Base(c.caFile(server))
@@ -283,41 +214,6 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 		}
 	}
 	return p, nil
-}
-
-// fetchServers asks for the servers' addresses and keeps them (Servers,
-// the state file). A server that answers something else than a list (an
-// older one does not know the route) leaves the list as it is; no answer
-// is an error, as for any request.
-func (c *Client) fetchServers(ctx context.Context) error {
-	a, err := c.do(ctx, call{method: "GET", path: c.prefix + "/apiservers"})
-	var status *statusError
-	if errors.As(err, &status) {
-		c.log.Info("agent: no list of servers", "err", err)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var list []string
-	if err := json.Unmarshal(a.body, &list); err != nil {
-		c.log.Warn("agent: the list of servers is not a JSON array of strings", "server", a.addr, "err", err)
-		return nil
-	}
-	valid := list[:0]
-	for _, s := range list {
-		if _, _, err := net.SplitHostPort(s); err == nil {
-			valid = append(valid, s)
-		}
-	}
-	if len(valid) == 0 || !c.servers.Update(valid) {
-		return nil
-	}
-	c.log.Info("agent: servers learnt", "servers", c.servers.Addresses())
-	if err := statefile.Save(c.opts.StateFile, statefile.Servers{Default: c.opts.Server, Addresses: c.servers.Addresses()}); err != nil {
-		c.log.Warn("agent: keeping the list of servers", "err", err)
-	}
-	return nil
 }
 
 // requestCert asks for a new certificate for s, with a CSR from the key
@@ -345,7 +241,8 @@ func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPo
 	}
 	want := s.checkSpec
 	want.Roots = roots
-	st := checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, want, time.Now())
+	now := time.Now()
+	st := checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, want, now, now)
 	if !st.State.Usable() {
 		return st, fmt.Errorf("agent: %s sent an unusable certificate for %s: %w", a.addr, s.certFile, st.Err)
 	}

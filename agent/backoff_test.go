@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"testing/synctest"
@@ -183,5 +184,22 @@ func checkSpread(t *testing.T, name string, ds []time.Duration, lo, hi time.Dura
 	}
 	if span := hi - lo; least-lo > span/20 || hi-most > span/20 {
 		t.Errorf("%s: waits within [%v, %v], want spread over [%v, %v)", name, least, most, lo, hi)
+	}
+}
+
+// A cap of 2^62 ns or more: the waits stay positive and within twice the
+// cap, after a Retry-After at the cap too, however many failures.
+func TestBackoffHugeCap(t *testing.T) {
+	for _, ceil := range []time.Duration{1 << 62, math.MaxInt64} {
+		b := Backoff{Base: time.Second, Cap: ceil}
+		for i := range 200 {
+			floor := time.Duration(0)
+			if i%2 == 1 {
+				floor = ceil // after a 401 or 403
+			}
+			if d := b.Next(floor); d < floor || d < 0 {
+				t.Fatalf("cap %v, failure %d: wait %v", ceil, i+1, d)
+			}
+		}
 	}
 }

@@ -15,32 +15,22 @@ import (
 	"time"
 )
 
-// DefaultRenewAfter is the fraction of its lifetime after which a
-// certificate's renewal window opens; the package doc says why.
+// DefaultRenewAfter is where a certificate's renewal window opens, as a
+// fraction of its lifetime. The package doc says why.
 const DefaultRenewAfter = 0.7
 
-// CertState is what CheckCert found of a certificate on disk.
+// CertState is what CheckCert found.
 type CertState int
 
 const (
-	// CertValid: keep it; it is not due for renewal.
-	CertValid CertState = iota
-	// CertRenewDue: past its renewal time but still valid; request a new
-	// one, and go on with this one while that fails.
-	CertRenewDue
-	// CertMissing: the certificate or its key file does not exist.
-	CertMissing
-	// CertCorrupt: the certificate or the key cannot be parsed.
-	CertCorrupt
-	// CertWrongKey: the certificate is not for the key beside it.
-	CertWrongKey
-	// CertWrongName: the certificate does not carry the expected name.
-	CertWrongName
-	// CertOtherCA: the certificate does not chain to the CA given, for
-	// the usage wanted.
-	CertOtherCA
-	// CertExpired: past its NotAfter, or before its NotBefore.
-	CertExpired
+	CertValid     CertState = iota // valid, not due for renewal
+	CertRenewDue                   // valid and past its renewal time
+	CertMissing                    // no certificate or no key file
+	CertCorrupt                    // the certificate or the key does not parse
+	CertWrongKey                   // not for the key beside it
+	CertWrongName                  // not for the name wanted
+	CertOtherCA                    // does not chain to the CA given
+	CertExpired                    // past NotAfter, or before NotBefore and the time written
 )
 
 var certStateNames = [...]string{"valid", "renewal due", "missing", "corrupt", "wrong key", "wrong name", "another CA", "expired"}
@@ -52,61 +42,59 @@ func (s CertState) String() string {
 	return certStateNames[s]
 }
 
-// Usable reports whether a certificate in state s may be used: it is
-// valid now, whether or not its renewal is due.
+// Usable reports whether s is CertValid or CertRenewDue.
 func (s CertState) Usable() bool { return s == CertValid || s == CertRenewDue }
 
 // CertStatus is CheckCert's finding.
 type CertStatus struct {
 	State CertState
-	// RenewAt is when the certificate is due for renewal; NotAfter is when
-	// it expires. Both are zero unless it parsed, matched its key and
-	// carried the name.
+	// RenewAt is when the certificate is due for renewal, NotAfter when it
+	// expires. Both are zero unless it parsed and had the key and name.
 	RenewAt, NotAfter time.Time
-	// Err says what is wrong, naming the file; nil for CertValid. For
-	// CertRenewDue it says since when the renewal is due.
-	Err error
+	Err               error // what is wrong, naming the file; nil for CertValid
 }
 
 // CertCheck is what a certificate must satisfy to be kept.
 type CertCheck struct {
-	// Name is the name the certificate must carry: its common name; for
-	// a serving certificate (Usage ExtKeyUsageServerAuth), a DNS name or
-	// the common name.
-	Name string
-	// Usage is the extended key usage the chain must allow.
-	Usage x509.ExtKeyUsage
-	// Roots holds the CA the certificate must chain to. Required.
-	Roots *x509.CertPool
-	// ChainCA also accepts a CA that the certificate file carries after
-	// the certificate. A kubelet serving certificate may come from a CA
-	// the server keeps for them alone, which agents do not trust as the
-	// server (examples/server does so; k3s signs them with its server
-	// CA); the file is what a server the agent verified sent.
+	// Name is the common name, or for a serving certificate (Usage
+	// ExtKeyUsageServerAuth) a DNS name.
+	Name  string
+	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
+	Roots *x509.CertPool   // the CA the certificate must chain to, nil for none
+	// ChainCA also trusts the CAs the file carries after the certificate.
+	// Some servers sign kubelet serving certificates with a CA of their own.
 	ChainCA bool
-	// RenewAfter is the fraction of the lifetime at which the renewal
-	// window opens; the window ends two thirds of the way from there to
-	// NotAfter (0.7: from 70 % to 90 %). Zero means DefaultRenewAfter.
+	// RenewAfter opens the renewal window. It closes two thirds of the way
+	// from there to NotAfter. Default DefaultRenewAfter.
 	RenewAfter float64
 }
 
-// CheckCert checks the PEM certificate in certFile (a chain: the
-// certificate first, then the CAs, as a k3s server sends it) and its
-// private key in keyFile at time now: the certificate parses, is for the
-// key, carries want.Name, chains to want.Roots for want.Usage, and is
-// within its validity. A certificate that passes is CertValid until its
-// renewal time and CertRenewDue after.
+// CheckCert checks the PEM certificate chain in certFile and its key in
+// keyFile at time now. The certificate must be for the key, carry
+// want.Name, chain to want.Roots for want.Usage, and be valid. It is
+// CertValid until its renewal time and CertRenewDue after.
 //
-// The renewal time is drawn once per certificate from the window
-// [RenewAfter, RenewAfter + (1-RenewAfter)·2/3] of its lifetime, as the
-// kubelet's certificate manager draws from 70-90 %, but by a hash of the
-// certificate rather than at random: a fleet's certificates spread over
-// the window, and an agent that restarts checks the same time again
-// instead of drawing an earlier one.
+// Its lifetime counts from the later of its NotBefore and the time
+// certFile was written. Older k3s servers set NotBefore to the CA's, and
+// a lifetime counted from there would be spent on an old CA. The renewal
+// time is a point of the window [RenewAfter, RenewAfter +
+// (1-RenewAfter)·2/3] of that lifetime, chosen by a hash of the
+// certificate. A fleet spreads over the window, and a restart finds the
+// same time again.
+//
+// A certificate written before its NotBefore is valid from when it was
+// written: the agent's clock lags its server's.
 func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStatus {
 	certPEM, err := os.ReadFile(certFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return certFailure(CertMissing, certFile, "no such file")
+	}
+	var written time.Time
+	if err == nil {
+		var fi fs.FileInfo
+		if fi, err = os.Stat(certFile); err == nil {
+			written = fi.ModTime()
+		}
 	}
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "%v", err)
@@ -118,16 +106,16 @@ func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStat
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "its key: %v", err)
 	}
-	return checkPEM(certPEM, keyPEM, certFile, keyFile, want, now)
+	return checkPEM(certPEM, keyPEM, certFile, keyFile, want, now, written)
 }
 
 func certFailure(s CertState, certFile, format string, args ...any) CertStatus {
 	return CertStatus{State: s, Err: fmt.Errorf("agent: %s: "+format, append([]any{certFile}, args...)...)}
 }
 
-// checkPEM is CheckCert on the files' contents; the file names are for
-// the errors.
-func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, now time.Time) CertStatus {
+// checkPEM is CheckCert on the files' contents, the certificate written
+// at written; the file names are for the errors.
+func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, now, written time.Time) CertStatus {
 	chain, err := parseCertsPEM(certPEM)
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "%v", err)
@@ -143,8 +131,12 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	if !hasName(cert, want) {
 		return certFailure(CertWrongName, certFile, "issued to %q (DNS names %q), want %q", cert.Subject.CommonName, cert.DNSNames, want.Name)
 	}
-	st := CertStatus{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, want.RenewAfter)}
-	if now.After(cert.NotAfter) || now.Before(cert.NotBefore) {
+	st := CertStatus{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, want.RenewAfter, written)}
+	at := now // the time the chain is checked at
+	if now.Before(cert.NotBefore) && !now.Before(written) {
+		at = cert.NotBefore // the agent's clock lags its server's
+	}
+	if now.After(cert.NotAfter) || at.Before(cert.NotBefore) {
 		st.State, st.Err = CertExpired, fmt.Errorf("agent: %s: valid from %s to %s, not at %s",
 			certFile, cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		return st
@@ -165,7 +157,7 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 			}
 		}
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now,
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
 		KeyUsages: []x509.ExtKeyUsage{want.Usage}}); err != nil {
 		st.State, st.Err = CertOtherCA, fmt.Errorf("agent: %s: does not chain to the server's CA: %w", certFile, err)
 		return st
@@ -186,17 +178,20 @@ func hasName(cert *x509.Certificate, want CertCheck) bool {
 	return want.Usage == x509.ExtKeyUsageServerAuth && slices.Contains(cert.DNSNames, want.Name)
 }
 
-// renewAt is when cert is due for renewal: a point of the window (see
-// CheckCert) chosen by the hash of the certificate.
-func renewAt(cert *x509.Certificate, after float64) time.Time {
+// renewAt is when cert, written at written, is due for renewal: a point
+// of the window (see CheckCert) chosen by the hash of the certificate.
+func renewAt(cert *x509.Certificate, after float64, written time.Time) time.Time {
 	if after <= 0 || after >= 1 {
 		after = DefaultRenewAfter
 	}
 	sum := sha256.Sum256(cert.Raw)
 	u := float64(binary.BigEndian.Uint64(sum[:8])>>11) / (1 << 53) // [0, 1)
 	frac := after + u*(1-after)*2/3
-	life := cert.NotAfter.Sub(cert.NotBefore)
-	return cert.NotBefore.Add(time.Duration(frac * float64(life)))
+	start := cert.NotBefore
+	if written.After(start) && written.Before(cert.NotAfter) {
+		start = written
+	}
+	return start.Add(time.Duration(frac * float64(cert.NotAfter.Sub(start))))
 }
 
 // parseCertsPEM parses every CERTIFICATE block of data, in order; other

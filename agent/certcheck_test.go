@@ -39,7 +39,6 @@ func TestCheckCert(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
 	now := time.Now()
-	year := 365 * 24 * time.Hour
 	serving := leaf{cn: "worker-1", dns: "worker-1", usage: x509.ExtKeyUsageServerAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(year)}
 	client := leaf{cn: "system:node:worker-1", usage: x509.ExtKeyUsageClientAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(year)}
 	servingCheck := CertCheck{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots}
@@ -49,6 +48,16 @@ func TestCheckCert(t *testing.T) {
 	timed := func(l leaf, from, to time.Duration) leaf {
 		l.notBefore, l.notAfter = now.Add(from), now.Add(to)
 		return l
+	}
+	// writtenAt is a certificate on disk, its file written at when.
+	writtenAt := func(l leaf, when time.Time) func() (string, string) {
+		return func() (string, string) {
+			c, k := certOnDisk(t, ca, l, nil)
+			if err := os.Chtimes(c, when, when); err != nil {
+				t.Fatal(err)
+			}
+			return c, k
+		}
 	}
 
 	for _, tc := range []struct {
@@ -62,10 +71,13 @@ func TestCheckCert(t *testing.T) {
 		{"serving named by its DNS name only", func() (string, string) {
 			return certOnDisk(t, ca, renaming(serving, "something", "worker-1"), nil)
 		}, servingCheck, CertValid},
-		{"expiring: 95 % of its life gone", func() (string, string) { return certOnDisk(t, ca, timed(client, -95*time.Hour, 5*time.Hour), nil) },
+		{"expiring: 95 % of its life gone", writtenAt(timed(client, -95*time.Hour, 5*time.Hour), now.Add(-95*time.Hour)),
 			clientCheck, CertRenewDue},
 		{"expired", func() (string, string) { return certOnDisk(t, ca, timed(client, -2*year, -time.Hour), nil) }, clientCheck, CertExpired},
-		{"not yet valid", func() (string, string) { return certOnDisk(t, ca, timed(client, time.Hour, year), nil) }, clientCheck, CertExpired},
+		// Written after its NotBefore and read before it: the clock went back.
+		{"not yet valid", writtenAt(timed(client, time.Hour, year), now.Add(time.Hour)), clientCheck, CertExpired},
+		// Written before its NotBefore: the agent's clock lags the server's.
+		{"not yet valid when written", writtenAt(timed(client, time.Hour, year), now.Add(-time.Minute)), clientCheck, CertValid},
 		{"wrong key", func() (string, string) { return certOnDisk(t, ca, client, wrongKey) }, clientCheck, CertWrongKey},
 		{"wrong name", func() (string, string) { return certOnDisk(t, ca, renaming(client, "system:node:worker-2", ""), nil) },
 			clientCheck, CertWrongName},

@@ -23,93 +23,86 @@ import (
 	"github.com/nodepass/nodepass/agent/internal/statefile"
 )
 
-// Defaults of Options; the package doc says why.
+// Defaults of Options. The package doc says why.
 const (
 	DefaultHeaderTimeout  = 5 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultRecoveryDelay  = 30 * time.Second
 )
 
-// Options configure a Client; a zero field means its default.
+// Options configure a Client. A zero field means its default.
 type Options struct {
-	// Server is the configured server's URL, https://host:port (k3s's
-	// --server). Required. A URL without a port means port 443.
+	// Server is the configured server's URL, https://host:port, as k3s's
+	// --server. Required. A URL without a port means port 443.
 	Server string
-	// Token is the join token (--token): K10<CA hash>::<user>:<password>,
-	// a bootstrap token or a bare password. Required.
+	// Token is the join token, as k3s's --token. Required.
 	Token string
 
-	// NodeName is the node's name (--node-name). Default: the host name,
-	// lower-cased.
+	// NodeName is the node's name. Default the host name, lower-cased.
 	NodeName string
-	// NodeIP is the node's addresses, comma-separated, sent in the
-	// Node-Ip header (--node-ip). Default: none.
+	// NodeIP is the node's addresses, comma-separated. Default the
+	// addresses of the default routes, as k3s sends them.
 	NodeIP string
-	// NodePassword is the node's password. Default: the contents of
-	// NodePasswordFile, which is made (16 random bytes, hex) if missing.
+	// NodePassword is the node's password. Default the contents of
+	// NodePasswordFile, made (16 random bytes, hex) if missing.
 	NodePassword string
-	// NodePasswordFile is where the node's password is kept. Default
-	// /etc/rancher/node/password, k3s's.
+	// NodePasswordFile holds the node's password. Default k3s's,
+	// /etc/rancher/node/password.
 	NodePasswordFile string
-	// DataDir is the agent's data directory (--data-dir); certificates and
-	// keys go to DataDir/agent. Default /var/lib/rancher/<Program>.
+	// DataDir is the agent's data directory. Default /var/lib/rancher/<Program>.
 	DataDir string
-	// Program names the routes (/v1-<program>/...), the node headers
-	// (<Program>-Node-Name, ...) and the controller's certificate. Default
-	// "k3s"; "rke2" for RKE2.
+	// Program is "k3s" (the default) or "rke2". It names the routes, the
+	// node headers and the controller's certificate.
 	Program string
 
-	// Servers, if not nil, are the servers (host:port) known at start in
-	// place of the state file's list. The state file is still written.
+	// Servers, if not nil, replaces the state file's list of servers
+	// (host:port) at start.
 	Servers []string
-	// StateFile keeps the servers known across restarts. Default
-	// DataDir/agent/etc/<Program>-agent-load-balancer.json, the file k3s's
-	// load balancer keeps.
+	// StateFile keeps the servers known. Default k3s's,
+	// DataDir/agent/etc/<Program>-agent-load-balancer.json.
 	StateFile string
 
-	// HeaderTimeout bounds the wait for a response's headers before the
-	// request moves to the next server. Default 5 s.
+	// HeaderTimeout bounds the wait for an answer's headers before the
+	// request moves on. Default 5 s.
 	HeaderTimeout time.Duration
-	// RequestTimeout bounds a request (k3s's client timeout), and the
-	// header wait of a node-password request to a server that has answered.
-	// Default 10 s.
+	// RequestTimeout bounds a request. Default 10 s.
 	RequestTimeout time.Duration
 	// RecoveryDelay is how long a server that failed is left out. Default 30 s.
 	RecoveryDelay time.Duration
-	// Backoff spaces the attempts; its zero value has the defaults.
-	Backoff Backoff
+	Backoff       Backoff // spaces the attempts, a zero field taking its default
 	// RenewAfter opens a certificate's renewal window (see CheckCert).
 	// Default 0.7.
 	RenewAfter float64
-	// StopOnRejection makes Get return at the first 401 or 403 instead of
-	// retrying it after Backoff's cap.
+	// StopOnRejection makes Get return the sentinel errors at once.
 	StopOnRejection bool
-
-	// Logger receives the agent's progress and failures. Default
-	// slog.Default().
-	Logger *slog.Logger
+	Logger          *slog.Logger // default slog.Default()
 }
 
-// Sentinel errors of an attempt, for errors.Is.
+// Sentinel errors of an attempt, for errors.Is. Asking again soon does
+// not mend them. The next attempt waits the backoff's cap, or Get returns
+// them at once with Options.StopOnRejection.
 var (
-	// ErrTokenRejected: a server answered 401 (or 403 to a request
-	// without the node's password): the join token is wrong.
+	// ErrTokenRejected means a server answered 401 (or 403 to a request
+	// without the node's password), or its CA does not match the token's
+	// CA hash. The join token is wrong for these servers.
 	ErrTokenRejected = errors.New("agent: the server rejected the join token")
-	// ErrNodePasswordRejected: a server answered 403 to a request with the
-	// node's password: it holds another password for this node name.
+	// ErrNodePasswordRejected means a server answered 403 to a request
+	// with the node's password. It holds another password for this node.
 	ErrNodePasswordRejected = errors.New("agent: node password rejected")
+	// ErrRefused means a server answered another 4xx, such as 400 (a node
+	// name it refuses) or 404 (a route of another program).
+	ErrRefused = errors.New("agent: the server refused the request")
 )
 
-// Client retrieves a node's certificates from its servers as a k3s
-// agent does (see the package doc), one attempt at a time: Get and Renew
-// may be called from any goroutine, but attempts never overlap; Stats may
-// be called at any time. Make one with New; close it with Close.
+// Client gets a node's certificates from its servers, one attempt at a
+// time. Its methods may be called from any goroutine, and attempts never
+// overlap. Make one with New.
 type Client struct {
 	// Fields set by New and never changed.
 	opts     Options // defaults filled in
 	tok      token
 	log      *slog.Logger
-	servers  *Servers
+	servers  *rotation
 	agentDir string
 	certs    []certSpec
 	prefix   string // "/v1-k3s"
@@ -121,12 +114,22 @@ type Client struct {
 
 	mu            sync.Mutex             // held by an attempt; guards the fields below
 	conns         map[string]*serverConn // by address
-	trust         *x509.CertPool         // the servers' CA, nil until known
+	trust         *trustedCA             // the servers' CA, nil until known
 	trustFromDisk bool                   // trust was read from server-ca.crt, not fetched
-	warnedNoHash  bool
-	backoff       Backoff
-	nodeServer    string   // the server that accepted the last node-password request
-	prelude       *prelude // what this Get or renewal has fetched; nil at its start
+	// caDoubted: a server's certificate did not chain to the CA read from
+	// disk during this attempt. If the attempt fails, the next fetches
+	// the CA again (diskCAStale).
+	caDoubted, diskCAStale bool
+	warnedNoHash           bool
+	backoff                Backoff
+	nodeServer             string // the server that accepted the last node-password request
+	// supervisorPort replaces the port of the servers announced, when
+	// the servers' configuration says their API servers listen on another
+	// port than their supervisors (see readPorts).
+	supervisorPort string
+	routeIP        string    // the default routes' addresses (nodeIP)
+	learnt         time.Time // when the servers were last asked for their list (see learn)
+	prelude        *prelude  // what this Get or renewal has fetched; nil at its start
 	// askedUntil is the latest time a server of this attempt asked to be
 	// left until (Retry-After, bounded by the backoff's cap): the floor
 	// of the wait after a failed attempt.
@@ -151,9 +154,8 @@ type certSpec struct {
 	checkSpec CertCheck // Roots filled in per check
 }
 
-// New validates opts and returns a Client. It reads (or makes) the node
-// password and reads the state file; a corrupt state file is logged and
-// ignored. It sends no request.
+// New checks opts and returns a Client. It reads or makes the node
+// password and reads the state file. It sends no request.
 func New(opts *Options) (*Client, error) {
 	var o Options
 	if opts != nil {
@@ -190,14 +192,18 @@ func New(opts *Options) (*Client, error) {
 		return nil, err
 	}
 	known := o.Servers
-	if known == nil {
-		s, err := statefile.Load(o.StateFile)
-		if err != nil {
-			c.log.Warn("agent: ignoring the server list kept from an earlier run", "file", o.StateFile, "err", err)
+	switch s, err := statefile.Load(o.StateFile); {
+	case err != nil:
+		c.log.Warn("agent: ignoring the server list kept from an earlier run", "file", o.StateFile, "err", err)
+	case s.For(configured):
+		c.learnt = s.Saved
+		if known == nil {
+			known = s.Addresses
 		}
-		known = s.Addresses
+	case !s.Empty():
+		c.log.Warn("agent: ignoring the server list kept from an earlier run: it is for another server", "file", o.StateFile, "server", s.Default)
 	}
-	c.servers = NewServers(configured, known)
+	c.servers = newRotation(configured, known)
 	c.verifying, c.bootstrapping = c.transport(false), c.transport(true)
 	return c, nil
 }
@@ -329,8 +335,8 @@ func (c *Client) passwordSource() string {
 	return c.opts.NodePasswordFile
 }
 
-// Close closes the Client's connections, after the attempt in progress
-// if there is one (end Get's or Renew's context first to cut it short).
+// Close closes the Client's connections once the attempt in progress, if
+// any, has ended.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -341,10 +347,13 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Servers returns the Client's server rotation.
-func (c *Client) Servers() *Servers { return c.servers }
+// Servers returns the configured server's address (host:port) and every
+// server the Client knows, the configured one included.
+func (c *Client) Servers() (configured string, all []string) {
+	return c.servers.configuredAddr(), c.servers.addresses()
+}
 
-// Stats counts what a Client has done since New.
+// Stats counts what a Client has done.
 type Stats struct {
 	Attempts   uint64 // attempts started
 	Requests   uint64 // HTTP requests sent, to every server
@@ -362,7 +371,7 @@ type counters struct {
 	attempts, requests, handshakes, resumed, failovers, requested, issued, kept atomic.Uint64
 }
 
-// Stats returns the Client's counts so far.
+// Stats returns the Client's counts.
 func (c *Client) Stats() Stats {
 	s := Stats{
 		Attempts:   c.stats.attempts.Load(),

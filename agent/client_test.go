@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,7 +71,7 @@ func testOptions(cl *cluster, server, dir string, logs *logBuffer) *Options {
 		NodeIP:           "192.0.2.10",
 		DataDir:          dir,
 		NodePasswordFile: filepath.Join(dir, "password"),
-		HeaderTimeout:    300 * time.Millisecond,
+		HeaderTimeout:    time.Second, // a live server answers in milliseconds, even under -race or qemu
 		RequestTimeout:   2 * time.Second,
 		Backoff:          Backoff{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond},
 		Logger:           slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -107,6 +108,16 @@ var allFiles = []string{
 	"client-kube-proxy.crt", "client-kube-proxy.key", "client-k3s-controller.crt", "client-k3s-controller.key",
 }
 
+// ageFiles sets the time the agent's certificates in dir were written.
+func ageFiles(t *testing.T, dir string, when time.Time) {
+	t.Helper()
+	for _, f := range allFiles {
+		if err := os.Chtimes(filepath.Join(dir, "agent", f), when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // checkFiles checks that the agent's files are where a k3s agent keeps
 // them, mode 0600, with no temporary file beside them.
 func checkFiles(t *testing.T, dir string) {
@@ -131,7 +142,7 @@ func checkFiles(t *testing.T, dir string) {
 
 // A first join against one server over HTTP/2: every file written, one
 // TLS handshake for the whole attempt (a k3s agent makes one per
-// request, ten), nine requests.
+// request, ten), eight requests.
 func TestColdJoin(t *testing.T) {
 	cl := newCluster(t)
 	s := newSupervisor(t, cl)
@@ -145,7 +156,7 @@ func TestColdJoin(t *testing.T) {
 			t.Errorf("%s: issued %v, status %v, err %v; want issued, valid", cr.Name, cr.Issued, cr.Status.State, cr.Err)
 		}
 	}
-	if string(res.Config) != `{"clusterDomain":"cluster.local"}` {
+	if string(res.Config) != s.config() {
 		t.Errorf("config %q", res.Config)
 	}
 	st := c.Stats()
@@ -155,8 +166,9 @@ func TestColdJoin(t *testing.T) {
 	if s.http1.Load() != 0 {
 		t.Errorf("%d requests over HTTP/1, want every one over HTTP/2", s.http1.Load())
 	}
-	if st.Requests != 9 || s.total() != 9 {
-		t.Errorf("%d requests, server saw %d; want 9", st.Requests, s.total())
+	// k3s's join (pkg/agent/config get()) does not ask /apiservers: 8.
+	if st.Requests != 8 || s.total() != 8 {
+		t.Errorf("%d requests, server saw %d; want 8", st.Requests, s.total())
 	}
 	if st.Attempts != 1 || st.Requested != 4 || st.Issued != 4 || st.Kept != 0 || st.Failovers != 0 {
 		t.Errorf("stats %+v", st)
@@ -196,10 +208,10 @@ func TestRestartKeepsValidCertificates(t *testing.T) {
 	if n := s.nodeRequests() - nodeBefore; n != 0 {
 		t.Errorf("%d node-password requests on restart, want 0", n)
 	}
-	// config, apiservers, client-ca, server-ca: /cacerts is not asked
-	// again, the CA on disk matches the token.
-	if n := s.total() - totalBefore; n != 4 || st.Requests != 4 {
-		t.Errorf("%d requests on restart (server saw %d), want 4", st.Requests, n)
+	// config, client-ca, server-ca: /cacerts is not asked again, the CA
+	// on disk matches the token.
+	if n := s.total() - totalBefore; n != 3 || st.Requests != 3 {
+		t.Errorf("%d requests on restart (server saw %d), want 3", st.Requests, n)
 	}
 	if st.Handshakes != 1 {
 		t.Errorf("%d handshakes, want 1", st.Handshakes)
@@ -316,6 +328,9 @@ func TestRetryAfterMovesOn(t *testing.T) {
 		{"within the cap", "1800", 29 * time.Minute, 30 * time.Minute},
 		{"bounded by the cap", "7200", 59 * time.Minute, time.Hour},
 		{"as an HTTP date", time.Now().Add(30 * time.Minute).UTC().Format(http.TimeFormat), 28 * time.Minute, 30 * time.Minute},
+		// Past what a Duration holds in seconds: still the cap.
+		{"9,223,372,037 seconds", "9223372037", 59 * time.Minute, time.Hour},
+		{"past 64 bits", "99999999999999999999", 59 * time.Minute, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := newCluster(t)
@@ -334,7 +349,7 @@ func TestRetryAfterMovesOn(t *testing.T) {
 			if n := busy.total(); n != 1 {
 				t.Errorf("busy server got %d requests, want 1", n)
 			}
-			if d := c.servers.NextUp(time.Now()); d != 0 {
+			if d := c.servers.nextUp(time.Now()); d != 0 {
 				t.Errorf("NextUp %v, want 0: the healthy server is up", d)
 			}
 			if left := time.Until(c.servers.down[busy.addr]); left < tc.least || left > tc.most {
@@ -361,6 +376,45 @@ func TestBadRequestIsClear(t *testing.T) {
 	want := s.addr + ` answered 400 Bad Request to POST /v1-k3s/serving-kubelet.crt: certificate request for "x", want "worker-1"`
 	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "more") {
 		t.Fatalf("Get: %v; want it to say %s", err, want)
+	}
+}
+
+// What does not mend by asking again ends Get within one attempt with
+// StopOnRejection: a token whose CA hash is another CA's, a program the
+// server does not serve (404), a node name it refuses (400, as nodepass's
+// httpauth answers a name that is not a DNS-1123 subdomain).
+func TestPermanentErrorsStop(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(*Options)
+		want error
+	}{
+		{"CA hash", func(o *Options) { o.Token = "K10" + strings.Repeat("0", 64) + "::server:s3cret" }, ErrTokenRejected},
+		{"program", func(o *Options) { o.Program = "rke2" }, ErrRefused},
+		{"node name", func(o *Options) { o.NodeName = "worker_1" }, ErrRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newCluster(t)
+			s := newSupervisor(t, cl)
+			s.override = func(w http.ResponseWriter, r *http.Request) bool {
+				if strings.Contains(r.Header.Get("K3s-Node-Name"), "_") {
+					http.Error(w, "invalid node name or password", http.StatusBadRequest)
+					return true
+				}
+				return false
+			}
+			opts := testOptions(cl, s.addr, t.TempDir(), nil)
+			opts.StopOnRejection = true
+			tc.opts(opts)
+			c := newClient(t, opts)
+			_, err := c.Get(t.Context())
+			if !errors.Is(err, tc.want) {
+				t.Errorf("Get: %v, want %v", err, tc.want)
+			}
+			if n := c.Stats().Attempts; n != 1 {
+				t.Errorf("%d attempts, want 1", n)
+			}
+		})
 	}
 }
 
@@ -455,7 +509,7 @@ func TestStateFile(t *testing.T) {
 	a.announce = []string{b.addr} // a does not announce itself
 	b.announce = []string{b.addr}
 	dir := t.TempDir()
-	get(t, newClient(t, testOptions(cl, a.addr, dir, nil)))
+	learnServers(t, testOptions(cl, a.addr, dir, nil))
 	path := filepath.Join(dir, "agent", "etc", "k3s-agent-load-balancer.json")
 	s, err := statefile.Load(path)
 	if err != nil {
@@ -471,7 +525,7 @@ func TestStateFile(t *testing.T) {
 		t.Errorf("%d files beside the state file, want none: %v", len(ents)-1, ents)
 	}
 	c := newClient(t, testOptions(cl, a.addr, dir, nil))
-	if got := c.Servers().Addresses(); !slices.Equal(got, []string{b.addr, a.addr}) {
+	if got := c.servers.addresses(); !slices.Equal(got, []string{b.addr, a.addr}) {
 		t.Errorf("servers on restart %v, want %v", got, []string{b.addr, a.addr})
 	}
 }
@@ -493,19 +547,48 @@ func TestStateFileCorrupt(t *testing.T) {
 	if !strings.Contains(logs.String(), "ignoring the server list") || !strings.Contains(logs.String(), path) {
 		t.Errorf("no log line naming the corrupt state file:\n%s", logs.String())
 	}
-	if got := c.Servers().Addresses(); !slices.Equal(got, []string{s.addr}) {
+	if got := c.servers.addresses(); !slices.Equal(got, []string{s.addr}) {
 		t.Errorf("servers %v, want only the configured one", got)
 	}
 	get(t, c)
 
 	var logs2 logBuffer
 	c2 := newClient(t, testOptions(cl, s.addr, t.TempDir(), &logs2))
-	if strings.Contains(logs2.String(), "ignoring") || len(c2.Servers().Addresses()) != 1 {
-		t.Errorf("missing state file: servers %v, logs:\n%s", c2.Servers().Addresses(), logs2.String())
+	if strings.Contains(logs2.String(), "ignoring") || len(c2.servers.addresses()) != 1 {
+		t.Errorf("missing state file: servers %v, logs:\n%s", c2.servers.addresses(), logs2.String())
 	}
 }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// learnServers runs Get, then Renew until it has asked a server for the
+// list of servers once, and returns the Client.
+func learnServers(t *testing.T, opts *Options) *Client {
+	t.Helper()
+	return renewFor(t, opts, 2)
+}
+
+// renewFor runs Get, then Renew until it has gone to sleep sleeps times
+// (the first time before it asks for the list of servers, if that is
+// due), and returns the Client.
+func renewFor(t *testing.T, opts *Options, sleeps int) *Client {
+	t.Helper()
+	logs := &logBuffer{watch: "agent: next renewal", seen: make(chan string, 8)}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := newClient(t, opts)
+	get(t, c)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- c.Renew(ctx) }()
+	for range sleeps {
+		<-logs.seen
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Renew: %v", err)
+	}
+	return c
+}
 
 // A renewal that fails while the certificates are valid: Get goes on with
 // them, and Renew retries until the servers issue new ones.
@@ -522,6 +605,7 @@ func TestRenewalFailureKeepsValid(t *testing.T) {
 	}
 	dir := t.TempDir()
 	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	ageFiles(t, dir, time.Now().Add(-95*time.Hour)) // issued 95 hours ago
 
 	var failing atomic.Bool
 	failing.Store(true)
@@ -649,5 +733,97 @@ func TestNodePasswordRequestsStay(t *testing.T) {
 	}
 	if a.total() == 0 || b.total() == 0 {
 		t.Errorf("requests %d and %d: want both servers used", a.total(), b.total())
+	}
+}
+
+// Certificates dated as k3s dates them, on a CA five years old, by
+// today's rule and by the older one (see issueRule). A restart requests
+// none, and each is due for renewal 70-90 % of the way from when it was
+// written to when it expires: a year, not the five since the CA's
+// NotBefore.
+func TestKeptOnOldCA(t *testing.T) {
+	for _, rule := range []issueRule{ruleToday, ruleOlder} {
+		t.Run(rule.String(), func(t *testing.T) {
+			cl := newCluster(t)
+			cl.serverCA = newTestCAAt(t, "server-ca", time.Now().Add(-5*year), nil)
+			cl.clientCA = newTestCAAt(t, "client-ca", time.Now().Add(-5*year), nil)
+			s := newSupervisor(t, cl)
+			s.rule = rule
+			dir := t.TempDir()
+			written := time.Now()
+			get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+			c := newClient(t, testOptions(cl, s.addr, dir, nil))
+			res := get(t, c)
+			if st := c.Stats(); st.Requested != 0 || st.Kept != 4 {
+				t.Errorf("on restart: %d certificates requested, %d kept; want 0, 4", st.Requested, st.Kept)
+			}
+			for _, cr := range res.Certs {
+				life := cr.Status.NotAfter.Sub(written)
+				if at := cr.Status.RenewAt.Sub(written); at < life*7/10-time.Minute || at > life*9/10+time.Minute {
+					t.Errorf("%s: renewal %v after it was written, want within 70-90 %% of %v", cr.Name, at, life)
+				}
+			}
+		})
+	}
+}
+
+// An agent whose clock lags its server's by two hours gets certificates
+// before their NotBefore: it keeps them, on this run and the next, and
+// does not renew them before most of a year.
+func TestClockLag(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	s.validity = func() (time.Time, time.Time) {
+		nb := time.Now().Add(2 * time.Hour)
+		return nb, nb.Add(year)
+	}
+	dir := t.TempDir()
+	c := newClient(t, testOptions(cl, s.addr, dir, nil))
+	get(t, c)
+	if st := c.Stats(); st.Attempts != 1 || st.Issued != 4 {
+		t.Errorf("%d attempts, %d certificates issued; want 1, 4", st.Attempts, st.Issued)
+	}
+	c = newClient(t, testOptions(cl, s.addr, dir, nil))
+	get(t, c)
+	if st := c.Stats(); st.Requested != 0 {
+		t.Errorf("%d certificates requested on restart, want 0", st.Requested)
+	}
+	c.mu.Lock()
+	d := c.untilRenewal(nil)
+	c.mu.Unlock()
+	if d < 200*24*time.Hour {
+		t.Errorf("renewal in %v, want most of a year", d)
+	}
+}
+
+// Without Options.NodeIP, the node-password requests carry the address
+// of the default route, as k3s's agent sends it (pkg/util/net.go
+// GetHostnameAndIPs, the header set in pkg/agent/config/config.go
+// getNodeNamedCrt): an address of one of the host's interfaces.
+func TestNodeIPOfDefaultRoute(t *testing.T) {
+	conn, err := net.Dial("udp", "198.51.100.1:9")
+	if err != nil {
+		t.Skipf("no IPv4 default route: %v", err)
+	}
+	want := conn.LocalAddr().(*net.UDPAddr).IP
+	conn.Close()
+	addrs, _ := net.InterfaceAddrs()
+	if !slices.ContainsFunc(addrs, func(a net.Addr) bool { n, ok := a.(*net.IPNet); return ok && n.IP.Equal(want) }) {
+		t.Fatalf("the route's source %v is none of the interfaces' addresses %v", want, addrs)
+	}
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	opts := testOptions(cl, s.addr, t.TempDir(), nil)
+	opts.NodeIP = ""
+	get(t, newClient(t, opts))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ips) != 2 {
+		t.Fatalf("%d node-password requests, want 2", len(s.ips))
+	}
+	for _, h := range s.ips {
+		if first, _, _ := strings.Cut(h, ","); first != want.String() {
+			t.Errorf("Node-Ip %q, want %v first", h, want)
+		}
 	}
 }

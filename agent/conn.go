@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodepass/nodepass/agent/internal/local"
 )
 
 // A Client keeps one connection to each server it uses, HTTP/2 where the
@@ -73,8 +74,7 @@ func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap bool) (net.
 		InsecureSkipVerify: true,
 	}
 	if !bootstrap {
-		trust := c.trust // read under Client.mu: dials run within an attempt
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return verifyPeer(cs, host, trust) }
+		cfg.VerifyConnection = c.trust.verifier(addr) // read under Client.mu: dials run within an attempt
 	}
 	tc := tls.Client(raw, cfg)
 	c.stats.handshakes.Add(1)
@@ -86,26 +86,6 @@ func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap bool) (net.
 		c.stats.resumed.Add(1)
 	}
 	return tc, nil
-}
-
-// verifyPeer checks that the server's certificate chains to roots and
-// names host.
-func verifyPeer(cs tls.ConnectionState, host string, roots *x509.CertPool) error {
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("agent: the server sent no certificate")
-	}
-	if roots == nil {
-		return errors.New("agent: no CA to check the server's certificate against")
-	}
-	inter := x509.NewCertPool()
-	for _, c := range cs.PeerCertificates[1:] {
-		inter.AddCert(c)
-	}
-	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host})
-	if err != nil {
-		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
-	}
-	return nil
 }
 
 // conn returns the connection to addr, made if there is none (or the
@@ -164,15 +144,16 @@ type answer struct {
 // configuration is a few KiB.
 const maxBody = 4 << 20
 
-// do sends r to the servers in turn (Servers.Order) until one answers
+// do sends r to the servers in turn (rotation.order) until one answers
 // it: a connection failure, a timeout, a 429, 503 or other 5xx moves it to
 // the next server at once, and leaves the server out for RecoveryDelay (or
 // for its Retry-After, bounded by the backoff's cap, on 429 and 503).
-// 401, 403 and other 4xx end the request with an error. A node-password
-// request starts at the server that accepted the last one, if it is up.
+// 401 (but from a server learnt), 403 and other 4xx end the request with
+// an error. A node-password request starts at the server that accepted
+// the last one, if it is up.
 // Called with c.mu held.
 func (c *Client) do(ctx context.Context, r call) (answer, error) {
-	order := c.servers.Order(time.Now())
+	order := c.servers.order(time.Now())
 	if len(order) == 0 {
 		return answer{}, errors.New("agent: no server to ask")
 	}
@@ -207,7 +188,7 @@ func (c *Client) do(ctx context.Context, r call) (answer, error) {
 // next server (the failure is addr's); otherwise err ends the request.
 func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next bool, err error) {
 	down := func(until time.Time, err error) (answer, bool, error) {
-		c.servers.MarkDown(addr, until)
+		c.servers.markDown(addr, until)
 		c.dropConn(addr)
 		return answer{}, true, fmt.Errorf("%s: %w", addr, err)
 	}
@@ -222,12 +203,16 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 		if ended(ctx) {
 			return answer{}, false, endErr(ctx)
 		}
+		if local.Shortage(err) { // the node's, not the server's: no other server would do better
+			return answer{}, false, fmt.Errorf("agent: %s: %w", r, err)
+		}
 		var verr *tls.CertificateVerificationError
 		if errors.As(err, &verr) && c.trustFromDisk {
-			// The CA kept on disk is not the servers' any more: fetch it
-			// again (next attempt), checked against the token.
-			c.log.Warn("agent: the server's certificate does not chain to the CA on disk; fetching the CA again", "server", addr, "err", err)
-			c.trust, c.trustFromDisk = nil, false
+			// The CA kept on disk may not be the servers' any more. The
+			// other servers are still asked; if the attempt fails, the
+			// next fetches the CA again, checked against the token.
+			c.log.Warn("agent: the server's certificate does not chain to the CA on disk", "server", addr, "err", err)
+			c.caDoubted = true
 		}
 		return down(recovery, err)
 	}
@@ -283,6 +268,10 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 		return down(until, fmt.Errorf("%s (Retry-After %v)", resp.Status, ra))
 	case code >= 500:
 		return down(recovery, errors.New(resp.Status))
+	case code == http.StatusUnauthorized && addr != c.servers.configuredAddr():
+		// A server learnt may be an API server, not a supervisor (a list
+		// kept with the API servers' port, say): the configured one decides.
+		return down(recovery, fmt.Errorf("%s to %s (not a supervisor, or the token is wrong)", resp.Status, r))
 	case code == http.StatusUnauthorized:
 		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
 	case code == http.StatusForbidden && r.node:
@@ -300,13 +289,16 @@ var (
 	errRequestTimeout = errors.New("agent: the request timed out")
 )
 
-// statusError is a 4xx answer other than 401 and 403.
+// statusError is a 4xx answer other than 401, 403 and 429; it wraps
+// ErrRefused.
 type statusError struct {
 	addr   string
 	call   call
 	status string
 	msg    string
 }
+
+func (e *statusError) Unwrap() error { return ErrRefused }
 
 func (e *statusError) Error() string {
 	s := fmt.Sprintf("agent: %s answered %s to %s", e.addr, e.status, e.call)
@@ -345,11 +337,37 @@ func (c *Client) request(ctx context.Context, addr string, r call) (*http.Reques
 	if r.node {
 		req.Header.Set(c.header+"-Node-Name", c.opts.NodeName)
 		req.Header.Set(c.header+"-Node-Password", c.password)
-		if c.opts.NodeIP != "" {
-			req.Header.Set(c.header+"-Node-Ip", c.opts.NodeIP)
+		if ip := c.nodeIP(); ip != "" {
+			req.Header.Set(c.header+"-Node-Ip", ip)
 		}
 	}
 	return req, nil
+}
+
+// nodeIP is Options.NodeIP, or else the addresses of the default routes,
+// as k3s's agent sends them (pkg/util/net.go GetHostnameAndIPs): the
+// source address of the IPv4 default route, then of the IPv6 one. A
+// node with no default route yet (early in a boot) sends none, and looks
+// again on the next request. Called with c.mu held.
+func (c *Client) nodeIP() string {
+	if c.opts.NodeIP != "" {
+		return c.opts.NodeIP
+	}
+	if c.routeIP == "" {
+		var ips []string
+		// Documentation addresses (RFC 5737, RFC 3849): no packet is sent,
+		// the kernel only picks the route to them.
+		for _, dst := range []string{"198.51.100.1:9", "[2001:db8::1]:9"} {
+			if conn, err := net.Dial("udp", dst); err == nil {
+				if ip := conn.LocalAddr().(*net.UDPAddr).IP; ip.IsGlobalUnicast() {
+					ips = append(ips, ip.String())
+				}
+				conn.Close()
+			}
+		}
+		c.routeIP = strings.Join(ips, ",")
+	}
+	return c.routeIP
 }
 
 func (c *Client) count(addr string) {
@@ -361,13 +379,15 @@ func (c *Client) count(addr string) {
 
 // retryAfter parses a Retry-After header (seconds or an HTTP date); an
 // absent or unparsable one counts as one second, what Kubernetes API
-// servers send with their 429s.
+// servers send with their 429s. A wait past a century counts as a
+// century (callers bound it by the backoff's cap).
 func retryAfter(h string, now time.Time) time.Duration {
-	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+	const most = 100 * 365 * 24 * time.Hour
+	if s, err := strconv.ParseUint(strings.TrimSpace(h), 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		return time.Duration(min(s, uint64(most/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(h); err == nil {
-		return max(t.Sub(now), 0)
+		return min(max(t.Sub(now), 0), most)
 	}
 	return time.Second
 }

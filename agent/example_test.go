@@ -3,24 +3,10 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nodepass/nodepass/agent"
 )
-
-// A request goes to the servers that are up; a server that failed is
-// left out until its recovery time.
-func ExampleServers() {
-	s := agent.NewServers("10.0.0.1:6443", []string{"10.0.0.2:6443", "10.0.0.3:6443"})
-	now := time.Now()
-	s.MarkDown("10.0.0.2:6443", now.Add(30*time.Second)) // accepted, never answered
-	fmt.Println(slices.Sorted(slices.Values(s.Order(now))))
-	fmt.Println(slices.Sorted(slices.Values(s.Order(now.Add(30 * time.Second)))))
-	// Output:
-	// [10.0.0.1:6443 10.0.0.3:6443]
-	// [10.0.0.1:6443 10.0.0.2:6443 10.0.0.3:6443]
-}
 
 // The waits of an agent after failures in a row, and after a server's
 // Retry-After.

@@ -8,13 +8,9 @@ import (
 )
 
 // Get runs attempts until the node holds all four certificates, valid,
-// and returns what the last attempt left. Between attempts it waits as
-// the Backoff says, at least what a server asked for (Retry-After, up to
-// the backoff's cap); after a 401 or 403, at least the backoff's cap (or it
-// returns the error, with Options.StopOnRejection). When an attempt fails
-// (not by a 401 or 403) while the certificates on disk are valid against
-// the CAs on disk, it returns them, with Result.Offline the failure. When
-// ctx ends, Get returns ctx's error joined with the last attempt's.
+// and returns what the last attempt left. If an attempt fails while the
+// certificates on disk are valid, Get returns them with Result.Offline
+// set. When ctx ends, Get returns ctx's error and the last attempt's.
 func (c *Client) Get(ctx context.Context) (*Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -22,22 +18,31 @@ func (c *Client) Get(ctx context.Context) (*Result, error) {
 	return c.retry(ctx, c.attempt, true)
 }
 
-// Renew keeps the certificates renewed until ctx ends, and then returns
-// ctx's error: it sleeps until the first certificate's renewal time (see
-// CheckCert) and runs attempts (as Get does) until one renews what is due;
-// a renewal that failed while the certificate is valid is retried after
-// the backoff's wait, the certificate on disk used meanwhile. A
-// certificate missing or invalid on disk is requested at once. Call it
-// after Get.
+// Renew keeps the certificates renewed until ctx ends, then returns
+// ctx's error. It sleeps until the first renewal time and runs attempts
+// until one renews what is due. A failed renewal is retried after the
+// backoff's wait. Renew also learns the servers. Call it after Get.
 func (c *Client) Renew(ctx context.Context) error {
 	var res *Result
 	for {
 		c.mu.Lock()
-		d := c.untilRenewal(res)
+		renewAt := time.Now().Add(c.untilRenewal(res))
 		c.mu.Unlock()
-		c.log.Debug("agent: next renewal", "in", d)
-		if err := sleep(ctx, d); err != nil {
-			return err
+		for {
+			c.mu.Lock()
+			learn := c.untilLearn()
+			c.mu.Unlock()
+			renew := time.Until(renewAt)
+			c.log.Debug("agent: next renewal", "in", renew, "servers_asked_in", learn)
+			if err := sleep(ctx, min(renew, learn)); err != nil {
+				return err
+			}
+			if !time.Now().Before(renewAt) {
+				break // the certificates first; the servers after
+			}
+			c.mu.Lock()
+			c.learn(ctx)
+			c.mu.Unlock()
 		}
 		c.mu.Lock()
 		c.prelude = nil
@@ -87,11 +92,15 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 			return res, fmt.Errorf("agent: giving up: %w; the last attempt: %w", endErr(ctx), last)
 		}
 		last = err
-		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrNodePasswordRejected)
+		doubted := c.caDoubted
+		if doubted {
+			c.trust, c.diskCAStale = nil, true // the next attempt fetches the CA
+		}
+		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrNodePasswordRejected) || errors.Is(err, ErrRefused)
 		if rejected && c.opts.StopOnRejection {
 			return res, err
 		}
-		if offline && !rejected {
+		if offline && !rejected && !doubted {
 			if disk := c.onDisk(time.Now()); disk.usable() {
 				c.log.Warn("agent: no server answered; going on with the certificates on disk", "err", err)
 				disk.Offline = err
@@ -101,7 +110,7 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 		// The servers' Retry-After is a floor; a server left out for its
 		// RecoveryDelay is not: when every server failed (an agent with one
 		// server, or a load balancer's address, say), the one back first is
-		// asked again after the backoff's wait (Servers.Order).
+		// asked again after the backoff's wait (rotation.order).
 		floor := time.Until(c.askedUntil)
 		if rejected {
 			floor = c.backoff.ceiling()

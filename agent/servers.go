@@ -7,17 +7,15 @@ import (
 	"time"
 )
 
-// Servers is the rotation of the servers an agent knows: the configured
-// one and those the servers announce. Each request starts at the next
-// server in round-robin order (the first at a random one, so that a herd
-// of agents spreads over the servers) and moves along the order the
-// servers are in; a server marked down is left out of the order until the
-// time it was marked down until, unless every server is. The configured
-// server stays in the list whatever the servers announce.
-//
-// Servers is safe for concurrent use. Make one with NewServers; the zero
-// value holds no server.
-type Servers struct {
+// rotation is the servers an agent knows: the configured one and those
+// the servers announce. Each request starts at the next server in
+// round-robin order (the first at a random one, so that a herd of agents
+// spreads over the servers) and moves along the order the servers are in.
+// A server marked down is left out of the order until the time it was
+// marked down until, unless every server is. The configured server stays
+// in the list whatever the servers announce. A rotation is safe for
+// concurrent use.
+type rotation struct {
 	mu         sync.Mutex
 	configured string
 	addrs      []string             // configured included; guarded by mu
@@ -25,11 +23,11 @@ type Servers struct {
 	down       map[string]time.Time // address → until when it is left out; guarded by mu
 }
 
-// NewServers returns a rotation over configured and known (host:port
+// newRotation returns a rotation over configured and known (host:port
 // addresses), known in its order, then configured if known does not hold
 // it. Empty and repeated addresses are dropped.
-func NewServers(configured string, known []string) *Servers {
-	s := &Servers{configured: configured, down: make(map[string]time.Time)}
+func newRotation(configured string, known []string) *rotation {
+	s := &rotation{configured: configured, down: make(map[string]time.Time)}
 	s.addrs = merge(configured, known)
 	if len(s.addrs) > 0 {
 		s.next = rand.IntN(len(s.addrs))
@@ -41,21 +39,23 @@ func NewServers(configured string, known []string) *Servers {
 // it was not among them.
 func merge(configured string, known []string) []string {
 	out := make([]string, 0, len(known)+1)
+	seen := make(map[string]bool, len(known)+1)
 	for _, a := range append(slices.Clip(known), configured) {
-		if a != "" && !slices.Contains(out, a) {
+		if a != "" && !seen[a] {
+			seen[a] = true
 			out = append(out, a)
 		}
 	}
 	return out
 }
 
-// Order returns the servers the next request may try, in the order it
+// order returns the servers the next request may try, in the order it
 // tries them: every server that is not down at now, starting from the
 // next one in round-robin order. When every server is down, it is the one
 // that comes back first alone: an agent that has waited out its backoff
 // asks it rather than none. Each call moves the round-robin position by
 // one.
-func (s *Servers) Order(now time.Time) []string {
+func (s *rotation) order(now time.Time) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.addrs)
@@ -80,17 +80,17 @@ func (s *Servers) Order(now time.Time) []string {
 	return out
 }
 
-// MarkDown leaves addr out of Order until the time until. A later call
+// markDown leaves addr out of order until the time until. A later call
 // for the same server replaces the time.
-func (s *Servers) MarkDown(addr string, until time.Time) {
+func (s *rotation) markDown(addr string, until time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.down[addr] = until
 }
 
-// NextUp returns how long after now the first server comes back: 0 when
+// nextUp returns how long after now the first server comes back: 0 when
 // one is up at now (or the list is empty).
-func (s *Servers) NextUp(now time.Time) time.Duration {
+func (s *rotation) nextUp(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first time.Duration
@@ -106,11 +106,11 @@ func (s *Servers) NextUp(now time.Time) time.Duration {
 	return first
 }
 
-// Update replaces the servers learnt earlier with announced (host:port
+// update replaces the servers learnt earlier with announced (host:port
 // addresses, as /v1-k3s/apiservers lists them), keeping the configured
 // server, and reports whether the list changed. A server that stays keeps
 // its down time.
-func (s *Servers) Update(announced []string) bool {
+func (s *rotation) update(announced []string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	addrs := merge(s.configured, announced)
@@ -129,12 +129,12 @@ func (s *Servers) Update(announced []string) bool {
 	return true
 }
 
-// Addresses returns the servers in the rotation, configured included.
-func (s *Servers) Addresses() []string {
+// addresses returns the servers in the rotation, configured included.
+func (s *rotation) addresses() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.addrs)
 }
 
-// Configured returns the configured server's address.
-func (s *Servers) Configured() string { return s.configured }
+// configuredAddr returns the configured server's address.
+func (s *rotation) configuredAddr() string { return s.configured }

@@ -7,16 +7,16 @@ import (
 )
 
 // Each Order starts one server further along, and covers every server.
-func TestServersRoundRobin(t *testing.T) {
-	s := NewServers("c:1", []string{"a:1", "b:1"})
+func TestRotationRoundRobin(t *testing.T) {
+	s := newRotation("c:1", []string{"a:1", "b:1"})
 	now := time.Now()
-	first := s.Order(now)
+	first := s.order(now)
 	if len(first) != 3 {
 		t.Fatalf("Order = %v, want three servers", first)
 	}
 	starts := map[string]int{}
 	for i := range 30 {
-		o := s.Order(now)
+		o := s.order(now)
 		starts[o[0]]++
 		want := s.addrs[(i+1+slices.Index(s.addrs, first[0]))%3]
 		if o[0] != want {
@@ -35,10 +35,10 @@ func TestServersRoundRobin(t *testing.T) {
 }
 
 // A herd of agents starts at random servers.
-func TestServersRandomStart(t *testing.T) {
+func TestRotationRandomStart(t *testing.T) {
 	starts := map[string]int{}
 	for range 3000 {
-		starts[NewServers("c:1", []string{"a:1", "b:1"}).Order(time.Now())[0]]++
+		starts[newRotation("c:1", []string{"a:1", "b:1"}).order(time.Now())[0]]++
 	}
 	for _, a := range []string{"a:1", "b:1", "c:1"} {
 		if n := starts[a]; n < 800 || n > 1200 {
@@ -49,53 +49,53 @@ func TestServersRandomStart(t *testing.T) {
 
 // A server marked down is left out until its time, then back; when every
 // server is down, the one back first is the order.
-func TestServersDown(t *testing.T) {
+func TestRotationDown(t *testing.T) {
 	now := time.Now()
-	s := NewServers("c:1", []string{"a:1", "b:1"})
-	s.MarkDown("a:1", now.Add(10*time.Second))
+	s := newRotation("c:1", []string{"a:1", "b:1"})
+	s.markDown("a:1", now.Add(10*time.Second))
 	for range 6 {
-		if o := s.Order(now); slices.Contains(o, "a:1") || len(o) != 2 {
+		if o := s.order(now); slices.Contains(o, "a:1") || len(o) != 2 {
 			t.Fatalf("Order = %v with a:1 down", o)
 		}
 	}
-	if d := s.NextUp(now); d != 0 {
+	if d := s.nextUp(now); d != 0 {
 		t.Errorf("NextUp = %v with two servers up", d)
 	}
-	if o := s.Order(now.Add(10 * time.Second)); !slices.Contains(o, "a:1") {
+	if o := s.order(now.Add(10 * time.Second)); !slices.Contains(o, "a:1") {
 		t.Errorf("Order = %v after a:1's time", o)
 	}
-	s.MarkDown("b:1", now.Add(5*time.Second))
-	s.MarkDown("c:1", now.Add(20*time.Second))
-	if d := s.NextUp(now); d != 5*time.Second {
+	s.markDown("b:1", now.Add(5*time.Second))
+	s.markDown("c:1", now.Add(20*time.Second))
+	if d := s.nextUp(now); d != 5*time.Second {
 		t.Errorf("NextUp = %v, want 5s (b:1)", d)
 	}
-	if o := s.Order(now); !slices.Equal(o, []string{"b:1"}) {
+	if o := s.order(now); !slices.Equal(o, []string{"b:1"}) {
 		t.Errorf("Order = %v with every server down, want [b:1], back first", o)
 	}
 }
 
 // Update replaces the servers learnt, never the configured one, and
 // keeps the down time of those that stay.
-func TestServersUpdate(t *testing.T) {
+func TestRotationUpdate(t *testing.T) {
 	now := time.Now()
-	s := NewServers("c:1", []string{"a:1", "b:1", "a:1", ""})
-	if got := s.Addresses(); !slices.Equal(got, []string{"a:1", "b:1", "c:1"}) {
+	s := newRotation("c:1", []string{"a:1", "b:1", "a:1", ""})
+	if got := s.addresses(); !slices.Equal(got, []string{"a:1", "b:1", "c:1"}) {
 		t.Fatalf("Addresses = %v", got)
 	}
-	s.MarkDown("b:1", now.Add(time.Minute))
-	if !s.Update([]string{"b:1", "d:1"}) {
+	s.markDown("b:1", now.Add(time.Minute))
+	if !s.update([]string{"b:1", "d:1"}) {
 		t.Fatal("Update reported no change")
 	}
-	if got := s.Addresses(); !slices.Equal(got, []string{"b:1", "d:1", "c:1"}) {
+	if got := s.addresses(); !slices.Equal(got, []string{"b:1", "d:1", "c:1"}) {
 		t.Errorf("Addresses = %v, want b, d and the configured c", got)
 	}
-	if o := s.Order(now); slices.Contains(o, "b:1") {
+	if o := s.order(now); slices.Contains(o, "b:1") {
 		t.Errorf("Order = %v: b:1 lost its down time", o)
 	}
-	if s.Update([]string{"b:1", "d:1"}) {
+	if s.update([]string{"b:1", "d:1"}) {
 		t.Error("Update of the same list reported a change")
 	}
-	if !s.Update(nil) || !slices.Equal(s.Addresses(), []string{"c:1"}) {
-		t.Errorf("Update(nil): %v, want the configured server alone", s.Addresses())
+	if !s.update(nil) || !slices.Equal(s.addresses(), []string{"c:1"}) {
+		t.Errorf("Update(nil): %v, want the configured server alone", s.addresses())
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,12 +13,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,34 +33,92 @@ import (
 // HTTPS and HTTP/2 with its own CAs, and servers that fail in the ways
 // an agent meets.
 
-// testCA is a certificate authority for tests.
+// Dates as k3s sets them. Its CAs are valid for ten years from their
+// creation (dynamiclistener cert/cert.go NewSelfSignedCACert); the tests'
+// CAs are a few years old, as a cluster's are.
+const (
+	year  = 365 * 24 * time.Hour
+	caAge = 3 * year
+)
+
+// testCA is a certificate authority for tests: a root, or an
+// intermediate a root signed.
 type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	pem    []byte // its own certificate
+	bundle []byte // its certificate, then its parent's bundle: what /cacerts sends
+	root   *x509.Certificate
 }
 
 func newTestCA(t testing.TB, name string) *testCA {
+	return newTestCAAt(t, name, time.Now().Add(-caAge), nil)
+}
+
+// newTestCAAt makes a CA created at created and valid ten years, signed
+// by parent (nil: a self-signed root).
+func newTestCAAt(t testing.TB, name string, created time.Time, parent *testCA) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
+		SerialNumber:          big.NewInt(created.UnixNano()),
 		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
+		NotBefore:             created,
+		NotAfter:              created.Add(10 * year),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	signer, signerKey := tmpl, key
+	if parent != nil {
+		signer, signerKey = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	ca := &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), root: cert}
+	ca.bundle = ca.pem
+	if parent != nil {
+		ca.bundle = append(slices.Clip(ca.pem), parent.bundle...)
+		ca.root = parent.root
+	}
+	return ca
+}
+
+// issueRule is how a k3s server dates the certificates it signs for its
+// agents: k3s pkg/server/handlers/handlers.go signs them with
+// dynamiclistener's cert/cert.go NewSignedCert.
+type issueRule int
+
+const (
+	// ruleToday: NotBefore max(now - 1 h, the CA's NotBefore)
+	// (dynamiclistener cert/validity.go CalculateNotBefore), NotAfter a
+	// year after it.
+	ruleToday issueRule = iota
+	// ruleOlder: before dynamiclistener 3e35acf (October 2025), NotBefore
+	// the CA's NotBefore and NotAfter a year from issue, as in the
+	// incident's RKE2 v1.25 log.
+	ruleOlder
+)
+
+func (r issueRule) String() string { return [...]string{"today", "older"}[r] }
+
+// validity is the NotBefore and NotAfter a certificate ca signs at now
+// gets.
+func (r issueRule) validity(ca *x509.Certificate, now time.Time) (notBefore, notAfter time.Time) {
+	if r == ruleOlder {
+		return ca.NotBefore, now.Add(year)
+	}
+	notBefore = now.Add(-time.Hour)
+	if notBefore.Before(ca.NotBefore) {
+		notBefore = ca.NotBefore
+	}
+	return notBefore, notBefore.Add(year)
 }
 
 // leaf is a certificate the CA signs.
@@ -64,20 +126,21 @@ type leaf struct {
 	cn, dns   string
 	org       []string
 	usage     x509.ExtKeyUsage
-	notBefore time.Time
+	notBefore time.Time // zero: as today's k3s (ruleToday)
 	notAfter  time.Time
 	ips       []net.IP
 }
 
 // issue signs l for pub and returns the chain PEM: the certificate, then
-// the CA's.
+// the CA's bundle, as k3s sends it (handlers.go: the certificate and the
+// CA certificates).
 func (ca *testCA) issue(t testing.TB, l leaf, pub crypto.PublicKey) []byte {
 	t.Helper()
 	if l.notBefore.IsZero() {
-		l.notBefore = time.Now().Add(-time.Minute)
+		l.notBefore, l.notAfter = ruleToday.validity(ca.cert, time.Now())
 	}
 	if l.notAfter.IsZero() {
-		l.notAfter = l.notBefore.Add(365 * 24 * time.Hour)
+		l.notAfter = l.notBefore.Add(year)
 	}
 	var serial [16]byte
 	rand.Read(serial[:])
@@ -97,26 +160,16 @@ func (ca *testCA) issue(t testing.TB, l leaf, pub crypto.PublicKey) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...)
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.bundle...)
 }
 
-// issueCA signs tmpl, a CA certificate for sub's key, and returns it PEM.
-func (ca *testCA) issueCA(t testing.TB, tmpl *x509.Certificate, sub *testCA) []byte {
-	t.Helper()
-	tmpl.SerialNumber = big.NewInt(2)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, sub.key.Public(), ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-// serverCert is a TLS certificate for 127.0.0.1 signed by ca.
+// serverCert is a TLS certificate for 127.0.0.1, 127.0.0.2 and localhost
+// signed by ca.
 func (ca *testCA) serverCert(t testing.TB) tls.Certificate {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	chain := ca.issue(t, leaf{cn: "supervisor", dns: "localhost", usage: x509.ExtKeyUsageServerAuth,
-		ips: []net.IP{net.IPv4(127, 0, 0, 1)}}, key.Public())
+		ips: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 2)}}, key.Public())
 	cert, err := tls.X509KeyPair(chain, pemKey(t, key))
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +189,7 @@ func pemKey(t testing.TB, key *ecdsa.PrivateKey) []byte {
 // cluster is the CAs and the token that servers of one test share.
 type cluster struct {
 	serverCA  *testCA
+	tlsCA     *testCA // signs the servers' TLS certificates; nil: serverCA
 	secret    string
 	mu        sync.Mutex
 	clientCA  *testCA           // guarded by mu: a test may rotate it
@@ -155,43 +209,85 @@ func newCluster(t testing.TB) *cluster {
 		secret: "s3cret", passwords: make(map[string]string)}
 }
 
-// token is the cluster's full join token.
+// newChainCluster is a cluster with a custom CA chain, as k3s supports
+// (k3s's contrib/util/generate-custom-ca-certs.sh): the server CA is an
+// intermediate that a root signed, and /cacerts sends both.
+func newChainCluster(t testing.TB) *cluster {
+	cl := newCluster(t)
+	root := newTestCAAt(t, "root-ca", time.Now().Add(-caAge), nil)
+	cl.serverCA = newTestCAAt(t, "server-ca", time.Now().Add(-caAge), root)
+	cl.clientCA = newTestCAAt(t, "client-ca", time.Now().Add(-caAge), root)
+	return cl
+}
+
+// token is the cluster's full join token. Its CA hash is k3s's
+// (pkg/clientaccess/token.go hashCA): the SHA-256 of the bundle's bytes
+// for one certificate, of the root's DER for a chain.
 func (cl *cluster) token() string {
-	sum := sha256.Sum256(cl.serverCA.pem)
+	sum := sha256.Sum256(cl.serverCA.bundle)
+	if cl.serverCA.root != cl.serverCA.cert {
+		sum = sha256.Sum256(cl.serverCA.root.Raw)
+	}
 	return "K10" + hex.EncodeToString(sum[:]) + "::server:" + cl.secret
 }
 
-// supervisor is a fake k3s supervisor: the routes an agent asks for,
-// each request counted.
+// supervisor is a fake k3s (or RKE2) supervisor: the routes an agent asks
+// for, each request counted.
 type supervisor struct {
 	cl       *cluster
 	srv      *httptest.Server
 	addr     string
-	announce []string // what /v1-k3s/apiservers answers; nil: 404
+	program  string    // "k3s" or "rke2"
+	rule     issueRule // how it dates the certificates it issues
+	announce []string  // what /v1-<program>/apiservers answers; nil: 404
+	// slowAPIServers makes /v1-<program>/apiservers answer [] after 5 s,
+	// as k3s does when its datastore does not answer: its handler waits
+	// out a 5 s context (k3s pkg/server/handlers/handlers.go APIServers).
+	slowAPIServers atomic.Bool
+	// httpsPort is the API server's port that /v1-<program>/config
+	// announces beside the supervisor's: 0 for the supervisor's own (k3s),
+	// another for RKE2 (6443 beside 9345).
+	httpsPort int
 	// override, if set, answers a request instead of the routes when it
 	// returns true.
 	override func(w http.ResponseWriter, r *http.Request) bool
-	// validity, if set, is the validity of the certificates issued;
-	// default a year from a minute ago.
+	// validity, if set, is the validity of the certificates issued in
+	// place of rule's.
 	validity func() (notBefore, notAfter time.Time)
 
 	mu    sync.Mutex
 	hits  map[string]int // "POST /v1-k3s/client-kubelet.crt" → count
+	ips   []string       // the Node-Ip headers received
 	conns atomic.Int32   // TLS connections accepted
 	http1 atomic.Int32   // requests that came over HTTP/1
 }
 
 func newSupervisor(t testing.TB, cl *cluster) *supervisor {
+	return startSupervisor(t, cl, "k3s", "127.0.0.1:0", 0)
+}
+
+// startSupervisor starts a supervisor of program listening on addr,
+// whose /config announces httpsPort as the API server's (0: its own).
+func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort int) *supervisor {
 	t.Helper()
-	s := &supervisor{cl: cl, hits: make(map[string]int)}
+	s := &supervisor{cl: cl, program: program, hits: make(map[string]int), httpsPort: httpsPort}
+	prefix := "/v1-" + program
+	header := strings.ToUpper(program[:1]) + program[1:]
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.serverCA.pem) })
-	mux.HandleFunc("GET /v1-k3s/config", s.authed(func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte(`{"clusterDomain":"cluster.local"}`))
-	}))
-	mux.HandleFunc("GET /v1-k3s/client-ca.crt", s.authed(func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.client().pem) }))
-	mux.HandleFunc("GET /v1-k3s/server-ca.crt", s.authed(func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.serverCA.pem) }))
-	mux.HandleFunc("GET /v1-k3s/apiservers", s.authed(func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.serverCA.bundle) })
+	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
+	mux.HandleFunc("GET "+prefix+"/config", s.authed(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, s.config()) }))
+	mux.HandleFunc("GET "+prefix+"/client-ca.crt", s.authed(func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.client().bundle) }))
+	mux.HandleFunc("GET "+prefix+"/server-ca.crt", s.authed(func(w http.ResponseWriter, _ *http.Request) { w.Write(cl.serverCA.bundle) }))
+	mux.HandleFunc("GET "+prefix+"/apiservers", s.authed(func(w http.ResponseWriter, r *http.Request) {
+		if s.slowAPIServers.Load() {
+			select {
+			case <-time.After(5 * time.Second):
+			case <-r.Context().Done():
+			}
+			io.WriteString(w, "[]")
+			return
+		}
 		if s.announce == nil {
 			http.NotFound(w, nil)
 			return
@@ -209,15 +305,20 @@ func newSupervisor(t testing.TB, cl *cluster) *supervisor {
 			return leaf{cn: "system:node:" + n, org: []string{"system:nodes"}, usage: x509.ExtKeyUsageClientAuth}
 		}},
 		{"client-kube-proxy", false, cl.client, func(string) leaf { return leaf{cn: "system:kube-proxy", usage: x509.ExtKeyUsageClientAuth} }},
-		{"client-k3s-controller", false, cl.client, func(string) leaf {
-			return leaf{cn: "system:k3s-controller", usage: x509.ExtKeyUsageClientAuth}
+		{"client-" + program + "-controller", false, cl.client, func(string) leaf {
+			return leaf{cn: "system:" + program + "-controller", usage: x509.ExtKeyUsageClientAuth}
 		}},
 	} {
-		mux.HandleFunc("POST /v1-k3s/"+route.name+".crt", s.authed(func(w http.ResponseWriter, r *http.Request) {
-			node := r.Header.Get("K3s-Node-Name")
-			if route.node && !s.checkPassword(node, r.Header.Get("K3s-Node-Password")) {
-				http.Error(w, "forbidden", http.StatusForbidden)
-				return
+		mux.HandleFunc("POST "+prefix+"/"+route.name+".crt", s.authed(func(w http.ResponseWriter, r *http.Request) {
+			node := r.Header.Get(header + "-Node-Name")
+			if route.node {
+				s.mu.Lock()
+				s.ips = append(s.ips, r.Header.Get(header+"-Node-Ip"))
+				s.mu.Unlock()
+				if !s.checkPassword(node, r.Header.Get(header+"-Node-Password")) {
+					http.Error(w, "forbidden", http.StatusForbidden)
+					return
+				}
 			}
 			body, _ := io.ReadAll(r.Body)
 			csr, err := x509.ParseCertificateRequest(body)
@@ -225,11 +326,13 @@ func newSupervisor(t testing.TB, cl *cluster) *supervisor {
 				http.Error(w, "bad CSR", http.StatusBadRequest)
 				return
 			}
+			ca := route.ca()
 			l := route.leaf(node)
+			l.notBefore, l.notAfter = s.rule.validity(ca.cert, time.Now())
 			if s.validity != nil {
 				l.notBefore, l.notAfter = s.validity()
 			}
-			w.Write(route.ca().issue(t, l, csr.PublicKey))
+			w.Write(ca.issue(t, l, csr.PublicKey))
 		}))
 	}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -244,8 +347,16 @@ func newSupervisor(t testing.TB, cl *cluster) *supervisor {
 		}
 		mux.ServeHTTP(w, r)
 	}))
+	if addr != "127.0.0.1:0" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("cannot listen on %s: %v", addr, err)
+		}
+		s.srv.Listener.Close()
+		s.srv.Listener = ln
+	}
 	s.srv.EnableHTTP2 = true
-	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cl.serverCA.serverCert(t)}}
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cmp.Or(cl.tlsCA, cl.serverCA).serverCert(t)}}
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
@@ -256,6 +367,17 @@ func newSupervisor(t testing.TB, cl *cluster) *supervisor {
 	t.Cleanup(s.srv.Close)
 	s.addr = strings.TrimPrefix(s.srv.URL, "https://")
 	return s
+}
+
+// config is the server's answer to /v1-<program>/config: a part of k3s's
+// (pkg/server/handlers/handlers.go Config encodes its config.Control,
+// whose SupervisorPort and HTTPSPort tell an RKE2 agent that the two
+// differ).
+func (s *supervisor) config() string {
+	_, p, _ := net.SplitHostPort(s.addr)
+	port, _ := strconv.Atoi(p)
+	https := cmp.Or(s.httpsPort, port)
+	return fmt.Sprintf(`{"clusterDomain":"cluster.local","SupervisorPort":%d,"HTTPSPort":%d}`, port, https)
 }
 
 // authed wraps h in the basic auth check of the join token.
@@ -290,7 +412,8 @@ func (s *supervisor) count(route string) int {
 
 // nodeRequests counts the requests that cost a server scrypt.
 func (s *supervisor) nodeRequests() int {
-	return s.count("POST /v1-k3s/serving-kubelet.crt") + s.count("POST /v1-k3s/client-kubelet.crt")
+	p := "POST /v1-" + s.program
+	return s.count(p+"/serving-kubelet.crt") + s.count(p+"/client-kubelet.crt")
 }
 
 // total counts every request served.
@@ -302,6 +425,30 @@ func (s *supervisor) total() int {
 		n += v
 	}
 	return n
+}
+
+// apiServer is RKE2's API server beside its supervisor (6443 beside
+// 9345): it refuses the agent's basic auth with 401, as kube-apiserver
+// does. It returns its address and the count of requests it answered.
+func apiServer(t testing.TB, cl *cluster, addr string) (string, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n.Add(1)
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+	}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cl.serverCA.serverCert(t)}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return ln.Addr().String(), &n
 }
 
 // hungServer completes TLS handshakes (offering protos by ALPN) and then

@@ -1,10 +1,7 @@
 package agent
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"regexp"
 	"strings"
@@ -52,33 +49,4 @@ func parseToken(s string) (token, error) {
 	}
 	t.password = pw
 	return t, nil
-}
-
-// hashCA is the digest a K10 token carries of the server's CA bundle, as
-// k3s computes it: the SHA-256 of the bundle's bytes when it holds one
-// certificate; when it holds more, of the DER of the root the first
-// certificate chains to within the bundle (so that a renewed intermediate
-// keeps the hash).
-func hashCA(bundle []byte) (string, error) {
-	certs, err := parseCertsPEM(bundle)
-	if err != nil {
-		return "", err
-	}
-	b := bundle
-	if len(certs) > 1 {
-		roots, inter := x509.NewCertPool(), x509.NewCertPool()
-		for _, c := range certs[1:] {
-			if len(c.AuthorityKeyId) == 0 || bytes.Equal(c.AuthorityKeyId, c.SubjectKeyId) {
-				roots.AddCert(c)
-			} else {
-				inter.AddCert(c)
-			}
-		}
-		if chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err == nil {
-			chain := chains[0]
-			b = chain[len(chain)-1].Raw
-		}
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
 }

@@ -42,13 +42,9 @@ func TestHashCA(t *testing.T) {
 		t.Errorf("hashCA(one certificate) = %s, %v; want the SHA-256 of its bytes", h, err)
 	}
 	// An intermediate signed by root, then root: the hash is root's DER.
-	inter := newTestCA(t, "intermediate")
-	tmpl := *inter.cert
-	tmpl.AuthorityKeyId = root.cert.SubjectKeyId
-	chain := root.issueCA(t, &tmpl, inter)
-	bundle := append(chain, root.pem...)
+	inter := newTestCAAt(t, "intermediate", root.cert.NotBefore, root)
 	rootSum := sha256.Sum256(root.cert.Raw)
-	if h, err := hashCA(bundle); err != nil || h != hex.EncodeToString(rootSum[:]) {
+	if h, err := hashCA(inter.bundle); err != nil || h != hex.EncodeToString(rootSum[:]) {
 		t.Errorf("hashCA(chain) = %s, %v; want the SHA-256 of the root's DER", h, err)
 	}
 	if _, err := hashCA([]byte("not PEM")); err == nil {

@@ -111,7 +111,7 @@ type Options struct {
 	Servers []string
 	// StateFile, when set, keeps the server list across restarts: New reads
 	// it (a corrupt one is logged and ignored) and every change is written
-	// atomically. Default "": none. k3s's file is
+	// atomically. A file that cannot be written is logged. Default "": none. k3s's file is
 	// <data-dir>/agent/etc/k3s-agent-load-balancer.json.
 	StateFile string
 
@@ -236,8 +236,7 @@ func New(opts *Options) (*LoadBalancer, error) {
 	lb.setListLocked(listed)
 	lb.mu.Unlock()
 	if err := lb.saveState(); err != nil {
-		lb.Close()
-		return nil, err
+		lb.log.Warn("loadbalancer: the server list is in use but not saved", "err", err)
 	}
 	lb.wg.Go(lb.acceptLoop)
 	lb.log.Info("loadbalancer: listening", "addr", lb.Addr(), "servers", lb.addresses(), "default", o.Default)
@@ -475,7 +474,7 @@ func (lb *LoadBalancer) Update(addresses []string) error {
 	}
 	lb.log.Info("loadbalancer: servers updated", "servers", lb.addresses(), "default", lb.opts.Default)
 	if err := lb.saveState(); err != nil {
-		lb.log.Error("loadbalancer: the new server list is in use but not saved", "err", err)
+		lb.log.Warn("loadbalancer: the server list is in use but not saved", "err", err)
 	}
 	return nil
 }

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -431,15 +434,14 @@ func TestNewErrors(t *testing.T) {
 		o    *Options
 		want string
 	}{
-		"nil options":    {nil, "Probe.TLS is required"},
-		"no probe TLS":   {&Options{Default: "127.0.0.1:9345"}, "Probe.TLS is nil"},
-		"default":        {&Options{Default: "127.0.0.1", Probe: okTLS}, "Options.Default"},
-		"servers":        {&Options{Servers: []string{"127.0.0.1:0"}, Probe: okTLS}, "no valid port"},
-		"probe path":     {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Path: "/ping\r\nX: y"}}, "is not a path"},
-		"negative":       {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Failures: -1}}, "negative"},
-		"listen in use":  {&Options{Listen: busy.Addr().String(), Probe: okTLS}, "address already in use"},
-		"state file dir": {&Options{StateFile: "/proc/nodepass-no-such-dir/lb.json", Probe: okTLS}, "saving the server list"},
-		"itself":         {&Options{Listen: self, Default: self, Probe: okTLS}, "own address"},
+		"nil options":   {nil, "Probe.TLS is required"},
+		"no probe TLS":  {&Options{Default: "127.0.0.1:9345"}, "Probe.TLS is nil"},
+		"default":       {&Options{Default: "127.0.0.1", Probe: okTLS}, "Options.Default"},
+		"servers":       {&Options{Servers: []string{"127.0.0.1:0"}, Probe: okTLS}, "no valid port"},
+		"probe path":    {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Path: "/ping\r\nX: y"}}, "is not a path"},
+		"negative":      {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Failures: -1}}, "negative"},
+		"listen in use": {&Options{Listen: busy.Addr().String(), Probe: okTLS}, "address already in use"},
+		"itself":        {&Options{Listen: self, Default: self, Probe: okTLS}, "own address"},
 	} {
 		lb, err := New(tc.o)
 		if err == nil {
@@ -450,5 +452,35 @@ func TestNewErrors(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "loadbalancer: ") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q, want one starting with the package's name and saying %q", name, err, tc.want)
 		}
+	}
+}
+
+// A local host out of file descriptors (EMFILE on every dial, probes
+// and proxied connections alike) fails no server: its state and
+// consecutive failures stay as they were.
+func TestOutOfFileDescriptors(t *testing.T) {
+	t.Parallel()
+	a := newBackend(t, "a")
+	o := testOptions(t, a.addr)
+	var short atomic.Bool
+	o.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if short.Load() {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("socket", syscall.EMFILE)}
+		}
+		return new(net.Dialer).DialContext(ctx, network, addr)
+	}
+	lb := newLB(t, o)
+	waitFor(t, "a healthy", inState(lb, StateHealthy, a.addr))
+	short.Store(true)
+	probes := statsOf(t, lb, a.addr).Probes
+	waitFor(t, "ten probes", func() bool { return statsOf(t, lb, a.addr).Probes >= probes+10 })
+	for range 5 {
+		if c, err := net.Dial("tcp", lb.Addr()); err == nil {
+			io.Copy(io.Discard, c) // closed: no server could be dialed
+			c.Close()
+		}
+	}
+	if st := statsOf(t, lb, a.addr); st.State != StateHealthy || st.ConsecutiveFailures != 0 || st.DialFailures == 0 {
+		t.Errorf("%+v: want healthy, no failure counted, the dials failed", st)
 	}
 }

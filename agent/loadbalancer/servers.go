@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/nodepass/nodepass/agent/internal/local"
 )
 
 // State is a server's health; the package doc has its transitions.
@@ -102,8 +104,13 @@ func (h *health) observe(ok bool, failures, successes int) bool {
 
 // record counts one result of a probe or a dial (what) against s's
 // health, and closes s's connections when it fails (unless the options
-// keep them).
+// keep them). The local host running out of descriptors (EMFILE) is no
+// result: it says nothing of s.
 func (lb *LoadBalancer) record(s *server, what string, err error) {
+	if local.Shortage(err) {
+		lb.log.Warn("loadbalancer: "+what, "server", s.addr, "err", err)
+		return
+	}
 	lb.mu.Lock()
 	if lb.closed || s.removed {
 		lb.mu.Unlock()

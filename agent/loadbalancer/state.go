@@ -2,8 +2,6 @@ package loadbalancer
 
 import (
 	"fmt"
-	"net/url"
-	"strings"
 
 	"github.com/nodepass/nodepass/agent/internal/statefile"
 )
@@ -23,9 +21,9 @@ func (lb *LoadBalancer) loadState() []string {
 		lb.log.Warn("loadbalancer: ignoring the state file", "file", path, "err", err)
 		return nil
 	}
-	if def := hostPort(st.Default); def != lb.opts.Default {
-		if st.Default != "" || len(st.Addresses) > 0 {
-			lb.log.Warn("loadbalancer: ignoring the state file: it is for another server", "file", path, "server", def, "configured", lb.opts.Default)
+	if !st.For(lb.opts.Default) {
+		if !st.Empty() {
+			lb.log.Warn("loadbalancer: ignoring the state file: it is for another server", "file", path, "server", st.Default, "configured", lb.opts.Default)
 		}
 		return nil
 	}
@@ -38,18 +36,6 @@ func (lb *LoadBalancer) loadState() []string {
 		out = append(out, a)
 	}
 	return out
-}
-
-// hostPort is the host:port of a ServerURL, which k3s writes as a URL.
-func hostPort(serverURL string) string {
-	if !strings.Contains(serverURL, "://") {
-		return serverURL
-	}
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return serverURL
-	}
-	return u.Host
 }
 
 // saveState writes the list to the state file, if there is one. Callers

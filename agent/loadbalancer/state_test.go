@@ -114,6 +114,24 @@ func TestStateFile(t *testing.T) {
 			t.Errorf("not rewritten: %+v", st)
 		}
 	})
+	// A state file that cannot be written (a read-only or full disk, a
+	// directory in the way) is logged; the node still gets its proxy, as
+	// Update and the agent's Client go on without it.
+	t.Run("unwritable", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "lb.json")
+		if err := os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		b := newBackend(t, "b")
+		lb := newLB(t, opts(t, path, b.addr))
+		if got := whoCounts(t, lb.Addr(), 2); got["b"] != 2 {
+			t.Errorf("through the load balancer: %v", got)
+		}
+		if len(logged(lb, "not saved")) != 1 {
+			t.Error("not logged")
+		}
+	})
 	// A reader never sees a part of the file, however many Updates write it.
 	t.Run("atomic", func(t *testing.T) {
 		t.Parallel()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"time"
 
@@ -26,15 +25,10 @@ func startLoadBalancer(ctx context.Context, cfg config, c *agent.Client, res *ag
 	if res.ServerCA == nil {
 		return nil, errors.New("agent: the load balancer's CA: the servers' CA is not known")
 	}
-	u, err := url.Parse(cfg.opts.Server)
-	if err != nil {
-		return nil, fmt.Errorf("agent: -server: %w", err)
-	}
-	servers := c.Servers()
-	known := servers.Addresses()
+	configured, known := c.Servers() // configured is host:port, 443 when -server has no port
 	lb, err := loadbalancer.New(&loadbalancer.Options{
 		Listen:  cfg.lbListen,
-		Default: u.Host,
+		Default: configured,
 		Servers: known,
 		Probe:   loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: res.ServerCA}},
 		Logger:  log,
@@ -54,7 +48,7 @@ func startLoadBalancer(ctx context.Context, cfg config, c *agent.Client, res *ag
 				return
 			case <-t.C:
 			}
-			if now := servers.Addresses(); !slices.Equal(now, known) {
+			if _, now := c.Servers(); !slices.Equal(now, known) {
 				if err := lb.Update(now); err != nil {
 					log.Warn("agent: updating the load balancer's servers", "err", err)
 					continue

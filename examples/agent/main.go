@@ -1,36 +1,49 @@
 // Command agent gets a node's certificates from k3s-style servers (such
-// as examples/server) with the nodepass agent package: it backs off with
+// as examples/server) with the nodepass agent package. It backs off with
 // jitter, moves each request past a server that fails or hangs, and keeps
 // the certificates on disk that are still valid.
 //
 //	go run ./examples/agent -server https://127.0.0.1:9345 -token-file token -node-name worker-1 -data-dir /tmp/worker-1
 //
 // It exits 0 once the node holds its four certificates, valid, and prints
-// one line for each; with -wait it stays up and renews them until SIGINT
-// or SIGTERM. Otherwise it exits 1 with a one-line reason: the token or
-// the node password rejected, or no certificates within -timeout. Bad
-// flags exit 2. The flags that k3s's agent has keep k3s's names; `go run
-// ./examples/agent -h` lists them all.
+// one line for each. With -wait it stays up, renews them and learns the
+// servers until SIGINT or SIGTERM. The flags that k3s's agent has keep
+// k3s's names. -h prints them all, -version the version. Logs go to
+// stderr.
+//
+// A wrong flag or flag value exits 2 with one line on stderr. A failure
+// exits 1 with one line: no certificates within -timeout, or an answer
+// that asking again will not mend. Those end the command within one
+// attempt: the token rejected (401), or its CA hash not the servers' CA;
+// the node password rejected (403); a route the server does not serve
+// (404, -program k3s against RKE2, say); a node name the server refuses
+// (400). k3s's own agent retries all of these every 5 to 10 s for ever
+// and logs each at INFO (pkg/agent/config/config.go Get). It runs as a
+// service that must come up once the cluster is mended. This command is
+// run by an operator, who needs the reason at once. The agent package
+// itself waits the backoff's cap between such attempts, unless told to
+// stop (Options.StopOnRejection), as this command does.
 //
 // With -wait and -lb-listen ADDR it also runs the agent's local load
 // balancer (agent/loadbalancer) on ADDR, as a k3s agent runs one on
-// 127.0.0.1:6444 for the kubelet and the rest of the node: connections to
+// 127.0.0.1:6444 for the kubelet and the rest of the node. Connections to
 // ADDR go round robin to the servers that answer its HTTPS health probe
 // (GET /ping), and a server that stops answering is dropped within about
-// four seconds (its log says so). The agent's own requests do not go
-// through it: the Client already moves each request past a server that
-// fails, at the HTTP layer, where it also reads Retry-After and knows a
-// request that hangs from one that is slow; the load balancer is for the
-// node's other components, which see only TCP.
+// four seconds (its log says so). The probes trust the cluster's CA only.
+// The agent's own requests do not go through the load balancer: the
+// Client already moves each request past a server that fails, at the
+// HTTP layer, where it also reads Retry-After and tells a request that
+// hangs from one that is slow. The load balancer is for the node's other
+// components, which see only TCP.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -39,25 +52,22 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/agent"
+	"github.com/nodepass/nodepass/examples/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Main(ctx, "agent", os.Args[1:], os.Stdout, os.Stderr, run))
 }
 
 // run parses args, gets the certificates (and with -wait renews them
-// until ctx ends), and returns the exit code: 0, 1 with the reason on
-// stderr, or 2 for bad flags. The log goes to stderr.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
+// until ctx ends), and returns what went wrong: a cli.UsageError for a
+// wrong flag. The log goes to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stdout)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+		return err
 	}
 	level := slog.LevelInfo
 	if cfg.debug {
@@ -66,8 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c, err := agent.New(&cfg.opts)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+		return &cli.UsageError{Err: err}
 	}
 	defer c.Close()
 
@@ -79,8 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := c.Get(getCtx)
 	if err != nil {
-		fmt.Fprintln(stderr, oneLine(err))
-		return 1
+		return err
 	}
 	if res.Offline != nil {
 		fmt.Fprintln(stdout, "no server answered; the certificates on disk are valid and used")
@@ -96,27 +104,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s %s, valid until %s\n", what, cr.CertFile, cr.Status.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if !cfg.wait {
-		return 0
+		return nil
 	}
 	if cfg.lbListen != "" {
 		stopLB, err := startLoadBalancer(ctx, cfg, c, res, cfg.opts.Logger)
 		if err != nil {
-			fmt.Fprintln(stderr, oneLine(err))
-			return 1
+			return err
 		}
 		defer stopLB()
 		fmt.Fprintf(stdout, "load balancer on %s\n", cfg.lbListen)
 	}
 	if err := c.Renew(ctx); err != nil && ctx.Err() == nil {
-		fmt.Fprintln(stderr, oneLine(err))
-		return 1
+		return err
 	}
-	return 0
-}
-
-// oneLine is err's message on one line.
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
+	return nil
 }
 
 // config is what the flags say.
@@ -128,18 +129,17 @@ type config struct {
 	lbListen string // the local load balancer's address; "" for none
 }
 
-func parseFlags(args []string, out io.Writer) (config, error) {
+func parseFlags(args []string, stdout io.Writer) (config, error) {
 	var c config
 	o := &c.opts
 	var tokenFile, servers string
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(out)
 	// k3s's names.
 	fs.StringVar(&o.Server, "server", "", "`URL` of the server to join, https://host:port (k3s --server)")
 	fs.StringVar(&o.Token, "token", "", "join token: K10<CA hash>::<user>:<password>, a bootstrap token or a bare password (k3s --token)")
 	fs.StringVar(&tokenFile, "token-file", "", "`file` holding the join token (k3s --token-file)")
 	fs.StringVar(&o.NodeName, "node-name", "", "the node's name (k3s --node-name); default the host name")
-	fs.StringVar(&o.NodeIP, "node-ip", "", "the node's addresses, comma-separated, for the serving certificate (k3s --node-ip)")
+	fs.StringVar(&o.NodeIP, "node-ip", "", "the node's addresses, comma-separated, for the serving certificate (k3s --node-ip); default the default routes' addresses")
 	fs.StringVar(&o.DataDir, "data-dir", "/var/lib/rancher/k3s", "`directory` for the agent's files: certificates and keys under agent/ (k3s --data-dir)")
 	fs.BoolVar(&c.debug, "debug", false, "log at debug level (k3s --debug)")
 	// The example's own.
@@ -155,40 +155,47 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&o.Backoff.Base, "backoff-base", agent.DefaultBackoffBase, "ceiling of the first wait between attempts (doubling after each failure)")
 	fs.DurationVar(&o.Backoff.Cap, "backoff-cap", agent.DefaultBackoffCap, "cap of the waits between attempts, and of a server's Retry-After")
 	fs.Float64Var(&o.RenewAfter, "renew-after", agent.DefaultRenewAfter, "fraction of a certificate's lifetime after which it is renewed (jittered over the next two thirds of the rest)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, stdout); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("agent: unexpected arguments %q", fs.Args())
+	if c.timeout < 0 {
+		return c, cli.Usagef("agent: -timeout %v: want 0 (never) or more", c.timeout)
 	}
 	if o.Server == "" {
-		return c, errors.New("agent: -server is required")
+		return c, cli.Usagef("agent: -server is required")
 	}
 	if c.lbListen != "" && !c.wait {
-		return c, errors.New("agent: -lb-listen needs -wait: the load balancer serves the node while the agent stays up")
+		return c, cli.Usagef("agent: -lb-listen needs -wait: the load balancer serves the node while the agent stays up")
+	}
+	if _, _, err := net.SplitHostPort(c.lbListen); c.lbListen != "" && err != nil {
+		return c, cli.Usagef("agent: -lb-listen %q: %v", c.lbListen, err)
 	}
 	switch {
 	case o.Token != "" && tokenFile != "":
-		return c, errors.New("agent: -token and -token-file are exclusive")
+		return c, cli.Usagef("agent: -token and -token-file are exclusive")
 	case tokenFile != "":
 		b, err := os.ReadFile(tokenFile)
 		if err != nil {
-			return c, fmt.Errorf("agent: -token-file: %w", err)
+			return c, cli.Usagef("agent: -token-file: %v", err)
 		}
 		o.Token = strings.TrimSpace(string(b))
 	case o.Token == "":
-		return c, errors.New("agent: -token or -token-file is required")
+		return c, cli.Usagef("agent: -token or -token-file is required")
 	}
 	if o.NodePasswordFile == "" {
 		o.NodePasswordFile = filepath.Join(o.DataDir, "agent", "etc", "rancher", "node", "password")
 	}
-	for _, s := range strings.Split(servers, ",") {
-		if s = strings.TrimSpace(s); s != "" {
+	if servers != "" {
+		for _, s := range strings.Split(servers, ",") {
+			s = strings.TrimSpace(s)
+			if host, _, err := net.SplitHostPort(s); err != nil || host == "" {
+				return c, cli.Usagef("agent: -servers %q: %q is not host:port", servers, s)
+			}
 			o.Servers = append(o.Servers, s)
 		}
 	}
-	// The agent gives up on a rejected token or password at once: asking
-	// again does not mend them.
+	// The agent gives up on what asking again does not mend: see the
+	// package doc.
 	o.StopOnRejection = true
 	return c, nil
 }

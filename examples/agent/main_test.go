@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/nodepass/nodepass/examples/internal/cli"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,6 +39,7 @@ type fakeSupervisor struct {
 	caPEM      []byte
 	nodeStatus atomic.Int32
 	posts      atomic.Int32 // certificate requests answered
+	cacerts    atomic.Int32 // GET /cacerts answered
 }
 
 const secret = "s3cret"
@@ -63,7 +66,10 @@ func newFakeSupervisor(t *testing.T) *fakeSupervisor {
 		return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), f.caPEM...)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) { w.Write(f.caPEM) })
+	mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) {
+		f.cacerts.Add(1)
+		w.Write(f.caPEM)
+	})
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
 	authed := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -87,6 +93,12 @@ func newFakeSupervisor(t *testing.T) *fakeSupervisor {
 		mux.HandleFunc("POST /v1-k3s/"+name+".crt", authed(func(w http.ResponseWriter, r *http.Request) {
 			if code := int(f.nodeStatus.Load()); node && code != 0 {
 				http.Error(w, http.StatusText(code), code)
+				return
+			}
+			if node && strings.Contains(r.Header.Get("K3s-Node-Name"), "_") {
+				// What nodepass's httpauth answers a name that is not a
+				// DNS-1123 subdomain.
+				http.Error(w, "invalid node name or password", http.StatusBadRequest)
 				return
 			}
 			body, _ := io.ReadAll(r.Body)
@@ -125,7 +137,7 @@ func newFakeSupervisor(t *testing.T) *fakeSupervisor {
 // and stderr.
 func agentRun(ctx context.Context, args ...string) (int, string, string) {
 	var out, errOut syncBuffer
-	code := run(ctx, args, &out, &errOut)
+	code := cli.Main(ctx, "agent", args, &out, &errOut, run)
 	return code, out.String(), errOut.String()
 }
 
@@ -206,11 +218,12 @@ func TestPasswordRejected(t *testing.T) {
 	}
 }
 
-// No answer within -timeout: exit 1 with the reason.
+// No answer within -timeout: exit 1 with the reason. (2 s: the first
+// attempt must end before the deadline, on a loaded machine under -race.)
 func TestTimeout(t *testing.T) {
 	f := newFakeSupervisor(t)
 	f.nodeStatus.Store(http.StatusServiceUnavailable)
-	code, _, errOut := agentRun(t.Context(), append(baseArgs(f, t.TempDir()), "-timeout", "300ms")...)
+	code, _, errOut := agentRun(t.Context(), append(baseArgs(f, t.TempDir()), "-timeout", "2s")...)
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
 	if last := lines[len(lines)-1]; code != 1 || !strings.Contains(last, "giving up") || !strings.Contains(last, "503") {
 		t.Errorf("exit %d, last line %q; want 1 and the 503", code, last)
@@ -224,7 +237,7 @@ func TestWait(t *testing.T) {
 	out := syncBuffer{lines: make(chan string, 8)}
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, append(baseArgs(f, t.TempDir()), "-wait"), &out, io.Discard)
+		done <- cli.Main(ctx, "agent", append(baseArgs(f, t.TempDir()), "-wait"), &out, io.Discard, run)
 	}()
 	for range 4 {
 		<-out.lines
@@ -240,64 +253,158 @@ func TestWait(t *testing.T) {
 	}
 }
 
+// Every wrong flag or flag value: one line on stderr, exit 2. -h and
+// -version: stdout, exit 0.
 func TestFlags(t *testing.T) {
+	dir := t.TempDir()
+	srv := []string{"-server", "https://127.0.0.1:1", "-token", "x", "-data-dir", dir}
 	for _, tc := range []struct {
-		args []string
-		code int
-		want string
+		args   []string
+		code   int
+		stdout string // its start
+		line   string // stderr's one line; "" for none
 	}{
-		{[]string{"-h"}, 0, "-node-name"},
-		{[]string{"-token", "x"}, 2, "-server is required"},
-		{[]string{"-server", "https://127.0.0.1:1"}, 2, "-token or -token-file is required"},
-		{[]string{"-server", "http://127.0.0.1:1", "-token", "x", "-data-dir", t.TempDir()}, 2, "not an https"},
-		{[]string{"-server", "https://127.0.0.1:1", "-token", "x", "-token-file", "f"}, 2, "exclusive"},
-		{[]string{"-server", "https://127.0.0.1:1", "-token", "x", "-lb-listen", "127.0.0.1:0"}, 2, "-lb-listen needs -wait"},
+		{[]string{"-h"}, 0, "Usage of agent:", ""},
+		{[]string{"-version"}, 0, "agent (devel) go", ""},
+		{[]string{"-nope"}, 2, "", "agent: flag provided but not defined: -nope"},
+		{[]string{"-timeout", "soon"}, 2, "", `agent: invalid value "soon" for flag -timeout: parse error`},
+		{append(srv, "-timeout", "-1s"), 2, "", "agent: -timeout -1s: want 0 (never) or more"},
+		{append(srv, "-servers", "foo,,"), 2, "", `agent: -servers "foo,,": "foo" is not host:port`},
+		{append(srv, "-servers", "10.0.0.1:6443,,"), 2, "", `agent: -servers "10.0.0.1:6443,,": "" is not host:port`},
+		{[]string{"-token", "x"}, 2, "", "agent: -server is required"},
+		{[]string{"-server", "https://127.0.0.1:1"}, 2, "", "agent: -token or -token-file is required"},
+		{[]string{"-server", "http://127.0.0.1:1", "-token", "x", "-data-dir", dir}, 2, "", `agent: server "http://127.0.0.1:1" is not an https://host:port URL`},
+		{append(srv, "-token-file", "f"), 2, "", "agent: -token and -token-file are exclusive"},
+		{append(srv, "-lb-listen", "127.0.0.1:0"), 2, "", "agent: -lb-listen needs -wait: the load balancer serves the node while the agent stays up"},
+		{append(srv, "-renew-after", "1.5"), 2, "", "agent: RenewAfter 1.5 is not within (0, 1)"},
+		{append(srv, "-wait", "-lb-listen", "6444"), 2, "", `agent: -lb-listen "6444": address 6444: missing port in address`},
+		{append(srv, "extra"), 2, "", `agent: unexpected arguments ["extra"]`},
 	} {
-		code, _, errOut := agentRun(t.Context(), tc.args...)
-		if code != tc.code || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		code, out, errOut := agentRun(t.Context(), tc.args...)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		if code != tc.code || !strings.HasPrefix(out, tc.stdout) ||
+			(tc.line == "" && errOut != "") || (tc.line != "" && (len(lines) != 1 || lines[0] != tc.line)) {
+			t.Errorf("%q: exit %d, stdout %.40q, stderr %q; want exit %d, stdout %q..., stderr %q",
+				tc.args, code, out, errOut, tc.code, tc.stdout, tc.line)
 		}
+	}
+}
+
+// lastLine is the one line of stderr that is not a log record.
+func lastLine(t *testing.T, stderr string) string {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if !strings.HasPrefix(l, "time=") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("stderr holds %d lines besides the log, want 1:\n%s", len(lines), stderr)
+	}
+	return lines[0]
+}
+
+// What asking again does not mend ends the command within one attempt,
+// with one line and exit 1, however long -timeout: a token whose CA hash
+// is another CA's, a -program the server does not serve (404), a node
+// name it refuses (400).
+func TestPermanentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		wants []string
+	}{
+		{"CA hash", []string{"-token", "K10" + strings.Repeat("0", 64) + "::server:" + secret}, []string{"does not match the token's"}},
+		{"program", []string{"-program", "rke2"}, []string{"404 Not Found", "GET /v1-rke2/config"}},
+		{"node name", []string{"-node-name", "worker_1"}, []string{"400 Bad Request", "invalid node name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSupervisor(t)
+			args := append(baseArgs(f, t.TempDir()), "-timeout", "0")
+			code, _, errOut := agentRun(t.Context(), append(args, tc.args...)...)
+			line := lastLine(t, errOut)
+			if code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(line, want) {
+					t.Errorf("line %q does not say %q", line, want)
+				}
+			}
+			if n := f.cacerts.Load(); n != 1 {
+				t.Errorf("/cacerts asked %d times, want once: one attempt", n)
+			}
+		})
+	}
+}
+
+// The log goes to stderr; stdout holds the certificates' lines alone.
+func TestLogToStderr(t *testing.T) {
+	f := newFakeSupervisor(t)
+	code, out, errOut := agentRun(t.Context(), baseArgs(f, t.TempDir())...)
+	if code != 0 || strings.Count(out, "\n") != 4 || strings.Contains(out, "level=") {
+		t.Errorf("exit %d, stdout:\n%s", code, out)
+	}
+	if !strings.Contains(errOut, "level=INFO msg=\"agent: certificate written\"") {
+		t.Errorf("no log on stderr:\n%s", errOut)
 	}
 }
 
 // -wait -lb-listen runs the node's load balancer in front of the server:
 // a connection to it reaches the server (GET /ping through it, over TLS
-// end to end), until the agent stops.
+// end to end), until the agent stops. A -server without a port means
+// port 443, for the load balancer as for the Client (which gets the
+// certificates from -servers here: nothing listens on 443).
 func TestLoadBalancer(t *testing.T) {
-	f := newFakeSupervisor(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // the load balancer listens there
-	ctx, cancel := context.WithCancel(t.Context())
-	out := syncBuffer{lines: make(chan string, 8)}
-	done := make(chan int)
-	dir := t.TempDir()
-	go func() {
-		done <- run(ctx, append(baseArgs(f, dir), "-wait", "-lb-listen", addr), &out, io.Discard)
-	}()
-	for line := range out.lines {
-		if strings.HasPrefix(line, "load balancer on "+addr) {
-			break
-		}
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(f.caPEM)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
-	resp, err := client.Get("https://" + addr + "/ping")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	client.CloseIdleConnections()
-	if string(body) != "pong" {
-		t.Errorf("through the load balancer: %d %q", resp.StatusCode, body)
-	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Errorf("exit %d, want 0", code)
+	for _, tc := range []struct {
+		name string
+		args func(f *fakeSupervisor) []string
+	}{
+		{"server with a port", func(*fakeSupervisor) []string { return nil }},
+		{"server without a port", func(f *fakeSupervisor) []string {
+			return []string{"-server", "https://127.0.0.1", "-servers", strings.TrimPrefix(f.url, "https://")}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSupervisor(t)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close() // the load balancer listens there
+			ctx, cancel := context.WithCancel(t.Context())
+			out := syncBuffer{lines: make(chan string, 8)}
+			var errOut syncBuffer
+			done := make(chan int, 1)
+			args := append(append(baseArgs(f, t.TempDir()), tc.args(f)...), "-wait", "-lb-listen", addr)
+			go func() { done <- cli.Main(ctx, "agent", args, &out, &errOut, run) }()
+			for up := false; !up; {
+				select {
+				case line := <-out.lines:
+					up = strings.HasPrefix(line, "load balancer on "+addr)
+				case code := <-done:
+					t.Fatalf("exit %d before the load balancer ran:\n%s", code, errOut.String())
+				}
+			}
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(f.caPEM)
+			client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+			resp, err := client.Get("https://" + addr + "/ping")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			client.CloseIdleConnections()
+			if string(body) != "pong" {
+				t.Errorf("through the load balancer: %d %q", resp.StatusCode, body)
+			}
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("exit %d, want 0", code)
+			}
+		})
 	}
 }

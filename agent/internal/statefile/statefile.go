@@ -9,8 +9,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 // WriteFile writes data to path atomically: into a temporary file in
@@ -64,7 +68,31 @@ func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
 type Servers struct {
 	Default   string   `json:"ServerURL"`
 	Addresses []string `json:"ServerAddresses"`
+	// Saved is when the file was written (its modification time); Load
+	// sets it.
+	Saved time.Time `json:"-"`
 }
+
+// For reports whether s was kept for the server at addr (host:port):
+// whether its ServerURL, which k3s writes as a URL, names addr. A URL
+// without a port names port 443.
+func (s Servers) For(addr string) bool {
+	def := s.Default
+	if strings.Contains(def, "://") {
+		u, err := url.Parse(def)
+		if err != nil {
+			return false
+		}
+		def = u.Host
+		if u.Port() == "" {
+			def = net.JoinHostPort(u.Hostname(), "443")
+		}
+	}
+	return def == addr
+}
+
+// Empty reports whether s names no server at all.
+func (s Servers) Empty() bool { return s.Default == "" && len(s.Addresses) == 0 }
 
 // ErrCorrupt is wrapped by Load when the file exists but is not a
 // server list.
@@ -97,6 +125,9 @@ func Load(path string) (Servers, error) {
 	var s Servers
 	if err := json.Unmarshal(data, &s); err != nil {
 		return Servers{}, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+	}
+	if fi, err := f.Stat(); err == nil {
+		s.Saved = fi.ModTime()
 	}
 	for _, a := range s.Addresses {
 		if a == "" {

@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// The servers' CA comes from server-ca.crt on disk or from GET /cacerts.
+// Either must match the token's CA hash, and the agent then trusts only
+// what that hash pins. For a bundle of one certificate, the hash covers
+// the bundle's bytes, and the agent trusts that certificate. For a chain,
+// the hash covers the root that the bundle's first certificate leads to.
+// The agent trusts that root and the certificates on the way to it, never
+// another certificate the bundle carries. k3s trusts every certificate of
+// the bundle, so a CA appended to a genuine chain passes there.
+
+// trustedCA is what the agent trusts of a CA bundle.
+type trustedCA struct {
+	certs *x509.CertPool
+	// public lists the servers (host:port) whose certificate chains to
+	// the host's roots instead, accepted as k3s accepts them. They alone
+	// are checked against the host's roots.
+	public map[string]bool
+}
+
+// pool is the CA's certificates; nil for a nil CA.
+func (t *trustedCA) pool() *x509.CertPool {
+	if t == nil {
+		return nil
+	}
+	return t.certs
+}
+
+// pinCA returns the CA hash of bundle, computed as k3s computes it
+// (pkg/clientaccess/token.go hashCA), and the certificates it pins.
+func pinCA(bundle []byte) (string, *x509.CertPool, error) {
+	certs, err := parseCertsPEM(bundle)
+	if err != nil {
+		return "", nil, err
+	}
+	pinned := x509.NewCertPool()
+	if len(certs) > 1 {
+		roots, inter := x509.NewCertPool(), x509.NewCertPool()
+		for _, c := range certs[1:] {
+			if len(c.AuthorityKeyId) == 0 || bytes.Equal(c.AuthorityKeyId, c.SubjectKeyId) {
+				roots.AddCert(c)
+			} else {
+				inter.AddCert(c)
+			}
+		}
+		if chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err == nil {
+			chain := chains[0]
+			for _, c := range chain {
+				pinned.AddCert(c)
+			}
+			sum := sha256.Sum256(chain[len(chain)-1].Raw)
+			return hex.EncodeToString(sum[:]), pinned, nil
+		}
+	}
+	for _, c := range certs {
+		pinned.AddCert(c)
+	}
+	sum := sha256.Sum256(bundle)
+	return hex.EncodeToString(sum[:]), pinned, nil
+}
+
+// hashCA is the digest a K10 token carries of the servers' CA bundle.
+func hashCA(bundle []byte) (string, error) {
+	h, _, err := pinCA(bundle)
+	return h, err
+}
+
+// pinned checks bundle against the token's CA hash, if it has one, and
+// returns the certificates to trust.
+func (c *Client) pinned(bundle []byte) (*x509.CertPool, error) {
+	h, pool, err := pinCA(bundle)
+	if err != nil {
+		return nil, err
+	}
+	if c.tok.caHash != "" && h != c.tok.caHash {
+		return nil, fmt.Errorf("%w: the servers' CA hash %s does not match the token's %s", ErrTokenRejected, h, c.tok.caHash)
+	}
+	return pool, nil
+}
+
+// ensureTrust makes sure the servers' CA is known: server-ca.crt on disk
+// if it matches the token, else what GET /cacerts sends, if it matches
+// the token and the certificate of the server that sent it chains to it
+// (or to the host's roots, as k3s accepts).
+func (c *Client) ensureTrust(ctx context.Context) error {
+	if c.trust != nil {
+		return nil
+	}
+	if !c.diskCAStale {
+		if b, err := os.ReadFile(c.caFile(true)); err == nil {
+			if pool, err := c.pinned(b); err == nil {
+				c.trust, c.trustFromDisk = &trustedCA{certs: pool}, true
+				return nil
+			}
+		}
+	}
+	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true})
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		c.servers.markDown(a.addr, time.Now().Add(c.opts.RecoveryDelay))
+		c.dropConn(a.addr)
+		return fmt.Errorf("agent: the CA from %s: %w", a.addr, err)
+	}
+	pool, err := c.pinned(a.body)
+	if err != nil {
+		return fail(err)
+	}
+	if c.tok.caHash == "" && !c.warnedNoHash {
+		c.warnedNoHash = true
+		c.log.Warn("agent: the token has no CA hash: the servers' CA is trusted as the first server sent it; use the full token (K10<hash>::...) from a server's node-token file")
+	}
+	ca := &trustedCA{certs: pool}
+	if !a.sc.verified {
+		host, _, _ := net.SplitHostPort(a.addr)
+		if err := verifyPeer(*a.tls, host, pool); err != nil {
+			sys, serr := x509.SystemCertPool()
+			if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
+				return fail(fmt.Errorf("the server's own certificate does not chain to it: %w", err))
+			}
+			ca.public = map[string]bool{a.addr: true}
+		}
+		a.sc.verified = true
+	}
+	c.trust, c.trustFromDisk, c.diskCAStale = ca, false, false
+	return nil
+}
+
+// verifier checks the certificate of the server at addr against t.
+func (t *trustedCA) verifier(addr string) func(tls.ConnectionState) error {
+	host, _, _ := net.SplitHostPort(addr)
+	return func(cs tls.ConnectionState) error {
+		err := verifyPeer(cs, host, t.pool())
+		if err != nil && t.public[addr] {
+			if sys, serr := x509.SystemCertPool(); serr == nil && verifyPeer(cs, host, sys) == nil {
+				return nil
+			}
+		}
+		return err
+	}
+}
+
+// verifyPeer checks that the server's certificate chains to roots and
+// names host.
+func verifyPeer(cs tls.ConnectionState, host string, roots *x509.CertPool) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("agent: the server sent no certificate")
+	}
+	if roots == nil {
+		return errors.New("agent: no CA to check the server's certificate against")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host})
+	if err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A cluster with a custom CA chain (intermediate + root) joins with the
+// token k3s makes for it, whose hash pins the root.
+func TestChainCAJoins(t *testing.T) {
+	cl := newChainCluster(t)
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	res := get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	if !res.usable() {
+		t.Fatal("certificates not usable")
+	}
+	checkFiles(t, dir)
+	// A restart trusts server-ca.crt, the chain, without asking /cacerts.
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	if n := s.count("GET /cacerts"); n != 1 {
+		t.Errorf("/cacerts asked %d times, want 1", n)
+	}
+}
+
+// A man in the middle appends a CA of its own to the cluster's genuine
+// chain, which leaves the token's hash (the root's) as it is, and
+// presents a certificate of that CA. The agent trusts only what leads to
+// the pinned root: it sends the man in the middle nothing but GET
+// /cacerts. (k3s trusts every certificate of the bundle:
+// pkg/clientaccess/token.go GetHTTPClient appends them all to RootCAs.)
+func TestAppendedCARefused(t *testing.T) {
+	cl := newChainCluster(t)
+	evil := newCluster(t)
+	mitm := newSupervisor(t, evil) // its TLS certificate is evil's
+	mitm.override = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/cacerts" {
+			return false
+		}
+		w.Write(append(append([]byte{}, cl.serverCA.bundle...), evil.serverCA.pem...))
+		return true
+	}
+	opts := testOptions(cl, mitm.addr, t.TempDir(), nil)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err := newClient(t, opts).Get(ctx)
+	if err == nil || !strings.Contains(err.Error(), "does not chain") {
+		t.Errorf("Get: %v, want the man in the middle's certificate refused", err)
+	}
+	if n, m := mitm.total(), mitm.count("GET /cacerts"); n != m || m == 0 {
+		t.Errorf("the man in the middle saw %d requests, %d of them /cacerts; want /cacerts only", n, m)
+	}
+}
+
+// On a restart with the CA on disk, a server whose certificate does not
+// chain to it (another cluster's, say) is left out. The other servers
+// still serve the attempt, which does not fall back to the certificates
+// on disk.
+func TestOneServerOfAnotherCA(t *testing.T) {
+	cl, s, dir := joined(t)
+	other := newSupervisor(t, newCluster(t))
+	opts := testOptions(cl, s.addr, dir, nil)
+	opts.Servers = []string{other.addr, s.addr}
+	c := newClient(t, opts)
+	res := get(t, c)
+	if res.Offline != nil || res.Config == nil {
+		t.Errorf("Offline %v, config %q: want an attempt that the good server served", res.Offline, res.Config)
+	}
+	if n := other.total(); n != 0 {
+		t.Errorf("the server of another CA got %d requests, want 0", n)
+	}
+	if n := s.count("GET /cacerts"); n != 1 {
+		t.Errorf("/cacerts asked %d times, want once (the first join)", n)
+	}
+}
+
+// A cluster whose CA was replaced, joined with a token without a CA hash:
+// every server fails the CA on disk, so the next attempt asks /cacerts
+// again and the node gets client certificates of the new CA. (The
+// serving certificate is kept: it carries the CA that signed it, see
+// CertCheck.ChainCA.)
+func TestCAReplaced(t *testing.T) {
+	cl, _, dir := joined(t)
+	fresh := newCluster(t)
+	s := newSupervisor(t, fresh)
+	opts := testOptions(cl, s.addr, dir, nil)
+	opts.Token = "K10::server:" + cl.secret
+	c := newClient(t, opts)
+	res := get(t, c)
+	if res.Offline != nil {
+		t.Fatalf("Offline: %v", res.Offline)
+	}
+	if st := c.Stats(); st.Issued != 3 || s.count("GET /cacerts") != 1 {
+		t.Errorf("%d certificates issued, /cacerts asked %d times; want 3, 1", st.Issued, s.count("GET /cacerts"))
+	}
+}
+
+// A server whose certificate chains to the host's roots, not to the CA
+// it sends, is accepted as k3s accepts it (pkg/clientaccess/token.go
+// getCACerts). The host's roots are then trusted for that server only:
+// not for another server that a publicly trusted certificate also
+// names, nor in Result.ServerCA, which a load balancer's probes use. The
+// host's roots are set with SSL_CERT_FILE, which crypto/x509 reads once
+// per process on Linux: the test runs itself in a process of its own.
+func TestHostRootsForOneServer(t *testing.T) {
+	roots := os.Getenv("NODEPASS_TEST_HOST_ROOTS")
+	if roots == "" {
+		if runtime.GOOS != "linux" {
+			t.Skip("SSL_CERT_FILE sets the host's roots on Linux only")
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(t.Context(), exe, "-test.run=^TestHostRootsForOneServer$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "NODEPASS_TEST_HOST_ROOTS="+filepath.Join(t.TempDir(), "roots.pem"))
+		out, err := cmd.CombinedOutput()
+		if errors.Is(err, syscall.ENOEXEC) {
+			t.Skipf("cannot run itself (under an emulator?): %v", err)
+		}
+		if err != nil || !strings.Contains(string(out), "PASS") {
+			t.Fatalf("%v:\n%s", err, out)
+		}
+		return
+	}
+	public := newTestCA(t, "public-ca")
+	if err := os.WriteFile(roots, public.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSL_CERT_FILE", roots)
+	cl := newCluster(t)
+	cl.tlsCA = public
+	a, b := newSupervisor(t, cl), newSupervisor(t, cl)
+	opts := testOptions(cl, a.addr, t.TempDir(), nil)
+	opts.Token = "K10::server:" + cl.secret // no CA hash
+	opts.Servers = []string{b.addr, a.addr}
+	c := newClient(t, opts)
+	res := get(t, c)
+	// The server that sent /cacerts was accepted; the other gets nothing.
+	first, second := a, b
+	if b.count("GET /cacerts") == 1 {
+		first, second = b, a
+	}
+	if first.total() < 8 || second.total() != 0 {
+		t.Errorf("requests: %d to the server accepted, %d to the other; want all to the first", first.total(), second.total())
+	}
+	conn, err := tls.Dial("tcp", first.addr, &tls.Config{RootCAs: res.ServerCA, ServerName: "127.0.0.1"})
+	if err == nil {
+		conn.Close()
+		t.Error("Result.ServerCA trusts the host's roots")
+	}
+}
+
+// With every server gone, Result.ServerCA is still what the token pins:
+// a CA appended to server-ca.crt on disk (which leaves the hash as it
+// is) is not in it.
+func TestOfflineServerCAPinned(t *testing.T) {
+	cl := newChainCluster(t)
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	evil := newCluster(t)
+	file := filepath.Join(dir, "agent", "server-ca.crt")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, append(b, evil.serverCA.pem...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.srv.Close()
+	res := get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	if res.Offline == nil {
+		t.Fatal("not Offline with the server gone")
+	}
+	mitm := newSupervisor(t, evil)
+	conn, err := tls.Dial("tcp", mitm.addr, &tls.Config{RootCAs: res.ServerCA, ServerName: "127.0.0.1"})
+	if err == nil {
+		conn.Close()
+		t.Error("Result.ServerCA trusts the CA appended on disk")
+	}
+}
