@@ -3,19 +3,14 @@ package bench
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	mrand "math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -85,10 +80,10 @@ type clientAgents struct {
 // newClientAgents prepares the data directories of a run's Client agents
 // against the servers at urls with CA caPEM, on tmpfs where there is one
 // (the Client fsyncs every file it writes, which on a disk would time the
-// disk). With certs (Scenario.ValidCerts), each agent starts with the
-// certificates an earlier join left: signed by the CA whose key caKey is
-// (PEM), valid for a day.
-func newClientAgents(urls []string, caPEM, caKey []byte, token string, nodes []Node, certs bool) (*clientAgents, error) {
+// disk). With sc.ValidCerts, each agent starts with the certificates an
+// earlier join left: signed now by the CA whose key caKey is (PEM), as
+// the servers sign them (sc.CANotBefore).
+func newClientAgents(sc Scenario, urls []string, caPEM, caKey []byte, token string, nodes []Node) (*clientAgents, error) {
 	c := &clientAgents{ca: caPEM}
 	for _, u := range urls {
 		pu, err := url.Parse(u)
@@ -107,10 +102,14 @@ func newClientAgents(urls []string, caPEM, caKey []byte, token string, nodes []N
 	if c.dir, err = os.MkdirTemp(base, "nodepass-bench-agents-"); err != nil {
 		return nil, fmt.Errorf("bench: agents' data: %w", err)
 	}
-	if !certs {
+	if !sc.ValidCerts {
 		return c, nil
 	}
-	ca, err := parseCA(caPEM, caKey)
+	var key *ecdsa.PrivateKey
+	if b, _ := pem.Decode(caKey); b != nil {
+		key, _ = x509.ParseECPrivateKey(b.Bytes)
+	}
+	ca, err := parseCA(caPEM, key, sc.CANotBefore)
 	if err != nil {
 		c.close()
 		return nil, err
@@ -137,7 +136,7 @@ func (r *run) prepareClients(urls []string, caPEM, caKey []byte) (err error) {
 	if _, ok := r.policy.(ClientPolicy); !ok {
 		return nil
 	}
-	r.clients, err = newClientAgents(urls, caPEM, caKey, r.token, r.nodes, r.sc.ValidCerts)
+	r.clients, err = newClientAgents(r.sc, urls, caPEM, caKey, r.token, r.nodes)
 	return err
 }
 
@@ -205,84 +204,4 @@ func (c *clientAgents) pool() *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AppendCertsFromPEM(c.ca)
 	return p
-}
-
-// signer is a CA whose key the agents' side has, to leave each agent the
-// certificates of an earlier join.
-type signer struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func parseCA(certPEM, keyPEM []byte) (*signer, error) {
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		return nil, fmt.Errorf("bench: no CA certificate and key for the agents' certificates")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("bench: CA: %w", err)
-	}
-	key, err := x509.ParseECPrivateKey(kb.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("bench: CA key: %w", err)
-	}
-	return &signer{cert: cert, key: key, pem: certPEM}, nil
-}
-
-// earlierJoin writes to dir what a k3s agent's join leaves there: both CA
-// files, and the four certificates with their keys, valid from an hour
-// ago for a day (nowhere near their renewal).
-func (s *signer) earlierJoin(dir, node string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	files := map[string][]byte{"client-ca.crt": s.pem, "server-ca.crt": s.pem}
-	for _, c := range []struct {
-		name string
-		tmpl x509.Certificate
-	}{
-		{"serving-kubelet", x509.Certificate{Subject: pkix.Name{CommonName: node}, DNSNames: []string{node},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}},
-		{"client-kubelet", x509.Certificate{Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}},
-		{"client-kube-proxy", x509.Certificate{Subject: pkix.Name{CommonName: proxyCN}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}},
-		{"client-k3s-controller", x509.Certificate{Subject: pkix.Name{CommonName: controllerCN}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}},
-	} {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		now := time.Now()
-		tmpl := c.tmpl
-		tmpl.SerialNumber = serialNumber()
-		tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(23*time.Hour)
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		der, err := x509.CreateCertificate(rand.Reader, &tmpl, s.cert, key.Public(), s.key)
-		if err != nil {
-			return fmt.Errorf("bench: signing %s for %s: %w", c.name, node, err)
-		}
-		keyDER, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		files[c.name+".crt"] = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), s.pem...)
-		files[c.name+".key"] = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-	}
-	return nil
-}
-
-// serialNumber returns a random 128-bit certificate serial number.
-func serialNumber() *big.Int {
-	b := make([]byte, 16)
-	rand.Read(b)
-	b[0] &= 0x7f
-	return new(big.Int).SetBytes(b)
 }

@@ -173,7 +173,7 @@ func (ca *benchCA) pool() *x509.CertPool {
 // against them, closed when the test ends.
 func httpPair(t *testing.T, models []model, nodes []Node) httpTarget {
 	t.Helper()
-	srv, err := newHTTPServers(models, 0)
+	srv, err := newHTTPServers(models, 0, Scenario{}.withDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestK3sLatestInFlight(t *testing.T) {
 // certificate request: a POST's CSR key signed for the node, a GET's
 // legacy key sent with its certificate, a CSR for another node refused.
 func TestKubeletCertificates(t *testing.T) {
-	ca, err := newBenchCA()
+	ca, err := newBenchCA(DefaultCAAge, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,9 @@ const (
 	DefaultDeadline      = 2 * time.Minute
 	DefaultMaxHeap       = 4 << 30
 	DefaultSampleEvery   = 5 * time.Millisecond
+	// DefaultCAAge is Scenario.CAAge when left zero: a cluster created
+	// three years ago.
+	DefaultCAAge = 3 * 365 * 24 * time.Hour
 )
 
 // Scenario is one herd: Nodes agents with stored hashes, all rebooted at
@@ -82,10 +85,21 @@ type Scenario struct {
 	// server i mod Servers.
 	Known int
 	// ValidCerts starts every agent with the certificates an earlier join
-	// left on disk, valid for most of a day: a reboot of the agents alone.
-	// k3s's agents request theirs again all the same; ClientPolicy agents
-	// keep them. Needs ModeHTTP.
+	// left on disk, issued at the start of the run as the servers issue
+	// them: a reboot of the agents alone. k3s's agents request theirs
+	// again all the same; ClientPolicy agents keep them while they are
+	// valid. Needs ModeHTTP.
 	ValidCerts bool
+	// CAAge is how old the servers' CA is when the run starts: k3s makes
+	// its CAs, valid for ten years, when the cluster is created. Default
+	// DefaultCAAge; at most 9 years.
+	CAAge time.Duration
+	// CANotBefore makes the servers issue every certificate with the
+	// CA's NotBefore, as k3s and RKE2 did before dynamiclistener's
+	// CalculateNotBefore (the incident's RKE2 v1.25). By default its
+	// NotBefore is max(now - 1 h, the CA's), as they do today. Either way
+	// it is valid for a year from its issue.
+	CANotBefore bool
 	// Mode is ModeInproc (default) or ModeHTTP.
 	Mode Mode
 	// Deadline bounds one model's run; a model that has not seen every
@@ -210,6 +224,9 @@ func (s Scenario) withDefaults() Scenario {
 	if s.Reboot == "" {
 		s.Reboot = RebootNone
 	}
+	if s.CAAge == 0 {
+		s.CAAge = DefaultCAAge
+	}
 	return s.adversityDefaults()
 }
 
@@ -250,6 +267,9 @@ func (s Scenario) validate() error {
 	}
 	if !(s.TimeScale > 0 && s.TimeScale <= 1000) { // also rejects NaN
 		bad("time scale %v: want more than 0, at most 1000", s.TimeScale)
+	}
+	if s.CAAge < 0 || s.CAAge > 9*365*24*time.Hour {
+		bad("CA age %v: want 0 to 9 years", s.CAAge)
 	}
 	if s.BoundSample < 0 {
 		bad("bound sample %d is negative", s.BoundSample)

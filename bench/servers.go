@@ -116,7 +116,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 		}
 	}
 	if sc.Mode == ModeHTTP {
-		if s.https, err = newHTTPServers(s.models, sc.Hung); err != nil {
+		if s.https, err = newHTTPServers(s.models, sc.Hung, sc); err != nil {
 			return nil, err
 		}
 	}

@@ -161,10 +161,10 @@ var configBody = []byte(`{"settings":[` + strings.TrimSuffix(strings.Repeat(`{"s
 // maxCSRSize bounds the body of a certificate request.
 const maxCSRSize = 64 << 10
 
-// newHTTPServers starts a server for each model; the first hung of them
-// hang (see hangHandler).
-func newHTTPServers(models []model, hung int) (_ *httpServers, err error) {
-	ca, err := newBenchCA()
+// newHTTPServers starts a server for each model, with sc's CA (CAAge,
+// CANotBefore); the first hung of them hang (see hangHandler).
+func newHTTPServers(models []model, hung int, sc Scenario) (_ *httpServers, err error) {
+	ca, err := newBenchCA(sc.CAAge, sc.CANotBefore)
 	if err != nil {
 		return nil, err
 	}
@@ -220,13 +220,13 @@ func newHTTPServers(models []model, hung int) (_ *httpServers, err error) {
 			mux.Handle("GET "+p, authed(false, cert))
 			mux.Handle("POST "+p, authed(true, cert))
 		}
-		for p, cn := range map[string]string{pathProxyCert: proxyCN, pathControllerCert: controllerCN} {
+		for p, cs := range map[string]step{pathProxyCert: stepProxyCert, pathControllerCert: stepControllerCert} {
 			mux.Handle("POST "+p, authed(true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, ok := readCSR(w, r)
 				if !ok {
 					return
 				}
-				pem, err := ca.componentCert(cn, body)
+				pem, err := ca.componentCert(cs, body)
 				if err != nil {
 					http.Error(w, err.Error(), http.StatusBadRequest)
 					return
@@ -444,10 +444,11 @@ func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duratio
 	if sc.Mode != ModeHTTP || sc.BoundSample <= 0 {
 		return 0, nil
 	}
+	sc = sc.withDefaults()
 	workers := runtime.GOMAXPROCS(0)
 	sample := min(sc.BoundSample, len(h.Nodes))
 	warm := min(workers, len(h.Nodes))
-	srv, err := newHTTPServers([]model{openModel{}}, 0)
+	srv, err := newHTTPServers([]model{openModel{}}, 0, sc)
 	if err != nil {
 		return 0, err
 	}

@@ -106,7 +106,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		c                       config
 		nodes, logN, servers    int
 		hung, known             int
-		certs                   string
+		certs, notBefore        string
+		caYears                 float64
 		timeout, deadline       time.Duration
 		agent, models, mode, lb string
 		maxHeap                 = byteSize(bench.DefaultMaxHeap)
@@ -120,7 +121,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&agent, "agent", bench.PolicyJitter, "comma-separated agent kinds, each model run with each: "+strings.Join(bench.PolicyNames(), ", ")+" (k3s's agents with a retry policy, or nodepass's agent.Client, -lb through its load balancer; these need -mode http)")
 	fs.IntVar(&hung, "hung", 0, "how many of the -servers (the first) accept connections and complete TLS, then never answer")
 	fs.IntVar(&known, "known", 0, "how many servers each agent remembers from before the reboot, the hung ones first (0: all); nodepass agents also know their configured server, a healthy one")
-	fs.StringVar(&certs, "certs", "none", "what the agents have on disk: none (a first join) or valid (certificates of an earlier join, valid for most of a day)")
+	fs.StringVar(&certs, "certs", "none", "what the agents have on disk: none (a first join) or valid (the certificates of an earlier join, issued at the start as the servers issue them)")
+	fs.Float64Var(&caYears, "ca-years", 3, "age of the servers' CA in years (0.01: three and a half days): k3s makes its CAs, valid ten years, with the cluster")
+	fs.StringVar(&notBefore, "notbefore", "today", "the NotBefore of the certificates the servers issue, each valid a year: today (max(now - 1h, the CA's), as k3s today) or ca (the CA's, as k3s and RKE2 before dynamiclistener's CalculateNotBefore)")
 	fs.StringVar(&models, "models", "all", "comma-separated server models, or all: "+strings.Join(bench.Models(), ", "))
 	fs.StringVar(&mode, "mode", string(bench.ModeHTTP), "http (real HTTPS on 127.0.0.1) or inproc (direct calls)")
 	fs.IntVar(&servers, "servers", 1, "number of servers, each its own model instance sharing one store")
@@ -195,6 +198,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if certs != "none" && certs != "valid" {
 		bad("-certs %q: want none or valid", certs)
 	}
+	if !(caYears > 0 && caYears <= 9) {
+		bad("-ca-years %v: want more than 0, at most 9", caYears)
+	}
+	if notBefore != "today" && notBefore != "ca" {
+		bad("-notbefore %q: want today or ca", notBefore)
+	}
 	m, err := bench.ParseMode(mode)
 	if err != nil {
 		bad("-mode: %v", strings.TrimPrefix(err.Error(), "bench: "))
@@ -251,6 +260,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	c.sc = bench.Scenario{
 		Nodes: nodes, LogN: logN, ClientTimeout: timeout, Agent: c.agents[0], Hung: hung, Known: known, ValidCerts: certs == "valid",
+		CAAge: time.Duration(caYears * 365 * 24 * float64(time.Hour)), CANotBefore: notBefore == "ca",
 		Servers: servers, LB: l, Mode: m, Deadline: deadline,
 		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample, ScryptMemory: int64(scryptMemory),
 	}

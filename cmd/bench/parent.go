@@ -43,6 +43,11 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		fmt.Fprintf(stderr, "bench: %s\n", note)
 	}
 	fmt.Fprintf(stderr, "bench: %s\n", rebootNote(sc))
+	rule := "max(now - 1h, the CA's), as k3s today"
+	if sc.CANotBefore {
+		rule = "the CA's, as k3s and RKE2 before dynamiclistener's CalculateNotBefore"
+	}
+	fmt.Fprintf(stderr, "bench: the servers' CA is %.3g years old; they issue certificates valid a year, NotBefore %s\n", sc.CAAge.Hours()/(365*24), rule)
 	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
 	stderr = workerStderr(stderr)
 	plan, note := planSplit(c, allowedCPUs)
