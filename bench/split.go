@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/nodepass/nodepass/verify"
@@ -38,33 +37,18 @@ type Endpoint struct {
 // agents' process used during the run. The Result's CPU and Procs are then
 // the servers' process's.
 type Split struct {
-	AgentCPUs   []int
-	ServerCPUs  []int
-	AgentProcs  int
-	ServerProcs int
-	AgentCPU    time.Duration
+	AgentCPUs   []int         `json:"agent_cpus"`
+	ServerCPUs  []int         `json:"server_cpus"`
+	AgentProcs  int           `json:"agent_procs"`
+	ServerProcs int           `json:"server_procs"`
+	AgentCPU    time.Duration `json:"agent_cpu_s"`
 }
 
-type splitJSON struct {
-	AgentCPUs   []int   `json:"agent_cpus"`
-	ServerCPUs  []int   `json:"server_cpus"`
-	AgentProcs  int     `json:"agent_procs"`
-	ServerProcs int     `json:"server_procs"`
-	AgentCPUS   float64 `json:"agent_cpu_s"`
-}
+// MarshalJSON writes s with its tags' keys, AgentCPU in seconds.
+func (s Split) MarshalJSON() ([]byte, error) { return writeObject(fieldsOf(s)) }
 
-func (s *Split) MarshalJSON() ([]byte, error) {
-	return json.Marshal(splitJSON{s.AgentCPUs, s.ServerCPUs, s.AgentProcs, s.ServerProcs, s.AgentCPU.Seconds()})
-}
-
-func (s *Split) UnmarshalJSON(b []byte) error {
-	var j splitJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*s = Split{j.AgentCPUs, j.ServerCPUs, j.AgentProcs, j.ServerProcs, time.Duration(math.Round(j.AgentCPUS * 1e9))}
-	return nil
-}
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (s *Split) UnmarshalJSON(b []byte) error { return readObject(b, s) }
 
 // checkSplit validates a split run's scenario and herd and returns sc
 // with its defaults.
