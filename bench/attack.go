@@ -3,10 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,12 +32,13 @@ const (
 
 // ParseAttackNames returns the way of picking names called name.
 func ParseAttackNames(name string) (AttackNames, error) {
-	switch a := AttackNames(strings.ToLower(name)); a {
-	case AttackRandom, AttackSticky:
-		return a, nil
-	}
-	return "", fmt.Errorf("bench: unknown attack names %q: want %q or %q", name, AttackRandom, AttackSticky)
+	return parseName("attack names", name, AttackRandom, AttackSticky)
 }
+
+// Set sets a to the way of picking names called s (flag.Value).
+func (a *AttackNames) Set(s string) (err error) { *a, err = ParseAttackNames(s); return err }
+
+func (a AttackNames) String() string { return string(a) }
 
 // DefaultStoreSpike is Scenario.StoreSpike when left zero: a slow read
 // from an API server under load.
@@ -356,51 +355,4 @@ func (t *tracker) attackFigures(res *Result) {
 	if res.ScryptRuns > seen {
 		at.UnfinishedScrypt = res.ScryptRuns - seen
 	}
-}
-
-// adversity reports whether the scenario has attackers, token guessers,
-// duplicates or store faults.
-func (s Scenario) adversity() bool {
-	return s.Attackers > 0 || s.TokenGuessers > 0 || s.Duplicates > 0 || s.faults()
-}
-
-// faults reports whether the scenario injects store faults.
-func (s Scenario) faults() bool { return s.StoreFaults > 0 || s.StoreSpikes > 0 }
-
-func (s Scenario) adversityDefaults() Scenario {
-	if s.AttackNames == "" {
-		s.AttackNames = AttackSticky
-	}
-	if s.StoreSpikes > 0 && s.StoreSpike == 0 {
-		s.StoreSpike = DefaultStoreSpike
-	}
-	return s
-}
-
-// validateAdversity checks the adversity fields after withDefaults.
-func (s Scenario) validateAdversity() []error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if s.Attackers < 0 || s.Attackers > 100000 {
-		bad("attackers %d: want 0 to 100000", s.Attackers)
-	}
-	if s.TokenGuessers < 0 || s.TokenGuessers > 100000 {
-		bad("token guessers %d: want 0 to 100000", s.TokenGuessers)
-	}
-	if _, err := ParseAttackNames(string(s.AttackNames)); err != nil {
-		errs = append(errs, err)
-	}
-	if s.Duplicates < 0 || s.Duplicates > s.Nodes {
-		bad("duplicates %d: want 0 to the %d nodes", s.Duplicates, s.Nodes)
-	}
-	if !(s.StoreFaults >= 0 && s.StoreFaults < 1) { // also rejects NaN
-		bad("store fault probability %v: want 0 or more, below 1", s.StoreFaults)
-	}
-	if !(s.StoreSpikes >= 0 && s.StoreSpikes <= 1) {
-		bad("store spike probability %v: want 0 to 1", s.StoreSpikes)
-	}
-	if s.StoreSpike < 0 || float64(s.StoreSpike) > math.MaxInt64/1000 {
-		bad("store spike %v: want 0 or more", s.StoreSpike)
-	}
-	return errs
 }

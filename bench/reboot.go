@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/pprof"
-	"strings"
 	"time"
 
 	"github.com/nodepass/nodepass/verify"
@@ -39,19 +38,13 @@ const (
 
 // ParseReboot returns the reboot called name.
 func ParseReboot(name string) (Reboot, error) {
-	switch r := Reboot(strings.ToLower(name)); r {
-	case RebootNone, RebootAgents, RebootAll:
-		return r, nil
-	}
-	return "", fmt.Errorf("bench: unknown reboot %q: want %q, %q or %q", name, RebootNone, RebootAgents, RebootAll)
+	return parseName("reboot", name, RebootNone, RebootAgents, RebootAll)
 }
 
-func (s Scenario) validateReboot() []error {
-	if _, err := ParseReboot(string(s.Reboot)); err != nil {
-		return []error{err}
-	}
-	return nil
-}
+// Set sets r to the reboot called s (flag.Value).
+func (r *Reboot) Set(s string) (err error) { *r, err = ParseReboot(s); return err }
+
+func (r Reboot) String() string { return string(r) }
 
 // serverEnv is what every server of one run shares beside the store: the
 // nodepass model's DigestKey (nil: none).

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -188,125 +190,135 @@ type Progress struct {
 }
 
 func (s Scenario) withDefaults() Scenario {
-	if s.Nodes == 0 {
-		s.Nodes = DefaultNodes
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
 	}
-	if s.LogN == 0 {
-		s.LogN = DefaultLogN
+	def(&s.ClientTimeout, DefaultClientTimeout)
+	def(&s.Deadline, DefaultDeadline)
+	def(&s.SampleEvery, DefaultSampleEvery)
+	def(&s.CAAge, DefaultCAAge)
+	if s.StoreSpikes > 0 {
+		def(&s.StoreSpike, DefaultStoreSpike)
 	}
-	if s.ClientTimeout == 0 {
-		s.ClientTimeout = DefaultClientTimeout
-	}
+	s.Nodes = cmp.Or(s.Nodes, DefaultNodes)
+	s.LogN = cmp.Or(s.LogN, DefaultLogN)
+	s.Servers = cmp.Or(s.Servers, 1)
+	s.LB = cmp.Or(s.LB, LBSticky)
+	s.Mode = cmp.Or(s.Mode, ModeInproc)
+	s.MaxHeap = cmp.Or(s.MaxHeap, DefaultMaxHeap)
+	s.TimeScale = cmp.Or(s.TimeScale, 1)
+	s.Reboot = cmp.Or(s.Reboot, RebootNone)
+	s.AttackNames = cmp.Or(s.AttackNames, AttackSticky)
 	if s.Agent == nil {
 		s.Agent = JitterPolicy{Min: 5 * time.Second, Max: 10 * time.Second}
 	}
-	if s.Servers == 0 {
-		s.Servers = 1
-	}
-	if s.LB == "" {
-		s.LB = LBSticky
-	}
-	if s.Mode == "" {
-		s.Mode = ModeInproc
-	}
-	if s.Deadline == 0 {
-		s.Deadline = DefaultDeadline
-	}
-	if s.MaxHeap == 0 {
-		s.MaxHeap = DefaultMaxHeap
-	}
-	if s.TimeScale == 0 {
-		s.TimeScale = 1
-	}
-	if s.SampleEvery == 0 {
-		s.SampleEvery = DefaultSampleEvery
-	}
-	if s.Reboot == "" {
-		s.Reboot = RebootNone
-	}
-	if s.CAAge == 0 {
-		s.CAAge = DefaultCAAge
-	}
-	return s.adversityDefaults()
+	return s
 }
 
-// validate checks a scenario after withDefaults.
+// validate checks a scenario after withDefaults. Its errors name each
+// field by the cmd/bench flag that sets it.
 func (s Scenario) validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if s.Nodes < 1 || s.Nodes > 100000 {
-		bad("nodes %d: want 1 to 100000", s.Nodes)
-	}
-	if s.LogN < 1 || s.LogN > 20 {
-		bad("logN %d: want 1 to 20", s.LogN)
-	}
-	if s.ClientTimeout < 0 {
-		bad("client timeout %v is negative", s.ClientTimeout)
-	}
-	if s.Servers < 1 || s.Servers > 64 {
-		bad("servers %d: want 1 to 64", s.Servers)
-	}
-	if s.LB != LBSticky && s.LB != LBFailover {
-		bad("load balancer %q: want %q or %q", s.LB, LBSticky, LBFailover)
-	}
-	if s.Mode != ModeInproc && s.Mode != ModeHTTP {
-		bad("mode %q: want %q or %q", s.Mode, ModeInproc, ModeHTTP)
+	for _, f := range []struct {
+		flag      string
+		v, lo, hi int
+	}{
+		{"nodes", s.Nodes, 1, 100000}, {"logn", s.LogN, 1, 20}, {"servers", s.Servers, 1, 64},
+		{"bound-sample", s.BoundSample, 0, math.MaxInt}, {"attackers", s.Attackers, 0, 100000},
+		{"token-guessers", s.TokenGuessers, 0, 100000},
+	} {
+		if f.v < f.lo || f.v > f.hi {
+			bad("-%s %d: want %d to %d", f.flag, f.v, f.lo, f.hi)
+		}
 	}
 	if s.Hung < 0 || s.Hung >= s.Servers {
-		bad("hung servers %d: want 0 to servers-1 (%d), one at least must answer", s.Hung, s.Servers-1)
+		bad("-hung %d: want 0 to -servers - 1 (%d): one server at least must answer", s.Hung, s.Servers-1)
 	}
 	if s.Known < 0 || s.Known > s.Servers {
-		bad("known servers %d: want 0 to servers (%d)", s.Known, s.Servers)
+		bad("-known %d: want 0 to -servers (%d)", s.Known, s.Servers)
+	}
+	if s.Duplicates < 0 || s.Duplicates > s.Nodes {
+		bad("-duplicates %d: want 0 to -nodes (%d)", s.Duplicates, s.Nodes)
 	}
 	_, client := s.Agent.(ClientPolicy)
 	if (s.Hung > 0 || s.ValidCerts || client) && s.Mode != ModeHTTP {
-		bad("hung servers, valid certificates and the nodepass agent need mode %q", ModeHTTP)
+		bad("-hung, -certs valid and the nodepass agents need -mode %s", ModeHTTP)
 	}
-	if s.Deadline < 0 {
-		bad("deadline %v is negative", s.Deadline)
+	for _, f := range []struct {
+		flag string
+		d    time.Duration
+	}{{"timeout", s.ClientTimeout}, {"deadline", s.Deadline}, {"fault-latency", s.StoreSpike}, {"sample interval", s.SampleEvery}} {
+		if f.d < 0 || float64(f.d) > math.MaxInt64/1000 { // TimeScale may multiply it by 1000
+			bad("-%s %v: want 0 or more", f.flag, f.d)
+		}
 	}
 	if !(s.TimeScale > 0 && s.TimeScale <= 1000) { // also rejects NaN
 		bad("time scale %v: want more than 0, at most 1000", s.TimeScale)
 	}
+	if !(s.StoreFaults >= 0 && s.StoreFaults < 1) {
+		bad("-store-faults %v: want a probability, 0 or more and below 1", s.StoreFaults)
+	}
+	if !(s.StoreSpikes >= 0 && s.StoreSpikes <= 1) {
+		bad("-store-spikes %v: want a probability, 0 to 1", s.StoreSpikes)
+	}
 	if s.CAAge < 0 || s.CAAge > 9*365*24*time.Hour {
-		bad("CA age %v: want 0 to 9 years", s.CAAge)
+		bad("-ca-years %.3g: want more than 0, at most 9", s.CAAge.Hours()/(365*24))
 	}
-	if s.BoundSample < 0 {
-		bad("bound sample %d is negative", s.BoundSample)
+	_, lbErr := ParseLB(string(s.LB))
+	_, modeErr := ParseMode(string(s.Mode))
+	_, rebootErr := ParseReboot(string(s.Reboot))
+	_, namesErr := ParseAttackNames(string(s.AttackNames))
+	errs = append(errs, lbErr, modeErr, rebootErr, namesErr, s.Agent.validate())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bench: invalid scenario: %w", err)
 	}
-	if s.SampleEvery < 0 {
-		bad("sample interval %v is negative", s.SampleEvery)
-	}
-	if err := s.Agent.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	errs = append(errs, s.validateReboot()...)
-	errs = append(errs, s.validateAdversity()...)
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("bench: invalid scenario: %w", errors.Join(errs...))
+	return nil
 }
+
+// Validate reports what is wrong with s as it is, a zero field with a
+// default included (cmd/bench sets every field); each error names the
+// cmd/bench flag that sets the field.
+func (s Scenario) Validate() error { return s.validate() }
 
 // scale multiplies d by the scenario's TimeScale.
 func (s Scenario) scale(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * s.TimeScale)
 }
 
-// ParseLB returns the load-balancing policy named name.
-func ParseLB(name string) (LB, error) {
-	switch lb := LB(strings.ToLower(name)); lb {
-	case LBSticky, LBFailover:
-		return lb, nil
-	}
-	return "", fmt.Errorf("bench: unknown load balancer %q: want %q or %q", name, LBSticky, LBFailover)
+// adversity reports whether the scenario has attackers, token guessers,
+// duplicates or store faults.
+func (s Scenario) adversity() bool {
+	return s.Attackers > 0 || s.TokenGuessers > 0 || s.Duplicates > 0 || s.faults()
 }
 
-// ParseMode returns the mode named name.
-func ParseMode(name string) (Mode, error) {
-	switch m := Mode(strings.ToLower(name)); m {
-	case ModeInproc, ModeHTTP:
-		return m, nil
+// faults reports whether the scenario injects store faults.
+func (s Scenario) faults() bool { return s.StoreFaults > 0 || s.StoreSpikes > 0 }
+
+// parseName returns the one of names that name is, in any case, or an
+// error that says which kind of name it does not know.
+func parseName[T ~string](kind, name string, names ...T) (T, error) {
+	for _, n := range names {
+		if strings.EqualFold(name, string(n)) {
+			return n, nil
+		}
 	}
-	return "", fmt.Errorf("bench: unknown mode %q: want %q or %q", name, ModeInproc, ModeHTTP)
+	return "", fmt.Errorf("bench: unknown %s %q: want one of %q", kind, name, names)
 }
+
+// ParseLB returns the load-balancing policy named name.
+func ParseLB(name string) (LB, error) { return parseName("load balancer", name, LBSticky, LBFailover) }
+
+// ParseMode returns the mode named name.
+func ParseMode(name string) (Mode, error) { return parseName("mode", name, ModeInproc, ModeHTTP) }
+
+// Set sets m to the mode named s (flag.Value).
+func (m *Mode) Set(s string) (err error) { *m, err = ParseMode(s); return err }
+
+// Set sets l to the policy named s (flag.Value).
+func (l *LB) Set(s string) (err error) { *l, err = ParseLB(s); return err }
+
+func (m Mode) String() string { return string(m) }
+func (l LB) String() string   { return string(l) }

@@ -2,73 +2,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/nodepass/nodepass/bench"
 )
-
-// adversityFlags are the flags of the attack and fault scenarios: wrong
-// passwords, duplicate hostnames and store faults (issue 6).
-type adversityFlags struct {
-	attackers, duplicates int
-	tokenGuessers         int
-	names                 string
-	faults, spikes        float64
-	spike                 time.Duration
-}
-
-func addAdversityFlags(fs *flag.FlagSet) *adversityFlags {
-	f := &adversityFlags{}
-	fs.IntVar(&f.attackers, "attackers", 0, "attacker agents sending wrong passwords for real node names, each as fast as answers come, ignoring Retry-After")
-	fs.IntVar(&f.tokenGuessers, "token-guessers", 0, "k3s agents with a wrong join token (a new random one per attempt, for the user node), asking beside the herd at its pace")
-	fs.StringVar(&f.names, "attack-names", string(bench.AttackSticky), "how attackers pick the names they guess for: sticky (one random name each, for the whole run) or random (a new one per guess)")
-	fs.IntVar(&f.duplicates, "duplicates", 0, "nodes with a second machine of the same hostname and another password, retrying like the nodes all run long (it never joins; completion waits for the honest nodes only)")
-	fs.Float64Var(&f.faults, "store-faults", 0, "probability `P` that a store call (every model's hash fetch, nodepass's Get and Create) fails; the server answers 500 and the agent retries")
-	fs.Float64Var(&f.spikes, "store-spikes", -1, "probability `Q` that a store call that does not fail answers only after -fault-latency (default: the -store-faults probability)")
-	fs.DurationVar(&f.spike, "fault-latency", bench.DefaultStoreSpike, "latency of a slow store call")
-	return f
-}
-
-// check reports bad values through bad; nodes is the -nodes value.
-func (f *adversityFlags) check(nodes int, bad func(string, ...any)) {
-	if f.attackers < 0 || f.attackers > 100000 {
-		bad("-attackers %d: want 0 to 100000", f.attackers)
-	}
-	if f.tokenGuessers < 0 || f.tokenGuessers > 100000 {
-		bad("-token-guessers %d: want 0 to 100000", f.tokenGuessers)
-	}
-	if _, err := bench.ParseAttackNames(f.names); err != nil {
-		bad("-attack-names: %v", strings.TrimPrefix(err.Error(), "bench: "))
-	}
-	if f.duplicates < 0 || f.duplicates > nodes {
-		bad("-duplicates %d: want 0 to -nodes (%d)", f.duplicates, nodes)
-	}
-	if !(f.faults >= 0 && f.faults < 1) {
-		bad("-store-faults %v: want a probability, 0 or more and below 1", f.faults)
-	}
-	if !(f.spikes == -1 || f.spikes >= 0 && f.spikes <= 1) {
-		bad("-store-spikes %v: want a probability, 0 to 1", f.spikes)
-	}
-	if f.spike <= 0 {
-		bad("-fault-latency %v: want a positive duration", f.spike)
-	}
-}
-
-// apply sets the checked flags on sc.
-func (f *adversityFlags) apply(sc *bench.Scenario) {
-	sc.Attackers, sc.Duplicates, sc.TokenGuessers = f.attackers, f.duplicates, f.tokenGuessers
-	sc.AttackNames, _ = bench.ParseAttackNames(f.names)
-	sc.StoreFaults, sc.StoreSpikes, sc.StoreSpike = f.faults, f.spikes, f.spike
-	if f.spikes == -1 {
-		sc.StoreSpikes = f.faults
-	}
-}
 
 // adversityNote describes sc's adversaries in words, or "" if none.
 func adversityNote(sc bench.Scenario) string {

@@ -51,7 +51,6 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-nodes", "x"}, "invalid value"},
 		{[]string{"-frobnicate"}, "not defined"},
 		{[]string{"extra"}, "unexpected argument"},
-		{[]string{"-replot", "out.json"}, "-replot needs -plot"},
 		{[]string{"-agent", "nodepass,bogus"}, "unknown agent policy"},
 		{[]string{"-servers", "2", "-hung", "2"}, "one server at least must answer"},
 		{[]string{"-servers", "2", "-known", "3"}, "-known 3"},
@@ -130,13 +129,6 @@ func TestRunInProcess(t *testing.T) {
 	}
 	if svg, err := os.ReadFile(plotPath); err != nil || !bytes.Contains(svg, []byte("<svg")) {
 		t.Errorf("plot: %v, %d bytes", err, len(svg))
-	}
-	pngPath := filepath.Join(dir, "herd.png")
-	if code, _, stderr := runCmd(t, "-replot", jsonPath, "-plot", pngPath); code != 0 {
-		t.Fatalf("-replot: exit %d\n%s", code, stderr)
-	}
-	if png, err := os.ReadFile(pngPath); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
-		t.Errorf("replot: %v, %d bytes", err, len(png))
 	}
 }
 

@@ -14,19 +14,9 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/bench"
-	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify"
 )
-
-// replot draws c.plotPath from the results of an earlier -json run.
-func replot(c *config) error {
-	results, err := pprofreport.ReadResults(c.replotPath)
-	if err != nil {
-		return err
-	}
-	return writePlot(c.plotPath, results)
-}
 
 // runParent makes the herd, measures the lower bound, runs every model
 // and writes the table, the JSON and the plot.

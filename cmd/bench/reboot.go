@@ -1,44 +1,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/nodepass/nodepass/bench"
 )
-
-// rebootFlags are the flags of the reboot scenarios and of remembered
-// verification (issue 15).
-type rebootFlags struct {
-	reboot    string
-	digestKey bool
-}
-
-func addRebootFlags(fs *flag.FlagSet) *rebootFlags {
-	f := &rebootFlags{}
-	fs.StringVar(&f.reboot, "reboot", string(bench.RebootNone), "what restarted before the measured herd: none (a cold herd: first verification since the servers started), "+
-		"agents (every node joined once before, unmeasured; the servers stayed up) or "+
-		"all (the same warm-up, then the servers restart: new instances over the same store, which keeps the hashes and digests)")
-	fs.BoolVar(&f.digestKey, "digest-key", true, "give every nodepass server of a run the same random DigestKey (remembered verification: what one server verified, "+
-		"the others and their successors know through the store); the k3s models have no equivalent")
-	return f
-}
-
-// check reports bad values through bad.
-func (f *rebootFlags) check(bad func(string, ...any)) {
-	if _, err := bench.ParseReboot(f.reboot); err != nil {
-		bad("-reboot: %v", strings.TrimPrefix(err.Error(), "bench: "))
-	}
-}
-
-// apply sets the checked flags on sc.
-func (f *rebootFlags) apply(sc *bench.Scenario) {
-	sc.Reboot, _ = bench.ParseReboot(f.reboot)
-	sc.NoDigestKey = !f.digestKey
-}
 
 // rebootNote describes sc's reboot and digests in words.
 func rebootNote(sc bench.Scenario) string {
