@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -20,68 +21,39 @@ import (
 // With -cpuprofile-dir, each model's process writes DIR/MODEL.cpu.pprof
 // and DIR/MODEL.heap.pprof covering that model's run only:
 //
-//   - The lower-bound sample (Herd.EstimateLowerBound: one warm-up
-//     verification per worker, then -bound-sample verifications, 16 if
-//     -bound-sample is 0) is taken first, outside the run's profile, and
-//     profiled on its own: its scrypt work over its verifications is
-//     one scrypt's CPU measured right before the run, recorded in the CPU
-//     profile's comments (pprofreport.Meta). The local lower bound is
-//     then measured as bench.Run would (Herd.EstimateLocalBound: for
-//     nodepass, in batches), and bench.Run is called with BoundSample 0.
+//   - The local lower bound (-bound-sample) is measured first, as
+//     bench.Run would, outside the profiles; bench.Run is then called with
+//     BoundSample 0.
 //   - The CPU profile starts right before bench.Run and stops when it
-//     returns: the servers' setup (a store of the herd's hashes, a CA and
-//     a certificate in http mode: milliseconds) and the herd.
+//     returns: the servers' setup (milliseconds) and the herd. It samples
+//     at runtime/pprof's own 100 Hz: the runtime takes a sample each time a
+//     thread's CPU timer expires, and Linux checks CPU timers on its
+//     scheduler tick (250 Hz here), so faster rates lose samples
+//     (measured on the CI scenario: 98-99% of the process's CPU time
+//     covered at 100 Hz, 80% at 250 Hz, 47% at 500 Hz).
 //   - The heap profile's inuse_* values are taken at the peak of the live
-//     heap: a goroutine looks every 5 ms for a finished GC cycle and keeps
-//     the heap profile of the cycle with the highest live heap (bench.ReadHeap). The end of a run is
-//     the wrong moment: a finished nodepass run has nothing left but its
-//     cache, while the question is what the herd held at its worst
-//     (at most scrypt slots × 32 MiB). The runtime publishes heap
-//     profiles as of a completed GC cycle, so "peak" is the heap marked
-//     live by the cycle with the highest live heap, the figure the run's
-//     peak_heap_mib reports too. The alloc_* values cover the whole run:
-//     the heap profile at its end minus the one at its start. Their count
-//     of scrypt's buffers is the run's count of scrypt calls, which gives
-//     one scrypt's CPU in the run itself (pprofreport.ScryptCalls).
-
-// The CPU profiles are taken at runtime/pprof's own rate, 100 Hz. The
-// runtime takes a sample each time a thread's CPU timer expires, and
-// Linux checks CPU timers on its scheduler tick (250 Hz on many kernels,
-// this machine's included): past about half the tick rate, expirations
-// are lost. Measured here on the CI scenario, the samples covered 98-99%
-// of the process's CPU time at 100 Hz, 87% at 200 Hz, 80% at 250 Hz and
-// 47% at 500 Hz (set with runtime.SetCPUProfileRate before
-// StartCPUProfile). More samples come from more CPU time, not a higher
-// rate.
-
-// calibrationSample is how many verifications measure one scrypt's CPU
-// when -bound-sample is 0.
-const calibrationSample = 16
+//     heap, the cycle whose live heap was the run's peak_heap_mib (the
+//     runtime publishes heap profiles as of a completed GC cycle; the end
+//     of a run is the wrong moment, when a nodepass run holds nothing but
+//     its cache). Its alloc_* values cover the whole run: the heap profile
+//     at its end minus the one at its start.
 
 // runModel runs one model, with its profiles when c.cpuprofileDir is set.
 func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, model string) (*bench.Result, error) {
 	if c.cpuprofileDir == "" {
 		return bench.Run(ctx, sc, h, model)
 	}
-	sample := sc.BoundSample
-	if sample == 0 {
-		sample = calibrationSample
-	}
-	before, err := calibrate(ctx, h, sample, model)
-	if err != nil {
-		return nil, err
-	}
-	var localBound time.Duration
+	var localBound, localTransport time.Duration
+	var err error
 	if sc.BoundSample > 0 { // as bench.Run would measure it, outside the run's profile
 		if localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, model); err != nil {
 			return nil, err
 		}
+		if localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
+			return nil, err
+		}
 	}
-	localTransport, err := h.EstimateTransport(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
-	sc.BoundSample = 0 // measured above, outside the run's profile
+	sc.BoundSample = 0
 
 	runtime.GC()
 	heap, err := watchHeap()
@@ -95,58 +67,18 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 		return err
 	})
 	heapProf, heapErr := heap.stop()
-	if err != nil {
+	if err = cmp.Or(err, heapErr); err != nil {
 		return nil, err
 	}
-	if heapErr != nil {
-		return nil, heapErr
-	}
-	meta := pprofreport.Meta{
-		Model:         model,
-		Scenario:      describeScenario(sc),
-		OneScrypt:     before.scrypt / time.Duration(before.verifications),
-		Verifications: before.verifications,
-	}
-	if localBound > 0 {
-		res.SetLocalBound(localBound, localTransport)
-	}
-	cpu.Comments = append(cpu.Comments, meta.Comments()...)
+	res.SetLocalBound(localBound, localTransport)
+	cpu.Comments = append(cpu.Comments, pprofreport.Meta{Model: model, Scenario: describeScenario(sc)}.Comments()...)
 	heapProf.Comments = append(heapProf.Comments, "nodepass-bench: model="+model, heap.note)
-	if err := writeProfile(filepath.Join(c.cpuprofileDir, model+".cpu.pprof"), cpu); err != nil {
-		return nil, err
-	}
-	if err := writeProfile(filepath.Join(c.cpuprofileDir, model+".heap.pprof"), heapProf); err != nil {
-		return nil, err
+	for kind, p := range map[string]*profile.Profile{".cpu.pprof": cpu, ".heap.pprof": heapProf} {
+		if err := writeProfile(filepath.Join(c.cpuprofileDir, model+kind), p); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
-}
-
-// calibration is one measurement of scrypt's CPU.
-type calibration struct {
-	scrypt        time.Duration // the scrypt work's CPU
-	verifications int
-}
-
-// calibrate profiles Herd.EstimateLowerBound over sample verifications,
-// with the scrypt implementation model runs.
-func calibrate(ctx context.Context, h *bench.Herd, sample int, model string) (calibration, error) {
-	var c calibration
-	p, err := captureCPU(func() error {
-		_, err := h.EstimateLowerBound(ctx, sample, bench.ModelScrypt(model))
-		return err
-	})
-	if err != nil {
-		return c, err
-	}
-	r, err := pprofreport.FromProfile(p, model)
-	if err != nil {
-		return c, fmt.Errorf("reading the calibration profile: %w", err)
-	}
-	c.scrypt = r.CPU[pprofreport.Scrypt]
-	// EstimateLowerBound: one warm-up verification per worker, then the
-	// sample.
-	c.verifications = min(runtime.GOMAXPROCS(0), len(h.Nodes)) + min(max(sample, 1), len(h.Nodes))
-	return c, nil
 }
 
 func describeScenario(sc bench.Scenario) string {

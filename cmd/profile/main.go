@@ -1,7 +1,7 @@
 // Command profile reads the CPU profiles `go run ./cmd/bench
-// -cpuprofile-dir DIR` writes (DIR/MODEL.cpu.pprof, DIR/MODEL.heap.pprof,
-// the run's figures in DIR/herd.json) and says where each model's CPU went,
-// or checks it against a baseline:
+// -cpuprofile-dir DIR` writes (DIR/MODEL.cpu.pprof, with the run's
+// figures in DIR/herd.json) and says where each model's CPU went, or
+// checks it against a baseline:
 //
 //	go run ./cmd/profile report profiles/nodepass.cpu.pprof
 //	go run ./cmd/profile report -markdown profiles/*.cpu.pprof
@@ -37,8 +37,8 @@ report: for each profile, the CPU sampled; its share in the scrypt work (by its
   label nodepass.verify=scrypt), the module's own code (the cache-miss request
   path by its label nodepass.verify=request, cache, httpauth, verify), TLS/HTTP,
   GC, the rest of the runtime and everything else; scrypt CPU per joined node
-  and in units of one scrypt measured in the same process; the top functions
-  flat and cumulative. -markdown prints one table for all profiles instead.
+  and in units of one scrypt in the same run; the top functions flat and
+  cumulative. -markdown prints one table for all profiles instead.
 diff: each of those figures for BASE and NEW and its change.
 check: for each model profiled in NEW_DIR, fails (exit 1) when less than 95% of
   the scrypt work carries its label, when a model spends more than 1.25 × one

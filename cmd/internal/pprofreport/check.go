@@ -112,14 +112,14 @@ func Check(cur, base *Report, lim Limits) []Verdict {
 
 	perNode, ok := cur.PerNode()
 	perNodeCPU, _ := cur.ScryptPerNode()
-	oneScrypt, _ := cur.OneScryptInRun()
+	oneScrypt, _ := cur.OneScrypt()
 	switch {
 	case !ok:
-		add("scrypt per joined node", false, "the scrypt calls are not known: the heap profile (MODEL.heap.pprof beside the CPU profile) counted none and the run's JSON has no scrypt runs")
+		add("scrypt per joined node", false, "the scrypt calls are not known: the run's JSON has no scrypt runs")
 	case perNode > lim.MaxPerNode:
 		add("scrypt per joined node", false, "%.2f × one scrypt's CPU, limit %.2f: %s of scrypt CPU per joined node, one scrypt %s in the same run "+
-			"(%d scrypt calls in the heap profile for %d joined nodes; the model counted %.2f scrypt runs per joined node). Is scrypt running more than once per node?",
-			perNode, lim.MaxPerNode, ms(perNodeCPU), ms(oneScrypt), cur.ScryptCalls, cur.Run.Joined, cur.Run.ScryptRunsPerNode)
+			"(%d scrypt calls for %d joined nodes). Is scrypt running more than once per node?",
+			perNode, lim.MaxPerNode, ms(perNodeCPU), ms(oneScrypt), cur.Run.ScryptRuns, cur.Run.Joined)
 	case perNode < 1/lim.MaxPerNode:
 		add("scrypt per joined node", false, "%.2f scrypt calls per joined node: fewer than one, so the count is wrong (or nodes joined without scrypt, which a cold herd cannot)", perNode)
 	default:
@@ -197,11 +197,4 @@ func ownBreakdown(r *Report) string {
 		parts = append(parts, fmt.Sprintf("%s %s", c, pct(r.Share(c))))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

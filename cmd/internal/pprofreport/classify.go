@@ -253,21 +253,19 @@ func stack(s *profile.Sample, buf []string) []string {
 	return buf
 }
 
-// skipPreempt returns frames without a leaf runtime.asyncPreempt, and
-// whether there was one.
+// skipPreempt returns frames without a leaf runtime.asyncPreempt.
 //
 // A sample whose leaf is asyncPreempt (its first instruction, not the
 // preemption's work, which is asyncPreempt2 and below) was taken as the
 // thread came back to the code the runtime had just preempted: the
 // profiling signal was pending while the preemption signal was handled,
-// typically because the thread had been off its CPU (its CPU timer expired
-// on the kernel tick that descheduled it; the runtime asked for a
-// preemption meanwhile). Its CPU time was spent in the interrupted
-// function, which is where it is counted. On a loaded machine this was 10
-// to 35% of the samples of a scrypt-bound profile.
-func skipPreempt(frames []string) ([]string, bool) {
+// typically because the thread had been off its CPU. Its CPU time was
+// spent in the interrupted function, which is where it is counted. On a
+// loaded machine this was 10 to 35% of the samples of a scrypt-bound
+// profile.
+func skipPreempt(frames []string) []string {
 	if len(frames) > 1 && frames[0] == asyncPreempt {
-		return frames[1:], true
+		return frames[1:]
 	}
-	return frames, false
+	return frames
 }
