@@ -212,8 +212,7 @@ func TestAttribution(t *testing.T) {
 			if c.model != ModelNodepass {
 				ask(node, nil)
 			}
-			var a AttackResult
-			tr.scryptFigures(&a)
+			a := trackerFigures(tr)
 			if a.HonestScrypt != c.honest || a.GuessScrypt != c.guesses || a.DuplicateScrypt != c.dups ||
 				a.DuplicateScryptAfterReject != c.late || a.UnattributedScrypt != 0 {
 				t.Errorf("honest %d guesses %d duplicates %d (%d after its 403) unattributed %d; want %d %d %d (%d)",
@@ -248,8 +247,7 @@ func TestWrongAcceptCounted(t *testing.T) {
 	if err := m.Ensure(t.Context(), h.Nodes[0].Name, "guess"); err != nil {
 		t.Fatal(err)
 	}
-	var a AttackResult
-	tr.scryptFigures(&a)
+	a := trackerFigures(tr)
 	if a.WrongAccepts != 1 || a.Accepted() != 1 {
 		t.Errorf("wrong accepts %d, Accepted() %d; want 1", a.WrongAccepts, a.Accepted())
 	}
@@ -317,8 +315,7 @@ func TestAttributionByLabels(t *testing.T) {
 	for _, n := range []Node{h.Nodes[0], h.Nodes[1], dup, {Name: h.Nodes[3].Name, Password: "guess"}, {Name: "nobody", Password: "guess"}} {
 		observe(tr.classify(n.Name, n.Password).labels())
 	}
-	var a AttackResult
-	tr.scryptFigures(&a)
+	a := trackerFigures(tr)
 	if a.HonestScrypt != 2 || a.DuplicateScrypt != 1 || a.GuessScrypt != 2 || a.UnattributedScrypt != 4 {
 		t.Errorf("honest %d, duplicates %d, guesses %d, unattributed %d; want 2, 1, 2, 4",
 			a.HonestScrypt, a.DuplicateScrypt, a.GuessScrypt, a.UnattributedScrypt)
@@ -347,4 +344,12 @@ func TestScryptLabelled(t *testing.T) {
 	if m.scryptRuns() != 1 {
 		t.Errorf("%d scrypt runs counted, want 1", m.scryptRuns())
 	}
+}
+
+// trackerFigures returns the computation counts and wrong answers tr
+// attributed.
+func trackerFigures(tr *tracker) *AttackResult {
+	res := &Result{Attack: &AttackResult{}}
+	tr.attackFigures(res)
+	return res.Attack
 }

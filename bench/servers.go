@@ -112,7 +112,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 		// The servers stayed up: each knows the password of the nodes it
 		// verified in the warm-up, from before any guess.
 		for i := range h.Nodes {
-			t.knew(i%sc.Servers, i)
+			t.verified(i%sc.Servers, i, 1)
 		}
 	}
 	if sc.Mode == ModeHTTP {
@@ -144,9 +144,7 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	res.Model = s.modelName
 	res.Reboot, res.DigestKey = sc.Reboot, s.env.digestKey != nil
 	s.tracker.freeze() // before the servers' counts: see freeze
-	if f := s.tracker.frozen; f != nil {
-		res.TokenScryptRuns = f.TokenScrypt + f.TokenGuessScrypt
-	}
+	res.TokenScryptRuns = s.tracker.frozen.TokenScrypt + s.tracker.frozen.TokenGuessScrypt
 	for _, m := range s.models {
 		res.ShedAfterWait += m.shedAfterWait()
 		res.ScryptRuns += m.scryptRuns()

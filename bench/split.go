@@ -168,7 +168,7 @@ func (a *Agents) Run(ctx context.Context, start time.Time, halt <-chan struct{})
 	}
 	a.r.clients.close()
 	if a.r.sc.adversity() { // the servers' side adds its computations
-		res.Attack = a.r.adv.counts()
+		res.Attack = a.r.adv.result()
 	}
 	return &AgentReport{result: res, asks: a.r.lastAsk}
 }
