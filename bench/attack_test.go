@@ -219,8 +219,8 @@ func TestAttribution(t *testing.T) {
 					a.HonestScrypt, a.GuessScrypt, a.DuplicateScrypt, a.DuplicateScryptAfterReject, a.UnattributedScrypt,
 					c.honest, c.guesses, c.dups, c.late)
 			}
-			if a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt != m.scryptRuns() {
-				t.Errorf("attributed %d computations, the model counted %d", a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt, m.scryptRuns())
+			if a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt != m.counts().scrypt {
+				t.Errorf("attributed %d computations, the model counted %d", a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt, m.counts().scrypt)
 			}
 			// The k3s model computes the second guess after node 1 joined.
 			if want := c.guesses - 1; a.GuessScryptKnown != want {
@@ -341,8 +341,8 @@ func TestScryptLabelled(t *testing.T) {
 	if !strings.Contains(dump.String(), want) {
 		t.Errorf("no goroutine with %s:\n%s", want, dump.String())
 	}
-	if m.scryptRuns() != 1 {
-		t.Errorf("%d scrypt runs counted, want 1", m.scryptRuns())
+	if m.counts().scrypt != 1 {
+		t.Errorf("%d scrypt runs counted, want 1", m.counts().scrypt)
 	}
 }
 

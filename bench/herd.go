@@ -80,22 +80,19 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 	return h, nil
 }
 
-// MeasureLowerBound sets h.LowerBound: the time to run one scrypt
+// MeasureLowerBound sets h's lower bounds: the time to run one scrypt
 // verification for every node on GOMAXPROCS workers, after a warm-up of
-// one verification per worker. It is the least time any server on this
-// process's CPUs can let every node of the herd join in, so nothing else
-// should run meanwhile.
-//
-// It measures it three times: with x/crypto's scrypt (LowerBound, the
-// bound every ratio is taken against), with this module's, one Key per
-// verification (LowerBoundFast), and with this module's in batches
-// (LowerBoundBatch).
+// one verification per worker, with x/crypto's scrypt (LowerBound, the
+// bound every ratio is taken against), this module's one Key at a time
+// (LowerBoundFast) and this module's in batches (LowerBoundBatch). It is
+// the least time any server on this process's CPUs can let the herd in,
+// so nothing else should run meanwhile.
 func (h *Herd) MeasureLowerBound(ctx context.Context) error {
-	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), XCryptoScrypt)
+	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), xcryptoCompare)
 	if err != nil {
 		return err
 	}
-	fast, _, err := h.timeVerifications(ctx, len(h.Nodes), FastScrypt)
+	fast, _, err := h.timeVerifications(ctx, len(h.Nodes), verify.CompareHashAndPassword)
 	if err != nil {
 		return err
 	}
@@ -107,40 +104,25 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 	return nil
 }
 
-// EstimateLowerBound estimates the lower bound with the scrypt impl from
-// the first sample nodes only: their verification time on GOMAXPROCS
-// workers, after the same warm-up, times len(Nodes) / sample. It is cheap
-// enough to take right before each model's run, under the load the run
-// itself will see; h is not changed.
-func (h *Herd) EstimateLowerBound(ctx context.Context, sample int, impl Scrypt) (time.Duration, error) {
-	sample = min(max(sample, 1), len(h.Nodes))
-	d, _, err := h.timeVerifications(ctx, sample, impl)
-	if err != nil {
-		return 0, err
-	}
-	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
-}
-
-// EstimateLocalBound estimates the lower bound for model from the first
-// sample nodes, as EstimateLowerBound does with the scrypt the model
-// runs: for nodepass, batches of scrypt.Lanes() as the Verifier computes
-// them (at least one batch per worker, however small the sample).
-func (h *Herd) EstimateLocalBound(ctx context.Context, sample int, model string) (time.Duration, error) {
+// EstimateLocalBound estimates the lower bound from the first sample
+// nodes, with the scrypt model runs (x/crypto's for k3s, nodepass's in
+// batches of scrypt.Lanes(), at least one per worker), times len(Nodes) /
+// sample: cheap enough to take right before each model's run, under the
+// load the run itself will see. h is not changed.
+func (h *Herd) EstimateLocalBound(ctx context.Context, sample int, model string) (d time.Duration, err error) {
 	if model != ModelNodepass {
-		return h.EstimateLowerBound(ctx, sample, ModelScrypt(model))
+		sample = min(max(sample, 1), len(h.Nodes))
+		d, _, err = h.timeVerifications(ctx, sample, xcryptoCompare)
+	} else {
+		sample = min(max(sample, scrypt.Lanes()*runtime.GOMAXPROCS(0)), len(h.Nodes))
+		d, err = h.timeBatched(ctx, sample)
 	}
-	sample = min(max(sample, scrypt.Lanes()*runtime.GOMAXPROCS(0)), len(h.Nodes))
-	d, err := h.timeBatched(ctx, sample)
-	if err != nil {
-		return 0, err
-	}
-	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
+	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), err
 }
 
 // timeVerifications times the verification of the first n nodes on
-// GOMAXPROCS workers with the scrypt impl, after a warm-up of one
-// verification per worker.
-func (h *Herd) timeVerifications(ctx context.Context, n int, impl Scrypt) (time.Duration, int, error) {
+// GOMAXPROCS workers with impl, after a warm-up of one per worker.
+func (h *Herd) timeVerifications(ctx context.Context, n int, impl func(hash, password string) error) (time.Duration, int, error) {
 	workers := runtime.GOMAXPROCS(0)
 	check := func(i int) error {
 		return labelScrypt(ctx, func() error {

@@ -89,9 +89,9 @@ var loading = pprof.WithLabels(context.Background(), pprof.Labels(PasswordLabel,
 // warmup is what a run's warm-up did, subtracted from the servers'
 // counts so that the figures are the measured reboot's only.
 type warmup struct {
-	scrypt, digestHits, cacheHits uint64
-	took                          time.Duration
-	digests                       int // nodes with a remembered digest in the store after it
+	counts  modelCounts // the servers' after it
+	took    time.Duration
+	digests int // nodes with a remembered digest in the store after it
 }
 
 // warmUp lets every node join once, node i on server i mod len(servers)
@@ -127,13 +127,7 @@ func warmUp(ctx context.Context, sc Scenario, nodes []Node, servers []model) (wa
 	if err != nil {
 		return w, err
 	}
-	w.took = time.Since(start)
-	for _, m := range servers {
-		w.scrypt += m.scryptRuns()
-		d, c := m.remembered()
-		w.digestHits += d
-		w.cacheHits += c
-	}
+	w.took, w.counts = time.Since(start), sumCounts(servers)
 	return w, nil
 }
 

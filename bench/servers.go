@@ -145,19 +145,12 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	res.Reboot, res.DigestKey = sc.Reboot, s.env.digestKey != nil
 	s.tracker.freeze() // before the servers' counts: see freeze
 	res.TokenScryptRuns = s.tracker.frozen.TokenScrypt + s.tracker.frozen.TokenGuessScrypt
-	for _, m := range s.models {
-		res.ShedAfterWait += m.shedAfterWait()
-		res.ScryptRuns += m.scryptRuns()
-		d, c := m.remembered()
-		res.DigestHits += d
-		res.CacheHits += c
-	}
+	c, w := sumCounts(s.models), s.warm.counts
 	if sc.Reboot == RebootAgents { // the same servers: the warm-up's counts are theirs
-		res.ScryptRuns -= s.warm.scrypt
-		res.DigestHits -= s.warm.digestHits
-		res.CacheHits -= s.warm.cacheHits
+		c.scrypt, c.digestHits, c.cacheHits = c.scrypt-w.scrypt, c.digestHits-w.digestHits, c.cacheHits-w.cacheHits
 	}
-	res.WarmupScrypt, res.Warmup, res.WarmupDigests = s.warm.scrypt, s.warm.took, s.warm.digests
+	res.ScryptRuns, res.DigestHits, res.CacheHits, res.ShedAfterWait = c.scrypt, c.digestHits, c.cacheHits, c.shedAfterWait
+	res.WarmupScrypt, res.Warmup, res.WarmupDigests = w.scrypt, s.warm.took, s.warm.digests
 	for _, e := range res.ShedLog {
 		if e.Waited > LateShed {
 			res.ShedLate++

@@ -423,10 +423,8 @@ type openModel struct{}
 func (openModel) Ensure(context.Context, string, string) error      { return nil }
 func (openModel) VerifyToken(context.Context, string, string) error { return nil }
 func (openModel) admit(bool) (func(), bool)                         { return func() {}, true }
-func (openModel) scryptRuns() uint64                                { return 0 }
-func (openModel) remembered() (uint64, uint64)                      { return 0, 0 }
+func (openModel) counts() modelCounts                               { return modelCounts{} }
 func (openModel) keepsState() bool                                  { return false }
-func (openModel) shedAfterWait() uint64                             { return 0 }
 func (openModel) close(bool)                                        {}
 
 // EstimateTransport estimates the CPU time the herd's HTTPS takes beyond
