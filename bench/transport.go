@@ -138,14 +138,7 @@ func (t *inprocTarget) close() {
 	}
 }
 
-// httpServers runs one HTTPS server per model on 127.0.0.1, as a k3s
-// supervisor serves its agents (pkg/server/handlers/router.go): GET
-// /cacerts without authentication; behind the join token's check
-// (httpauth's, with the model's VerifyToken), then the model's in-flight
-// cap, GET /v1-k3s/config, client-ca.crt and server-ca.crt, the two
-// kubelet certificate routes (POST with a CSR, or GET for older agents)
-// with httpauth's node-password check after the cap, and the kube-proxy
-// and controller certificates (POST with a CSR).
+// httpServers runs one HTTPS server per model on 127.0.0.1 (see mux).
 type httpServers struct {
 	ca      *benchCA
 	urls    []string // https://127.0.0.1:PORT, by server
@@ -154,8 +147,7 @@ type httpServers struct {
 }
 
 // configBody is what GET /v1-k3s/config answers: 2 KB of JSON standing
-// for the configuration a k3s server sends its agents, in one TLS record
-// or two.
+// for the configuration a k3s server sends its agents.
 var configBody = []byte(`{"settings":[` + strings.TrimSuffix(strings.Repeat(`{"setting":"value"},`, 100), ",") + `]}`)
 
 // maxCSRSize bounds the body of a certificate request.
@@ -174,77 +166,79 @@ func newHTTPServers(models []model, hung int, sc Scenario) (_ *httpServers, err 
 			s.close()
 		}
 	}()
-	quiet := slog.New(slog.DiscardHandler) // failures show as 500s to the agents
 	for i, m := range models {
-		if i < hung {
-			if err := s.serve(hangHandler{}); err != nil {
+		h := http.Handler(hangHandler{})
+		if i >= hung {
+			if h, err = s.mux(m); err != nil {
 				return nil, err
 			}
-			continue
 		}
-		auth, err := httpauth.New(m, &httpauth.Options{Logger: quiet, Tokens: m})
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		// authed is k3s's order: the token, the in-flight cap, the route.
-		authed := func(mutating bool, h http.Handler) http.Handler { return auth.TokenHandler(capped(m, mutating, h)) }
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET "+pathCACerts, func(w http.ResponseWriter, _ *http.Request) { w.Write(ca.pem) })
-		mux.Handle("GET "+pathConfig, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(configBody)
-		})))
-		for _, p := range []string{pathClientCA, pathServerCA} {
-			mux.Handle("GET "+p, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(ca.pem) })))
-		}
-		// The servers to use: every server of the run (read when asked:
-		// the list is complete by the time agents start).
-		mux.Handle("GET "+pathAPIServers, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(s.hosts())
-		})))
-		mux.HandleFunc("GET "+pathPing, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
-		for _, p := range []string{pathServingCert, pathClientCert} {
-			cert := auth.HandlerFunc(func(w http.ResponseWriter, r *http.Request, node httpauth.Node) {
-				body, ok := readCSR(w, r)
-				if !ok {
-					return
-				}
-				pem, err := ca.kubeletCert(node.Name, p == pathClientCert, r.Method == http.MethodPost, body)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
-					return
-				}
-				w.Write(pem)
-			})
-			mux.Handle("GET "+p, authed(false, cert))
-			mux.Handle("POST "+p, authed(true, cert))
-		}
-		for p, cs := range map[string]step{pathProxyCert: stepProxyCert, pathControllerCert: stepControllerCert} {
-			mux.Handle("POST "+p, authed(true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				body, ok := readCSR(w, r)
-				if !ok {
-					return
-				}
-				pem, err := ca.componentCert(cs, body)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
-					return
-				}
-				w.Write(pem)
-			})))
-		}
-		if err := s.serve(mux); err != nil {
+		if err := s.serve(h); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
+// mux serves m as a k3s supervisor serves its agents
+// (pkg/server/handlers/router.go): GET /cacerts without authentication;
+// every other route behind the join token's check (httpauth's, with m's
+// VerifyToken), then m's in-flight cap: the configuration, both CA files,
+// the servers, the two kubelet certificates (POST with a CSR, or GET for
+// older agents) behind the node's password, and the kube-proxy's and the
+// controller's certificates (POST with a CSR).
+func (s *httpServers) mux(m model) (http.Handler, error) {
+	auth, err := httpauth.New(m, &httpauth.Options{Logger: slog.New(slog.DiscardHandler), Tokens: m})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	// answer writes what body returns for a request and its body (at most
+	// maxCSRSize bytes), or 400.
+	answer := func(body func(r *http.Request, b []byte) ([]byte, error)) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
+			if err == nil {
+				b, err = body(r, b)
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Write(b)
+		})
+	}
+	fixed := func(b []byte) http.Handler {
+		return answer(func(*http.Request, []byte) ([]byte, error) { return b, nil })
+	}
+	kubelet := func(client bool) http.Handler {
+		return auth.Middleware(answer(func(r *http.Request, b []byte) ([]byte, error) {
+			node, _ := httpauth.NodeFromContext(r.Context())
+			return s.ca.kubeletCert(node.Name, client, r.Method == http.MethodPost, b)
+		}))
+	}
+	component := func(st step) http.Handler {
+		return answer(func(_ *http.Request, b []byte) ([]byte, error) { return s.ca.componentCert(st, b) })
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+pathCACerts, fixed(s.ca.pem))
+	mux.Handle("GET "+pathPing, fixed([]byte("pong")))
+	for pattern, h := range map[string]http.Handler{
+		"GET " + pathConfig: fixed(configBody), "GET " + pathClientCA: fixed(s.ca.pem), "GET " + pathServerCA: fixed(s.ca.pem),
+		// Every server of the run, read when asked: the list is complete
+		// by the time the agents start.
+		"GET " + pathAPIServers:  answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(s.hosts()) }),
+		"GET " + pathServingCert: kubelet(false), "POST " + pathServingCert: kubelet(false),
+		"GET " + pathClientCert: kubelet(true), "POST " + pathClientCert: kubelet(true),
+		"POST " + pathProxyCert: component(stepProxyCert), "POST " + pathControllerCert: component(stepControllerCert),
+	} {
+		mux.Handle(pattern, auth.TokenHandler(capped(m, strings.HasPrefix(pattern, "POST"), h)))
+	}
+	return mux, nil
+}
+
 // hangHandler is a server that accepts connections, completes the TLS
-// handshake and reads requests, then never answers: each request waits
-// until its client leaves or the server closes, as the incident's server
-// did with its CPUs pinned.
+// handshake and reads requests, then never answers, as the incident's
+// server did with its CPUs pinned.
 type hangHandler struct{}
 
 func (hangHandler) ServeHTTP(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
@@ -256,17 +250,6 @@ func (s *httpServers) hosts() []string {
 		h[i] = strings.TrimPrefix(u, "https://")
 	}
 	return h
-}
-
-// readCSR reads a certificate request's body, at most maxCSRSize bytes,
-// and answers 400 when it cannot.
-func readCSR(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
-	if err != nil {
-		http.Error(w, "reading the certificate request: "+err.Error(), http.StatusBadRequest)
-		return nil, false
-	}
-	return body, true
 }
 
 // serve serves h over HTTPS on a new loopback port and adds it to s.
