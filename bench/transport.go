@@ -220,16 +220,16 @@ func (s *httpServers) mux(m model) (http.Handler, error) {
 		return answer(func(_ *http.Request, b []byte) ([]byte, error) { return s.ca.componentCert(st, b) })
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET "+pathCACerts, fixed(s.ca.pem))
+	mux.Handle("GET "+stepCACerts.path(), fixed(s.ca.pem))
 	mux.Handle("GET "+pathPing, fixed([]byte("pong")))
 	for pattern, h := range map[string]http.Handler{
-		"GET " + pathConfig: fixed(configBody), "GET " + pathClientCA: fixed(s.ca.pem), "GET " + pathServerCA: fixed(s.ca.pem),
+		"GET " + stepConfig.path(): fixed(configBody), "GET " + stepClientCA.path(): fixed(s.ca.pem), "GET " + stepServerCA.path(): fixed(s.ca.pem),
 		// Every server of the run, read when asked: the list is complete
 		// by the time the agents start.
-		"GET " + pathAPIServers:  answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(s.hosts()) }),
-		"GET " + pathServingCert: kubelet(false), "POST " + pathServingCert: kubelet(false),
-		"GET " + pathClientCert: kubelet(true), "POST " + pathClientCert: kubelet(true),
-		"POST " + pathProxyCert: component(stepProxyCert), "POST " + pathControllerCert: component(stepControllerCert),
+		"GET " + pathAPIServers:         answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(s.hosts()) }),
+		"GET " + stepServingCert.path(): kubelet(false), "POST " + stepServingCert.path(): kubelet(false),
+		"GET " + stepClientCert.path(): kubelet(true), "POST " + stepClientCert.path(): kubelet(true),
+		"POST " + stepProxyCert.path(): component(stepProxyCert), "POST " + stepControllerCert.path(): component(stepControllerCert),
 	} {
 		mux.Handle(pattern, auth.TokenHandler(capped(m, strings.HasPrefix(pattern, "POST"), h)))
 	}
