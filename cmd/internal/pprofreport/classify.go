@@ -14,39 +14,24 @@ type Category int
 // The categories, in table order. Classify gives the rules.
 const (
 	// Scrypt is the scrypt work: every sample labelled
-	// nodepass.verify=scrypt (verify.ProfileLabel=verify.ProfileScrypt),
-	// which verify sets on its computations and bench on the k3s models'
-	// and its own, so the runtime work done on that goroutine (allocating
-	// and zeroing scrypt's buffer, the GC assists it pays) counts here.
-	// Without the label (profiles made before it), the
-	// golang.org/x/crypto/scrypt and pbkdf2 code and the crypto/* code
-	// (SHA-256, HMAC) they call.
+	// nodepass.verify=scrypt, the runtime's work on that goroutine
+	// included (allocating and zeroing scrypt's buffer, GC assists); in a
+	// profile made before the label, x/crypto's scrypt and pbkdf2 code and
+	// the crypto/* code they call.
 	Scrypt Category = iota
 	// Request is the part of a request that missed the cache, labelled
-	// nodepass.verify=request by verify: queueing, sharing a computation,
-	// waiting for it, enrolling.
+	// nodepass.verify=request: queueing, sharing a computation, waiting
+	// for it, enrolling.
 	Request
-	// Cache is package cache outside those labels: the cache-hit path's
-	// keys and lookups.
-	Cache
-	// HTTPAuth is package httpauth: the node headers and status codes.
-	HTTPAuth
-	// Verify is the rest of package verify, outside those labels: Ensure
-	// and Verify themselves, input checks, the cache-hit path.
-	Verify
-	// TLSHTTP is crypto/tls, net/http (with its HTTP/2 bundle),
-	// golang.org/x/net, package net, and crypto/* not under scrypt or the
-	// module (handshakes: ECDSA, ECDH, AES-GCM).
+	Cache    // package cache outside those labels: the cache hits' keys and lookups
+	HTTPAuth // package httpauth: the node headers and status codes
+	Verify   // the rest of package verify: Ensure and Verify, input checks
+	// TLSHTTP is crypto/tls, net/http, golang.org/x/net, package net, and
+	// crypto/* not under scrypt or the module (handshakes).
 	TLSHTTP
-	// GC is the garbage collector: background mark workers, mark assists,
-	// sweeping, write barriers.
-	GC
-	// Runtime is the rest of the runtime: allocation, zeroing, scheduling,
-	// maps, system calls made by the runtime.
-	Runtime
-	// Other is everything else: the simulator's agents and servers, the
-	// benchmark's own bookkeeping.
-	Other
+	GC      // the garbage collector: mark workers and assists, sweeping, write barriers
+	Runtime // the rest of the runtime: allocation, scheduling, maps, system calls
+	Other   // the simulator's agents and servers, the benchmark's bookkeeping
 
 	numCategories
 )
