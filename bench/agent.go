@@ -22,16 +22,16 @@ const (
 	// stepCACertsProbe is GET /cacerts trusting only the host's roots,
 	// which do not hold the cluster's CA: expected to fail at the TLS
 	// handshake. When it succeeds, the next two steps are skipped.
-	stepCACertsProbe step = iota
-	stepCACertsInsecure // GET /cacerts without checking the server: how the agent fetches the CA
-	stepCACerts         // GET /cacerts again, trusting the CA fetched
-	stepConfig          // GET /v1-k3s/config
-	stepClientCA        // GET /v1-k3s/client-ca.crt
-	stepServerCA        // GET /v1-k3s/server-ca.crt
-	stepServingCert     // POST /v1-k3s/serving-kubelet.crt with the node's name, password and IP
-	stepClientCert      // POST /v1-k3s/client-kubelet.crt, the same
-	stepProxyCert       // POST /v1-k3s/client-kube-proxy.crt
-	stepControllerCert  // POST /v1-k3s/client-k3s-controller.crt
+	stepCACertsProbe    step = iota
+	stepCACertsInsecure      // GET /cacerts without checking the server: how the agent fetches the CA
+	stepCACerts              // GET /cacerts again, trusting the CA fetched
+	stepConfig               // GET /v1-k3s/config
+	stepClientCA             // GET /v1-k3s/client-ca.crt
+	stepServerCA             // GET /v1-k3s/server-ca.crt
+	stepServingCert          // POST /v1-k3s/serving-kubelet.crt with the node's name, password and IP
+	stepClientCert           // POST /v1-k3s/client-kubelet.crt, the same
+	stepProxyCert            // POST /v1-k3s/client-kube-proxy.crt
+	stepControllerCert       // POST /v1-k3s/client-k3s-controller.crt
 )
 
 // stepPaths are the routes of a k3s supervisor an attempt asks for, by
