@@ -44,10 +44,8 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	mem, store, faults := herdStore(sc, h)
 	r := newRun(sc, h.Nodes, h.Token)
-	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults, tracker: r.adv.tracker,
-		agentsHere: true})
+	s, err := startServers(ctx, sc, h, modelName, r.adv.tracker, true)
 	if err != nil {
 		return nil, err
 	}

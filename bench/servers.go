@@ -33,29 +33,20 @@ type serverSide struct {
 	localBound, localTransport time.Duration
 }
 
-// serverSetup is what a run's servers are made over and how they serve.
-type serverSetup struct {
-	store  verify.Store
-	mem    *verify.MemoryStore // the memory store under store, which a reboot's warm-up uses
-	faults *faultStore         // the fault-injecting store between the two; nil if none
-	// tracker attributes the servers' computations.
-	tracker *tracker
-	// agentsHere: the agents share this process's CPUs, and in http mode
-	// the local lower bound counts their requests (Herd.EstimateTransport).
-	agentsHere bool
-}
-
 // startServers estimates the local lower bound if sc asks for it, makes
-// sc.Servers instances of the model as set says, warms them up for a
-// reboot and serves them.
-func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, set serverSetup) (_ *serverSide, err error) {
-	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: set.faults, tracker: set.tracker, smp: newSampler(sc)}
-	t, store := set.tracker, set.store
+// sc.Servers instances of the model over a fresh store of h's hashes,
+// warms them up for a reboot and serves them; t attributes their
+// computations. agentsHere says the agents share this process's CPUs:
+// in http mode the local lower bound then counts their requests
+// (Herd.EstimateTransport).
+func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t *tracker, agentsHere bool) (_ *serverSide, err error) {
+	mem, store, faults := herdStore(sc, h)
+	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: faults, tracker: t, smp: newSampler(sc)}
 	if sc.BoundSample > 0 {
 		if s.localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, modelName); err != nil {
 			return nil, err
 		}
-		if sc.Mode == ModeHTTP && set.agentsHere {
+		if sc.Mode == ModeHTTP && agentsHere {
 			if s.localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
 				return nil, err
 			}
@@ -94,7 +85,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 		}
 	}
 	if sc.Reboot != RebootNone {
-		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, set.mem, set.faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
+		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, mem, faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
 			return servers(func(int) *serverObserver { return nil })
 		}); err != nil {
 			return nil, err

@@ -82,9 +82,7 @@ func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (
 	if err := ValidModel(modelName); err != nil {
 		return nil, err
 	}
-	mem, store, faults := herdStore(sc, h)
-	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults,
-		tracker: newTracker(h.Nodes, nil, sc.Servers, h.Token)})
+	s, err := startServers(ctx, sc, h, modelName, newTracker(h.Nodes, nil, sc.Servers, h.Token), false)
 	if err != nil {
 		return nil, err
 	}

@@ -1,34 +1,25 @@
 // Command bench runs the herd benchmark: every node of a rebooted cluster
 // asks at once for its password to be verified, against each server model
-// in turn, and bench prints a table of how each fared.
-//
-// With no flags it runs the seed scenario: 320 nodes, scrypt logN 15, real
-// HTTPS on 127.0.0.1, k3s agents (each attempt k3s's sequence of requests,
-// a new TLS connection and a 10 s client timeout each, retried every 5-10
-// s), all four models (k3s-v1.25, k3s-v1.28, k3s-latest, nodepass).
-// Progress bars go to stderr, the table to stdout.
+// in turn, and bench prints a table of how each fared. With no flags: 320
+// nodes, scrypt logN 15, real HTTPS on 127.0.0.1, k3s agents, all four
+// models. Progress goes to stderr, the table to stdout; bad flags exit 2.
 //
 //	go run ./cmd/bench
 //	go run ./cmd/bench -agent backoff -models nodepass
 //	go run ./cmd/bench -servers 3 -lb failover -json out.json -plot herd.svg
 //
-// Each model runs in its own child process (this program re-executed), so
-// that an unbounded model's heap and its scrypt calls, which cannot be
-// cancelled, die with it and each model's heap figure is its own. Split
-// (-split, the default where the machine allows: split.go), each model has
-// two, its servers' and its agents', each pinned to CPUs of its own. The
-// stored hashes are made once in the parent, and the lower bounds measured
-// once with nothing else running: in the parent, or split, in a child
-// pinned to the servers' CPUs. Bad flags exit with status 2.
+// Each model runs in a child process of its own (this program
+// re-executed, worker.go), so that an unbounded model's heap and its
+// scrypt calls die with it. Split (-split, split.go), each model has two,
+// its servers' and its agents', pinned to CPUs of their own. The stored
+// hashes are made once in the parent, and the lower bounds measured once
+// with nothing else running.
 //
 // With -cpuprofile-dir DIR each model's process also writes a CPU and a
-// heap profile of its run (DIR/MODEL.cpu.pprof, DIR/MODEL.heap.pprof),
-// and the parent DIR/herd.json and DIR/meta.json; cmd/profile reads
-// them:
+// heap profile of its run (profile.go), which cmd/profile reads:
 //
 //	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
 //	go run ./cmd/profile report profiles/nodepass.cpu.pprof
-//	go run ./cmd/profile check profiles/ci new
 package main
 
 import (

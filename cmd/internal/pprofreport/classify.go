@@ -74,30 +74,24 @@ const (
 )
 
 // Classify returns the category of one sample whose stack is frames, the
-// leaf first, each a Go function name as in a profile
-// ("golang.org/x/crypto/scrypt.salsaXOR", "runtime.mallocgc"), and whose
-// labels are labels (profile.Sample.Label). The rules, also written out in
-// profiles/README.md:
+// leaf first, each a Go function name as in a profile, and whose labels
+// are labels (profile.Sample.Label). The rules, which profiles/README.md
+// also gives:
 //
 //  1. A sample labelled nodepass.verify=scrypt is Scrypt and one labelled
-//     nodepass.verify=request is Request, whatever its stack: the label
-//     says whose work the goroutine was doing, the runtime's included.
-//  2. Otherwise a leaf in package runtime (or internal/runtime/...) is GC
-//     when one of the runtime frames from the leaf up to the first
-//     non-runtime frame is a collector function (runtime.gc*, mark, scan,
-//     sweep, write-barrier flush; see isGCFrame), and Runtime otherwise.
-//  3. Otherwise the stack is walked from the leaf up to the first frame
-//     of an owner, a package: golang.org/x/crypto/scrypt or pbkdf2
-//     (Scrypt: scrypt called outside the label, as in profiles made
-//     before it), the module's cache, httpauth or verify (Cache, HTTPAuth,
-//     Verify), or crypto/tls, crypto/x509, net/http, golang.org/x/net,
-//     package net (TLSHTTP). So the HMAC of a cache key is Cache and
-//     AES-GCM under crypto/tls is TLSHTTP.
-//  4. A stack with no owner is TLSHTTP when its leaf is in crypto/* (the
-//     certificates made at start), and Other otherwise.
+//     nodepass.verify=request is Request, whatever its stack.
+//  2. Otherwise a leaf in the runtime is GC when a runtime frame up to
+//     the first other one is a collector function (isGCFrame), else
+//     Runtime.
+//  3. Otherwise the first frame from the leaf up in an owning package
+//     decides: x/crypto's scrypt or pbkdf2 (Scrypt), the module's cache,
+//     httpauth or verify, or crypto/tls, crypto/x509, net/http,
+//     golang.org/x/net, net (TLSHTTP). So the HMAC of a cache key is
+//     Cache and AES-GCM under crypto/tls is TLSHTTP.
+//  4. A stack with no owner is TLSHTTP when its leaf is in crypto/*, and
+//     Other otherwise.
 //
-// No rule names a function of the module: a category follows from labels
-// and package paths only.
+// No rule names a function of the module.
 func Classify(frames []string, labels map[string][]string) Category {
 	switch label(labels, verify.ProfileLabel) {
 	case verify.ProfileScrypt:
