@@ -68,6 +68,10 @@ type config struct {
 	split     string
 	agentCPUs int
 	role      string // hidden: the worker's part of a split run
+	// The flags that set the Scenario once parsed.
+	certs, notBefore string
+	digestKey        bool
+	spikes           float64
 }
 
 // usageError is a bad command line: exit status 2.
@@ -83,56 +87,14 @@ var hiddenFlags = map[string]bool{"worker": true, "worker-role": true}
 // those of the command alone.
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	jitter, _ := bench.ParsePolicy(bench.PolicyJitter)
-	c := &config{models: bench.Models(), agents: policies{jitter}, isolate: true, split: "auto", sc: bench.Scenario{
-		Nodes: bench.DefaultNodes, LogN: bench.DefaultLogN, ClientTimeout: bench.DefaultClientTimeout, Mode: bench.ModeHTTP,
-		Servers: 1, LB: bench.LBSticky, Deadline: defaultDeadline, MaxHeap: bench.DefaultMaxHeap, Seed: 1, BoundSample: 64,
-		CAAge: bench.DefaultCAAge, Reboot: bench.RebootNone, AttackNames: bench.AttackSticky, StoreSpike: bench.DefaultStoreSpike,
-		TimeScale: 1, SampleEvery: bench.DefaultSampleEvery,
-	}}
-	sc := &c.sc
-	certs, notBefore, digestKey, spikes := "none", "today", true, -1.0
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {} // parse errors get one line, -h the whole usage
-	fs.IntVar(&sc.Nodes, "nodes", sc.Nodes, "number of nodes (agents) in the herd")
-	fs.IntVar(&sc.LogN, "logn", sc.LogN, "scrypt cost exponent of the stored hashes (k3s: 15)")
-	fs.Var((*positive)(&sc.ClientTimeout), "timeout", "agents' HTTP client timeout")
-	fs.Var(&c.agents, "agent", "comma-separated agent kinds, each model run with each: "+strings.Join(bench.PolicyNames(), ", ")+" (k3s's agents with a retry policy, or nodepass's agent.Client, -lb through its load balancer; these need -mode http)")
-	fs.IntVar(&sc.Hung, "hung", 0, "how many of the -servers (the first) accept connections and complete TLS, then never answer")
-	fs.IntVar(&sc.Known, "known", 0, "how many servers each agent remembers from before the reboot, the hung ones first (0: all); nodepass agents also know their configured server, a healthy one")
-	fs.StringVar(&certs, "certs", certs, "what the agents have on disk: none (a first join) or valid (the certificates of an earlier join, issued at the start as the servers issue them)")
-	fs.Var((*years)(&sc.CAAge), "ca-years", "age of the servers' CA in years: k3s makes its CAs, valid ten years, with the cluster")
-	fs.StringVar(&notBefore, "notbefore", notBefore, "the NotBefore of the certificates the servers issue, each valid a year: today (max(now - 1h, the CA's), as k3s today) or ca (the CA's, as k3s and RKE2 before dynamiclistener's CalculateNotBefore)")
-	fs.Var(&c.models, "models", "comma-separated server models, or all: "+strings.Join(bench.Models(), ", "))
-	fs.Var(&sc.Mode, "mode", "http (real HTTPS on 127.0.0.1) or inproc (direct calls)")
-	fs.IntVar(&sc.Servers, "servers", sc.Servers, "number of servers, each its own model instance sharing one store")
-	fs.Var(&sc.LB, "lb", "agents' load balancer over several servers: sticky or failover")
-	fs.Var((*positive)(&sc.Deadline), "deadline", "longest run per model")
-	fs.Var((*scryptBudget)(&sc.ScryptMemory), "scrypt-memory", "nodepass's scrypt budget per server (verify.Options.ScryptMemory): a `SIZE`, or none (default: verify's, 1GiB)")
-	fs.Var((*byteSize)(&sc.MaxHeap), "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
-	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")
-	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
-	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the agents' random delays")
-	fs.IntVar(&sc.BoundSample, "bound-sample", sc.BoundSample, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
-	fs.BoolVar(&c.isolate, "isolate", c.isolate, "run each model in its own child process")
-	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/meta.json (go run ./cmd/profile reads them)")
-	fs.IntVar(&sc.Attackers, "attackers", 0, "attacker agents sending wrong passwords for real node names, each as fast as answers come, ignoring Retry-After")
-	fs.IntVar(&sc.TokenGuessers, "token-guessers", 0, "k3s agents with a wrong join token (a new random one per attempt, for the user node), asking beside the herd at its pace")
-	fs.Var(&sc.AttackNames, "attack-names", "how attackers pick the names they guess for: sticky (one random name each, for the whole run) or random (a new one per guess)")
-	fs.IntVar(&sc.Duplicates, "duplicates", 0, "nodes with a second machine of the same hostname and another password, retrying like the nodes all run long (it never joins; completion waits for the honest nodes only)")
-	fs.Float64Var(&sc.StoreFaults, "store-faults", 0, "probability `P` that a store call (every model's hash fetch, nodepass's Get and Create) fails; the server answers 500 and the agent retries")
-	fs.Float64Var(&spikes, "store-spikes", spikes, "probability `Q` that a store call that does not fail answers only after -fault-latency (-1: the -store-faults probability)")
-	fs.Var((*positive)(&sc.StoreSpike), "fault-latency", "latency of a slow store call")
-	fs.Var(&sc.Reboot, "reboot", "what restarted before the measured herd: none (a cold herd: first verification since the servers started), "+
-		"agents (every node joined once before, unmeasured; the servers stayed up) or "+
-		"all (the same warm-up, then the servers restart: new instances over the same store, which keeps the hashes and digests)")
-	fs.BoolVar(&digestKey, "digest-key", digestKey, "give every nodepass server of a run the same random DigestKey (remembered verification: what one server verified, "+
-		"the others and their successors know through the store); the k3s models have no equivalent")
-	fs.StringVar(&c.split, "split", c.split, "auto, on or off: run each model's agents and servers in two processes pinned to CPUs of their own (Linux, 2 CPUs or more; the lower bounds on the servers' CPUs); auto splits where the machine and the scenario allow, on fails for a scenario that cannot")
-	fs.IntVar(&c.agentCPUs, "agent-cpus", 0, "with -split, how many of this process's CPUs the agents get (0: half, rounded down); the servers get the rest")
-	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
-	fs.StringVar(&c.role, "worker-role", "", "internal: the child's part of a split run")
-
+	c := &config{models: bench.Models(), agents: policies{jitter}, isolate: true, split: "auto",
+		certs: "none", notBefore: "today", digestKey: true, spikes: -1, sc: bench.Scenario{
+			Nodes: bench.DefaultNodes, LogN: bench.DefaultLogN, ClientTimeout: bench.DefaultClientTimeout, Mode: bench.ModeHTTP,
+			Servers: 1, LB: bench.LBSticky, Deadline: defaultDeadline, MaxHeap: bench.DefaultMaxHeap, Seed: 1, BoundSample: 64,
+			CAAge: bench.DefaultCAAge, Reboot: bench.RebootNone, AttackNames: bench.AttackSticky, StoreSpike: bench.DefaultStoreSpike,
+			TimeScale: 1, SampleEvery: bench.DefaultSampleEvery,
+		}}
+	fs := c.flagSet()
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(fs, stderr)
@@ -143,8 +105,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
-	sc.ValidCerts, sc.CANotBefore, sc.NoDigestKey, sc.StoreSpikes = certs == "valid", notBefore == "ca", !digestKey, spikes
-	if spikes == -1 {
+	sc := &c.sc
+	sc.ValidCerts, sc.CANotBefore, sc.NoDigestKey, sc.StoreSpikes = c.certs == "valid", c.notBefore == "ca", !c.digestKey, c.spikes
+	if c.spikes == -1 {
 		sc.StoreSpikes = sc.StoreFaults
 	}
 	var errs []string
@@ -152,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		flag, v string
 		of      []string
 	}{
-		{"certs", certs, []string{"none", "valid"}}, {"notbefore", notBefore, []string{"today", "ca"}},
+		{"certs", c.certs, []string{"none", "valid"}}, {"notbefore", c.notBefore, []string{"today", "ca"}},
 		{"split", c.split, []string{"auto", "on", "off"}}, {"worker-role", c.role, []string{"", roleServers, roleAgents, roleBound}},
 	} {
 		if !slices.Contains(e.of, e.v) {
@@ -183,6 +146,53 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, usageError{strings.Join(errs, "\n")}
 	}
 	return c, nil
+}
+
+// flagSet declares bench's flags over c, their defaults c's values.
+func (c *config) flagSet() *flag.FlagSet {
+	sc := &c.sc
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // parse errors get one line, -h the whole usage
+	fs.IntVar(&sc.Nodes, "nodes", sc.Nodes, "number of nodes (agents) in the herd")
+	fs.IntVar(&sc.LogN, "logn", sc.LogN, "scrypt cost exponent of the stored hashes (k3s: 15)")
+	fs.Var((*positive)(&sc.ClientTimeout), "timeout", "agents' HTTP client timeout")
+	fs.Var(&c.agents, "agent", "comma-separated agent kinds, each model run with each: "+strings.Join(bench.PolicyNames(), ", ")+" (k3s's agents with a retry policy, or nodepass's agent.Client, -lb through its load balancer; these need -mode http)")
+	fs.IntVar(&sc.Hung, "hung", 0, "how many of the -servers (the first) accept connections and complete TLS, then never answer")
+	fs.IntVar(&sc.Known, "known", 0, "how many servers each agent remembers from before the reboot, the hung ones first (0: all); nodepass agents also know their configured server, a healthy one")
+	fs.StringVar(&c.certs, "certs", c.certs, "what the agents have on disk: none (a first join) or valid (the certificates of an earlier join, issued at the start as the servers issue them)")
+	fs.Var((*years)(&sc.CAAge), "ca-years", "age of the servers' CA in years: k3s makes its CAs, valid ten years, with the cluster")
+	fs.StringVar(&c.notBefore, "notbefore", c.notBefore, "the NotBefore of the certificates the servers issue, each valid a year: today (max(now - 1h, the CA's), as k3s today) or ca (the CA's, as k3s and RKE2 before dynamiclistener's CalculateNotBefore)")
+	fs.Var(&c.models, "models", "comma-separated server models, or all: "+strings.Join(bench.Models(), ", "))
+	fs.Var(&sc.Mode, "mode", "http (real HTTPS on 127.0.0.1) or inproc (direct calls)")
+	fs.IntVar(&sc.Servers, "servers", sc.Servers, "number of servers, each its own model instance sharing one store")
+	fs.Var(&sc.LB, "lb", "agents' load balancer over several servers: sticky or failover")
+	fs.Var((*positive)(&sc.Deadline), "deadline", "longest run per model")
+	fs.Var((*scryptBudget)(&sc.ScryptMemory), "scrypt-memory", "nodepass's scrypt budget per server (verify.Options.ScryptMemory): a `SIZE`, or none (default: verify's, 1GiB)")
+	fs.Var((*byteSize)(&sc.MaxHeap), "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
+	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")
+	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
+	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the agents' random delays")
+	fs.IntVar(&sc.BoundSample, "bound-sample", sc.BoundSample, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
+	fs.BoolVar(&c.isolate, "isolate", c.isolate, "run each model in its own child process")
+	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/meta.json (go run ./cmd/profile reads them)")
+	fs.IntVar(&sc.Attackers, "attackers", 0, "attacker agents sending wrong passwords for real node names, each as fast as answers come, ignoring Retry-After")
+	fs.IntVar(&sc.TokenGuessers, "token-guessers", 0, "k3s agents with a wrong join token (a new random one per attempt, for the user node), asking beside the herd at its pace")
+	fs.Var(&sc.AttackNames, "attack-names", "how attackers pick the names they guess for: sticky (one random name each, for the whole run) or random (a new one per guess)")
+	fs.IntVar(&sc.Duplicates, "duplicates", 0, "nodes with a second machine of the same hostname and another password, retrying like the nodes all run long (it never joins; completion waits for the honest nodes only)")
+	fs.Float64Var(&sc.StoreFaults, "store-faults", 0, "probability `P` that a store call (every model's hash fetch, nodepass's Get and Create) fails; the server answers 500 and the agent retries")
+	fs.Float64Var(&c.spikes, "store-spikes", c.spikes, "probability `Q` that a store call that does not fail answers only after -fault-latency (-1: the -store-faults probability)")
+	fs.Var((*positive)(&sc.StoreSpike), "fault-latency", "latency of a slow store call")
+	fs.Var(&sc.Reboot, "reboot", "what restarted before the measured herd: none (a cold herd: first verification since the servers started), "+
+		"agents (every node joined once before, unmeasured; the servers stayed up) or "+
+		"all (the same warm-up, then the servers restart: new instances over the same store, which keeps the hashes and digests)")
+	fs.BoolVar(&c.digestKey, "digest-key", c.digestKey, "give every nodepass server of a run the same random DigestKey (remembered verification: what one server verified, "+
+		"the others and their successors know through the store); the k3s models have no equivalent")
+	fs.StringVar(&c.split, "split", c.split, "auto, on or off: run each model's agents and servers in two processes pinned to CPUs of their own (Linux, 2 CPUs or more; the lower bounds on the servers' CPUs); auto splits where the machine and the scenario allow, on fails for a scenario that cannot")
+	fs.IntVar(&c.agentCPUs, "agent-cpus", 0, "with -split, how many of this process's CPUs the agents get (0: half, rounded down); the servers get the rest")
+	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
+	fs.StringVar(&c.role, "worker-role", "", "internal: the child's part of a split run")
+	return fs
 }
 
 func usage(fs *flag.FlagSet, w io.Writer) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,13 +18,47 @@ import (
 // runParent makes the herd, measures the lower bound, runs every model
 // and writes the table, the JSON and the plot.
 func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.Writer) (err error) {
-	sc := c.sc
-	var agents []string
-	for _, a := range c.agents {
-		agents = append(agents, a.String())
+	describe(stderr, c)
+	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
+	stderr = workerStderr(stderr)
+	plan, note := planSplit(c, allowedCPUs)
+	fmt.Fprintf(stderr, "bench: %s\n", note)
+	measure := func(h *bench.Herd) error { return h.MeasureLowerBound(ctx) }
+	if plan.on() {
+		measure = func(h *bench.Herd) error { return measureBounds(ctx, args, h, plan.servers, stderr) }
 	}
+	h, err := prepareHerd(ctx, c.sc, measure, stderr)
+	if err != nil {
+		return err
+	}
+	if err := prepareProfileDir(c); err != nil {
+		return err
+	}
+	results, err := runModels(ctx, c, args, h, plan, stderr)
+	if err != nil {
+		return err
+	}
+	writeTable(stdout, h, c.sc, results)
+	writeRemembered(stdout, c.sc, results)
+	// A wrong password let in fails the run, once every output is written.
+	wrong := writeAdversity(stdout, results)
+	if c.jsonPath != "" {
+		err = writeResults(c.jsonPath, results)
+	}
+	if c.plotPath != "" && err == nil {
+		err = writePlot(c.plotPath, results)
+	}
+	if c.cpuprofileDir != "" && err == nil {
+		err = writeProfileDir(c, args, h, results)
+	}
+	return cmp.Or(err, wrong)
+}
+
+// describe says on stderr what c's run is.
+func describe(stderr io.Writer, c *config) {
+	sc := c.sc
 	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %d server(s)%s%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
-		sc.Nodes, sc.LogN, sc.Mode, strings.Join(agents, " and "), sc.Servers, lbNote(sc.Servers, sc.LB),
+		sc.Nodes, sc.LogN, sc.Mode, strings.ReplaceAll(c.agents.String(), ",", " and "), sc.Servers, lbNote(sc.Servers, sc.LB),
 		hungNote(sc.Hung, sc.Known, sc.ValidCerts), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
 	if note := adversityNote(sc); note != "" {
 		fmt.Fprintf(stderr, "bench: %s\n", note)
@@ -34,25 +69,14 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		rule = "the CA's, as k3s and RKE2 before dynamiclistener's CalculateNotBefore"
 	}
 	fmt.Fprintf(stderr, "bench: the servers' CA is %.3g years old; they issue certificates valid a year, NotBefore %s\n", sc.CAAge.Hours()/(365*24), rule)
-	defer func() { fmt.Fprintf(stderr, "bench: load average at end: %s\n", loadAverage()) }()
-	stderr = workerStderr(stderr)
-	plan, note := planSplit(c, allowedCPUs)
-	fmt.Fprintf(stderr, "bench: %s\n", note)
-	measure := func(h *bench.Herd) error { return h.MeasureLowerBound(ctx) }
-	if plan.on() {
-		measure = func(h *bench.Herd) error { return measureBounds(ctx, args, h, plan.servers, stderr) }
-	}
-	h, err := prepareHerd(ctx, sc, measure, stderr)
-	if err != nil {
-		return err
-	}
+}
+
+// runModels runs every model with every agent kind of c, as plan says,
+// and returns their results.
+func runModels(ctx context.Context, c *config, args []string, h *bench.Herd, plan splitPlan, stderr io.Writer) ([]*bench.Result, error) {
 	herdJSON, err := json.Marshal(h)
 	if err != nil {
-		return fmt.Errorf("encoding the herd: %w", err)
-	}
-
-	if err := prepareProfileDir(c); err != nil {
-		return err
+		return nil, fmt.Errorf("encoding the herd: %w", err)
 	}
 	var results []*bench.Result
 	for _, agent := range c.agents {
@@ -61,7 +85,7 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 		c, args := *c, append(slices.Clip(args), "-agent="+agent.String())
 		c.sc.Agent = agent
 		for _, model := range c.models {
-			bar := newProgressBar(stderr, rowName(model, agent.String(), len(c.agents) > 1), sc.Nodes)
+			bar := newProgressBar(stderr, rowName(model, agent.String(), len(c.agents) > 1), c.sc.Nodes)
 			var res *bench.Result
 			switch {
 			case plan.on():
@@ -74,38 +98,16 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 				res, err = runModel(ctx, &c, s, h, model)
 			}
 			if err != nil {
-				return err
+				return nil, err
 			}
 			bar.update(res.Joined, res.Completion, true)
 			results = append(results, res)
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 		}
 	}
-	writeTable(stdout, h, sc, results)
-	writeRemembered(stdout, sc, results)
-	// A wrong password let in fails the run, once every output is written.
-	wrong := writeAdversity(stdout, results)
-	defer func() {
-		if err == nil {
-			err = wrong
-		}
-	}()
-	if c.jsonPath != "" {
-		if err := writeResults(c.jsonPath, results); err != nil {
-			return err
-		}
-	}
-	if c.plotPath != "" {
-		if err := writePlot(c.plotPath, results); err != nil {
-			return err
-		}
-	}
-	if c.cpuprofileDir != "" {
-		return writeProfileDir(c, args, h, results)
-	}
-	return nil
+	return results, nil
 }
 
 func lbNote(servers int, lb bench.LB) string {
