@@ -42,12 +42,9 @@ type Herd struct {
 	// verification per node with golang.org/x/crypto/scrypt (what k3s
 	// runs), warm, with nothing else running; 0 until MeasureLowerBound.
 	LowerBound time.Duration `json:"lower_bound_ns"`
-	// LowerBoundFast is LowerBound with this module's scrypt package,
-	// which nodepass's Verifier uses by default, measured right after it.
-	LowerBoundFast time.Duration `json:"lower_bound_fast_ns,omitempty"`
 	// LowerBoundBatch is LowerBound computed as the Verifier computes
 	// once it batches: scrypt.KeyBatch calls of scrypt.Lanes() jobs each,
-	// on as many workers, measured right after LowerBoundFast. It is the
+	// on as many workers, measured right after LowerBound. It is the
 	// bound nodepass is judged against.
 	LowerBoundBatch time.Duration `json:"lower_bound_batch_ns,omitempty"`
 	// Workers is the number of workers LowerBound was measured with.
@@ -96,15 +93,11 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fast, _, err := h.timeVerifications(ctx, len(h.Nodes), verify.CompareHashAndPassword)
-	if err != nil {
-		return err
-	}
 	batch, err := h.timeBatched(ctx, len(h.Nodes))
 	if err != nil {
 		return err
 	}
-	h.LowerBound, h.LowerBoundFast, h.LowerBoundBatch, h.Workers = d, fast, batch, workers
+	h.LowerBound, h.LowerBoundBatch, h.Workers = d, batch, workers
 	return nil
 }
 

@@ -32,10 +32,8 @@ type Result struct {
 	// over it, only a floor when the run stopped early.
 	LowerBound time.Duration `json:"lower_bound_s"`
 	Ratio      float64       `json:"ratio"`
-	// RatioFast is Completion over Herd.LowerBoundFast, RatioBatch over
-	// LowerBoundBatch (the Verifier's scrypt in batches); 0 when not
-	// measured.
-	RatioFast       float64       `json:"ratio_fast,omitempty"`
+	// RatioBatch is Completion over LowerBoundBatch, the bound with the
+	// Verifier's scrypt in batches; 0 when not measured.
 	LowerBoundBatch time.Duration `json:"lower_bound_batch_s,omitempty"`
 	RatioBatch      float64       `json:"ratio_batch,omitempty"`
 	// LocalBound is the lower bound estimated right before the run
@@ -191,9 +189,9 @@ func (r *Result) Timeline() []Point {
 }
 
 // finish derives the figures that follow from the counts and the herd's
-// lower bounds (x/crypto's, this module's scrypt one Key at a time, and in
-// batches; 0 when not measured).
-func (r *Result) finish(lowerBound, lowerBoundFast, lowerBoundBatch time.Duration) {
+// lower bounds (x/crypto's, and this module's scrypt in batches; 0 when
+// not measured).
+func (r *Result) finish(lowerBound, lowerBoundBatch time.Duration) {
 	r.LowerBound, r.LowerBoundBatch = lowerBound, lowerBoundBatch
 	ratio := func(bound time.Duration) float64 {
 		if bound <= 0 {
@@ -201,7 +199,7 @@ func (r *Result) finish(lowerBound, lowerBoundFast, lowerBoundBatch time.Duratio
 		}
 		return float64(r.Completion) / float64(bound)
 	}
-	r.Ratio, r.RatioFast, r.RatioBatch = ratio(lowerBound), ratio(lowerBoundFast), ratio(lowerBoundBatch)
+	r.Ratio, r.RatioBatch = ratio(lowerBound), ratio(lowerBoundBatch)
 	r.ScryptRunsPerNode = r.PerNode(r.ScryptRuns)
 	if n := len(r.JoinTimes); n > 0 {
 		r.P50 = r.JoinTimes[rank(n, 0.50)]

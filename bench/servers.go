@@ -161,7 +161,7 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 		}
 	}
 	res.SetLocalBound(s.localBound, s.localTransport)
-	res.finish(s.h.LowerBound, s.h.LowerBoundFast, s.h.LowerBoundBatch)
+	res.finish(s.h.LowerBound, s.h.LowerBoundBatch)
 }
 
 // close closes the models (with drain, waiting for the work they still

@@ -167,7 +167,7 @@ func overCPU(runs []*bench.Result) string {
 	return fmt.Sprintf("%.2f", median(v))
 }
 
-const scalePlotUsage = `usage: bench scale-plot -o FILE [-title TEXT] LABEL=GLOB...
+const scalePlotUsage = `usage: bench scale-plot -o FILE [-bound xcrypto|batch] LABEL=GLOB...
 
 Draws a model's completion over its lower bound against the herd's size,
 from the -json results of earlier runs: one series per LABEL, mode
@@ -175,10 +175,8 @@ from the -json results of earlier runs: one series per LABEL, mode
 through the medians. GLOB
 names the -json files of LABEL's runs (quote it for the shell), e.g.
 before='results/base-*.json' after='results/new-*.json'. The ratio is to
-the lower bound -bound names, measured in the same run: model (the
-scrypt the model runs: nodepass this module's, one Key per verification,
-the k3s models x/crypto's), xcrypto, or batch (the Verifier's own scrypt,
-batched). A series is one model in one mode when the results hold more
+the lower bound -bound names, measured in the same run: xcrypto (as k3s
+runs scrypt) or batch (the Verifier's own scrypt, batched). A series is one model in one mode when the results hold more
 than one model. FILE's extension (.svg, .png) sets the format. Flags:
 `
 
@@ -187,8 +185,7 @@ func runScalePlot(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench scale-plot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "", "write the plot to `FILE` (.svg or .png)")
-	title := fs.String("title", "", "the plot's title (default: what the results share)")
-	bound := fs.String("bound", "model", "the lower bound of the ratio: model, xcrypto or batch")
+	bound := fs.String("bound", "batch", "the lower bound of the ratio: xcrypto or batch")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, scalePlotUsage)
 		fs.PrintDefaults()
@@ -206,12 +203,12 @@ func runScalePlot(args []string, stdout, stderr io.Writer) int {
 	}
 	ratio, ok := boundRatios[*bound]
 	if !ok {
-		fmt.Fprintf(stderr, "bench scale-plot: -bound %q: want model, xcrypto or batch\n", *bound)
+		fmt.Fprintf(stderr, "bench scale-plot: -bound %q: want xcrypto or batch\n", *bound)
 		return 2
 	}
 	series, err := readScaleSeries(fs.Args(), ratio)
 	if err == nil {
-		err = writeScalePlot(*out, *title, *bound, series)
+		err = writeScalePlot(*out, *bound, series)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bench scale-plot: %v\n", err)
@@ -245,12 +242,6 @@ func (s *scaleSeries) sizes() []int {
 
 // boundRatios are the ratios -bound names.
 var boundRatios = map[string]func(*bench.Result) float64{
-	"model": func(r *bench.Result) float64 {
-		if r.Model == bench.ModelNodepass && r.RatioFast > 0 {
-			return r.RatioFast
-		}
-		return r.Ratio
-	},
 	"xcrypto": func(r *bench.Result) float64 { return r.Ratio },
 	"batch":   func(r *bench.Result) float64 { return r.RatioBatch },
 }
@@ -306,12 +297,9 @@ func readScaleSeries(args []string, ratio func(*bench.Result) float64) ([]*scale
 
 // writeScalePlot draws series: ratio to bound (a -bound name) against
 // nodes, a log scale of nodes.
-func writeScalePlot(path, title, bound string, series []*scaleSeries) error {
+func writeScalePlot(path, bound string, series []*scaleSeries) error {
 	p := plot.New()
-	p.Title.Text = title
-	if title == "" {
-		p.Title.Text = "Cold herd: completion over the lower bound, by herd size"
-	}
+	p.Title.Text = "Cold herd: completion over the lower bound, by herd size"
 	p.X.Label.Text = "nodes"
 	p.X.Scale = plot.LogScale{}
 	var ticks []plot.Tick
@@ -324,7 +312,6 @@ func writeScalePlot(path, title, bound string, series []*scaleSeries) error {
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Label.Text = map[string]string{
-		"model":   "completion / lower bound with the model's scrypt",
 		"xcrypto": "completion / lower bound with x/crypto's scrypt",
 		"batch":   "completion / lower bound with the Verifier's scrypt, batched",
 	}[bound]

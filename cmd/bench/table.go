@@ -103,10 +103,6 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	})
 	fmt.Fprintf(w, "\nlower bound: %.2fs = %d scrypt verifications (logN %d, golang.org/x/crypto/scrypt, as k3s runs them) on %d worker(s), warm, nothing else running; ratio = completion / lower bound.\n",
 		h.LowerBound.Seconds(), len(h.Nodes), h.LogN, h.Workers)
-	if h.LowerBoundFast > 0 {
-		fmt.Fprintf(w, "lower bound with nodepass's scrypt package (the Verifier's default), one Key per verification: %.2fs (%.2f × the x/crypto bound);", h.LowerBoundFast.Seconds(), h.LowerBoundFast.Seconds()/h.LowerBound.Seconds())
-		overBound(w, results, func(r *bench.Result) float64 { return r.RatioFast })
-	}
 	if h.LowerBoundBatch > 0 {
 		fmt.Fprintf(w, "lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs (%.2f × the x/crypto bound);",
 			scrypt.Lanes(), h.LowerBoundBatch.Seconds(), h.LowerBoundBatch.Seconds()/h.LowerBound.Seconds())
