@@ -101,10 +101,6 @@ type Result struct {
 	// HeapBound is, for nodepass, the servers' ScryptBuffers plus 100
 	// MiB for the rest; 0 for the k3s models.
 	HeapBound uint64 `json:"heap_bound_mib,omitempty"`
-	// Kernel is the scrypt kernel nodepass chose for batches at the
-	// herd's parameters, and KernelPerHash its measured time per hash.
-	Kernel        string        `json:"kernel,omitempty"`
-	KernelPerHash time.Duration `json:"kernel_per_hash_ms,omitempty"`
 	// Shed counts answers 429 or 503; ShedLate those that came after the
 	// request had been held past LateShed; ShedAfterWait the requests a
 	// nodepass server held on an estimate and then sent away.
@@ -143,9 +139,6 @@ type Result struct {
 	// Split, for a split run, says where its agents and servers ran; CPU,
 	// Procs and the heap figures are then the servers' process's.
 	Split *Split `json:"split,omitempty"`
-	// MaxSampleGap is the longest time between two heap samples: how late
-	// the heap guard may have acted.
-	MaxSampleGap time.Duration `json:"max_sample_gap_s"`
 	// Stopped is empty when every node joined, else why the run stopped:
 	// StoppedDeadline, StoppedHeapGuard or "cancelled: ..."; StopDetail
 	// says it in words.

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -150,7 +149,6 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	}
 	if s.modelName == ModelNodepass {
 		res.HeapBound = uint64(sc.Servers)*uint64(ScryptBuffers(sc.ScryptMemory, s.h.LogN)) + heapSlack
-		res.Kernel, res.KernelPerHash = batchKernel(s.h.LogN)
 	}
 	s.readiness(res, asks)
 	s.reached(res)
@@ -189,10 +187,7 @@ type sampler struct {
 }
 
 // heapPeaks are the highest heap figures sampled in a run.
-type heapPeaks struct {
-	live, objects uint64
-	maxGap        time.Duration // longest time between two samples
-}
+type heapPeaks struct{ live, objects uint64 }
 
 func newSampler(sc Scenario) *sampler {
 	return &sampler{every: sc.SampleEvery, guard: newHeapGuard(sc.MaxHeap), done: make(chan struct{})}
@@ -216,12 +211,8 @@ func (s *sampler) loop() {
 	}
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
-	lastRead := time.Now()
 	for {
 		read()
-		now := time.Now()
-		s.peak.maxGap = max(s.peak.maxGap, now.Sub(lastRead))
-		lastRead = now
 		// Sampling goes on after the run's context ends: the peak is
 		// taken until the agents have stopped.
 		select {
@@ -239,7 +230,7 @@ func (s *sampler) loop() {
 func (s *sampler) end(res *Result) {
 	close(s.done)
 	s.wg.Wait()
-	res.PeakHeap, res.PeakHeapObjects, res.MaxSampleGap = s.peak.live, s.peak.objects, s.peak.maxGap
+	res.PeakHeap, res.PeakHeapObjects = s.peak.live, s.peak.objects
 	res.Procs = runtime.GOMAXPROCS(0)
 	if cpu, ok := s.cpu.at(res.Completion); ok {
 		res.CPU = cpu
@@ -248,18 +239,6 @@ func (s *sampler) end(res *Result) {
 		res.Stopped = StoppedHeapGuard
 		res.StopDetail = fmt.Sprintf("heap in use passed the %d MiB guard (peak %d MiB)", s.guard.max>>20, s.peak.objects>>20)
 	}
-}
-
-// batchKernel returns the kernel this process chose for the widest batch
-// at logN (r 8), and its measured time per hash.
-func batchKernel(logN int) (string, time.Duration) {
-	best := scrypt.Choice{}
-	for _, c := range scrypt.Choices() {
-		if c.N == 1<<logN && c.R == 8 && c.Kernel != "" && c.Hashes > best.Hashes {
-			best = c
-		}
-	}
-	return best.Kernel, best.PerHash[best.Kernel]
 }
 
 // LateShed is how long a request must have been held before a 429 or 503

@@ -42,22 +42,17 @@ type outcome struct {
 
 // target carries agents' requests to the servers.
 type target interface {
-	// steps returns an attempt's requests, in order.
-	steps() []step
-	// do sends request s of node n to server within ctx, which carries
-	// the client timeout, from client: each agent (honest node, duplicate
-	// or attacker) has its own client. An authenticated request carries
-	// token, the join token's password, as basic auth.
+	steps() []step // an attempt's requests, in order
+	// do sends request s of node n to server from client (each agent has
+	// its own) within ctx, the client timeout, with the join token's
+	// password token.
 	do(ctx context.Context, client, server int, n Node, s step, token string) outcome
-	// close stops the target after the agents have stopped and the models
-	// have been closed.
-	close()
+	close() // after the agents have stopped and the models closed
 }
 
-// inprocTarget calls the models directly, as the HTTP handler would: an
-// attempt is its authenticated requests, each checking the join token
-// (before the in-flight cap, as k3s does), the two guarded ones then the
-// node's password.
+// inprocTarget calls the models as the HTTP handler would: the join
+// token, the in-flight cap, then on the two guarded requests the node's
+// password.
 type inprocTarget struct {
 	servers []model
 	second  time.Duration // one Retry-After second, scaled
@@ -282,9 +277,8 @@ func (s *httpServers) close() {
 	}
 }
 
-// capped wraps next in m's in-flight cap for mutating requests (POST) or
-// the others, answering 429 with Retry-After: 1 past it, as k3s's
-// max-in-flight filter does.
+// capped wraps next in m's in-flight cap, answering 429 with Retry-After:
+// 1 past it, as k3s's max-in-flight filter does.
 func capped(m model, mutating bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		release, ok := m.admit(mutating)
@@ -299,11 +293,9 @@ func capped(m model, mutating bool, next http.Handler) http.Handler {
 }
 
 // httpAgents carries the agents' requests over HTTPS as k3s agents send
-// them: HTTP/1.1 clients with keep-alives disabled, so that every request
-// opens a new TLS connection; the probe of /cacerts trusts no CA (the
-// host's roots do not hold the cluster's), the second /cacerts none at
-// all, and every later request the cluster's CA. Each agent has its own
-// key and certificate signing requests, made before the herd starts.
+// them, with keep-alives disabled: the probe of /cacerts trusts no CA, the
+// second /cacerts none at all, every later request the cluster's CA. Each
+// agent has its own key and CSRs, made before the herd starts.
 type httpAgents struct {
 	urls                      []string
 	probe, insecure, verified *http.Client
@@ -313,8 +305,8 @@ type httpAgents struct {
 }
 
 // newHTTPAgents makes the clients of agents asking for names (one per
-// client; "" for an attacker, whose CSRs are made for each name it
-// guesses) against the servers at urls, whose CA is caPEM.
+// client; "" for an attacker, which names a node per guess) against the
+// servers at urls, whose CA is caPEM.
 func newHTTPAgents(ctx context.Context, urls []string, caPEM []byte, names []string) (*httpAgents, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
@@ -399,8 +391,7 @@ func (t *httpAgents) close() {
 	}
 }
 
-// openModel lets every node in at once: the server of the transport
-// bound, which does all a server does but verify passwords.
+// openModel lets every node in: the transport bound's server.
 type openModel struct{}
 
 func (openModel) Ensure(context.Context, string, string) error      { return nil }
@@ -410,17 +401,12 @@ func (openModel) counts() modelCounts                               { return mod
 func (openModel) keepsState() bool                                  { return false }
 func (openModel) close(bool)                                        {}
 
-// EstimateTransport estimates the CPU time the herd's HTTPS takes beyond
-// scrypt in sc's http mode, as wall time on GOMAXPROCS workers:
-// sc.BoundSample agents' attempts (after a warm-up of one per worker),
-// each the whole sequence of requests of a k3s agent (see agent.go), each
-// request on a new connection (TLS handshake on both sides, HTTP, the
-// kubelet certificates signed), against an HTTPS server whose models let
-// every node in without scrypt, scaled to the herd's nodes. Every node
-// needs at least one such attempt, and the agents here share the servers'
-// CPUs, so in http mode it adds to the lower bound
-// (Result.LocalTransport). It is 0 in inproc mode or when sc.BoundSample
-// is 0.
+// EstimateTransport estimates the time the herd's HTTPS takes on
+// GOMAXPROCS workers: sc.BoundSample k3s agents' attempts (after a
+// warm-up of one per worker) against a server that lets every node in
+// without scrypt, scaled to the herd. Every node needs one such attempt,
+// so when the agents share the servers' CPUs it adds to the lower bound
+// (Result.LocalTransport). It is 0 in inproc mode or without a sample.
 func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duration, error) {
 	if sc.Mode != ModeHTTP || sc.BoundSample <= 0 {
 		return 0, nil

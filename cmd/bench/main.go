@@ -63,11 +63,10 @@ type config struct {
 	// the run's JSON (herd.json) and meta.json (profile.go, profiledir.go).
 	cpuprofileDir string
 	// split is auto, on or off: the agents and the servers in processes
-	// of their own, pinned to CPUs of their own (split.go); agentCPUs is
-	// how many CPUs the agents get (0: half).
-	split     string
-	agentCPUs int
-	role      string // hidden: the worker's part of a split run
+	// of their own, pinned to CPUs of their own (split.go), the agents
+	// half of them.
+	split string
+	role  string // hidden: the worker's part of a split run
 	// The flags that set the Scenario once parsed.
 	certs, notBefore string
 	digestKey        bool
@@ -124,9 +123,6 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if ext := strings.ToLower(filepath.Ext(c.plotPath)); c.plotPath != "" && ext != ".svg" && ext != ".png" {
 		errs = append(errs, fmt.Sprintf("-plot %q: want a file name ending in .svg or .png", c.plotPath))
-	}
-	if c.agentCPUs < 0 {
-		errs = append(errs, fmt.Sprintf("-agent-cpus %d: want 0 or more", c.agentCPUs))
 	}
 	if err := bench.ValidModel(c.worker); c.worker != "" && err != nil {
 		errs = append(errs, "-worker: "+err.Error())
@@ -189,7 +185,6 @@ func (c *config) flagSet() *flag.FlagSet {
 	fs.BoolVar(&c.digestKey, "digest-key", c.digestKey, "give every nodepass server of a run the same random DigestKey (remembered verification: what one server verified, "+
 		"the others and their successors know through the store); the k3s models have no equivalent")
 	fs.StringVar(&c.split, "split", c.split, "auto, on or off: run each model's agents and servers in two processes pinned to CPUs of their own (Linux, 2 CPUs or more; the lower bounds on the servers' CPUs); auto splits where the machine and the scenario allow, on fails for a scenario that cannot")
-	fs.IntVar(&c.agentCPUs, "agent-cpus", 0, "with -split, how many of this process's CPUs the agents get (0: half, rounded down); the servers get the rest")
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
 	fs.StringVar(&c.role, "worker-role", "", "internal: the child's part of a split run")
 	return fs

@@ -74,14 +74,7 @@ func planSplit(c *config, allowedCPUs func() ([]int, error)) (splitPlan, string)
 		return splitPlan{}, fmt.Sprintf("split: off, this process may use %d CPU (%s), and each side needs one; agents and servers share it, in one process per model",
 			len(allowed), cpuString(allowed))
 	}
-	n := c.agentCPUs
-	if n == 0 {
-		n = len(allowed) / 2
-	}
-	if n >= len(allowed) {
-		return splitPlan{}, fmt.Sprintf("split: off, -agent-cpus %d leaves none of the %d CPUs (%s) to the servers; agents and servers share them, in one process per model",
-			n, len(allowed), cpuString(allowed))
-	}
+	n := len(allowed) / 2 // the agents' CPUs
 	p := splitPlan{servers: allowed[:len(allowed)-n], agents: allowed[len(allowed)-n:]}
 	return p, fmt.Sprintf("split: agents on CPU %s (GOMAXPROCS %d), servers on CPU %s (GOMAXPROCS %d); lower bounds on the servers' CPUs",
 		cpuString(p.agents), len(p.agents), cpuString(p.servers), len(p.servers))

@@ -138,10 +138,6 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		"cpu use is %[1]s CPU time over completion × GOMAXPROCS: well below 100%% with work pending means the run was short of CPU or idle by design;\n"+
 		"late = shed answers that came after the request was held over %v; idle = CPU time left unused (GOMAXPROCS × time − CPU time) until the last node's result was ready.\n", whose, bench.LateShed)
 	for _, r := range results {
-		if r.Kernel != "" {
-			fmt.Fprintf(w, "%s: scrypt kernel chosen for batches at logN %d: %s, %.1f ms per hash as measured (scrypt.Choices).\n",
-				name[r], r.LogN, r.Kernel, float64(r.KernelPerHash)/1e6)
-		}
 		if r.HeapBound > 0 {
 			within, agents := "within", "; the agents' heap is in the peak"
 			if r.PeakHeap > r.HeapBound {
