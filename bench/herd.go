@@ -22,39 +22,31 @@ import (
 type Node struct {
 	Name     string `json:"name"`
 	Password string `json:"password"`
-	// Hash is the node's stored hash, made at the herd's logN.
-	Hash string `json:"hash"`
+	Hash     string `json:"hash"` // made at the herd's logN
 }
 
 // Herd is what every model's run of one scenario shares: the nodes with
-// their stored hashes (the herd is a reboot, so every node has joined
-// before) and the lower bound measured on this machine. Making the hashes
-// costs as much as the herd itself, so a Herd is made once and reused for
-// every model; it is plain data and survives a JSON round trip, which is
-// how cmd/bench hands it to its per-model worker processes.
+// their stored hashes (every node has joined before) and the lower bounds
+// measured on this machine. It is made once and survives a JSON round
+// trip, which is how cmd/bench hands it to its workers.
 type Herd struct {
 	LogN  int    `json:"logn"`
 	Nodes []Node `json:"nodes"`
 	// Token is the join token's password every agent sends as basic auth
-	// ("node:<token>"), and every server checks: 16 random bytes in hex.
+	// ("node:<token>"): 16 random bytes in hex.
 	Token string `json:"token"`
-	// LowerBound is the time GOMAXPROCS workers took to run one scrypt
-	// verification per node with golang.org/x/crypto/scrypt (what k3s
-	// runs), warm, with nothing else running; 0 until MeasureLowerBound.
-	LowerBound time.Duration `json:"lower_bound_ns"`
-	// LowerBoundBatch is LowerBound computed as the Verifier computes
-	// once it batches: scrypt.KeyBatch calls of scrypt.Lanes() jobs each,
-	// on as many workers, measured right after LowerBound. It is the
-	// bound nodepass is judged against.
+	// LowerBound is the time Workers (GOMAXPROCS) workers took to run one
+	// scrypt verification per node with x/crypto's scrypt, as k3s runs
+	// it; LowerBoundBatch the same with the Verifier's scrypt in batches,
+	// the bound nodepass is judged against. 0 until MeasureLowerBound.
+	LowerBound      time.Duration `json:"lower_bound_ns"`
 	LowerBoundBatch time.Duration `json:"lower_bound_batch_ns,omitempty"`
-	// Workers is the number of workers LowerBound was measured with.
-	Workers int `json:"workers"`
+	Workers         int           `json:"workers"`
 }
 
 // NewHerd makes n nodes named node-0001 and so on, each with a random
-// password of 16 bytes in hex (as k3s agents make them) and its stored
-// hash at logN, hashing on GOMAXPROCS goroutines. It returns early with
-// ctx's error when ctx ends.
+// password of 16 bytes in hex, as k3s agents make them, and its stored
+// hash at logN.
 func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("bench: herd of %d nodes", n)
