@@ -201,9 +201,8 @@ func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
 	started.Wait()
 }
 
-// duplicate is the second machine of a duplicate hostname: a k3s agent
-// like its twin (same retry policy, same first server) whose password is
-// not the stored one. It asks until ctx ends; a 200 is a wrong accept.
+// duplicate is the second machine of a duplicate hostname, a k3s agent
+// like its twin with another password. It asks until ctx ends.
 func (r *run) duplicate(ctx context.Context, d int) {
 	a := r.adv
 	twin := a.twins[d]
@@ -217,12 +216,9 @@ func (r *run) duplicate(ctx context.Context, d int) {
 	}
 }
 
-// attacker sends wrong passwords for real node names, each request as
-// soon as the previous one is answered, ignoring Retry-After, until ctx
-// ends. It goes round the servers, one request each: a request for a
-// serving certificate, with a CSR for the name it guesses for, and none
-// of the rest of an agent's attempt. It holds the join token (an insider,
-// or a token leaked): what it guesses is node passwords.
+// attacker holds the join token and sends wrong passwords for real node
+// names, each request (a serving certificate's) as soon as the previous
+// one is answered, round the servers, until ctx ends.
 func (r *run) attacker(ctx context.Context, j int) {
 	a := r.adv
 	rng := rand.New(rand.NewPCG(r.sc.Seed, attackerStream+uint64(j)))
@@ -252,11 +248,9 @@ func (r *run) attacker(ctx context.Context, j int) {
 	}
 }
 
-// tokenGuesser is a k3s agent with a wrong join token, as many as the
-// herd has nodes at the herd's pace: each attempt (the /cacerts requests,
-// then the configuration, refused) carries a new random token for the
-// user "node", and the next waits as the agent policy says, until ctx
-// ends. A k3s agent configured with a stale token does just this.
+// tokenGuesser is a k3s agent with a wrong join token, a new random one
+// per attempt, at the herd's pace, until ctx ends: what an agent with a
+// stale token does.
 func (r *run) tokenGuesser(ctx context.Context, j int) {
 	a := r.adv
 	rng := rand.New(rand.NewPCG(r.sc.Seed, tokenGuesserStream+uint64(j)))

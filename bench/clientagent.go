@@ -25,15 +25,10 @@ import (
 const PolicyNodepass = "nodepass"
 
 // ClientPolicy makes each agent this module's agent.Client instead of a
-// k3s agent: it runs the Client's own attempts (the configuration, the
-// servers announced, both CA files, and only the certificates not valid
-// on disk, over one kept-alive HTTP/2 connection per server), its own
-// failover past a server that fails or does not answer within
-// agent.DefaultHeaderTimeout, and its own backoff (agent.Backoff), every
-// duration scaled by Scenario.TimeScale. It needs ModeHTTP. With
-// ViaLoadBalancer, each agent dials its servers through a local
-// loadbalancer.LoadBalancer of its own, as a k3s agent's supervisor
-// requests go through its load balancer.
+// k3s agent: its own attempts, failover and backoff, every duration
+// scaled by Scenario.TimeScale. It needs ModeHTTP. With ViaLoadBalancer,
+// each agent dials its servers through a loadbalancer.LoadBalancer of its
+// own, as a k3s agent's supervisor requests go through its load balancer.
 type ClientPolicy struct {
 	ViaLoadBalancer bool
 	scale           float64 // the scenario's TimeScale, set by scaled

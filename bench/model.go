@@ -218,9 +218,6 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	sctx := valuesOf(ctx, m.base)
 	stored, err := m.fetch(sctx, node)
 	if errors.Is(err, verify.ErrNotFound) {
-		if !m.guard.admit(m.memory()) {
-			return errGuardTripped
-		}
 		err = m.scrypt(ctx, func() (err error) {
 			stored, err = verify.GenerateFromPassword(password, m.params)
 			return err
@@ -235,9 +232,6 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	}
 	if err != nil {
 		return err
-	}
-	if !m.guard.admit(m.memory()) {
-		return errGuardTripped
 	}
 	// x/crypto's scrypt, as k3s runs it.
 	return m.scrypt(ctx, func() error { return xcryptoCompare(stored, password) })
@@ -278,9 +272,6 @@ func (m *k3sModel) VerifyToken(ctx context.Context, user, password string) error
 		return verify.ErrClosed
 	}
 	defer m.wg.Done()
-	if !m.guard.admit(m.memory()) {
-		return errGuardTripped
-	}
 	return m.scrypt(ctx, func() error { return xcryptoCompare(m.tokenHash, password) })
 }
 
@@ -296,19 +287,18 @@ func (m *k3sModel) enter() bool {
 	return true
 }
 
-// scrypt counts and runs fn, one scrypt computation for the request ctx
-// is of, under verify's scrypt label (labelScrypt).
+// scrypt runs fn, one scrypt computation for the request ctx is of,
+// unless the heap guard refuses what it allocates (128·r·N bytes):
+// counted, told to the observer, under verify's scrypt label.
 func (m *k3sModel) scrypt(ctx context.Context, fn func() error) error {
+	if !m.guard.admit(128 * uint64(m.params.R) << m.params.LogN) {
+		return errGuardTripped
+	}
 	m.runs.Add(1)
 	if m.observe != nil {
 		m.observe(ctx)
 	}
 	return labelScrypt(ctx, fn)
-}
-
-// memory is what one scrypt computation allocates: 128·r·N bytes.
-func (m *k3sModel) memory() uint64 {
-	return 128 * uint64(m.params.R) << m.params.LogN
 }
 
 // fetch reads node's stored hash, through the API rate limiter if any.

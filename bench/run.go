@@ -29,16 +29,12 @@ var (
 const progressEvery = 100 * time.Millisecond
 
 // Run runs the scenario once against model (one of Models()): every node
-// of h asks at once, and each keeps asking under the agent policy until
-// it has joined or the run stops (its deadline, the heap guard, or ctx).
-// It returns the run's figures; a model that did not let every node join
-// is not an error, its Result says how far it got and why it stopped.
-// Errors are for bad input or a failure to set the run up.
-//
-// h must have been made for sc.Nodes and sc.LogN; h.LowerBound, when
-// measured, gives the Result its ratio. The servers get a fresh store
-// holding h's hashes. Unless sc.NoDrain, Run returns only after the work
-// the servers still had running has ended.
+// of h (made for sc.Nodes and sc.LogN) asks at once, and keeps asking
+// until it has joined or the run stops (its deadline, the heap guard, or
+// ctx). A model that did not let every node join is no error: the Result
+// says how far it got and why it stopped. The servers get a fresh store
+// of h's hashes. Unless sc.NoDrain, Run returns only after the servers'
+// work has ended.
 func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, error) {
 	sc, err := checkRun(sc, h, modelName)
 	if err != nil {

@@ -11,16 +11,11 @@ import (
 )
 
 // A split run is Run cut in two, so that the servers and their agents
-// each have CPUs of their own, as real ones do (cmd/bench -split runs each
-// side in a process pinned to its own CPUs): StartServers in one process,
-// NewAgents in the other with the servers' Endpoint; Servers.Begin and
-// Agents.Run with the same start time; then Servers.Finish with what the
-// agents report. Both sides take the same Scenario and Herd. A split run
-// is over HTTPS (ModeHTTP) and has no attackers or duplicates; store
-// faults and reboots are the servers' alone, and supported; token
-// guessers are agents, on the agents' side, and their guesses are
-// attributed by the servers' side. Times are taken from the wall clock on
-// both sides.
+// each have CPUs of their own (cmd/bench -split): StartServers in one
+// process, NewAgents in the other with the servers' Endpoint; Servers.Begin
+// and Agents.Run with the same start time; then Servers.Finish with what
+// the agents report. Both sides take the same Scenario and Herd. A split
+// run is over HTTPS and has no attackers or duplicates.
 
 // Endpoint is where a split run's servers listen: a URL per server and the
 // CA that signed their certificates, PEM-encoded.

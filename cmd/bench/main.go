@@ -52,21 +52,13 @@ const defaultDeadline = 90 * time.Second
 
 // config is the parsed command line.
 type config struct {
-	sc       bench.Scenario
-	models   modelList
-	agents   policies // -agent: each model runs with each; sc.Agent is the first
-	jsonPath string
-	plotPath string
-	isolate  bool
-	worker   string // hidden: run this one model as a child process
-	// cpuprofileDir, when set, gets each model's CPU and heap profiles,
-	// the run's JSON (herd.json) and meta.json (profile.go, profiledir.go).
-	cpuprofileDir string
-	// split is auto, on or off: the agents and the servers in processes
-	// of their own, pinned to CPUs of their own (split.go), the agents
-	// half of them.
-	split string
-	role  string // hidden: the worker's part of a split run
+	sc                                bench.Scenario
+	models                            modelList
+	agents                            policies // -agent: each model runs with each; sc.Agent is the first
+	jsonPath, plotPath, cpuprofileDir string
+	isolate                           bool
+	split                             string // auto, on or off (split.go)
+	worker, role                      string // hidden: the model and part of a worker
 	// The flags that set the Scenario once parsed.
 	certs, notBefore string
 	digestKey        bool
@@ -179,11 +171,8 @@ func (c *config) flagSet() *flag.FlagSet {
 	fs.Float64Var(&sc.StoreFaults, "store-faults", 0, "probability `P` that a store call (every model's hash fetch, nodepass's Get and Create) fails; the server answers 500 and the agent retries")
 	fs.Float64Var(&c.spikes, "store-spikes", c.spikes, "probability `Q` that a store call that does not fail answers only after -fault-latency (-1: the -store-faults probability)")
 	fs.Var((*positive)(&sc.StoreSpike), "fault-latency", "latency of a slow store call")
-	fs.Var(&sc.Reboot, "reboot", "what restarted before the measured herd: none (a cold herd: first verification since the servers started), "+
-		"agents (every node joined once before, unmeasured; the servers stayed up) or "+
-		"all (the same warm-up, then the servers restart: new instances over the same store, which keeps the hashes and digests)")
-	fs.BoolVar(&c.digestKey, "digest-key", c.digestKey, "give every nodepass server of a run the same random DigestKey (remembered verification: what one server verified, "+
-		"the others and their successors know through the store); the k3s models have no equivalent")
+	fs.Var(&sc.Reboot, "reboot", "what restarted before the measured herd: none (a cold herd), agents (every node joined once before, unmeasured, the servers stayed up) or all (the same warm-up, then new servers over the same store)")
+	fs.BoolVar(&c.digestKey, "digest-key", c.digestKey, "give every nodepass server of a run the same random DigestKey: what one verified, the others know through the store")
 	fs.StringVar(&c.split, "split", c.split, "auto, on or off: run each model's agents and servers in two processes pinned to CPUs of their own (Linux, 2 CPUs or more; the lower bounds on the servers' CPUs); auto splits where the machine and the scenario allow, on fails for a scenario that cannot")
 	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
 	fs.StringVar(&c.role, "worker-role", "", "internal: the child's part of a split run")

@@ -359,34 +359,21 @@ func gitState(dir string) (commit, tree string) {
 
 // machine describes this computer: CPU model, cores, memory and OS.
 func machine() (cpu, osName string) {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+	// field returns the value of the first line of file that starts with
+	// key, then a separator, or "?".
+	field := func(file, key, sep string) string {
+		b, _ := os.ReadFile(file)
 		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
+			if k, v, ok := strings.Cut(line, sep); ok && strings.TrimSpace(k) == key {
+				return strings.Trim(strings.TrimSpace(v), `"`)
 			}
 		}
+		return "?"
 	}
-	cpu = fmt.Sprintf("%s, %d logical CPUs, GOMAXPROCS %d", model, runtime.NumCPU(), runtime.GOMAXPROCS(0))
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int64
-		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
-			cpu += fmt.Sprintf(", %.0f GiB memory", float64(kb)/(1<<20))
-		}
-	}
-	osName = runtime.GOOS + "/" + runtime.GOARCH
-	if b, err := os.ReadFile("/etc/os-release"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
-				osName += ", " + strings.Trim(v, `"`)
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		osName += ", kernel " + strings.TrimSpace(string(b))
-	}
-	return cpu, osName
+	cpu = fmt.Sprintf("%s, %d logical CPUs, GOMAXPROCS %d, memory %s", field("/proc/cpuinfo", "model name", ":"),
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), field("/proc/meminfo", "MemTotal", ":"))
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return cpu, fmt.Sprintf("%s/%s, %s, kernel %s", runtime.GOOS, runtime.GOARCH, field("/etc/os-release", "PRETTY_NAME", "="), strings.TrimSpace(string(kernel)))
 }
 
 // writeResults writes results as the JSON array -json documents, one

@@ -20,17 +20,12 @@ import (
 
 const scaleTableUsage = `usage: bench scale-table GLOB...
 
-Prints, as a Markdown table, the medians of the -json results that the
-GLOBs name (quote them for the shell): a row per herd (nodes, logN, mode,
-agents) and model, with its runs, completion, completion over the x/crypto
-lower bound and over the batched bound with the Verifier's own scrypt
-(both measured in each run; the runs' own ratios in brackets), completion
-over the CPU time the servers' process used (1 / its cpu use: 1.00 when
-the servers' CPUs were busy from start to end), scrypt runs
-and TLS handshakes per node, late losses (answers 429 or 503 after a
-request was held over 1 s, and requests a server held then sent away),
-and peak heap. A run that stopped early counts, its stop said in the last
-column.
+Prints, as a Markdown table, the medians of the -json results the GLOBs
+name (quote them for the shell), a row per herd and model: completion,
+over the x/crypto and the batched lower bounds (each run's in brackets),
+over the servers' CPU time (1.00: busy from start to end), scrypt runs and
+TLS handshakes per node, late losses (shed after 1 s held / held then sent
+away) and peak heap. A run that stopped early counts, its stop said.
 `
 
 // runScaleTable is bench scale-table.
@@ -169,15 +164,12 @@ func overCPU(runs []*bench.Result) string {
 
 const scalePlotUsage = `usage: bench scale-plot -o FILE [-bound xcrypto|batch] LABEL=GLOB...
 
-Draws a model's completion over its lower bound against the herd's size,
-from the -json results of earlier runs: one series per LABEL, mode
-(inproc, http), scrypt cost and agent policy, a point per run and a line
-through the medians. GLOB
-names the -json files of LABEL's runs (quote it for the shell), e.g.
-before='results/base-*.json' after='results/new-*.json'. The ratio is to
-the lower bound -bound names, measured in the same run: xcrypto (as k3s
-runs scrypt) or batch (the Verifier's own scrypt, batched). A series is one model in one mode when the results hold more
-than one model. FILE's extension (.svg, .png) sets the format. Flags:
+Draws completion over the lower bound -bound names (measured in the same
+run: xcrypto, as k3s runs scrypt, or batch, the Verifier's own) against
+the herd's size, from -json results: a series per LABEL, model, mode,
+scrypt cost and agent kind, a point per run and a line through the
+medians. GLOB names LABEL's files (quote it for the shell). FILE's
+extension (.svg, .png) sets the format. Flags:
 `
 
 // runScalePlot is bench scale-plot.

@@ -17,17 +17,12 @@ import (
 )
 
 // The parent runs each model in a child: this program re-executed with
-// the parent's flags plus -worker=MODEL. The child reads the herd (nodes,
-// stored hashes, lower bound) as JSON on stdin and writes JSON lines on
-// stdout: progress messages, then one message with the result. It exits
-// as soon as the result is written, without waiting for the scrypt calls
-// an unbounded model still has running.
-//
-// A split run (split.go) has two children per model, each also given
-// -worker-role (servers or agents) and pinned to CPUs of its own; they
-// read control lines after the herd and say they are ready before the
-// run. The lower bounds of a split run are measured by a third kind of
-// child (-worker-role bound), pinned to the servers' CPUs.
+// the parent's flags plus -worker=MODEL. The child reads the herd as JSON
+// on stdin and writes JSON lines on stdout: progress, then the result. It
+// exits as soon as the result is written, without waiting for the scrypt
+// calls an unbounded model still has running. A split run's children
+// (split.go) also get -worker-role: servers or agents, which read control
+// lines after the herd, or bound, which measures the lower bounds.
 
 // message is one line from a worker.
 type message struct {

@@ -1,15 +1,9 @@
 // Package pprofreport says where the CPU of a herd run went, from the CPU
-// profile cmd/bench writes per server model: the share of the scrypt work,
-// of the module's own code (the cache-miss request path, cache, httpauth,
-// verify), of TLS/HTTP, the garbage collector, the rest of the runtime and
-// everything else (Classify gives the rules: by the pprof labels verify
-// and bench set, and by package paths); scrypt CPU per joined node, in
-// units of one scrypt's CPU in the same run; and the top functions. It
-// compares two profiles (WriteDiff) and checks one against limits and a
-// baseline (Check).
-//
-// It reads profiles with github.com/google/pprof/profile only; it never
-// runs go tool pprof.
+// profile cmd/bench writes per server model: the share of each Category
+// (Classify gives the rules), scrypt CPU per joined node in units of one
+// scrypt's CPU in the same run, and the top functions. It compares two
+// profiles (WriteDiff) and checks one against limits and a baseline
+// (Check). It reads profiles with github.com/google/pprof/profile only.
 package pprofreport
 
 import (
