@@ -37,26 +37,22 @@ type Result struct {
 	LowerBoundBatch time.Duration `json:"lower_bound_batch_s,omitempty"`
 	RatioBatch      float64       `json:"ratio_batch,omitempty"`
 	// LocalBound is the lower bound estimated right before the run
-	// (Scenario.BoundSample) with the scrypt the model runs, plus, in
-	// http mode with the agents in the same process, LocalTransport: the
-	// herd's HTTPS (Herd.EstimateTransport). LocalRatio is Completion
-	// over it. All 0 if not asked for.
+	// (Scenario.BoundSample), plus, with the agents in the same process
+	// over HTTPS, LocalTransport (Herd.EstimateTransport); LocalRatio is
+	// Completion over it. All 0 if not asked for.
 	LocalBound     time.Duration `json:"local_lower_bound_s,omitempty"`
 	LocalTransport time.Duration `json:"local_transport_s,omitempty"`
 	LocalRatio     float64       `json:"local_ratio,omitempty"`
-	// Attempts counts the agents' attempts (agent.go), Requests their
-	// requests and Handshakes the TLS handshakes those started (0
-	// in-process). Connections counts the connections the servers
-	// accepted, attackers' included.
+	// Attempts, Requests and Handshakes count the agents' attempts
+	// (agent.go), requests and TLS handshakes; Connections the servers'
+	// accepted connections.
 	Attempts    uint64 `json:"attempts"`
 	Requests    uint64 `json:"requests"`
 	Handshakes  uint64 `json:"tls_handshakes"`
 	Connections uint64 `json:"server_connections"`
-	// ScryptRuns counts the scrypt computations the servers started
-	// during the run, those whose client had left included, and
-	// ScryptRunsPerNode per joined node. TokenScryptRuns counts those of
-	// them over join tokens; the servers' hashing of their token at
-	// start is in neither.
+	// ScryptRuns counts the scrypt computations the servers started,
+	// ScryptRunsPerNode per joined node, TokenScryptRuns those over join
+	// tokens; the servers' hashing of their token at start is in none.
 	ScryptRuns        uint64  `json:"scrypt_runs"`
 	ScryptRunsPerNode float64 `json:"scrypt_runs_per_node"`
 	TokenScryptRuns   uint64  `json:"token_scrypt_runs"`
@@ -64,20 +60,14 @@ type Result struct {
 	Hung       int  `json:"hung,omitempty"`
 	Known      int  `json:"known,omitempty"`
 	ValidCerts bool `json:"valid_certs,omitempty"`
-	// Failovers and CertsRequested count what ClientPolicy agents
-	// reported: requests moved on to another server, certificates asked
-	// for (k3s agents: not counted).
+	// Failovers and CertsRequested are what ClientPolicy agents reported.
 	Failovers      uint64 `json:"failovers,omitempty"`
 	CertsRequested uint64 `json:"certs_requested,omitempty"`
-	// Reboot is Scenario.Reboot. With a reboot, ScryptRuns, DigestHits
-	// and CacheHits count the measured reboot only; Ratio is still to the
-	// cold lower bound.
-	Reboot Reboot `json:"reboot,omitempty"`
-	// DigestKey says whether the servers had a DigestKey (nodepass
-	// unless Scenario.NoDigestKey).
-	DigestKey bool `json:"digest_key"`
-	// FirstAttempt counts the nodes that joined on their first attempt.
-	FirstAttempt int `json:"first_attempt_joins"`
+	// Reboot is Scenario.Reboot: the counts are then the measured
+	// reboot's only, and Ratio is still to the cold lower bound.
+	Reboot       Reboot `json:"reboot,omitempty"`
+	DigestKey    bool   `json:"digest_key"`          // the servers had one
+	FirstAttempt int    `json:"first_attempt_joins"` // nodes that joined on their first attempt
 	// DigestHits and CacheHits count the matches answered without
 	// scrypt, from a remembered digest or the result cache (k3s: 0).
 	DigestHits uint64 `json:"digest_hits"`
@@ -125,9 +115,8 @@ type Result struct {
 	// IdlePending is the CPU time left unused until LastReady: Procs ×
 	// LastReady minus the CPU time used.
 	IdlePending time.Duration `json:"idle_pending_cpu_s"`
-	// Timeouts counts requests given up at the client timeout,
-	// ConnErrors those that did not reach a server, Errors other failed
-	// answers (400, 401, 403, 500).
+	// Timeouts, ConnErrors and Errors count the requests given up at the
+	// client timeout, that did not reach a server, or answered 4xx or 500.
 	Timeouts   uint64 `json:"timeouts"`
 	ConnErrors uint64 `json:"conn_errors"`
 	Errors     uint64 `json:"errors"`

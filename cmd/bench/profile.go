@@ -20,7 +20,6 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/nodepass/nodepass/bench"
-	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 )
 
 // With -cpuprofile-dir, each model's process writes DIR/MODEL.cpu.pprof
@@ -76,7 +75,7 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 		return nil, err
 	}
 	res.SetLocalBound(localBound, localTransport)
-	cpu.Comments = append(cpu.Comments, pprofreport.Meta{Model: model, Scenario: describeScenario(sc)}.Comments()...)
+	cpu.Comments = append(cpu.Comments, "nodepass-bench: model="+model+": "+describeScenario(sc))
 	heapProf.Comments = append(heapProf.Comments, "nodepass-bench: model="+model, heap.note)
 	for kind, p := range map[string]*profile.Profile{".cpu.pprof": cpu, ".heap.pprof": heapProf} {
 		if err := writeProfile(filepath.Join(c.cpuprofileDir, model+kind), p); err != nil {

@@ -22,9 +22,6 @@ var categoryLabels = [numCategories]string{
 // and the top functions flat and cumulative (top of each; 0 for none).
 func WriteText(w io.Writer, r *Report, top int) {
 	fmt.Fprintf(w, "%s (%s): %s\n", r.Name, orDash(r.File), runLine(r))
-	if r.Meta.Scenario != "" {
-		fmt.Fprintf(w, "scenario: %s\n", r.Meta.Scenario)
-	}
 	fmt.Fprintf(w, "CPU sampled: %s over %s of wall time (%d samples at %d Hz", secs(r.Total), secs(r.Duration), r.Samples, r.Hz())
 	if cov, ok := r.ProcessCoverage(); ok {
 		fmt.Fprintf(w, "; %.0f%% of the CPU the process used during the run", 100*cov)

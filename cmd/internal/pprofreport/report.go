@@ -26,11 +26,9 @@ import (
 // Report is what one CPU profile shows. Make one with FromProfile or
 // Load; AttachRun adds the run's figures that per-node values need.
 type Report struct {
-	// Name is the server model the profile covers (from its Meta, else
-	// its file name); File is where it was read from.
+	// Name is the server model the profile covers (its file name is
+	// MODEL.cpu.pprof); File is where it was read from.
 	Name, File string
-	// Meta is what cmd/bench recorded in the profile's comments.
-	Meta Meta
 	// Samples counts the profile's samples; Period is the time one
 	// stands for (1/Hz); Total is the CPU time they add up to; Duration
 	// is the wall time the profile covers.
@@ -57,8 +55,7 @@ type FuncCPU struct {
 }
 
 // FromProfile reads a CPU profile (sample types samples/count and
-// cpu/nanoseconds, as runtime/pprof writes them). name is used when the
-// profile's comments do not say which model it covers.
+// cpu/nanoseconds, as runtime/pprof writes them) of the model name.
 func FromProfile(p *profile.Profile, name string) (*Report, error) {
 	cpuIdx, countIdx := -1, -1
 	for i, st := range p.SampleType {
@@ -73,9 +70,6 @@ func FromProfile(p *profile.Profile, name string) (*Report, error) {
 		return nil, errors.New("pprofreport: not a CPU profile (no cpu/nanoseconds sample type)")
 	}
 	r := &Report{Name: name, Period: time.Duration(p.Period), Duration: time.Duration(p.DurationNanos)}
-	if m, ok := ParseMeta(p.Comments); ok {
-		r.Meta, r.Name = m, m.Model
-	}
 	flat, cum := map[string]time.Duration{}, map[string]time.Duration{}
 	var frames []string
 	seen := map[string]bool{}
@@ -120,8 +114,7 @@ func sortFuncs(m map[string]time.Duration) []FuncCPU {
 	return out
 }
 
-// Load reads the CPU profile at path (its model named by its comments,
-// else by its file name, MODEL.cpu.pprof) with the run's figures from
+// Load reads the CPU profile at path (MODEL.cpu.pprof) with the run's figures from
 // jsonPath, or from herd.json in the profile's directory when jsonPath is
 // empty. A herd.json that is not there is left out, and the report says
 // so; a jsonPath given that cannot be read, or that has no result for the
@@ -247,40 +240,4 @@ func (r *Report) Hz() int {
 		return 0
 	}
 	return int(time.Second / r.Period)
-}
-
-// Meta is what cmd/bench records about a run in its CPU profile's
-// comments (profile.Profile.Comments; go tool pprof -comments shows them):
-// the server model the profile covers, and in words what ran.
-type Meta struct {
-	Model, Scenario string
-}
-
-const metaPrefix = "nodepass-bench:"
-
-// Comments returns m as profile comments.
-func (m Meta) Comments() []string {
-	out := []string{fmt.Sprintf("%s model=%s", metaPrefix, m.Model)}
-	if m.Scenario != "" {
-		out = append(out, metaPrefix+" scenario: "+m.Scenario)
-	}
-	return out
-}
-
-// ParseMeta reads what Meta.Comments wrote; ok is false if the comments
-// name no model.
-func ParseMeta(comments []string) (m Meta, ok bool) {
-	for _, c := range comments {
-		rest, found := strings.CutPrefix(c, metaPrefix+" ")
-		if sc, isScenario := strings.CutPrefix(rest, "scenario: "); found && isScenario {
-			m.Scenario = sc
-			continue
-		}
-		for _, field := range strings.Fields(rest) {
-			if v, isModel := strings.CutPrefix(field, "model="); found && isModel {
-				m.Model, ok = v, true
-			}
-		}
-	}
-	return m, ok
 }

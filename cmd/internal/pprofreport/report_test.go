@@ -19,7 +19,7 @@ func TestFromProfile(t *testing.T) {
 	// A computation whose samples were taken on entry to asyncPreempt.
 	preempted := sample{append([]string{asyncPreempt}, scryptFrames...), scryptLabel}
 	spec := cpuSpec{&scryptStack: 60, &preempted: 40, &zeroStack: 8, &cacheStack: 1, &waitStack: 1, &gcStack: 10, &agentStack: 5}
-	r, err := FromProfile(cpuProfile(t, spec, Meta{Model: "nodepass", Scenario: "a test"}), "file-name")
+	r, err := FromProfile(cpuProfile(t, spec), "nodepass")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +54,6 @@ func TestFromProfile(t *testing.T) {
 			t.Errorf("scrypt.Key cumulative %v, want 1.08s", f.CPU)
 		}
 	}
-	if r.Meta.Scenario != "a test" {
-		t.Errorf("meta: %+v", r.Meta)
-	}
 	if _, ok := r.ScryptPerNode(); ok {
 		t.Error("ScryptPerNode without run figures")
 	}
@@ -78,7 +75,7 @@ func TestFromProfile(t *testing.T) {
 		u := unlabelled(*st)
 		old[&u] = n
 	}
-	r, err = FromProfile(cpuProfile(t, old, Meta{}), "old")
+	r, err = FromProfile(cpuProfile(t, old), "old")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,17 +99,6 @@ func TestFromProfileNotCPU(t *testing.T) {
 	}
 }
 
-func TestMeta(t *testing.T) {
-	m := Meta{Model: "k3s-v1.28", Scenario: "320 nodes, logN 15"}
-	got, ok := ParseMeta(append([]string{"unrelated"}, m.Comments()...))
-	if !ok || got != m {
-		t.Errorf("ParseMeta(Comments()) = %+v, %v; want %+v", got, ok, m)
-	}
-	if _, ok := ParseMeta([]string{"nothing here"}); ok {
-		t.Error("ParseMeta found meta in unrelated comments")
-	}
-}
-
 // TestLoad writes a profile directory as cmd/bench does and reads it back.
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
@@ -127,7 +113,7 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	// 225 samples of scrypt work for 200 calls.
-	write("nodepass.cpu.pprof", cpuProfile(t, healthy(), Meta{Model: "nodepass"}))
+	write("nodepass.cpu.pprof", cpuProfile(t, healthy()))
 	results := []*bench.Result{{Model: "nodepass", Nodes: 200, Joined: 200, ScryptRuns: 200, ScryptRunsPerNode: 1, CPU: 2600 * time.Millisecond}}
 	b, err := json.Marshal(results)
 	if err != nil {

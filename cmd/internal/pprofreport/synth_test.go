@@ -107,9 +107,8 @@ func roundTrip(t *testing.T, p *profile.Profile) *profile.Profile {
 	return q
 }
 
-// cpuProfile builds a CPU profile at 100 Hz from spec, with meta in its
-// comments.
-func cpuProfile(t *testing.T, spec cpuSpec, meta Meta) *profile.Profile {
+// cpuProfile builds a CPU profile at 100 Hz from spec.
+func cpuProfile(t *testing.T, spec cpuSpec) *profile.Profile {
 	t.Helper()
 	const period = int64(10 * time.Millisecond)
 	b := newBuilder(&profile.ValueType{Type: "samples", Unit: "count"}, &profile.ValueType{Type: "cpu", Unit: "nanoseconds"})
@@ -124,7 +123,6 @@ func cpuProfile(t *testing.T, spec cpuSpec, meta Meta) *profile.Profile {
 			}
 		}
 	}
-	b.p.Comments = meta.Comments()
 	return roundTrip(t, b.p)
 }
 
@@ -132,7 +130,7 @@ func cpuProfile(t *testing.T, spec cpuSpec, meta Meta) *profile.Profile {
 // nodes all joined, with calls scrypt calls.
 func herd(t *testing.T, spec cpuSpec, nodes int, calls int64) *Report {
 	t.Helper()
-	r, err := FromProfile(cpuProfile(t, spec, Meta{Model: bench.ModelNodepass}), "x")
+	r, err := FromProfile(cpuProfile(t, spec), bench.ModelNodepass)
 	if err != nil {
 		t.Fatal(err)
 	}
