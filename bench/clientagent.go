@@ -66,10 +66,10 @@ func (p ClientPolicy) dur(d time.Duration) time.Duration {
 // addresses and CA, and a directory under which each agent keeps its
 // files.
 type clientAgents struct {
-	hosts []string // host:port of each server
-	ca    []byte   // the servers' CA, PEM
-	token string   // the join token, K10<CA hash>::node:<password>
-	dir   string   // each agent's data directory is dir/<i>
+	hosts []string       // host:port of each server
+	pool  *x509.CertPool // the servers' CA
+	token string         // the join token, K10<CA hash>::node:<password>
+	dir   string         // each agent's data directory is dir/<i>
 }
 
 // newClientAgents prepares the data directories of a run's Client agents
@@ -79,7 +79,8 @@ type clientAgents struct {
 // earlier join left: signed now by the CA whose key caKey is (PEM), as
 // the servers sign them (sc.CANotBefore).
 func newClientAgents(sc Scenario, urls []string, caPEM, caKey []byte, token string, nodes []Node) (*clientAgents, error) {
-	c := &clientAgents{ca: caPEM}
+	c := &clientAgents{pool: x509.NewCertPool()}
+	c.pool.AppendCertsFromPEM(caPEM)
 	for _, u := range urls {
 		pu, err := url.Parse(u)
 		if err != nil {
@@ -135,17 +136,11 @@ func (r *run) prepareClients(urls []string, caPEM, caKey []byte) (err error) {
 	return err
 }
 
-// configured is agent i's configured server: a healthy one (the hung
-// servers are the first sc.Hung), in turn.
-func (c *clientAgents) configured(sc Scenario, i int) int {
-	return sc.Hung + i%(sc.Servers-sc.Hung)
-}
-
 // clientAgent is node i's agent as an agent.Client: it gets its four
 // certificates, and counts what it sent in r's tally.
 func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientAgents) asked {
 	sc := r.sc
-	server := c.configured(sc, i)
+	server := sc.Hung + i%(sc.Servers-sc.Hung) // its configured server, a healthy one
 	known := c.hosts
 	if sc.Known > 0 {
 		known = c.hosts[:sc.Known]
@@ -169,7 +164,7 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 	if p.ViaLoadBalancer {
 		lb, err := loadbalancer.New(&loadbalancer.Options{Default: c.hosts[server], Servers: known,
 			StateFile: filepath.Join(dataDir, "agent", "etc", "k3s-agent-load-balancer.json"), Logger: opts.Logger,
-			Probe: loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: c.pool()},
+			Probe: loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: c.pool},
 				Interval: p.dur(time.Second), Timeout: p.dur(800 * time.Millisecond)}})
 		if err != nil {
 			r.tally.errs.Add(1)
@@ -192,11 +187,4 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 	r.failovers.Add(st.Failovers)
 	r.certsRequested.Add(st.Requested)
 	return asked{ok: err == nil, attempts: int(st.Attempts), last: time.Since(r.start), server: server}
-}
-
-// pool returns the servers' CA as a pool.
-func (c *clientAgents) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AppendCertsFromPEM(c.ca)
-	return p
 }

@@ -120,20 +120,23 @@ func lbNote(servers int, lb bench.LB) string {
 // hungNote says how many servers hang, how many the agents remember and
 // whether they keep valid certificates; "" for none of these.
 func hungNote(hung, known int, validCerts bool) string {
-	var parts []string
-	if hung > 0 {
-		parts = append(parts, fmt.Sprintf("%d hung", hung))
-	}
-	if known > 0 {
-		parts = append(parts, fmt.Sprintf("agents know %d", known))
-	}
-	if validCerts {
-		parts = append(parts, "valid certificates on disk")
-	}
-	if len(parts) == 0 {
+	s := joinIf(", ", hung > 0, fmt.Sprintf("%d hung", hung), known > 0, fmt.Sprintf("agents know %d", known),
+		validCerts, "valid certificates on disk")
+	if s == "" {
 		return ""
 	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return " (" + s + ")"
+}
+
+// joinIf joins with sep each text whose condition, before it, holds.
+func joinIf(sep string, condText ...any) string {
+	var parts []string
+	for i := 0; i+1 < len(condText); i += 2 {
+		if condText[i].(bool) {
+			parts = append(parts, condText[i+1].(string))
+		}
+	}
+	return strings.Join(parts, sep)
 }
 
 // progressBar shows one model's progress on stderr: redrawn in place on a
@@ -205,21 +208,11 @@ func prepareHerd(ctx context.Context, sc bench.Scenario, measure func(*bench.Her
 
 // adversityNote describes sc's adversaries in words, or "" if none.
 func adversityNote(sc bench.Scenario) string {
-	var parts []string
-	if sc.Attackers > 0 {
-		parts = append(parts, fmt.Sprintf("%d attackers (%s names)", sc.Attackers, sc.AttackNames))
-	}
-	if sc.TokenGuessers > 0 {
-		parts = append(parts, fmt.Sprintf("%d join-token guessers", sc.TokenGuessers))
-	}
-	if sc.Duplicates > 0 {
-		parts = append(parts, fmt.Sprintf("%d duplicate hostnames", sc.Duplicates))
-	}
-	if sc.StoreFaults > 0 || sc.StoreSpikes > 0 {
-		parts = append(parts, fmt.Sprintf("store calls fail with probability %g, and %g of the others take %v",
+	return joinIf("; ", sc.Attackers > 0, fmt.Sprintf("%d attackers (%s names)", sc.Attackers, sc.AttackNames),
+		sc.TokenGuessers > 0, fmt.Sprintf("%d join-token guessers", sc.TokenGuessers),
+		sc.Duplicates > 0, fmt.Sprintf("%d duplicate hostnames", sc.Duplicates),
+		sc.StoreFaults > 0 || sc.StoreSpikes > 0, fmt.Sprintf("store calls fail with probability %g, and %g of the others take %v",
 			sc.StoreFaults, sc.StoreSpikes, sc.StoreSpike))
-	}
-	return strings.Join(parts, "; ")
 }
 
 // rebootNote describes sc's reboot and digests in words.

@@ -106,7 +106,12 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	if h.LowerBoundBatch > 0 {
 		fmt.Fprintf(w, "lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs (%.2f × the x/crypto bound);",
 			scrypt.Lanes(), h.LowerBoundBatch.Seconds(), h.LowerBoundBatch.Seconds()/h.LowerBound.Seconds())
-		overBound(w, results, func(r *bench.Result) float64 { return r.RatioBatch })
+		for _, r := range results {
+			if r.RatioBatch > 0 {
+				fmt.Fprintf(w, " %s's completion over it: %.2f;", r.Model, r.RatioBatch)
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	if sc.BoundSample > 0 {
 		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications with the model's own scrypt (nodepass's in batches) right before its run", sc.BoundSample)
@@ -158,17 +163,6 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			fmt.Fprintf(w, "%s: stopped (%s) after %s: %s.\n", name[r], r.Stopped, secs(r.Completion), r.StopDetail)
 		}
 	}
-}
-
-// overBound ends a lower bound's line with each model's completion over
-// it (ratio), for the models that have one.
-func overBound(w io.Writer, results []*bench.Result, ratio func(*bench.Result) float64) {
-	for _, r := range results {
-		if q := ratio(r); q > 0 {
-			fmt.Fprintf(w, " %s's completion over it: %.2f;", r.Model, q)
-		}
-	}
-	fmt.Fprintln(w)
 }
 
 // splitSummary says where a split run's agents and servers ran and how
