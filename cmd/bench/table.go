@@ -346,32 +346,29 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 	name := rowNames(results)
 	cols := []column{modelCell(name), {"honest joined", joinedCell}, {"completion", completionCell}, {"ratio", ratioCell},
 		{"local ratio", localRatioCell}, {"honest scrypt", attack(func(a *bench.AttackResult) any { return a.HonestScrypt })}}
-	fmt.Fprintln(w)
-	var notes []string
-	if att {
-		cols = append(cols, column{"guesses", attack(func(a *bench.AttackResult) any { return a.Guesses })},
-			column{"accepted", attack(func(a *bench.AttackResult) any { return a.GuessesAccepted })},
-			column{"guess scrypt", attack(func(a *bench.AttackResult) any { return a.GuessScrypt })},
-			column{"pw known", attack(func(a *bench.AttackResult) any { return a.GuessScryptKnown })})
-		notes = append(notes, "guesses: the attackers' requests; accepted: those answered 200 (must be 0); pw known: guess computations that started after the\n"+
-			"server knew that node's own password (a server that checked for a known match then would not have run them).")
-	}
-	if tok {
-		cols = append(cols, column{"token guesses", attack(func(a *bench.AttackResult) any { return a.TokenGuesses })},
-			column{"accepted", attack(func(a *bench.AttackResult) any { return a.TokenGuessesAccepted })},
-			column{"token scrypt", attack(func(a *bench.AttackResult) any { return a.TokenScrypt })},
-			column{"token guess scrypt", attack(func(a *bench.AttackResult) any { return a.TokenGuessScrypt })})
-		notes = append(notes, "token guesses: attempts with a wrong join token (each ends at its first authenticated request); accepted: answered 200 (must be 0);\n"+
-			"token scrypt and token guess scrypt: computations over the agents' join token and over the guessed ones.")
-	}
-	if dup {
-		cols = append(cols, column{"dup requests", attack(func(a *bench.AttackResult) any { return a.DuplicateRequests })},
-			column{"dup accepted", attack(func(a *bench.AttackResult) any { return a.DuplicatesAccepted })},
-			column{"dup scrypt", attack(func(a *bench.AttackResult) any { return a.DuplicateScrypt })},
-			column{"max/dup", attack(func(a *bench.AttackResult) any { return a.DuplicateScryptMax })},
-			column{"after 403", attack(func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject })})
-		notes = append(notes, "dup: the duplicate-hostname machines; max/dup: the most computations over one duplicate's password; after 403: computations over\n"+
-			"a duplicate's password that finished after it had got its first 403 (the cost of its retries).")
+	type figure = func(*bench.AttackResult) any
+	for _, c := range []struct {
+		on   bool
+		head string
+		f    figure
+	}{
+		{att, "guesses", func(a *bench.AttackResult) any { return a.Guesses }},
+		{att, "accepted", func(a *bench.AttackResult) any { return a.GuessesAccepted }},
+		{att, "guess scrypt", func(a *bench.AttackResult) any { return a.GuessScrypt }},
+		{att, "pw known", func(a *bench.AttackResult) any { return a.GuessScryptKnown }},
+		{tok, "token guesses", func(a *bench.AttackResult) any { return a.TokenGuesses }},
+		{tok, "accepted", func(a *bench.AttackResult) any { return a.TokenGuessesAccepted }},
+		{tok, "token scrypt", func(a *bench.AttackResult) any { return a.TokenScrypt }},
+		{tok, "token guess scrypt", func(a *bench.AttackResult) any { return a.TokenGuessScrypt }},
+		{dup, "dup requests", func(a *bench.AttackResult) any { return a.DuplicateRequests }},
+		{dup, "dup accepted", func(a *bench.AttackResult) any { return a.DuplicatesAccepted }},
+		{dup, "dup scrypt", func(a *bench.AttackResult) any { return a.DuplicateScrypt }},
+		{dup, "max/dup", func(a *bench.AttackResult) any { return a.DuplicateScryptMax }},
+		{dup, "after 403", func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject }},
+	} {
+		if c.on {
+			cols = append(cols, column{c.head, attack(c.f)})
+		}
 	}
 	if faults {
 		cols = append(cols, column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) })},
@@ -385,12 +382,18 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 				}
 				return fmt.Sprintf("%d/%d", f.RecheckJoined, f.RecheckAsked)
 			})})
-		notes = append(notes, "store calls: every server's; 500s: requests answered with an injected fault; cached errors: those whose own store calls had all\n"+
-			"succeeded (must be 0); recheck: with faults off after the run, every honest node asked every server once more: answered 200 / asked.")
 	}
+	fmt.Fprintln(w)
 	writeColumns(w, results, append(cols, column{"peak heap", peakHeapCell}))
 	fmt.Fprintln(w, "\nhonest scrypt, guess scrypt and dup scrypt: the servers' scrypt computations by whose password they checked.")
-	fmt.Fprintln(w, strings.Join(notes, "\n"))
+	fmt.Fprint(w, joinIf("", att, "guesses: the attackers' requests; accepted: those answered 200 (must be 0); pw known: guess computations that started after the\n"+
+		"server knew that node's own password (a server that checked for a known match then would not have run them).\n",
+		tok, "token guesses: attempts with a wrong join token (each ends at its first authenticated request); accepted: answered 200 (must be 0);\n"+
+			"token scrypt and token guess scrypt: computations over the agents' join token and over the guessed ones.\n",
+		dup, "dup: the duplicate-hostname machines; max/dup: the most computations over one duplicate's password; after 403: computations over\n"+
+			"a duplicate's password that finished after it had got its first 403 (the cost of its retries).\n",
+		faults, "store calls: every server's; 500s: requests answered with an injected fault; cached errors: those whose own store calls had all\n"+
+			"succeeded (must be 0); recheck: with faults off after the run, every honest node asked every server once more: answered 200 / asked.\n"))
 	var wrong error
 	for _, r := range results {
 		a, f := r.Attack, r.Faults
