@@ -151,32 +151,9 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 			return nil, err
 		}
 	}
-	// The agents run; the servers may trip their heap guard meanwhile, or
-	// be killed for their resident size: the agents stop then.
-	var rep *bench.AgentReport
-	srvMsgs := servers.msgs
-	for rep == nil {
-		select {
-		case m, ok := <-agents.msgs:
-			if !ok || m.Error != "" {
-				return nil, fmt.Errorf("%s: %s", agents.name, cmp.Or(m.Error, fmt.Sprint("ended without a report: ", agents.cmd.Wait())))
-			}
-			if m.Progress != nil {
-				agents.last = *m.Progress
-				bar.update(m.Progress.Joined, m.Progress.Elapsed, false)
-			}
-			rep = m.Agents
-		case m, ok := <-srvMsgs:
-			if m.Error != "" {
-				return nil, fmt.Errorf("%s: %s", servers.name, m.Error)
-			}
-			if !ok || m.Tripped {
-				srvMsgs = nil
-				if err := agents.send(control{Stop: true}); err != nil {
-					return nil, err
-				}
-			}
-		}
+	rep, err := awaitReport(agents, servers, bar)
+	if err != nil {
+		return nil, err
 	}
 	if err := agents.wait(); err != nil {
 		return nil, fmt.Errorf("%s: %w", agents.name, err)
@@ -194,6 +171,38 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 	}
 	m.Result.Split.AgentCPUs, m.Result.Split.ServerCPUs = agReady.Ready.CPUs, srvReady.Ready.CPUs
 	return m.Result, nil
+}
+
+// awaitReport returns the agents' report, their progress on bar on the
+// way. The servers may trip their heap guard meanwhile, or be killed for
+// their resident size: the agents are told to stop then.
+func awaitReport(agents, servers *worker, bar *progressBar) (*bench.AgentReport, error) {
+	srvMsgs := servers.msgs
+	for {
+		select {
+		case m, ok := <-agents.msgs:
+			if !ok || m.Error != "" {
+				return nil, fmt.Errorf("%s: %s", agents.name, cmp.Or(m.Error, fmt.Sprint("ended without a report: ", agents.cmd.Wait())))
+			}
+			if m.Progress != nil {
+				agents.last = *m.Progress
+				bar.update(m.Progress.Joined, m.Progress.Elapsed, false)
+			}
+			if m.Agents != nil {
+				return m.Agents, nil
+			}
+		case m, ok := <-srvMsgs:
+			if m.Error != "" {
+				return nil, fmt.Errorf("%s: %s", servers.name, m.Error)
+			}
+			if !ok || m.Tripped {
+				srvMsgs = nil
+				if err := agents.send(control{Stop: true}); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 }
 
 // ready says this worker is set up, and where it runs.

@@ -101,6 +101,12 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		{"idle", func(r *bench.Result) string { return secs(r.IdlePending) }},
 		{"stopped", func(r *bench.Result) string { return cmp.Or(r.Stopped, "-") }},
 	})
+	writeNotes(w, h, sc, results, name, split)
+}
+
+// writeNotes says, under the table, what its figures mean, and each
+// model's figures that are sentences rather than cells.
+func writeNotes(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result, name map[*bench.Result]string, split bool) {
 	fmt.Fprintf(w, "\nlower bound: %.2fs = %d scrypt verifications (logN %d, golang.org/x/crypto/scrypt, as k3s runs them) on %d worker(s), warm, nothing else running; ratio = completion / lower bound.\n",
 		h.LowerBound.Seconds(), len(h.Nodes), h.LogN, h.Workers)
 	if h.LowerBoundBatch > 0 {
@@ -394,6 +400,13 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 			"a duplicate's password that finished after it had got its first 403 (the cost of its retries).\n",
 		faults, "store calls: every server's; 500s: requests answered with an injected fault; cached errors: those whose own store calls had all\n"+
 			"succeeded (must be 0); recheck: with faults off after the run, every honest node asked every server once more: answered 200 / asked.\n"))
+	return warnAdversity(w, name, results)
+}
+
+// warnAdversity says loudly what must never happen, per result: a wrong
+// password let in (then it returns errWrongAccept), an honest one turned
+// away, a store error answered from a cache.
+func warnAdversity(w io.Writer, name map[*bench.Result]string, results []*bench.Result) error {
 	var wrong error
 	for _, r := range results {
 		a, f := r.Attack, r.Faults
