@@ -105,9 +105,9 @@ apiserver:
 	cd tools/apiserver && GOWORK=off go build -o bin/etcd ./etcd && GOWORK=off go build -o bin/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 
 # The TestAPIServer* tests skip without NODEPASS_APISERVER_BIN; this target
-# builds the binaries and runs them (kube, the example server, cmd/bench).
+# builds the binaries and runs them (kube, the example server).
 test-apiserver: apiserver
-	NODEPASS_APISERVER_BIN=$(APISERVER_BIN) go test -race -count=1 -timeout=20m -run='^TestAPIServer' -v ./kube/... ./examples/server/ ./cmd/bench/
+	NODEPASS_APISERVER_BIN=$(APISERVER_BIN) go test -race -count=1 -timeout=20m -run='^TestAPIServer' -v ./kube/... ./examples/server/
 
 profile:
 	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json

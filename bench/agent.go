@@ -6,17 +6,14 @@ import (
 	"time"
 )
 
-// A k3s agent gets its configuration from its server in attempts
-// (pkg/agent/config get() and pkg/clientaccess in k3s): each attempt runs
-// the whole sequence of requests below again, every request over a new
-// TLS connection (its HTTP client disables keep-alives) within a 10 s
-// client timeout, and ends at the first request that fails; the agent
-// then waits 5-10 s and starts over (Scenario.Agent). Every request but
-// /cacerts carries the join token as basic auth ("node:<password>"),
-// which the server checks first (steps marked authed); two of them also
-// carry the node's password (guarded): both ask for a kubelet
-// certificate. The four certificate requests are POSTs of a certificate
-// signing request.
+// A k3s agent gets its configuration from its server in attempts (k3s
+// pkg/agent/config get() and pkg/clientaccess): each attempt runs the
+// whole sequence of requests below again, each over a new TLS connection
+// within a 10 s client timeout, and ends at the first that fails; the
+// agent then waits 5-10 s (Scenario.Agent). Every request but /cacerts
+// carries the join token as basic auth ("node:<password>"), which the
+// server checks first; the two kubelet certificate requests also carry
+// the node's password. The four certificate requests are POSTs of a CSR.
 
 // step is one request of an attempt.
 type step uint8
@@ -25,42 +22,28 @@ const (
 	// stepCACertsProbe is GET /cacerts trusting only the host's roots,
 	// which do not hold the cluster's CA: expected to fail at the TLS
 	// handshake. When it succeeds, the next two steps are skipped.
-	stepCACertsProbe step = iota
-	// stepCACertsInsecure is GET /cacerts without checking the server's
-	// certificate: how the agent fetches the CA.
-	stepCACertsInsecure
-	// stepCACerts is GET /cacerts again, trusting the CA fetched.
-	stepCACerts
-	// stepConfig is GET /v1-k3s/config.
-	stepConfig
-	// stepClientCA and stepServerCA are GET /v1-k3s/client-ca.crt and
-	// /v1-k3s/server-ca.crt.
-	stepClientCA
-	stepServerCA
-	// stepServingCert is POST /v1-k3s/serving-kubelet.crt with a CSR and
-	// the node's name, password and IP headers.
-	stepServingCert
-	// stepClientCert is POST /v1-k3s/client-kubelet.crt, the same for the
-	// kubelet's client certificate.
-	stepClientCert
-	// stepProxyCert and stepControllerCert are POST
-	// /v1-k3s/client-kube-proxy.crt and client-k3s-controller.crt with a
-	// CSR, no node headers.
-	stepProxyCert
-	stepControllerCert
+	stepCACertsProbe    step = iota
+	stepCACertsInsecure      // GET /cacerts without checking the server: how the agent fetches the CA
+	stepCACerts              // GET /cacerts again, trusting the CA fetched
+	stepConfig               // GET /v1-k3s/config
+	stepClientCA             // GET /v1-k3s/client-ca.crt
+	stepServerCA             // GET /v1-k3s/server-ca.crt
+	stepServingCert          // POST /v1-k3s/serving-kubelet.crt with the node's name, password and IP
+	stepClientCert           // POST /v1-k3s/client-kubelet.crt, the same
+	stepProxyCert            // POST /v1-k3s/client-kube-proxy.crt
+	stepControllerCert       // POST /v1-k3s/client-k3s-controller.crt
 )
 
-// The routes of a k3s supervisor that an attempt asks for.
+// stepPaths are the routes of a k3s supervisor an attempt asks for, by
+// step.
+var stepPaths = [...]string{stepCACertsProbe: "/cacerts", stepCACertsInsecure: "/cacerts", stepCACerts: "/cacerts",
+	stepConfig: "/v1-k3s/config", stepClientCA: "/v1-k3s/client-ca.crt", stepServerCA: "/v1-k3s/server-ca.crt",
+	stepServingCert: "/v1-k3s/serving-kubelet.crt", stepClientCert: "/v1-k3s/client-kubelet.crt",
+	stepProxyCert: "/v1-k3s/client-kube-proxy.crt", stepControllerCert: "/v1-k3s/client-k3s-controller.crt"}
+
+// The routes nodepass's agent.Client and its load balancer's probe ask
+// for besides.
 const (
-	pathCACerts        = "/cacerts"
-	pathConfig         = "/v1-k3s/config"
-	pathClientCA       = "/v1-k3s/client-ca.crt"
-	pathServerCA       = "/v1-k3s/server-ca.crt"
-	pathServingCert    = "/v1-k3s/serving-kubelet.crt"
-	pathClientCert     = "/v1-k3s/client-kubelet.crt"
-	pathProxyCert      = "/v1-k3s/client-kube-proxy.crt"
-	pathControllerCert = "/v1-k3s/client-k3s-controller.crt"
-	// Asked by nodepass's agent.Client, and its load balancer's probe.
 	pathAPIServers = "/v1-k3s/apiservers"
 	pathPing       = "/ping"
 )
@@ -92,33 +75,15 @@ func (s step) method() string {
 	return http.MethodGet
 }
 
-func (s step) path() string {
-	switch s {
-	case stepConfig:
-		return pathConfig
-	case stepClientCA:
-		return pathClientCA
-	case stepServerCA:
-		return pathServerCA
-	case stepServingCert:
-		return pathServingCert
-	case stepClientCert:
-		return pathClientCert
-	case stepProxyCert:
-		return pathProxyCert
-	case stepControllerCert:
-		return pathControllerCert
-	}
-	return pathCACerts
-}
+func (s step) path() string { return stepPaths[s] }
 
 // attempt runs one attempt of node n's agent (its own client) on server,
 // with the join token's password token: t's steps in order, each within
-// timeout, until one fails. It returns
-// the outcome of the request that ended the attempt (status 200 when every
-// request succeeded) with took and guardedAt set, and how many requests
-// it sent and TLS handshakes they started. A probe of /cacerts that
-// fails does not end the attempt, unless ctx has ended.
+// timeout, until one fails. It returns the outcome of the request that
+// ended the attempt (status 200 when every request succeeded) with took
+// and guardedAt set, and how many requests it sent and TLS handshakes
+// they started. A probe of /cacerts that fails does not end the attempt,
+// unless ctx has ended.
 func attempt(ctx context.Context, t target, timeout time.Duration, client, server int, n Node, token string) (o outcome, requests, handshakes int) {
 	var guardedAt time.Time
 	steps := t.steps()

@@ -3,47 +3,35 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// AttackNames is how attacker agents pick the node names they guess
-// passwords for. Every name is a real one, of a node of the herd.
+// AttackNames is how attackers pick the real node names they guess
+// passwords for.
 type AttackNames string
 
 // Ways attackers pick names.
 const (
-	// AttackRandom draws a new name, uniformly from the herd, for every
-	// guess: the guesses spread over every name, including those whose
-	// node has not joined yet, whose guesses cost the server a scrypt
-	// computation each.
+	// AttackRandom draws a new name from the herd for every guess.
 	AttackRandom AttackNames = "random"
-	// AttackSticky draws one name per attacker at its start and guesses
-	// only for it (several attackers may draw the same name). It is the
-	// default, the harder case for a server that queues a name's
-	// passwords in turn: an attacker that keeps one name's queue full can
-	// keep that node out, where random guesses spread over every name
-	// cost CPU but hold no queue for long (RELIABILITY.md has both).
+	// AttackSticky draws one name per attacker and guesses only for it:
+	// the harder case for a server that queues a name's passwords in
+	// turn (RELIABILITY.md has both).
 	AttackSticky AttackNames = "sticky"
 )
 
 // ParseAttackNames returns the way of picking names called name.
 func ParseAttackNames(name string) (AttackNames, error) {
-	switch a := AttackNames(strings.ToLower(name)); a {
-	case AttackRandom, AttackSticky:
-		return a, nil
-	}
-	return "", fmt.Errorf("bench: unknown attack names %q: want %q or %q", name, AttackRandom, AttackSticky)
+	return parseName("attack names", name, AttackRandom, AttackSticky)
 }
 
-// DefaultStoreSpike is Scenario.StoreSpike when left zero: a slow read
-// from an API server under load.
-const DefaultStoreSpike = 200 * time.Millisecond
+// Set sets a to the way of picking names called s (flag.Value).
+func (a *AttackNames) Set(s string) (err error) { *a, err = ParseAttackNames(s); return err }
+
+func (a AttackNames) String() string { return string(a) }
 
 // The random streams of the agents other than the honest nodes (stream i
 // is honest node i's): far apart so that no herd size makes them meet.
@@ -55,87 +43,71 @@ const (
 )
 
 // AttackResult has the figures of a run with attackers, duplicates or
-// store faults: what the adversaries sent and got, and where the servers'
-// scrypt computations went.
-//
-// Every scrypt computation is attributed to the password it checks: the
-// node's own (honest), a duplicate's, or anything else (a guess). Each
-// request reaches its server under pprof labels that say whose password
-// it carries (PasswordLabel, NodeLabel, DuplicateLabel). A k3s model
-// reports each computation as it starts, with the request's context; a
-// nodepass server's Observer is called as each computation ends with the
-// computation's context, which carries the labels of the request that
-// started it (a computation shared by identical requests is the first
-// one's). Computations whose context carries no such labels are counted
-// in UnattributedScrypt (a test keeps it at 0).
+// store faults: what the adversaries sent and were answered, and whose
+// passwords the servers' scrypt computations checked (ScryptCounts).
 type AttackResult struct {
 	// Attackers is Scenario.Attackers and AttackNames how they picked
-	// names.
-	Attackers   int         `json:"attackers"`
-	AttackNames AttackNames `json:"attack_names,omitempty"`
-	// Guesses counts the requests the attackers sent; GuessesAccepted
-	// those answered 200 (must be 0), GuessesRejected those answered 403,
-	// GuessesShed those answered 429 or 503 and GuessTimeouts those the
-	// attacker gave up on at its client timeout.
-	Guesses         uint64 `json:"guesses"`
-	GuessesAccepted uint64 `json:"guesses_accepted"`
-	GuessesRejected uint64 `json:"guesses_rejected"`
-	GuessesShed     uint64 `json:"guesses_shed"`
-	GuessTimeouts   uint64 `json:"guess_timeouts"`
-
-	// TokenGuessers is Scenario.TokenGuessers. TokenGuesses counts their
-	// attempts (each ends at its first request with the token),
-	// TokenGuessesAccepted those answered 200 (must be 0),
-	// TokenGuessesRejected those answered 401 and TokenGuessesShed those
-	// answered 429 or 503.
+	// names. Guesses counts their requests, answered 200 (accepted, must
+	// be 0), 403 (rejected), 429 or 503 (shed), or given up at the client
+	// timeout.
+	Attackers       int         `json:"attackers"`
+	AttackNames     AttackNames `json:"attack_names,omitempty"`
+	Guesses         uint64      `json:"guesses"`
+	GuessesAccepted uint64      `json:"guesses_accepted"`
+	GuessesRejected uint64      `json:"guesses_rejected"`
+	GuessesShed     uint64      `json:"guesses_shed"`
+	GuessTimeouts   uint64      `json:"guess_timeouts"`
+	// TokenGuessers is Scenario.TokenGuessers; TokenGuesses counts their
+	// attempts, each ended by its first request with the token: answered
+	// 200 (must be 0), 401, or 429 and 503.
 	TokenGuessers        int    `json:"token_guessers,omitempty"`
 	TokenGuesses         uint64 `json:"token_guesses,omitempty"`
 	TokenGuessesAccepted uint64 `json:"token_guesses_accepted,omitempty"`
 	TokenGuessesRejected uint64 `json:"token_guesses_rejected,omitempty"`
 	TokenGuessesShed     uint64 `json:"token_guesses_shed,omitempty"`
-
-	// Duplicates is Scenario.Duplicates. DuplicateRequests counts their
-	// requests, DuplicatesAccepted the duplicates that got a 200 (must be
-	// 0) and DuplicatesRejected their 403 answers.
+	// Duplicates is Scenario.Duplicates; DuplicateRequests counts their
+	// attempts, DuplicatesAccepted the duplicates let in (must be 0),
+	// DuplicatesRejected their 403 answers.
 	Duplicates         int    `json:"duplicates"`
 	DuplicateRequests  uint64 `json:"duplicate_requests"`
 	DuplicatesAccepted uint64 `json:"duplicates_accepted"`
 	DuplicatesRejected uint64 `json:"duplicates_rejected"`
-
-	// HonestScrypt, GuessScrypt and DuplicateScrypt count the scrypt
-	// computations over honest nodes', attackers' and duplicates'
-	// passwords. DuplicateScryptMax is the most over one duplicate's
-	// password, and DuplicateScryptAfterReject counts those that finished
-	// after their duplicate had got its first 403: the cost of its
-	// retries. GuessScryptKnown counts the guesses' computations that
-	// started after the server knew the node's own password (a computation
-	// over it had ended with a match, or the server had let the node in):
-	// a server that checked for a known match when the computation got
-	// its slot would have answered them without scrypt.
-	// TokenScrypt and TokenGuessScrypt count those over the join token
-	// and over wrong tokens.
-	TokenScrypt                uint64 `json:"token_scrypt"`
-	TokenGuessScrypt           uint64 `json:"token_guess_scrypt"`
-	HonestScrypt               uint64 `json:"honest_scrypt"`
-	GuessScrypt                uint64 `json:"guess_scrypt"`
-	GuessScryptKnown           uint64 `json:"guess_scrypt_known"`
-	DuplicateScrypt            uint64 `json:"duplicate_scrypt"`
-	DuplicateScryptMax         uint64 `json:"duplicate_scrypt_max"`
-	DuplicateScryptAfterReject uint64 `json:"duplicate_scrypt_after_reject"`
-	// UnattributedScrypt counts computations observed that could not be
-	// attributed; UnfinishedScrypt those started (Result.ScryptRuns) but
-	// not yet observed when the figures were taken (a nodepass
-	// computation is observed as it ends, and its client may have left
-	// long before).
-	UnattributedScrypt uint64 `json:"unattributed_scrypt"`
-	UnfinishedScrypt   uint64 `json:"unfinished_scrypt"`
-
-	// WrongAccepts counts, at the servers, answers that let a password in
-	// that is not the node's own (must be 0; the agents' own counts are
-	// GuessesAccepted and DuplicatesAccepted). HonestRejected counts
-	// honest passwords answered as mismatches (must be 0).
+	ScryptCounts
+	// UnfinishedScrypt counts the computations started (Result.ScryptRuns)
+	// but not yet attributed when the figures were taken: a nodepass
+	// computation is attributed as it ends.
+	UnfinishedScrypt uint64 `json:"unfinished_scrypt"`
+	// WrongAccepts counts, at the servers, answers that let in a password
+	// not the node's own, and HonestRejected the honest ones answered as
+	// mismatches. Both must be 0.
 	WrongAccepts   uint64 `json:"wrong_accepts"`
 	HonestRejected uint64 `json:"honest_rejected"`
+}
+
+// ScryptCounts are the servers' scrypt computations by whose password
+// they checked, as the run's tracker attributed them (attribution.go).
+type ScryptCounts struct {
+	// TokenScrypt and TokenGuessScrypt count the computations over the
+	// join token and over wrong ones; HonestScrypt, GuessScrypt and
+	// DuplicateScrypt those over the nodes', the attackers' and the
+	// duplicates' passwords.
+	TokenScrypt      uint64 `json:"token_scrypt"`
+	TokenGuessScrypt uint64 `json:"token_guess_scrypt"`
+	HonestScrypt     uint64 `json:"honest_scrypt"`
+	GuessScrypt      uint64 `json:"guess_scrypt"`
+	// GuessScryptKnown counts the guesses' computations that started
+	// after their server knew the node's own password: a server that
+	// looked for a known match then would not have run them.
+	GuessScryptKnown uint64 `json:"guess_scrypt_known"`
+	DuplicateScrypt  uint64 `json:"duplicate_scrypt"`
+	// DuplicateScryptMax is the most over one duplicate's password, and
+	// DuplicateScryptAfterReject counts those that finished after their
+	// duplicate got its first 403: the cost of its retries.
+	DuplicateScryptMax         uint64 `json:"duplicate_scrypt_max"`
+	DuplicateScryptAfterReject uint64 `json:"duplicate_scrypt_after_reject"`
+	// UnattributedScrypt counts computations whose context carried no
+	// labels of the run's agents (a test keeps it at 0).
+	UnattributedScrypt uint64 `json:"unattributed_scrypt"`
 }
 
 // Accepted is how many wrong passwords or tokens were let in, by the
@@ -148,9 +120,9 @@ func (a *AttackResult) Accepted() uint64 {
 	return max(a.GuessesAccepted+a.DuplicatesAccepted+a.TokenGuessesAccepted, a.WrongAccepts)
 }
 
-// adversaries are a run's attackers and duplicates and their counts. A
-// run without adversity has one with no agents; its tracker still times
-// each node's result.
+// adversaries are a run's attackers, token guessers and duplicates, and
+// what they sent and were answered. A run without adversity has one with
+// no agents; its tracker still times each node's result.
 type adversaries struct {
 	sc      Scenario
 	nodes   []Node
@@ -158,29 +130,31 @@ type adversaries struct {
 	dups    []Node // duplicate d: the name of node twins[d], another password
 	twins   []int
 
-	dupTally    tally
-	dupAccepted atomic.Uint64
-
-	guesses, guessAccepted, guessRejected, guessShed, guessTimeouts atomic.Uint64
-	tokenGuesses, tokenAccepted, tokenRejected, tokenShed           atomic.Uint64
+	dupTally tally
+	mu       sync.Mutex
+	counts   AttackResult // the agents' side: guesses, duplicates, token guesses
 }
 
 func newAdversaries(sc Scenario, nodes []Node, token string) *adversaries {
 	a := &adversaries{sc: sc, nodes: nodes}
-	if !sc.adversity() {
-		// The tracker still times each node's result, for Result.Returns.
-		a.tracker = newTracker(nodes, nil, sc.Servers, token)
-		return a
-	}
-	rng := rand.New(rand.NewPCG(sc.Seed, passwordStream))
-	for d := range sc.Duplicates {
-		// Spread over the herd: duplicate d is the twin of node d·N/D.
-		twin := d * len(nodes) / sc.Duplicates
-		a.twins = append(a.twins, twin)
-		a.dups = append(a.dups, Node{Name: nodes[twin].Name, Password: guessPassword(rng)})
+	if sc.adversity() {
+		rng := rand.New(rand.NewPCG(sc.Seed, passwordStream))
+		for d := range sc.Duplicates {
+			// Spread over the herd: duplicate d is the twin of node d·N/D.
+			twin := d * len(nodes) / sc.Duplicates
+			a.twins = append(a.twins, twin)
+			a.dups = append(a.dups, Node{Name: nodes[twin].Name, Password: guessPassword(rng)})
+		}
 	}
 	a.tracker = newTracker(nodes, a.dups, sc.Servers, token)
 	return a
+}
+
+// count adds to the agents' counts under a's lock.
+func (a *adversaries) count(f func(*AttackResult)) {
+	a.mu.Lock()
+	f(&a.counts)
+	a.mu.Unlock()
 }
 
 // guessPassword returns a password as a k3s agent makes them: 16 random
@@ -227,9 +201,8 @@ func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
 	started.Wait()
 }
 
-// duplicate is the second machine of a duplicate hostname: a k3s agent
-// like its twin (same retry policy, same first server) whose password is
-// not the stored one. It asks until ctx ends; a 200 is a wrong accept.
+// duplicate is the second machine of a duplicate hostname, a k3s agent
+// like its twin with another password. It asks until ctx ends.
 func (r *run) duplicate(ctx context.Context, d int) {
 	a := r.adv
 	twin := a.twins[d]
@@ -239,16 +212,13 @@ func (r *run) duplicate(ctx context.Context, d int) {
 		onReject: func() { a.tracker.rejected(d) },
 	})
 	if got.ok {
-		a.dupAccepted.Add(1)
+		a.count(func(c *AttackResult) { c.DuplicatesAccepted++ })
 	}
 }
 
-// attacker sends wrong passwords for real node names, each request as
-// soon as the previous one is answered, ignoring Retry-After, until ctx
-// ends. It goes round the servers, one request each: a request for a
-// serving certificate, with a CSR for the name it guesses for, and none
-// of the rest of an agent's attempt. It holds the join token (an insider,
-// or a token leaked): what it guesses is node passwords.
+// attacker holds the join token and sends wrong passwords for real node
+// names, each request (a serving certificate's) as soon as the previous
+// one is answered, round the servers, until ctx ends.
 func (r *run) attacker(ctx context.Context, j int) {
 	a := r.adv
 	rng := rand.New(rand.NewPCG(r.sc.Seed, attackerStream+uint64(j)))
@@ -262,25 +232,25 @@ func (r *run) attacker(ctx context.Context, j int) {
 		actx, cancel := context.WithTimeout(ctx, r.sc.scale(r.sc.ClientTimeout))
 		o := r.target.do(actx, client, (j+k)%r.sc.Servers, guess, stepServingCert, r.token)
 		cancel()
-		a.guesses.Add(1)
-		switch {
-		case o.status == http.StatusOK:
-			a.guessAccepted.Add(1)
-		case o.status == http.StatusForbidden:
-			a.guessRejected.Add(1)
-		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
-			a.guessShed.Add(1)
-		case o.timeout && ctx.Err() == nil:
-			a.guessTimeouts.Add(1)
-		}
+		a.count(func(c *AttackResult) {
+			c.Guesses++
+			switch {
+			case o.status == http.StatusOK:
+				c.GuessesAccepted++
+			case o.status == http.StatusForbidden:
+				c.GuessesRejected++
+			case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
+				c.GuessesShed++
+			case o.timeout && ctx.Err() == nil:
+				c.GuessTimeouts++
+			}
+		})
 	}
 }
 
-// tokenGuesser is a k3s agent with a wrong join token, as many as the
-// herd has nodes at the herd's pace: each attempt (the /cacerts requests,
-// then the configuration, refused) carries a new random token for the
-// user "node", and the next waits as the agent policy says, until ctx
-// ends. A k3s agent configured with a stale token does just this.
+// tokenGuesser is a k3s agent with a wrong join token, a new random one
+// per attempt, at the herd's pace, until ctx ends: what an agent with a
+// stale token does.
 func (r *run) tokenGuesser(ctx context.Context, j int) {
 	a := r.adv
 	rng := rand.New(rand.NewPCG(r.sc.Seed, tokenGuesserStream+uint64(j)))
@@ -290,15 +260,17 @@ func (r *run) tokenGuesser(ctx context.Context, j int) {
 		if ctx.Err() != nil {
 			return
 		}
-		a.tokenGuesses.Add(1)
-		switch o.status {
-		case http.StatusOK:
-			a.tokenAccepted.Add(1)
-		case http.StatusUnauthorized:
-			a.tokenRejected.Add(1)
-		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-			a.tokenShed.Add(1)
-		}
+		a.count(func(c *AttackResult) {
+			c.TokenGuesses++
+			switch o.status {
+			case http.StatusOK:
+				c.TokenGuessesAccepted++
+			case http.StatusUnauthorized:
+				c.TokenGuessesRejected++
+			case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+				c.TokenGuessesShed++
+			}
+		})
 		wait := time.NewTimer(r.policy.Delay(k, o.retryAfter, rng))
 		select {
 		case <-ctx.Done():
@@ -313,94 +285,37 @@ func (r *run) tokenGuesser(ctx context.Context, j int) {
 // counts, and the servers' computations as the run's tracker attributed
 // them (a run in one process).
 func (a *adversaries) figures(res *Result) {
-	if a.tracker == nil || !a.sc.adversity() {
-		return
+	if a.sc.adversity() {
+		res.Attack = a.result()
+		a.tracker.attackFigures(res)
 	}
-	res.Attack = a.counts()
-	a.tracker.attackFigures(res)
 }
 
-// counts returns what the adversaries sent and were answered, without the
+// result returns what the adversaries sent and were answered, without the
 // servers' side.
-func (a *adversaries) counts() *AttackResult {
-	at := &AttackResult{
-		Attackers:          a.sc.Attackers,
-		Guesses:            a.guesses.Load(),
-		GuessesAccepted:    a.guessAccepted.Load(),
-		GuessesRejected:    a.guessRejected.Load(),
-		GuessesShed:        a.guessShed.Load(),
-		GuessTimeouts:      a.guessTimeouts.Load(),
-		Duplicates:         a.sc.Duplicates,
-		DuplicateRequests:  a.dupTally.attempts.Load(),
-		DuplicatesAccepted: a.dupAccepted.Load(),
-		DuplicatesRejected: a.dupTally.rejected.Load(),
-
-		TokenGuessers:        a.sc.TokenGuessers,
-		TokenGuesses:         a.tokenGuesses.Load(),
-		TokenGuessesAccepted: a.tokenAccepted.Load(),
-		TokenGuessesRejected: a.tokenRejected.Load(),
-		TokenGuessesShed:     a.tokenShed.Load(),
-	}
+func (a *adversaries) result() *AttackResult {
+	a.mu.Lock()
+	at := a.counts
+	a.mu.Unlock()
+	at.Attackers, at.Duplicates, at.TokenGuessers = a.sc.Attackers, a.sc.Duplicates, a.sc.TokenGuessers
+	at.DuplicateRequests, at.DuplicatesRejected = a.dupTally.attempts.Load(), a.dupTally.rejected.Load()
 	if a.sc.Attackers > 0 {
 		at.AttackNames = a.sc.AttackNames
 	}
-	return at
+	return &at
 }
 
 // attackFigures fills res.Attack's computation counts and wrong answers,
 // as t attributed them, once res.ScryptRuns holds the servers' count.
 func (t *tracker) attackFigures(res *Result) {
 	at := res.Attack
-	t.scryptFigures(at)
-	seen := at.HonestScrypt + at.GuessScrypt + at.DuplicateScrypt + at.TokenScrypt + at.TokenGuessScrypt + at.UnattributedScrypt
-	if res.ScryptRuns > seen {
+	if t.frozen == nil {
+		t.freeze()
+	}
+	at.ScryptCounts = *t.frozen
+	at.WrongAccepts, at.HonestRejected = t.wrongAccepts.Load(), t.honestRejected.Load()
+	c := at.ScryptCounts
+	if seen := c.HonestScrypt + c.GuessScrypt + c.DuplicateScrypt + c.TokenScrypt + c.TokenGuessScrypt + c.UnattributedScrypt; res.ScryptRuns > seen {
 		at.UnfinishedScrypt = res.ScryptRuns - seen
 	}
-}
-
-// adversity reports whether the scenario has attackers, token guessers,
-// duplicates or store faults.
-func (s Scenario) adversity() bool {
-	return s.Attackers > 0 || s.TokenGuessers > 0 || s.Duplicates > 0 || s.faults()
-}
-
-// faults reports whether the scenario injects store faults.
-func (s Scenario) faults() bool { return s.StoreFaults > 0 || s.StoreSpikes > 0 }
-
-func (s Scenario) adversityDefaults() Scenario {
-	if s.AttackNames == "" {
-		s.AttackNames = AttackSticky
-	}
-	if s.StoreSpikes > 0 && s.StoreSpike == 0 {
-		s.StoreSpike = DefaultStoreSpike
-	}
-	return s
-}
-
-// validateAdversity checks the adversity fields after withDefaults.
-func (s Scenario) validateAdversity() []error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if s.Attackers < 0 || s.Attackers > 100000 {
-		bad("attackers %d: want 0 to 100000", s.Attackers)
-	}
-	if s.TokenGuessers < 0 || s.TokenGuessers > 100000 {
-		bad("token guessers %d: want 0 to 100000", s.TokenGuessers)
-	}
-	if _, err := ParseAttackNames(string(s.AttackNames)); err != nil {
-		errs = append(errs, err)
-	}
-	if s.Duplicates < 0 || s.Duplicates > s.Nodes {
-		bad("duplicates %d: want 0 to the %d nodes", s.Duplicates, s.Nodes)
-	}
-	if !(s.StoreFaults >= 0 && s.StoreFaults < 1) { // also rejects NaN
-		bad("store fault probability %v: want 0 or more, below 1", s.StoreFaults)
-	}
-	if !(s.StoreSpikes >= 0 && s.StoreSpikes <= 1) {
-		bad("store spike probability %v: want 0 to 1", s.StoreSpikes)
-	}
-	if s.StoreSpike < 0 || float64(s.StoreSpike) > math.MaxInt64/1000 {
-		bad("store spike %v: want 0 or more", s.StoreSpike)
-	}
-	return errs
 }

@@ -212,16 +212,15 @@ func TestAttribution(t *testing.T) {
 			if c.model != ModelNodepass {
 				ask(node, nil)
 			}
-			var a AttackResult
-			tr.scryptFigures(&a)
+			a := trackerFigures(tr)
 			if a.HonestScrypt != c.honest || a.GuessScrypt != c.guesses || a.DuplicateScrypt != c.dups ||
 				a.DuplicateScryptAfterReject != c.late || a.UnattributedScrypt != 0 {
 				t.Errorf("honest %d guesses %d duplicates %d (%d after its 403) unattributed %d; want %d %d %d (%d)",
 					a.HonestScrypt, a.GuessScrypt, a.DuplicateScrypt, a.DuplicateScryptAfterReject, a.UnattributedScrypt,
 					c.honest, c.guesses, c.dups, c.late)
 			}
-			if a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt != m.scryptRuns() {
-				t.Errorf("attributed %d computations, the model counted %d", a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt, m.scryptRuns())
+			if a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt != m.counts().scrypt {
+				t.Errorf("attributed %d computations, the model counted %d", a.HonestScrypt+a.GuessScrypt+a.DuplicateScrypt, m.counts().scrypt)
 			}
 			// The k3s model computes the second guess after node 1 joined.
 			if want := c.guesses - 1; a.GuessScryptKnown != want {
@@ -248,8 +247,7 @@ func TestWrongAcceptCounted(t *testing.T) {
 	if err := m.Ensure(t.Context(), h.Nodes[0].Name, "guess"); err != nil {
 		t.Fatal(err)
 	}
-	var a AttackResult
-	tr.scryptFigures(&a)
+	a := trackerFigures(tr)
 	if a.WrongAccepts != 1 || a.Accepted() != 1 {
 		t.Errorf("wrong accepts %d, Accepted() %d; want 1", a.WrongAccepts, a.Accepted())
 	}
@@ -317,8 +315,7 @@ func TestAttributionByLabels(t *testing.T) {
 	for _, n := range []Node{h.Nodes[0], h.Nodes[1], dup, {Name: h.Nodes[3].Name, Password: "guess"}, {Name: "nobody", Password: "guess"}} {
 		observe(tr.classify(n.Name, n.Password).labels())
 	}
-	var a AttackResult
-	tr.scryptFigures(&a)
+	a := trackerFigures(tr)
 	if a.HonestScrypt != 2 || a.DuplicateScrypt != 1 || a.GuessScrypt != 2 || a.UnattributedScrypt != 4 {
 		t.Errorf("honest %d, duplicates %d, guesses %d, unattributed %d; want 2, 1, 2, 4",
 			a.HonestScrypt, a.DuplicateScrypt, a.GuessScrypt, a.UnattributedScrypt)
@@ -344,7 +341,15 @@ func TestScryptLabelled(t *testing.T) {
 	if !strings.Contains(dump.String(), want) {
 		t.Errorf("no goroutine with %s:\n%s", want, dump.String())
 	}
-	if m.scryptRuns() != 1 {
-		t.Errorf("%d scrypt runs counted, want 1", m.scryptRuns())
+	if m.counts().scrypt != 1 {
+		t.Errorf("%d scrypt runs counted, want 1", m.counts().scrypt)
 	}
+}
+
+// trackerFigures returns the computation counts and wrong answers tr
+// attributed.
+func trackerFigures(tr *tracker) *AttackResult {
+	res := &Result{Attack: &AttackResult{}}
+	tr.attackFigures(res)
+	return res.Attack
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,37 +24,31 @@ const (
 	kindTokenGuess             // a wrong join token
 )
 
-// The pprof labels under which a run with attackers, duplicates or store
-// faults sends each request to its server, saying whose password it
-// carries. The server's work for the request runs under them, and so does
-// every scrypt computation the request starts: verify runs it under the
-// labels of the request that started it, and gives its Observer that
-// context. A CPU profile of such a run therefore splits the scrypt work by
-// whose password it checked (go tool pprof
-// -tagfocus=nodepass.bench.password=guess).
-const (
-	// PasswordLabel is "honest" (the node's own password), "guess" (an
-	// attacker's), "duplicate" (the password of a second machine with
-	// the node's name), "token" (the join token) or "token-guess" (a
-	// wrong one).
-	PasswordLabel = "nodepass.bench.password"
-	// NodeLabel is the index in the herd of the node whose name the
-	// request carries.
-	NodeLabel = "nodepass.bench.node"
-	// DuplicateLabel is the duplicate's index, for PasswordLabel
-	// "duplicate".
-	DuplicateLabel = "nodepass.bench.duplicate"
-)
-
 var kindNames = [...]string{kindGuess: "guess", kindHonest: "honest", kindDuplicate: "duplicate",
 	kindToken: "token", kindTokenGuess: "token-guess"}
 
 func (k kind) String() string { return kindNames[k] }
 
+// The pprof labels every request of a run reaches its server under,
+// saying whose password it carries. The server's work runs under them,
+// and so does every scrypt computation the request starts: verify runs it
+// under the labels of the request that started it and gives its Observer
+// that context. A CPU profile splits the scrypt work by them too (go tool
+// pprof -tagfocus=nodepass.bench.password=guess).
+const (
+	// PasswordLabel is a kind's name: "honest", "guess", "duplicate",
+	// "token" or "token-guess".
+	PasswordLabel = "nodepass.bench.password"
+	// NodeLabel is the index in the herd of the node whose name the
+	// request carries, DuplicateLabel the duplicate's.
+	NodeLabel      = "nodepass.bench.node"
+	DuplicateLabel = "nodepass.bench.duplicate"
+)
+
 // who is the agent a password belongs to.
 type who struct {
 	kind kind
-	node int // the index of the node whose name it carries
+	node int // the index of the node whose name it carries, or -1
 	dup  int // the duplicate's index, for kindDuplicate
 }
 
@@ -74,19 +69,19 @@ var scryptLabelSet = pprof.Labels(verify.ProfileLabel, verify.ProfileScrypt)
 
 // labelScrypt runs fn, one scrypt computation made by bench itself (a k3s
 // model's, the lower bound's), under the label verify gives its own,
-// merged with ctx's labels: a CPU profile then finds every model's scrypt
-// work by the same label.
+// merged with ctx's labels: a CPU profile finds every model's scrypt work
+// by the same label.
 func labelScrypt(ctx context.Context, fn func() error) (err error) {
 	pprof.Do(ctx, scryptLabelSet, func(context.Context) { err = fn() })
 	return err
 }
 
 // tracker attributes every scrypt computation of a run to the password it
-// checks, and checks each answer: a wrong password let in, an honest one
-// turned away, an injected store fault answered to a request that did not
-// meet it. See AttackResult for how computations are attributed.
-//
-// It is safe for concurrent use. A nil *tracker wraps nothing.
+// checks, by the labels of its context (a k3s model reports each as it
+// starts, a nodepass Verifier as it ends), and checks each answer: a
+// wrong password let in, an honest one turned away, a store fault
+// answered to a request that did not meet it. It is safe for concurrent
+// use.
 type tracker struct {
 	nodes []Node
 	index map[string]int // node name -> its index in nodes
@@ -95,34 +90,29 @@ type tracker struct {
 	token string // the join token's password
 	start time.Time
 
-	honestRuns, guessRuns, dupRuns, unattributed atomic.Uint64
-	tokenRuns, tokenGuessRuns                    atomic.Uint64
-	dupAfter                                     atomic.Uint64
-	dupRunsBy                                    []atomic.Uint64
-	dupRejected                                  []atomic.Bool
+	runs         [len(kindNames)]atomic.Uint64 // computations by kind
+	unattributed atomic.Uint64
+	dupAfter     atomic.Uint64   // over a duplicate's password after its first 403
+	dupRunsBy    []atomic.Uint64 // by duplicate
+	dupRejected  []atomic.Bool
 	// verifiedAt[server][node] is when that server first knew the node's
-	// own password (its computation ended with a match, or the server let
-	// the node in), since start; 0 until then.
+	// own password (its computation ended with a match, or it let the
+	// node in), since start; 0 until then, 1 from before the run.
 	verifiedAt [][]atomic.Int64
 	// reachedAt[node] is when the node's first request with its own
-	// password reached a server's model (in http mode: past the TLS
-	// handshake and HTTP), since start; 0 until then.
+	// password reached a server's model, since start; 0 until then.
 	reachedAt []atomic.Int64
 
 	wrongAccepts, honestRejected atomic.Uint64
 	faultAnswers, cachedErrors   atomic.Uint64
 
 	mu      sync.Mutex
-	guesses []guessRun // every guess computation
+	guesses []guessRun // every guess computation for a node's name
 
-	frozen *AttackResult // the computation counts at finish (freeze)
+	frozen *ScryptCounts // the computation counts at finish (freeze)
 }
 
-// span is when a computation ran, since the tracker was made; end is 0
-// when not known.
-type span struct{ start, end time.Duration }
-
-// guessRun is one computation over a guess.
+// guessRun is one computation over a guess, started at start.
 type guessRun struct {
 	server, node int
 	start        time.Duration
@@ -130,12 +120,9 @@ type guessRun struct {
 
 func newTracker(nodes, dups []Node, servers int, token string) *tracker {
 	t := &tracker{
-		nodes:       nodes,
-		token:       token,
+		nodes: nodes, dups: dups, token: token, start: time.Now(),
 		index:       make(map[string]int, len(nodes)),
 		dupOf:       make(map[string]int, len(dups)),
-		dups:        dups,
-		start:       time.Now(),
 		dupRunsBy:   make([]atomic.Uint64, len(dups)),
 		dupRejected: make([]atomic.Bool, len(dups)),
 		verifiedAt:  make([][]atomic.Int64, servers),
@@ -172,7 +159,8 @@ func (t *tracker) classify(node, password string) who {
 // carries (see who.labels); ok is false when ctx has none, or labels this
 // tracker did not make.
 func (t *tracker) whoOf(ctx context.Context) (w who, ok bool) {
-	k, _ := pprof.Label(ctx, PasswordLabel)
+	name, _ := pprof.Label(ctx, PasswordLabel)
+	k := slices.Index(kindNames[:], name)
 	index := func(key string, n int) (int, bool) {
 		v, ok := pprof.Label(ctx, key)
 		if !ok {
@@ -183,22 +171,18 @@ func (t *tracker) whoOf(ctx context.Context) (w who, ok bool) {
 	}
 	node, nodeOK := index(NodeLabel, len(t.nodes))
 	dup, dupOK := index(DuplicateLabel, len(t.dups))
-	w = who{node: node, dup: dup}
-	switch k {
-	case kindHonest.String():
-		w.kind = kindHonest
+	w = who{kind: kind(k), node: node, dup: dup}
+	switch {
+	case k < 0:
+		return who{}, false
+	case w.kind == kindHonest:
 		return w, nodeOK && node >= 0
-	case kindDuplicate.String():
-		w.kind = kindDuplicate
+	case w.kind == kindDuplicate:
 		return w, nodeOK && node >= 0 && dupOK && dup >= 0
-	case kindGuess.String():
+	case w.kind == kindGuess:
 		return w, nodeOK
-	case kindToken.String():
-		return who{kind: kindToken, node: -1}, true
-	case kindTokenGuess.String():
-		return who{kind: kindTokenGuess, node: -1}, true
 	}
-	return who{}, false
+	return who{kind: w.kind, node: -1}, true
 }
 
 // rejected records that duplicate d got a 403.
@@ -207,29 +191,33 @@ func (t *tracker) rejected(d int) { t.dupRejected[d].Store(true) }
 // since is the time since the tracker was made, at least 1 ns.
 func (t *tracker) since() time.Duration { return max(time.Since(t.start), 1) }
 
-// count attributes to w one computation on server that ran during r.
-func (t *tracker) count(w who, server int, r span) {
+// countIn attributes one computation on server, which started at start
+// and, if end is not 0, ended at end, to the agent ctx's labels name, or
+// counts it unattributed.
+func (t *tracker) countIn(ctx context.Context, server int, start, end time.Duration) {
+	if l, _ := pprof.Label(ctx, PasswordLabel); l == warmupLabel || l == loadLabel {
+		return // a reboot's warm-up or a server's start, not measured
+	}
+	w, ok := t.whoOf(ctx)
+	if !ok {
+		t.unattributed.Add(1)
+		return
+	}
+	t.runs[w.kind].Add(1)
 	switch w.kind {
 	case kindHonest:
-		t.honestRuns.Add(1)
-		if r.end > 0 {
-			t.verified(server, w.node, r.end)
+		if end > 0 {
+			t.verified(server, w.node, end)
 		}
 	case kindDuplicate:
-		t.dupRuns.Add(1)
 		t.dupRunsBy[w.dup].Add(1)
 		if t.dupRejected[w.dup].Load() {
 			t.dupAfter.Add(1)
 		}
-	case kindToken:
-		t.tokenRuns.Add(1)
-	case kindTokenGuess:
-		t.tokenGuessRuns.Add(1)
-	default:
-		t.guessRuns.Add(1)
+	case kindGuess:
 		if w.node >= 0 {
 			t.mu.Lock()
-			t.guesses = append(t.guesses, guessRun{server: server, node: w.node, start: r.start})
+			t.guesses = append(t.guesses, guessRun{server: server, node: w.node, start: start})
 			t.mu.Unlock()
 		}
 	}
@@ -246,33 +234,19 @@ func (t *tracker) verified(server, node int, at time.Duration) {
 	}
 }
 
-// knew records that server knew node's own password before the run
-// began (a reboot's warm-up verified it there). A nil *tracker does
-// nothing.
-func (t *tracker) knew(server, node int) {
-	if t != nil {
-		t.verified(server, node, 1)
-	}
-}
-
 // serverObserver is told of one server's computations.
 type serverObserver struct {
 	t      *tracker
 	server int
 }
 
-// observer returns the observer of server's computations, or nil.
-func (t *tracker) observer(server int) *serverObserver {
-	if t == nil {
-		return nil
-	}
-	return &serverObserver{t: t, server: server}
-}
+// observer returns the observer of server's computations.
+func (t *tracker) observer(server int) *serverObserver { return &serverObserver{t, server} }
 
 // started is a k3s model's report of a computation, as it starts, from
 // the goroutine of the request that runs it.
 func (o *serverObserver) started(ctx context.Context) {
-	o.t.countIn(ctx, o.server, span{start: o.t.since()})
+	o.t.countIn(ctx, o.server, o.t.since(), 0)
 }
 
 // ObserveScrypt is a nodepass server's report (verify.Observer) of a
@@ -280,36 +254,22 @@ func (o *serverObserver) started(ctx context.Context) {
 // carries the labels of the request that started it.
 func (o *serverObserver) ObserveScrypt(ctx context.Context, d time.Duration) {
 	end := o.t.since()
-	o.t.countIn(ctx, o.server, span{start: end - d, end: end})
+	o.t.countIn(ctx, o.server, end-d, end)
 }
 
 // ObserveQueueWait is part of verify.Observer.
 func (o *serverObserver) ObserveQueueWait(context.Context, time.Duration) {}
 
-// countIn attributes one computation on server that ran during r to the
-// agent ctx's labels name, or counts it unattributed.
-func (t *tracker) countIn(ctx context.Context, server int, r span) {
-	if l, _ := pprof.Label(ctx, PasswordLabel); l == warmupLabel || l == loadLabel {
-		return // a reboot's warm-up or a server's start, not measured
-	}
-	w, ok := t.whoOf(ctx)
-	if !ok {
-		t.unattributed.Add(1)
-		return
-	}
-	t.count(w, server, r)
-}
-
-// freeze takes the computation counts scryptFigures reports, now: finish
-// calls it right before it reads the servers' own counts. A model counts
-// a computation before the tracker hears of it, so the servers' count,
-// read after, is never below the attributed one, however many requests
-// are still under way.
+// freeze takes the computation counts, now: finish calls it right
+// before it reads the servers' own counts. A model counts a computation
+// before the tracker hears of it, so the servers' count, read after, is
+// never below the attributed one, however many requests are under way.
 func (t *tracker) freeze() {
-	if t == nil {
-		return
+	f := &ScryptCounts{
+		HonestScrypt: t.runs[kindHonest].Load(), GuessScrypt: t.runs[kindGuess].Load(), DuplicateScrypt: t.runs[kindDuplicate].Load(),
+		TokenScrypt: t.runs[kindToken].Load(), TokenGuessScrypt: t.runs[kindTokenGuess].Load(),
+		DuplicateScryptAfterReject: t.dupAfter.Load(), UnattributedScrypt: t.unattributed.Load(),
 	}
-	f := &AttackResult{}
 	t.mu.Lock()
 	for _, g := range t.guesses {
 		if at := t.verifiedAt[g.server][g.node].Load(); at > 0 && time.Duration(at) < g.start {
@@ -317,44 +277,18 @@ func (t *tracker) freeze() {
 		}
 	}
 	t.mu.Unlock()
-	f.HonestScrypt = t.honestRuns.Load()
-	f.GuessScrypt = t.guessRuns.Load()
-	f.DuplicateScrypt = t.dupRuns.Load()
-	f.TokenScrypt = t.tokenRuns.Load()
-	f.TokenGuessScrypt = t.tokenGuessRuns.Load()
-	f.DuplicateScryptAfterReject = t.dupAfter.Load()
 	for i := range t.dupRunsBy {
 		f.DuplicateScryptMax = max(f.DuplicateScryptMax, t.dupRunsBy[i].Load())
 	}
-	f.UnattributedScrypt = t.unattributed.Load()
 	t.frozen = f
 }
 
-// scryptFigures fills a's computation counts, as freeze took them (now,
-// if it has not run), and its wrong answers as they stand.
-func (t *tracker) scryptFigures(a *AttackResult) {
-	if t.frozen == nil {
-		t.freeze()
-	}
-	f := t.frozen
-	a.HonestScrypt, a.GuessScrypt, a.GuessScryptKnown = f.HonestScrypt, f.GuessScrypt, f.GuessScryptKnown
-	a.TokenScrypt, a.TokenGuessScrypt = f.TokenScrypt, f.TokenGuessScrypt
-	a.DuplicateScrypt, a.DuplicateScryptMax, a.DuplicateScryptAfterReject = f.DuplicateScrypt, f.DuplicateScryptMax, f.DuplicateScryptAfterReject
-	a.UnattributedScrypt = f.UnattributedScrypt
-	a.WrongAccepts = t.wrongAccepts.Load()
-	a.HonestRejected = t.honestRejected.Load()
-}
+// wrap returns server's model m with its requests labelled and its
+// answers checked.
+func (t *tracker) wrap(m model, server int) model { return trackedModel{m, t, server} }
 
-// wrap returns server's model m with every request labelled with whose
-// password it carries, and its answer checked.
-func (t *tracker) wrap(m model, server int) model {
-	if t == nil {
-		return m
-	}
-	return trackedModel{model: m, t: t, server: server}
-}
-
-// trackedModel is a model whose requests a tracker labels and checks.
+// trackedModel is server's model, whose requests the tracker labels with
+// whose password they carry, and whose answers it checks.
 type trackedModel struct {
 	model
 	t      *tracker

@@ -9,9 +9,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,26 +29,38 @@ type benchCA struct {
 	pem    []byte // cert, PEM-encoded: what GET /cacerts answers
 	tls    *tls.Config
 	serial atomic.Int64
+	// caNotBefore: every certificate's NotBefore is the CA's own
+	// (Scenario.CANotBefore).
+	caNotBefore bool
 	// legacy is the key k3s sends older agents (a GET, no CSR) with
 	// their kubelet certificates, PEM-encoded: one key for every node.
 	legacy    crypto.PublicKey
 	legacyPEM []byte
 }
 
-// newBenchCA makes a CA and, signed by it, the servers' certificate for
-// 127.0.0.1 (TLS 1.2 or later, HTTP/2 or HTTP/1.1, as the k3s supervisor
-// offers).
-func newBenchCA() (*benchCA, error) {
+// The validity of what k3s's CAs sign (rancher/dynamiclistener
+// cert/cert.go NewSelfSignedCACert and NewSignedCert): a CA is valid for
+// ten years from its creation, a certificate for a year from its issue.
+const (
+	caLifetime   = 10 * 365 * 24 * time.Hour
+	certLifetime = 365 * 24 * time.Hour
+)
+
+// newBenchCA makes a CA created age ago (Scenario.CAAge) and, signed by
+// it, the servers' certificate for 127.0.0.1 (TLS 1.2 or later, HTTP/2 or
+// HTTP/1.1, as the k3s supervisor offers). With caNotBefore it signs as
+// older k3s releases did (Scenario.CANotBefore).
+func newBenchCA(age time.Duration, caNotBefore bool) (*benchCA, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("bench: CA key: %w", err)
 	}
-	now := time.Now()
+	created := time.Now().Add(-age)
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "nodepass bench CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("nodepass-bench-ca@%d", created.Unix())},
+		NotBefore:             created,
+		NotAfter:              created.Add(caLifetime),
 		KeyUsage:              x509.KeyUsageCertSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -54,12 +69,10 @@ func newBenchCA() (*benchCA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: CA certificate: %w", err)
 	}
-	cert, err := x509.ParseCertificate(der)
+	ca, err := parseCA(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), caKey, caNotBefore)
 	if err != nil {
-		return nil, fmt.Errorf("bench: CA certificate: %w", err)
+		return nil, err
 	}
-	ca := &benchCA{cert: cert, key: caKey, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-	ca.serial.Store(1)
 
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -83,29 +96,54 @@ func newBenchCA() (*benchCA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: legacy kubelet key: %w", err)
 	}
-	legacyDER, err := x509.MarshalECPrivateKey(legacy)
-	if err != nil {
-		return nil, fmt.Errorf("bench: legacy kubelet key: %w", err)
-	}
-	ca.legacy, ca.legacyPEM = legacy.Public(), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: legacyDER})
+	ca.legacy, ca.legacyPEM = legacy.Public(), encodeKey(legacy)
 	return ca, nil
 }
 
-// keyPEM returns the CA's key, PEM-encoded.
-func (ca *benchCA) keyPEM() []byte {
-	der, err := x509.MarshalECPrivateKey(ca.key)
+// parseCA returns the CA whose certificate certPEM is and whose key is
+// key, signing as caNotBefore says: the servers' CA as it made itself,
+// or, from Endpoint's PEM, on the agents' side of a split run, to sign
+// the certificates an earlier join left them.
+func parseCA(certPEM []byte, key *ecdsa.PrivateKey, caNotBefore bool) (*benchCA, error) {
+	b, _ := pem.Decode(certPEM)
+	if b == nil || key == nil {
+		return nil, errors.New("bench: no CA certificate and key")
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("bench: CA certificate: %w", err)
+	}
+	ca := &benchCA{cert: cert, key: key, pem: certPEM, caNotBefore: caNotBefore}
+	ca.serial.Store(cert.SerialNumber.Int64())
+	return ca, nil
+}
+
+// encodeKey returns key, PEM-encoded.
+func encodeKey(key *ecdsa.PrivateKey) []byte {
+	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return nil // a P-256 key always marshals
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }
 
-// sign signs tmpl (its names and usage) for pub with the CA's key, valid
-// for a day, and returns the certificate's DER.
+// keyPEM returns the CA's key, PEM-encoded.
+func (ca *benchCA) keyPEM() []byte { return encodeKey(ca.key) }
+
+// sign signs tmpl (its names and usage) for pub with the CA's key and
+// returns the certificate's DER. It is valid as k3s makes them
+// (rancher/dynamiclistener cert/cert.go NewSignedCert): NotAfter a year
+// from now; NotBefore max(now - 1 h, the CA's NotBefore), as
+// dynamiclistener's cert/validity.go CalculateNotBefore has it, or, with
+// caNotBefore, the CA's NotBefore, as NewSignedCert had it before (RKE2
+// v1.25 in the incident's log).
 func (ca *benchCA) sign(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
 	now := time.Now()
 	tmpl.SerialNumber = big.NewInt(ca.serial.Add(1))
-	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(24*time.Hour)
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(certLifetime)
+	if ca.caNotBefore || tmpl.NotBefore.Before(ca.cert.NotBefore) {
+		tmpl.NotBefore = ca.cert.NotBefore
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 	if err != nil {
@@ -133,19 +171,11 @@ func (ca *benchCA) kubeletCert(node string, client bool, post bool, body []byte)
 		}
 		pub = csr.PublicKey
 	}
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: node},
-		DNSNames:    []string{node, "localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	s := stepServingCert
 	if client {
-		tmpl = &x509.Certificate{
-			Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		}
+		s = stepClientCert
 	}
-	der, err := ca.sign(tmpl, pub)
+	der, err := ca.sign(certTemplate(s, node), pub)
 	if err != nil {
 		return nil, err
 	}
@@ -164,24 +194,74 @@ const (
 	controllerCN = "system:k3s-controller"
 )
 
+// certTemplate returns the names and usage of the certificate that step
+// s (one of the four POSTs) asks for node (k3s
+// pkg/server/handlers/handlers.go): the kubelet's serving certificate for
+// the node's name and IP, its client certificate for system:node:<node>,
+// the kube-proxy's and the controller's client certificates.
+func certTemplate(s step, node string) *x509.Certificate {
+	client := func(subject pkix.Name) *x509.Certificate {
+		return &x509.Certificate{Subject: subject, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	}
+	switch s {
+	case stepServingCert:
+		return &x509.Certificate{Subject: pkix.Name{CommonName: node}, DNSNames: []string{node, "localhost"},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	case stepClientCert:
+		return client(pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}})
+	case stepProxyCert:
+		return client(pkix.Name{CommonName: proxyCN})
+	}
+	return client(pkix.Name{CommonName: controllerCN})
+}
+
 // componentCert answers a request for the client certificate of a
-// component (the kube-proxy, the k3s controller): body is its
-// certificate signing request (DER), which must be for cn; the answer is
-// a client certificate for its key, then the CA.
-func (ca *benchCA) componentCert(cn string, body []byte) ([]byte, error) {
+// component (step s: the kube-proxy's, the k3s controller's): body is its
+// certificate signing request (DER), which must be for that component;
+// the answer is a client certificate for its key, then the CA.
+func (ca *benchCA) componentCert(s step, body []byte) ([]byte, error) {
 	csr, err := x509.ParseCertificateRequest(body)
 	if err != nil {
 		return nil, fmt.Errorf("not a certificate request: %w", err)
 	}
-	if csr.Subject.CommonName != cn {
-		return nil, fmt.Errorf("certificate request for %q, want %q", csr.Subject.CommonName, cn)
+	tmpl := certTemplate(s, "")
+	if csr.Subject.CommonName != tmpl.Subject.CommonName {
+		return nil, fmt.Errorf("certificate request for %q, want %q", csr.Subject.CommonName, tmpl.Subject.CommonName)
 	}
-	der, err := ca.sign(&x509.Certificate{Subject: pkix.Name{CommonName: cn},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, csr.PublicKey)
+	der, err := ca.sign(tmpl, csr.PublicKey)
 	if err != nil {
 		return nil, err
 	}
 	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...), nil
+}
+
+// earlierJoin writes to dir what a k3s agent's join leaves there: both CA
+// files, and the four certificates for node with their keys, issued now
+// as the servers issue them (see sign).
+func (ca *benchCA) earlierJoin(dir, node string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	files := map[string][]byte{"client-ca.crt": ca.pem, "server-ca.crt": ca.pem}
+	for name, s := range map[string]step{"serving-kubelet": stepServingCert, "client-kubelet": stepClientCert,
+		"client-kube-proxy": stepProxyCert, "client-k3s-controller": stepControllerCert} {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		der, err := ca.sign(certTemplate(s, node), key.Public())
+		if err != nil {
+			return err
+		}
+		files[name+".crt"] = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...)
+		files[name+".key"] = encodeKey(key)
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	return nil
 }
 
 // agentKey is one agent's key and its certificate signing requests
@@ -227,21 +307,20 @@ func (k *agentKey) request(name string, s step) ([]byte, error) {
 		k.name, k.serving, k.client = name, nil, nil
 	}
 	var csr *[]byte
-	var subject pkix.Name
 	switch s {
 	case stepServingCert:
-		csr, subject = &k.serving, pkix.Name{CommonName: name}
+		csr = &k.serving
 	case stepClientCert:
-		csr, subject = &k.client, pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}}
+		csr = &k.client
 	case stepProxyCert:
-		csr, subject = &k.proxy, pkix.Name{CommonName: proxyCN}
+		csr = &k.proxy
 	case stepControllerCert:
-		csr, subject = &k.controller, pkix.Name{CommonName: controllerCN}
+		csr = &k.controller
 	default:
 		return nil, fmt.Errorf("bench: no certificate request for step %d", s)
 	}
 	if *csr == nil {
-		b, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: subject}, k.key)
+		b, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: certTemplate(s, name).Subject}, k.key)
 		if err != nil {
 			return nil, fmt.Errorf("bench: certificate request: %w", err)
 		}

@@ -173,7 +173,7 @@ func (ca *benchCA) pool() *x509.CertPool {
 // against them, closed when the test ends.
 func httpPair(t *testing.T, models []model, nodes []Node) httpTarget {
 	t.Helper()
-	srv, err := newHTTPServers(models, 0)
+	srv, err := newHTTPServers(models, 0, Scenario{}.withDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,8 +221,8 @@ func TestAgentAttemptHTTPS(t *testing.T) {
 	if conns := tgt.srv.conns.Load(); conns != 10 {
 		t.Errorf("the server accepted %d connections for 10 requests, want a new one each", conns)
 	}
-	if m.scryptRuns() != 9 {
-		t.Errorf("%d scrypt runs for one attempt, want 9 (7 tokens, 2 node passwords)", m.scryptRuns())
+	if m.counts().scrypt != 9 {
+		t.Errorf("%d scrypt runs for one attempt, want 9 (7 tokens, 2 node passwords)", m.counts().scrypt)
 	}
 	o, requests, handshakes = attempt(ctx, tgt, 30*time.Second, 1, 0, nodes[1], h.Token)
 	if o.status != http.StatusForbidden || requests != 7 || handshakes != 7 {
@@ -231,8 +231,8 @@ func TestAgentAttemptHTTPS(t *testing.T) {
 	if conns := tgt.srv.conns.Load(); conns != 17 {
 		t.Errorf("the server accepted %d connections for 17 requests", conns)
 	}
-	if m.scryptRuns() != 14 {
-		t.Errorf("%d scrypt runs after an attempt cut at the serving certificate, want 9 + 5", m.scryptRuns())
+	if m.counts().scrypt != 14 {
+		t.Errorf("%d scrypt runs after an attempt cut at the serving certificate, want 9 + 5", m.counts().scrypt)
 	}
 	o, requests, _ = attempt(ctx, tgt, 30*time.Second, 0, 0, nodes[0], "wrong-token")
 	if o.status != http.StatusUnauthorized || requests != 4 {
@@ -267,7 +267,7 @@ func TestScryptPerAttempt(t *testing.T) {
 				if o.status != http.StatusOK || requests != 10 || handshakes != 10 {
 					t.Fatalf("attempt %d: %+v after %d requests, %d handshakes; want 200 after 10 and 10", i+1, o, requests, handshakes)
 				}
-				if got := m.scryptRuns(); got != want {
+				if got := m.counts().scrypt; got != want {
 					t.Errorf("after attempt %d: %d scrypt runs, want %d", i+1, got, want)
 				}
 			}
@@ -336,8 +336,8 @@ func TestK3sLatestInFlight(t *testing.T) {
 	// Every authenticated request paid its token's scrypt before the
 	// caps (five of them), and only the one admitted POST its node
 	// password's.
-	if m.scryptRuns() != 6 {
-		t.Errorf("%d scrypt runs, want 6: 5 tokens (k3s authenticates before its caps) and 1 node password", m.scryptRuns())
+	if m.counts().scrypt != 6 {
+		t.Errorf("%d scrypt runs, want 6: 5 tokens (k3s authenticates before its caps) and 1 node password", m.counts().scrypt)
 	}
 }
 
@@ -345,7 +345,7 @@ func TestK3sLatestInFlight(t *testing.T) {
 // certificate request: a POST's CSR key signed for the node, a GET's
 // legacy key sent with its certificate, a CSR for another node refused.
 func TestKubeletCertificates(t *testing.T) {
-	ca, err := newBenchCA()
+	ca, err := newBenchCA(DefaultCAAge, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,8 +446,8 @@ func TestK3sModelHeapGuard(t *testing.T) {
 	default:
 		t.Error("the guard did not trip")
 	}
-	if m.scryptRuns() != 0 {
-		t.Errorf("%d scrypt runs past the guard, want 0", m.scryptRuns())
+	if m.counts().scrypt != 0 {
+		t.Errorf("%d scrypt runs past the guard, want 0", m.counts().scrypt)
 	}
 }
 
@@ -465,7 +465,7 @@ func TestK3sModelEnrollsUnknownNode(t *testing.T) {
 	if err := m.Ensure(ctx, "", "pw"); !errors.Is(err, verify.ErrInvalidInput) {
 		t.Errorf("empty node: %v", err)
 	}
-	if got := m.scryptRuns(); got != 2 { // one hash, one verification; the empty name costs none
+	if got := m.counts().scrypt; got != 2 { // one hash, one verification; the empty name costs none
 		t.Errorf("%d scrypt runs, want 2", got)
 	}
 }

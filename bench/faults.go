@@ -159,10 +159,7 @@ func (s *faultStore) figures(tr *tracker) *FaultResult {
 // fills f's recheck figures and updates its answer counts from tr.
 func recheck(ctx context.Context, f *FaultResult, s *faultStore, tr *tracker, models []model, nodes []Node, timeout time.Duration) {
 	s.off.Store(true)
-	var runs0 uint64
-	for _, m := range models {
-		runs0 += m.scryptRuns()
-	}
+	runs0 := sumCounts(models).scrypt
 	var joined atomic.Int64
 	parallel(ctx, len(models)*len(nodes), runtime.GOMAXPROCS(0), func(i int) error {
 		m, n := models[i/len(nodes)], nodes[i%len(nodes)]
@@ -175,10 +172,7 @@ func recheck(ctx context.Context, f *FaultResult, s *faultStore, tr *tracker, mo
 	})
 	f.RecheckAsked = len(models) * len(nodes)
 	f.RecheckJoined = int(joined.Load())
-	for _, m := range models {
-		f.RecheckScrypt += m.scryptRuns()
-	}
-	f.RecheckScrypt -= runs0
+	f.RecheckScrypt = sumCounts(models).scrypt - runs0
 	f.CachedErrors = tr.cachedErrors.Load()
 	f.FaultAnswers = tr.faultAnswers.Load()
 }

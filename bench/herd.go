@@ -3,9 +3,13 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -18,42 +22,31 @@ import (
 type Node struct {
 	Name     string `json:"name"`
 	Password string `json:"password"`
-	// Hash is the node's stored hash, made at the herd's logN.
-	Hash string `json:"hash"`
+	Hash     string `json:"hash"` // made at the herd's logN
 }
 
 // Herd is what every model's run of one scenario shares: the nodes with
-// their stored hashes (the herd is a reboot, so every node has joined
-// before) and the lower bound measured on this machine. Making the hashes
-// costs as much as the herd itself, so a Herd is made once and reused for
-// every model; it is plain data and survives a JSON round trip, which is
-// how cmd/bench hands it to its per-model worker processes.
+// their stored hashes (every node has joined before) and the lower bounds
+// measured on this machine. It is made once and survives a JSON round
+// trip, which is how cmd/bench hands it to its workers.
 type Herd struct {
 	LogN  int    `json:"logn"`
 	Nodes []Node `json:"nodes"`
 	// Token is the join token's password every agent sends as basic auth
-	// ("node:<token>"), and every server checks: 16 random bytes in hex.
+	// ("node:<token>"): 16 random bytes in hex.
 	Token string `json:"token"`
-	// LowerBound is the time GOMAXPROCS workers took to run one scrypt
-	// verification per node with golang.org/x/crypto/scrypt (what k3s
-	// runs), warm, with nothing else running; 0 until MeasureLowerBound.
-	LowerBound time.Duration `json:"lower_bound_ns"`
-	// LowerBoundFast is LowerBound with this module's scrypt package,
-	// which nodepass's Verifier uses by default, measured right after it.
-	LowerBoundFast time.Duration `json:"lower_bound_fast_ns,omitempty"`
-	// LowerBoundBatch is LowerBound computed as the Verifier computes
-	// once it batches: scrypt.KeyBatch calls of scrypt.Lanes() jobs each,
-	// on as many workers, measured right after LowerBoundFast. It is the
-	// bound nodepass is judged against.
+	// LowerBound is the time Workers (GOMAXPROCS) workers took to run one
+	// scrypt verification per node with x/crypto's scrypt, as k3s runs
+	// it; LowerBoundBatch the same with the Verifier's scrypt in batches,
+	// the bound nodepass is judged against. 0 until MeasureLowerBound.
+	LowerBound      time.Duration `json:"lower_bound_ns"`
 	LowerBoundBatch time.Duration `json:"lower_bound_batch_ns,omitempty"`
-	// Workers is the number of workers LowerBound was measured with.
-	Workers int `json:"workers"`
+	Workers         int           `json:"workers"`
 }
 
 // NewHerd makes n nodes named node-0001 and so on, each with a random
-// password of 16 bytes in hex (as k3s agents make them) and its stored
-// hash at logN, hashing on GOMAXPROCS goroutines. It returns early with
-// ctx's error when ctx ends.
+// password of 16 bytes in hex, as k3s agents make them, and its stored
+// hash at logN.
 func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("bench: herd of %d nodes", n)
@@ -80,22 +73,15 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 	return h, nil
 }
 
-// MeasureLowerBound sets h.LowerBound: the time to run one scrypt
+// MeasureLowerBound sets h's lower bounds: the time to run one scrypt
 // verification for every node on GOMAXPROCS workers, after a warm-up of
-// one verification per worker. It is the least time any server on this
-// process's CPUs can let every node of the herd join in, so nothing else
-// should run meanwhile.
-//
-// It measures it three times: with x/crypto's scrypt (LowerBound, the
-// bound every ratio is taken against), with this module's, one Key per
-// verification (LowerBoundFast), and with this module's in batches
-// (LowerBoundBatch).
+// one verification per worker, with x/crypto's scrypt (LowerBound, the
+// bound every ratio is taken against), this module's one Key at a time
+// (LowerBoundFast) and this module's in batches (LowerBoundBatch). It is
+// the least time any server on this process's CPUs can let the herd in,
+// so nothing else should run meanwhile.
 func (h *Herd) MeasureLowerBound(ctx context.Context) error {
-	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), XCryptoScrypt)
-	if err != nil {
-		return err
-	}
-	fast, _, err := h.timeVerifications(ctx, len(h.Nodes), FastScrypt)
+	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), xcryptoCompare)
 	if err != nil {
 		return err
 	}
@@ -103,44 +89,29 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.LowerBound, h.LowerBoundFast, h.LowerBoundBatch, h.Workers = d, fast, batch, workers
+	h.LowerBound, h.LowerBoundBatch, h.Workers = d, batch, workers
 	return nil
 }
 
-// EstimateLowerBound estimates the lower bound with the scrypt impl from
-// the first sample nodes only: their verification time on GOMAXPROCS
-// workers, after the same warm-up, times len(Nodes) / sample. It is cheap
-// enough to take right before each model's run, under the load the run
-// itself will see; h is not changed.
-func (h *Herd) EstimateLowerBound(ctx context.Context, sample int, impl Scrypt) (time.Duration, error) {
-	sample = min(max(sample, 1), len(h.Nodes))
-	d, _, err := h.timeVerifications(ctx, sample, impl)
-	if err != nil {
-		return 0, err
-	}
-	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
-}
-
-// EstimateLocalBound estimates the lower bound for model from the first
-// sample nodes, as EstimateLowerBound does with the scrypt the model
-// runs: for nodepass, batches of scrypt.Lanes() as the Verifier computes
-// them (at least one batch per worker, however small the sample).
-func (h *Herd) EstimateLocalBound(ctx context.Context, sample int, model string) (time.Duration, error) {
+// EstimateLocalBound estimates the lower bound from the first sample
+// nodes, with the scrypt model runs (x/crypto's for k3s, nodepass's in
+// batches of scrypt.Lanes(), at least one per worker), times len(Nodes) /
+// sample: cheap enough to take right before each model's run, under the
+// load the run itself will see. h is not changed.
+func (h *Herd) EstimateLocalBound(ctx context.Context, sample int, model string) (d time.Duration, err error) {
 	if model != ModelNodepass {
-		return h.EstimateLowerBound(ctx, sample, ModelScrypt(model))
+		sample = min(max(sample, 1), len(h.Nodes))
+		d, _, err = h.timeVerifications(ctx, sample, xcryptoCompare)
+	} else {
+		sample = min(max(sample, scrypt.Lanes()*runtime.GOMAXPROCS(0)), len(h.Nodes))
+		d, err = h.timeBatched(ctx, sample)
 	}
-	sample = min(max(sample, scrypt.Lanes()*runtime.GOMAXPROCS(0)), len(h.Nodes))
-	d, err := h.timeBatched(ctx, sample)
-	if err != nil {
-		return 0, err
-	}
-	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
+	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), err
 }
 
 // timeVerifications times the verification of the first n nodes on
-// GOMAXPROCS workers with the scrypt impl, after a warm-up of one
-// verification per worker.
-func (h *Herd) timeVerifications(ctx context.Context, n int, impl Scrypt) (time.Duration, int, error) {
+// GOMAXPROCS workers with impl, after a warm-up of one per worker.
+func (h *Herd) timeVerifications(ctx context.Context, n int, impl func(hash, password string) error) (time.Duration, int, error) {
 	workers := runtime.GOMAXPROCS(0)
 	check := func(i int) error {
 		return labelScrypt(ctx, func() error {
@@ -194,4 +165,82 @@ func parallel(ctx context.Context, n, workers int, fn func(int) error) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// timeBatched times the verification of the first n nodes as the
+// Verifier will compute them once it batches: scrypt.KeyBatch calls of
+// scrypt.Lanes() jobs each, on GOMAXPROCS workers, after a warm-up of one
+// batch per worker. Each derived key is compared with the stored one.
+// The buffers it took from scrypt's package-wide pool are dropped when it
+// returns: a Verifier keeps its own (verify.Options.ScryptMemory), and
+// these would stay in the heap beside them.
+func (h *Herd) timeBatched(ctx context.Context, n int) (time.Duration, error) {
+	defer scrypt.ReleaseBuffers()
+	lanes, workers := scrypt.Lanes(), runtime.GOMAXPROCS(0)
+	nodes := h.Nodes[:min(max(n, workers*lanes), len(h.Nodes))] // those timed or warmed up
+	jobs := make([]scrypt.Job, len(nodes))
+	want := make([][]byte, len(nodes))
+	for i, node := range nodes {
+		var err error
+		if jobs[i], want[i], err = batchJob(node.Hash, node.Password); err != nil {
+			return 0, fmt.Errorf("bench: batched lower bound: %s: %w", node.Name, err)
+		}
+	}
+	// batches runs the jobs from first to last, lanes at a time.
+	batches := func(first, last int) error {
+		return parallel(ctx, (last-first+lanes-1)/lanes, workers, func(b int) error {
+			lo := first + b*lanes
+			hi := min(lo+lanes, last)
+			batch := jobs[lo:hi]
+			labelScrypt(ctx, func() error { scrypt.KeyBatch(batch); return nil })
+			for k := range batch {
+				if batch[k].Err != nil {
+					return batch[k].Err
+				}
+				if subtle.ConstantTimeCompare(batch[k].Key, want[lo+k]) != 1 {
+					return fmt.Errorf("%s: the password does not match its stored hash", h.Nodes[lo+k].Name)
+				}
+			}
+			return nil
+		})
+	}
+	if err := batches(0, min(workers*lanes, len(jobs))); err != nil {
+		return 0, fmt.Errorf("bench: batched lower bound warm-up: %w", err)
+	}
+	runtime.GC()
+	start := time.Now()
+	if err := batches(0, n); err != nil {
+		return 0, fmt.Errorf("bench: batched lower bound: %w", err)
+	}
+	return time.Since(start), nil
+}
+
+// batchJob returns the scrypt.KeyBatch job that verifies password against
+// a stored hash in k3s's format ($1:<salt hex>:<logN>:<r>:<p>:<key>, the
+// key in unpadded standard base64), and the key it must derive. The herd
+// made its hashes with verify.GenerateFromPassword; this reads them back
+// without verify's checks, which the benchmark does not measure.
+func batchJob(hash, password string) (scrypt.Job, []byte, error) {
+	f := strings.Split(hash, ":")
+	if len(f) != 6 || f[0] != "$1" {
+		return scrypt.Job{}, nil, fmt.Errorf("stored hash is not $1:<salt>:<logN>:<r>:<p>:<key>")
+	}
+	salt, err := hex.DecodeString(f[1])
+	if err != nil {
+		return scrypt.Job{}, nil, fmt.Errorf("stored hash's salt: %w", err)
+	}
+	var nums [3]int
+	for i, s := range f[2:5] {
+		if nums[i], err = strconv.Atoi(s); err != nil || nums[i] < 1 {
+			return scrypt.Job{}, nil, fmt.Errorf("stored hash's field %d, %q: want a positive number", i+3, s)
+		}
+	}
+	if nums[0] > 30 {
+		return scrypt.Job{}, nil, fmt.Errorf("stored hash's logN %d: want at most 30", nums[0])
+	}
+	key, err := base64.RawStdEncoding.DecodeString(f[5])
+	if err != nil || len(key) == 0 {
+		return scrypt.Job{}, nil, fmt.Errorf("stored hash's key is not unpadded base64")
+	}
+	return scrypt.Job{Password: []byte(password), Salt: salt, N: 1 << nums[0], R: nums[1], P: nums[2], KeyLen: len(key)}, key, nil
 }

@@ -33,56 +33,6 @@ var models = []string{ModelK3s125, ModelK3s128, ModelK3sLatest, ModelNodepass}
 // benchmark runs them.
 func Models() []string { return slices.Clone(models) }
 
-// The k3s behaviour the models emulate.
-const (
-	// k3s v1.25 read each node's secret through client-go's client-side
-	// rate limiter, 5 QPS with a burst of 10.
-	k3sAPIQPS   = 5
-	k3sAPIBurst = 10
-	// k3sAPILatency is a round trip to the API server for one secret.
-	k3sAPILatency = 3 * time.Millisecond
-	// The newest k3s router's caps on in-flight agent requests
-	// (pkg/server/handlers/router.go: maxNonMutatingAgentRequests and
-	// maxMutatingAgentRequests, through k8s.io/apiserver's max-in-flight
-	// filter): GETs, and other methods (the certificate POSTs); past a
-	// cap, 429 with Retry-After: 1. /cacerts is outside them.
-	k3sLatestReads  = 20
-	k3sLatestWrites = 10
-)
-
-// model is one server's verification behaviour. Ensure returns the
-// verify package's errors, so httpauth maps them to status codes.
-type model interface {
-	Ensure(ctx context.Context, node, password string) error
-	// VerifyToken checks a request's join token (basic auth), as the
-	// model's server does before anything else of an authenticated
-	// request.
-	VerifyToken(ctx context.Context, user, password string) error
-	// admit takes an in-flight slot for one request, mutating (a POST)
-	// or not; ok false means the request is refused with 429. release
-	// must be called when the request's handler returns (not when its
-	// client leaves).
-	admit(mutating bool) (release func(), ok bool)
-	// scryptRuns counts the scrypt computations started so far, but for
-	// the join token's hashing when the server started (one per server,
-	// as k3s hashes its passwd file when it loads).
-	scryptRuns() uint64
-	// remembered counts the requests answered so far without scrypt from
-	// a remembered digest and from the result cache (0 for models that
-	// have neither).
-	remembered() (digestHits, cacheHits uint64)
-	// keepsState reports whether the model remembers anything of a
-	// verification (a result cache, a digest in the store), so that a
-	// reboot's warm-up can change what it does later.
-	keepsState() bool
-	// shedAfterWait counts the requests held on an estimate and then sent
-	// away all the same (0 for models that hold nothing on an estimate).
-	shedAfterWait() uint64
-	// close stops the model; with wait, it also waits for the work
-	// still running.
-	close(wait bool)
-}
-
 // ValidModel reports an error unless name is one of Models.
 func ValidModel(name string) error {
 	if slices.Contains(models, name) {
@@ -91,33 +41,84 @@ func ValidModel(name string) error {
 	return fmt.Errorf("bench: unknown model %q: want one of %q", name, models)
 }
 
+// The k3s behaviour the models emulate.
+const (
+	// k3s v1.25 read each node's secret through client-go's client-side
+	// rate limiter, 5 QPS with a burst of 10, a round trip each.
+	k3sAPIQPS     = 5
+	k3sAPIBurst   = 10
+	k3sAPILatency = 3 * time.Millisecond
+	// The newest k3s router's caps on in-flight agent requests
+	// (pkg/server/handlers/router.go maxNonMutatingAgentRequests and
+	// maxMutatingAgentRequests, through k8s.io/apiserver's max-in-flight
+	// filter): GETs, and the certificate POSTs; past a cap, 429 with
+	// Retry-After: 1. /cacerts is outside them.
+	k3sLatestReads  = 20
+	k3sLatestWrites = 10
+)
+
+// model is one server's verification behaviour. Ensure and VerifyToken
+// (the join token, checked first on every authenticated request) return
+// the verify package's errors, which httpauth maps to status codes.
+type model interface {
+	Ensure(ctx context.Context, node, password string) error
+	VerifyToken(ctx context.Context, user, password string) error
+	// admit takes an in-flight slot for a request, mutating (a POST) or
+	// not, to release when its handler returns; ok false is a 429.
+	admit(mutating bool) (release func(), ok bool)
+	// counts returns what the model did so far (the hashing of the join
+	// token at start is not in it).
+	counts() modelCounts
+	// keepsState reports whether the model remembers anything of a
+	// verification (a result cache, a digest in the store).
+	keepsState() bool
+	// close stops the model; with wait, it also waits for the work
+	// still running.
+	close(wait bool)
+}
+
+// modelCounts are a model's counts: the scrypt computations started, the
+// matches answered without scrypt from a remembered digest and from the
+// result cache, and the requests held on an estimate, then sent away (the
+// last three 0 for the k3s models).
+type modelCounts struct {
+	scrypt, digestHits, cacheHits, shedAfterWait uint64
+}
+
+// sumCounts returns the counts of models, added up.
+func sumCounts(models []model) (sum modelCounts) {
+	for _, m := range models {
+		c := m.counts()
+		sum.scrypt, sum.digestHits, sum.cacheHits = sum.scrypt+c.scrypt, sum.digestHits+c.digestHits, sum.cacheHits+c.cacheHits
+		sum.shedAfterWait += c.shedAfterWait
+	}
+	return sum
+}
+
 // newModel returns a fresh instance of the named model over store. params
 // hash the password of a node the store does not know; timeScale
-// multiplies the model's own durations (see Scenario.TimeScale); the
-// unbounded models ask guard before each scrypt call. obs, if not nil, is
-// told of every scrypt computation, to attribute it to the agent whose
-// password it checks. env has nodepass's DigestKey, which the k3s models
-// have no equivalent of.
+// multiplies the model's own durations; the unbounded models ask guard
+// before each scrypt call. obs, if not nil, is told of every scrypt
+// computation. env is what every server of the run shares.
 func newModel(name string, store verify.Store, params verify.Params, timeScale float64, guard *heapGuard, obs *serverObserver, env serverEnv) (model, error) {
 	switch name {
 	case ModelK3s125, ModelK3s128, ModelK3sLatest:
 		m := newK3s(store, params)
+		m.guard = guard
 		if name == ModelK3sLatest {
 			m.maxReads, m.maxWrites = k3sLatestReads, k3sLatestWrites
 		}
-		m.guard = guard
 		if obs != nil {
 			m.observe = obs.started
 		}
 		if err := m.loadToken(env.token, name != ModelK3s125); err != nil {
 			return nil, err
 		}
-		if name != ModelK3s125 {
-			return m, nil
+		if name == ModelK3s125 {
+			// rate.Limit is events per second: scaling time by f divides it.
+			m.limiter = rate.NewLimiter(rate.Limit(k3sAPIQPS/timeScale), k3sAPIBurst)
+			m.apiLatency = scaleDur(k3sAPILatency, timeScale)
 		}
-		// rate.Limit is events per second: scaling time by f divides it.
-		m.limiter = rate.NewLimiter(rate.Limit(k3sAPIQPS/timeScale), k3sAPIBurst)
-		m.apiLatency = scaleDur(k3sAPILatency, timeScale)
 		return m, nil
 	case ModelNodepass:
 		opts := &verify.Options{
@@ -148,25 +149,15 @@ func newModel(name string, store verify.Store, params verify.Params, timeScale f
 	return nil, ValidModel(name)
 }
 
-// Scrypt verifies a password against a stored hash with one scrypt
-// implementation: nil on a match, an error wrapping
+// xcryptoCompare verifies password against a stored hash with x/crypto's
+// scrypt, as k3s runs it: nil on a match, an error wrapping
 // verify.ErrMismatchedHashAndPassword on a mismatch.
-type Scrypt func(hash, password string) error
-
-// The two implementations: x/crypto's, as k3s runs it, and this module's
-// scrypt package, one Key per verification.
-var (
-	XCryptoScrypt Scrypt = func(hash, password string) error { return compareWith(hash, password, xscrypt.Key) }
-	FastScrypt    Scrypt = verify.CompareHashAndPassword
-)
-
-// compareWith verifies password against hash with key, a scrypt Key.
-func compareWith(hash, password string, key func(password, salt []byte, N, r, p, keyLen int) ([]byte, error)) error {
+func xcryptoCompare(hash, password string) error {
 	j, want, err := batchJob(hash, password)
 	if err != nil {
 		return fmt.Errorf("%w: %v", verify.ErrInvalidHash, err)
 	}
-	got, err := key(j.Password, j.Salt, j.N, j.R, j.P, j.KeyLen)
+	got, err := xscrypt.Key(j.Password, j.Salt, j.N, j.R, j.P, j.KeyLen)
 	if err != nil {
 		return fmt.Errorf("%w: %v", verify.ErrInvalidHash, err)
 	}
@@ -176,22 +167,12 @@ func compareWith(hash, password string, key func(password, salt []byte, N, r, p,
 	return nil
 }
 
-// ModelScrypt returns the scrypt implementation model runs: this module's
-// for nodepass (the Verifier's default), x/crypto's for the k3s models.
-func ModelScrypt(model string) Scrypt {
-	if model == ModelNodepass {
-		return FastScrypt
-	}
-	return XCryptoScrypt
-}
-
 // k3sModel emulates a k3s server's node-password check: fetch the stored
 // hash (through a rate limiter for v1.25, from a local cache after), run
 // scrypt with no result cache and no bound on concurrency, and finish the
 // work even after the client has left (the handler does not look at its
-// context, and scrypt cannot be interrupted).
-//
-// It is safe for concurrent use.
+// context, and scrypt cannot be interrupted). It is safe for concurrent
+// use.
 type k3sModel struct {
 	store      verify.Store
 	params     verify.Params
@@ -237,9 +218,6 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	sctx := valuesOf(ctx, m.base)
 	stored, err := m.fetch(sctx, node)
 	if errors.Is(err, verify.ErrNotFound) {
-		if !m.guard.admit(m.memory()) {
-			return errGuardTripped
-		}
 		err = m.scrypt(ctx, func() (err error) {
 			stored, err = verify.GenerateFromPassword(password, m.params)
 			return err
@@ -255,11 +233,8 @@ func (m *k3sModel) Ensure(ctx context.Context, node, password string) error {
 	if err != nil {
 		return err
 	}
-	if !m.guard.admit(m.memory()) {
-		return errGuardTripped
-	}
 	// x/crypto's scrypt, as k3s runs it.
-	return m.scrypt(ctx, func() error { return XCryptoScrypt(stored, password) })
+	return m.scrypt(ctx, func() error { return xcryptoCompare(stored, password) })
 }
 
 // loadToken sets the join token the model checks: with hashed, as k3s
@@ -297,10 +272,7 @@ func (m *k3sModel) VerifyToken(ctx context.Context, user, password string) error
 		return verify.ErrClosed
 	}
 	defer m.wg.Done()
-	if !m.guard.admit(m.memory()) {
-		return errGuardTripped
-	}
-	return m.scrypt(ctx, func() error { return XCryptoScrypt(m.tokenHash, password) })
+	return m.scrypt(ctx, func() error { return xcryptoCompare(m.tokenHash, password) })
 }
 
 // enter counts a request in (m.wg, for close to wait for), unless m is
@@ -315,19 +287,18 @@ func (m *k3sModel) enter() bool {
 	return true
 }
 
-// scrypt counts and runs fn, one scrypt computation for the request ctx
-// is of, under verify's scrypt label (labelScrypt).
+// scrypt runs fn, one scrypt computation for the request ctx is of,
+// unless the heap guard refuses what it allocates (128·r·N bytes):
+// counted, told to the observer, under verify's scrypt label.
 func (m *k3sModel) scrypt(ctx context.Context, fn func() error) error {
+	if !m.guard.admit(128 * uint64(m.params.R) << m.params.LogN) {
+		return errGuardTripped
+	}
 	m.runs.Add(1)
 	if m.observe != nil {
 		m.observe(ctx)
 	}
 	return labelScrypt(ctx, fn)
-}
-
-// memory is what one scrypt computation allocates: 128·r·N bytes.
-func (m *k3sModel) memory() uint64 {
-	return 128 * uint64(m.params.R) << m.params.LogN
 }
 
 // fetch reads node's stored hash, through the API rate limiter if any.
@@ -359,14 +330,9 @@ func (m *k3sModel) admit(mutating bool) (func(), bool) {
 	return func() { n.Add(-1) }, true
 }
 
-func (m *k3sModel) scryptRuns() uint64 { return m.runs.Load() }
-
-// remembered is 0, 0: k3s keeps no result cache and no digest.
-func (m *k3sModel) remembered() (uint64, uint64) { return 0, 0 }
+func (m *k3sModel) counts() modelCounts { return modelCounts{scrypt: m.runs.Load()} }
 
 func (m *k3sModel) keepsState() bool { return false }
-
-func (m *k3sModel) shedAfterWait() uint64 { return 0 }
 
 func (m *k3sModel) close(wait bool) {
 	m.mu.Lock()
@@ -381,8 +347,7 @@ func (m *k3sModel) close(wait bool) {
 // nodepassModel is this module's Verifier with its defaults (MaxWait,
 // MaxFailDelay and Agents.RetryDelay scaled with the scenario's time),
 // Agents.HonourRetryAfter when the agents do, and, unless
-// Scenario.NoDigestKey, remembered verification: a DigestKey made for the
-// run, the same for every server of it.
+// Scenario.NoDigestKey, a DigestKey shared by the run's servers.
 type nodepassModel struct {
 	*verify.Verifier
 	loadRuns uint64 // the scrypt runs of LoadTokens
@@ -390,13 +355,9 @@ type nodepassModel struct {
 
 func (nodepassModel) admit(bool) (func(), bool) { return func() {}, true }
 
-func (m nodepassModel) scryptRuns() uint64 { return m.Stats().ScryptRuns - m.loadRuns }
-
-func (m nodepassModel) shedAfterWait() uint64 { return m.Stats().ShedAfterWait }
-
-func (m nodepassModel) remembered() (uint64, uint64) {
+func (m nodepassModel) counts() modelCounts {
 	st := m.Stats()
-	return st.DigestHits, st.CacheHits
+	return modelCounts{scrypt: st.ScryptRuns - m.loadRuns, digestHits: st.DigestHits, cacheHits: st.CacheHits, shedAfterWait: st.ShedAfterWait}
 }
 
 func (nodepassModel) keepsState() bool { return true }

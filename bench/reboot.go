@@ -7,70 +7,53 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/pprof"
-	"strings"
 	"time"
 
 	"github.com/nodepass/nodepass/verify"
 )
 
-// Reboot says what restarted before the measured herd (issue 15).
+// Reboot says what restarted before the measured herd.
 type Reboot string
 
 // Reboots.
 const (
-	// RebootNone is the cold herd: the servers have just started and
-	// remember nothing; every node has a stored hash but no server has
-	// verified it yet (no cached match, no remembered digest). The
-	// default.
+	// RebootNone is the cold herd: no server has verified a node since it
+	// started. The default.
 	RebootNone Reboot = "none"
 	// RebootAgents reboots the nodes only: every node joined once before
 	// (a warm-up, not measured) against servers that stayed up. How long
 	// ago does not matter to nodepass: its cache keeps a match until
-	// evicted by count (cache.Options.MatchTTL), which package cache's
-	// TestMatchesDoNotExpireByDefault shows over a year of fake time.
+	// evicted by count (package cache's TestMatchesDoNotExpireByDefault).
 	RebootAgents Reboot = "agents"
-	// RebootAll restarts the servers as well: after the same warm-up, the
-	// servers that verified the nodes are closed and new ones (new model
-	// instances, new result caches) start over the same store, which
-	// keeps the hashes and, for nodepass with a DigestKey, the remembered
-	// digests.
+	// RebootAll restarts the servers too: after the same warm-up, new
+	// model instances start over the same store, which keeps the hashes
+	// and nodepass's remembered digests.
 	RebootAll Reboot = "all"
 )
 
 // ParseReboot returns the reboot called name.
 func ParseReboot(name string) (Reboot, error) {
-	switch r := Reboot(strings.ToLower(name)); r {
-	case RebootNone, RebootAgents, RebootAll:
-		return r, nil
-	}
-	return "", fmt.Errorf("bench: unknown reboot %q: want %q, %q or %q", name, RebootNone, RebootAgents, RebootAll)
+	return parseName("reboot", name, RebootNone, RebootAgents, RebootAll)
 }
 
-func (s Scenario) validateReboot() []error {
-	if _, err := ParseReboot(string(s.Reboot)); err != nil {
-		return []error{err}
-	}
-	return nil
-}
+// Set sets r to the reboot called s (flag.Value).
+func (r *Reboot) Set(s string) (err error) { *r, err = ParseReboot(s); return err }
 
-// serverEnv is what every server of one run shares beside the store: the
-// nodepass model's DigestKey (nil: none).
+func (r Reboot) String() string { return string(r) }
+
+// serverEnv is what every server of one run shares beside the store.
 type serverEnv struct {
-	digestKey    []byte
-	scryptMemory int64 // Scenario.ScryptMemory
+	digestKey    []byte // nodepass's DigestKey; nil: none
+	scryptMemory int64  // Scenario.ScryptMemory
 	// honourRetryAfter: the agents come back when Retry-After says, and
-	// nodepass is told so (verify.Options.Agents.HonourRetryAfter), as an
-	// operator whose agents do would.
+	// nodepass is told so (verify.Options.Agents.HonourRetryAfter).
 	honourRetryAfter bool
-	// token is the join token's password the servers check (basic auth
-	// "node:<token>"): the herd's; "" for none.
-	token string
+	token            string // the join token's password; "" for none
 }
 
 // newServerEnv returns the servers' environment for a run of sc against
-// modelName: for nodepass, unless sc.NoDigestKey, a random DigestKey made
-// for this run and the same for every server of it (the restarted ones
-// included).
+// modelName: for nodepass, unless sc.NoDigestKey, a random DigestKey for
+// every server of the run, the restarted ones included.
 func newServerEnv(sc Scenario, modelName string, token string) (serverEnv, error) {
 	env := serverEnv{honourRetryAfter: sc.Agent.honoursRetryAfter(), token: token}
 	if modelName == ModelNodepass && !sc.NoDigestKey {
@@ -82,23 +65,22 @@ func newServerEnv(sc Scenario, modelName string, token string) (serverEnv, error
 	return env, nil
 }
 
-// warmupLabel is PasswordLabel's value on the warm-up's requests: the
-// attack tracker counts none of their computations.
-const warmupLabel = "warmup"
-
-// loadLabel is PasswordLabel's value on a server's start-up work (hashing
-// its join token): not measured either.
-const loadLabel = "load"
+// PasswordLabel's values on the warm-up's requests and on a server's
+// start-up work (hashing its join token): the tracker counts neither.
+const (
+	warmupLabel = "warmup"
+	loadLabel   = "load"
+)
 
 // loading is the context of a server's start-up work.
 var loading = pprof.WithLabels(context.Background(), pprof.Labels(PasswordLabel, loadLabel))
 
-// warmup is what a run's warm-up did, subtracted from the servers'
-// counts so that the figures are the measured reboot's only.
+// warmup is what a run's warm-up did: its counts are subtracted from the
+// servers' so that the figures are the measured reboot's only.
 type warmup struct {
-	scrypt, digestHits, cacheHits uint64
-	took                          time.Duration
-	digests                       int // nodes with a remembered digest in the store after it
+	counts  modelCounts // the servers' after it
+	took    time.Duration
+	digests int // nodes with a remembered digest in the store after it
 }
 
 // warmUp lets every node join once, node i on server i mod len(servers)
@@ -134,13 +116,7 @@ func warmUp(ctx context.Context, sc Scenario, nodes []Node, servers []model) (wa
 	if err != nil {
 		return w, err
 	}
-	w.took = time.Since(start)
-	for _, m := range servers {
-		w.scrypt += m.scryptRuns()
-		d, c := m.remembered()
-		w.digestHits += d
-		w.cacheHits += c
-	}
+	w.took, w.counts = time.Since(start), sumCounts(servers)
 	return w, nil
 }
 

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nodepass/nodepass/verify"
 )
 
 // Reasons a run stopped before every node joined, as Result.Stopped says.
@@ -31,50 +29,19 @@ var (
 const progressEvery = 100 * time.Millisecond
 
 // Run runs the scenario once against model (one of Models()): every node
-// of h asks at once, and each keeps asking under the agent policy until
-// it has joined or the run stops (its deadline, the heap guard, or ctx).
-// It returns the run's figures; a model that did not let every node join
-// is not an error, its Result says how far it got and why it stopped.
-// Errors are for bad input or a failure to set the run up.
-//
-// h must have been made for sc.Nodes and sc.LogN; h.LowerBound, when
-// measured, gives the Result its ratio. The servers get a fresh store
-// holding h's hashes. Unless sc.NoDrain, Run returns only after the work
-// the servers still had running has ended.
+// of h (made for sc.Nodes and sc.LogN) asks at once, and keeps asking
+// until it has joined or the run stops (its deadline, the heap guard, or
+// ctx). A model that did not let every node join is no error: the Result
+// says how far it got and why it stopped. The servers get a fresh store
+// of h's hashes. Unless sc.NoDrain, Run returns only after the servers'
+// work has ended.
 func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, error) {
 	sc, err := checkRun(sc, h, modelName)
 	if err != nil {
 		return nil, err
 	}
-	mem, store, faults := herdStore(sc, h)
-	return runOver(ctx, sc, h, modelName, mem, store, faults)
-}
-
-// checkRun validates a run's input and returns sc with its defaults.
-func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
-	sc, err := checkScenario(sc, h)
-	if err != nil {
-		return sc, err
-	}
-	return sc, ValidModel(modelName)
-}
-
-// checkScenario validates sc and h, and returns sc with its defaults.
-func checkScenario(sc Scenario, h *Herd) (Scenario, error) {
-	sc = sc.withDefaults()
-	if err := sc.validate(); err != nil {
-		return sc, err
-	}
-	return sc, h.validate(sc)
-}
-
-// runOver runs the herd against servers over store, in this process. mem
-// is the memory store under it, which a reboot's warm-up uses; faults,
-// when not nil, is the fault-injecting store between the two.
-func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *verify.MemoryStore, store verify.Store, faults *faultStore) (*Result, error) {
 	r := newRun(sc, h.Nodes, h.Token)
-	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults, tracker: r.adv.tracker,
-		agentsHere: true})
+	s, err := startServers(ctx, sc, h, modelName, r.adv.tracker, true)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +70,24 @@ func runOver(ctx context.Context, sc Scenario, h *Herd, modelName string, mem *v
 	s.finish(ctx, res, r.lastAsk)
 	r.adv.figures(res)
 	return res, nil
+}
+
+// checkRun validates a run's input and returns sc with its defaults.
+func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
+	sc, err := checkScenario(sc, h)
+	if err != nil {
+		return sc, err
+	}
+	return sc, ValidModel(modelName)
+}
+
+// checkScenario validates sc and h, and returns sc with its defaults.
+func checkScenario(sc Scenario, h *Herd) (Scenario, error) {
+	sc = sc.withDefaults()
+	if err := sc.validate(); err != nil {
+		return sc, err
+	}
+	return sc, h.validate(sc)
 }
 
 // run is one model's agents: the herd's, and any attackers and
@@ -219,28 +204,19 @@ func (r *run) execute(ctx context.Context, start time.Time) *Result {
 	close(progressDone)
 	progress.Wait()
 
+	return r.result(ctx, elapsed, cpu)
+}
+
+// result returns the agents' figures of a run that took elapsed and cpu,
+// its stop said from ctx's cause.
+func (r *run) result(ctx context.Context, elapsed, cpu time.Duration) *Result {
 	res := &Result{
-		Nodes:          r.sc.Nodes,
-		LogN:           r.sc.LogN,
-		Mode:           r.sc.Mode,
-		Agent:          r.sc.Agent.String(),
-		Servers:        r.sc.Servers,
-		LB:             r.sc.LB,
-		Attempts:       r.attempts.Load(),
-		Requests:       r.requests.Load(),
-		Handshakes:     r.handshakes.Load(),
-		Shed:           r.shed.Load(),
-		Hung:           r.sc.Hung,
-		Known:          r.sc.Known,
-		ValidCerts:     r.sc.ValidCerts,
-		Failovers:      r.failovers.Load(),
-		CertsRequested: r.certsRequested.Load(),
-		Timeouts:       r.timeouts.Load(),
-		ConnErrors:     r.connErrs.Load(),
-		Errors:         r.errs.Load(),
-		Completion:     elapsed,
-		CPU:            cpu,
-		Procs:          runtime.GOMAXPROCS(0),
+		Nodes: r.sc.Nodes, LogN: r.sc.LogN, Mode: r.sc.Mode, Agent: r.sc.Agent.String(), Servers: r.sc.Servers, LB: r.sc.LB,
+		Hung: r.sc.Hung, Known: r.sc.Known, ValidCerts: r.sc.ValidCerts,
+		Attempts: r.attempts.Load(), Requests: r.requests.Load(), Handshakes: r.handshakes.Load(), Shed: r.shed.Load(),
+		Failovers: r.failovers.Load(), CertsRequested: r.certsRequested.Load(),
+		Timeouts: r.timeouts.Load(), ConnErrors: r.connErrs.Load(), Errors: r.errs.Load(),
+		Completion: elapsed, CPU: cpu, Procs: runtime.GOMAXPROCS(0), FirstAttempt: int(r.firstAttempt.Load()),
 	}
 	for i := range r.joinAt {
 		if d := time.Duration(r.joinAt[i].Load()); d > 0 && d <= elapsed {
@@ -248,7 +224,6 @@ func (r *run) execute(ctx context.Context, start time.Time) *Result {
 		}
 	}
 	res.Joined = len(res.JoinTimes)
-	res.FirstAttempt = int(r.firstAttempt.Load())
 	r.shedMu.Lock()
 	for _, e := range r.shedLog {
 		if e.T <= elapsed {

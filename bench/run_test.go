@@ -66,7 +66,7 @@ func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 		smp.begin(start)
 		res = r.execute(t.Context(), start)
 		smp.end(res)
-		res.finish(10*time.Second, 0, 0)
+		res.finish(10*time.Second, 0)
 	})
 	return res
 }
@@ -274,7 +274,7 @@ func TestResultJSON(t *testing.T) {
 		ReachedFirst: 100 * time.Millisecond, ReachedMedian: 250 * time.Millisecond, ReachedLast: 500 * time.Millisecond,
 		Split: &Split{AgentCPUs: []int{0}, ServerCPUs: []int{1, 2}, AgentProcs: 1, ServerProcs: 2, AgentCPU: 2 * time.Second},
 	}
-	r.finish(time.Second, 0, 500*time.Millisecond)
+	r.finish(time.Second, 500*time.Millisecond)
 	r.SetLocalBound(2*time.Second, time.Second)
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -33,29 +33,20 @@ type serverSide struct {
 	localBound, localTransport time.Duration
 }
 
-// serverSetup is what a run's servers are made over and how they serve.
-type serverSetup struct {
-	store  verify.Store
-	mem    *verify.MemoryStore // the memory store under store, which a reboot's warm-up uses
-	faults *faultStore         // the fault-injecting store between the two; nil if none
-	// tracker attributes the servers' computations.
-	tracker *tracker
-	// agentsHere: the agents share this process's CPUs, and in http mode
-	// the local lower bound counts their requests (Herd.EstimateTransport).
-	agentsHere bool
-}
-
 // startServers estimates the local lower bound if sc asks for it, makes
-// sc.Servers instances of the model as set says, warms them up for a
-// reboot and serves them.
-func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, set serverSetup) (_ *serverSide, err error) {
-	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: set.faults, tracker: set.tracker, smp: newSampler(sc)}
-	t, store := set.tracker, set.store
+// sc.Servers instances of the model over a fresh store of h's hashes,
+// warms them up for a reboot and serves them; t attributes their
+// computations. agentsHere says the agents share this process's CPUs:
+// in http mode the local lower bound then counts their requests
+// (Herd.EstimateTransport).
+func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t *tracker, agentsHere bool) (_ *serverSide, err error) {
+	mem, store, faults := herdStore(sc, h)
+	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: faults, tracker: t, smp: newSampler(sc)}
 	if sc.BoundSample > 0 {
 		if s.localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, modelName); err != nil {
 			return nil, err
 		}
-		if sc.Mode == ModeHTTP && set.agentsHere {
+		if sc.Mode == ModeHTTP && agentsHere {
 			if s.localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
 				return nil, err
 			}
@@ -94,7 +85,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 		}
 	}
 	if sc.Reboot != RebootNone {
-		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, set.mem, set.faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
+		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, mem, faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
 			return servers(func(int) *serverObserver { return nil })
 		}); err != nil {
 			return nil, err
@@ -112,11 +103,11 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, s
 		// The servers stayed up: each knows the password of the nodes it
 		// verified in the warm-up, from before any guess.
 		for i := range h.Nodes {
-			t.knew(i%sc.Servers, i)
+			t.verified(i%sc.Servers, i, 1)
 		}
 	}
 	if sc.Mode == ModeHTTP {
-		if s.https, err = newHTTPServers(s.models, sc.Hung); err != nil {
+		if s.https, err = newHTTPServers(s.models, sc.Hung, sc); err != nil {
 			return nil, err
 		}
 	}
@@ -144,22 +135,13 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	res.Model = s.modelName
 	res.Reboot, res.DigestKey = sc.Reboot, s.env.digestKey != nil
 	s.tracker.freeze() // before the servers' counts: see freeze
-	if f := s.tracker.frozen; f != nil {
-		res.TokenScryptRuns = f.TokenScrypt + f.TokenGuessScrypt
-	}
-	for _, m := range s.models {
-		res.ShedAfterWait += m.shedAfterWait()
-		res.ScryptRuns += m.scryptRuns()
-		d, c := m.remembered()
-		res.DigestHits += d
-		res.CacheHits += c
-	}
+	res.TokenScryptRuns = s.tracker.frozen.TokenScrypt + s.tracker.frozen.TokenGuessScrypt
+	c, w := sumCounts(s.models), s.warm.counts
 	if sc.Reboot == RebootAgents { // the same servers: the warm-up's counts are theirs
-		res.ScryptRuns -= s.warm.scrypt
-		res.DigestHits -= s.warm.digestHits
-		res.CacheHits -= s.warm.cacheHits
+		c.scrypt, c.digestHits, c.cacheHits = c.scrypt-w.scrypt, c.digestHits-w.digestHits, c.cacheHits-w.cacheHits
 	}
-	res.WarmupScrypt, res.Warmup, res.WarmupDigests = s.warm.scrypt, s.warm.took, s.warm.digests
+	res.ScryptRuns, res.DigestHits, res.CacheHits, res.ShedAfterWait = c.scrypt, c.digestHits, c.cacheHits, c.shedAfterWait
+	res.WarmupScrypt, res.Warmup, res.WarmupDigests = w.scrypt, s.warm.took, s.warm.digests
 	for _, e := range res.ShedLog {
 		if e.Waited > LateShed {
 			res.ShedLate++
@@ -167,7 +149,6 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	}
 	if s.modelName == ModelNodepass {
 		res.HeapBound = uint64(sc.Servers)*uint64(ScryptBuffers(sc.ScryptMemory, s.h.LogN)) + heapSlack
-		res.Kernel, res.KernelPerHash = batchKernel(s.h.LogN)
 	}
 	s.readiness(res, asks)
 	s.reached(res)
@@ -178,7 +159,7 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 		}
 	}
 	res.SetLocalBound(s.localBound, s.localTransport)
-	res.finish(s.h.LowerBound, s.h.LowerBoundFast, s.h.LowerBoundBatch)
+	res.finish(s.h.LowerBound, s.h.LowerBoundBatch)
 }
 
 // close closes the models (with drain, waiting for the work they still
@@ -206,10 +187,7 @@ type sampler struct {
 }
 
 // heapPeaks are the highest heap figures sampled in a run.
-type heapPeaks struct {
-	live, objects uint64
-	maxGap        time.Duration // longest time between two samples
-}
+type heapPeaks struct{ live, objects uint64 }
 
 func newSampler(sc Scenario) *sampler {
 	return &sampler{every: sc.SampleEvery, guard: newHeapGuard(sc.MaxHeap), done: make(chan struct{})}
@@ -233,12 +211,8 @@ func (s *sampler) loop() {
 	}
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
-	lastRead := time.Now()
 	for {
 		read()
-		now := time.Now()
-		s.peak.maxGap = max(s.peak.maxGap, now.Sub(lastRead))
-		lastRead = now
 		// Sampling goes on after the run's context ends: the peak is
 		// taken until the agents have stopped.
 		select {
@@ -256,7 +230,7 @@ func (s *sampler) loop() {
 func (s *sampler) end(res *Result) {
 	close(s.done)
 	s.wg.Wait()
-	res.PeakHeap, res.PeakHeapObjects, res.MaxSampleGap = s.peak.live, s.peak.objects, s.peak.maxGap
+	res.PeakHeap, res.PeakHeapObjects = s.peak.live, s.peak.objects
 	res.Procs = runtime.GOMAXPROCS(0)
 	if cpu, ok := s.cpu.at(res.Completion); ok {
 		res.CPU = cpu
@@ -267,14 +241,109 @@ func (s *sampler) end(res *Result) {
 	}
 }
 
-// batchKernel returns the kernel this process chose for the widest batch
-// at logN (r 8), and its measured time per hash.
-func batchKernel(logN int) (string, time.Duration) {
-	best := scrypt.Choice{}
-	for _, c := range scrypt.Choices() {
-		if c.N == 1<<logN && c.R == 8 && c.Kernel != "" && c.Hashes > best.Hashes {
-			best = c
+// LateShed is how long a request must have been held before a 429 or 503
+// for Result.ShedLate to count it: longer than any answer given at once
+// takes, even on a loaded machine.
+const LateShed = time.Second
+
+// ReturnBuckets are the upper edges of the buckets ReturnHistogram counts
+// Result.Returns in; the last bucket has no upper edge.
+var ReturnBuckets = []time.Duration{-5 * time.Second, -time.Second, 0, time.Second, 2 * time.Second, 5 * time.Second}
+
+// ReturnHistogram counts returns by ReturnBuckets: counts[i] holds the
+// returns below ReturnBuckets[i] and at or above the edge before it; the
+// last count holds those at or above the last edge.
+func ReturnHistogram(returns []time.Duration) []int {
+	counts := make([]int, len(ReturnBuckets)+1)
+	for _, d := range returns {
+		i, _ := slices.BinarySearch(ReturnBuckets, d)
+		if i < len(ReturnBuckets) && ReturnBuckets[i] == d {
+			i++ // an edge belongs to the bucket above it
+		}
+		counts[i]++
+	}
+	return counts
+}
+
+// cpuTrace records the process's CPU time as the run goes, to read it at
+// a moment found only afterwards. It is safe for concurrent use.
+type cpuTrace struct {
+	mu      sync.Mutex
+	samples []cpuSample
+}
+
+type cpuSample struct{ at, cpu time.Duration }
+
+// add records that the process had used cpu by at (since the run began).
+func (c *cpuTrace) add(at, cpu time.Duration) {
+	c.mu.Lock()
+	c.samples = append(c.samples, cpuSample{at, cpu})
+	c.mu.Unlock()
+}
+
+// at returns the CPU time used by t, interpolated between the samples
+// around it, relative to the first sample; ok is false without samples on
+// both sides of t.
+func (c *cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(c.samples, t, func(s cpuSample, t time.Duration) int {
+		return int(min(max(s.at-t, -1), 1))
+	})
+	if len(c.samples) == 0 || i == len(c.samples) || i == 0 && c.samples[0].at != t {
+		return 0, false
+	}
+	first, hi := c.samples[0], c.samples[i]
+	if hi.at == t || i == 0 {
+		return hi.cpu - first.cpu, true
+	}
+	lo := c.samples[i-1]
+	f := float64(t-lo.at) / float64(hi.at-lo.at)
+	return lo.cpu + time.Duration(f*float64(hi.cpu-lo.cpu)) - first.cpu, true
+}
+
+// readiness fills res's Returns, LastReady and IdlePending: when each
+// node that came back did so relative to its result being ready (asks:
+// how each agent's asking ended), and the CPU left idle while results
+// were pending.
+func (s *serverSide) readiness(res *Result, asks []asked) {
+	t := s.tracker
+	res.LastReady = res.Completion
+	if s.raw[0].keepsState() && res.Stopped == "" {
+		var last time.Duration
+		for i, a := range asks {
+			ready := time.Duration(t.verifiedAt[a.server][i].Load())
+			if ready <= 1 { // known before the run (1) or never
+				for s := range t.verifiedAt {
+					ready = max(ready, time.Duration(t.verifiedAt[s][i].Load()))
+				}
+			}
+			last = max(last, ready)
+			if a.attempts > 1 && ready > 1 {
+				res.Returns = append(res.Returns, a.last-ready)
+			}
+		}
+		if last > 1 {
+			res.LastReady = last
 		}
 	}
-	return best.Kernel, best.PerHash[best.Kernel]
+	if cpu, ok := s.smp.cpu.at(res.LastReady); ok {
+		res.IdlePending = max(time.Duration(res.Procs)*res.LastReady-cpu, 0)
+	}
+}
+
+// reached fills res's ReachedFirst, ReachedMedian and ReachedLast from
+// when each honest node's first request reached a server.
+func (s *serverSide) reached(res *Result) {
+	var at []time.Duration
+	for i := range s.tracker.reachedAt {
+		if d := time.Duration(s.tracker.reachedAt[i].Load()); d > 0 {
+			at = append(at, d)
+		}
+	}
+	if len(at) == 0 {
+		return
+	}
+	slices.Sort(at)
+	res.ReachedFirst, res.ReachedMedian, res.ReachedLast = at[0], at[rank(len(at), 0.50)], at[len(at)-1]
 }

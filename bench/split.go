@@ -5,23 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/nodepass/nodepass/verify"
 )
 
 // A split run is Run cut in two, so that the servers and their agents
-// each have CPUs of their own, as real ones do (cmd/bench -split runs each
-// side in a process pinned to its own CPUs): StartServers in one process,
-// NewAgents in the other with the servers' Endpoint; Servers.Begin and
-// Agents.Run with the same start time; then Servers.Finish with what the
-// agents report. Both sides take the same Scenario and Herd. A split run
-// is over HTTPS (ModeHTTP) and has no attackers or duplicates; store
-// faults and reboots are the servers' alone, and supported; token
-// guessers are agents, on the agents' side, and their guesses are
-// attributed by the servers' side. Times are taken from the wall clock on
-// both sides.
+// each have CPUs of their own (cmd/bench -split): StartServers in one
+// process, NewAgents in the other with the servers' Endpoint; Servers.Begin
+// and Agents.Run with the same start time; then Servers.Finish with what
+// the agents report. Both sides take the same Scenario and Herd. A split
+// run is over HTTPS and has no attackers or duplicates.
 
 // Endpoint is where a split run's servers listen: a URL per server and the
 // CA that signed their certificates, PEM-encoded.
@@ -38,33 +32,18 @@ type Endpoint struct {
 // agents' process used during the run. The Result's CPU and Procs are then
 // the servers' process's.
 type Split struct {
-	AgentCPUs   []int
-	ServerCPUs  []int
-	AgentProcs  int
-	ServerProcs int
-	AgentCPU    time.Duration
+	AgentCPUs   []int         `json:"agent_cpus"`
+	ServerCPUs  []int         `json:"server_cpus"`
+	AgentProcs  int           `json:"agent_procs"`
+	ServerProcs int           `json:"server_procs"`
+	AgentCPU    time.Duration `json:"agent_cpu_s"`
 }
 
-type splitJSON struct {
-	AgentCPUs   []int   `json:"agent_cpus"`
-	ServerCPUs  []int   `json:"server_cpus"`
-	AgentProcs  int     `json:"agent_procs"`
-	ServerProcs int     `json:"server_procs"`
-	AgentCPUS   float64 `json:"agent_cpu_s"`
-}
+// MarshalJSON writes s with its tags' keys, AgentCPU in seconds.
+func (s Split) MarshalJSON() ([]byte, error) { return writeObject(fieldsOf(s)) }
 
-func (s *Split) MarshalJSON() ([]byte, error) {
-	return json.Marshal(splitJSON{s.AgentCPUs, s.ServerCPUs, s.AgentProcs, s.ServerProcs, s.AgentCPU.Seconds()})
-}
-
-func (s *Split) UnmarshalJSON(b []byte) error {
-	var j splitJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*s = Split{j.AgentCPUs, j.ServerCPUs, j.AgentProcs, j.ServerProcs, time.Duration(math.Round(j.AgentCPUS * 1e9))}
-	return nil
-}
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (s *Split) UnmarshalJSON(b []byte) error { return readObject(b, s) }
 
 // checkSplit validates a split run's scenario and herd and returns sc
 // with its defaults.
@@ -98,9 +77,7 @@ func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (
 	if err := ValidModel(modelName); err != nil {
 		return nil, err
 	}
-	mem, store, faults := herdStore(sc, h)
-	s, err := startServers(ctx, sc, h, modelName, serverSetup{store: store, mem: mem, faults: faults,
-		tracker: newTracker(h.Nodes, nil, sc.Servers, h.Token)})
+	s, err := startServers(ctx, sc, h, modelName, newTracker(h.Nodes, nil, sc.Servers, h.Token), false)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +161,7 @@ func (a *Agents) Run(ctx context.Context, start time.Time, halt <-chan struct{})
 	}
 	a.r.clients.close()
 	if a.r.sc.adversity() { // the servers' side adds its computations
-		res.Attack = a.r.adv.counts()
+		res.Attack = a.r.adv.result()
 	}
 	return &AgentReport{result: res, asks: a.r.lastAsk}
 }

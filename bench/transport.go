@@ -42,22 +42,17 @@ type outcome struct {
 
 // target carries agents' requests to the servers.
 type target interface {
-	// steps returns an attempt's requests, in order.
-	steps() []step
-	// do sends request s of node n to server within ctx, which carries
-	// the client timeout, from client: each agent (honest node, duplicate
-	// or attacker) has its own client. An authenticated request carries
-	// token, the join token's password, as basic auth.
+	steps() []step // an attempt's requests, in order
+	// do sends request s of node n to server from client (each agent has
+	// its own) within ctx, the client timeout, with the join token's
+	// password token.
 	do(ctx context.Context, client, server int, n Node, s step, token string) outcome
-	// close stops the target after the agents have stopped and the models
-	// have been closed.
-	close()
+	close() // after the agents have stopped and the models closed
 }
 
-// inprocTarget calls the models directly, as the HTTP handler would: an
-// attempt is its authenticated requests, each checking the join token
-// (before the in-flight cap, as k3s does), the two guarded ones then the
-// node's password.
+// inprocTarget calls the models as the HTTP handler would: the join
+// token, the in-flight cap, then on the two guarded requests the node's
+// password.
 type inprocTarget struct {
 	servers []model
 	second  time.Duration // one Retry-After second, scaled
@@ -138,14 +133,7 @@ func (t *inprocTarget) close() {
 	}
 }
 
-// httpServers runs one HTTPS server per model on 127.0.0.1, as a k3s
-// supervisor serves its agents (pkg/server/handlers/router.go): GET
-// /cacerts without authentication; behind the join token's check
-// (httpauth's, with the model's VerifyToken), then the model's in-flight
-// cap, GET /v1-k3s/config, client-ca.crt and server-ca.crt, the two
-// kubelet certificate routes (POST with a CSR, or GET for older agents)
-// with httpauth's node-password check after the cap, and the kube-proxy
-// and controller certificates (POST with a CSR).
+// httpServers runs one HTTPS server per model on 127.0.0.1 (see mux).
 type httpServers struct {
 	ca      *benchCA
 	urls    []string // https://127.0.0.1:PORT, by server
@@ -154,17 +142,16 @@ type httpServers struct {
 }
 
 // configBody is what GET /v1-k3s/config answers: 2 KB of JSON standing
-// for the configuration a k3s server sends its agents, in one TLS record
-// or two.
+// for the configuration a k3s server sends its agents.
 var configBody = []byte(`{"settings":[` + strings.TrimSuffix(strings.Repeat(`{"setting":"value"},`, 100), ",") + `]}`)
 
 // maxCSRSize bounds the body of a certificate request.
 const maxCSRSize = 64 << 10
 
-// newHTTPServers starts a server for each model; the first hung of them
-// hang (see hangHandler).
-func newHTTPServers(models []model, hung int) (_ *httpServers, err error) {
-	ca, err := newBenchCA()
+// newHTTPServers starts a server for each model, with sc's CA (CAAge,
+// CANotBefore); the first hung of them hang (see hangHandler).
+func newHTTPServers(models []model, hung int, sc Scenario) (_ *httpServers, err error) {
+	ca, err := newBenchCA(sc.CAAge, sc.CANotBefore)
 	if err != nil {
 		return nil, err
 	}
@@ -174,77 +161,79 @@ func newHTTPServers(models []model, hung int) (_ *httpServers, err error) {
 			s.close()
 		}
 	}()
-	quiet := slog.New(slog.DiscardHandler) // failures show as 500s to the agents
 	for i, m := range models {
-		if i < hung {
-			if err := s.serve(hangHandler{}); err != nil {
+		h := http.Handler(hangHandler{})
+		if i >= hung {
+			if h, err = s.mux(m); err != nil {
 				return nil, err
 			}
-			continue
 		}
-		auth, err := httpauth.New(m, &httpauth.Options{Logger: quiet, Tokens: m})
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		// authed is k3s's order: the token, the in-flight cap, the route.
-		authed := func(mutating bool, h http.Handler) http.Handler { return auth.TokenHandler(capped(m, mutating, h)) }
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET "+pathCACerts, func(w http.ResponseWriter, _ *http.Request) { w.Write(ca.pem) })
-		mux.Handle("GET "+pathConfig, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(configBody)
-		})))
-		for _, p := range []string{pathClientCA, pathServerCA} {
-			mux.Handle("GET "+p, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(ca.pem) })))
-		}
-		// The servers to use: every server of the run (read when asked:
-		// the list is complete by the time agents start).
-		mux.Handle("GET "+pathAPIServers, authed(false, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			json.NewEncoder(w).Encode(s.hosts())
-		})))
-		mux.HandleFunc("GET "+pathPing, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
-		for _, p := range []string{pathServingCert, pathClientCert} {
-			cert := auth.HandlerFunc(func(w http.ResponseWriter, r *http.Request, node httpauth.Node) {
-				body, ok := readCSR(w, r)
-				if !ok {
-					return
-				}
-				pem, err := ca.kubeletCert(node.Name, p == pathClientCert, r.Method == http.MethodPost, body)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
-					return
-				}
-				w.Write(pem)
-			})
-			mux.Handle("GET "+p, authed(false, cert))
-			mux.Handle("POST "+p, authed(true, cert))
-		}
-		for p, cn := range map[string]string{pathProxyCert: proxyCN, pathControllerCert: controllerCN} {
-			mux.Handle("POST "+p, authed(true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				body, ok := readCSR(w, r)
-				if !ok {
-					return
-				}
-				pem, err := ca.componentCert(cn, body)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
-					return
-				}
-				w.Write(pem)
-			})))
-		}
-		if err := s.serve(mux); err != nil {
+		if err := s.serve(h); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
+// mux serves m as a k3s supervisor serves its agents
+// (pkg/server/handlers/router.go): GET /cacerts without authentication;
+// every other route behind the join token's check (httpauth's, with m's
+// VerifyToken), then m's in-flight cap: the configuration, both CA files,
+// the servers, the two kubelet certificates (POST with a CSR, or GET for
+// older agents) behind the node's password, and the kube-proxy's and the
+// controller's certificates (POST with a CSR).
+func (s *httpServers) mux(m model) (http.Handler, error) {
+	auth, err := httpauth.New(m, &httpauth.Options{Logger: slog.New(slog.DiscardHandler), Tokens: m})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	// answer writes what body returns for a request and its body (at most
+	// maxCSRSize bytes), or 400.
+	answer := func(body func(r *http.Request, b []byte) ([]byte, error)) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
+			if err == nil {
+				b, err = body(r, b)
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Write(b)
+		})
+	}
+	fixed := func(b []byte) http.Handler {
+		return answer(func(*http.Request, []byte) ([]byte, error) { return b, nil })
+	}
+	kubelet := func(client bool) http.Handler {
+		return auth.Middleware(answer(func(r *http.Request, b []byte) ([]byte, error) {
+			node, _ := httpauth.NodeFromContext(r.Context())
+			return s.ca.kubeletCert(node.Name, client, r.Method == http.MethodPost, b)
+		}))
+	}
+	component := func(st step) http.Handler {
+		return answer(func(_ *http.Request, b []byte) ([]byte, error) { return s.ca.componentCert(st, b) })
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET "+stepCACerts.path(), fixed(s.ca.pem))
+	mux.Handle("GET "+pathPing, fixed([]byte("pong")))
+	for pattern, h := range map[string]http.Handler{
+		"GET " + stepConfig.path(): fixed(configBody), "GET " + stepClientCA.path(): fixed(s.ca.pem), "GET " + stepServerCA.path(): fixed(s.ca.pem),
+		// Every server of the run, read when asked: the list is complete
+		// by the time the agents start.
+		"GET " + pathAPIServers:         answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(s.hosts()) }),
+		"GET " + stepServingCert.path(): kubelet(false), "POST " + stepServingCert.path(): kubelet(false),
+		"GET " + stepClientCert.path(): kubelet(true), "POST " + stepClientCert.path(): kubelet(true),
+		"POST " + stepProxyCert.path(): component(stepProxyCert), "POST " + stepControllerCert.path(): component(stepControllerCert),
+	} {
+		mux.Handle(pattern, auth.TokenHandler(capped(m, strings.HasPrefix(pattern, "POST"), h)))
+	}
+	return mux, nil
+}
+
 // hangHandler is a server that accepts connections, completes the TLS
-// handshake and reads requests, then never answers: each request waits
-// until its client leaves or the server closes, as the incident's server
-// did with its CPUs pinned.
+// handshake and reads requests, then never answers, as the incident's
+// server did with its CPUs pinned.
 type hangHandler struct{}
 
 func (hangHandler) ServeHTTP(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
@@ -256,17 +245,6 @@ func (s *httpServers) hosts() []string {
 		h[i] = strings.TrimPrefix(u, "https://")
 	}
 	return h
-}
-
-// readCSR reads a certificate request's body, at most maxCSRSize bytes,
-// and answers 400 when it cannot.
-func readCSR(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
-	if err != nil {
-		http.Error(w, "reading the certificate request: "+err.Error(), http.StatusBadRequest)
-		return nil, false
-	}
-	return body, true
 }
 
 // serve serves h over HTTPS on a new loopback port and adds it to s.
@@ -299,9 +277,8 @@ func (s *httpServers) close() {
 	}
 }
 
-// capped wraps next in m's in-flight cap for mutating requests (POST) or
-// the others, answering 429 with Retry-After: 1 past it, as k3s's
-// max-in-flight filter does.
+// capped wraps next in m's in-flight cap, answering 429 with Retry-After:
+// 1 past it, as k3s's max-in-flight filter does.
 func capped(m model, mutating bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		release, ok := m.admit(mutating)
@@ -316,11 +293,9 @@ func capped(m model, mutating bool, next http.Handler) http.Handler {
 }
 
 // httpAgents carries the agents' requests over HTTPS as k3s agents send
-// them: HTTP/1.1 clients with keep-alives disabled, so that every request
-// opens a new TLS connection; the probe of /cacerts trusts no CA (the
-// host's roots do not hold the cluster's), the second /cacerts none at
-// all, and every later request the cluster's CA. Each agent has its own
-// key and certificate signing requests, made before the herd starts.
+// them, with keep-alives disabled: the probe of /cacerts trusts no CA, the
+// second /cacerts none at all, every later request the cluster's CA. Each
+// agent has its own key and CSRs, made before the herd starts.
 type httpAgents struct {
 	urls                      []string
 	probe, insecure, verified *http.Client
@@ -330,8 +305,8 @@ type httpAgents struct {
 }
 
 // newHTTPAgents makes the clients of agents asking for names (one per
-// client; "" for an attacker, whose CSRs are made for each name it
-// guesses) against the servers at urls, whose CA is caPEM.
+// client; "" for an attacker, which names a node per guess) against the
+// servers at urls, whose CA is caPEM.
 func newHTTPAgents(ctx context.Context, urls []string, caPEM []byte, names []string) (*httpAgents, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
@@ -416,38 +391,31 @@ func (t *httpAgents) close() {
 	}
 }
 
-// openModel lets every node in at once: the server of the transport
-// bound, which does all a server does but verify passwords.
+// openModel lets every node in: the transport bound's server.
 type openModel struct{}
 
 func (openModel) Ensure(context.Context, string, string) error      { return nil }
 func (openModel) VerifyToken(context.Context, string, string) error { return nil }
 func (openModel) admit(bool) (func(), bool)                         { return func() {}, true }
-func (openModel) scryptRuns() uint64                                { return 0 }
-func (openModel) remembered() (uint64, uint64)                      { return 0, 0 }
+func (openModel) counts() modelCounts                               { return modelCounts{} }
 func (openModel) keepsState() bool                                  { return false }
-func (openModel) shedAfterWait() uint64                             { return 0 }
 func (openModel) close(bool)                                        {}
 
-// EstimateTransport estimates the CPU time the herd's HTTPS takes beyond
-// scrypt in sc's http mode, as wall time on GOMAXPROCS workers:
-// sc.BoundSample agents' attempts (after a warm-up of one per worker),
-// each the whole sequence of requests of a k3s agent (see agent.go), each
-// request on a new connection (TLS handshake on both sides, HTTP, the
-// kubelet certificates signed), against an HTTPS server whose models let
-// every node in without scrypt, scaled to the herd's nodes. Every node
-// needs at least one such attempt, and the agents here share the servers'
-// CPUs, so in http mode it adds to the lower bound
-// (Result.LocalTransport). It is 0 in inproc mode or when sc.BoundSample
-// is 0.
+// EstimateTransport estimates the time the herd's HTTPS takes on
+// GOMAXPROCS workers: sc.BoundSample k3s agents' attempts (after a
+// warm-up of one per worker) against a server that lets every node in
+// without scrypt, scaled to the herd. Every node needs one such attempt,
+// so when the agents share the servers' CPUs it adds to the lower bound
+// (Result.LocalTransport). It is 0 in inproc mode or without a sample.
 func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duration, error) {
 	if sc.Mode != ModeHTTP || sc.BoundSample <= 0 {
 		return 0, nil
 	}
+	sc = sc.withDefaults()
 	workers := runtime.GOMAXPROCS(0)
 	sample := min(sc.BoundSample, len(h.Nodes))
 	warm := min(workers, len(h.Nodes))
-	srv, err := newHTTPServers([]model{openModel{}}, 0)
+	srv, err := newHTTPServers([]model{openModel{}}, 0, sc)
 	if err != nil {
 		return 0, err
 	}

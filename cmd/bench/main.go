@@ -1,34 +1,25 @@
 // Command bench runs the herd benchmark: every node of a rebooted cluster
 // asks at once for its password to be verified, against each server model
-// in turn, and bench prints a table of how each fared.
-//
-// With no flags it runs the seed scenario: 320 nodes, scrypt logN 15, real
-// HTTPS on 127.0.0.1, k3s agents (each attempt k3s's sequence of requests,
-// a new TLS connection and a 10 s client timeout each, retried every 5-10
-// s), all four models (k3s-v1.25, k3s-v1.28, k3s-latest, nodepass).
-// Progress bars go to stderr, the table to stdout.
+// in turn, and bench prints a table of how each fared. With no flags: 320
+// nodes, scrypt logN 15, real HTTPS on 127.0.0.1, k3s agents, all four
+// models. Progress goes to stderr, the table to stdout; bad flags exit 2.
 //
 //	go run ./cmd/bench
 //	go run ./cmd/bench -agent backoff -models nodepass
 //	go run ./cmd/bench -servers 3 -lb failover -json out.json -plot herd.svg
 //
-// Each model runs in its own child process (this program re-executed), so
-// that an unbounded model's heap and its scrypt calls, which cannot be
-// cancelled, die with it and each model's heap figure is its own. Split
-// (-split, the default where the machine allows: split.go), each model has
-// two, its servers' and its agents', each pinned to CPUs of its own. The
-// stored hashes are made once in the parent, and the lower bounds measured
-// once with nothing else running: in the parent, or split, in a child
-// pinned to the servers' CPUs. Bad flags exit with status 2.
+// Each model runs in a child process of its own (this program
+// re-executed, worker.go), so that an unbounded model's heap and its
+// scrypt calls die with it. Split (-split, split.go), each model has two,
+// its servers' and its agents', pinned to CPUs of their own. The stored
+// hashes are made once in the parent, and the lower bounds measured once
+// with nothing else running.
 //
 // With -cpuprofile-dir DIR each model's process also writes a CPU and a
-// heap profile of its run (DIR/MODEL.cpu.pprof, DIR/MODEL.heap.pprof),
-// and the parent DIR/herd.json and DIR/meta.json; cmd/profile reads
-// them:
+// heap profile of its run (profile.go), which cmd/profile reads:
 //
 //	go run ./cmd/bench -cpuprofile-dir profiles -json profiles/herd.json
 //	go run ./cmd/profile report profiles/nodepass.cpu.pprof
-//	go run ./cmd/profile check profiles/ci new
 package main
 
 import (
@@ -46,7 +37,6 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/bench"
-	"github.com/nodepass/nodepass/kube/apitest"
 )
 
 func main() {
@@ -62,33 +52,17 @@ const defaultDeadline = 90 * time.Second
 
 // config is the parsed command line.
 type config struct {
-	sc         bench.Scenario
-	models     []string
-	agents     []bench.Policy // -agent: each model runs with each; sc.Agent is the first
-	jsonPath   string
-	plotPath   string
-	isolate    bool
-	replotPath string
-	worker     string // hidden: run this one model as a child process
-	// cpuprofileDir, when set, gets each model's CPU and heap profiles,
-	// the run's JSON (herd.json) and meta.json (profile.go, profiledir.go).
-	cpuprofileDir string
-	// store is "memory" (every model) or "kube": the nodepass model over
-	// kube.Store on a kube-apiserver this program starts (kubestore.go).
-	store        string
-	apiserverBin string
-	// split is auto, on or off: the agents and the servers in processes
-	// of their own, pinned to CPUs of their own (split.go); agentCPUs is
-	// how many CPUs the agents get (0: half).
-	split     string
-	agentCPUs int
-	role      string // hidden: the worker's part of a split run
-}
-
-// isClient reports whether p is nodepass's agent.Client.
-func isClient(p bench.Policy) bool {
-	_, ok := p.(bench.ClientPolicy)
-	return ok
+	sc                                bench.Scenario
+	models                            modelList
+	agents                            policies // -agent: each model runs with each; sc.Agent is the first
+	jsonPath, plotPath, cpuprofileDir string
+	isolate                           bool
+	split                             string // auto, on or off (split.go)
+	worker, role                      string // hidden: the model and part of a worker
+	// The flags that set the Scenario once parsed.
+	certs, notBefore string
+	digestKey        bool
+	spikes           float64
 }
 
 // usageError is a bad command line: exit status 2.
@@ -99,52 +73,19 @@ func (e usageError) Error() string { return e.msg }
 // hiddenFlags are for the parent-child protocol, not for people.
 var hiddenFlags = map[string]bool{"worker": true, "worker-role": true}
 
+// parseFlags parses the command line into a config. The flags write
+// straight into its Scenario, which bench validates; the checks here are
+// those of the command alone.
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		c                       config
-		nodes, logN, servers    int
-		hung, known             int
-		certs                   string
-		timeout, deadline       time.Duration
-		agent, models, mode, lb string
-		maxHeap                 = byteSize(bench.DefaultMaxHeap)
-		scryptMemory            scryptBudget
-		seed                    uint64
-		boundSample             int
-	)
-	fs.IntVar(&nodes, "nodes", bench.DefaultNodes, "number of nodes (agents) in the herd")
-	fs.IntVar(&logN, "logn", bench.DefaultLogN, "scrypt cost exponent of the stored hashes (k3s: 15)")
-	fs.DurationVar(&timeout, "timeout", bench.DefaultClientTimeout, "agents' HTTP client timeout")
-	fs.StringVar(&agent, "agent", bench.PolicyJitter, "comma-separated agent kinds, each model run with each: "+strings.Join(bench.PolicyNames(), ", ")+" (k3s's agents with a retry policy, or nodepass's agent.Client, -lb through its load balancer; these need -mode http)")
-	fs.IntVar(&hung, "hung", 0, "how many of the -servers (the first) accept connections and complete TLS, then never answer")
-	fs.IntVar(&known, "known", 0, "how many servers each agent remembers from before the reboot, the hung ones first (0: all); nodepass agents also know their configured server, a healthy one")
-	fs.StringVar(&certs, "certs", "none", "what the agents have on disk: none (a first join) or valid (certificates of an earlier join, valid for most of a day)")
-	fs.StringVar(&models, "models", "all", "comma-separated server models, or all: "+strings.Join(bench.Models(), ", "))
-	fs.StringVar(&mode, "mode", string(bench.ModeHTTP), "http (real HTTPS on 127.0.0.1) or inproc (direct calls)")
-	fs.IntVar(&servers, "servers", 1, "number of servers, each its own model instance sharing one store")
-	fs.StringVar(&lb, "lb", string(bench.LBSticky), "agents' load balancer over several servers: sticky or failover")
-	fs.DurationVar(&deadline, "deadline", defaultDeadline, "longest run per model")
-	fs.Var(&scryptMemory, "scrypt-memory", "nodepass's scrypt budget per server (verify.Options.ScryptMemory): a `SIZE`, or none (default: verify's, 1GiB)")
-	fs.Var(&maxHeap, "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
-	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")
-	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
-	fs.Uint64Var(&seed, "seed", 1, "seed of the agents' random delays")
-	fs.IntVar(&boundSample, "bound-sample", 64, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
-	fs.BoolVar(&c.isolate, "isolate", true, "run each model in its own child process")
-	fs.StringVar(&c.replotPath, "replot", "", "draw -plot from the results in `FILE` (an earlier -json) instead of running")
-	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/meta.json (go run ./cmd/profile reads them)")
-	fs.StringVar(&c.store, "store", "memory", "memory, or kube: run the nodepass model over kube.Store on a kube-apiserver started from -apiserver-bin, next to the memory store, and count API requests per join")
-	fs.StringVar(&c.apiserverBin, "apiserver-bin", "", "`DIR` holding etcd and kube-apiserver for -store kube (make apiserver builds them in tools/apiserver/bin); default $"+apitest.BinEnv)
-	adversity := addAdversityFlags(fs)
-	reboot := addRebootFlags(fs)
-	fs.StringVar(&c.split, "split", "auto", "auto, on or off: run each model's agents and servers in two processes pinned to CPUs of their own (Linux, 2 CPUs or more; the lower bounds on the servers' CPUs); auto splits where the machine and the scenario allow, on fails for a scenario that cannot")
-	fs.IntVar(&c.agentCPUs, "agent-cpus", 0, "with -split, how many of this process's CPUs the agents get (0: half, rounded down); the servers get the rest")
-	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
-	fs.StringVar(&c.role, "worker-role", "", "internal: the child's part of a split run")
-	fs.Usage = func() {} // parse errors get one line, -h the whole usage
-
+	jitter, _ := bench.ParsePolicy(bench.PolicyJitter)
+	c := &config{models: bench.Models(), agents: policies{jitter}, isolate: true, split: "auto",
+		certs: "none", notBefore: "today", digestKey: true, spikes: -1, sc: bench.Scenario{
+			Nodes: bench.DefaultNodes, LogN: bench.DefaultLogN, ClientTimeout: bench.DefaultClientTimeout, Mode: bench.ModeHTTP,
+			Servers: 1, LB: bench.LBSticky, Deadline: defaultDeadline, MaxHeap: bench.DefaultMaxHeap, Seed: 1, BoundSample: 64,
+			CAAge: bench.DefaultCAAge, Reboot: bench.RebootNone, AttackNames: bench.AttackSticky, StoreSpike: bench.DefaultStoreSpike,
+			TimeScale: 1, SampleEvery: bench.DefaultSampleEvery,
+		}}
+	fs := c.flagSet()
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(fs, stderr)
@@ -155,111 +96,87 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
+	sc := &c.sc
+	sc.ValidCerts, sc.CANotBefore, sc.NoDigestKey, sc.StoreSpikes = c.certs == "valid", c.notBefore == "ca", !c.digestKey, c.spikes
+	if c.spikes == -1 {
+		sc.StoreSpikes = sc.StoreFaults
+	}
 	var errs []string
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
-	if nodes < 1 || nodes > 100000 {
-		bad("-nodes %d: want 1 to 100000", nodes)
-	}
-	if logN < 1 || logN > 20 {
-		bad("-logn %d: want 1 to 20", logN)
-	}
-	if timeout <= 0 {
-		bad("-timeout %v: want a positive duration", timeout)
-	}
-	if deadline <= 0 {
-		bad("-deadline %v: want a positive duration", deadline)
-	}
-	if servers < 1 || servers > 64 {
-		bad("-servers %d: want 1 to 64", servers)
-	}
-	if boundSample < 0 {
-		bad("-bound-sample %d: want 0 or more", boundSample)
-	}
-	if maxHeap == 0 {
-		bad("-max-heap: want a positive size")
-	}
-	for _, name := range strings.Split(agent, ",") {
-		p, err := bench.ParsePolicy(strings.TrimSpace(name))
-		if err != nil {
-			bad("-agent: %v", strings.TrimPrefix(err.Error(), "bench: "))
-			continue
-		}
-		c.agents = append(c.agents, p)
-	}
-	if hung < 0 || hung >= servers {
-		bad("-hung %d: want 0 to -servers - 1 (%d): one server at least must answer", hung, servers-1)
-	}
-	if known < 0 || known > servers {
-		bad("-known %d: want 0 to -servers (%d)", known, servers)
-	}
-	if certs != "none" && certs != "valid" {
-		bad("-certs %q: want none or valid", certs)
-	}
-	m, err := bench.ParseMode(mode)
-	if err != nil {
-		bad("-mode: %v", strings.TrimPrefix(err.Error(), "bench: "))
-	}
-	l, err := bench.ParseLB(lb)
-	if err != nil {
-		bad("-lb: %v", strings.TrimPrefix(err.Error(), "bench: "))
-	}
-	if c.models, err = parseModels(models); err != nil {
-		bad("-models: %v", err)
-	}
-	if c.plotPath != "" {
-		if ext := strings.ToLower(filepath.Ext(c.plotPath)); ext != ".svg" && ext != ".png" {
-			bad("-plot %q: want a file name ending in .svg or .png", c.plotPath)
+	for _, e := range []struct {
+		flag, v string
+		of      []string
+	}{
+		{"certs", c.certs, []string{"none", "valid"}}, {"notbefore", c.notBefore, []string{"today", "ca"}},
+		{"split", c.split, []string{"auto", "on", "off"}}, {"worker-role", c.role, []string{"", roleServers, roleAgents, roleBound}},
+	} {
+		if !slices.Contains(e.of, e.v) {
+			errs = append(errs, fmt.Sprintf("-%s %q: want %s", e.flag, e.v, strings.Join(e.of, ", ")))
 		}
 	}
-	if c.replotPath != "" && c.plotPath == "" {
-		bad("-replot needs -plot")
+	if ext := strings.ToLower(filepath.Ext(c.plotPath)); c.plotPath != "" && ext != ".svg" && ext != ".png" {
+		errs = append(errs, fmt.Sprintf("-plot %q: want a file name ending in .svg or .png", c.plotPath))
 	}
-	if c.worker != "" {
-		if err := bench.ValidModel(c.worker); err != nil {
-			bad("-worker: %v", strings.TrimPrefix(err.Error(), "bench: "))
+	if err := bench.ValidModel(c.worker); c.worker != "" && err != nil {
+		errs = append(errs, "-worker: "+err.Error())
+	}
+	for _, a := range c.agents { // the scenario with each agent kind
+		sc.Agent = a
+		if err := sc.Validate(); err != nil {
+			errs = append(errs, strings.TrimPrefix(err.Error(), "bench: invalid scenario: "))
+			break
 		}
 	}
-	switch c.store {
-	case "memory":
-	case "kube":
-		if c.cpuprofileDir != "" || c.replotPath != "" || c.plotPath != "" || c.jsonPath != "" {
-			bad("-store kube prints a table only: no -cpuprofile-dir, -json, -plot or -replot")
-		}
-	default:
-		bad("-store %q: want memory or kube", c.store)
-	}
-	switch c.split {
-	case "auto", "on", "off":
-	default:
-		bad("-split %q: want auto, on or off", c.split)
-	}
-	if c.agentCPUs < 0 {
-		bad("-agent-cpus %d: want 0 or more", c.agentCPUs)
-	}
-	switch c.role {
-	case "", roleServers, roleAgents, roleBound:
-	default:
-		bad("-worker-role %q: want %s, %s or %s", c.role, roleServers, roleAgents, roleBound)
-	}
-	adversity.check(nodes, bad)
-	reboot.check(bad)
-	if m == bench.ModeInproc && (hung > 0 || certs == "valid" || slices.ContainsFunc(c.agents, isClient)) {
-		bad("-hung, -certs valid and the nodepass agents need -mode http")
+	sc.Agent = c.agents[0]
+	if why := splitUnsupported(c); c.split == "on" && why != "" {
+		errs = append(errs, "-split on: not with "+why)
 	}
 	if len(errs) > 0 {
 		return nil, usageError{strings.Join(errs, "\n")}
 	}
-	c.sc = bench.Scenario{
-		Nodes: nodes, LogN: logN, ClientTimeout: timeout, Agent: c.agents[0], Hung: hung, Known: known, ValidCerts: certs == "valid",
-		Servers: servers, LB: l, Mode: m, Deadline: deadline,
-		MaxHeap: uint64(maxHeap), Seed: seed, BoundSample: boundSample, ScryptMemory: int64(scryptMemory),
-	}
-	adversity.apply(&c.sc)
-	reboot.apply(&c.sc)
-	if why := splitUnsupported(&c); c.split == "on" && why != "" && c.store == "memory" {
-		return nil, usageError{"-split on: not with " + why}
-	}
-	return &c, nil
+	return c, nil
+}
+
+// flagSet declares bench's flags over c, their defaults c's values.
+func (c *config) flagSet() *flag.FlagSet {
+	sc := &c.sc
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // parse errors get one line, -h the whole usage
+	fs.IntVar(&sc.Nodes, "nodes", sc.Nodes, "number of nodes (agents) in the herd")
+	fs.IntVar(&sc.LogN, "logn", sc.LogN, "scrypt cost exponent of the stored hashes (k3s: 15)")
+	fs.Var((*positive)(&sc.ClientTimeout), "timeout", "agents' HTTP client timeout")
+	fs.Var(&c.agents, "agent", "comma-separated agent kinds, each model run with each: "+strings.Join(bench.PolicyNames(), ", ")+" (k3s's agents with a retry policy, or nodepass's agent.Client, -lb through its load balancer; these need -mode http)")
+	fs.IntVar(&sc.Hung, "hung", 0, "how many of the -servers (the first) accept connections and complete TLS, then never answer")
+	fs.IntVar(&sc.Known, "known", 0, "how many servers each agent remembers from before the reboot, the hung ones first (0: all); nodepass agents also know their configured server, a healthy one")
+	fs.StringVar(&c.certs, "certs", c.certs, "what the agents have on disk: none (a first join) or valid (the certificates of an earlier join, issued at the start as the servers issue them)")
+	fs.Var((*years)(&sc.CAAge), "ca-years", "age of the servers' CA in years: k3s makes its CAs, valid ten years, with the cluster")
+	fs.StringVar(&c.notBefore, "notbefore", c.notBefore, "the NotBefore of the certificates the servers issue, each valid a year: today (max(now - 1h, the CA's), as k3s today) or ca (the CA's, as k3s and RKE2 before dynamiclistener's CalculateNotBefore)")
+	fs.Var(&c.models, "models", "comma-separated server models, or all: "+strings.Join(bench.Models(), ", "))
+	fs.Var(&sc.Mode, "mode", "http (real HTTPS on 127.0.0.1) or inproc (direct calls)")
+	fs.IntVar(&sc.Servers, "servers", sc.Servers, "number of servers, each its own model instance sharing one store")
+	fs.Var(&sc.LB, "lb", "agents' load balancer over several servers: sticky or failover")
+	fs.Var((*positive)(&sc.Deadline), "deadline", "longest run per model")
+	fs.Var((*scryptBudget)(&sc.ScryptMemory), "scrypt-memory", "nodepass's scrypt budget per server (verify.Options.ScryptMemory): a `SIZE`, or none (default: verify's, 1GiB)")
+	fs.Var((*byteSize)(&sc.MaxHeap), "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
+	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")
+	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
+	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the agents' random delays")
+	fs.IntVar(&sc.BoundSample, "bound-sample", sc.BoundSample, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
+	fs.BoolVar(&c.isolate, "isolate", c.isolate, "run each model in its own child process")
+	fs.StringVar(&c.cpuprofileDir, "cpuprofile-dir", "", "write each model's CPU and heap profiles of its run to `DIR`/MODEL.cpu.pprof and MODEL.heap.pprof, with DIR/herd.json and DIR/meta.json (go run ./cmd/profile reads them)")
+	fs.IntVar(&sc.Attackers, "attackers", 0, "attacker agents sending wrong passwords for real node names, each as fast as answers come, ignoring Retry-After")
+	fs.IntVar(&sc.TokenGuessers, "token-guessers", 0, "k3s agents with a wrong join token (a new random one per attempt, for the user node), asking beside the herd at its pace")
+	fs.Var(&sc.AttackNames, "attack-names", "how attackers pick the names they guess for: sticky (one random name each, for the whole run) or random (a new one per guess)")
+	fs.IntVar(&sc.Duplicates, "duplicates", 0, "nodes with a second machine of the same hostname and another password, retrying like the nodes all run long (it never joins; completion waits for the honest nodes only)")
+	fs.Float64Var(&sc.StoreFaults, "store-faults", 0, "probability `P` that a store call (every model's hash fetch, nodepass's Get and Create) fails; the server answers 500 and the agent retries")
+	fs.Float64Var(&c.spikes, "store-spikes", c.spikes, "probability `Q` that a store call that does not fail answers only after -fault-latency (-1: the -store-faults probability)")
+	fs.Var((*positive)(&sc.StoreSpike), "fault-latency", "latency of a slow store call")
+	fs.Var(&sc.Reboot, "reboot", "what restarted before the measured herd: none (a cold herd), agents (every node joined once before, unmeasured, the servers stayed up) or all (the same warm-up, then new servers over the same store)")
+	fs.BoolVar(&c.digestKey, "digest-key", c.digestKey, "give every nodepass server of a run the same random DigestKey: what one verified, the others know through the store")
+	fs.StringVar(&c.split, "split", c.split, "auto, on or off: run each model's agents and servers in two processes pinned to CPUs of their own (Linux, 2 CPUs or more; the lower bounds on the servers' CPUs); auto splits where the machine and the scenario allow, on fails for a scenario that cannot")
+	fs.StringVar(&c.worker, "worker", "", "internal: run one model as a child process")
+	fs.StringVar(&c.role, "worker-role", "", "internal: the child's part of a split run")
+	return fs
 }
 
 func usage(fs *flag.FlagSet, w io.Writer) {
@@ -281,27 +198,84 @@ func usage(fs *flag.FlagSet, w io.Writer) {
 	})
 }
 
-func parseModels(s string) ([]string, error) {
+// modelList is -models: server models, or all.
+type modelList []string
+
+func (m *modelList) String() string { return strings.Join(*m, ",") }
+
+func (m *modelList) Set(s string) error {
 	if s == "all" {
-		return bench.Models(), nil
+		*m = bench.Models()
+		return nil
 	}
-	var out []string
-	seen := map[string]bool{}
+	*m = nil
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if err := bench.ValidModel(name); err != nil {
-			return nil, errors.New(strings.TrimPrefix(err.Error(), "bench: "))
+			return errors.New(strings.TrimPrefix(err.Error(), "bench: "))
 		}
-		if !seen[name] {
-			seen[name] = true
-			out = append(out, name)
+		if !slices.Contains(*m, name) {
+			*m = append(*m, name)
 		}
 	}
-	return out, nil
+	return nil
 }
 
-// byteSize is a flag value: a size in bytes with an optional KiB, MiB,
-// GiB (or K, M, G) suffix.
+// policies is -agent: agent kinds.
+type policies []bench.Policy
+
+func (p *policies) String() string {
+	var names []string
+	for _, a := range *p {
+		names = append(names, a.String())
+	}
+	return strings.Join(names, ",")
+}
+
+func (p *policies) Set(s string) error {
+	*p = nil
+	for _, name := range strings.Split(s, ",") {
+		a, err := bench.ParsePolicy(strings.TrimSpace(name))
+		if err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "bench: "))
+		}
+		*p = append(*p, a)
+	}
+	return nil
+}
+
+// positive is a flag value: a positive duration.
+type positive time.Duration
+
+func (d *positive) String() string { return time.Duration(*d).String() }
+
+func (d *positive) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return errors.New("want a positive duration")
+	}
+	*d = positive(v)
+	return nil
+}
+
+// years is a flag value: a duration given in years of 365 days.
+type years time.Duration
+
+const year = 365 * 24 * time.Hour
+
+func (y *years) String() string { return strconv.FormatFloat(float64(*y)/float64(year), 'g', 3, 64) }
+
+func (y *years) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) {
+		return errors.New("want a number of years, more than 0")
+	}
+	*y = years(v * float64(year))
+	return nil
+}
+
+// byteSize is a flag value: a positive size in bytes with an optional
+// KiB, MiB, GiB (or K, M, G) suffix.
 type byteSize uint64
 
 func (b *byteSize) String() string {
@@ -327,8 +301,8 @@ func (b *byteSize) Set(s string) error {
 		}
 	}
 	v, err := strconv.ParseUint(strings.TrimSpace(num), 10, 64)
-	if err != nil || v > (1<<63)>>shift {
-		return fmt.Errorf("invalid size %q: want a number of bytes with an optional KiB, MiB or GiB suffix", s)
+	if err != nil || v == 0 || v > (1<<63)>>shift {
+		return fmt.Errorf("invalid size %q: want a positive number of bytes with an optional KiB, MiB or GiB suffix", s)
 	}
 	*b = byteSize(v << shift)
 	return nil
@@ -350,16 +324,12 @@ func (b *scryptBudget) String() string {
 }
 
 func (b *scryptBudget) Set(s string) error {
+	var size byteSize
 	if s == "none" {
 		*b = -1
 		return nil
-	}
-	var size byteSize
-	if err := size.Set(s); err != nil {
+	} else if err := size.Set(s); err != nil {
 		return err
-	}
-	if size == 0 {
-		return fmt.Errorf("invalid size %q: want a positive size, or none", s)
 	}
 	*b = scryptBudget(size)
 	return nil
@@ -383,24 +353,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if c.worker != "" {
 		return runWorker(ctx, c, stdin, stdout, stderr)
-	}
-	if c.replotPath != "" {
-		if err := replot(c); err != nil {
-			fmt.Fprintf(stderr, "bench: %v\n", err)
-			return 1
-		}
-		return 0
-	}
-	if c.store == "kube" {
-		dir, err := apiserverBin(c.apiserverBin)
-		if err == nil {
-			err = runKubeStore(ctx, c, dir, stdout, stderr)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: %v\n", err)
-			return 1
-		}
-		return 0
 	}
 	if err := runParent(ctx, c, args, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)

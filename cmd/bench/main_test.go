@@ -9,8 +9,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/nodepass/nodepass/bench"
 )
 
 // TestMain also lets the test binary stand in for the command when
@@ -48,7 +51,6 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-nodes", "x"}, "invalid value"},
 		{[]string{"-frobnicate"}, "not defined"},
 		{[]string{"extra"}, "unexpected argument"},
-		{[]string{"-replot", "out.json"}, "-replot needs -plot"},
 		{[]string{"-agent", "nodepass,bogus"}, "unknown agent policy"},
 		{[]string{"-servers", "2", "-hung", "2"}, "one server at least must answer"},
 		{[]string{"-servers", "2", "-known", "3"}, "-known 3"},
@@ -56,11 +58,24 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-mode", "inproc", "-agent", "nodepass"}, "need -mode http"},
 		{[]string{"-mode", "inproc", "-servers", "2", "-hung", "1"}, "need -mode http"},
 		{[]string{"-token-guessers", "-1"}, "-token-guessers"},
+		{[]string{"-ca-years", "10"}, "-ca-years 10"},
+		{[]string{"-notbefore", "yesterday"}, `-notbefore "yesterday"`},
 	} {
 		code, stdout, stderr := runCmd(t, c.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || !strings.HasPrefix(stderr, "bench: ") {
 			t.Errorf("bench %q: exit %d, stderr %q; want 2 and a message about %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// TestCertificateFlags: the servers' CA and how they date certificates.
+func TestCertificateFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-ca-years", "5", "-notbefore", "ca"}, nil)
+	if err != nil || c.sc.CAAge != 5*365*24*time.Hour || !c.sc.CANotBefore {
+		t.Errorf("-ca-years 5 -notbefore ca: %v, CA age %v, CA's NotBefore %v", err, c.sc.CAAge, c.sc.CANotBefore)
+	}
+	if c, _ := parseFlags(nil, nil); c.sc.CAAge != bench.DefaultCAAge || c.sc.CANotBefore {
+		t.Errorf("default: CA age %v, CA's NotBefore %v; want %v, false", c.sc.CAAge, c.sc.CANotBefore, bench.DefaultCAAge)
 	}
 }
 
@@ -114,13 +129,6 @@ func TestRunInProcess(t *testing.T) {
 	}
 	if svg, err := os.ReadFile(plotPath); err != nil || !bytes.Contains(svg, []byte("<svg")) {
 		t.Errorf("plot: %v, %d bytes", err, len(svg))
-	}
-	pngPath := filepath.Join(dir, "herd.png")
-	if code, _, stderr := runCmd(t, "-replot", jsonPath, "-plot", pngPath); code != 0 {
-		t.Fatalf("-replot: exit %d\n%s", code, stderr)
-	}
-	if png, err := os.ReadFile(pngPath); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
-		t.Errorf("replot: %v, %d bytes", err, len(png))
 	}
 }
 

@@ -2,86 +2,62 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/pprof/profile"
 
 	"github.com/nodepass/nodepass/bench"
-	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 )
 
 // With -cpuprofile-dir, each model's process writes DIR/MODEL.cpu.pprof
 // and DIR/MODEL.heap.pprof covering that model's run only:
 //
-//   - The lower-bound sample (Herd.EstimateLowerBound: one warm-up
-//     verification per worker, then -bound-sample verifications, 16 if
-//     -bound-sample is 0) is taken first, outside the run's profile, and
-//     profiled on its own: its scrypt work over its verifications is
-//     one scrypt's CPU measured right before the run, recorded in the CPU
-//     profile's comments (pprofreport.Meta). The local lower bound is
-//     then measured as bench.Run would (Herd.EstimateLocalBound: for
-//     nodepass, in batches), and bench.Run is called with BoundSample 0.
+//   - The local lower bound (-bound-sample) is measured first, as
+//     bench.Run would, outside the profiles; bench.Run is then called with
+//     BoundSample 0.
 //   - The CPU profile starts right before bench.Run and stops when it
-//     returns: the servers' setup (a store of the herd's hashes, a CA and
-//     a certificate in http mode: milliseconds) and the herd.
+//     returns: the servers' setup (milliseconds) and the herd. It samples
+//     at runtime/pprof's own 100 Hz: the runtime takes a sample each time a
+//     thread's CPU timer expires, and Linux checks CPU timers on its
+//     scheduler tick (250 Hz here), so faster rates lose samples
+//     (measured on the CI scenario: 98-99% of the process's CPU time
+//     covered at 100 Hz, 80% at 250 Hz, 47% at 500 Hz).
 //   - The heap profile's inuse_* values are taken at the peak of the live
-//     heap: a goroutine looks every 5 ms for a finished GC cycle and keeps
-//     the heap profile of the cycle with the highest live heap (bench.ReadHeap). The end of a run is
-//     the wrong moment: a finished nodepass run has nothing left but its
-//     cache, while the question is what the herd held at its worst
-//     (at most scrypt slots × 32 MiB). The runtime publishes heap
-//     profiles as of a completed GC cycle, so "peak" is the heap marked
-//     live by the cycle with the highest live heap, the figure the run's
-//     peak_heap_mib reports too. The alloc_* values cover the whole run:
-//     the heap profile at its end minus the one at its start. Their count
-//     of scrypt's buffers is the run's count of scrypt calls, which gives
-//     one scrypt's CPU in the run itself (pprofreport.ScryptCalls).
-
-// The CPU profiles are taken at runtime/pprof's own rate, 100 Hz. The
-// runtime takes a sample each time a thread's CPU timer expires, and
-// Linux checks CPU timers on its scheduler tick (250 Hz on many kernels,
-// this machine's included): past about half the tick rate, expirations
-// are lost. Measured here on the CI scenario, the samples covered 98-99%
-// of the process's CPU time at 100 Hz, 87% at 200 Hz, 80% at 250 Hz and
-// 47% at 500 Hz (set with runtime.SetCPUProfileRate before
-// StartCPUProfile). More samples come from more CPU time, not a higher
-// rate.
-
-// calibrationSample is how many verifications measure one scrypt's CPU
-// when -bound-sample is 0.
-const calibrationSample = 16
+//     heap, the cycle whose live heap was the run's peak_heap_mib (the
+//     runtime publishes heap profiles as of a completed GC cycle; the end
+//     of a run is the wrong moment, when a nodepass run holds nothing but
+//     its cache). Its alloc_* values cover the whole run: the heap profile
+//     at its end minus the one at its start.
 
 // runModel runs one model, with its profiles when c.cpuprofileDir is set.
 func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, model string) (*bench.Result, error) {
 	if c.cpuprofileDir == "" {
 		return bench.Run(ctx, sc, h, model)
 	}
-	sample := sc.BoundSample
-	if sample == 0 {
-		sample = calibrationSample
-	}
-	before, err := calibrate(ctx, h, sample, model)
-	if err != nil {
-		return nil, err
-	}
-	var localBound time.Duration
+	var localBound, localTransport time.Duration
+	var err error
 	if sc.BoundSample > 0 { // as bench.Run would measure it, outside the run's profile
 		if localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, model); err != nil {
 			return nil, err
 		}
+		if localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
+			return nil, err
+		}
 	}
-	localTransport, err := h.EstimateTransport(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
-	sc.BoundSample = 0 // measured above, outside the run's profile
+	sc.BoundSample = 0
 
 	runtime.GC()
 	heap, err := watchHeap()
@@ -95,58 +71,18 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 		return err
 	})
 	heapProf, heapErr := heap.stop()
-	if err != nil {
+	if err = cmp.Or(err, heapErr); err != nil {
 		return nil, err
 	}
-	if heapErr != nil {
-		return nil, heapErr
-	}
-	meta := pprofreport.Meta{
-		Model:         model,
-		Scenario:      describeScenario(sc),
-		OneScrypt:     before.scrypt / time.Duration(before.verifications),
-		Verifications: before.verifications,
-	}
-	if localBound > 0 {
-		res.SetLocalBound(localBound, localTransport)
-	}
-	cpu.Comments = append(cpu.Comments, meta.Comments()...)
+	res.SetLocalBound(localBound, localTransport)
+	cpu.Comments = append(cpu.Comments, "nodepass-bench: model="+model+": "+describeScenario(sc))
 	heapProf.Comments = append(heapProf.Comments, "nodepass-bench: model="+model, heap.note)
-	if err := writeProfile(filepath.Join(c.cpuprofileDir, model+".cpu.pprof"), cpu); err != nil {
-		return nil, err
-	}
-	if err := writeProfile(filepath.Join(c.cpuprofileDir, model+".heap.pprof"), heapProf); err != nil {
-		return nil, err
+	for kind, p := range map[string]*profile.Profile{".cpu.pprof": cpu, ".heap.pprof": heapProf} {
+		if err := writeProfile(filepath.Join(c.cpuprofileDir, model+kind), p); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
-}
-
-// calibration is one measurement of scrypt's CPU.
-type calibration struct {
-	scrypt        time.Duration // the scrypt work's CPU
-	verifications int
-}
-
-// calibrate profiles Herd.EstimateLowerBound over sample verifications,
-// with the scrypt implementation model runs.
-func calibrate(ctx context.Context, h *bench.Herd, sample int, model string) (calibration, error) {
-	var c calibration
-	p, err := captureCPU(func() error {
-		_, err := h.EstimateLowerBound(ctx, sample, bench.ModelScrypt(model))
-		return err
-	})
-	if err != nil {
-		return c, err
-	}
-	r, err := pprofreport.FromProfile(p, model)
-	if err != nil {
-		return c, fmt.Errorf("reading the calibration profile: %w", err)
-	}
-	c.scrypt = r.CPU[pprofreport.Scrypt]
-	// EstimateLowerBound: one warm-up verification per worker, then the
-	// sample.
-	c.verifications = min(runtime.GOMAXPROCS(0), len(h.Nodes)) + min(max(sample, 1), len(h.Nodes))
-	return c, nil
 }
 
 func describeScenario(sc bench.Scenario) string {
@@ -203,7 +139,7 @@ type heapWatch struct {
 const heapWatchEvery = 5 * time.Millisecond
 
 func watchHeap() (*heapWatch, error) {
-	start, err := heapNow()
+	start, err := parseHeap(heapSnapshot())
 	if err != nil {
 		return nil, err
 	}
@@ -247,28 +183,27 @@ func (w *heapWatch) stop() (*profile.Profile, error) {
 		return nil, w.snapErr
 	}
 	runtime.GC() // publish the allocations of the last cycles
-	end, err := heapNow()
+	end, err := parseHeap(heapSnapshot())
 	if err != nil {
 		return nil, err
 	}
 	peak := end.Copy()
 	w.note = "nodepass-bench: inuse_* at the end of the run (no GC cycle during the run raised the live heap); alloc_* over the whole run"
 	if w.peak != nil {
-		if peak, err = parseHeap(w.peak); err != nil {
+		if peak, err = parseHeap(w.peak, nil); err != nil {
 			return nil, err
 		}
 		w.note = fmt.Sprintf("nodepass-bench: inuse_* at the peak of the live heap (GC cycle %d, %.0f MiB live, %.1fs into the run); alloc_* over the whole run",
 			w.cycle, float64(w.live)/(1<<20), w.at.Seconds())
 	}
 	// inuse from the peak, alloc from end minus start.
-	if err := scaleValues(peak, map[string]float64{"alloc_objects": 0, "alloc_space": 0}); err != nil {
-		return nil, err
-	}
-	if err := scaleValues(end, map[string]float64{"inuse_objects": 0, "inuse_space": 0}); err != nil {
-		return nil, err
-	}
-	if err := scaleValues(w.start, map[string]float64{"alloc_objects": -1, "alloc_space": -1, "inuse_objects": 0, "inuse_space": 0}); err != nil {
-		return nil, err
+	for p, by := range map[*profile.Profile]map[string]float64{
+		peak: {"alloc_objects": 0, "alloc_space": 0}, end: {"inuse_objects": 0, "inuse_space": 0},
+		w.start: {"alloc_objects": -1, "alloc_space": -1, "inuse_objects": 0, "inuse_space": 0},
+	} {
+		if err := scaleValues(p, by); err != nil {
+			return nil, err
+		}
 	}
 	merged, err := profile.Merge([]*profile.Profile{peak, end, w.start})
 	if err != nil {
@@ -300,6 +235,7 @@ func scaleValues(p *profile.Profile, by map[string]float64) error {
 	return nil
 }
 
+// heapSnapshot returns the heap profile as the runtime has published it.
 func heapSnapshot() ([]byte, error) {
 	var buf bytes.Buffer
 	if err := pprof.Lookup("heap").WriteTo(&buf, 0); err != nil {
@@ -308,19 +244,152 @@ func heapSnapshot() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// heapNow returns the heap profile as the runtime has published it.
-func heapNow() (*profile.Profile, error) {
-	b, err := heapSnapshot()
-	if err != nil {
-		return nil, err
+// parseHeap parses a heap snapshot, or passes on err.
+func parseHeap(b []byte, err error) (*profile.Profile, error) {
+	var p *profile.Profile
+	if err == nil {
+		if p, err = profile.ParseData(b); err != nil {
+			err = fmt.Errorf("reading the heap profile: %w", err)
+		}
 	}
-	return parseHeap(b)
+	return p, err
 }
 
-func parseHeap(b []byte) (*profile.Profile, error) {
-	p, err := profile.ParseData(b)
-	if err != nil {
-		return nil, fmt.Errorf("reading the heap profile: %w", err)
+// prepareProfileDir makes the -cpuprofile-dir directory, if any, and
+// removes the profiles an earlier run left there for the models about to
+// run, so that a model whose worker dies without writing its profiles is
+// reported without them rather than with another run's.
+func prepareProfileDir(c *config) error {
+	if c.cpuprofileDir == "" {
+		return nil
 	}
-	return p, nil
+	if err := os.MkdirAll(c.cpuprofileDir, 0o755); err != nil {
+		return err
+	}
+	for _, m := range c.models {
+		for _, kind := range []string{".cpu.pprof", ".heap.pprof"} {
+			if err := os.Remove(filepath.Join(c.cpuprofileDir, m+kind)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeProfileDir finishes a -cpuprofile-dir run: the run's JSON as
+// DIR/herd.json (beside the profiles, where cmd/profile looks for it) and
+// DIR/meta.json: how the files were made (command, commit, Go, machine,
+// date, load, scenario, lower bound). profiles/README.md says how to read
+// them.
+func writeProfileDir(c *config, args []string, h *bench.Herd, results []*bench.Result) error {
+	dir := c.cpuprofileDir
+	jsonPath := filepath.Join(dir, "herd.json")
+	if c.jsonPath == "" || filepath.Clean(c.jsonPath) != filepath.Clean(jsonPath) {
+		if err := writeResults(jsonPath, results); err != nil {
+			return err
+		}
+	}
+	commit, tree := gitState(dir)
+	cpu, osName := machine()
+	meta := struct {
+		Command, Commit, WorkingTree, Go, Machine, OS, Date, LoadAverage, Scenario string
+		LowerBoundS                                                                float64 `json:"lower_bound_s"`
+		Workers                                                                    int
+		CPUProfileHz                                                               int `json:"cpu_profile_hz"`
+	}{
+		Command: commandLine(args), Commit: commit, WorkingTree: tree, Go: runtime.Version(),
+		Machine: cpu, OS: osName, Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		LoadAverage: loadAverage(), Scenario: describeScenario(c.sc),
+		LowerBoundS: h.LowerBound.Seconds(), Workers: h.Workers, CPUProfileHz: 100,
+	}
+	b, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "meta.json"), append(b, '\n'), 0o644)
+}
+
+// commandLine is the command that made this run, for a reader to run again.
+func commandLine(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.TrimSpace("go run ./cmd/bench " + strings.Join(quoted, " "))
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=,:+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// gitState returns the commit checked out and whether the working tree
+// differs from it, outside dir (where this run writes), or "unknown"
+// without git.
+func gitState(dir string) (commit, tree string) {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown (git rev-parse HEAD failed)", ""
+	}
+	commit = strings.TrimSpace(string(out))
+	args := []string{"status", "--porcelain", "--untracked-files=no"}
+	if rel, err := filepath.Rel(".", dir); err == nil && !filepath.IsAbs(rel) && !strings.HasPrefix(rel, "..") {
+		args = append(args, "--", ".", ":(exclude)"+rel)
+	}
+	out, err = exec.Command("git", args...).Output()
+	switch {
+	case err != nil:
+		tree = "unknown"
+	case len(bytes.TrimSpace(out)) == 0:
+		tree = "clean"
+	default:
+		var files []string
+		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			files = append(files, line[min(3, len(line)):]) // "XY path"
+		}
+		tree = fmt.Sprintf("%d file(s) changed and not committed: %s", len(files), strings.Join(files, ", "))
+	}
+	return commit, tree
+}
+
+// machine describes this computer: CPU model, cores, memory and OS.
+func machine() (cpu, osName string) {
+	// field returns the value of the first line of file that starts with
+	// key, then a separator, or "?".
+	field := func(file, key, sep string) string {
+		b, _ := os.ReadFile(file)
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, sep); ok && strings.TrimSpace(k) == key {
+				return strings.Trim(strings.TrimSpace(v), `"`)
+			}
+		}
+		return "?"
+	}
+	cpu = fmt.Sprintf("%s, %d logical CPUs, GOMAXPROCS %d, memory %s", field("/proc/cpuinfo", "model name", ":"),
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), field("/proc/meminfo", "MemTotal", ":"))
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return cpu, fmt.Sprintf("%s/%s, %s, kernel %s", runtime.GOOS, runtime.GOARCH, field("/etc/os-release", "PRETTY_NAME", "="), strings.TrimSpace(string(kernel)))
+}
+
+// writeResults writes results as the JSON array -json documents, one
+// model's object per line: indenting their per-node arrays would double
+// the file.
+func writeResults(path string, results []*bench.Result) error {
+	b := []byte("[\n")
+	for i, r := range results {
+		o, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encoding results: %w", err)
+		}
+		b = append(b, o...)
+		if i < len(results)-1 {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
+	}
+	return os.WriteFile(path, append(b, "]\n"...), 0o644)
 }

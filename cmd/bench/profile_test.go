@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -41,8 +40,8 @@ func TestProfileDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Name != "nodepass" || r.Run == nil || r.Run.Joined != 12 || !r.HaveCalls || r.Meta.Verifications != min(runtime.GOMAXPROCS(0), 12)+12 {
-		t.Errorf("report: name %q, run %v, calls %v, meta %+v", r.Name, r.Run, r.HaveCalls, r.Meta)
+	if r.Name != "nodepass" || r.Run == nil || r.Run.Joined != 12 {
+		t.Errorf("report: name %q, run %v", r.Name, r.Run)
 	}
 
 }
@@ -60,10 +59,9 @@ func TestProfileIsolated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// -bound-sample 0: one scrypt is measured over 16 verifications
-	// anyway (8 here, the herd's size), and the result has no local bound.
-	if r.Run == nil || r.Run.Joined != 8 || r.Run.Mode != "http" || r.Run.LocalBound != 0 || r.Meta.Verifications != min(runtime.GOMAXPROCS(0), 8)+8 {
-		t.Errorf("run %+v, meta %+v", r.Run, r.Meta)
+	// -bound-sample 0: the result has no local bound.
+	if r.Run == nil || r.Run.Joined != 8 || r.Run.Mode != "http" || r.Run.LocalBound != 0 {
+		t.Errorf("run %+v", r.Run)
 	}
 }
 

@@ -8,9 +8,9 @@ package main
 // pinned process. See bench.StartServers for what a split run is.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -74,14 +74,7 @@ func planSplit(c *config, allowedCPUs func() ([]int, error)) (splitPlan, string)
 		return splitPlan{}, fmt.Sprintf("split: off, this process may use %d CPU (%s), and each side needs one; agents and servers share it, in one process per model",
 			len(allowed), cpuString(allowed))
 	}
-	n := c.agentCPUs
-	if n == 0 {
-		n = len(allowed) / 2
-	}
-	if n >= len(allowed) {
-		return splitPlan{}, fmt.Sprintf("split: off, -agent-cpus %d leaves none of the %d CPUs (%s) to the servers; agents and servers share them, in one process per model",
-			n, len(allowed), cpuString(allowed))
-	}
+	n := len(allowed) / 2 // the agents' CPUs
 	p := splitPlan{servers: allowed[:len(allowed)-n], agents: allowed[len(allowed)-n:]}
 	return p, fmt.Sprintf("split: agents on CPU %s (GOMAXPROCS %d), servers on CPU %s (GOMAXPROCS %d); lower bounds on the servers' CPUs",
 		cpuString(p.agents), len(p.agents), cpuString(p.servers), len(p.servers))
@@ -112,25 +105,14 @@ func measureBounds(ctx context.Context, args []string, h *bench.Herd, cpus []int
 		return err
 	}
 	w.in.Close()
-	m, ok, why := w.collect(func(m message) bool { return m.Bounds != nil })
-	if err := w.cmd.Wait(); !ok {
-		if why == "" {
-			why = fmt.Sprint(err)
-		}
-		return fmt.Errorf("measuring the lower bounds on CPU %s: %s", cpuString(cpus), why)
+	m, err := w.next(nil, func(m message) bool { return m.Bounds != nil })
+	w.wait()
+	if err != nil {
+		return fmt.Errorf("measuring the lower bounds on CPU %s: %w", cpuString(cpus), err)
 	}
 	b := m.Bounds
-	h.LowerBound, h.LowerBoundFast, h.LowerBoundBatch, h.Workers = b.LowerBound, b.LowerBoundFast, b.LowerBoundBatch, b.Workers
+	h.LowerBound, h.LowerBoundBatch, h.Workers = b.LowerBound, b.LowerBoundBatch, b.Workers
 	return nil
-}
-
-// runBoundWorker measures the herd's lower bounds on this process's CPUs.
-func runBoundWorker(ctx context.Context, h *bench.Herd, enc *encoder) error {
-	if err := h.MeasureLowerBound(ctx); err != nil {
-		return err
-	}
-	h.Nodes = nil
-	return enc.send(message{Bounds: h})
 }
 
 // runSplit runs model with its servers and its agents in two workers,
@@ -146,19 +128,20 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 			agents.stop()
 		}
 	}()
+	isReady := func(m message) bool { return m.Ready != nil }
 	if servers, err = startWorker(ctx, args, model, roleServers, p.servers, stderr, herd); err != nil {
 		return nil, err
 	}
 	servers.rss = watchRSS(servers.cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
 	defer servers.rss.stop()
-	srvReady, err := awaitReady(servers)
+	srvReady, err := servers.next(nil, isReady)
 	if err != nil {
 		return nil, err
 	}
-	if agents, err = startWorker(ctx, args, model, roleAgents, p.agents, stderr, herd, control{Endpoint: srvReady.Endpoint}); err != nil {
+	if agents, err = startWorker(ctx, args, model, roleAgents, p.agents, stderr, herd, control{Endpoint: srvReady.Ready.Endpoint}); err != nil {
 		return nil, err
 	}
-	agReady, err := awaitReady(agents)
+	agReady, err := agents.next(nil, isReady)
 	if err != nil {
 		return nil, err
 	}
@@ -168,74 +151,58 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 			return nil, err
 		}
 	}
-	// The agents run; the servers may trip their heap guard meanwhile.
-	var rep *bench.AgentReport
-	var last progressMsg
+	rep, err := awaitReport(agents, servers, bar)
+	if err != nil {
+		return nil, err
+	}
+	if err := agents.wait(); err != nil {
+		return nil, fmt.Errorf("%s: %w", agents.name, err)
+	}
+	servers.last = agents.last
+	m, err := message{}, servers.send(control{Agents: rep})
+	if err == nil {
+		m, err = servers.next(nil, func(m message) bool { return m.Result != nil })
+		servers.wait()
+	}
+	if r := servers.killedResult(c, model); err != nil && r != nil {
+		return r, nil
+	} else if err != nil {
+		return nil, err
+	}
+	m.Result.Split.AgentCPUs, m.Result.Split.ServerCPUs = agReady.Ready.CPUs, srvReady.Ready.CPUs
+	return m.Result, nil
+}
+
+// awaitReport returns the agents' report, their progress on bar on the
+// way. The servers may trip their heap guard meanwhile, or be killed for
+// their resident size: the agents are told to stop then.
+func awaitReport(agents, servers *worker, bar *progressBar) (*bench.AgentReport, error) {
 	srvMsgs := servers.msgs
-	for rep == nil {
+	for {
 		select {
 		case m, ok := <-agents.msgs:
-			switch {
-			case !ok:
-				return nil, fmt.Errorf("worker %s agents: ended without a report: %v", model, agents.cmd.Wait())
-			case m.Error != "":
-				return nil, fmt.Errorf("worker %s agents: %s", model, m.Error)
-			case m.Progress != nil:
-				last = *m.Progress
-				bar.update(last.Joined, time.Duration(last.ElapsedS*float64(time.Second)), false)
-			case m.Agents != nil:
-				rep = m.Agents
+			if !ok || m.Error != "" {
+				return nil, fmt.Errorf("%s: %s", agents.name, cmp.Or(m.Error, fmt.Sprint("ended without a report: ", agents.cmd.Wait())))
+			}
+			if m.Progress != nil {
+				agents.last = *m.Progress
+				bar.update(m.Progress.Joined, m.Progress.Elapsed, false)
+			}
+			if m.Agents != nil {
+				return m.Agents, nil
 			}
 		case m, ok := <-srvMsgs:
-			switch {
-			case !ok || m.Tripped:
-				// Stop the agents: the heap guard tripped, or the servers
-				// were killed for their resident size.
+			if m.Error != "" {
+				return nil, fmt.Errorf("%s: %s", servers.name, m.Error)
+			}
+			if !ok || m.Tripped {
 				srvMsgs = nil
 				if err := agents.send(control{Stop: true}); err != nil {
 					return nil, err
 				}
-			case m.Error != "":
-				return nil, fmt.Errorf("worker %s servers: %s", model, m.Error)
 			}
 		}
 	}
-	if err := agents.wait(); err != nil {
-		return nil, fmt.Errorf("worker %s agents: %w", model, err)
-	}
-	if err := servers.send(control{Agents: rep}); err != nil {
-		if r := servers.killedResult(c, model, last); r != nil {
-			return r, nil
-		}
-		return nil, err
-	}
-	m, ok, why := servers.collect(func(m message) bool { return m.Result != nil })
-	waitErr := servers.cmd.Wait()
-	if !ok {
-		if r := servers.killedResult(c, model, last); r != nil {
-			return r, nil
-		}
-		if why == "" {
-			why = fmt.Sprint(waitErr)
-		}
-		return nil, fmt.Errorf("worker %s servers: %s", model, why)
-	}
-	res := m.Result
-	res.Split.AgentCPUs, res.Split.ServerCPUs = agReady.CPUs, srvReady.CPUs
-	return res, nil
-}
-
-// awaitReady returns w's ready message, or why it sent none.
-func awaitReady(w *worker) (*readyMsg, error) {
-	for m := range w.msgs {
-		switch {
-		case m.Ready != nil:
-			return m.Ready, nil
-		case m.Error != "":
-			return nil, fmt.Errorf("worker %s: %s", w.role, m.Error)
-		}
-	}
-	return nil, fmt.Errorf("worker %s: ended before it was ready: %v", w.role, w.cmd.Wait())
 }
 
 // ready says this worker is set up, and where it runs.
@@ -250,10 +217,8 @@ func ready(enc *encoder, ep *bench.Endpoint) error {
 // runServersWorker is a split run's servers: it starts them, says where
 // they listen, begins at the start the parent sends, says when the heap
 // guard trips, and finishes with the agents' report.
-func runServersWorker(ctx context.Context, c *config, h *bench.Herd, dec *json.Decoder, enc *encoder) error {
-	sc := c.sc
-	sc.NoDrain = true
-	srv, err := bench.StartServers(ctx, sc, h, c.worker)
+func runServersWorker(ctx context.Context, sc bench.Scenario, model string, h *bench.Herd, dec *json.Decoder, enc *encoder) error {
+	srv, err := bench.StartServers(ctx, sc, h, model)
 	if err != nil {
 		return err
 	}
@@ -262,16 +227,16 @@ func runServersWorker(ctx context.Context, c *config, h *bench.Herd, dec *json.D
 		return err
 	}
 	var ctl control
-	if err := dec.Decode(&ctl); err != nil || ctl.StartAt == 0 {
-		return fmt.Errorf("waiting for the start: %v", orNoStart(err))
+	if err := expect(dec, &ctl, "the start", func(c control) bool { return c.StartAt != 0 }); err != nil {
+		return err
 	}
 	srv.Begin(time.Unix(0, ctl.StartAt))
 	go func() {
 		<-srv.Tripped()
 		enc.send(message{Tripped: true})
 	}()
-	if err := dec.Decode(&ctl); err != nil || ctl.Agents == nil {
-		return fmt.Errorf("waiting for the agents' report: %v", orNoStart(err))
+	if err := expect(dec, &ctl, "the agents' report", func(c control) bool { return c.Agents != nil }); err != nil {
+		return err
 	}
 	res, err := srv.Finish(ctx, ctl.Agents)
 	if err != nil {
@@ -283,13 +248,10 @@ func runServersWorker(ctx context.Context, c *config, h *bench.Herd, dec *json.D
 // runAgentsWorker is a split run's agents: it makes them for the servers'
 // endpoint, starts them at the start the parent sends, stops them if the
 // parent says so, and sends their report.
-func runAgentsWorker(ctx context.Context, c *config, h *bench.Herd, dec *json.Decoder, enc *encoder) error {
-	sc := c.sc
-	sc.NoDrain = true
-	sc.Progress = progressTo(enc)
+func runAgentsWorker(ctx context.Context, sc bench.Scenario, h *bench.Herd, dec *json.Decoder, enc *encoder) error {
 	var ctl control
-	if err := dec.Decode(&ctl); err != nil || ctl.Endpoint == nil {
-		return fmt.Errorf("waiting for the servers' endpoint: %v", orNoStart(err))
+	if err := expect(dec, &ctl, "the servers' endpoint", func(c control) bool { return c.Endpoint != nil }); err != nil {
+		return err
 	}
 	agents, err := bench.NewAgents(ctx, sc, h, *ctl.Endpoint)
 	if err != nil {
@@ -298,8 +260,8 @@ func runAgentsWorker(ctx context.Context, c *config, h *bench.Herd, dec *json.De
 	if err := ready(enc, nil); err != nil {
 		return err
 	}
-	if err := dec.Decode(&ctl); err != nil || ctl.StartAt == 0 {
-		return fmt.Errorf("waiting for the start: %v", orNoStart(err))
+	if err := expect(dec, &ctl, "the start", func(c control) bool { return c.StartAt != 0 }); err != nil {
+		return err
 	}
 	halt := make(chan struct{})
 	go func() {
@@ -311,10 +273,15 @@ func runAgentsWorker(ctx context.Context, c *config, h *bench.Herd, dec *json.De
 	return enc.send(message{Agents: agents.Run(ctx, time.Unix(0, ctl.StartAt), halt)})
 }
 
-// orNoStart is err, or that the line read was not the one expected.
-func orNoStart(err error) error {
-	if err == nil {
-		return errors.New("another line came")
+// expect reads the next control line into ctl and fails, saying what it
+// waited for, unless ok finds what it waited for in it.
+func expect(dec *json.Decoder, ctl *control, what string, ok func(control) bool) error {
+	*ctl = control{}
+	if err := dec.Decode(ctl); err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
-	return err
+	if !ok(*ctl) {
+		return fmt.Errorf("waiting for %s: another line came", what)
+	}
+	return nil
 }

@@ -24,8 +24,7 @@ func TestSplitPlan(t *testing.T) {
 	}{
 		{nil, cpus(0, 1), []int{1}, []int{0}, "agents on CPU 1 (GOMAXPROCS 1), servers on CPU 0 (GOMAXPROCS 1)"},
 		{nil, cpus(0, 1, 2, 3), []int{2, 3}, []int{0, 1}, "agents on CPU 2,3 (GOMAXPROCS 2), servers on CPU 0,1 (GOMAXPROCS 2)"},
-		{[]string{"-agent-cpus", "3"}, cpus(4, 5, 6, 7), []int{5, 6, 7}, []int{4}, "servers on CPU 4 (GOMAXPROCS 1)"},
-		{[]string{"-agent-cpus", "2"}, cpus(0, 1), nil, nil, "split: off, -agent-cpus 2 leaves none"},
+		{nil, cpus(4, 5, 6), []int{6}, []int{4, 5}, "servers on CPU 4,5 (GOMAXPROCS 2)"},
 		{nil, cpus(3), nil, nil, "split: off, this process may use 1 CPU (3)"},
 		{nil, func() ([]int, error) { return nil, errors.New("not Linux") }, nil, nil, "split: off, cannot pin processes here: not Linux"},
 		{[]string{"-split", "off"}, cpus(0, 1), nil, nil, "split: off (-split off)"},
@@ -55,7 +54,6 @@ func TestSplitFlags(t *testing.T) {
 		{[]string{"-split", "maybe"}, `-split "maybe"`},
 		{[]string{"-split", "on", "-duplicates", "2"}, "-split on: not with -duplicates"},
 		{[]string{"-split", "on", "-mode", "inproc"}, "-split on: not with -mode inproc"},
-		{[]string{"-agent-cpus", "-1"}, "-agent-cpus -1"},
 	} {
 		code, _, stderr := runCmd(t, c.args...)
 		if code != 2 || !strings.Contains(stderr, c.want) {

@@ -8,48 +8,34 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nodepass/nodepass/bench"
 )
 
 // The parent runs each model in a child: this program re-executed with
-// the parent's flags plus -worker=MODEL. The child reads the herd (nodes,
-// stored hashes, lower bound) as JSON on stdin and writes JSON lines on
-// stdout: progress messages, then one message with the result. It exits
-// as soon as the result is written, without waiting for the scrypt calls
-// an unbounded model still has running.
-//
-// A split run (split.go) has two children per model, each also given
-// -worker-role (servers or agents) and pinned to CPUs of its own; they
-// read control lines after the herd and say they are ready before the
-// run. The lower bounds of a split run are measured by a third kind of
-// child (-worker-role bound), pinned to the servers' CPUs.
-//
-// Per-model profiles (-cpuprofile-dir) are taken in runModel around
-// bench.Run, so that each file covers exactly one model's run.
+// the parent's flags plus -worker=MODEL. The child reads the herd as JSON
+// on stdin and writes JSON lines on stdout: progress, then the result. It
+// exits as soon as the result is written, without waiting for the scrypt
+// calls an unbounded model still has running. A split run's children
+// (split.go) also get -worker-role: servers or agents, which read control
+// lines after the herd, or bound, which measures the lower bounds.
 
 // message is one line from a worker.
 type message struct {
-	Progress *progressMsg  `json:"progress,omitempty"`
-	Result   *bench.Result `json:"result,omitempty"`
-	Error    string        `json:"error,omitempty"`
-	// Ready: a split run's worker is set up (the servers listen, the
-	// agents have their keys); Agents: the agents' report at the end;
-	// Tripped: the servers' heap guard tripped; Bounds: a bound worker's
-	// herd with its lower bounds (no nodes).
+	Progress *bench.Progress `json:"progress,omitempty"`
+	Result   *bench.Result   `json:"result,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	// Ready: a split run's worker is set up; Agents: the agents' report
+	// at the end; Tripped: the servers' heap guard tripped; Bounds: a
+	// bound worker's herd with its lower bounds (no nodes).
 	Ready   *readyMsg          `json:"ready,omitempty"`
 	Agents  *bench.AgentReport `json:"agents,omitempty"`
 	Tripped bool               `json:"tripped,omitempty"`
 	Bounds  *bench.Herd        `json:"bounds,omitempty"`
-}
-
-type progressMsg struct {
-	Joined   int     `json:"joined"`
-	ElapsedS float64 `json:"elapsed_s"`
 }
 
 // readyMsg says a worker is ready, where its servers listen (servers
@@ -89,18 +75,28 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 	dec := json.NewDecoder(stdin)
 	var h bench.Herd
 	err := dec.Decode(&h)
+	sc := c.sc
+	sc.NoDrain = true
 	if err != nil {
 		err = fmt.Errorf("reading the herd: %w", err)
 	} else {
 		switch c.role {
 		case "":
-			err = runWholeWorker(ctx, c, &h, enc)
+			sc.Progress = progressTo(enc)
+			var res *bench.Result
+			if res, err = runModel(ctx, c, sc, &h, c.worker); err == nil {
+				err = enc.send(message{Result: res})
+			}
 		case roleServers:
-			err = runServersWorker(ctx, c, &h, dec, enc)
+			err = runServersWorker(ctx, sc, c.worker, &h, dec, enc)
 		case roleAgents:
-			err = runAgentsWorker(ctx, c, &h, dec, enc)
+			sc.Progress = progressTo(enc)
+			err = runAgentsWorker(ctx, sc, &h, dec, enc)
 		case roleBound:
-			err = runBoundWorker(ctx, &h, enc)
+			if err = h.MeasureLowerBound(ctx); err == nil {
+				h.Nodes = nil
+				err = enc.send(message{Bounds: &h})
+			}
 		}
 	}
 	if err != nil {
@@ -111,26 +107,11 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 	return 0
 }
 
-// runWholeWorker runs the model's servers and agents in this process.
-func runWholeWorker(ctx context.Context, c *config, h *bench.Herd, enc *encoder) error {
-	sc := c.sc
-	sc.NoDrain = true
-	sc.Progress = progressTo(enc)
-	res, err := runModel(ctx, c, sc, h, c.worker)
-	if err != nil {
-		return err
-	}
-	if err := enc.send(message{Result: res}); err != nil {
-		return fmt.Errorf("writing the result: %w", err)
-	}
-	return nil
-}
-
 // progressTo returns a Scenario.Progress that sends progress messages.
 func progressTo(enc *encoder) func(bench.Progress) {
 	return func(p bench.Progress) {
 		if !p.Done {
-			enc.send(message{Progress: &progressMsg{Joined: p.Joined, ElapsedS: p.Elapsed.Seconds()}})
+			enc.send(message{Progress: &p})
 		}
 	}
 }
@@ -161,12 +142,13 @@ func workerStderr(w io.Writer) io.Writer {
 // worker is a child process of this program, running one model's run or
 // one side of it, and the messages it writes.
 type worker struct {
-	role string
+	name string
 	cmd  *exec.Cmd
 	in   io.WriteCloser
 	enc  *json.Encoder
 	msgs chan message // closed when the child's stdout ends
-	rss  *rssGuard    // nil unless watched
+	last bench.Progress
+	rss  *rssGuard // nil unless watched
 }
 
 // startWorker starts this program as a worker for model in role ("" for a
@@ -177,24 +159,19 @@ func startWorker(ctx context.Context, args []string, model, role string, cpus []
 	if err != nil {
 		return nil, fmt.Errorf("finding this program to run a worker: %w", err)
 	}
-	wargs := append(append([]string{}, args...), "-worker="+model)
-	if role != "" {
-		wargs = append(wargs, "-worker-role="+role)
-	}
-	cmd := exec.CommandContext(ctx, exe, wargs...)
+	cmd := exec.CommandContext(ctx, exe, append(slices.Clip(args), "-worker="+model, "-worker-role="+role)...)
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 5 * time.Second
 	if cpus != nil {
 		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", len(cpus)))
 	}
-	w := &worker{role: role, cmd: cmd, msgs: make(chan message, 64)}
-	name := strings.TrimSpace("worker " + model + " " + role)
+	w := &worker{name: strings.TrimSpace("worker " + model + " " + role), cmd: cmd, msgs: make(chan message, 64)}
 	if w.in, err = cmd.StdinPipe(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", w.name, err)
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", w.name, err)
 	}
 	if cpus != nil {
 		err = startPinned(cmd, cpus)
@@ -202,16 +179,16 @@ func startWorker(ctx context.Context, args []string, model, role string, cpus []
 		err = cmd.Start()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return nil, fmt.Errorf("starting %s: %w", w.name, err)
 	}
 	go w.read(out)
 	w.enc = json.NewEncoder(w.in)
 	if _, err := w.in.Write(herd); err != nil {
-		return w, fmt.Errorf("%s: writing the herd: %w", name, err)
+		return w, fmt.Errorf("%s: writing the herd: %w", w.name, err)
 	}
 	for _, l := range lines {
 		if err := w.send(l); err != nil {
-			return w, fmt.Errorf("%s: %w", name, err)
+			return w, err
 		}
 	}
 	return w, nil
@@ -234,9 +211,29 @@ func (w *worker) read(out io.Reader) {
 // send writes a control line to the child.
 func (w *worker) send(c control) error {
 	if err := w.enc.Encode(c); err != nil {
-		return fmt.Errorf("writing to the worker: %w", err)
+		return fmt.Errorf("%s: writing to the worker: %w", w.name, err)
 	}
 	return nil
+}
+
+// next returns w's next message that want picks, showing its progress
+// messages on bar (if not nil) on the way. An error message, or the end
+// of w's output, is an error.
+func (w *worker) next(bar *progressBar, want func(message) bool) (message, error) {
+	for m := range w.msgs {
+		switch {
+		case want(m):
+			return m, nil
+		case m.Error != "":
+			return m, fmt.Errorf("%s: %s", w.name, m.Error)
+		case m.Progress != nil:
+			w.last = *m.Progress
+			if bar != nil {
+				bar.update(w.last.Joined, w.last.Elapsed, false)
+			}
+		}
+	}
+	return message{}, fmt.Errorf("%s: ended early: %v", w.name, w.cmd.Wait())
 }
 
 // wait closes the child's stdin, drains its messages and waits for it to
@@ -248,32 +245,17 @@ func (w *worker) wait() error {
 	return w.cmd.Wait()
 }
 
-// collect reads the rest of w's messages and returns the last that want
-// picks (ok false if none did), and the last error any carried.
-func (w *worker) collect(want func(message) bool) (got message, ok bool, why string) {
-	for m := range w.msgs {
-		switch {
-		case want(m):
-			got, ok = m, true
-		case m.Error != "":
-			why = m.Error
-		}
-	}
-	return got, ok, why
-}
-
 // stop kills the child, if it started, and waits for it. A nil *worker
 // does nothing.
 func (w *worker) stop() {
-	if w == nil {
-		return
+	if w != nil {
+		w.cmd.Process.Kill()
+		w.wait()
 	}
-	w.cmd.Process.Kill()
-	w.wait()
 }
 
-// runChild runs model in a child process and returns its result, or a
-// Result that says why the child failed.
+// runChild runs model in a child process and returns its result, or the
+// Result of a run the parent killed for its resident size.
 func runChild(ctx context.Context, c *config, args []string, herd []byte, model string, bar *progressBar, stderr io.Writer) (*bench.Result, error) {
 	// A backstop: the child stops itself at the deadline.
 	ctx, cancel := context.WithTimeout(ctx, c.sc.Deadline+2*time.Minute)
@@ -286,40 +268,17 @@ func runChild(ctx context.Context, c *config, args []string, herd []byte, model 
 	w.in.Close()
 	w.rss = watchRSS(w.cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
 	defer w.rss.stop()
-	var res *bench.Result
-	var workerErr string
-	var last progressMsg
-	for m := range w.msgs {
-		switch {
-		case m.Progress != nil:
-			last = *m.Progress
-			bar.update(m.Progress.Joined, time.Duration(m.Progress.ElapsedS*float64(time.Second)), false)
-		case m.Result != nil:
-			res = m.Result
-		case m.Error != "":
-			workerErr = m.Error
-		}
-	}
-	waitErr := w.cmd.Wait()
-	if res != nil {
-		return res, nil
-	}
-	if r := w.killedResult(c, model, last); r != nil {
+	m, err := w.next(bar, func(m message) bool { return m.Result != nil })
+	w.wait()
+	if r := w.killedResult(c, model); err != nil && r != nil {
 		return r, nil
 	}
-	why := workerErr
-	if why == "" {
-		why = fmt.Sprint(waitErr)
-	}
-	return nil, fmt.Errorf("worker %s: %s", model, why)
+	return m.Result, err
 }
 
 // killedResult is the Result of a run whose worker the parent killed for
-// its resident size (last: its last progress), or nil if it did not.
-func (w *worker) killedResult(c *config, model string, last progressMsg) *bench.Result {
-	if w.rss == nil {
-		return nil
-	}
+// its resident size, or nil if it did not.
+func (w *worker) killedResult(c *config, model string) *bench.Result {
 	rss := w.rss.stop()
 	if rss == 0 {
 		return nil
@@ -327,9 +286,7 @@ func (w *worker) killedResult(c *config, model string, last progressMsg) *bench.
 	// The worker's own guard did not act in time; the parent's did.
 	return &bench.Result{
 		Model: model, Nodes: c.sc.Nodes, LogN: c.sc.LogN, Mode: c.sc.Mode, Agent: c.sc.Agent.String(),
-		Servers: c.sc.Servers, LB: c.sc.LB, Joined: last.Joined,
-		Completion: time.Duration(last.ElapsedS * float64(time.Second)),
-		Stopped:    bench.StoppedHeapGuard,
+		Servers: c.sc.Servers, LB: c.sc.LB, Joined: w.last.Joined, Completion: w.last.Elapsed, Stopped: bench.StoppedHeapGuard,
 		StopDetail: fmt.Sprintf("the worker process passed %d MiB resident (its heap guard had not stopped it yet) and was killed", rss>>20),
 	}
 }
@@ -343,18 +300,18 @@ func (w *worker) killedResult(c *config, model string, last progressMsg) *bench.
 func rssLimit(maxHeap uint64) uint64 { return maxHeap + 1<<30 }
 
 // rssGuard kills a process whose resident size passes a limit. It reads
-// /proc; where there is none it does nothing.
+// /proc; where there is none it does nothing. A nil *rssGuard does
+// nothing.
 type rssGuard struct {
 	done   chan struct{}
-	killed atomic.Uint64 // resident bytes when killed; 0 if not
+	killed uint64 // resident bytes when killed; 0 if not; read after done
 	once   sync.Once
 	wg     sync.WaitGroup
 }
 
 func watchRSS(pid int, limit uint64) *rssGuard {
 	g := &rssGuard{done: make(chan struct{})}
-	path := fmt.Sprintf("/proc/%d/statm", pid)
-	page := uint64(os.Getpagesize())
+	path, page := fmt.Sprintf("/proc/%d/statm", pid), uint64(os.Getpagesize())
 	g.wg.Go(func() {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
@@ -365,15 +322,15 @@ func watchRSS(pid int, limit uint64) *rssGuard {
 			case <-tick.C:
 			}
 			b, err := os.ReadFile(path)
+			var size, resident uint64
 			if err != nil {
 				return
 			}
-			var size, resident uint64
 			if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
 				return
 			}
 			if rss := resident * page; rss > limit {
-				g.killed.Store(rss)
+				g.killed = rss
 				if p, err := os.FindProcess(pid); err == nil {
 					p.Kill()
 				}
@@ -387,7 +344,10 @@ func watchRSS(pid int, limit uint64) *rssGuard {
 // stop ends the watch and returns the resident size at which the process
 // was killed, or 0.
 func (g *rssGuard) stop() uint64 {
+	if g == nil {
+		return 0
+	}
 	g.once.Do(func() { close(g.done) })
 	g.wg.Wait()
-	return g.killed.Load()
+	return g.killed
 }

@@ -1,7 +1,7 @@
 // Command profile reads the CPU profiles `go run ./cmd/bench
-// -cpuprofile-dir DIR` writes (DIR/MODEL.cpu.pprof, DIR/MODEL.heap.pprof,
-// the run's figures in DIR/herd.json) and says where each model's CPU went,
-// or checks it against a baseline:
+// -cpuprofile-dir DIR` writes (DIR/MODEL.cpu.pprof, with the run's
+// figures in DIR/herd.json) and says where each model's CPU went, or
+// checks it against a baseline:
 //
 //	go run ./cmd/profile report profiles/nodepass.cpu.pprof
 //	go run ./cmd/profile report -markdown profiles/*.cpu.pprof
@@ -27,8 +27,8 @@ import (
 )
 
 const usage = `usage:
-  profile report [-json FILE] [-top N] [-markdown] PROFILE...
-  profile diff [-base-json FILE] [-json FILE] [-top N] BASE NEW
+  profile report [-top N] [-markdown] PROFILE...
+  profile diff [-top N] BASE NEW
   profile check BASELINE_DIR NEW_DIR
 
 Reads the CPU profiles cmd/bench -cpuprofile-dir writes (DIR/MODEL.cpu.pprof).
@@ -37,8 +37,8 @@ report: for each profile, the CPU sampled; its share in the scrypt work (by its
   label nodepass.verify=scrypt), the module's own code (the cache-miss request
   path by its label nodepass.verify=request, cache, httpauth, verify), TLS/HTTP,
   GC, the rest of the runtime and everything else; scrypt CPU per joined node
-  and in units of one scrypt measured in the same process; the top functions
-  flat and cumulative. -markdown prints one table for all profiles instead.
+  and in units of one scrypt in the same run; the top functions flat and
+  cumulative. -markdown prints one table for all profiles instead.
 diff: each of those figures for BASE and NEW and its change.
 check: for each model profiled in NEW_DIR, fails (exit 1) when less than 95% of
   the scrypt work carries its label, when a model spends more than 1.25 × one
@@ -47,8 +47,8 @@ check: for each model profiled in NEW_DIR, fails (exit 1) when less than 95% of
   from the profile of the same model in BASELINE_DIR by more than the noise
   (see profiles/README.md). Both directories must hold the same scenario.
 
-The run's figures (joined nodes, for per-node values) come from the -json
-file, by default herd.json in the profile's directory.
+The run's figures (joined nodes, for per-node values) come from herd.json
+in the profile's directory.
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -115,7 +115,6 @@ func parse(fs *flag.FlagSet, args []string) error {
 
 func report(args []string, stdout io.Writer) error {
 	fs := newFlags("report")
-	jsonPath := fs.String("json", "", "the run's results (default: herd.json beside each profile)")
 	top := fs.Int("top", 10, "how many functions to list, flat and cumulative")
 	markdown := fs.Bool("markdown", false, "one Markdown table for all profiles")
 	if err := parse(fs, args); err != nil {
@@ -126,7 +125,7 @@ func report(args []string, stdout io.Writer) error {
 	}
 	var reports []*pprofreport.Report
 	for _, path := range fs.Args() {
-		r, err := pprofreport.Load(path, *jsonPath)
+		r, err := pprofreport.Load(path, "")
 		if err != nil {
 			return err
 		}
@@ -147,8 +146,6 @@ func report(args []string, stdout io.Writer) error {
 
 func diff(args []string, stdout io.Writer) error {
 	fs := newFlags("diff")
-	baseJSON := fs.String("base-json", "", "BASE's run results (default: herd.json beside BASE)")
-	newJSON := fs.String("json", "", "NEW's run results (default: herd.json beside NEW)")
 	top := fs.Int("top", 10, "compare the flat share of the top functions of either")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -156,11 +153,11 @@ func diff(args []string, stdout io.Writer) error {
 	if fs.NArg() != 2 {
 		return usageError{fmt.Sprintf("diff: want two profiles, BASE and NEW; got %d", fs.NArg())}
 	}
-	base, err := pprofreport.Load(fs.Arg(0), *baseJSON)
+	base, err := pprofreport.Load(fs.Arg(0), "")
 	if err != nil {
 		return err
 	}
-	cur, err := pprofreport.Load(fs.Arg(1), *newJSON)
+	cur, err := pprofreport.Load(fs.Arg(1), "")
 	if err != nil {
 		return err
 	}
@@ -223,17 +220,11 @@ func sameScenario(base, cur *bench.Result) error {
 	if base == nil || cur == nil {
 		return errors.New("no run figures")
 	}
-	type sc struct {
-		nodes, logN int
-		mode        bench.Mode
-		agent       string
-		servers     int
+	desc := func(r *bench.Result) string {
+		return fmt.Sprintf("%d nodes, logN %d, %s mode, %s agents, %d server(s)", r.Nodes, r.LogN, r.Mode, r.Agent, r.Servers)
 	}
-	b := sc{base.Nodes, base.LogN, base.Mode, base.Agent, base.Servers}
-	n := sc{cur.Nodes, cur.LogN, cur.Mode, cur.Agent, cur.Servers}
-	if b != n {
-		return fmt.Errorf("the baseline ran %d nodes, logN %d, %s mode, %s agents, %d server(s); this run %d nodes, logN %d, %s mode, %s agents, %d server(s)",
-			b.nodes, b.logN, b.mode, b.agent, b.servers, n.nodes, n.logN, n.mode, n.agent, n.servers)
+	if b, n := desc(base), desc(cur); b != n {
+		return fmt.Errorf("the baseline ran %s; this run %s", b, n)
 	}
 	return nil
 }

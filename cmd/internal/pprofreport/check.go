@@ -79,93 +79,96 @@ func Failed(vs []Verdict) bool {
 	return false
 }
 
-// Check checks cur (which needs its run's figures, Report.AttachRun, and
-// one scrypt's CPU in its Meta) against lim, and against base when base is
-// not nil. Only shares and per-node ratios are compared, never absolute
-// times: the machine the baseline was made on may be faster or busier.
+// Check checks cur (which needs its run's figures, Report.AttachRun)
+// against lim, and against base when base is not nil. Only shares and
+// per-node ratios are compared, never absolute times: the machine the
+// baseline was made on may be faster or busier.
 func Check(cur, base *Report, lim Limits) []Verdict {
 	var out []Verdict
 	add := func(figure string, ok bool, format string, a ...any) {
 		out = append(out, Verdict{Figure: figure, OK: ok, Detail: fmt.Sprintf(format, a...)})
 	}
-	if cur.Run == nil {
+	switch {
+	case cur.Run == nil:
 		add("run figures", false, "no result for model %q in the run's JSON: scrypt CPU per joined node cannot be computed", cur.Name)
-		return out
-	}
-	if cur.Run.Stopped != "" || cur.Run.Joined < cur.Run.Nodes {
+	case cur.Run.Stopped != "" || cur.Run.Joined < cur.Run.Nodes:
 		add("run", false, "%d of %d nodes joined (%s): the profile does not cover a whole herd", cur.Run.Joined, cur.Run.Nodes, orDash(cur.Run.StopDetail))
-		return out
-	}
-	if cur.Samples < lim.MinSamples {
+	case cur.Samples < lim.MinSamples:
 		add("samples", false, "%d samples, want at least %d: too few for the shares to mean anything (more nodes, a higher logN or a higher rate)", cur.Samples, lim.MinSamples)
-		return out
+	default:
+		checkLimits(cur, lim, add)
+		if base != nil {
+			checkBaseline(cur, base, lim, add)
+		}
 	}
+	return out
+}
 
+// checkLimits checks cur against lim alone.
+func checkLimits(cur *Report, lim Limits, add func(figure string, ok bool, format string, a ...any)) {
 	labelled := float64(cur.ScryptLabelled) / float64(max(cur.CPU[Scrypt], 1))
+	label := verify.ProfileLabel + "=" + verify.ProfileScrypt
 	if labelled < lim.MinLabelled {
-		add("scrypt labelled", false, "%s of the scrypt work carried %s=%s, want at least %s: the categories are read from that label. "+
+		add("scrypt labelled", false, "%s of the scrypt work carried %s, want at least %s: the categories are read from that label. "+
 			"Did a scrypt computation lose it (verify's, or a model's in bench), or was the profile made before the labels?",
-			pct(labelled), verify.ProfileLabel, verify.ProfileScrypt, pct(lim.MinLabelled))
+			pct(labelled), label, pct(lim.MinLabelled))
 	} else {
-		add("scrypt labelled", true, "%s of the scrypt work carried %s=%s, want at least %s", pct(labelled), verify.ProfileLabel, verify.ProfileScrypt, pct(lim.MinLabelled))
+		add("scrypt labelled", true, "%s of the scrypt work carried %s, want at least %s", pct(labelled), label, pct(lim.MinLabelled))
 	}
-
 	perNode, ok := cur.PerNode()
 	perNodeCPU, _ := cur.ScryptPerNode()
-	oneScrypt, _ := cur.OneScryptInRun()
+	oneScrypt, _ := cur.OneScrypt()
 	switch {
 	case !ok:
-		add("scrypt per joined node", false, "the scrypt calls are not known: the heap profile (MODEL.heap.pprof beside the CPU profile) counted none and the run's JSON has no scrypt runs")
+		add("scrypt per joined node", false, "the scrypt calls are not known: the run's JSON has no scrypt runs")
 	case perNode > lim.MaxPerNode:
 		add("scrypt per joined node", false, "%.2f × one scrypt's CPU, limit %.2f: %s of scrypt CPU per joined node, one scrypt %s in the same run "+
-			"(%d scrypt calls in the heap profile for %d joined nodes; the model counted %.2f scrypt runs per joined node). Is scrypt running more than once per node?",
-			perNode, lim.MaxPerNode, ms(perNodeCPU), ms(oneScrypt), cur.ScryptCalls, cur.Run.Joined, cur.Run.ScryptRunsPerNode)
+			"(%d scrypt calls for %d joined nodes). Is scrypt running more than once per node?",
+			perNode, lim.MaxPerNode, ms(perNodeCPU), ms(oneScrypt), cur.Run.ScryptRuns, cur.Run.Joined)
 	case perNode < 1/lim.MaxPerNode:
 		add("scrypt per joined node", false, "%.2f scrypt calls per joined node: fewer than one, so the count is wrong (or nodes joined without scrypt, which a cold herd cannot)", perNode)
 	default:
 		add("scrypt per joined node", true, "%.2f × one scrypt's CPU (%s per node, one scrypt %s in the same run), limit %.2f", perNode, ms(perNodeCPU), ms(oneScrypt), lim.MaxPerNode)
 	}
-	own := cur.OwnShare()
-	if own > lim.MaxOwnShare {
+	if own := cur.OwnShare(); own > lim.MaxOwnShare {
+		var parts []string
+		for _, c := range OwnCode() {
+			parts = append(parts, fmt.Sprintf("%s %s", c, pct(cur.Share(c))))
+		}
 		add("own code", false, "%s of the sampled CPU, limit %s: %s; the module's overhead around scrypt has grown (see the top functions)",
-			pct(own), pct(lim.MaxOwnShare), ownBreakdown(cur))
+			pct(own), pct(lim.MaxOwnShare), strings.Join(parts, ", "))
 	} else {
 		add("own code", true, "%s of the sampled CPU, limit %s", pct(own), pct(lim.MaxOwnShare))
 	}
-	if base == nil {
-		return out
-	}
+}
 
+// checkBaseline checks how far cur moved from base: scrypt per joined
+// node, and each share the wrong way (scrypt down; own code, GC or
+// runtime up) past the noise (Limits.ShareTolerance).
+func checkBaseline(cur, base *Report, lim Limits, add func(figure string, ok bool, format string, a ...any)) {
+	perNode, _ := cur.PerNode()
 	if bRatio, ok := base.PerNode(); ok && perNode > 0 {
 		limit := bRatio * (1 + lim.PerNodeTolerance)
 		add("scrypt per joined node vs baseline", perNode <= limit, "%.3f × one scrypt, baseline %.3f, limit %.3f (baseline + %.0f%%)",
 			perNode, bRatio, limit, 100*lim.PerNodeTolerance)
 	}
-	shares := []struct {
+	for _, s := range []struct {
 		name string
 		cats []Category
 		up   bool // a rise is the regression
 	}{
-		{"scrypt share", []Category{Scrypt}, false},
-		{"own code share", OwnCode(), true},
-		{"gc share", []Category{GC}, true},
-		{"runtime share", []Category{Runtime}, true},
-	}
-	for _, s := range shares {
+		{"scrypt share", []Category{Scrypt}, false}, {"own code share", OwnCode(), true},
+		{"gc share", []Category{GC}, true}, {"runtime share", []Category{Runtime}, true},
+	} {
 		pc, pb := cur.Share(s.cats...), base.Share(s.cats...)
 		tol := lim.ShareTolerance(pb, base.Samples, pc, cur.Samples)
-		moved := pc - pb
+		moved, dir := pc-pb, "rise"
 		if !s.up {
-			moved = -moved
-		}
-		dir := "rise"
-		if !s.up {
-			dir = "fall"
+			moved, dir = -moved, "fall"
 		}
 		add(s.name+" vs baseline", moved <= tol, "%s, baseline %s (%+.1f points; a %s of up to %.1f points is within the noise)",
 			pct(pc), pct(pb), 100*(pc-pb), dir, 100*tol)
 	}
-	return out
 }
 
 // ShareTolerance is how far a share may move between a baseline (share
@@ -189,19 +192,4 @@ func (lim Limits) ShareTolerance(pb float64, nb int64, pc float64, nc int64) flo
 		return p * (1 - p) * v
 	}
 	return lim.Sigmas * math.Sqrt(variance(pb, nb)+variance(pc, nc))
-}
-
-func ownBreakdown(r *Report) string {
-	var parts []string
-	for _, c := range OwnCode() {
-		parts = append(parts, fmt.Sprintf("%s %s", c, pct(r.Share(c))))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -48,10 +48,6 @@ func TestCheckFailsWhenScryptRunsTwicePerNode(t *testing.T) {
 	if v := verdict(t, Check(cur, nil, DefaultLimits), "scrypt per joined node"); v.OK {
 		t.Errorf("without a baseline: %v", v)
 	}
-	// The lower-bound figure shows it too.
-	if x, ok := cur.PerNodeVsBound(); !ok || x < 1.9 {
-		t.Errorf("PerNodeVsBound = %v, %v; want 2", x, ok)
-	}
 }
 
 func TestCheckFailsWhenOwnCodePassesFourPercent(t *testing.T) {
@@ -110,17 +106,9 @@ func TestCheckCannotCheck(t *testing.T) {
 		t.Errorf("too few samples: %v", vs)
 	}
 	r = herd(t, healthy(), 200, 200)
-	r.HaveCalls = false
 	r.Run.ScryptRuns = 0
-	if v := verdict(t, Check(r, nil, DefaultLimits), "scrypt per joined node"); v.OK || !strings.Contains(v.Detail, "heap profile") {
-		t.Errorf("without the heap profile or the model's count: %v", v)
-	}
-	// A scrypt that reuses its buffers leaves no call in the heap
-	// profile: the model's own count stands in.
-	r = herd(t, healthy(), 200, 200)
-	r.HaveCalls, r.Run.ScryptRuns = false, 200
-	if v := verdict(t, Check(r, nil, DefaultLimits), "scrypt per joined node"); !v.OK {
-		t.Errorf("heap profile without calls, model counted one per node: %v", v)
+	if v := verdict(t, Check(r, nil, DefaultLimits), "scrypt per joined node"); v.OK || !strings.Contains(v.Detail, "no scrypt runs") {
+		t.Errorf("without the model's count: %v", v)
 	}
 	r.Run.ScryptRuns = 100
 	if v := verdict(t, Check(r, nil, DefaultLimits), "scrypt per joined node"); v.OK {

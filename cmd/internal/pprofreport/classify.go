@@ -14,39 +14,24 @@ type Category int
 // The categories, in table order. Classify gives the rules.
 const (
 	// Scrypt is the scrypt work: every sample labelled
-	// nodepass.verify=scrypt (verify.ProfileLabel=verify.ProfileScrypt),
-	// which verify sets on its computations and bench on the k3s models'
-	// and its own, so the runtime work done on that goroutine (allocating
-	// and zeroing scrypt's buffer, the GC assists it pays) counts here.
-	// Without the label (profiles made before it), the
-	// golang.org/x/crypto/scrypt and pbkdf2 code and the crypto/* code
-	// (SHA-256, HMAC) they call.
+	// nodepass.verify=scrypt, the runtime's work on that goroutine
+	// included (allocating and zeroing scrypt's buffer, GC assists); in a
+	// profile made before the label, x/crypto's scrypt and pbkdf2 code and
+	// the crypto/* code they call.
 	Scrypt Category = iota
 	// Request is the part of a request that missed the cache, labelled
-	// nodepass.verify=request by verify: queueing, sharing a computation,
-	// waiting for it, enrolling.
+	// nodepass.verify=request: queueing, sharing a computation, waiting
+	// for it, enrolling.
 	Request
-	// Cache is package cache outside those labels: the cache-hit path's
-	// keys and lookups.
-	Cache
-	// HTTPAuth is package httpauth: the node headers and status codes.
-	HTTPAuth
-	// Verify is the rest of package verify, outside those labels: Ensure
-	// and Verify themselves, input checks, the cache-hit path.
-	Verify
-	// TLSHTTP is crypto/tls, net/http (with its HTTP/2 bundle),
-	// golang.org/x/net, package net, and crypto/* not under scrypt or the
-	// module (handshakes: ECDSA, ECDH, AES-GCM).
+	Cache    // package cache outside those labels: the cache hits' keys and lookups
+	HTTPAuth // package httpauth: the node headers and status codes
+	Verify   // the rest of package verify: Ensure and Verify, input checks
+	// TLSHTTP is crypto/tls, net/http, golang.org/x/net, package net, and
+	// crypto/* not under scrypt or the module (handshakes).
 	TLSHTTP
-	// GC is the garbage collector: background mark workers, mark assists,
-	// sweeping, write barriers.
-	GC
-	// Runtime is the rest of the runtime: allocation, zeroing, scheduling,
-	// maps, system calls made by the runtime.
-	Runtime
-	// Other is everything else: the simulator's agents and servers, the
-	// benchmark's own bookkeeping.
-	Other
+	GC      // the garbage collector: mark workers and assists, sweeping, write barriers
+	Runtime // the rest of the runtime: allocation, scheduling, maps, system calls
+	Other   // the simulator's agents and servers, the benchmark's bookkeeping
 
 	numCategories
 )
@@ -89,30 +74,24 @@ const (
 )
 
 // Classify returns the category of one sample whose stack is frames, the
-// leaf first, each a Go function name as in a profile
-// ("golang.org/x/crypto/scrypt.salsaXOR", "runtime.mallocgc"), and whose
-// labels are labels (profile.Sample.Label). The rules, also written out in
-// profiles/README.md:
+// leaf first, each a Go function name as in a profile, and whose labels
+// are labels (profile.Sample.Label). The rules, which profiles/README.md
+// also gives:
 //
 //  1. A sample labelled nodepass.verify=scrypt is Scrypt and one labelled
-//     nodepass.verify=request is Request, whatever its stack: the label
-//     says whose work the goroutine was doing, the runtime's included.
-//  2. Otherwise a leaf in package runtime (or internal/runtime/...) is GC
-//     when one of the runtime frames from the leaf up to the first
-//     non-runtime frame is a collector function (runtime.gc*, mark, scan,
-//     sweep, write-barrier flush; see isGCFrame), and Runtime otherwise.
-//  3. Otherwise the stack is walked from the leaf up to the first frame
-//     of an owner, a package: golang.org/x/crypto/scrypt or pbkdf2
-//     (Scrypt: scrypt called outside the label, as in profiles made
-//     before it), the module's cache, httpauth or verify (Cache, HTTPAuth,
-//     Verify), or crypto/tls, crypto/x509, net/http, golang.org/x/net,
-//     package net (TLSHTTP). So the HMAC of a cache key is Cache and
-//     AES-GCM under crypto/tls is TLSHTTP.
-//  4. A stack with no owner is TLSHTTP when its leaf is in crypto/* (the
-//     certificates made at start), and Other otherwise.
+//     nodepass.verify=request is Request, whatever its stack.
+//  2. Otherwise a leaf in the runtime is GC when a runtime frame up to
+//     the first other one is a collector function (isGCFrame), else
+//     Runtime.
+//  3. Otherwise the first frame from the leaf up in an owning package
+//     decides: x/crypto's scrypt or pbkdf2 (Scrypt), the module's cache,
+//     httpauth or verify, or crypto/tls, crypto/x509, net/http,
+//     golang.org/x/net, net (TLSHTTP). So the HMAC of a cache key is
+//     Cache and AES-GCM under crypto/tls is TLSHTTP.
+//  4. A stack with no owner is TLSHTTP when its leaf is in crypto/*, and
+//     Other otherwise.
 //
-// No rule names a function of the module: a category follows from labels
-// and package paths only.
+// No rule names a function of the module.
 func Classify(frames []string, labels map[string][]string) Category {
 	switch label(labels, verify.ProfileLabel) {
 	case verify.ProfileScrypt:
@@ -253,21 +232,19 @@ func stack(s *profile.Sample, buf []string) []string {
 	return buf
 }
 
-// skipPreempt returns frames without a leaf runtime.asyncPreempt, and
-// whether there was one.
+// skipPreempt returns frames without a leaf runtime.asyncPreempt.
 //
 // A sample whose leaf is asyncPreempt (its first instruction, not the
 // preemption's work, which is asyncPreempt2 and below) was taken as the
 // thread came back to the code the runtime had just preempted: the
 // profiling signal was pending while the preemption signal was handled,
-// typically because the thread had been off its CPU (its CPU timer expired
-// on the kernel tick that descheduled it; the runtime asked for a
-// preemption meanwhile). Its CPU time was spent in the interrupted
-// function, which is where it is counted. On a loaded machine this was 10
-// to 35% of the samples of a scrypt-bound profile.
-func skipPreempt(frames []string) ([]string, bool) {
+// typically because the thread had been off its CPU. Its CPU time was
+// spent in the interrupted function, which is where it is counted. On a
+// loaded machine this was 10 to 35% of the samples of a scrypt-bound
+// profile.
+func skipPreempt(frames []string) []string {
 	if len(frames) > 1 && frames[0] == asyncPreempt {
-		return frames[1:], true
+		return frames[1:]
 	}
-	return frames, false
+	return frames
 }

@@ -1,16 +1,9 @@
 // Package pprofreport says where the CPU of a herd run went, from the CPU
-// profile cmd/bench writes per server model: the share of the scrypt work,
-// of the module's own code (the cache-miss request path, cache, httpauth,
-// verify), of TLS/HTTP, the garbage collector, the rest of the runtime and
-// everything else (Classify gives the rules: by the pprof labels verify
-// and bench set, and by package paths); scrypt CPU per joined node,
-// in units of one scrypt's CPU in the same run (the scrypt calls counted
-// in the run's heap profile) and of one scrypt measured right before it;
-// and the top functions. It compares two profiles (WriteDiff) and checks
-// one against limits and a baseline (Check).
-//
-// It reads profiles with github.com/google/pprof/profile only; it never
-// runs go tool pprof.
+// profile cmd/bench writes per server model: the share of each Category
+// (Classify gives the rules), scrypt CPU per joined node in units of one
+// scrypt's CPU in the same run, and the top functions. It compares two
+// profiles (WriteDiff) and checks one against limits and a baseline
+// (Check). It reads profiles with github.com/google/pprof/profile only.
 package pprofreport
 
 import (
@@ -21,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,56 +24,28 @@ import (
 )
 
 // Report is what one CPU profile shows. Make one with FromProfile or
-// ReadFile; AttachRun adds the run's figures that per-node values need.
+// Load; AttachRun adds the run's figures that per-node values need.
 type Report struct {
-	// Name is the server model the profile covers (from its Meta, else
-	// its file name).
-	Name string
-	// File is where the profile was read from; empty for FromProfile.
-	File string
-	// Meta is what cmd/bench recorded in the profile's comments; zero if
-	// nothing.
-	Meta Meta
+	// Name is the server model the profile covers (its file name is
+	// MODEL.cpu.pprof); File is where it was read from.
+	Name, File string
 	// Samples counts the profile's samples; Period is the time one
-	// stands for (1/Hz); Total is the CPU time they add up to.
-	Samples int64
-	Period  time.Duration
-	Total   time.Duration
-	// Duration is the wall time the profile covers.
-	Duration time.Duration
+	// stands for (1/Hz); Total is the CPU time they add up to; Duration
+	// is the wall time the profile covers.
+	Samples                 int64
+	Period, Total, Duration time.Duration
 	// CPU and Count are the CPU time and the samples per Category.
 	CPU   [numCategories]time.Duration
 	Count [numCategories]int64
-	// UnderScrypt is the CPU of the Scrypt category and of every other
-	// sample with a scrypt frame anywhere in its stack. In a profile made
-	// under the labels it is the Scrypt category; in one made before them
-	// it adds the runtime work below scrypt (allocating and zeroing its
-	// buffer).
-	UnderScrypt time.Duration
 	// ScryptLabelled is the CPU of the samples labelled
 	// nodepass.verify=scrypt: all of the Scrypt category when every
-	// scrypt call ran under the label, none in a profile made before it.
+	// scrypt call ran under the label.
 	ScryptLabelled time.Duration
-	// ScryptBy splits the Scrypt category by whose password the work
-	// checked, by the bench.PasswordLabel label of a run with attackers
-	// or duplicates ("honest", "guess", "duplicate"); nil when no scrypt
-	// sample carried it.
-	ScryptBy map[string]time.Duration
-	// Preempted is the CPU of the samples whose leaf was
-	// runtime.asyncPreempt, counted in the function the runtime had
-	// interrupted (see Classify).
-	Preempted time.Duration
 	// Flat and Cum are the functions by CPU, highest first: the CPU spent
 	// in the function itself, and in it or anything it called.
 	Flat, Cum []FuncCPU
 	// Run is the model's figures from the run's JSON; nil until AttachRun.
 	Run *bench.Result
-	// ScryptCalls is how many scrypt computations the run made, counted
-	// in its heap profile (see ScryptCalls), and ScryptBuffer the bytes
-	// each allocated; HaveCalls is false until AttachHeap.
-	ScryptCalls  int64
-	ScryptBuffer int64
-	HaveCalls    bool
 }
 
 // FuncCPU is one function's CPU time in a profile.
@@ -91,8 +55,7 @@ type FuncCPU struct {
 }
 
 // FromProfile reads a CPU profile (sample types samples/count and
-// cpu/nanoseconds, as runtime/pprof writes them). name is used when the
-// profile's comments do not say which model it covers.
+// cpu/nanoseconds, as runtime/pprof writes them) of the model name.
 func FromProfile(p *profile.Profile, name string) (*Report, error) {
 	cpuIdx, countIdx := -1, -1
 	for i, st := range p.SampleType {
@@ -107,37 +70,18 @@ func FromProfile(p *profile.Profile, name string) (*Report, error) {
 		return nil, errors.New("pprofreport: not a CPU profile (no cpu/nanoseconds sample type)")
 	}
 	r := &Report{Name: name, Period: time.Duration(p.Period), Duration: time.Duration(p.DurationNanos)}
-	if m, ok := ParseMeta(p.Comments); ok {
-		r.Meta = m
-		if m.Model != "" {
-			r.Name = m.Model
-		}
-	}
 	flat, cum := map[string]time.Duration{}, map[string]time.Duration{}
-	var buf []string
+	var frames []string
 	seen := map[string]bool{}
 	for _, s := range p.Sample {
-		v := time.Duration(s.Value[cpuIdx])
-		n := int64(1)
+		v, n := time.Duration(s.Value[cpuIdx]), int64(1)
 		if countIdx >= 0 {
 			n = s.Value[countIdx]
 		}
-		buf = stack(s, buf)
-		frames, preempted := skipPreempt(buf)
-		if preempted {
-			r.Preempted += v
-		}
+		frames = skipPreempt(stack(s, frames))
 		c := Classify(frames, s.Label)
-		if c == Scrypt {
-			if label(s.Label, verify.ProfileLabel) == verify.ProfileScrypt {
-				r.ScryptLabelled += v
-			}
-			if who := label(s.Label, bench.PasswordLabel); who != "" {
-				if r.ScryptBy == nil {
-					r.ScryptBy = map[string]time.Duration{}
-				}
-				r.ScryptBy[who] += v
-			}
+		if c == Scrypt && label(s.Label, verify.ProfileLabel) == verify.ProfileScrypt {
+			r.ScryptLabelled += v
 		}
 		r.CPU[c] += v
 		r.Count[c] += n
@@ -148,16 +92,11 @@ func FromProfile(p *profile.Profile, name string) (*Report, error) {
 		}
 		flat[frames[0]] += v
 		clear(seen)
-		under := c == Scrypt
 		for _, f := range frames {
 			if !seen[f] {
 				seen[f] = true
 				cum[f] += v
 			}
-			under = under || pkgOf(f) == scryptPkg
-		}
-		if under {
-			r.UnderScrypt += v
 		}
 	}
 	r.Flat, r.Cum = sortFuncs(flat), sortFuncs(cum)
@@ -175,9 +114,12 @@ func sortFuncs(m map[string]time.Duration) []FuncCPU {
 	return out
 }
 
-// ReadFile reads the CPU profile at path. The model's name is taken from
-// the profile's comments, else from the file name (MODEL.cpu.pprof).
-func ReadFile(path string) (*Report, error) {
+// Load reads the CPU profile at path (MODEL.cpu.pprof) with the run's figures from
+// jsonPath, or from herd.json in the profile's directory when jsonPath is
+// empty. A herd.json that is not there is left out, and the report says
+// so; a jsonPath given that cannot be read, or that has no result for the
+// model, is an error.
+func Load(path, jsonPath string) (*Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("pprofreport: %w", err)
@@ -187,36 +129,14 @@ func ReadFile(path string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pprofreport: reading %s: %w", path, err)
 	}
-	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".pprof"), ".cpu")
-	r, err := FromProfile(p, name)
+	r, err := FromProfile(p, strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".pprof"), ".cpu"))
 	if err != nil {
 		return nil, fmt.Errorf("pprofreport: %s: %s", path, strings.TrimPrefix(err.Error(), "pprofreport: "))
 	}
 	r.File = path
-	return r, nil
-}
-
-// Load reads the CPU profile at path with what the same run left beside
-// it: the model's heap profile (MODEL.heap.pprof, for the scrypt calls)
-// and the run's figures from jsonPath, or from herd.json in the profile's
-// directory when jsonPath is empty. Whatever is missing beside the profile
-// is left out of the report, which says so; a jsonPath given that cannot
-// be read, or that has no result for the model, is an error.
-func Load(path, jsonPath string) (*Report, error) {
-	r, err := ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Dir(path)
-	heapPath := filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), ".cpu.pprof")+".heap.pprof")
-	if _, err := os.Stat(heapPath); err == nil && heapPath != path {
-		if err := r.ReadHeapFile(heapPath); err != nil {
-			return nil, err
-		}
-	}
 	explicit := jsonPath != ""
 	if !explicit {
-		jsonPath = filepath.Join(dir, "herd.json")
+		jsonPath = filepath.Join(filepath.Dir(path), "herd.json")
 		if _, err := os.Stat(jsonPath); err != nil {
 			return r, nil
 		}
@@ -259,26 +179,18 @@ func (r *Report) AttachRun(results []*bench.Result) bool {
 
 // Share returns the share of the sampled CPU in the categories given.
 func (r *Report) Share(cs ...Category) float64 {
-	if r.Total <= 0 {
-		return 0
-	}
-	var d time.Duration
-	for _, c := range cs {
-		d += r.CPU[c]
-	}
-	return float64(d) / float64(r.Total)
+	return float64(r.sum(cs...)) / float64(max(r.Total, 1))
 }
 
 // OwnShare returns the share of the module's own code.
 func (r *Report) OwnShare() float64 { return r.Share(OwnCode()...) }
 
-// count returns the samples in the categories given.
-func (r *Report) count(cs ...Category) int64 {
-	var n int64
+func (r *Report) sum(cs ...Category) time.Duration {
+	var d time.Duration
 	for _, c := range cs {
-		n += r.Count[c]
+		d += r.CPU[c]
 	}
-	return n
+	return d
 }
 
 // ScryptPerNode returns the scrypt work's CPU per joined node; ok is
@@ -290,58 +202,26 @@ func (r *Report) ScryptPerNode() (d time.Duration, ok bool) {
 	return r.CPU[Scrypt] / time.Duration(r.Run.Joined), true
 }
 
-// OneScryptInRun returns one scrypt's CPU in the run itself: the scrypt
-// work's CPU over the scrypt calls counted in the run's heap profile.
-// ok is false without the heap profile or when it counted no call.
-func (r *Report) OneScryptInRun() (d time.Duration, ok bool) {
-	calls, ok := r.Calls()
-	if !ok {
-		return 0, false
-	}
-	return r.CPU[Scrypt] / time.Duration(calls), true
-}
-
-// Calls returns the scrypt calls of the run: as counted in its heap
-// profile when that counted any, otherwise as the model counted them
-// (Result.ScryptRuns). A scrypt that reuses its buffers (this module's
-// scrypt package, nodepass's default) allocates none per call, so the
-// heap profile cannot count its calls; x/crypto's can.
-func (r *Report) Calls() (int64, bool) {
-	if r.HaveCalls && r.ScryptCalls > 0 {
-		return r.ScryptCalls, true
-	}
-	if r.Run != nil && r.Run.ScryptRuns > 0 {
-		return int64(r.Run.ScryptRuns), true
-	}
-	return 0, false
-}
-
-// PerNode returns ScryptPerNode in units of OneScryptInRun: how many
-// scrypts of CPU each joined node cost, one scrypt measured in the same
-// run over the same time. The CPU time cancels out, so this is the scrypt
-// calls per joined node as Calls counts them, a figure no
-// change in the machine's speed or load can move. ok is false when either
-// is unknown.
+// PerNode returns ScryptPerNode in units of one scrypt's CPU in the same
+// run (the scrypt work's CPU over the run's scrypt calls,
+// Result.ScryptRuns): how many scrypts of CPU each joined node cost. The
+// CPU time cancels out, so no change in the machine's speed or load can
+// move it. ok is false without the run's figures, or when no node joined
+// or no scrypt ran.
 func (r *Report) PerNode() (ratio float64, ok bool) {
-	calls, ok := r.Calls()
-	if r.Run == nil || r.Run.Joined == 0 || !ok {
+	if r.Run == nil || r.Run.Joined == 0 || r.Run.ScryptRuns == 0 {
 		return 0, false
 	}
-	return float64(calls) / float64(r.Run.Joined), true
+	return float64(r.Run.ScryptRuns) / float64(r.Run.Joined), true
 }
 
-// PerNodeVsBound returns ScryptPerNode over one scrypt's CPU measured by
-// profiling the lower-bound sample right before the run (Meta.OneScrypt).
-// It needs no heap profile, but the two CPU times are taken seconds apart:
-// on a shared machine the CPU time of one scrypt varies by ±20% from one
-// second to the next, and so does this ratio. ok is false when either is
-// unknown.
-func (r *Report) PerNodeVsBound() (ratio float64, ok bool) {
-	d, ok := r.ScryptPerNode()
-	if !ok || r.Meta.OneScrypt <= 0 {
+// OneScrypt returns one scrypt's CPU in the run: the scrypt work's CPU
+// over the run's scrypt calls; ok is false when either is unknown.
+func (r *Report) OneScrypt() (time.Duration, bool) {
+	if r.Run == nil || r.Run.ScryptRuns == 0 {
 		return 0, false
 	}
-	return float64(d) / float64(r.Meta.OneScrypt), true
+	return r.CPU[Scrypt] / time.Duration(r.Run.ScryptRuns), true
 }
 
 // ProcessCoverage returns the sampled CPU over the CPU the run measured
@@ -360,61 +240,4 @@ func (r *Report) Hz() int {
 		return 0
 	}
 	return int(time.Second / r.Period)
-}
-
-// Meta is what cmd/bench records about a run in its CPU profile's
-// comments (profile.Profile.Comments; go tool pprof -comments shows them).
-type Meta struct {
-	// Model is the server model the profile covers.
-	Model string
-	// Scenario says in words what ran ("100 nodes, logN 12, inproc, ...").
-	Scenario string
-	// OneScrypt is the CPU one scrypt verification spent in the scrypt
-	// work (the Scrypt category), measured by profiling
-	// Herd.EstimateLowerBound in the same process right before the run.
-	OneScrypt time.Duration
-	// Verifications is how many verifications OneScrypt was measured
-	// over.
-	Verifications int
-}
-
-const metaPrefix = "nodepass-bench:"
-
-// Comments returns m as profile comments.
-func (m Meta) Comments() []string {
-	out := []string{fmt.Sprintf("%s model=%s one_scrypt_cpu_ns=%d verifications=%d", metaPrefix,
-		m.Model, m.OneScrypt.Nanoseconds(), m.Verifications)}
-	if m.Scenario != "" {
-		out = append(out, metaPrefix+" scenario: "+m.Scenario)
-	}
-	return out
-}
-
-// ParseMeta reads what Meta.Comments wrote; ok is false if the comments
-// hold none of it.
-func ParseMeta(comments []string) (m Meta, ok bool) {
-	for _, c := range comments {
-		rest, found := strings.CutPrefix(c, metaPrefix+" ")
-		if !found {
-			continue
-		}
-		if sc, isScenario := strings.CutPrefix(rest, "scenario: "); isScenario {
-			m.Scenario = sc
-			continue
-		}
-		for _, field := range strings.Fields(rest) {
-			k, v, _ := strings.Cut(field, "=")
-			switch k {
-			case "model":
-				m.Model, ok = v, true
-			case "one_scrypt_cpu_ns":
-				if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-					m.OneScrypt = time.Duration(n)
-				}
-			case "verifications":
-				m.Verifications, _ = strconv.Atoi(v)
-			}
-		}
-	}
-	return m, ok
 }

@@ -13,16 +13,13 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/nodepass/nodepass/bench"
-	"github.com/nodepass/nodepass/verify"
 )
 
 func TestFromProfile(t *testing.T) {
-	// A computation for a guess whose samples were taken on entry to
-	// asyncPreempt.
-	guessLabels := map[string][]string{verify.ProfileLabel: {verify.ProfileScrypt}, bench.PasswordLabel: {"guess"}}
-	preempted := sample{append([]string{asyncPreempt}, scryptFrames...), guessLabels}
+	// A computation whose samples were taken on entry to asyncPreempt.
+	preempted := sample{append([]string{asyncPreempt}, scryptFrames...), scryptLabel}
 	spec := cpuSpec{&scryptStack: 60, &preempted: 40, &zeroStack: 8, &cacheStack: 1, &waitStack: 1, &gcStack: 10, &agentStack: 5}
-	r, err := FromProfile(cpuProfile(t, spec, Meta{Model: "nodepass", Scenario: "a test", OneScrypt: 12 * time.Millisecond, Verifications: 66}), "file-name")
+	r, err := FromProfile(cpuProfile(t, spec), "nodepass")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,14 +32,8 @@ func TestFromProfile(t *testing.T) {
 		r.CPU[GC] != 10*ms10 || r.CPU[Runtime] != 0 || r.CPU[Other] != 5*ms10 {
 		t.Errorf("by category: %v", r.CPU)
 	}
-	if r.ScryptLabelled != 108*ms10 || r.UnderScrypt != 108*ms10 {
-		t.Errorf("ScryptLabelled = %v, UnderScrypt = %v; want 1.08s", r.ScryptLabelled, r.UnderScrypt)
-	}
-	if len(r.ScryptBy) != 1 || r.ScryptBy["guess"] != 40*ms10 {
-		t.Errorf("ScryptBy = %v, want guess 400ms", r.ScryptBy)
-	}
-	if r.Preempted != 40*ms10 {
-		t.Errorf("Preempted = %v, want 400ms", r.Preempted)
+	if r.ScryptLabelled != 108*ms10 {
+		t.Errorf("ScryptLabelled = %v; want 1.08s", r.ScryptLabelled)
 	}
 	if got := r.Share(Scrypt); math.Abs(got-0.864) > 1e-9 {
 		t.Errorf("scrypt share %v, want 0.864", got)
@@ -63,19 +54,15 @@ func TestFromProfile(t *testing.T) {
 			t.Errorf("scrypt.Key cumulative %v, want 1.08s", f.CPU)
 		}
 	}
-	if r.Meta.Scenario != "a test" || r.Meta.OneScrypt != 12*time.Millisecond || r.Meta.Verifications != 66 {
-		t.Errorf("meta: %+v", r.Meta)
-	}
 	if _, ok := r.ScryptPerNode(); ok {
 		t.Error("ScryptPerNode without run figures")
 	}
 	if _, ok := r.PerNode(); ok {
-		t.Error("PerNode without heap profile")
+		t.Error("PerNode without run figures")
 	}
 	var text bytes.Buffer
 	WriteText(&text, r, 0)
-	for _, want := range []string{"all the scrypt work carried nodepass.verify=scrypt",
-		"scrypt work by whose password it checked (nodepass.bench.password): honest 0.00s (0.0%), guess 0.40s (37.0%), duplicate 0.00s (0.0%), unlabelled 0.68s (63.0%)"} {
+	for _, want := range []string{"all the scrypt work carried nodepass.verify=scrypt"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("WriteText lacks %q:\n%s", want, text.String())
 		}
@@ -88,17 +75,16 @@ func TestFromProfile(t *testing.T) {
 		u := unlabelled(*st)
 		old[&u] = n
 	}
-	r, err = FromProfile(cpuProfile(t, old, Meta{}), "old")
+	r, err = FromProfile(cpuProfile(t, old), "old")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.CPU[Scrypt] != 100*ms10 || r.CPU[Runtime] != 8*ms10 || r.CPU[Request] != 0 || r.CPU[Verify] != ms10 ||
-		r.UnderScrypt != 108*ms10 || r.ScryptLabelled != 0 || r.ScryptBy != nil {
-		t.Errorf("without labels: by category %v, under scrypt %v, labelled %v, by password %v", r.CPU, r.UnderScrypt, r.ScryptLabelled, r.ScryptBy)
+	if r.CPU[Scrypt] != 100*ms10 || r.CPU[Runtime] != 8*ms10 || r.CPU[Request] != 0 || r.CPU[Verify] != ms10 || r.ScryptLabelled != 0 {
+		t.Errorf("without labels: by category %v, labelled %v", r.CPU, r.ScryptLabelled)
 	}
 	text.Reset()
 	WriteText(&text, r, 0)
-	for _, want := range []string{"no sample carries nodepass.verify=scrypt", "scrypt and the runtime work below it (allocating, zeroing its buffer): 1.08s, 86.4%"} {
+	for _, want := range []string{"no sample carries nodepass.verify=scrypt"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("WriteText lacks %q:\n%s", want, text.String())
 		}
@@ -106,35 +92,10 @@ func TestFromProfile(t *testing.T) {
 }
 
 func TestFromProfileNotCPU(t *testing.T) {
-	if _, err := FromProfile(heapProfile(t, 1, 4<<20), "x"); err == nil || !strings.HasPrefix(err.Error(), "pprofreport: not a CPU profile") {
-		t.Errorf("heap profile as CPU profile: %v", err)
-	}
-	if _, _, err := ScryptCalls(cpuProfile(t, healthy(), Meta{})); err == nil {
-		t.Error("CPU profile as heap profile: no error")
-	}
-}
-
-func TestMeta(t *testing.T) {
-	m := Meta{Model: "k3s-v1.28", Scenario: "320 nodes, logN 15", OneScrypt: 93 * time.Millisecond, Verifications: 66}
-	got, ok := ParseMeta(append([]string{"unrelated"}, m.Comments()...))
-	if !ok || got != m {
-		t.Errorf("ParseMeta(Comments()) = %+v, %v; want %+v", got, ok, m)
-	}
-	if _, ok := ParseMeta([]string{"nothing here"}); ok {
-		t.Error("ParseMeta found meta in unrelated comments")
-	}
-}
-
-func TestScryptCalls(t *testing.T) {
-	calls, buffer, err := ScryptCalls(heapProfile(t, 320, 32<<20))
-	if err != nil || calls != 320 || buffer != 32<<20 {
-		t.Errorf("ScryptCalls = %d, %d, %v; want 320 calls of 32 MiB", calls, buffer, err)
-	}
 	b := newBuilder(&profile.ValueType{Type: "alloc_objects", Unit: "count"})
 	b.sample([]string{"main.main"}, 5)
-	calls, buffer, err = ScryptCalls(roundTrip(t, b.p))
-	if err != nil || calls != 0 || buffer != 0 {
-		t.Errorf("no scrypt: ScryptCalls = %d, %d, %v", calls, buffer, err)
+	if _, err := FromProfile(roundTrip(t, b.p), "x"); err == nil || !strings.HasPrefix(err.Error(), "pprofreport: not a CPU profile") {
+		t.Errorf("heap profile as CPU profile: %v", err)
 	}
 }
 
@@ -151,9 +112,8 @@ func TestLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// One scrypt before the run as in it: 225 samples of scrypt work for 200 calls.
-	write("nodepass.cpu.pprof", cpuProfile(t, healthy(), Meta{Model: "nodepass", OneScrypt: 11250 * time.Microsecond, Verifications: 66}))
-	write("nodepass.heap.pprof", heapProfile(t, 200, 4<<20))
+	// 225 samples of scrypt work for 200 calls.
+	write("nodepass.cpu.pprof", cpuProfile(t, healthy()))
 	results := []*bench.Result{{Model: "nodepass", Nodes: 200, Joined: 200, ScryptRuns: 200, ScryptRunsPerNode: 1, CPU: 2600 * time.Millisecond}}
 	b, err := json.Marshal(results)
 	if err != nil {
@@ -167,8 +127,8 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Run == nil || r.Run.Joined != 200 || !r.HaveCalls || r.ScryptCalls != 200 {
-		t.Fatalf("Load: run %v, calls %d (%v)", r.Run, r.ScryptCalls, r.HaveCalls)
+	if r.Run == nil || r.Run.Joined != 200 {
+		t.Fatalf("Load: run %v", r.Run)
 	}
 	if x, ok := r.PerNode(); !ok || x != 1 {
 		t.Errorf("PerNode = %v, %v", x, ok)
@@ -176,8 +136,8 @@ func TestLoad(t *testing.T) {
 	if d, ok := r.ScryptPerNode(); !ok || d != 11250*time.Microsecond {
 		t.Errorf("ScryptPerNode = %v, %v", d, ok)
 	}
-	if x, ok := r.PerNodeVsBound(); !ok || x != 1 {
-		t.Errorf("PerNodeVsBound = %v, %v", x, ok)
+	if d, ok := r.OneScrypt(); !ok || d != 11250*time.Microsecond {
+		t.Errorf("OneScrypt = %v, %v", d, ok)
 	}
 	if cov, ok := r.ProcessCoverage(); !ok || cov != 1 {
 		t.Errorf("ProcessCoverage = %v, %v", cov, ok)
@@ -187,14 +147,14 @@ func TestLoad(t *testing.T) {
 	WriteText(&text, r, 3)
 	for _, want := range []string{"nodepass (", "200/200 nodes joined", "CPU sampled: 2.60s", "100% of the CPU the process used",
 		"scrypt work 2.25s 86.5%", "request (cache miss) 0.00s 0.0%", "own code (the four above) 0.01s 0.4%", "runtime 0.10s 3.8%",
-		"= 1.00 × one scrypt in this run (", "200 scrypt calls", "4.0 MiB buffer", "= 1.00 × one scrypt measured before the run",
+		"= 1.00 × one scrypt in this run (", "200 scrypt calls",
 		"top 3 functions, flat:", "top 3 functions, cumulative:"} {
 		if !strings.Contains(strings.Join(strings.Fields(text.String()), " "), want) {
 			t.Errorf("WriteText lacks %q:\n%s", want, text.String())
 		}
 	}
 	WriteMarkdown(&md, []*Report{r})
-	if !strings.Contains(md.String(), "| nodepass | 200/200 | 2.60s | 86.5% | 86.5% | 0.4% | 0.0% | 7.7% | 3.8% | 1.5% | 11.2 ms | 1.00 | 1.00 |") ||
+	if !strings.Contains(md.String(), "| nodepass | 200/200 | 2.60s | 86.5% | 0.4% | 0.0% | 7.7% | 3.8% | 1.5% | 11.2 ms | 1.00 |") ||
 		!strings.Contains(md.String(), "| nodepass | 0.00% | 0.38% | 0.00% | 0.00% |") {
 		t.Errorf("WriteMarkdown:\n%s", md.String())
 	}
