@@ -30,5 +30,3 @@ replace (
 	github.com/nodepass/nodepass => ../
 	github.com/nodepass/nodepass/bench => ../bench
 )
-
-replace github.com/nodepass/nodepass/kube => ../kube
