@@ -2,6 +2,7 @@ package verify
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
@@ -222,4 +223,20 @@ func CompareHashAndPassword(hash, password string) error {
 		return ErrMismatchedHashAndPassword
 	}
 	return nil
+}
+
+// hmacKey returns password as scrypt sees it. scrypt uses a password only
+// as the key of PBKDF2's HMAC-SHA256, which hashes a key of more than 64
+// bytes with SHA-256 and pads the key with zero bytes to 64. So a
+// password, the same with zero bytes after it and, past 64 bytes, its
+// SHA-256 give one scrypt key; k3s accepts each for the others' hash.
+// hmacKey maps them all to one: the SHA-256 of a password past 64 bytes,
+// without the zero bytes at its end. Distinct results are distinct HMAC
+// keys. Up to 64 bytes, it allocates nothing.
+func hmacKey(password string) string {
+	if len(password) > sha256.BlockSize {
+		sum := sha256.Sum256([]byte(password))
+		password = string(sum[:])
+	}
+	return strings.TrimRight(password, "\x00")
 }

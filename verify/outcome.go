@@ -57,9 +57,11 @@ func (v *Verifier) forgetFailures(name string) {
 
 // recordMatch caches key, the tuple of node's password and stored hash,
 // as verified and forgets node's failures. When the stored key has at
-// least minKeyLen bytes it also marks key as its pair's verified password:
-// a second password matching the same key would be a 128-bit scrypt
-// collision, so any other is a mismatch (fromCache).
+// least minKeyLen bytes it also marks key as its pair's verified password.
+// Passwords here are as scrypt sees them (hmacKey), so two that differ are
+// two HMAC keys: both matching one stored key would be a collision of
+// 128 bits of scrypt's output at least, so any other is a mismatch
+// (fromCache).
 func (v *Verifier) recordMatch(node, stored string, key cache.Key, keyLen int) {
 	v.forgetFailures(node)
 	if keyLen >= minKeyLen {

@@ -26,7 +26,7 @@ import (
 // node + ".node-password.k3s" must be a DNS-1123 subdomain, as in k3s.
 // When ctx ends, Verify returns and the computation goes on.
 func (v *Verifier) Verify(ctx context.Context, node, password string) error {
-	node, err := v.checkInput(node, password)
+	node, password, err := v.checkInput(node, password)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 // its password hashed with Options.Params and stored with Store.Create;
 // of concurrent first joins exactly one wins.
 func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
-	node, err := v.checkInput(node, password)
+	node, password, err := v.checkInput(node, password)
 	if err != nil {
 		return err
 	}
@@ -71,25 +71,26 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 }
 
 // checkInput refuses what no Store should see, and everything once the
-// Verifier is closed. It returns the node name in the one form every part
-// of the Verifier uses (the Store, the cache keys, the scheduler's names
-// and the failure counts): lower case, as k3s lower-cases the
-// K3s-Node-Name header and the node-password secret's name. Names that
-// differ only in case are one node, so spreading guesses over Node-1 and
-// NODE-1 gains nothing. An all-lower-case name is returned as is, without
-// allocating.
-func (v *Verifier) checkInput(node, password string) (string, error) {
+// Verifier is closed. It returns the node name and the password in the
+// one form every part of the Verifier uses (the Store, the cache keys,
+// the scheduler's names and the failure counts). The name is in lower
+// case, as k3s lower-cases the K3s-Node-Name header and the node-password
+// secret's name: names that differ only in case are one node, so
+// spreading guesses over Node-1 and NODE-1 gains nothing. The password
+// is as scrypt sees it (hmacKey). An all-lower-case name and a password
+// of up to 64 bytes are returned without allocating.
+func (v *Verifier) checkInput(node, password string) (string, string, error) {
 	if v.closed.Load() {
-		return "", ErrClosed
+		return "", "", ErrClosed
 	}
 	if err := v.checkCredentials("node name", node, maxNodeNameLen, "password", password); err != nil {
-		return "", err
+		return "", "", err
 	}
 	node = strings.ToLower(node)
 	if !secretName(node) {
-		return "", fmt.Errorf("%w: node name %q cannot name its secret (%q): want a DNS-1123 subdomain, lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit", ErrInvalidInput, node, node+secretSuffix)
+		return "", "", fmt.Errorf("%w: node name %q cannot name its secret (%q): want a DNS-1123 subdomain, lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit", ErrInvalidInput, node, node+secretSuffix)
 	}
-	return node, nil
+	return node, hmacKey(password), nil
 }
 
 // checkCredentials refuses a name and a password no store should see:

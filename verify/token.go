@@ -50,7 +50,7 @@ func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error
 	if err != nil {
 		return err
 	}
-	return v.verifyStored(ctx, v.tokenName(user), stored, password, nil)
+	return v.verifyStored(ctx, v.tokenName(user), stored, hmacKey(password), nil)
 }
 
 // checkUser refuses a token user or password no store should see.
@@ -115,14 +115,15 @@ func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 	}
 	s := NewMemoryStore()
 	for _, e := range entries {
-		h, err := v.hashOnly(ctx, e.password)
+		password := hmacKey(e.password)
+		h, err := v.hashOnly(ctx, password)
 		if err != nil {
 			return fmt.Errorf("verify: token file: hashing the token of user %q: %w", e.user, err)
 		}
 		// The hash was recorded as verified under its own name (see
 		// hashOnly); VerifyToken asks under the user's.
 		name := v.tokenName(e.user)
-		v.recordMatch(name, h, v.cache.Key(name, h, e.password), v.opts.Params.KeyLen)
+		v.recordMatch(name, h, v.cache.Key(name, h, password), v.opts.Params.KeyLen)
 		s.Set(e.user, h)
 	}
 	v.loaded.Store(s)
