@@ -14,7 +14,9 @@ import (
 // name for a call is the hash, and CreateHash's key is recorded as
 // verified. A hash k3s made gets k3s's outcome, for a key of any length;
 // one past Options.Limits, or in a form k3s never writes, is
-// ErrInvalidHash. A call waits up to Options.MaxWait, by default
+// ErrInvalidHash. The failure delay (Options.MaxFailDelay) is the hash's,
+// shared by every client of that hash: k3s checks every agent's join
+// token against one. A call waits up to Options.MaxWait, by default
 // WorkTimeout here: k3s refuses on any error. It is safe for concurrent
 // use; close it with Close.
 type Hasher struct {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	xscrypt "golang.org/x/crypto/scrypt"
 )
@@ -200,4 +202,38 @@ func TestHasherClosed(t *testing.T) {
 	if err := h.VerifyHash(mustHash(t, "k"), "k"); !errors.Is(err, ErrClosed) {
 		t.Errorf("VerifyHash after Close: %v", err)
 	}
+}
+
+// TestHasherMatchesKeepGuessDelay: k3s checks every agent's join token
+// against the one hash of its passwd entry (pkg/authenticator/passwordfile
+// through nodepassword.Hasher), so the herd's matches do not reset the
+// failure delay of that hash: a guesser keeps meeting it.
+func TestHasherMatchesKeepGuessDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newTestHasher(t, &Options{MaxFailDelay: 500 * time.Millisecond})
+		made, err := h.CreateHash(joinToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		guess := func(i int) time.Duration {
+			start := time.Now()
+			if err := h.VerifyHash(made, fmt.Sprint("guess-", i)); !errors.Is(err, ErrMismatchedHashAndPassword) {
+				t.Fatalf("guess %d: %v", i, err)
+			}
+			return time.Since(start)
+		}
+		guess(0)
+		if d := guess(1); d != 100*time.Millisecond {
+			t.Fatalf("second guess delayed %v, want 100ms", d)
+		}
+		for range 5 {
+			if err := h.VerifyHash(made, joinToken); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := guess(2); d != 200*time.Millisecond {
+			t.Fatalf("a guess after the agents' matches delayed %v, want 200ms: the matches reset the count", d)
+		}
+		h.Close()
+	})
 }

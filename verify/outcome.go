@@ -46,11 +46,12 @@ func (v *Verifier) fromCache(node, stored string, key cache.Key) (err error, ok 
 // it in KnownMatchRejects.
 var errKnownReject = fmt.Errorf("%w", ErrMismatchedHashAndPassword)
 
-// forgetFailures forgets name's mismatches after a match, but for a
-// token user's: every agent of the cluster sends the same user, so its
+// forgetFailures forgets name's mismatches after a match, but for a name
+// every agent of a cluster shares: a token user's, or a hash the Hasher
+// is asked about (k3s checks every join token against one). Their
 // matches would reset a guesser's delays as fast as the herd asks.
 func (v *Verifier) forgetFailures(name string) {
-	if !strings.HasPrefix(name, tokenPrefix) {
+	if !strings.HasPrefix(name, tokenPrefix) && !hashName(name) {
 		v.fails.match(name)
 	}
 }

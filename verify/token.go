@@ -95,11 +95,15 @@ func displayName(name string) string {
 	if user, ok := strings.CutPrefix(name, tokenPrefix); ok {
 		return fmt.Sprintf("token user %q", user)
 	}
-	if strings.HasPrefix(name, "$") {
+	if hashName(name) {
 		return "the hash given"
 	}
 	return fmt.Sprintf("node %q", name)
 }
+
+// hashName reports whether name is a hash, the Hasher's name for a call.
+// No node name starts with "$" (secretName).
+func hashName(name string) bool { return strings.HasPrefix(name, "$") }
 
 // LoadTokens makes a k3s passwd file (password,user,uid[,groups] lines)
 // what VerifyToken checks. It hashes each password under ctx, as k3s
