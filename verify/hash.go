@@ -37,7 +37,7 @@ const (
 // Limits bound a stored hash, refused with ErrInvalidHash before anything
 // is allocated, and a password (ErrInvalidInput). Zero: the default.
 type Limits struct {
-	MaxMemory      int64 // 128·r·N bytes, one lane; default 256 MiB
+	MaxMemory      int64 // 128·r·N bytes (a lane), and 128·(r+1)·p (PBKDF2's); default 256 MiB
 	MaxWork        int64 // 128·r·N·p bytes mixed; default 1 GiB
 	MaxPasswordLen int   // default 1024
 }
@@ -92,9 +92,10 @@ func (p Params) validate(lim Limits) error {
 	return nil
 }
 
-// cost returns 128·r·N and 128·r·N·p, or an error when either passes its
-// limit in lim (with its defaults). It never overflows: every product is
-// checked against the limit before it is formed.
+// cost returns 128·r·N and 128·r·N·p, or an error when the memory (a
+// lane's, or PBKDF2's output, pbkdf2Bytes) or the work passes its limit in
+// lim (with its defaults). It never overflows: every product is checked
+// against the limit before it is formed.
 func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
 	maxMem, maxWork := lim.MaxMemory, lim.MaxWork
 	if logN < 1 || logN > maxLogN {
@@ -111,6 +112,10 @@ func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
 	if int64(p) > maxWork/memory {
 		return 0, 0, fmt.Errorf("work 128·r·N·p (logN=%d, r=%d, p=%d) exceeds limit %d bytes", logN, r, p, maxWork)
 	}
+	// pbkdf2Bytes ≤ 128·r·N·p, checked above: it cannot overflow.
+	if pbkdf2Bytes(r, p) > maxMem {
+		return 0, 0, fmt.Errorf("memory of PBKDF2's output 128·(r+1)·p (r=%d, p=%d) exceeds limit %d bytes", r, p, maxMem)
+	}
 	// x/crypto/scrypt refuses r·p >= 2^30; with the limits above that
 	// cannot happen unless the limits are raised far beyond their defaults.
 	if int64(r)*int64(p) >= 1<<30 {
@@ -118,6 +123,13 @@ func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
 	}
 	return memory, memory * int64(p), nil
 }
+
+// pbkdf2Bytes is what one hash at (r, p) allocates besides its lanes:
+// PBKDF2's output, 128·r·p bytes, and the scrypt package's slice of its p
+// blocks, up to 128 bytes a block as that slice grows. With a small N it
+// outweighs the lanes: at logN 1, r 1 and p 2^16, 16 MiB against 256
+// bytes.
+func pbkdf2Bytes(r, p int) int64 { return 128 * (int64(r) + 1) * int64(p) }
 
 // parseHash parses a stored hash and checks it against lim (with its
 // defaults). It does no

@@ -237,3 +237,26 @@ func TestHasherMatchesKeepGuessDelay(t *testing.T) {
 		h.Close()
 	})
 }
+
+// TestHasherBudgetErrorHidesHash: a hash refused for the budget or the
+// limits is named "the hash given" in the error, never quoted: the hash
+// is a secret's verifier.
+func TestHasherBudgetErrorHidesHash(t *testing.T) {
+	h := newTestHasher(t, &Options{ScryptMemory: 2 * lane(testParams.LogN, testParams.R)})
+	big := testParams
+	big.LogN = 8
+	hash, err := GenerateFromPassword("pw", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(hash, ":")
+	for _, bad := range []string{hash, strings.Join([]string{f[0], f[1], "40", f[3], f[4], f[5]}, ":")} {
+		err := h.VerifyHash(bad, "pw")
+		if !errors.Is(err, ErrInvalidHash) {
+			t.Fatalf("a hash over the budget: %v", err)
+		}
+		if msg := err.Error(); strings.Contains(msg, f[1]) || strings.Contains(msg, f[5]) {
+			t.Errorf("error %q quotes the hash", msg)
+		}
+	}
+}

@@ -154,33 +154,43 @@ func (v *Verifier) lanesFor(logN, r int) int {
 	return l
 }
 
-// reserve returns how many lanes keys, a batch of one (N, r), computes at
-// once, and takes from the budget the bytes they hold, held, for release.
-func (v *Verifier) reserve(keys []scrypt.Job) (held int64, lanes int) {
-	logN, r := log2(keys[0].N), keys[0].R
-	lanes = v.lanesFor(logN, r)
+// reserve takes from the budget what keys, a batch of one class, hold at
+// once, and returns how: lanes hashes mixed at a time, per jobs to
+// scrypt.KeyBatch at a time (all of them, unless their PBKDF2 outputs
+// would pass the budget), and held, the bytes taken, for release.
+func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, held int64) {
+	logN, r, p := log2(keys[0].N), keys[0].R, keys[0].P
+	lanes, per = v.lanesFor(logN, r), len(keys)
 	if v.mem.total == 0 {
-		return 0, lanes
+		return lanes, per, 0
 	}
-	blocks := 0
-	for _, k := range keys {
-		blocks += k.P
+	// What per jobs hold, mixed lanes at a time.
+	need := func(per, lanes int) int64 {
+		n := min(lanes, per*p)
+		for n&(n-1) != 0 { // scrypt mixes a power of two at a time
+			n--
+		}
+		return int64(n)*lane(logN, r) + int64(per)*pbkdf2Bytes(r, p)
 	}
-	n := min(lanes, blocks)
-	for n&(n-1) != 0 { // scrypt mixes a power of two at a time
-		n--
+	for need(per, lanes) > v.mem.total { // fits let one job at one lane in
+		if per > 1 {
+			per--
+		} else {
+			lanes /= 2
+		}
 	}
-	held = int64(n) * lane(logN, r)
+	held = need(per, lanes)
 	v.mem.reserve(held)
-	return held, lanes
+	return lanes, per, held
 }
 
-// fits refuses a stored hash one lane of which (its V) needs more than
-// the budget, before anything is allocated.
-func (v *Verifier) fits(h *hash, node string) error {
-	if b := lane(h.logN, h.r); v.mem.total > 0 && b > v.mem.total {
-		return fmt.Errorf("%w: one lane of scrypt takes %d bytes, 128·r·N (logN=%d, r=%d), over Options.ScryptMemory %d (stored for node %q)",
-			ErrInvalidHash, b, h.logN, h.r, v.mem.total, node)
+// fits refuses a stored hash one job of which (one lane, 128·r·N, and
+// its PBKDF2 output) needs more than the budget, before anything is
+// allocated.
+func (v *Verifier) fits(h *hash, name string) error {
+	if b := lane(h.logN, h.r) + pbkdf2Bytes(h.r, h.p); v.mem.total > 0 && b > v.mem.total {
+		return fmt.Errorf("%w: one scrypt lane and PBKDF2's output take %d bytes, 128·r·N + 128·(r+1)·p (logN=%d, r=%d, p=%d), over Options.ScryptMemory %d (stored for %s)",
+			ErrInvalidHash, b, h.logN, h.r, h.p, v.mem.total, displayName(name))
 	}
 	return nil
 }

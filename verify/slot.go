@@ -70,12 +70,12 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 	}
 	// The goroutine keeps its thread so that the thread's CPU clock
 	// measures this computation alone.
-	held, lanes := v.reserve(keys) // before the clocks: waiting is not computing
+	lanes, per, held := v.reserve(keys) // before the clocks: waiting is not computing
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start, cpu0 := time.Now(), threadCPU()
 	atomic.AddUint64(&v.stats.ScryptRuns, uint64(len(todo)))
-	err := v.deriveAll(todo, keys, lanes)
+	err := v.deriveAll(todo, keys, lanes, per)
 	took := time.Since(start)
 	v.mem.release(held)
 	wall = took
@@ -163,18 +163,22 @@ func (v *Verifier) scryptJob(t *task) (scrypt.Job, error) {
 	return scrypt.Job{Password: []byte(t.password), Salt: salt, N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}, nil
 }
 
-// deriveAll computes keys, the scrypt of the jobs todo, lanes at a time,
-// under the labels the jobs' contexts all carry and
-// ProfileLabel=ProfileScrypt. A panic becomes the error of every job, not
-// a dead process.
-func (v *Verifier) deriveAll(todo []*sched.Job, keys []scrypt.Job, lanes int) (err error) {
+// deriveAll computes keys, the scrypt of the jobs todo, per jobs and
+// lanes hashes at a time, under the labels the jobs' contexts all carry
+// and ProfileLabel=ProfileScrypt. A panic becomes the error of every job,
+// not a dead process.
+func (v *Verifier) deriveAll(todo []*sched.Job, keys []scrypt.Job, lanes, per int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			atomic.AddUint64(&v.stats.Panics, 1)
 			err = fmt.Errorf("verify: panic in shared work: %v", r)
 		}
 	}()
-	pprof.Do(commonLabels(todo), scryptLabels, func(context.Context) { v.derive(keys, lanes) })
+	pprof.Do(commonLabels(todo), scryptLabels, func(context.Context) {
+		for i := 0; i < len(keys); i += per {
+			v.derive(keys[i:min(i+per, len(keys))], lanes)
+		}
+	})
 	return nil
 }
 
