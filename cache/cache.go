@@ -113,7 +113,7 @@ type Cache struct {
 	mu         sync.Mutex
 	matches    *lru.LRU[Key, matchEntry]
 	mismatches *lru.LRU[Key, time.Duration] // value: expiry, since epoch
-	pairs      *lru.LRU[Key, pairEntry] // pair key -> the tuple that matched
+	pairs      *lru.LRU[Key, pairEntry]     // pair key -> the tuple that matched
 }
 
 // New returns an empty Cache with a fresh random HMAC key. It fails on
