@@ -63,7 +63,7 @@ func (v *Verifier) hashOnly(ctx context.Context, secret string) (string, error) 
 		return "", fmt.Errorf("verify: reading random nonce: %w", err)
 	}
 	name := "\x00create\x00" + hex.EncodeToString(nonce[:])
-	t := &task{node: name, password: secret, key: v.cache.Key(name, "", secret), hashOnly: true}
+	t := &task{kind: hashOnly, name: name, password: secret, key: v.cache.Key(name, "", secret)}
 	p := v.opts.Params
 	err := v.share(ctx, sched.Request{Key: sched.Key(t.key), Name: name, Work: v.enrollWork,
 		Class: classOf(p.LogN, p.R, p.P), Task: t})

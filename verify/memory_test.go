@@ -202,12 +202,12 @@ func TestMemoryBudget(t *testing.T) {
 		wg.Go(func() {
 			for range 200 {
 				n := int64(1 + i%total) // up to the whole budget
-				m.reserve(n)
+				give := m.take(n)
 				h := held.Add(n)
 				for p := most.Load(); h > p && !most.CompareAndSwap(p, h); p = most.Load() {
 				}
 				held.Add(-n)
-				m.release(n)
+				give()
 			}
 		})
 	}
