@@ -10,15 +10,13 @@ import (
 )
 
 // Hasher is k3s's authenticator/hash.Hasher: a k3s server adopts nodepass
-// by assigning one to nodepassword.Hasher. Behind it is a Verifier whose
-// name for a call is the hash, and CreateHash's key is recorded as
-// verified. A hash k3s made gets k3s's outcome, for a key of any length;
-// one past Options.Limits, or in a form k3s never writes, is
-// ErrInvalidHash. The failure delay (Options.MaxFailDelay) is the hash's,
-// shared by every client of that hash: k3s checks every agent's join
-// token against one. A call waits up to Options.MaxWait, by default
-// WorkTimeout here: k3s refuses on any error. It is safe for concurrent
-// use; close it with Close.
+// by assigning one to nodepassword.Hasher. It gives k3s's outcome for
+// every hash k3s made and any key; a hash past Options.Limits, or in a
+// form k3s never writes, is ErrInvalidHash. Behind it is a Verifier whose
+// name for a call is the hash: CreateHash's key is recorded as verified,
+// and a hash's failure delay is shared by all its callers. A call waits
+// up to Options.MaxWait, by default WorkTimeout here: k3s refuses on any
+// error. It is safe for concurrent use; close it with Close.
 type Hasher struct {
 	v *Verifier
 }
