@@ -93,10 +93,26 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 	if v.slots != 2 || v.lanes != 1 {
 		t.Fatalf("%d slots × %d lanes for 3 buffers, want 2 × 1", v.slots, v.lanes)
 	}
+	if m := herdHeld(t, v, n, lanesHeld); m > budget {
+		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
+	}
+	// Each buffer is a lane's V and its two working blocks.
+	if _, idle := v.pool.Idle(); idle > budget*(1<<p.LogN+2)>>p.LogN || idle == 0 {
+		t.Errorf("%d bytes of idle buffers after the herd, want 1 to the budget's lanes, %d bytes of V", idle, budget)
+	}
+	if st := v.Stats(); st.ScryptRuns != n {
+		t.Errorf("stats %+v, want %d scrypt runs", st, n)
+	}
+}
+
+// herdHeld verifies the nodes n0 to n<n-1> with "pw" at once and returns
+// the most bytes v's batches held at once, each batch counted by held.
+func herdHeld(t *testing.T, v *Verifier, n int, held func(keys []scrypt.Job, lanes int) int64) int64 {
+	t.Helper()
 	var inUse, most atomic.Int64
 	derive := v.derive
 	v.derive = func(keys []scrypt.Job, lanes int) {
-		b := int64(lanes) * lane(log2(keys[0].N), keys[0].R)
+		b := held(keys, lanes)
 		now := inUse.Add(b)
 		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 		}
@@ -112,16 +128,12 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if m := most.Load(); m > budget {
-		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
-	}
-	// Each buffer is a lane's V and its two working blocks.
-	if _, idle := v.pool.Idle(); idle > budget*(1<<p.LogN+2)>>p.LogN || idle == 0 {
-		t.Errorf("%d bytes of idle buffers after the herd, want 1 to the budget's lanes, %d bytes of V", idle, budget)
-	}
-	if st := v.Stats(); st.ScryptRuns != n {
-		t.Errorf("stats %+v, want %d scrypt runs", st, n)
-	}
+	return most.Load()
+}
+
+// lanesHeld counts a batch's lanes: their V, 128·r·N bytes each.
+func lanesHeld(keys []scrypt.Job, lanes int) int64 {
+	return int64(lanes) * lane(log2(keys[0].N), keys[0].R)
 }
 
 // TestScryptMemoryRefusesOversizeHash: a stored hash one lane of which
@@ -468,29 +480,14 @@ func TestScryptMemoryHeldWithPBKDF2UnderHerd(t *testing.T) {
 		s.Set(fmt.Sprint("n", i), pbkdf2Heavy(t, p))
 	}
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 2, ScryptMemory: budget})
-	var inUse, most atomic.Int64
-	derive := v.derive
-	v.derive = func(keys []scrypt.Job, lanes int) {
-		b := int64(lanes) * lane(log2(keys[0].N), keys[0].R)
+	withPBKDF2 := func(keys []scrypt.Job, lanes int) int64 {
+		b := lanesHeld(keys, lanes)
 		for _, k := range keys {
 			b += pbkdf2Bytes(k.R, k.P)
 		}
-		now := inUse.Add(b)
-		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
-		}
-		derive(keys, lanes)
-		inUse.Add(-b)
+		return b
 	}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			if err := v.Verify(context.Background(), fmt.Sprint("n", i), "pw"); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if m := most.Load(); m > budget {
+	if m := herdHeld(t, v, n, withPBKDF2); m > budget {
 		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
 	}
 	if st := v.Stats(); st.ScryptRuns != n {
