@@ -48,6 +48,14 @@ type pairEntry struct {
 	expires time.Duration // since epoch
 }
 
+// matchEntry is a match, and the pair it is the verified tuple of
+// (PutMatch), if any.
+type matchEntry struct {
+	expires time.Duration // since epoch
+	pair    Key
+	paired  bool
+}
+
 // Outcome is a cached verification result.
 type Outcome uint8
 
@@ -103,9 +111,9 @@ type Cache struct {
 	mismatchTTL time.Duration
 
 	mu         sync.Mutex
-	matches    *lru.LRU[Key, time.Duration] // value: expiry, since epoch
-	mismatches *lru.LRU[Key, time.Duration]
-	pairs      *lru.LRU[Key, pairEntry] // pair key -> the tuple that matched
+	matches    *lru.LRU[Key, matchEntry]
+	mismatches *lru.LRU[Key, time.Duration] // value: expiry, since epoch
+	pairs      *lru.LRU[Key, pairEntry]     // pair key -> the tuple that matched
 }
 
 // New returns an empty Cache with a fresh random HMAC key. It fails on
@@ -129,7 +137,7 @@ func New(opts *Options) (*Cache, error) {
 		return nil, err
 	}
 	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
-	if c.matches, err = lru.NewLRU[Key, time.Duration](o.MatchSize, nil); err != nil {
+	if c.matches, err = lru.NewLRU[Key, matchEntry](o.MatchSize, nil); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	if c.mismatches, err = lru.NewLRU[Key, time.Duration](o.MismatchSize, nil); err != nil {
@@ -172,13 +180,18 @@ func (c *Cache) PairKey(node, hash string) Key {
 }
 
 // Get returns the outcome cached under k, if any and not expired. An
-// expired entry is removed. Get allocates nothing.
+// expired entry is removed. A match of a pair's verified tuple
+// (PutMatch) keeps the pair's record as recently used as itself. Get
+// allocates nothing.
 func (c *Cache) Get(k Key) (Outcome, bool) {
 	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if exp, ok := c.matches.Get(k); ok {
-		if now < exp {
+	if e, ok := c.matches.Get(k); ok {
+		if now < e.expires {
+			if e.paired {
+				c.pairs.Get(e.pair) // only to mark it used
+			}
 			return Match, true
 		}
 		c.matches.Remove(k)
@@ -202,7 +215,7 @@ func (c *Cache) Put(k Key, o Outcome) {
 	switch o {
 	case Match:
 		c.mismatches.Remove(k)
-		c.matches.Add(k, c.matchExpiry(now))
+		c.matches.Add(k, matchEntry{expires: c.matchExpiry(now)})
 	case Mismatch:
 		c.matches.Remove(k)
 		c.mismatches.Add(k, now+c.mismatchTTL)
@@ -217,7 +230,7 @@ func (c *Cache) PutMatch(pair, tuple Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mismatches.Remove(tuple)
-	c.matches.Add(tuple, c.matchExpiry(now))
+	c.matches.Add(tuple, matchEntry{expires: c.matchExpiry(now), pair: pair, paired: true})
 	c.pairs.Add(pair, pairEntry{tuple: tuple, expires: c.matchExpiry(now)})
 }
 

@@ -157,6 +157,29 @@ func TestMismatchFloodKeepsMatches(t *testing.T) {
 	}
 }
 
+// TestPairKeptByItsTupleGets: reading a pair's verified tuple keeps the
+// pair's record as recently used as the tuple, so that the password in
+// constant use (a cluster's join token) keeps "any other is a mismatch"
+// while MatchSize other pairs are verified.
+func TestPairKeptByItsTupleGets(t *testing.T) {
+	c := newCache(t, &Options{MatchSize: 4})
+	pair, tuple := c.PairKey("token", "h"), c.Key("token", "h", "right")
+	c.PutMatch(pair, tuple)
+	for i := range 40 {
+		c.PutMatch(c.PairKey(fmt.Sprint("node-", i), "h"), c.Key(fmt.Sprint("node-", i), "h", "pw"))
+		if o, ok := c.Get(tuple); !ok || o != Match {
+			t.Fatalf("after %d other pairs: the tuple in use evicted", i+1)
+		}
+	}
+	if got, ok := c.MatchedTuple(pair); !ok || got != tuple {
+		t.Fatal("the pair of the tuple in use evicted by other pairs")
+	}
+	// A pair whose tuple is not read goes, least recently used first.
+	if _, ok := c.MatchedTuple(c.PairKey("node-0", "h")); ok {
+		t.Fatal("a pair not used for 39 others kept")
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	for _, o := range []Options{{MatchSize: -1}, {MismatchSize: -1}, {MatchTTL: -1}, {MismatchTTL: -time.Second}} {
 		if _, err := New(&o); err == nil {

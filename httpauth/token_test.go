@@ -228,3 +228,39 @@ func TestTokenWithVerifier(t *testing.T) {
 		t.Fatalf("stats %+v: want the one scrypt that hashed the token at load", st)
 	}
 }
+
+// TestTokenVariantFirst: over HTTPS, an agent that sends the join token
+// with a zero byte after it first (k3s accepts it: its
+// pkg/authenticator/hash/scrypt.go hands the token to x/crypto's scrypt,
+// whose HMAC pads keys with zeros) does not lock the real token out,
+// and a guess is still refused.
+func TestTokenVariantFirst(t *testing.T) {
+	params := verify.Params{LogN: 4, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
+	hash, err := verify.GenerateFromPassword("join-secret", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := verify.NewMemoryStore()
+	tokens.Set("node", hash)
+	v, err := verify.New(verify.NewMemoryStore(), &verify.Options{Params: params, MaxWait: time.Hour, Tokens: tokens, MaxFailDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	a, err := httpauth.New(v, &httpauth.Options{Tokens: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := tokenServer(t, a)
+	for _, c := range []struct {
+		password string
+		want     int
+	}{{"join-secret\x00", 200}, {"join-secret", 200}, {"join-secret\x00\x00", 200}, {"join-secreu", 401}, {"join-secret", 200}} {
+		if resp, _ := (call{path: "/config", user: "node", password: c.password}).do(t, srv); resp.StatusCode != c.want {
+			t.Fatalf("token %q: %d, want %d", c.password, resp.StatusCode, c.want)
+		}
+	}
+	if st := v.Stats(); st.ScryptRuns != 1 {
+		t.Fatalf("stats %+v: want one scrypt for the token and its variants, none for the guess", st)
+	}
+}

@@ -23,17 +23,17 @@ import (
 func (v *Verifier) prepare(j *sched.Job) {
 	ctx := j.Context()
 	pprof.SetGoroutineLabels(ctx)
-	t := taskOf(j)
-	_, err := v.getFresh(ctx, t.node)
+	t := j.Task().(*task)
+	_, err := v.getFresh(ctx, t.name)
 	switch f := v.createFailed.Load(); {
 	case err == nil:
-		v.sched.Finish(j, fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, t.node))
+		v.sched.Finish(j, fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, t.name))
 	case errors.Is(err, ErrNotFresh) && f != nil && time.Since(f.at) < createFailingFor:
 		// The store could not be read past its cache and its last Create
 		// failed moments ago (an outage, say): hashing would cost a
 		// scrypt for a Create that fails too, and fail-open needs a fresh
 		// read.
-		v.sched.Finish(j, fmt.Errorf("verify: not enrolling %q: the store's last Create failed %v ago: %w", t.node, time.Since(f.at).Round(time.Millisecond), f.err))
+		v.sched.Finish(j, fmt.Errorf("verify: not enrolling %q: the store's last Create failed %v ago: %w", t.name, time.Since(f.at).Round(time.Millisecond), f.err))
 	case errors.Is(err, ErrNotFound):
 		v.sched.Submit(j)
 	default:
@@ -52,14 +52,13 @@ type createFailure struct {
 // could not read the store past its cache is refused without hashing.
 const createFailingFor = 5 * time.Second
 
-// finishEnroll is an enrollment's last step, after its slot was given
-// back: Create the hash made, then publish the outcome.
-func (v *Verifier) finishEnroll(j *sched.Job, made string) {
+// finishEnroll is an enrollment's last step, t's, after its slot was
+// given back: Create the hash made, then publish the outcome.
+func (v *Verifier) finishEnroll(j *sched.Job, t *task, made string) {
 	defer v.wg.Done()
 	ctx := j.Context()
 	pprof.SetGoroutineLabels(ctx)
-	t := taskOf(j)
-	v.sched.Finish(j, v.create(ctx, t.node, t.key, made, t.password))
+	v.sched.Finish(j, v.create(ctx, t.name, t.key, made, t.password))
 }
 
 // create stores made as node's new hash and records the enrollment; when

@@ -21,7 +21,7 @@ var (
 )
 
 // OverloadError says to ask again After: the request could not be
-// answered within Options.MaxWait. It matches ErrOverloaded.
+// answered within Options.MaxWait.
 type OverloadError struct {
 	After  time.Duration // positive
 	Queued bool          // the work goes on, its outcome cached for the retry

@@ -26,17 +26,17 @@ const (
 
 // deferred answers a request for a node whose enrollment was let in and
 // is still being retried: the password let in passes, any other fails.
-func (v *Verifier) deferred(node, password string) (err error, ok bool) {
+func (v *Verifier) deferred(node, password string) (known bool, err error) {
 	d, ok := v.pending.Load(node)
 	if !ok {
-		return nil, false
+		return false, nil
 	}
 	key := v.cache.Key(node, "", password)
 	if subtle.ConstantTimeCompare(key[:], d.(*deferredEnrollment).key[:]) == 1 {
-		return nil, true
+		return true, nil
 	}
 	v.fails.mismatch(node)
-	return ErrMismatchedHashAndPassword, true
+	return true, ErrMismatchedHashAndPassword
 }
 
 // failOpen lets in an enrollment whose Create failed with createErr, if

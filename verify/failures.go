@@ -55,6 +55,28 @@ func (f *failures) mismatch(name string) {
 	f.size.Store(int64(f.names.Len()))
 }
 
+// match forgets name's failures.
+func (f *failures) match(name string) {
+	if f.size.Load() == 0 {
+		return
+	}
+	f.mu.Lock()
+	f.names.Remove(name)
+	f.size.Store(int64(f.names.Len()))
+	f.mu.Unlock()
+}
+
+// failing reports whether name has a recorded mismatch in the window.
+func (f *failures) failing(name string) bool {
+	if f.size.Load() == 0 {
+		return false
+	}
+	f.mu.Lock()
+	st, ok := f.names.Peek(name)
+	f.mu.Unlock()
+	return ok && st.n > 0 && time.Since(st.last) <= failWindow
+}
+
 // delay returns how long to hold back an answer that refuses name: 0 up
 // to its first recorded mismatch, then 100 ms doubling with each further
 // one, up to maxDelay.
@@ -72,26 +94,4 @@ func (f *failures) delay(name string) time.Duration {
 		return min(failBaseDelay<<shift, f.maxDelay)
 	}
 	return f.maxDelay
-}
-
-// failing reports whether name has a recorded mismatch in the window.
-func (f *failures) failing(name string) bool {
-	if f.size.Load() == 0 {
-		return false
-	}
-	f.mu.Lock()
-	st, ok := f.names.Peek(name)
-	f.mu.Unlock()
-	return ok && st.n > 0 && time.Since(st.last) <= failWindow
-}
-
-// match forgets name's failures.
-func (f *failures) match(name string) {
-	if f.size.Load() == 0 {
-		return
-	}
-	f.mu.Lock()
-	f.names.Remove(name)
-	f.size.Store(int64(f.names.Len()))
-	f.mu.Unlock()
 }

@@ -93,7 +93,7 @@ func FuzzVerifier(f *testing.F) {
 	f.Cleanup(func() { v.Close() })
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, node, password, stored string) {
-		canonical, inputErr := v.checkInput(node, password)
+		canonical, _, inputErr := v.checkInput(node, password)
 		store.Set(canonical, stored)
 		got := v.Verify(ctx, node, password)
 		if inputErr != nil {

@@ -36,7 +36,7 @@ const (
 // Limits bound a stored hash, refused with ErrInvalidHash before anything
 // is allocated, and a password (ErrInvalidInput). Zero: the default.
 type Limits struct {
-	MaxMemory      int64 // 128·r·N bytes, one lane; default 256 MiB
+	MaxMemory      int64 // 128·r·N bytes (a lane), and 128·(r+1)·p (PBKDF2's); default 256 MiB
 	MaxWork        int64 // 128·r·N·p bytes mixed; default 1 GiB
 	MaxPasswordLen int   // default 1024
 }
@@ -48,6 +48,7 @@ type hash struct {
 	r, p   int
 	key    []byte
 	memory int64 // 128·r·N
+	held   int64 // what one job of it holds: memory + pbkdf2Bytes
 	work   int64 // 128·r·N·p
 }
 
@@ -89,33 +90,6 @@ func (p Params) validate(lim Limits) error {
 		return fmt.Errorf("%w: %v", ErrInvalidParams, err)
 	}
 	return nil
-}
-
-// cost returns 128·r·N and 128·r·N·p, or an error when either passes its
-// limit in lim (with its defaults). It never overflows: every product is
-// checked against the limit before it is formed.
-func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
-	maxMem, maxWork := lim.MaxMemory, lim.MaxWork
-	if logN < 1 || logN > maxLogN {
-		return 0, 0, fmt.Errorf("logN %d out of range 1..%d", logN, maxLogN)
-	}
-	if r < 1 || p < 1 {
-		return 0, 0, fmt.Errorf("r and p must be at least 1 (r=%d, p=%d)", r, p)
-	}
-	perBlock := int64(128) << logN // 128·N, at most 2^37
-	if int64(r) > maxMem/perBlock {
-		return 0, 0, fmt.Errorf("memory 128·r·N (logN=%d, r=%d) exceeds limit %d bytes", logN, r, maxMem)
-	}
-	memory = perBlock * int64(r)
-	if int64(p) > maxWork/memory {
-		return 0, 0, fmt.Errorf("work 128·r·N·p (logN=%d, r=%d, p=%d) exceeds limit %d bytes", logN, r, p, maxWork)
-	}
-	// x/crypto/scrypt refuses r·p >= 2^30; with the limits above that
-	// cannot happen unless the limits are raised far beyond their defaults.
-	if int64(r)*int64(p) >= 1<<30 {
-		return 0, 0, fmt.Errorf("r·p = %d·%d too large for scrypt", r, p)
-	}
-	return memory, memory * int64(p), nil
 }
 
 // parseHash parses a stored hash and checks it against lim (with its
@@ -164,6 +138,7 @@ func parseHash(s string, lim Limits) (hash, error) {
 	if h.memory, h.work, err = cost(h.logN, h.r, h.p, lim); err != nil {
 		return h, fmt.Errorf("%w: %v", ErrInvalidHash, err)
 	}
+	h.held = h.memory + pbkdf2Bytes(h.r, h.p)
 	if f[5] == "" {
 		return h, fmt.Errorf("%w: empty key", ErrInvalidHash)
 	}
@@ -206,6 +181,45 @@ func parseField(name, s string) (int, error) {
 	}
 	return v, nil
 }
+
+// cost returns 128·r·N and 128·r·N·p, or an error when the memory (a
+// lane's, or PBKDF2's output, pbkdf2Bytes) or the work passes its limit in
+// lim (with its defaults). It never overflows: every product is checked
+// against the limit before it is formed.
+func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
+	maxMem, maxWork := lim.MaxMemory, lim.MaxWork
+	if logN < 1 || logN > maxLogN {
+		return 0, 0, fmt.Errorf("logN %d out of range 1..%d", logN, maxLogN)
+	}
+	if r < 1 || p < 1 {
+		return 0, 0, fmt.Errorf("r and p must be at least 1 (r=%d, p=%d)", r, p)
+	}
+	perBlock := int64(128) << logN // 128·N, at most 2^37
+	if int64(r) > maxMem/perBlock {
+		return 0, 0, fmt.Errorf("memory 128·r·N (logN=%d, r=%d) exceeds limit %d bytes", logN, r, maxMem)
+	}
+	memory = perBlock * int64(r)
+	if int64(p) > maxWork/memory {
+		return 0, 0, fmt.Errorf("work 128·r·N·p (logN=%d, r=%d, p=%d) exceeds limit %d bytes", logN, r, p, maxWork)
+	}
+	// pbkdf2Bytes ≤ 128·r·N·p, checked above: it cannot overflow.
+	if pbkdf2Bytes(r, p) > maxMem {
+		return 0, 0, fmt.Errorf("memory of PBKDF2's output 128·(r+1)·p (r=%d, p=%d) exceeds limit %d bytes", r, p, maxMem)
+	}
+	// x/crypto/scrypt refuses r·p >= 2^30; with the limits above that
+	// cannot happen unless the limits are raised far beyond their defaults.
+	if int64(r)*int64(p) >= 1<<30 {
+		return 0, 0, fmt.Errorf("r·p = %d·%d too large for scrypt", r, p)
+	}
+	return memory, memory * int64(p), nil
+}
+
+// pbkdf2Bytes is what one hash at (r, p) allocates besides its lanes:
+// PBKDF2's output, 128·r·p bytes, and the scrypt package's slice of its p
+// blocks, up to 128 bytes a block as that slice grows. With a small N it
+// outweighs the lanes: at logN 1, r 1 and p 2^16, 16 MiB against 256
+// bytes.
+func pbkdf2Bytes(r, p int) int64 { return 128 * (int64(r) + 1) * int64(p) }
 
 // CompareHashAndPassword compares a stored hash with password, in
 // constant time: nil, ErrMismatchedHashAndPassword or ErrInvalidHash.

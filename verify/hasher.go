@@ -10,12 +10,13 @@ import (
 )
 
 // Hasher is k3s's authenticator/hash.Hasher: a k3s server adopts nodepass
-// by assigning one to nodepassword.Hasher. Behind it is a Verifier whose
-// name for a call is the hash, and CreateHash's key is recorded as
-// verified. A hash k3s made gets k3s's outcome; one past Options.Limits,
-// or in a form k3s never writes, is ErrInvalidHash. A call waits up to
-// Options.MaxWait, by default WorkTimeout here: k3s refuses on any error.
-// It is safe for concurrent use; close it with Close.
+// by assigning one to nodepassword.Hasher. It gives k3s's outcome for
+// every hash k3s made and any key; a hash past Options.Limits, or in a
+// form k3s never writes, is ErrInvalidHash. Behind it is a Verifier whose
+// name for a call is the hash: CreateHash's key is recorded as verified,
+// and a hash's failure delay is shared by all its callers. A call waits
+// up to Options.MaxWait, by default WorkTimeout here: k3s refuses on any
+// error. It is safe for concurrent use; close it with Close.
 type Hasher struct {
 	v *Verifier
 }
@@ -43,18 +44,15 @@ func NewHasher(opts *Options) (*Hasher, error) {
 
 // CreateHash hashes secretKey with a random salt and Options.Params.
 func (h *Hasher) CreateHash(secretKey string) (string, error) {
-	return h.v.hashOnly(context.Background(), secretKey)
+	return h.v.hashOnly(context.Background(), hmacKey(secretKey))
 }
 
-// hashOnly hashes secret with Options.Params on one of v's slots and
-// records it as verified against the hash made, the hash as its name
-// (see Hasher).
+// hashOnly hashes secret, a password as scrypt sees it (hmacKey), with
+// Options.Params on one of v's slots and records it as verified against
+// the hash made, the hash as its name (see Hasher).
 func (v *Verifier) hashOnly(ctx context.Context, secret string) (string, error) {
 	if v.closed.Load() {
 		return "", ErrClosed
-	}
-	if len(secret) > v.opts.Limits.MaxPasswordLen {
-		return "", fmt.Errorf("%w: key is %d bytes, limit %d", ErrInvalidInput, len(secret), v.opts.Limits.MaxPasswordLen)
 	}
 	// Each call is a job of its own, under a name of its own: two
 	// callers hashing one key get two salts, as with k3s.
@@ -63,7 +61,7 @@ func (v *Verifier) hashOnly(ctx context.Context, secret string) (string, error) 
 		return "", fmt.Errorf("verify: reading random nonce: %w", err)
 	}
 	name := "\x00create\x00" + hex.EncodeToString(nonce[:])
-	t := &task{node: name, password: secret, key: v.cache.Key(name, "", secret), hashOnly: true}
+	t := &task{kind: hashOnly, name: name, password: secret, key: v.cache.Key(name, "", secret)}
 	p := v.opts.Params
 	err := v.share(ctx, sched.Request{Key: sched.Key(t.key), Name: name, Work: v.enrollWork,
 		Class: classOf(p.LogN, p.R, p.P), Task: t})
@@ -82,11 +80,9 @@ func (h *Hasher) VerifyHash(hash, secretKey string) error {
 		return ErrClosed
 	case len(hash) > maxHashLen:
 		return fmt.Errorf("%w: %d bytes long, limit %d", ErrInvalidHash, len(hash), maxHashLen)
-	case len(secretKey) > v.opts.Limits.MaxPasswordLen:
-		return fmt.Errorf("%w: key is %d bytes, limit %d", ErrInvalidInput, len(secretKey), v.opts.Limits.MaxPasswordLen)
 	}
 	// The hash is the name: each stored hash has its share of the queue.
-	return v.verifyStored(context.Background(), hash, hash, secretKey, nil)
+	return v.verifyStored(context.Background(), hash, hash, hmacKey(secretKey), nil)
 }
 
 // Stats returns the Verifier's counters.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	xscrypt "golang.org/x/crypto/scrypt"
 )
@@ -199,5 +201,62 @@ func TestHasherClosed(t *testing.T) {
 	}
 	if err := h.VerifyHash(mustHash(t, "k"), "k"); !errors.Is(err, ErrClosed) {
 		t.Errorf("VerifyHash after Close: %v", err)
+	}
+}
+
+// TestHasherMatchesKeepGuessDelay: k3s checks every agent's join token
+// against the one hash of its passwd entry (pkg/authenticator/passwordfile
+// through nodepassword.Hasher), so the herd's matches do not reset the
+// failure delay of that hash: a guesser keeps meeting it.
+func TestHasherMatchesKeepGuessDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newTestHasher(t, &Options{MaxFailDelay: 500 * time.Millisecond})
+		made, err := h.CreateHash(joinToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		guess := func(i int) time.Duration {
+			start := time.Now()
+			if err := h.VerifyHash(made, fmt.Sprint("guess-", i)); !errors.Is(err, ErrMismatchedHashAndPassword) {
+				t.Fatalf("guess %d: %v", i, err)
+			}
+			return time.Since(start)
+		}
+		guess(0)
+		if d := guess(1); d != 100*time.Millisecond {
+			t.Fatalf("second guess delayed %v, want 100ms", d)
+		}
+		for range 5 {
+			if err := h.VerifyHash(made, joinToken); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := guess(2); d != 200*time.Millisecond {
+			t.Fatalf("a guess after the agents' matches delayed %v, want 200ms: the matches reset the count", d)
+		}
+		h.Close()
+	})
+}
+
+// TestHasherBudgetErrorHidesHash: a hash refused for the budget or the
+// limits is named "the hash given" in the error, never quoted: the hash
+// is a secret's verifier.
+func TestHasherBudgetErrorHidesHash(t *testing.T) {
+	h := newTestHasher(t, &Options{ScryptMemory: 2 * lane(testParams.LogN, testParams.R)})
+	big := testParams
+	big.LogN = 8
+	hash, err := GenerateFromPassword("pw", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(hash, ":")
+	for _, bad := range []string{hash, strings.Join([]string{f[0], f[1], "40", f[3], f[4], f[5]}, ":")} {
+		err := h.VerifyHash(bad, "pw")
+		if !errors.Is(err, ErrInvalidHash) {
+			t.Fatalf("a hash over the budget: %v", err)
+		}
+		if msg := err.Error(); strings.Contains(msg, f[1]) || strings.Contains(msg, f[5]) {
+			t.Errorf("error %q quotes the hash", msg)
+		}
 	}
 }

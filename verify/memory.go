@@ -8,49 +8,21 @@ import (
 	"github.com/nodepass/nodepass/scrypt"
 )
 
+// The scrypt memory budget (Options.ScryptMemory), in the order its
+// parts run: the shape New chooses, the budget batches take bytes from,
+// the lanes of each batch, and the release of idle buffers.
+
 // DefaultScryptMemory binds past 4 cores with AVX-512, 8 with AVX2: New
 // then takes the slots and lanes that compute fastest within it.
 const DefaultScryptMemory int64 = 1 << 30
 
-// lane is what one scrypt lane at (N = 2^logN, r) counts against the
-// budget: its V, 128·r·N bytes. Its buffer also holds two working blocks
-// (256·r bytes: 0.006% more at k3s's parameters), which the budget leaves
-// out so that a round budget holds round numbers of lanes (1 GiB: 32 of
-// k3s's, not 31).
-func lane(logN, r int) int64 { return 128 * int64(r) << logN }
-
-// shape returns how a budget of buffers lanes' buffers is best spent:
-// slots batches at once (at most maxSlots), each of at most lanes hashes
-// (a power of two, at most maxLanes), the most hashes per second by the
-// time per hash measured for each lane count (perHash, from the scrypt
-// package's kernel measurements). Where nothing is measured, a wider
-// kernel is taken to be no faster per hash: slots come first, then the
-// widest lanes the budget leaves them. Ties go to more lanes.
-func shape(buffers int64, maxSlots, maxLanes int, perHash func(lanes int) (time.Duration, bool)) (slots, lanes int) {
-	best := -1.0
-	for l := 1; l <= maxLanes; l *= 2 {
-		s := min(int64(maxSlots), buffers/int64(l))
-		if s < 1 {
-			break
-		}
-		score := float64(s)
-		if d, ok := perHash(l); ok && d > 0 {
-			score /= float64(d)
-		}
-		if score >= best {
-			best, slots, lanes = score, int(s), l
-		}
-	}
-	return slots, lanes
-}
-
-// shape chooses the Verifier's slots and lanes for its budget at
+// slotsAndLanes chooses the Verifier's slots and lanes for its budget at
 // Options.Params. Where the budget binds (it holds fewer than
 // MaxConcurrent × scrypt.Lanes() lanes) and the widest batch it allows
 // has not been measured in this process, it computes one such batch of
 // throwaway hashes first (probe), so that the choice rests on this CPU's
 // kernels rather than on an assumption.
-func (v *Verifier) shape() (slots, lanes int) {
+func (v *Verifier) slotsAndLanes() (slots, lanes int) {
 	p := v.opts.Params
 	N := 1 << p.LogN
 	buffers := v.mem.total / lane(p.LogN, p.R)
@@ -86,17 +58,42 @@ func (v *Verifier) probe(n int) {
 	v.pool.Release()
 }
 
+// shape returns how a budget of buffers lanes' buffers is best spent:
+// slots batches at once (at most maxSlots), each of at most lanes hashes
+// (a power of two, at most maxLanes), the most hashes per second by the
+// time per hash measured for each lane count (perHash, from the scrypt
+// package's kernel measurements). Where nothing is measured, a wider
+// kernel is taken to be no faster per hash: slots come first, then the
+// widest lanes the budget leaves them. Ties go to more lanes.
+func shape(buffers int64, maxSlots, maxLanes int, perHash func(lanes int) (time.Duration, bool)) (slots, lanes int) {
+	best := -1.0
+	for l := 1; l <= maxLanes; l *= 2 {
+		s := min(int64(maxSlots), buffers/int64(l))
+		if s < 1 {
+			break
+		}
+		score := float64(s)
+		if d, ok := perHash(l); ok && d > 0 {
+			score /= float64(d)
+		}
+		if score >= best {
+			best, slots, lanes = score, int(s), l
+		}
+	}
+	return slots, lanes
+}
+
 // memory is a Verifier's scrypt budget (Options.ScryptMemory): each batch
-// reserves the bytes of the buffers it will hold before it computes and
+// takes the bytes of the buffers it will hold before it computes and
 // gives them back after, so the bytes in use never pass the budget; its
 // pool keeps idle no more than the most in use at once, so in use and
 // idle together stay within it too. It is safe for concurrent use and
 // takes no lock: free is taken by compare-and-swap, and a batch short of
-// bytes waits for the next release.
+// bytes waits for the next give.
 type memory struct {
-	total int64 // the budget; 0: none (nothing reserved)
+	total int64 // the budget; 0: none (nothing taken)
 	free  atomic.Int64
-	freed atomic.Pointer[chan struct{}] // closed by a release, then replaced
+	freed atomic.Pointer[chan struct{}] // closed by a give, then replaced
 }
 
 func newMemory(total int64) *memory {
@@ -107,16 +104,23 @@ func newMemory(total int64) *memory {
 	return m
 }
 
-// reserve waits until n bytes (at most total) are free and takes them.
-// Every reservation is given back when its batch ends, so it waits for
-// running batches only.
-func (m *memory) reserve(n int64) {
-	if m.total == 0 {
-		return
+// fits refuses a stored hash one job of which (one lane and its PBKDF2
+// output) needs more than the budget, before anything is allocated.
+func (v *Verifier) fits(h *hash) error {
+	if v.mem.total > 0 && h.held > v.mem.total {
+		return fmt.Errorf("%w: one scrypt lane and PBKDF2's output take %d bytes, 128·r·N + 128·(r+1)·p (logN=%d, r=%d, p=%d), over Options.ScryptMemory %d",
+			ErrInvalidHash, h.held, h.logN, h.r, h.p, v.mem.total)
 	}
+	return nil
+}
+
+// take waits until n bytes (at most total) are free, takes them, and
+// returns the call that gives them back. Every batch gives back what it
+// took when it ends, so take waits for running batches only.
+func (m *memory) take(n int64) (give func()) {
 	for {
-		// The channel before the count: a release that comes after the
-		// count was read closes this channel, or one replaced meanwhile.
+		// The channel before the count: a give that comes after the count
+		// was read closes this channel, or one replaced meanwhile.
 		freed := *m.freed.Load()
 		free := m.free.Load()
 		if free < n {
@@ -124,19 +128,51 @@ func (m *memory) reserve(n int64) {
 			continue
 		}
 		if m.free.CompareAndSwap(free, free-n) {
-			return
+			return func() {
+				m.free.Add(n)
+				next := make(chan struct{})
+				close(*m.freed.Swap(&next))
+			}
 		}
 	}
 }
 
-// release gives back n bytes reserved.
-func (m *memory) release(n int64) {
-	if m.total == 0 {
-		return
+// reserve takes from the budget what keys, a batch of one class, hold at
+// once, and returns how: lanes hashes mixed at a time, per jobs to
+// scrypt.KeyBatch at a time (all of them, unless their PBKDF2 outputs
+// would pass the budget), and release, which gives the bytes back.
+func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
+	logN, r, p := log2(keys[0].N), keys[0].R, keys[0].P
+	lanes, per = v.lanesFor(logN, r), len(keys)
+	if v.mem.total == 0 {
+		return lanes, per, func() {}
 	}
-	m.free.Add(n)
-	next := make(chan struct{})
-	close(*m.freed.Swap(&next))
+	// What per jobs hold, mixed lanes at a time.
+	need := func(per, lanes int) int64 {
+		n := min(lanes, per*p)
+		for n&(n-1) != 0 { // scrypt mixes a power of two at a time
+			n--
+		}
+		return int64(n)*lane(logN, r) + int64(per)*pbkdf2Bytes(r, p)
+	}
+	for need(per, lanes) > v.mem.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
+		if per > 1 {
+			per--
+		} else {
+			lanes /= 2
+		}
+	}
+	return lanes, per, v.mem.take(need(per, lanes))
+}
+
+// log2 is the exponent of n, a power of two.
+func log2(n int) int {
+	l := 0
+	for n > 1 {
+		n >>= 1
+		l++
+	}
+	return l
 }
 
 // lanesFor is how many lanes a batch at (N = 2^logN, r) computes at
@@ -154,45 +190,12 @@ func (v *Verifier) lanesFor(logN, r int) int {
 	return l
 }
 
-// reserve returns how many lanes keys, a batch of one (N, r), computes at
-// once, and takes from the budget the bytes they hold, held, for release.
-func (v *Verifier) reserve(keys []scrypt.Job) (held int64, lanes int) {
-	logN, r := log2(keys[0].N), keys[0].R
-	lanes = v.lanesFor(logN, r)
-	if v.mem.total == 0 {
-		return 0, lanes
-	}
-	blocks := 0
-	for _, k := range keys {
-		blocks += k.P
-	}
-	n := min(lanes, blocks)
-	for n&(n-1) != 0 { // scrypt mixes a power of two at a time
-		n--
-	}
-	held = int64(n) * lane(logN, r)
-	v.mem.reserve(held)
-	return held, lanes
-}
-
-// fits refuses a stored hash one lane of which (its V) needs more than
-// the budget, before anything is allocated.
-func (v *Verifier) fits(h *hash, node string) error {
-	if b := lane(h.logN, h.r); v.mem.total > 0 && b > v.mem.total {
-		return fmt.Errorf("%w: one lane of scrypt takes %d bytes, 128·r·N (logN=%d, r=%d), over Options.ScryptMemory %d (stored for node %q)",
-			ErrInvalidHash, b, h.logN, h.r, v.mem.total, node)
-	}
-	return nil
-}
-
-func log2(n int) int {
-	l := 0
-	for n > 1 {
-		n >>= 1
-		l++
-	}
-	return l
-}
+// lane is what one scrypt lane at (N = 2^logN, r) counts against the
+// budget: its V, 128·r·N bytes. Its buffer also holds two working blocks
+// (256·r bytes: 0.006% more at k3s's parameters), which the budget leaves
+// out so that a round budget holds round numbers of lanes (1 GiB: 32 of
+// k3s's, not 31).
+func lane(logN, r int) int64 { return 128 * int64(r) << logN }
 
 // releaseLater releases the scrypt buffers once the Verifier has had
 // nothing to compute for bufferIdle (see Options.MaxConcurrent).

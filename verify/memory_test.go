@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,10 +93,26 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 	if v.slots != 2 || v.lanes != 1 {
 		t.Fatalf("%d slots × %d lanes for 3 buffers, want 2 × 1", v.slots, v.lanes)
 	}
+	if m := herdHeld(t, v, n, lanesHeld); m > budget {
+		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
+	}
+	// Each buffer is a lane's V and its two working blocks.
+	if _, idle := v.pool.Idle(); idle > budget*(1<<p.LogN+2)>>p.LogN || idle == 0 {
+		t.Errorf("%d bytes of idle buffers after the herd, want 1 to the budget's lanes, %d bytes of V", idle, budget)
+	}
+	if st := v.Stats(); st.ScryptRuns != n {
+		t.Errorf("stats %+v, want %d scrypt runs", st, n)
+	}
+}
+
+// herdHeld verifies the nodes n0 to n<n-1> with "pw" at once and returns
+// the most bytes v's batches held at once, each batch counted by held.
+func herdHeld(t *testing.T, v *Verifier, n int, held func(keys []scrypt.Job, lanes int) int64) int64 {
+	t.Helper()
 	var inUse, most atomic.Int64
 	derive := v.derive
 	v.derive = func(keys []scrypt.Job, lanes int) {
-		b := int64(lanes) * lane(log2(keys[0].N), keys[0].R)
+		b := held(keys, lanes)
 		now := inUse.Add(b)
 		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 		}
@@ -111,16 +128,12 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if m := most.Load(); m > budget {
-		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
-	}
-	// Each buffer is a lane's V and its two working blocks.
-	if _, idle := v.pool.Idle(); idle > budget*(1<<p.LogN+2)>>p.LogN || idle == 0 {
-		t.Errorf("%d bytes of idle buffers after the herd, want 1 to the budget's lanes, %d bytes of V", idle, budget)
-	}
-	if st := v.Stats(); st.ScryptRuns != n {
-		t.Errorf("stats %+v, want %d scrypt runs", st, n)
-	}
+	return most.Load()
+}
+
+// lanesHeld counts a batch's lanes: their V, 128·r·N bytes each.
+func lanesHeld(keys []scrypt.Job, lanes int) int64 {
+	return int64(lanes) * lane(log2(keys[0].N), keys[0].R)
 }
 
 // TestScryptMemoryRefusesOversizeHash: a stored hash one lane of which
@@ -201,12 +214,12 @@ func TestMemoryBudget(t *testing.T) {
 		wg.Go(func() {
 			for range 200 {
 				n := int64(1 + i%total) // up to the whole budget
-				m.reserve(n)
+				give := m.take(n)
 				h := held.Add(n)
 				for p := most.Load(); h > p && !most.CompareAndSwap(p, h); p = most.Load() {
 				}
 				held.Add(-n)
-				m.release(n)
+				give()
 			}
 		})
 	}
@@ -379,5 +392,105 @@ func TestHerdBuffersBound(t *testing.T) {
 	}
 	if scrypt.Lanes() > 1 && batches.Load() > 2+n/2 {
 		t.Fatalf("%d batches for %d computations with %d lanes", batches.Load(), n, scrypt.Lanes())
+	}
+}
+
+// pbkdf2Heavy is a hash a tampered secret may hold: scrypt's lanes take
+// 256 bytes at logN 1 and r 1, and PBKDF2's output B, 128·r·p bytes,
+// whatever p makes it.
+func pbkdf2Heavy(t *testing.T, p int) string {
+	t.Helper()
+	h, err := GenerateFromPassword("pw", Params{LogN: 1, R: 1, P: p, KeyLen: 64, SaltLen: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestScryptMemoryCountsPBKDF2: what a computation allocates, PBKDF2's
+// output and the scrypt package's slice of its blocks included, is within
+// what its batch took from the budget.
+func TestScryptMemoryCountsPBKDF2(t *testing.T) {
+	s := NewMemoryStore()
+	s.Set("n", pbkdf2Heavy(t, 1<<14)) // B: 2 MiB
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, ScryptMemory: 8 << 20})
+	var reserved, allocated uint64
+	derive := v.derive
+	v.derive = func(keys []scrypt.Job, lanes int) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		derive(keys, lanes)
+		runtime.ReadMemStats(&after)
+		reserved, allocated = uint64(v.mem.total-v.mem.free.Load()), after.TotalAlloc-before.TotalAlloc
+	}
+	if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	// The two working blocks of each lane, which the budget leaves out,
+	// and the keys: a few KiB.
+	if allocated > reserved+64<<10 {
+		t.Fatalf("the computation allocated %d bytes, its batch took %d from the budget", allocated, reserved)
+	}
+}
+
+// TestScryptMemoryRefusesPBKDF2Heavy: a stored hash whose PBKDF2 output
+// passes the budget, or Limits.MaxMemory, is ErrInvalidHash, refused
+// before anything is allocated or computed; at the default limits the
+// largest B is 256 MiB, not the 512 MiB of logN 1, r 1 and p 2^22 that
+// the work limit lets through.
+func TestScryptMemoryRefusesPBKDF2Heavy(t *testing.T) {
+	heavy := pbkdf2Heavy(t, 1<<14) // 4 MiB counted: B and its blocks' slice
+	for what, o := range map[string]Options{
+		"a 1 MiB budget":    {ScryptMemory: 1 << 20},
+		"a 1 MiB MaxMemory": {ScryptMemory: -1, Limits: Limits{MaxMemory: 1 << 20}},
+	} {
+		s := NewMemoryStore()
+		s.Set("n", heavy)
+		v := newTestVerifier(t, s, &o)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := v.Verify(context.Background(), "n", "pw")
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrInvalidHash) {
+			t.Errorf("%s: %v, want ErrInvalidHash", what, err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 || v.Stats().ScryptRuns != 0 {
+			t.Errorf("%s: allocated %d bytes and ran %d scrypt for a refused hash", what, got, v.Stats().ScryptRuns)
+		}
+	}
+	f := strings.Split(heavy, ":")
+	f[4] = fmt.Sprint(1 << 22)
+	if _, err := parseHash(strings.Join(f, ":"), Limits{}.withDefaults()); !errors.Is(err, ErrInvalidHash) {
+		t.Errorf("logN 1, r 1, p 2^22 at the default limits: %v, want ErrInvalidHash", err)
+	}
+	f[4] = fmt.Sprint(1 << 20)
+	if _, err := parseHash(strings.Join(f, ":"), Limits{}.withDefaults()); err != nil {
+		t.Errorf("logN 1, r 1, p 2^20 at the default limits: %v", err)
+	}
+}
+
+// TestScryptMemoryHeldWithPBKDF2UnderHerd: with a budget that holds one
+// PBKDF2-heavy job at one lane and no more, a herd of such hashes
+// computes one job at a time, within the budget, and every node gets in.
+func TestScryptMemoryHeldWithPBKDF2UnderHerd(t *testing.T) {
+	const p, n = 1 << 10, 16
+	budget := lane(1, 1) + pbkdf2Bytes(1, p)
+	s := NewMemoryStore()
+	for i := range n {
+		s.Set(fmt.Sprint("n", i), pbkdf2Heavy(t, p))
+	}
+	v := newTestVerifier(t, s, &Options{MaxConcurrent: 2, ScryptMemory: budget})
+	withPBKDF2 := func(keys []scrypt.Job, lanes int) int64 {
+		b := lanesHeld(keys, lanes)
+		for _, k := range keys {
+			b += pbkdf2Bytes(k.R, k.P)
+		}
+		return b
+	}
+	if m := herdHeld(t, v, n, withPBKDF2); m > budget {
+		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
+	}
+	if st := v.Stats(); st.ScryptRuns != n {
+		t.Errorf("stats %+v, want %d scrypt runs", st, n)
 	}
 }

@@ -37,13 +37,11 @@ const (
 // negative one an error but where said. verify/internal/sched's doc is
 // the policy they size.
 type Options struct {
-	Params        Params // of new hashes; default DefaultParams
-	Limits        Limits
-	MaxConcurrent int   // batches of scrypt at once; default GOMAXPROCS
-	ScryptMemory  int64 // bounds all scrypt buffers; default DefaultScryptMemory, negative: none
-	// MaxQueue bounds the computations waiting for a slot (enrollments
-	// reading their node first among them): past it a request is refused.
-	MaxQueue         int           // default 4096
+	Params           Params // of new hashes; default DefaultParams
+	Limits           Limits
+	MaxConcurrent    int           // batches of scrypt at once; default GOMAXPROCS
+	ScryptMemory     int64         // bounds all scrypt buffers; default DefaultScryptMemory, negative: none
+	MaxQueue         int           // computations waiting for a slot, more refused; default 4096
 	MaxQueuedPerNode int           // a node's places in the queue; default 4
 	MaxWait          time.Duration // a request's longest wait, from its arrival
 	WorkTimeout      time.Duration // a computation's, store calls included; default 2 min
@@ -130,8 +128,8 @@ func (o *Options) resolve() (Options, error) {
 	case r.ScryptMemory < 0:
 		r.ScryptMemory = 0 // no budget
 	}
-	if b := lane(r.Params.LogN, r.Params.R); r.ScryptMemory > 0 && b > r.ScryptMemory {
-		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one lane of Options.Params' scrypt, %d bytes (128·r·N)", r.ScryptMemory, b)
+	if b := lane(r.Params.LogN, r.Params.R) + pbkdf2Bytes(r.Params.R, r.Params.P); r.ScryptMemory > 0 && b > r.ScryptMemory {
+		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes (128·r·N + 128·(r+1)·p)", r.ScryptMemory, b)
 	}
 	orDefault(&r.MaxWait, DefaultMaxWait)
 	orDefault(&r.Agents.RetryDelay, DefaultRetryDelay)

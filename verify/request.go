@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"runtime/pprof"
@@ -18,6 +19,11 @@ import (
 // The request side: Verify and Ensure, from the input check down to the
 // scheduler (share), and the answer a caller gets (answer). The slot
 // side, which computes, is slot.go.
+//
+// Along the path shared with join tokens and the Hasher, a check goes by
+// its name: a node's name, a token user's (tokenName), or for the Hasher
+// a hash, or CreateHash's nonce. The cache keys, the queue and the
+// failure counts are per name.
 
 // Verify checks password against node's stored hash: nil on a match, or
 // an error wrapping ErrInvalidInput, ErrNotFound, ErrInvalidHash,
@@ -26,7 +32,7 @@ import (
 // node + ".node-password.k3s" must be a DNS-1123 subdomain, as in k3s.
 // When ctx ends, Verify returns and the computation goes on.
 func (v *Verifier) Verify(ctx context.Context, node, password string) error {
-	node, err := v.checkInput(node, password)
+	node, password, err := v.checkInput(node, password)
 	if err != nil {
 		return err
 	}
@@ -41,7 +47,7 @@ func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 // its password hashed with Options.Params and stored with Store.Create;
 // of concurrent first joins exactly one wins.
 func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
-	node, err := v.checkInput(node, password)
+	node, password, err := v.checkInput(node, password)
 	if err != nil {
 		return err
 	}
@@ -52,7 +58,7 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	if !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	if err, ok := v.deferred(node, password); ok {
+	if known, err := v.deferred(node, password); known {
 		return v.answer(err)
 	}
 	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.enroll(ctx, node, password) })
@@ -71,25 +77,26 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 }
 
 // checkInput refuses what no Store should see, and everything once the
-// Verifier is closed. It returns the node name in the one form every part
-// of the Verifier uses (the Store, the cache keys, the scheduler's names
-// and the failure counts): lower case, as k3s lower-cases the
-// K3s-Node-Name header and the node-password secret's name. Names that
-// differ only in case are one node, so spreading guesses over Node-1 and
-// NODE-1 gains nothing. An all-lower-case name is returned as is, without
-// allocating.
-func (v *Verifier) checkInput(node, password string) (string, error) {
+// Verifier is closed. It returns the node name and the password in the
+// one form every part of the Verifier uses (the Store, the cache keys,
+// the scheduler's names and the failure counts). The name is in lower
+// case, as k3s lower-cases the K3s-Node-Name header and the node-password
+// secret's name: names that differ only in case are one node, so
+// spreading guesses over Node-1 and NODE-1 gains nothing. The password
+// is as scrypt sees it (hmacKey). An all-lower-case name and a password
+// of up to 64 bytes are returned without allocating.
+func (v *Verifier) checkInput(node, password string) (string, string, error) {
 	if v.closed.Load() {
-		return "", ErrClosed
+		return "", "", ErrClosed
 	}
 	if err := v.checkCredentials("node name", node, maxNodeNameLen, "password", password); err != nil {
-		return "", err
+		return "", "", err
 	}
 	node = strings.ToLower(node)
 	if !secretName(node) {
-		return "", fmt.Errorf("%w: node name %q cannot name its secret (%q): want a DNS-1123 subdomain, lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit", ErrInvalidInput, node, node+secretSuffix)
+		return "", "", fmt.Errorf("%w: node name %q cannot name its secret (%q): want a DNS-1123 subdomain, lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit", ErrInvalidInput, node, node+secretSuffix)
 	}
-	return node, nil
+	return node, hmacKey(password), nil
 }
 
 // checkCredentials refuses a name and a password no store should see:
@@ -136,108 +143,53 @@ func secretName(node string) bool {
 	return prev != '.' && prev != '-'
 }
 
+// hmacKey returns password as scrypt sees it. scrypt uses a password only
+// as the key of PBKDF2's HMAC-SHA256, which hashes a key of more than 64
+// bytes with SHA-256 and pads the key with zero bytes to 64. So a
+// password, the same with zero bytes after it and, past 64 bytes, its
+// SHA-256 give one scrypt key; k3s accepts each for the others' hash.
+// hmacKey maps them all to one: the SHA-256 of a password past 64 bytes,
+// without the zero bytes at its end. Distinct results are distinct HMAC
+// keys. Up to 64 bytes, it allocates nothing.
+func hmacKey(password string) string {
+	if len(password) > sha256.BlockSize {
+		sum := sha256.Sum256([]byte(password))
+		password = string(sum[:])
+	}
+	return strings.TrimRight(password, "\x00")
+}
+
 // verifyStored answers a verification and holds back a mismatch for a
 // name that keeps failing.
-func (v *Verifier) verifyStored(ctx context.Context, node, stored, password string, remembered []byte) error {
-	err := v.lookup(ctx, node, stored, password, remembered)
+func (v *Verifier) verifyStored(ctx context.Context, name, stored, password string, remembered []byte) error {
+	err := v.lookup(ctx, name, stored, password, remembered)
 	switch {
 	case err == nil:
-		v.forgetFailures(node)
+		v.forgetFailures(name)
 	case errors.Is(err, ErrMismatchedHashAndPassword):
-		sleep(ctx, v.fails.delay(node))
+		sleep(ctx, v.fails.delay(name))
 	}
 	return err
 }
 
 // lookup answers from the cache when it can (allocating nothing), then
 // from the remembered digest, and otherwise from a shared computation.
-func (v *Verifier) lookup(ctx context.Context, node, stored, password string, remembered []byte) error {
-	key := v.cache.Key(node, stored, password)
-	if err, ok := v.fromCache(node, stored, key); ok {
+func (v *Verifier) lookup(ctx context.Context, name, stored, password string, remembered []byte) error {
+	key := v.cache.Key(name, stored, password)
+	if known, err := v.fromCache(name, stored, key); known {
 		atomic.AddUint64(&v.stats.CacheHits, 1)
 		return v.answer(err)
 	}
 	var doubted bool
 	if remembered != nil {
-		if hmac.Equal(digest(v.opts.DigestKey, node, stored, password), remembered) {
-			return v.digestHit(node, stored, key)
+		if hmac.Equal(digest(v.opts.DigestKey, name, stored, password), remembered) {
+			return v.digestHit(name, stored, key)
 		}
 		// Another password's, a stale key's or a forged digest: never a
 		// mismatch by itself, but computed after the others.
 		doubted = true
 	}
-	return v.compute(ctx, node, stored, password, key, doubted)
-}
-
-// digestHit answers a request whose password gives the digest remembered
-// for its node and stored hash: a match proven by scrypt before, here or
-// in another process sharing the store.
-func (v *Verifier) digestHit(node, stored string, key cache.Key) error {
-	h, err := parseHash(stored, v.opts.Limits)
-	if err != nil {
-		return fmt.Errorf("%w (stored for %s)", err, displayName(node))
-	}
-	atomic.AddUint64(&v.stats.DigestHits, 1)
-	v.recordMatch(node, stored, key, len(h.key))
-	return nil
-}
-
-// compute verifies a tuple that the cache could not answer, in a job
-// shared with every request for the same tuple. It is apart from lookup
-// so that what it allocates does not make lookup allocate on the
-// cache-hit path.
-func (v *Verifier) compute(ctx context.Context, node, stored, password string, key cache.Key, doubted bool) (err error) {
-	h, err := parseHash(stored, v.opts.Limits)
-	if err != nil {
-		return fmt.Errorf("%w (stored for %s)", err, displayName(node))
-	}
-	if err := v.fits(&h, node); err != nil {
-		return err
-	}
-	t := &task{node: node, password: password, key: key, stored: stored, h: h}
-	r := sched.Request{Key: sched.Key(key), Name: node, Work: h.work, Class: classOf(h.logN, h.r, h.p), Task: t, Doubted: doubted}
-	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.share(ctx, r) })
-	return err
-}
-
-// enroll hashes password and creates node's hash, in a job shared with
-// every request enrolling the same node with the same password. It
-// returns an error wrapping ErrExists when the node turned out to have a
-// hash already. The job holds its scrypt slot only while it hashes: the
-// store is read before (prepare) and written after (finishEnroll).
-func (v *Verifier) enroll(ctx context.Context, node, password string) error {
-	// An empty stored hash never occurs in a verification key, so this key
-	// cannot collide with one.
-	key := v.cache.Key(node, "", password)
-	p := v.opts.Params
-	t := &task{node: node, password: password, key: key}
-	return v.share(ctx, sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork,
-		Class: classOf(p.LogN, p.R, p.P), Task: t, Later: true})
-}
-
-// classOf is the batch class of a computation with these parameters.
-func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r, P: p} }
-
-// share joins the job r asks for, shared with every concurrent request
-// for the same r.Key, and waits for its result within ctx and
-// Options.MaxWait: the scheduler's policy (verify/internal/sched) says
-// when the job runs, in a batch on a slot (runBatch), detached from ctx
-// (its values and pprof labels kept), under Options.WorkTimeout.
-func (v *Verifier) share(ctx context.Context, r sched.Request) error {
-	r.Doubted = r.Doubted || v.fails.failing(r.Name)
-	j, created, err := v.sched.Join(ctx, r)
-	if err != nil { // closed, or the whole queue full
-		return v.answer(err)
-	}
-	if !created {
-		atomic.AddUint64(&v.stats.Shared, 1)
-	}
-	arrived, _ := Arrival(ctx)
-	err = v.sched.Wait(ctx, j, arrived)
-	if cause := context.Cause(ctx); cause != nil && err == cause {
-		return fmt.Errorf("verify: waiting for result: %w", err)
-	}
-	return v.answer(err)
+	return v.compute(ctx, name, stored, password, key, doubted)
 }
 
 // answer turns the outcome a request was answered with, from the cache
@@ -277,6 +229,77 @@ func (v *Verifier) failed(err error) error {
 		return fmt.Errorf("verify: %w", err)
 	}
 	return err
+}
+
+// digestHit answers a request whose password gives the digest remembered
+// for its name and stored hash: a match proven by scrypt before, here or
+// in another process sharing the store.
+func (v *Verifier) digestHit(name, stored string, key cache.Key) error {
+	h, err := parseHash(stored, v.opts.Limits)
+	if err != nil {
+		return fmt.Errorf("%w (stored for %s)", err, displayName(name))
+	}
+	atomic.AddUint64(&v.stats.DigestHits, 1)
+	v.recordMatch(name, stored, key, len(h.key))
+	return nil
+}
+
+// compute verifies a tuple that the cache could not answer, in a job
+// shared with every request for the same tuple. It is apart from lookup
+// so that what it allocates does not make lookup allocate on the
+// cache-hit path.
+func (v *Verifier) compute(ctx context.Context, name, stored, password string, key cache.Key, doubted bool) (err error) {
+	h, err := parseHash(stored, v.opts.Limits)
+	if err == nil {
+		err = v.fits(&h)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (stored for %s)", err, displayName(name))
+	}
+	t := &task{kind: verification, name: name, password: password, key: key, stored: stored, h: h}
+	r := sched.Request{Key: sched.Key(key), Name: name, Work: h.work, Class: classOf(h.logN, h.r, h.p), Task: t, Doubted: doubted}
+	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.share(ctx, r) })
+	return err
+}
+
+// enroll hashes password and creates node's hash, in a job shared with
+// every request enrolling the same node with the same password. It
+// returns an error wrapping ErrExists when the node turned out to have a
+// hash already. The job holds its scrypt slot only while it hashes: the
+// store is read before (prepare) and written after (finishEnroll).
+func (v *Verifier) enroll(ctx context.Context, node, password string) error {
+	// An empty stored hash never occurs in a verification key, so this key
+	// cannot collide with one.
+	key := v.cache.Key(node, "", password)
+	p := v.opts.Params
+	t := &task{kind: enrollment, name: node, password: password, key: key}
+	return v.share(ctx, sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork,
+		Class: classOf(p.LogN, p.R, p.P), Task: t, Later: true})
+}
+
+// classOf is the batch class of a computation with these parameters.
+func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r, P: p} }
+
+// share joins the job r asks for, shared with every concurrent request
+// for the same r.Key, and waits for its result within ctx and
+// Options.MaxWait: the scheduler's policy (verify/internal/sched) says
+// when the job runs, in a batch on a slot (runBatch), detached from ctx
+// (its values and pprof labels kept), under Options.WorkTimeout.
+func (v *Verifier) share(ctx context.Context, r sched.Request) error {
+	r.Doubted = r.Doubted || v.fails.failing(r.Name)
+	j, created, err := v.sched.Join(ctx, r)
+	if err != nil { // closed, or the whole queue full
+		return v.answer(err)
+	}
+	if !created {
+		atomic.AddUint64(&v.stats.Shared, 1)
+	}
+	arrived, _ := Arrival(ctx)
+	err = v.sched.Wait(ctx, j, arrived)
+	if cause := context.Cause(ctx); cause != nil && err == cause {
+		return fmt.Errorf("verify: waiting for result: %w", err)
+	}
+	return v.answer(err)
 }
 
 // sleep waits d or until ctx ends.

@@ -18,32 +18,35 @@ import (
 // The slot side: a batch of jobs the scheduler gave a slot, computed and
 // answered. It calls nothing on the request side.
 
-// task is what one job computes: the scrypt of password against a stored
-// hash (a verification), or for a new node's hash (an enrollment).
+// task is what one job computes.
 type task struct {
-	node, password string
-	key            cache.Key // the job's: (node, stored, password), or (node, "", password) to enroll
-	// A verification's stored hash; h.key is nil for an enrollment.
+	kind     jobKind
+	name     string    // the name of the check (see request.go); an enrollment's is its node's
+	password string    // as scrypt sees it (hmacKey)
+	key      cache.Key // the job's: (name, stored, password), or (name, "", password) for a new hash
+	// A verification's stored hash, and h, its parsed form.
 	stored string
 	h      hash
-	// hashOnly marks an enrollment that stores nothing (Hasher.CreateHash):
-	// the slot writes the hash it made to made before the job finishes.
-	hashOnly bool
-	made     string
+	// made is a hashOnly job's hash, written before the job finishes.
+	made string
 }
 
-func taskOf(j *sched.Job) *task { return j.Task().(*task) }
+// jobKind says what a job computes, and what becomes of its outcome.
+type jobKind uint8
 
-func (t *task) enroll() bool { return t.h.key == nil }
+const (
+	verification jobKind = iota // a password against a stored hash
+	enrollment                  // a new node's hash, stored after the slot (finishEnroll)
+	hashOnly                    // a hash for Hasher.CreateHash, stored nowhere
+)
 
 // runBatch computes jobs, a batch the scheduler gave one slot: their
 // scrypt in one KeyBatch, under the pprof label
-// ProfileLabel=ProfileScrypt; then each job's outcome is cached and
-// published (an enrollment's hash is stored after the slot is given
-// back). A job whose outcome came to be known while it was queued (its
-// node's password verified meanwhile) is answered without scrypt. Every
-// outcome is cached before runBatch returns and the slot goes to the next
-// batch, whose jobs may be guesses for the same nodes.
+// ProfileLabel=ProfileScrypt; then each job's outcome is published
+// (publish). A verification whose outcome came to be known while it was
+// queued (its name's password verified meanwhile) is answered without
+// scrypt. Every outcome is cached before runBatch returns and the slot
+// goes to the next batch, whose jobs may be guesses for the same names.
 func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Duration) {
 	defer v.countPanic()
 	var todo []*sched.Job
@@ -51,8 +54,8 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 	for _, j := range jobs {
 		t := taskOf(j)
 		v.observeQueueWait(j)
-		if !t.enroll() {
-			if err, ok := v.fromCache(t.node, t.stored, t.key); ok {
+		if t.kind == verification {
+			if known, err := v.fromCache(t.name, t.stored, t.key); known {
 				v.sched.Finish(j, err)
 				continue
 			}
@@ -70,39 +73,20 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 	}
 	// The goroutine keeps its thread so that the thread's CPU clock
 	// measures this computation alone.
-	held, lanes := v.reserve(keys) // before the clocks: waiting is not computing
+	lanes, per, release := v.reserve(keys) // before the clocks: waiting is not computing
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start, cpu0 := time.Now(), threadCPU()
 	atomic.AddUint64(&v.stats.ScryptRuns, uint64(len(todo)))
-	err := v.deriveAll(todo, keys, lanes)
-	took := time.Since(start)
-	v.mem.release(held)
-	wall = took
+	err := v.deriveAll(todo, keys, lanes, per)
+	wall = time.Since(start)
+	release()
 	if cpu0 > 0 {
 		cpu = time.Duration(threadCPU() - cpu0)
 	}
-	p := v.opts.Params
 	for i, j := range todo {
-		v.observeScrypt(j, took)
-		switch t := taskOf(j); {
-		case err != nil:
-			v.sched.Finish(j, err)
-		case keys[i].Err != nil:
-			v.sched.Finish(j, fmt.Errorf("%w: %v", ErrInvalidHash, keys[i].Err))
-		case t.hashOnly:
-			t.made = format(keys[i].Salt, p.LogN, p.R, p.P, keys[i].Key)
-			// Its key is verified against it: the VerifyHash that follows
-			// costs no scrypt (the hash is its name; see Hasher).
-			v.recordMatch(t.made, t.made, v.cache.Key(t.made, t.made, t.password), p.KeyLen)
-			v.sched.Finish(j, nil)
-		case t.enroll():
-			v.sched.Hold(j)
-			v.wg.Add(1)
-			go v.finishEnroll(j, format(keys[i].Salt, p.LogN, p.R, p.P, keys[i].Key))
-		default:
-			v.sched.Finish(j, v.verified(t, keys[i].Key))
-		}
+		v.observeScrypt(j, wall)
+		v.publish(j, &keys[i], err)
 		clear(keys[i].Key)
 	}
 	v.releaseLater()
@@ -120,21 +104,17 @@ func (v *Verifier) countPanic() {
 	}
 }
 
-// observeQueueWait and observeScrypt tell the Observer, if any, of j's
-// queue wait and computation. A panic in the Observer is recovered and
-// counted in Stats.Panics: a timing is not worth an answer, so the job's
-// answer, and those of its batch, are as without it.
+// taskOf returns what j computes.
+func taskOf(j *sched.Job) *task { return j.Task().(*task) }
+
+// observeQueueWait tells the Observer, if any, of j's queue wait, and
+// observeScrypt of its computation. A panic in the Observer is recovered
+// and counted in Stats.Panics: a timing is not worth an answer, so the
+// job's answer, and those of its batch, are as without it.
 func (v *Verifier) observeQueueWait(j *sched.Job) {
 	if o := v.opts.Observer; o != nil {
 		defer v.recoverObserver()
 		o.ObserveQueueWait(observed(j), j.QueueWait())
-	}
-}
-
-func (v *Verifier) observeScrypt(j *sched.Job, took time.Duration) {
-	if o := v.opts.Observer; o != nil {
-		defer v.recoverObserver()
-		o.ObserveScrypt(observed(j), took)
 	}
 }
 
@@ -149,9 +129,9 @@ func (v *Verifier) recoverObserver() {
 func observed(j *sched.Job) context.Context { return pprof.WithLabels(j.Context(), scryptLabels) }
 
 // scryptJob returns the scrypt inputs of t: the stored hash's salt and
-// parameters, or a fresh salt and Options.Params for an enrollment.
+// parameters, or a fresh salt and Options.Params for a new hash.
 func (v *Verifier) scryptJob(t *task) (scrypt.Job, error) {
-	if !t.enroll() {
+	if t.kind == verification {
 		h := &t.h
 		return scrypt.Job{Password: []byte(t.password), Salt: h.salt, N: 1 << h.logN, R: h.r, P: h.p, KeyLen: len(h.key)}, nil
 	}
@@ -163,18 +143,22 @@ func (v *Verifier) scryptJob(t *task) (scrypt.Job, error) {
 	return scrypt.Job{Password: []byte(t.password), Salt: salt, N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}, nil
 }
 
-// deriveAll computes keys, the scrypt of the jobs todo, lanes at a time,
-// under the labels the jobs' contexts all carry and
-// ProfileLabel=ProfileScrypt. A panic becomes the error of every job, not
-// a dead process.
-func (v *Verifier) deriveAll(todo []*sched.Job, keys []scrypt.Job, lanes int) (err error) {
+// deriveAll computes keys, the scrypt of the jobs todo, per jobs and
+// lanes hashes at a time, under the labels the jobs' contexts all carry
+// and ProfileLabel=ProfileScrypt. A panic becomes the error of every job,
+// not a dead process.
+func (v *Verifier) deriveAll(todo []*sched.Job, keys []scrypt.Job, lanes, per int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			atomic.AddUint64(&v.stats.Panics, 1)
 			err = fmt.Errorf("verify: panic in shared work: %v", r)
 		}
 	}()
-	pprof.Do(commonLabels(todo), scryptLabels, func(context.Context) { v.derive(keys, lanes) })
+	pprof.Do(commonLabels(todo), scryptLabels, func(context.Context) {
+		for i := 0; i < len(keys); i += per {
+			v.derive(keys[i:min(i+per, len(keys))], lanes)
+		}
+	})
 	return nil
 }
 
@@ -199,14 +183,51 @@ func commonLabels(jobs []*sched.Job) context.Context {
 	return pprof.WithLabels(context.Background(), pprof.Labels(shared...))
 }
 
+// observeScrypt: see observeQueueWait.
+func (v *Verifier) observeScrypt(j *sched.Job, took time.Duration) {
+	if o := v.opts.Observer; o != nil {
+		defer v.recoverObserver()
+		o.ObserveScrypt(observed(j), took)
+	}
+}
+
+// publish answers j, whose scrypt is k (or err when its batch failed),
+// by its kind: a verification's outcome is cached; an enrollment's hash
+// is stored after the slot is given back (finishEnroll); a hashOnly
+// job's hash is recorded as verified against its key.
+func (v *Verifier) publish(j *sched.Job, k *scrypt.Job, err error) {
+	if err == nil && k.Err != nil {
+		err = fmt.Errorf("%w: %v", ErrInvalidHash, k.Err)
+	}
+	if err != nil {
+		v.sched.Finish(j, err)
+		return
+	}
+	p := v.opts.Params
+	switch t := taskOf(j); t.kind {
+	case verification:
+		v.sched.Finish(j, v.verified(t, k.Key))
+	case enrollment:
+		v.sched.Hold(j)
+		v.wg.Add(1)
+		go v.finishEnroll(j, t, format(k.Salt, p.LogN, p.R, p.P, k.Key))
+	case hashOnly:
+		t.made = format(k.Salt, p.LogN, p.R, p.P, k.Key)
+		// The VerifyHash that follows costs no scrypt: the hash is its
+		// name (see Hasher).
+		v.recordMatch(t.made, t.made, v.cache.Key(t.made, t.made, t.password), p.KeyLen)
+		v.sched.Finish(j, nil)
+	}
+}
+
 // verified records the outcome of t's computed key and returns it.
 func (v *Verifier) verified(t *task, derived []byte) error {
 	if subtle.ConstantTimeCompare(derived, t.h.key) != 1 {
 		v.cache.Put(t.key, cache.Mismatch)
-		v.fails.mismatch(t.node)
+		v.fails.mismatch(t.name)
 		return ErrMismatchedHashAndPassword
 	}
-	v.recordMatch(t.node, t.stored, t.key, len(t.h.key))
-	v.remember(t.node, t.stored, t.password)
+	v.recordMatch(t.name, t.stored, t.key, len(t.h.key))
+	v.remember(t.name, t.stored, t.password)
 	return nil
 }

@@ -160,16 +160,6 @@ func (v *Verifier) storeCreate(ctx context.Context, node, stored string) (err er
 	return v.storeErr("Create", node, v.store.Create(ctx, node, stored))
 }
 
-// storeErr passes ErrNotFound and ErrExists through as the store wrapped
-// them; any other failure of the store's op is counted and wrapped.
-func (v *Verifier) storeErr(op, node string, err error) error {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
-		return err
-	}
-	atomic.AddUint64(&v.stats.StoreErrors, 1)
-	return fmt.Errorf("verify: store %s(%q): %w", op, node, err)
-}
-
 // recoverStore, deferred around a store call, turns its panic into an
 // error in *err.
 func (v *Verifier) recoverStore(op, node string, err *error) {
@@ -178,4 +168,14 @@ func (v *Verifier) recoverStore(op, node string, err *error) {
 		atomic.AddUint64(&v.stats.StoreErrors, 1)
 		*err = fmt.Errorf("verify: store %s(%q) panicked: %v", op, node, r)
 	}
+}
+
+// storeErr passes ErrNotFound and ErrExists through as the store wrapped
+// them; any other failure of the store's op is counted and wrapped.
+func (v *Verifier) storeErr(op, node string, err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
+		return err
+	}
+	atomic.AddUint64(&v.stats.StoreErrors, 1)
+	return fmt.Errorf("verify: store %s(%q): %w", op, node, err)
 }

@@ -50,7 +50,7 @@ func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error
 	if err != nil {
 		return err
 	}
-	return v.verifyStored(ctx, v.tokenName(user), stored, password, nil)
+	return v.verifyStored(ctx, v.tokenName(user), stored, hmacKey(password), nil)
 }
 
 // checkUser refuses a token user or password no store should see.
@@ -95,11 +95,15 @@ func displayName(name string) string {
 	if user, ok := strings.CutPrefix(name, tokenPrefix); ok {
 		return fmt.Sprintf("token user %q", user)
 	}
-	if strings.HasPrefix(name, "$") {
+	if hashName(name) {
 		return "the hash given"
 	}
 	return fmt.Sprintf("node %q", name)
 }
+
+// hashName reports whether name is a hash, the Hasher's name for a call.
+// No node name starts with "$" (secretName).
+func hashName(name string) bool { return strings.HasPrefix(name, "$") }
 
 // LoadTokens makes a k3s passwd file (password,user,uid[,groups] lines)
 // what VerifyToken checks. It hashes each password under ctx, as k3s
@@ -115,14 +119,15 @@ func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 	}
 	s := NewMemoryStore()
 	for _, e := range entries {
-		h, err := v.hashOnly(ctx, e.password)
+		password := hmacKey(e.password)
+		h, err := v.hashOnly(ctx, password)
 		if err != nil {
 			return fmt.Errorf("verify: token file: hashing the token of user %q: %w", e.user, err)
 		}
 		// The hash was recorded as verified under its own name (see
 		// hashOnly); VerifyToken asks under the user's.
 		name := v.tokenName(e.user)
-		v.recordMatch(name, h, v.cache.Key(name, h, e.password), v.opts.Params.KeyLen)
+		v.recordMatch(name, h, v.cache.Key(name, h, password), v.opts.Params.KeyLen)
 		s.Set(e.user, h)
 	}
 	v.loaded.Store(s)

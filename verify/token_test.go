@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/nodepass/nodepass/cache"
 	"github.com/nodepass/nodepass/scrypt"
 )
 
@@ -336,4 +337,43 @@ func TestTokenGuessesStayDelayed(t *testing.T) {
 		}
 		v.Close()
 	})
+}
+
+// TestTokenKeepsKnownRejects: the token in constant use keeps its record
+// as the user's verified password while many more other matches than
+// Cache.MatchSize come (node joins), so a wrong token still costs no
+// scrypt, and a variant of the token (see TestTokenVariantsOneToken)
+// still gets in.
+func TestTokenKeepsKnownRejects(t *testing.T) {
+	for _, load := range []bool{false, true} {
+		opts := &Options{Cache: &cache.Options{MatchSize: 8}}
+		var v *Verifier
+		if load {
+			v = newTestVerifier(t, NewMemoryStore(), opts)
+			if err := v.LoadTokens(context.Background(), strings.NewReader(joinToken+",node,node\n")); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			v, _ = newTokenVerifier(t, nil, opts)
+		}
+		ctx := context.Background()
+		for i := range 40 {
+			if err := v.VerifyToken(ctx, "node", joinToken); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.Ensure(ctx, fmt.Sprint("node-", i), "node-password"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runs := v.Stats().ScryptRuns
+		if err := v.VerifyToken(ctx, "node", "guess"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			t.Fatalf("load %v: wrong token: %v", load, err)
+		}
+		if st := v.Stats(); st.ScryptRuns != runs || st.KnownMatchRejects != 1 {
+			t.Fatalf("load %v: stats %+v: want the wrong token refused without scrypt", load, st)
+		}
+		if err := v.VerifyToken(ctx, "node", joinToken+"\x00"); err != nil {
+			t.Fatalf("load %v: the token's variant: %v", load, err)
+		}
+	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
-// Verifier checks node passwords against a Store (see the package doc).
-// It is safe for concurrent use. Make one with New; close it with Close.
+// Verifier checks node passwords against a Store. It is safe for
+// concurrent use. Make one with New; close it with Close.
 type Verifier struct {
 	// A request runs down request.go to the scheduler, which computes it
 	// in a batch on a slot (slot.go); an enrollment reads the store before
@@ -32,7 +32,7 @@ type Verifier struct {
 	digests      *recorder // nil unless Options.DigestKey is set and the store is a DigestStore
 	pool         *scrypt.Pool
 	mem          *memory // Options.ScryptMemory
-	slots, lanes int     // batches at once, and hashes per batch at Options.Params (shape)
+	slots, lanes int     // batches at once, and hashes per batch at Options.Params (slotsAndLanes)
 	base         context.Context
 	cancel       context.CancelCauseFunc            // cancels base with ErrClosed
 	quiet        *time.Timer                        // releases idle scrypt buffers (releaseLater)
@@ -83,7 +83,7 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	}
 	v.derive = v.pool.KeyBatch
 	if o.ScryptMemory > 0 {
-		v.slots, v.lanes = v.shape()
+		v.slots, v.lanes = v.slotsAndLanes()
 	}
 	v.sched = sched.New(sched.Config{Slots: v.slots, Lanes: v.lanes, MaxQueue: o.MaxQueue,
 		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(v.lanes) * enrollWork,

@@ -13,11 +13,6 @@
 //	batch        the jobs a slot takes at once: up to Config.Lanes of one class
 //	place        one of a name's Config.PerName shares of the queue
 //	line         a name's jobs waiting for a place, oldest first
-//	queued       a job holding a place and waiting for a slot
-//	pending      a job created with Request.Later, holding a place while Config.Prepare runs
-//	parked       a job waiting in its name's line, holding no place
-//	running      a job in a batch on a slot
-//	finishing    a job computed and off its slot, its runner still at work
 //	ask log      each name's last 8 passwords (as keys) and how often each was asked
 //	asked again  a job whose password the ask log has seen twice or more
 //	busy         a name with a job queued, pending or running
@@ -25,15 +20,9 @@
 //	suspect      a job first asked while doubted or busy, and not asked again
 //	ordinary     a job that is not a suspect
 //	wanted       a name with a caller waiting for one of its ordinary jobs
-//	held         a caller kept waiting for the result
-//	shed         a caller told to come back later (an Overload with After)
 //	due          when a job's caller is expected: its creation, or a shed caller's return
-//	waited out   a caller that waited MaxWait from its request's arrival
-//	earned       a job some caller waited out: never displaced, queued past its places
+//	earned       a job some caller waited out MaxWait for: never displaced, queued past its places
 //	displaceable a queued suspect not earned, whose callers came and all left
-//	displaced    a displaceable job ended so that a job in line takes its place
-//	estimator    what turns bytes of work into time (see Estimates)
-//	promise      the wait a caller was held on, at the best (see Estimates)
 //
 // # Locking
 //
@@ -44,14 +33,19 @@
 //
 // # A job's life
 //
-// A job is in one state at a time. Config.Prepare does a pending job's
-// work before its slot (a store read, say). A finishing job's runner
-// does its work after its slot (a store write, say), then finishes it.
+// A job is in one state at a time:
 //
 //	            Join ─┬─▶ queued ──(a slot frees, its turn)──▶ running ──Finish──▶ done
 //	                  ├─▶ pending ──Submit──▶ queued          running ──Hold──▶ finishing ──Finish──▶ done
 //	                  └─▶ parked ──(a place, or earned)──▶ queued (pending if Later)
 //	pending, parked, queued ──(work timeout, Close, displaced, last caller gone)──▶ done
+//
+//	pending    holds a place; Config.Prepare does its work before the slot (a store read, say)
+//	parked     waits in its name's line, holding no place
+//	queued     holds a place and waits for a slot
+//	running    in a batch on a slot
+//	finishing  computed and off its slot; its runner does the rest (a store write, say), then Finish
+//	done       its result published
 //
 // A queued job holds no goroutine. A running batch has its slot's
 // goroutine (Config.Run), and a pending job one of its own. A job's

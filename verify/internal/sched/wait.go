@@ -18,71 +18,113 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job, arrived time.Time) error {
 		return j.err
 	default:
 	}
-	maxWait := s.cfg.MaxWait
-	now := time.Now()
-	deadline := now.Add(maxWait)
-	if !arrived.IsZero() && arrived.Before(now) {
-		deadline = arrived.Add(maxWait)
+	w := s.arrive(j, arrived)
+	if !w.leave {
+		w.timer = time.NewTimer(min(w.every, w.deadline.Sub(w.now)))
+		defer w.timer.Stop()
 	}
-	s.mu.Lock()
-	s.watchLocked(j, 1)
-	decided := s.est.warm()
-	held, leave := false, !now.Before(deadline)
-	if decided && !leave {
-		held, leave = s.decideLocked(j, now, deadline.Sub(now))
-	}
-	warm := s.warm
-	s.unlock()
-
-	every := recheckInterval(maxWait)
-	var timer *time.Timer
-	for !leave {
-		if timer == nil {
-			timer = time.NewTimer(min(every, deadline.Sub(now)))
-			defer timer.Stop()
-		}
-		if decided {
-			warm = nil
-		}
+	for !w.leave {
 		select {
 		case <-j.done:
-			s.unwatch(j)
+			s.answered(j)
 			return j.err
 		case <-ctx.Done():
 			s.unwatch(j)
 			return context.Cause(ctx)
-		case <-timer.C:
-		case <-warm:
+		case <-w.timer.C:
+		case <-w.warm:
 		}
-		now = time.Now()
-		left := deadline.Sub(now)
-		s.mu.Lock()
-		switch {
-		case left <= 0:
-			leave = true
-		case !decided && s.est.warm():
-			decided = true
-			held, leave = s.decideLocked(j, now, left)
-		case decided && !s.waitsOutLocked(j):
-			// Only what cannot be: at the best, j's result comes too late.
-			leave = s.hopelessLocked(j, now, left)
-		}
-		s.mu.Unlock()
-		timer.Reset(min(every, max(left, 0)))
+		s.recheck(j, &w)
 	}
+	return s.leave(j, &w)
+}
+
+// waiter is a caller in Wait.
+type waiter struct {
+	now, deadline time.Time
+	decided       bool            // held or shed on the estimates (see decideLocked)
+	held, leave   bool            // held on an estimate; leaving now
+	warm          <-chan struct{} // until decided: closed once the estimates are warm
+	every         time.Duration   // how often the caller is looked at again (recheck)
+	timer         *time.Timer
+}
+
+// arrive counts a caller of j that came at arrived and decides, if the
+// estimates are warm, whether it is held or shed at once.
+func (s *Scheduler) arrive(j *Job, arrived time.Time) waiter {
+	w := waiter{now: time.Now(), every: recheckInterval(s.cfg.MaxWait)}
+	w.deadline = w.now.Add(s.cfg.MaxWait)
+	if !arrived.IsZero() && arrived.Before(w.now) {
+		w.deadline = arrived.Add(s.cfg.MaxWait)
+	}
+	s.mu.Lock()
+	defer s.unlock()
+	s.watchLocked(j, 1)
+	w.decided, w.leave = s.est.warm(), !w.now.Before(w.deadline)
+	if w.decided && !w.leave {
+		w.held, w.leave = s.decideLocked(j, w.now, w.deadline.Sub(w.now))
+	}
+	if !w.decided {
+		w.warm = s.warm
+	}
+	return w
+}
+
+// answered stops counting a caller of j that got its result.
+func (s *Scheduler) answered(j *Job) {
+	s.mu.Lock()
+	defer s.unlock()
+	s.watchLocked(j, -1)
+}
+
+// unwatch stops counting a caller that left without an answer (its
+// context ended): it is expected back as one shed.
+func (s *Scheduler) unwatch(j *Job) {
+	s.mu.Lock()
+	defer s.unlock()
+	s.watchLocked(j, -1)
+	// Its caller gave up (a client timeout, say) and retries as agents do.
+	back := time.Now().Add(s.cfg.ReturnAfter)
+	s.changeLocked(j, func() { j.back = back })
+}
+
+// recheck looks again at a caller of j still waiting: it leaves at its
+// deadline, is decided on once the estimates are warm, and leaves early
+// when j's result cannot come in time even at the best.
+func (s *Scheduler) recheck(j *Job, w *waiter) {
+	w.now = time.Now()
+	left := w.deadline.Sub(w.now)
+	s.mu.Lock()
+	switch {
+	case left <= 0:
+		w.leave = true
+	case !w.decided && s.est.warm():
+		w.decided, w.warm = true, nil
+		w.held, w.leave = s.decideLocked(j, w.now, left)
+	case w.decided && !s.waitsOutLocked(j):
+		w.leave = s.hopelessLocked(j, w.now, left)
+	}
+	s.mu.Unlock()
+	w.timer.Reset(min(w.every, max(left, 0)))
+}
+
+// leave ends the wait of a caller of j that leaves without its result:
+// j is earned if the caller waited out its deadline, and the caller is
+// told when to come back, unless j was done meanwhile.
+func (s *Scheduler) leave(j *Job, w *waiter) error {
 	// The estimate is made once the caller no longer counts as waiting,
 	// as j may then be served after the jobs callers wait for.
 	s.mu.Lock()
 	defer s.unlock()
-	if !now.Before(deadline) {
+	if !w.now.Before(w.deadline) {
 		s.earnLocked(j)
 	}
 	s.watchLocked(j, -1)
 	if j.state == done {
 		return j.err
 	}
-	after := s.shedLocked(j, now)
-	return &Overload{After: after, Queued: true, Held: held, Reason: "work queued"}
+	after := s.shedLocked(j, w.now)
+	return &Overload{After: after, Queued: true, Held: w.held, Reason: "work queued"}
 }
 
 // decideLocked decides whether the caller of j that came at now is held
@@ -141,17 +183,6 @@ func (s *Scheduler) hopelessLocked(j *Job, now time.Time, left time.Duration) bo
 // recheckInterval is how often a waiting caller's estimate is checked.
 func recheckInterval(maxWait time.Duration) time.Duration {
 	return min(max(maxWait/16, 10*time.Millisecond), time.Second)
-}
-
-// unwatch stops counting a caller that left without an answer (its
-// context ended): it is expected back as one shed.
-func (s *Scheduler) unwatch(j *Job) {
-	s.mu.Lock()
-	defer s.unlock()
-	s.watchLocked(j, -1)
-	// Its caller gave up (a client timeout, say) and retries as agents do.
-	back := time.Now().Add(s.cfg.ReturnAfter)
-	s.changeLocked(j, func() { j.back = back })
 }
 
 // watchLocked counts a caller that starts (delta 1) or stops (delta -1)
