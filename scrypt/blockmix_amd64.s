@@ -3100,15 +3100,16 @@ TEXT ·blockMixXorSSE2(SB), NOSPLIT, $0-32
 	MOVQ AX, SI
 	SHLQ $0x06, SI
 
-	// Prefetch the v blocks, random blocks of V.
-blockMixXorSSE2_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
 	PREFETCHT0 -64(BX)(SI*2)
-	PREFETCHT0 -128(BX)(SI*2)
-	SUBQ       $0x40, SI
-	JNZ        blockMixXorSSE2_prefetch
-	MOVQ       AX, SI
-	SHLQ       $0x06, SI
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	CMPQ       AX, $0x01
+	JBE        blockMixXorSSE2_prefetched
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
 
+blockMixXorSSE2_prefetched:
 	// The state starts as the last block of the input.
 	MOVOU -64(DX)(SI*2), X0
 	MOVOU -64(BX)(SI*2), X8
@@ -3124,6 +3125,12 @@ blockMixXorSSE2_prefetch:
 	PXOR  X8, X6
 
 blockMixXorSSE2_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXorSSE2_noprefetch
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+
+blockMixXorSSE2_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	MOVOU  (DX), X8
 	PXOR   X8, X0
@@ -3699,17 +3706,21 @@ TEXT ·blockMixXor2SSE2(SB), NOSPLIT, $0-56
 	MOVQ AX, R9
 	SHLQ $0x06, R9
 
-	// Prefetch the v blocks, random blocks of V.
-blockMixXor2SSE2_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
 	PREFETCHT0 -64(BX)(R9*2)
 	PREFETCHT0 -64(R8)(R9*2)
-	PREFETCHT0 -128(BX)(R9*2)
-	PREFETCHT0 -128(R8)(R9*2)
-	SUBQ       $0x40, R9
-	JNZ        blockMixXor2SSE2_prefetch
-	MOVQ       AX, R9
-	SHLQ       $0x06, R9
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	CMPQ       AX, $0x01
+	JBE        blockMixXor2SSE2_prefetched
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
 
+blockMixXor2SSE2_prefetched:
 	// The state starts as the last block of the input.
 	MOVOU -64(DX)(R9*2), X0
 	MOVOU -64(BX)(R9*2), X4
@@ -3737,6 +3748,14 @@ blockMixXor2SSE2_prefetch:
 	PXOR  X4, X9
 
 blockMixXor2SSE2_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXor2SSE2_noprefetch
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 256(R8)
+	PREFETCHT0 320(R8)
+
+blockMixXor2SSE2_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	MOVOU  (DX), X4
 	PXOR   X4, X0
@@ -4883,17 +4902,21 @@ TEXT ·blockMixXor2AVX2(SB), NOSPLIT, $0-56
 	MOVQ AX, R9
 	SHLQ $0x06, R9
 
-	// Prefetch the v blocks, random blocks of V.
-blockMixXor2AVX2_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
 	PREFETCHT0 -64(BX)(R9*2)
 	PREFETCHT0 -64(R8)(R9*2)
-	PREFETCHT0 -128(BX)(R9*2)
-	PREFETCHT0 -128(R8)(R9*2)
-	SUBQ       $0x40, R9
-	JNZ        blockMixXor2AVX2_prefetch
-	MOVQ       AX, R9
-	SHLQ       $0x06, R9
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	CMPQ       AX, $0x01
+	JBE        blockMixXor2AVX2_prefetched
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
 
+blockMixXor2AVX2_prefetched:
 	// The state starts as the last block of the input.
 	VMOVDQU     -64(DX)(R9*2), X0
 	VINSERTI128 $0x01, -64(DI)(R9*2), Y0, Y0
@@ -4917,6 +4940,14 @@ blockMixXor2AVX2_prefetch:
 	VPXOR       Y8, Y6, Y6
 
 blockMixXor2AVX2_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXor2AVX2_noprefetch
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 256(R8)
+	PREFETCHT0 320(R8)
+
+blockMixXor2AVX2_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	VMOVDQU      (DX), X8
 	VINSERTI128  $0x01, (DI), Y8, Y8
@@ -5398,21 +5429,31 @@ TEXT ·blockMixXor4AVX2(SB), NOSPLIT, $0-104
 	MOVQ AX, R15
 	SHLQ $0x06, R15
 
-	// Prefetch the v blocks, random blocks of V.
-blockMixXor4AVX2_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
 	PREFETCHT0 -64(BX)(R15*2)
 	PREFETCHT0 -64(R8)(R15*2)
 	PREFETCHT0 -64(R11)(R15*2)
 	PREFETCHT0 -64(R14)(R15*2)
-	PREFETCHT0 -128(BX)(R15*2)
-	PREFETCHT0 -128(R8)(R15*2)
-	PREFETCHT0 -128(R11)(R15*2)
-	PREFETCHT0 -128(R14)(R15*2)
-	SUBQ       $0x40, R15
-	JNZ        blockMixXor4AVX2_prefetch
-	MOVQ       AX, R15
-	SHLQ       $0x06, R15
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	CMPQ       AX, $0x01
+	JBE        blockMixXor4AVX2_prefetched
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	PREFETCHT0 128(R14)
+	PREFETCHT0 192(R14)
 
+blockMixXor4AVX2_prefetched:
 	// The state starts as the last block of the input.
 	VMOVDQU     -64(DX)(R15*2), X0
 	VINSERTI128 $0x01, -64(DI)(R15*2), Y0, Y0
@@ -5456,6 +5497,18 @@ blockMixXor4AVX2_prefetch:
 	VPXOR       Y5, Y9, Y9
 
 blockMixXor4AVX2_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXor4AVX2_noprefetch
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 256(R8)
+	PREFETCHT0 320(R8)
+	PREFETCHT0 256(R11)
+	PREFETCHT0 320(R11)
+	PREFETCHT0 256(R14)
+	PREFETCHT0 320(R14)
+
+blockMixXor4AVX2_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	VMOVDQU      (DX), X4
 	VINSERTI128  $0x01, (DI), Y4, Y4
@@ -8835,15 +8888,16 @@ TEXT ·blockMixXorAVX512(SB), NOSPLIT, $0-32
 	MOVQ AX, SI
 	SHLQ $0x06, SI
 
-	// Prefetch the v blocks, random blocks of V.
-blockMixXorAVX512_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
 	PREFETCHT0 -64(BX)(SI*2)
-	PREFETCHT0 -128(BX)(SI*2)
-	SUBQ       $0x40, SI
-	JNZ        blockMixXorAVX512_prefetch
-	MOVQ       AX, SI
-	SHLQ       $0x06, SI
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	CMPQ       AX, $0x01
+	JBE        blockMixXorAVX512_prefetched
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
 
+blockMixXorAVX512_prefetched:
 	// The state starts as the last block of the input.
 	VMOVDQU32 -64(DX)(SI*2), X0
 	VMOVDQU32 -64(BX)(SI*2), X8
@@ -8859,6 +8913,12 @@ blockMixXorAVX512_prefetch:
 	VPXORD    X8, X6, X6
 
 blockMixXorAVX512_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXorAVX512_noprefetch
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+
+blockMixXorAVX512_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	VMOVDQU32 (DX), X8
 	VPXORD    X8, X0, X0
@@ -9178,17 +9238,21 @@ TEXT ·blockMixXor2AVX512(SB), NOSPLIT, $0-56
 	MOVQ AX, R9
 	SHLQ $0x06, R9
 
-	// Prefetch the v blocks, random blocks of V.
-blockMixXor2AVX512_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
 	PREFETCHT0 -64(BX)(R9*2)
 	PREFETCHT0 -64(R8)(R9*2)
-	PREFETCHT0 -128(BX)(R9*2)
-	PREFETCHT0 -128(R8)(R9*2)
-	SUBQ       $0x40, R9
-	JNZ        blockMixXor2AVX512_prefetch
-	MOVQ       AX, R9
-	SHLQ       $0x06, R9
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	CMPQ       AX, $0x01
+	JBE        blockMixXor2AVX512_prefetched
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
 
+blockMixXor2AVX512_prefetched:
 	// The state starts as the last block of the input.
 	VMOVDQU32    -64(DX)(R9*2), X0
 	VINSERTI32X4 $0x01, -64(DI)(R9*2), Y0, Y0
@@ -9212,6 +9276,14 @@ blockMixXor2AVX512_prefetch:
 	VPXORD       Y8, Y6, Y6
 
 blockMixXor2AVX512_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXor2AVX512_noprefetch
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 256(R8)
+	PREFETCHT0 320(R8)
+
+blockMixXor2AVX512_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	VMOVDQU32     (DX), X8
 	VINSERTI32X4  $0x01, (DI), Y8, Y8
@@ -9565,21 +9637,31 @@ TEXT ·blockMixXor4AVX512(SB), NOSPLIT, $0-104
 	MOVQ AX, R15
 	SHLQ $0x06, R15
 
-	// Prefetch the v blocks, random blocks of V.
-blockMixXor4AVX512_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
 	PREFETCHT0 -64(BX)(R15*2)
 	PREFETCHT0 -64(R8)(R15*2)
 	PREFETCHT0 -64(R11)(R15*2)
 	PREFETCHT0 -64(R14)(R15*2)
-	PREFETCHT0 -128(BX)(R15*2)
-	PREFETCHT0 -128(R8)(R15*2)
-	PREFETCHT0 -128(R11)(R15*2)
-	PREFETCHT0 -128(R14)(R15*2)
-	SUBQ       $0x40, R15
-	JNZ        blockMixXor4AVX512_prefetch
-	MOVQ       AX, R15
-	SHLQ       $0x06, R15
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	CMPQ       AX, $0x01
+	JBE        blockMixXor4AVX512_prefetched
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	PREFETCHT0 128(R14)
+	PREFETCHT0 192(R14)
 
+blockMixXor4AVX512_prefetched:
 	// The state starts as the last block of the input.
 	VMOVDQU32    -64(DX)(R15*2), X0
 	VINSERTI32X4 $0x01, -64(DI)(R15*2), Y0, Y0
@@ -9623,6 +9705,18 @@ blockMixXor4AVX512_prefetch:
 	VPXORD       Y17, Y15, Y15
 
 blockMixXor4AVX512_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXor4AVX512_noprefetch
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 256(R8)
+	PREFETCHT0 320(R8)
+	PREFETCHT0 256(R11)
+	PREFETCHT0 320(R11)
+	PREFETCHT0 256(R14)
+	PREFETCHT0 320(R14)
+
+blockMixXor4AVX512_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	VMOVDQU32     (DX), X8
 	VINSERTI32X4  $0x01, (DI), Y8, Y8
@@ -10302,21 +10396,31 @@ TEXT ·blockMixXor4ZMM(SB), NOSPLIT, $0-104
 	MOVQ AX, R15
 	SHLQ $0x06, R15
 
-	// Prefetch the v blocks, random blocks of V.
-blockMixXor4ZMM_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
 	PREFETCHT0 -64(BX)(R15*2)
 	PREFETCHT0 -64(R8)(R15*2)
 	PREFETCHT0 -64(R11)(R15*2)
 	PREFETCHT0 -64(R14)(R15*2)
-	PREFETCHT0 -128(BX)(R15*2)
-	PREFETCHT0 -128(R8)(R15*2)
-	PREFETCHT0 -128(R11)(R15*2)
-	PREFETCHT0 -128(R14)(R15*2)
-	SUBQ       $0x40, R15
-	JNZ        blockMixXor4ZMM_prefetch
-	MOVQ       AX, R15
-	SHLQ       $0x06, R15
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 (R14)
+	PREFETCHT0 64(R14)
+	CMPQ       AX, $0x01
+	JBE        blockMixXor4ZMM_prefetched
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	PREFETCHT0 128(R14)
+	PREFETCHT0 192(R14)
 
+blockMixXor4ZMM_prefetched:
 	// The state starts as the last block of the input.
 	VMOVDQU32    -64(DX)(R15*2), X0
 	VINSERTI32X4 $0x01, -64(DI)(R15*2), Z0, Z0
@@ -10356,6 +10460,18 @@ blockMixXor4ZMM_prefetch:
 	VPXORD       Z8, Z6, Z6
 
 blockMixXor4ZMM_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXor4ZMM_noprefetch
+	PREFETCHT0 256(BX)
+	PREFETCHT0 320(BX)
+	PREFETCHT0 256(R8)
+	PREFETCHT0 320(R8)
+	PREFETCHT0 256(R11)
+	PREFETCHT0 320(R11)
+	PREFETCHT0 256(R14)
+	PREFETCHT0 320(R14)
+
+blockMixXor4ZMM_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	VMOVDQU32     (DX), X8
 	VINSERTI32X4  $0x01, (DI), Z8, Z8
@@ -10751,17 +10867,15 @@ TEXT ·blockMixXor8ZMM(SB), NOSPLIT, $0-200
 	MOVQ AX, CX
 	SHLQ $0x06, CX
 
-	// Prefetch the v blocks, random blocks of V.
-	MOVQ v0+16(FP), DX
-	MOVQ v1+40(FP), BX
-	MOVQ v2+64(FP), SI
-	MOVQ v3+88(FP), DI
-	MOVQ v4+112(FP), R8
-	MOVQ v5+136(FP), R9
-	MOVQ v6+160(FP), R10
-	MOVQ v7+184(FP), R11
-
-blockMixXor8ZMM_prefetch:
+	// Prefetch the v blocks (random blocks of V) in the order they are used.
+	MOVQ       v0+16(FP), DX
+	MOVQ       v1+40(FP), BX
+	MOVQ       v2+64(FP), SI
+	MOVQ       v3+88(FP), DI
+	MOVQ       v4+112(FP), R8
+	MOVQ       v5+136(FP), R9
+	MOVQ       v6+160(FP), R10
+	MOVQ       v7+184(FP), R11
 	PREFETCHT0 -64(DX)(CX*2)
 	PREFETCHT0 -64(BX)(CX*2)
 	PREFETCHT0 -64(SI)(CX*2)
@@ -10770,20 +10884,44 @@ blockMixXor8ZMM_prefetch:
 	PREFETCHT0 -64(R9)(CX*2)
 	PREFETCHT0 -64(R10)(CX*2)
 	PREFETCHT0 -64(R11)(CX*2)
-	PREFETCHT0 -128(DX)(CX*2)
-	PREFETCHT0 -128(BX)(CX*2)
-	PREFETCHT0 -128(SI)(CX*2)
-	PREFETCHT0 -128(DI)(CX*2)
-	PREFETCHT0 -128(R8)(CX*2)
-	PREFETCHT0 -128(R9)(CX*2)
-	PREFETCHT0 -128(R10)(CX*2)
-	PREFETCHT0 -128(R11)(CX*2)
-	SUBQ       $0x40, CX
-	JNZ        blockMixXor8ZMM_prefetch
-	MOVQ       AX, CX
-	SHLQ       $0x06, CX
-	XORQ       DX, DX
-	MOVQ       CX, BX
+	PREFETCHT0 (DX)
+	PREFETCHT0 64(DX)
+	PREFETCHT0 (BX)
+	PREFETCHT0 64(BX)
+	PREFETCHT0 (SI)
+	PREFETCHT0 64(SI)
+	PREFETCHT0 (DI)
+	PREFETCHT0 64(DI)
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	CMPQ       AX, $0x01
+	JBE        blockMixXor8ZMM_prefetched
+	PREFETCHT0 128(DX)
+	PREFETCHT0 192(DX)
+	PREFETCHT0 128(BX)
+	PREFETCHT0 192(BX)
+	PREFETCHT0 128(SI)
+	PREFETCHT0 192(SI)
+	PREFETCHT0 128(DI)
+	PREFETCHT0 192(DI)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
+	PREFETCHT0 128(R9)
+	PREFETCHT0 192(R9)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 192(R10)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+
+blockMixXor8ZMM_prefetched:
+	XORQ DX, DX
+	MOVQ CX, BX
 
 	// The state starts as the last block of the input.
 	MOVQ         in0+8(FP), SI
@@ -10876,6 +11014,34 @@ blockMixXor8ZMM_prefetch:
 	VPXORD       Z17, Z15, Z15
 
 blockMixXor8ZMM_loop:
+	CMPQ       AX, $0x02
+	JBE        blockMixXor8ZMM_noprefetch
+	MOVQ       v0+16(FP), CX
+	MOVQ       v1+40(FP), SI
+	MOVQ       v2+64(FP), DI
+	MOVQ       v3+88(FP), R8
+	MOVQ       v4+112(FP), R9
+	MOVQ       v5+136(FP), R10
+	MOVQ       v6+160(FP), R11
+	MOVQ       v7+184(FP), R12
+	PREFETCHT0 256(CX)(DX*2)
+	PREFETCHT0 320(CX)(DX*2)
+	PREFETCHT0 256(SI)(DX*2)
+	PREFETCHT0 320(SI)(DX*2)
+	PREFETCHT0 256(DI)(DX*2)
+	PREFETCHT0 320(DI)(DX*2)
+	PREFETCHT0 256(R8)(DX*2)
+	PREFETCHT0 320(R8)(DX*2)
+	PREFETCHT0 256(R9)(DX*2)
+	PREFETCHT0 320(R9)(DX*2)
+	PREFETCHT0 256(R10)(DX*2)
+	PREFETCHT0 320(R10)(DX*2)
+	PREFETCHT0 256(R11)(DX*2)
+	PREFETCHT0 320(R11)(DX*2)
+	PREFETCHT0 256(R12)(DX*2)
+	PREFETCHT0 320(R12)(DX*2)
+
+blockMixXor8ZMM_noprefetch:
 	// Block 0 of the pair: state = Salsa20/8(state ⊕ in ⊕ v).
 	MOVQ          in0+8(FP), CX
 	MOVQ          in1+32(FP), SI
