@@ -19,6 +19,15 @@ func (k kernel) supported() bool { return true }
 
 func (k kernel) avx512() bool { return false }
 
+func (k kernel) fits(N int) bool { return true }
+
 // mix sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when v is
 // not nil, for the n lanes k < n.
 func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) { mixGeneric(out, in, v, n, r) }
+
+// first runs SMix's first loop of w (see work.firstMix).
+func (k kernel) first(w *work) { w.firstMix(k) }
+
+// second runs iters iterations of SMix's second loop of w (see
+// work.secondMix).
+func (k kernel) second(w *work, iters int) { w.secondMix(k, iters) }

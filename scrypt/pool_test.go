@@ -33,7 +33,7 @@ func TestPoolKeyBatchLanes(t *testing.T) {
 		t.Run(fmt.Sprint("lanes=", most), func(t *testing.T) {
 			var p Pool
 			jobs := []Job{
-				{Password: []byte("a"), Salt: []byte("s"), N: 1 << 6, R: 2, P: 5, KeyLen: 32},
+				{Password: []byte("a"), Salt: []byte("s"), N: 1 << 6, R: 2, P: 13, KeyLen: 32}, // 17 blocks: more than Lanes()
 				{Password: []byte("b"), Salt: []byte("s"), N: 1 << 6, R: 2, P: 1, KeyLen: 32},
 				{Password: []byte("c"), Salt: []byte("s"), N: 1 << 6, R: 2, P: 3, KeyLen: 32},
 			}

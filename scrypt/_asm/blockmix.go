@@ -493,5 +493,7 @@ func main() {
 		blockMix("blockMix"+x+"4ZMM", 4, xor, avx512, 4, true)
 		blockMix("blockMix"+x+"8ZMM", 8, xor, avx512, 4, true)
 	}
+	slicedLoop(false)
+	slicedLoop(true)
 	Generate()
 }
