@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -216,89 +218,23 @@ func slicedLoop(second bool) {
 	}
 
 	// The chain: block i of X (with V's line i) makes block i/2 of Y when
-	// i is even, block r + i/2 when odd. in, lo and hi walk the pairs.
-	// lo+blk is the odd block's output.
+	// i is even, block r + i/2 when odd; in and lo walk the pairs, and
+	// lo+blk is the odd block's output. In the second loop, the last
+	// block's W is prev ⊕ X0, which holds X[2r-1] ⊕ V[j][2r-1] already:
+	// the last pair is emitted apart, and the loop takes the others.
 	in, lo := GP64().(GPVirtual), GP64().(GPVirtual)
 	MOVQ(xp, in)
 	MOVQ(yp, lo)
 	line := GP64().(GPVirtual) // second loop: 128·(pair), the offset of the pair's lines in V[j]; first loop: 64·(pair)
 	XORQ(line, line)
 	pairs := Load(Param("r"), GP64()).(GPVirtual)
-
+	if second {
+		DECQ(pairs)
+		JZ(LabelRef(name + "_last"))
+	}
 	Label(name + "_pair")
 	for half := range 2 {
-		out := func(k int) Mem { return row(lo, 0, k) }
-		if half == 1 {
-			out = func(k int) Mem { return Mem{Base: lo, Index: blk, Scale: 1, Disp: 64 * k} }
-		}
-		var x []VecVirtual
-		if second {
-			if half == 0 && slicedPrefetch > 0 {
-				// The lines slicedPrefetch ahead of this pair's, while in V[j].
-				skip := name + "_noprefetch"
-				CMPQ(pairs, U8(slicedPrefetch/2))
-				JBE(LabelRef(skip))
-				for l := range 2 {
-					for h := range slicedHashes {
-						p := GP64()
-						MOVQ(Mem{Base: tbl, Disp: 1024 + 8*h}, p)
-						PREFETCHT0(Mem{Base: p, Index: line, Scale: 1, Disp: 64*slicedPrefetch + 64*l})
-					}
-				}
-				Label(skip)
-			}
-			Commentf("Block %d of the pair: W = prev ⊕ X[i] ⊕ V[j][i], then Salsa20/8.", half)
-			z := loadLines(tbl, Mem{Index: line, Scale: 1, Disp: 64 * half})
-			x = transpose16(z)
-			t := ZMM()
-			for k := range x {
-				VMOVDQU32(row(prev, 0, k), t)
-				VPTERNLOGD(U8(0x96), row(in, 1024*half, k), t, x[k])
-				VMOVDQU32(x[k], out(k))
-			}
-		} else {
-			Commentf("Block %d of the pair: W = prev ⊕ X[i], then Salsa20/8.", half)
-			x = make([]VecVirtual, 16)
-			for k := range x {
-				x[k] = ZMM()
-				VMOVDQU32(row(prev, 0, k), x[k])
-				VPXORD(row(in, 1024*half, k), x[k], x[k])
-				VMOVDQU32(x[k], out(k))
-			}
-		}
-		slicedSalsa(x)
-		for k := range x {
-			VPADDD(out(k), x[k], x[k])
-			VMOVDQU32(x[k], out(k))
-		}
-		if !second {
-			// V[i+1] of each hash gets its line, unless this is the last call.
-			skip := name + "_nowrite" + string(rune('0'+half))
-			CMPQ(n, U8(1))
-			JEQ(LabelRef(skip))
-			Commentf("V[i+1]'s line of block %d of the pair, for each hash.", half)
-			rows := transpose16(x)
-			vp := Load(Param("v"), GP64()).(GPVirtual)
-			off := GP64()
-			LEAQ(Mem{Base: vout, Index: line, Scale: 1}, off)
-			if half == 1 {
-				half := GP64()
-				MOVQ(blk, half)
-				SHRQ(U8(4), half) // 64·r
-				ADDQ(half, off)
-			}
-			for h, z := range rows {
-				p := GP64()
-				MOVQ(Mem{Base: vp, Disp: 8 * h}, p)
-				VMOVNTDQ(z, Mem{Base: p, Index: off, Scale: 1})
-			}
-			Label(skip)
-		}
-		if half == 0 {
-			MOVQ(lo, prev)
-		} else {
-			LEAQ(Mem{Base: lo, Index: blk, Scale: 1}, prev)
-		}
+		slicedBlock(name, second, half, false, blockRegs{prev, in, lo, blk, line, pairs, tbl, vout, n})
 	}
 	ADDQ(U32(2048), in)
 	ADDQ(U32(1024), lo)
@@ -309,6 +245,12 @@ func slicedLoop(second bool) {
 	}
 	DECQ(pairs)
 	JNZ(LabelRef(name + "_pair"))
+	if second {
+		Label(name + "_last")
+		for half := range 2 {
+			slicedBlock(name, second, half, true, blockRegs{prev, in, lo, blk, line, pairs, tbl, vout, n})
+		}
+	}
 
 	if !second {
 		tmp := GP64()
@@ -325,6 +267,105 @@ func slicedLoop(second bool) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// blockRegs are the registers a block of the chain uses (see slicedLoop).
+type blockRegs struct {
+	prev, in, lo, blk, line, pairs, tbl, vout, n GPVirtual
+}
+
+// slicedBlock emits block half (0 or 1) of a pair of the chain: W = prev
+// ⊕ X[i] (⊕ V[j][i] in the second loop), stored at its output and kept
+// as the state; Salsa20/8; the output W + state, then the next prev. In
+// the first loop, the output also goes to V[i+1] of each hash. last: the
+// last pair of the second loop.
+func slicedBlock(name string, second bool, half int, last bool, g blockRegs) {
+	suffix := fmt.Sprintf("%d", half)
+	if last {
+		suffix += "_last"
+	}
+	out := func(k int) Mem { return row(g.lo, 0, k) }
+	if half == 1 {
+		out = func(k int) Mem { return Mem{Base: g.lo, Index: g.blk, Scale: 1, Disp: 64 * k} }
+	}
+	var x []VecVirtual
+	switch {
+	case second && last && half == 1:
+		Comment("The last block: W = prev ⊕ X0, then Salsa20/8.")
+		x = make([]VecVirtual, 16)
+		for k := range x {
+			x[k] = ZMM()
+			VMOVDQU32(row(g.prev, 0, k), x[k])
+			VPXORD(row(g.tbl, 0, k), x[k], x[k])
+			VMOVDQU32(x[k], out(k))
+		}
+	case second:
+		if half == 0 && !last {
+			// The pair of lines slicedPrefetch ahead, while in V[j].
+			skip := name + "_noprefetch"
+			CMPQ(g.pairs, U8(slicedPrefetch/2))
+			JB(LabelRef(skip))
+			for l := range 2 {
+				for h := range slicedHashes {
+					p := GP64()
+					MOVQ(Mem{Base: g.tbl, Disp: 1024 + 8*h}, p)
+					PREFETCHT0(Mem{Base: p, Index: g.line, Scale: 1, Disp: 64*slicedPrefetch + 64*l})
+				}
+			}
+			Label(skip)
+		}
+		Commentf("Block %d of the pair: W = prev ⊕ X[i] ⊕ V[j][i], then Salsa20/8.", half)
+		z := loadLines(g.tbl, Mem{Index: g.line, Scale: 1, Disp: 64 * half})
+		x = transpose16(z)
+		t := ZMM()
+		for k := range x {
+			VMOVDQU32(row(g.prev, 0, k), t)
+			VPTERNLOGD(U8(0x96), row(g.in, 1024*half, k), t, x[k])
+			VMOVDQU32(x[k], out(k))
+		}
+	default:
+		Commentf("Block %d of the pair: W = prev ⊕ X[i], then Salsa20/8.", half)
+		x = make([]VecVirtual, 16)
+		for k := range x {
+			x[k] = ZMM()
+			VMOVDQU32(row(g.prev, 0, k), x[k])
+			VPXORD(row(g.in, 1024*half, k), x[k], x[k])
+			VMOVDQU32(x[k], out(k))
+		}
+	}
+	slicedSalsa(x)
+	for k := range x {
+		VPADDD(out(k), x[k], x[k])
+		VMOVDQU32(x[k], out(k))
+	}
+	if !second {
+		// V[i+1] of each hash gets its line, unless this is the last call.
+		skip := name + "_nowrite" + suffix
+		CMPQ(g.n, U8(1))
+		JEQ(LabelRef(skip))
+		Commentf("V[i+1]'s line of block %d of the pair, for each hash.", half)
+		rows := transpose16(x)
+		vp := Load(Param("v"), GP64()).(GPVirtual)
+		off := GP64()
+		LEAQ(Mem{Base: g.vout, Index: g.line, Scale: 1}, off)
+		if half == 1 {
+			hi := GP64()
+			MOVQ(g.blk, hi)
+			SHRQ(U8(4), hi) // 64·r
+			ADDQ(hi, off)
+		}
+		for h, z := range rows {
+			p := GP64()
+			MOVQ(Mem{Base: vp, Disp: 8 * h}, p)
+			VMOVNTDQ(z, Mem{Base: p, Index: off, Scale: 1})
+		}
+		Label(skip)
+	}
+	if half == 0 {
+		MOVQ(g.lo, g.prev)
+	} else {
+		LEAQ(Mem{Base: g.lo, Index: g.blk, Scale: 1}, g.prev)
+	}
 }
 
 // loadLines loads, for each of the 16 hashes, the 64 bytes at tbl[h] + a
