@@ -155,56 +155,25 @@ func slicedLoop(second bool) {
 		SHRQ(U8(3), vout)
 	}
 
-	Label(name + "_call")
-	// last is X's last block.
-	last := GP64().(GPVirtual)
-	LEAQ(Mem{Base: xp, Index: blk, Scale: 2, Disp: -1024}, last)
-	prev := GP64().(GPVirtual) // the block the chain continues from
 	var tbl GPVirtual
 	if second {
 		// tbl: X0, then the pointers, past X and Y (which swap).
 		tbl = Load(Param("s"), GP64()).(GPVirtual)
 		LEAQ(Mem{Base: tbl, Index: blk, Scale: 4}, tbl)
-		Comment("j = Integerify(X) & mask for each hash; the pointers are v[h] + 128·r·j.")
-		mask := ZMM()
-		VPBROADCASTD(Load(Param("mask"), GP64()).(GPVirtual).As32(), mask)
-		j := ZMM()
-		VPANDD(row(last, 0, 0), mask, j)
-		size := GP64()
-		MOVQ(blk, size)
-		SHRQ(U8(3), size)
-		sz := ZMM()
-		VPBROADCASTQ(size, sz)
-		jhi := YMM()
-		VEXTRACTI64X4(U8(1), j, jhi)
-		lo, hi := ZMM(), ZMM()
-		VPMOVZXDQ(j.AsY(), lo)
-		VPMOVZXDQ(jhi, hi)
-		VPMULUDQ(sz, lo, lo)
-		VPMULUDQ(sz, hi, hi)
-		vp := Load(Param("v"), GP64()).(GPVirtual)
-		VPADDQ(Mem{Base: vp}, lo, lo)
-		VPADDQ(Mem{Base: vp, Disp: 64}, hi, hi)
-		VMOVDQU64(lo, Mem{Base: tbl, Disp: 1024})
-		VMOVDQU64(hi, Mem{Base: tbl, Disp: 1024 + 64})
+		// The first call's pointers; each call makes the next one's as
+		// soon as its last block's word 0 is known.
+		slicedPointers(Mem{Base: xp, Index: blk, Scale: 2, Disp: -1024}, tbl, blk)
+	}
 
-		Comment("Prefetch the lines of V[j] the chain uses first: the last, then the first ones.")
+	Label(name + "_call")
+	// last is X's last block.
+	last := GP64().(GPVirtual)
+	LEAQ(Mem{Base: xp, Index: blk, Scale: 2, Disp: -1024}, last)
+	prev := GP64().(GPVirtual) // the block the chain continues from
+	if second {
 		lastLine := GP64()
 		MOVQ(blk, lastLine)
 		SHRQ(U8(3), lastLine)
-		for h := range slicedHashes * min(slicedPrefetch, 1) {
-			p := GP64()
-			MOVQ(Mem{Base: tbl, Disp: 1024 + 8*h}, p)
-			PREFETCHT0(Mem{Base: p, Index: lastLine, Scale: 1, Disp: -64})
-		}
-		for l := range slicedPrefetch {
-			for h := range slicedHashes {
-				p := GP64()
-				MOVQ(Mem{Base: tbl, Disp: 1024 + 8*h}, p)
-				PREFETCHT0(Mem{Base: p, Disp: 64 * l})
-			}
-		}
-
 		Comment("X0 = X[2r-1] ⊕ V[j][2r-1], where the chain starts.")
 		z := loadLines(tbl, Mem{Index: lastLine, Scale: 1, Disp: -64})
 		x := transpose16(z)
@@ -267,6 +236,48 @@ func slicedLoop(second bool) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// slicedPointers emits the pointers of the second loop's next call:
+// tbl[h] = v[h] + 128·r·j, with j = word 0 of the X's last block & mask
+// for each hash (Integerify, as mask < 2³²), from j0: that word's row in
+// memory or in a register. Then it prefetches the lines the call uses
+// first: the last line, then the first slicedPrefetch.
+func slicedPointers(j0 Op, tbl, blk GPVirtual) {
+	Comment("The next call's pointers: v[h] + 128·r·(Integerify(X) & mask), and its first lines.")
+	mask := ZMM()
+	VPBROADCASTD(Load(Param("mask"), GP64()).(GPVirtual).As32(), mask)
+	j := ZMM()
+	VPANDD(j0, mask, j)
+	size := GP64()
+	MOVQ(blk, size)
+	SHRQ(U8(3), size)
+	sz := ZMM()
+	VPBROADCASTQ(size, sz)
+	jhi := YMM()
+	VEXTRACTI64X4(U8(1), j, jhi)
+	lo, hi := ZMM(), ZMM()
+	VPMOVZXDQ(j.AsY(), lo)
+	VPMOVZXDQ(jhi, hi)
+	VPMULUDQ(sz, lo, lo)
+	VPMULUDQ(sz, hi, hi)
+	vp := Load(Param("v"), GP64()).(GPVirtual)
+	VPADDQ(Mem{Base: vp}, lo, lo)
+	VPADDQ(Mem{Base: vp, Disp: 64}, hi, hi)
+	VMOVDQU64(lo, Mem{Base: tbl, Disp: 1024})
+	VMOVDQU64(hi, Mem{Base: tbl, Disp: 1024 + 64})
+	for h := range slicedHashes {
+		p := GP64()
+		MOVQ(Mem{Base: tbl, Disp: 1024 + 8*h}, p)
+		PREFETCHT0(Mem{Base: p, Index: size, Scale: 1, Disp: -64})
+	}
+	for l := range slicedPrefetch {
+		for h := range slicedHashes {
+			p := GP64()
+			MOVQ(Mem{Base: tbl, Disp: 1024 + 8*h}, p)
+			PREFETCHT0(Mem{Base: p, Disp: 64 * l})
+		}
+	}
 }
 
 // blockRegs are the registers a block of the chain uses (see slicedLoop).
@@ -336,6 +347,11 @@ func slicedBlock(name string, second bool, half int, last bool, g blockRegs) {
 	slicedSalsa(x)
 	for k := range x {
 		VPADDD(out(k), x[k], x[k])
+		if second && last && half == 1 && k == 0 {
+			// Word 0 of the call's last block is Integerify's: the next
+			// call's pointers and prefetches go out before the stores.
+			slicedPointers(x[0], g.tbl, g.blk)
+		}
 		VMOVDQU32(x[k], out(k))
 	}
 	if !second {
