@@ -61,6 +61,16 @@ func (k kernel) fits(N int) bool { return k != kernelSliced16 || uint64(N) <= 1<
 // avx512 reports whether k needs AVX-512.
 func (k kernel) avx512() bool { return k >= kernelAVX512 }
 
+// enter puts w's working blocks where k works on them: in the scratch for
+// the word-sliced kernel, in x for the others.
+func (k kernel) enter(w *work) {
+	if k == kernelSliced16 {
+		w.toSliced()
+	} else {
+		w.toHashes()
+	}
+}
+
 // first runs SMix's first loop of w (see work.firstMix).
 func (k kernel) first(w *work) {
 	if k == kernelSliced16 {
@@ -71,7 +81,7 @@ func (k kernel) first(w *work) {
 }
 
 // second runs iters iterations of SMix's second loop of w (see
-// work.secondMix).
+// work.secondMix), after k.enter(w).
 func (k kernel) second(w *work, iters int) {
 	if k == kernelSliced16 {
 		w.slicedSecond(iters)

@@ -25,9 +25,12 @@ func (k kernel) fits(N int) bool { return true }
 // not nil, for the n lanes k < n.
 func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) { mixGeneric(out, in, v, n, r) }
 
+// enter puts w's working blocks where k works on them: in x.
+func (k kernel) enter(w *work) {}
+
 // first runs SMix's first loop of w (see work.firstMix).
 func (k kernel) first(w *work) { w.firstMix(k) }
 
 // second runs iters iterations of SMix's second loop of w (see
-// work.secondMix).
+// work.secondMix), after k.enter(w).
 func (k kernel) second(w *work, iters int) { w.secondMix(k, iters) }

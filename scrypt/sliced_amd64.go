@@ -57,22 +57,35 @@ func sliceOut(b *[maxLanes][]uint32, s []uint32, r int) {
 	}
 }
 
+// toSliced moves w's working blocks from x into the scratch, unless they
+// are there; toHashes moves them back.
+func (w *work) toSliced() {
+	if !w.sliced {
+		sliceIn(w.scratchFor(), &w.x, w.r)
+		w.sliced = true
+	}
+}
+
+func (w *work) toHashes() {
+	if w.sliced {
+		sliceOut(&w.x, w.scratch, w.r)
+		w.sliced = false
+	}
+}
+
 // slicedFirst runs SMix's first loop on w's 16 hashes: from V[0], it
-// writes V[1] to V[N-1] and leaves BlockMix(V[N-1]) in x.
+// writes V[1] to V[N-1] and leaves BlockMix(V[N-1]) in the scratch.
 func (w *work) slicedFirst() {
 	s := w.scratchFor()
 	sliceIn(s, &w.v, w.r)
 	slicedLoop1(&s[0], w.vPointers(), w.r, w.N) // N is even: the result is in X
-	sliceOut(&w.x, s, w.r)
+	w.sliced = true
 }
 
 // slicedSecond runs iters iterations of SMix's second loop (2·iters
-// BlockMix calls) on w's 16 hashes, from x and back into it.
+// BlockMix calls) on w's 16 hashes, in the scratch (see kernel.enter).
 func (w *work) slicedSecond(iters int) {
-	s := w.scratchFor()
-	sliceIn(s, &w.x, w.r)
-	slicedLoop2(&s[0], w.vPointers(), w.r, uint64(w.N-1), 2*iters)
-	sliceOut(&w.x, s, w.r)
+	slicedLoop2(&w.scratch[0], w.vPointers(), w.r, uint64(w.N-1), 2*iters)
 }
 
 // mixSliced is kernel.mix for the word-sliced kernel, one BlockMix call
