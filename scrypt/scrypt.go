@@ -271,7 +271,7 @@ func (w *work) secondMix(k kernel, iters int) {
 
 // Lanes returns how many independent SMix computations (one per
 // 128·r-byte block: p per key) the widest kernel of this CPU computes
-// together: 8 on amd64 with AVX-512, 4 with AVX2, 2 on other amd64, 1
+// together: 16 on amd64 with AVX-512, 4 with AVX2, 2 on other amd64, 1
 // with the pure-Go code (other architectures, gccgo, -tags purego). Each lane needs its
 // own buffer of 128·r·(N+2) bytes while it runs, so a call to [Key] or
 // [KeyBatch] holds at most Lanes() buffers.
