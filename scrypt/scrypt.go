@@ -213,7 +213,7 @@ func smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n, r, N int) {
 		}
 		i += iters
 	}
-	kernelGeneric.enter(&w)
+	kernelGeneric.enter(&w) // the working blocks back in x, where store reads them
 	for k := range n {
 		store(bs[k], w.x[k])
 	}
