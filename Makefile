@@ -89,16 +89,18 @@ scrypt-generate-check:
 	git diff --exit-code -- scrypt/blockmix_amd64.s scrypt/blockmix_amd64_stubs.go
 
 # x/crypto against this scrypt package and the package's BlockMix codes
-# against each other: SCRYPT_COUNT rounds of every benchmark, one round
-# after the other so that the machine's noise hits every implementation
-# alike, then benchstat (from golang.org/x/perf, through the proxy).
+# against each other, with the memory floor beside them: SCRYPT_COUNT
+# rounds of every benchmark, one round after the other so that the
+# machine's noise hits every implementation alike, then benchstat (from
+# golang.org/x/perf, through the proxy).
 SCRYPT_COUNT ?= 6
 BENCHSTAT ?= go run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 scrypt-bench:
 	go test -c -o scrypt.test ./scrypt/
-	for i in $$(seq $(SCRYPT_COUNT)); do ./scrypt.test -test.run='^$$' -test.bench='^Benchmark(Key|Batch|Throughput|Code)$$' -test.benchmem || exit 1; done | tee bench/results/scrypt-bench.txt
+	for i in $$(seq $(SCRYPT_COUNT)); do ./scrypt.test -test.run='^$$' -test.bench='^Benchmark(Key|Batch|Throughput|Code|MemoryFloor)$$' -test.benchmem || exit 1; done | tee bench/results/scrypt-bench.txt
 	{ $(BENCHSTAT) -filter '.name:(Key OR Batch OR Throughput)' -col /impl bench/results/scrypt-bench.txt && \
-	  $(BENCHSTAT) -filter '.name:Code' -col /code bench/results/scrypt-bench.txt; } | tee bench/results/scrypt-benchstat.txt
+	  $(BENCHSTAT) -filter '.name:Code' -col /code bench/results/scrypt-bench.txt && \
+	  $(BENCHSTAT) -filter '.name:MemoryFloor' bench/results/scrypt-bench.txt; } | tee bench/results/scrypt-benchstat.txt
 
 apiserver:
 	@cd tools/apiserver && GOWORK=off go mod tidy -diff || { echo 'go mod tidy: tools/apiserver is not tidy'; exit 1; }

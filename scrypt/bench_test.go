@@ -170,7 +170,7 @@ func BenchmarkThroughput(b *testing.B) {
 // package measures and chooses one itself: in one goroutine (ns/key) and
 // on GOMAXPROCS
 // goroutines (hashes/s), with cpu-ns/key, the process's CPU time per key,
-// for a shared machine. Every op is a KeyBatch of maxLanes (8) keys at
+// for a shared machine. Every op is a KeyBatch of maxLanes (16) keys at
 // (2^15, 8, 1), which each kernel computes in groups of its lanes.
 func BenchmarkCode(b *testing.B) {
 	for _, k := range kernels {
@@ -204,5 +204,32 @@ func BenchmarkCode(b *testing.B) {
 			b.ReportMetric(float64(maxLanes*b.N)/time.Since(start).Seconds(), "hashes/s")
 			cpu.report(b, maxLanes*b.N)
 		})
+	}
+}
+
+// BenchmarkShapes answers whether a parameter set other than k3s's, or a
+// batch of another size, runs as fast as before: every op is a KeyBatch
+// of batch keys at (2^logN, r, p) in one goroutine (batch=1: one key
+// alone), with the kernel the package chooses. cpu-ns/key is the
+// process's CPU time per key.
+func BenchmarkShapes(b *testing.B) {
+	for _, c := range []struct{ logN, r, p int }{
+		{10, 8, 1}, {12, 1, 1}, {12, 16, 1}, {13, 8, 4}, {14, 3, 2}, {16, 8, 1},
+	} {
+		for batch := 1; batch <= 16; batch *= 2 {
+			b.Run(fmt.Sprintf("logN=%d/r=%d/p=%d/batch=%d", c.logN, c.r, c.p, batch), func(b *testing.B) {
+				jobs := benchJobs(batch, c.logN, c.r, c.p)
+				KeyBatch(jobs) // fill the pool
+				var cpu cpuMeter
+				for b.Loop() {
+					if cpu == (cpuMeter{}) {
+						cpu = newCPUMeter()
+					}
+					KeyBatch(jobs)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
+				cpu.report(b, b.N*batch)
+			})
+		}
 	}
 }

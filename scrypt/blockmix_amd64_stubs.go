@@ -89,3 +89,17 @@ func blockMixXor4ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *u
 // (independent hashes with the same r); the blocks hold 32·r words in
 // permuted order and each out overlaps no input.
 func blockMixXor8ZMM(out0 *uint32, in0 *uint32, v0 *uint32, out1 *uint32, in1 *uint32, v1 *uint32, out2 *uint32, in2 *uint32, v2 *uint32, out3 *uint32, in3 *uint32, v3 *uint32, out4 *uint32, in4 *uint32, v4 *uint32, out5 *uint32, in5 *uint32, v5 *uint32, out6 *uint32, in6 *uint32, v6 *uint32, out7 *uint32, in7 *uint32, v7 *uint32, r int)
+
+// slicedLoop1 runs n BlockMix calls of SMix's first loop on 16 hashes:
+// the word-sliced block X of scratch s becomes BlockMix(X) n times, each
+// result but the last written to V[1], V[2], ... of each hash (v[h] is
+// hash h's V, 64-byte aligned), with non-temporal stores. The result is
+// in X when n is even, in Y when n is odd (X and Y swap at each call).
+func slicedLoop1(s *uint32, v *[16]*uint32, r int, n int)
+
+// slicedLoop2 runs n BlockMix calls of SMix's second loop on 16 hashes:
+// the word-sliced block X of scratch s becomes BlockMix(X ⊕ V[j]) n
+// times, where j is Integerify(X) & mask for each hash and v[h] is hash
+// h's V (mask must be below 2³²). The result is in X when n is even, in
+// Y when n is odd (X and Y swap at each call).
+func slicedLoop2(s *uint32, v *[16]*uint32, r int, mask uint64, n int)

@@ -70,7 +70,7 @@ func choiceFor(c class) *choice {
 	}
 	ch := &choice{class: c, uses: 1}
 	for _, k := range kernels {
-		if c.n%k.lanes() == 0 {
+		if c.n%k.lanes() == 0 && k.fits(c.N) {
 			ch.cands = append(ch.cands, k)
 		}
 	}

@@ -29,10 +29,13 @@
 // registers hold several hashes. On amd64 the kernels are SSE2 (one hash,
 // or two in interleaved chains); with AVX2, two hashes per YMM chain (one
 // per 128-bit half), one chain or two interleaved; with AVX-512 (F and VL)
-// the same layouts with one-instruction rotates (VPROLD), and four hashes
-// per ZMM chain (one per 128-bit lane), one chain or two interleaved:
-// eight hashes at once. Pure Go computes one hash. [Lanes] is the most
-// hashes a kernel of this CPU takes at once.
+// the same layouts with one-instruction rotates (VPROLD), four hashes per
+// ZMM chain (one per 128-bit lane), one chain or two interleaved, and the
+// word-sliced kernel: sixteen hashes, one 32-bit word of each per lane of
+// a ZMM register, so that Salsa20/8 needs no shuffle at all. It runs whole
+// loops of SMix in assembly and transposes each 64-byte line of V on its
+// way out (first loop) and in (second loop). Pure Go computes one hash.
+// [Lanes] is the most hashes a kernel of this CPU takes at once.
 //
 // Which kernel runs is measured on the machine that runs it, never fixed
 // at build time: CPUs differ (one SSE2 chain is twice as fast as pure Go
@@ -55,7 +58,8 @@
 // two 128·r-byte working blocks): 32 MiB + 2 KiB at (2^15, 8, 1), 16 MiB
 // + 2 KiB at (2^14, 8, 1). A call to Key or KeyBatch holds at most
 // Lanes() buffers at a time, plus p·128·r bytes per job for PBKDF2's
-// output. The buffers come from a [Pool] (Key and KeyBatch use a
+// output and, for the word-sliced kernel, 4096·r + 1152 bytes of working
+// blocks per batch of sixteen. The buffers come from a [Pool] (Key and KeyBatch use a
 // package-wide one; [Pool.KeyBatch] takes the caller's, and a bound on
 // its lanes: at most that many buffers at once, whatever p). A buffer
 // that goes back holds password-derived state until the next computation

@@ -11,7 +11,9 @@ import (
 // milliseconds. Every input runs Key, then a KeyBatch of the job and a
 // second job with the same N and r (so that they share a code path for
 // several hashes), a third with another N, and one with invalid
-// parameters. The seed corpus is in testdata/fuzz/FuzzKey.
+// parameters, then a KeyBatch of the job and siblings that fill the
+// widest kernel's lanes (Lanes() blocks of the same N and r). The seed
+// corpus is in testdata/fuzz/FuzzKey.
 func FuzzKey(f *testing.F) {
 	f.Add([]byte("password"), []byte("NaCl"), uint8(10), uint8(8), uint8(2), uint8(64))
 	f.Add([]byte{}, []byte{}, uint8(4), uint8(1), uint8(1), uint8(64))
@@ -44,6 +46,23 @@ func FuzzKey(f *testing.F) {
 			}
 			if want := xKey(t, c); jobs[i].Err != nil || !bytes.Equal(jobs[i].Key, want) {
 				t.Fatalf("KeyBatch job %d, %v: %x, %v; x/crypto %x", i, c, jobs[i].Key, jobs[i].Err, want)
+			}
+		}
+		full := []params{c}
+		for blocks := c.p; blocks < Lanes(); blocks++ {
+			s := c
+			s.password = append([]byte{byte(blocks)}, c.password...)
+			s.p = 1
+			full = append(full, s)
+		}
+		jobs = jobs[:0]
+		for _, c := range full {
+			jobs = append(jobs, c.job())
+		}
+		KeyBatch(jobs)
+		for i, c := range full {
+			if want := xKey(t, c); jobs[i].Err != nil || !bytes.Equal(jobs[i].Key, want) {
+				t.Fatalf("full KeyBatch job %d, %v: %x, %v; x/crypto %x", i, c, jobs[i].Key, jobs[i].Err, want)
 			}
 		}
 	})

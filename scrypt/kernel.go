@@ -1,10 +1,11 @@
 package scrypt
 
-// A kernel is one implementation of BlockMix: the pure-Go one, or a SIMD
-// one (kernels_amd64.go) that computes lanes() independent hashes per
-// call. Every kernel gives the same words for the same input, so a hash
-// may switch kernels between two BlockMix calls (the chooser does, while
-// it measures them).
+// A kernel is one implementation of SMix's loops: the pure-Go BlockMix, a
+// SIMD one (kernels_amd64.go) that computes lanes() independent hashes per
+// call, or the word-sliced kernel that runs whole loops. Every kernel
+// gives the same words for the same input, so a hash may switch kernels
+// between two segments of the second loop (the chooser does, while it
+// measures them).
 type kernel uint8
 
 func (k kernel) String() string { return kernelInfo[k].name }
@@ -13,7 +14,7 @@ func (k kernel) String() string { return kernelInfo[k].name }
 func (k kernel) lanes() int { return kernelInfo[k].lanes }
 
 // maxLanes bounds the lanes of every kernel.
-const maxLanes = 8
+const maxLanes = 16
 
 // kernels are the kernels this CPU runs, widest first and, among kernels
 // of one width, the newest instruction set first: the order of preference

@@ -8,8 +8,9 @@ import "golang.org/x/sys/cpu"
 // with one hash, or two in interleaved chains; AVX2 with two hashes in one
 // chain of YMM registers (one per 128-bit half), or four in two
 // interleaved chains; AVX-512 with the same layouts and VPROLD for the
-// rotates, and with four hashes per ZMM register (one per 128-bit lane),
-// in one chain or two.
+// rotates, with four hashes per ZMM register (one per 128-bit lane), in
+// one chain or two, and word-sliced: 16 hashes, one word of each per
+// 32-bit lane (sliced_amd64.go).
 const (
 	kernelGeneric kernel = iota
 	kernelSSE2
@@ -21,6 +22,7 @@ const (
 	kernelAVX512x4
 	kernelZMMx4
 	kernelZMMx8
+	kernelSliced16
 	numKernels
 )
 
@@ -38,6 +40,7 @@ var kernelInfo = [numKernels]struct {
 	kernelAVX512x4: {"avx512x4", 4},
 	kernelZMMx4:    {"zmmx4", 4},
 	kernelZMMx8:    {"zmmx8", 8},
+	kernelSliced16: {"sliced16", 16},
 }
 
 // supported reports whether this CPU runs k.
@@ -51,15 +54,52 @@ func (k kernel) supported() bool {
 	return true
 }
 
+// fits reports whether k computes SMix at N: the word-sliced kernel
+// takes Integerify's low 32 bits only.
+func (k kernel) fits(N int) bool { return k != kernelSliced16 || uint64(N) <= 1<<32 }
+
 // avx512 reports whether k needs AVX-512.
 func (k kernel) avx512() bool { return k >= kernelAVX512 }
+
+// enter puts w's working blocks where k works on them: in the scratch for
+// the word-sliced kernel, in x for the others.
+func (k kernel) enter(w *work) {
+	if k == kernelSliced16 {
+		w.toSliced()
+	} else {
+		w.toHashes()
+	}
+}
+
+// first runs SMix's first loop of w (see work.firstMix).
+func (k kernel) first(w *work) {
+	if k == kernelSliced16 {
+		w.slicedFirst()
+		return
+	}
+	w.firstMix(k)
+}
+
+// second runs iters iterations of SMix's second loop of w (see
+// work.secondMix), after k.enter(w).
+func (k kernel) second(w *work, iters int) {
+	if k == kernelSliced16 {
+		w.slicedSecond(iters)
+		return
+	}
+	w.secondMix(k, iters)
+}
 
 // mix sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when v is
 // not nil, for the n lanes k < n, with kernel k taking k.lanes() of them
 // at a time; n is a multiple of k.lanes().
 func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) {
-	if k == kernelGeneric {
+	switch k {
+	case kernelGeneric:
 		mixGeneric(out, in, v, n, r)
+		return
+	case kernelSliced16:
+		mixSliced(out, in, v, n, r)
 		return
 	}
 	w := 32 * r

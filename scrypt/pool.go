@@ -3,6 +3,7 @@ package scrypt
 import (
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // A Pool keeps the working buffers of the computations that take theirs
@@ -74,9 +75,19 @@ func (p *Pool) get(n int) []uint32 {
 	scrubAll(dropped) // the garbage collector gets them cleared
 	// A new buffer is counted in use already; making it (and advising
 	// huge pages) needs no lock.
-	b := make([]uint32, n)
+	b := alignedWords(n)
 	adviseHuge(b)
 	return b
+}
+
+// alignedWords returns n zero words that start on a 64-byte boundary, a
+// cache line: the word-sliced kernel writes V in whole lines with
+// non-temporal stores, which need that alignment. unsafe gives the
+// address only.
+func alignedWords(n int) []uint32 {
+	b := make([]uint32, n+15)
+	off := (64 - int(uintptr(unsafe.Pointer(&b[0]))%64)) % 64 / 4
+	return b[off : off+n : off+n]
 }
 
 // put makes b idle, holding its computation's state until it is taken

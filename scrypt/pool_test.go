@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestPoolsApart: a Pool's Release drops its own idle buffers and leaves
@@ -33,7 +34,7 @@ func TestPoolKeyBatchLanes(t *testing.T) {
 		t.Run(fmt.Sprint("lanes=", most), func(t *testing.T) {
 			var p Pool
 			jobs := []Job{
-				{Password: []byte("a"), Salt: []byte("s"), N: 1 << 6, R: 2, P: 5, KeyLen: 32},
+				{Password: []byte("a"), Salt: []byte("s"), N: 1 << 6, R: 2, P: 13, KeyLen: 32}, // 17 blocks: more than Lanes()
 				{Password: []byte("b"), Salt: []byte("s"), N: 1 << 6, R: 2, P: 1, KeyLen: 32},
 				{Password: []byte("c"), Salt: []byte("s"), N: 1 << 6, R: 2, P: 3, KeyLen: 32},
 			}
@@ -78,5 +79,26 @@ func TestPerHash(t *testing.T) {
 	}
 	if _, ok := PerHash(1<<13, 8, 1); ok {
 		t.Error("a class never measured has a time")
+	}
+}
+
+// TestPoolBuffersAligned: every buffer a Pool hands out starts on a
+// 64-byte boundary, a cache line, whatever its size: the word-sliced
+// kernel writes V in whole lines with non-temporal stores, which fault
+// on a buffer that is not.
+func TestPoolBuffersAligned(t *testing.T) {
+	var p Pool
+	defer p.Release()
+	for _, words := range []int{1, 7, 16, 33, 100, 1000, 4099, 1 << 14, 1<<16 + 3} {
+		for range 4 {
+			b := p.get(words)
+			if len(b) != words {
+				t.Fatalf("get(%d): %d words", words, len(b))
+			}
+			if a := uintptr(unsafe.Pointer(&b[0])) % 64; a != 0 {
+				t.Fatalf("get(%d): the buffer starts %d bytes past a 64-byte boundary", words, a)
+			}
+			defer p.put(b)
+		}
 	}
 }

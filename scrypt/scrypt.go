@@ -186,63 +186,92 @@ func store(b []byte, src []uint32) {
 // each timed on one candidate (see choose.go).
 func smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n, r, N int) {
 	R := 32 * r
-	var v, x, y, out, in, xv [maxLanes][]uint32
+	w := work{n: n, r: r, N: N}
 	for k := range n {
-		v[k] = bufs[k][:R*N]
-		x[k] = bufs[k][R*N : R*N+R]
-		y[k] = bufs[k][R*N+R : R*N+2*R]
-		load(v[k][:R], bs[k])
+		w.v[k] = bufs[k][:R*N]
+		w.x[k] = bufs[k][R*N : R*N+R]
+		w.y[k] = bufs[k][R*N+R : R*N+2*R]
+		load(w.v[k][:R], bs[k])
 	}
 	ch := choiceFor(class{N: N, r: r, n: n})
-	kern := ch.best()
-	// V[i+1] = BlockMix(V[i]): the first loop writes straight into V.
-	for i := 0; i < N-1; i++ {
-		for k := range n {
-			out[k], in[k] = v[k][(i+1)*R:(i+2)*R], v[k][i*R:(i+1)*R]
-		}
-		kern.mix(&out, &in, nil, n, r)
-	}
-	for k := range n {
-		in[k] = v[k][(N-1)*R:]
-	}
-	kern.mix(&x, &in, nil, n, r)
-	mask := uint64(N - 1)
-	seg := 2 * max(1, segmentCores/(4*r*n)) // iterations of i per timed segment
-	for i := 0; i < N; {
+	ch.best().first(&w)
+	seg := max(1, segmentCores/(4*r*n)) // iterations of the second loop per timed segment
+	for i := 0; i < N/2; {
 		kern, timed := ch.segment()
-		end := N
+		iters := N/2 - i
 		if timed {
-			end = min(N, i+seg)
+			iters = min(iters, seg)
 		}
+		kern.enter(&w) // untimed: the kernel's layout is no part of its speed
 		var start time.Time
 		if timed {
 			start = time.Now()
 		}
-		first := i
-		for ; i < end; i += 2 {
-			for k := range n {
-				j := int(integerify(x[k], r) & mask)
-				xv[k] = v[k][j*R : (j+1)*R]
-			}
-			kern.mix(&y, &x, &xv, n, r)
-			for k := range n {
-				j := int(integerify(y[k], r) & mask)
-				xv[k] = v[k][j*R : (j+1)*R]
-			}
-			kern.mix(&x, &y, &xv, n, r)
-		}
+		kern.second(&w, iters)
 		if timed {
-			ch.record(kern, (i-first)/2, time.Since(start))
+			ch.record(kern, iters, time.Since(start))
 		}
+		i += iters
 	}
+	kernelGeneric.enter(&w) // the working blocks back in x, where store reads them
 	for k := range n {
-		store(bs[k], x[k])
+		store(bs[k], w.x[k])
+	}
+	clear(w.scratch)
+}
+
+// work is one smix computation of n hashes: each hash's V and working
+// blocks x and y (its buffer), and the scratch a kernel may keep its own
+// working blocks in. Between two loop calls, the working block of each
+// hash is in x, or in the scratch with sliced set; a kernel's enter puts
+// it where the kernel works on it.
+type work struct {
+	n, r, N int
+	v, x, y [maxLanes][]uint32
+	scratch []uint32
+	sliced  bool
+}
+
+// firstMix runs SMix's first loop with kernel k's BlockMix: V[i+1] =
+// BlockMix(V[i]) written straight into V, then x = BlockMix(V[N-1]).
+func (w *work) firstMix(k kernel) {
+	R := 32 * w.r
+	var out, in [maxLanes][]uint32
+	for i := 0; i < w.N-1; i++ {
+		for l := range w.n {
+			out[l], in[l] = w.v[l][(i+1)*R:(i+2)*R], w.v[l][i*R:(i+1)*R]
+		}
+		k.mix(&out, &in, nil, w.n, w.r)
+	}
+	for l := range w.n {
+		in[l] = w.v[l][(w.N-1)*R:]
+	}
+	k.mix(&w.x, &in, nil, w.n, w.r)
+}
+
+// secondMix runs iters iterations of SMix's second loop with kernel k's
+// BlockMix, two BlockMix calls each: y = BlockMix(x ⊕ V[j]), then x =
+// BlockMix(y ⊕ V[j']), j and j' from Integerify.
+func (w *work) secondMix(k kernel, iters int) {
+	R, mask := 32*w.r, uint64(w.N-1)
+	var xv [maxLanes][]uint32
+	for range iters {
+		for l := range w.n {
+			j := int(integerify(w.x[l], w.r) & mask)
+			xv[l] = w.v[l][j*R : (j+1)*R]
+		}
+		k.mix(&w.y, &w.x, &xv, w.n, w.r)
+		for l := range w.n {
+			j := int(integerify(w.y[l], w.r) & mask)
+			xv[l] = w.v[l][j*R : (j+1)*R]
+		}
+		k.mix(&w.x, &w.y, &xv, w.n, w.r)
 	}
 }
 
 // Lanes returns how many independent SMix computations (one per
 // 128·r-byte block: p per key) the widest kernel of this CPU computes
-// together: 8 on amd64 with AVX-512, 4 with AVX2, 2 on other amd64, 1
+// together: 16 on amd64 with AVX-512, 4 with AVX2, 2 on other amd64, 1
 // with the pure-Go code (other architectures, gccgo, -tags purego). Each lane needs its
 // own buffer of 128·r·(N+2) bytes while it runs, so a call to [Key] or
 // [KeyBatch] holds at most Lanes() buffers.

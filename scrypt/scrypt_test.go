@@ -232,6 +232,40 @@ func TestKeyBatchDifferential(t *testing.T) {
 	})
 }
 
+// TestKeyBatchFullGroups runs, with every kernel forced, batches whose
+// blocks fill the kernel's lanes exactly (one job per lane, or fewer jobs
+// with p ≥ 2), so that the widest kernels run whole groups: odd r, the
+// smallest N, r up to 16, and random passwords and salts; every key is
+// compared with x/crypto's.
+func TestKeyBatchFullGroups(t *testing.T) {
+	shapes := []struct{ logN, r int }{{1, 1}, {2, 3}, {3, 16}, {4, 5}, {5, 7}, {6, 2}, {7, 9}, {8, 1}, {10, 8}}
+	forEachKernel(t, func(t *testing.T, k kernel) {
+		rng := rand.New(rand.NewPCG(16, 7))
+		n := k.lanes()
+		for _, sh := range shapes {
+			for _, p := range []int{1, min(4, n)} {
+				var cs []params
+				for range n / p {
+					cs = append(cs, params{
+						password: randBytes(rng, rng.IntN(80)), salt: randBytes(rng, rng.IntN(40)),
+						logN: sh.logN, r: sh.r, p: p, keyLen: 1 + rng.IntN(96),
+					})
+				}
+				jobs := make([]Job, len(cs))
+				for i, c := range cs {
+					jobs[i] = c.job()
+				}
+				KeyBatch(jobs)
+				for i, c := range cs {
+					if want := xKey(t, c); jobs[i].Err != nil || !bytes.Equal(jobs[i].Key, want) {
+						t.Fatalf("job %d of %d, %v: %x, %v; x/crypto %x", i, len(cs), c, jobs[i].Key, jobs[i].Err, want)
+					}
+				}
+			}
+		}
+	})
+}
+
 // TestErrors checks that the parameters x/crypto rejects are rejected
 // with the same message, by Key and in a batch. A zero or negative r or p
 // gets the message newer x/crypto releases give: the release k3s pins
