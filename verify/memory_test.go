@@ -122,6 +122,13 @@ func herdHeld(t *testing.T, v *Verifier, n int, held func(keys []scrypt.Job, lan
 		derive(keys, lanes)
 		inUse.Add(-b)
 	}
+	verifyAll(t, v, n)
+	return most.Load()
+}
+
+// verifyAll verifies the nodes n0 to n<n-1> with "pw" through v at once.
+func verifyAll(t *testing.T, v *Verifier, n int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -131,7 +138,6 @@ func herdHeld(t *testing.T, v *Verifier, n int, held func(keys []scrypt.Job, lan
 		})
 	}
 	wg.Wait()
-	return most.Load()
 }
 
 // lanesHeld counts a batch's lanes: their V, 128·r·N bytes each.

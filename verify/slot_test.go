@@ -288,15 +288,7 @@ func TestColdBurstFillsBatches(t *testing.T) {
 			mu.Unlock()
 			derive(keys, lanes)
 		}
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				if err := v.Verify(context.Background(), fmt.Sprint("n", i), "pw"); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		wg.Wait()
+		verifyAll(t, v, n)
 		if want := slices.Repeat([]int{scrypt.Lanes()}, n/scrypt.Lanes()); !slices.Equal(sizes, want) {
 			t.Fatalf("%d cold verifications ran in batches of %v, want %v", n, sizes, want)
 		}
