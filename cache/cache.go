@@ -27,9 +27,7 @@
 // way. Beyond Key, Get and Put it keeps, per (node, stored hash) pair, the
 // one tuple known to match ([Cache.PutMatch], [Cache.MatchedTuple]): with a
 // long enough stored key no second password can match, so every other
-// password for the pair is a mismatch without scrypt. [Cache.Remove]
-// drops an entry a caller knows to be stale, and [Cache.Len] reports the
-// sizes for metrics.
+// password for the pair is a mismatch without scrypt.
 package cache
 
 import (

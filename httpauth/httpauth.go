@@ -74,7 +74,8 @@ type Options struct {
 	// is accepted.
 	Program string
 	// Logger receives server-side failures (store errors, corrupt stored
-	// hashes). nil means slog.Default().
+	// hashes), and invalid node names or passwords at Info, 10 a minute
+	// at most, then a count of the rest. nil means slog.Default().
 	Logger *slog.Logger
 	// Tokens, if not nil, checks the basic-auth join token of every
 	// request Auth handles, before the node password. nil: no token
@@ -100,6 +101,7 @@ type Auth struct {
 	log                *slog.Logger
 	nameHdr, pwHdr, ip string
 	undated            sync.Once // warns of ConnContext without ArrivalHandler
+	invalid            logBudget // of the invalid node names and passwords logged
 }
 
 // New returns an Auth that verifies with v.
@@ -282,13 +284,27 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 		a.log.ErrorContext(r.Context(), "httpauth: stored node password hash is invalid; rewrite or delete the node's secret", "node", node, "err", err)
 		http.Error(w, "node password rejected", http.StatusForbidden)
 	case errors.Is(err, verify.ErrInvalidInput):
-		a.log.InfoContext(r.Context(), "httpauth: invalid node name or password", "node", node, "err", err)
+		a.logInvalid(r.Context(), node, err)
 		http.Error(w, "invalid node name or password", http.StatusBadRequest)
 	case errors.Is(err, verify.ErrNotFound):
 		http.Error(w, "unknown node", http.StatusUnauthorized)
 	default:
 		a.failOther(w, r, "node password check failed", "node", node, err)
 	}
+}
+
+// logInvalid logs an invalid node name or password at Info, within the
+// budget (invalidLogBurst per invalidLogEvery), and first how many were
+// held back since the last one logged.
+func (a *Auth) logInvalid(ctx context.Context, node string, err error) {
+	ok, suppressed := a.invalid.allow(time.Now(), invalidLogBurst, invalidLogEvery)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		a.log.InfoContext(ctx, "httpauth: invalid node names or passwords not logged, over the budget", "suppressed", suppressed)
+	}
+	a.log.InfoContext(ctx, "httpauth: invalid node name or password", "node", node, "err", err)
 }
 
 // failOther answers a failed check whose error is not about the

@@ -150,6 +150,29 @@ func TestFailedDigestWritesHarmless(t *testing.T) {
 	}
 }
 
+// TestTokenDigestNotRecorded: with a DigestKey, a join token's scrypt
+// match records no digest, as the Store holds nodes' hashes only (k3s
+// keeps the tokens in its passwd file, pkg/authenticator/passwordfile):
+// kube's Store has no secret for the token's name, and each such write
+// failed, once per token per process. A node's match still records one.
+func TestTokenDigestNotRecorded(t *testing.T) {
+	s := &digestOverride{MemoryStore: NewMemoryStore(), digest: func(string, string) []byte { return nil }}
+	v, _ := newTokenVerifier(t, s, &Options{DigestKey: testDigestKey(1)})
+	for range 2 {
+		if err := v.VerifyToken(context.Background(), "node", joinToken); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Ensure(context.Background(), "n", "right"); err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	st := v.Stats()
+	if n := s.writes.Load(); n != 1 || st.DigestWrites != 1 || st.DigestWriteFailures != 0 || st.ScryptRuns != 2 {
+		t.Fatalf("%d digest writes, stats %+v: want the node's write only, and 2 scrypt runs", n, st)
+	}
+}
+
 // TestNoDigestKeyWritesNothing: without a DigestKey nothing is recorded.
 func TestNoDigestKeyWritesNothing(t *testing.T) {
 	s := &digestOverride{MemoryStore: NewMemoryStore(), digest: func(string, string) []byte { return nil }}

@@ -5,7 +5,7 @@
 // a [Store] of them answers [Verifier.Ensure] for a node asking for its
 // certificates: it caches each verified (node, stored hash, password)
 // under an HMAC key, shares one computation among identical requests, and
-// computes the rest in batches, by the policy verify/internal/sched's doc
-// states. [Verifier.VerifyToken] does the same for join tokens, and
-// [Hasher] for k3s's hash.Hasher.
+// computes the rest in batches, as verify/internal/sched's doc says.
+// [Verifier.VerifyToken] does the same for join tokens, and [Hasher] for
+// k3s's hash.Hasher.
 package verify

@@ -48,7 +48,7 @@ type Options struct {
 	Agents           Agents
 	MaxFailDelay     time.Duration  // holds back a failing name's mismatch (100 ms doubling); negative: none
 	FailOpen         *FailOpen      // if not nil, see FailOpen
-	DigestKey        []byte         // if not nil, remembers verifications (DigestStore); MinDigestKeyLen bytes or more
+	DigestKey        []byte         // if not nil, remembers nodes' verifications (DigestStore); MinDigestKeyLen bytes or more
 	Cache            *cache.Options // the verified-tuple cache's
 	Tokens           Store          // join tokens' hashes by user, for VerifyToken
 	Observer         Observer       // if not nil, see Observer

@@ -68,14 +68,22 @@ func (v *Verifier) recordMatch(name, stored string, key cache.Key, keyLen int) {
 // is asked about (k3s checks every join token against one). Their
 // matches would reset a guesser's delays as fast as the herd asks.
 func (v *Verifier) forgetFailures(name string) {
-	if !strings.HasPrefix(name, tokenPrefix) && !hashName(name) {
+	if nodeName(name) {
 		v.fails.match(name)
 	}
 }
 
-// remember records the digest of a scrypt match, off the request path.
+// remember records the digest of a scrypt match of a node's password,
+// off the request path. A token's is not recorded: the Store holds
+// nodes' hashes, not the tokens', and VerifyToken reads no digest.
 func (v *Verifier) remember(name, stored, password string) {
-	if v.digests != nil {
+	if v.digests != nil && nodeName(name) {
 		v.digests.record(name, stored, digest(v.opts.DigestKey, name, stored, password))
 	}
 }
+
+// nodeName reports whether name, along the shared path, is a node's:
+// not a token user's (tokenPrefix), CreateHash's nonce ("\x00create\x00"),
+// or a hash (the Hasher's). No node name has a NUL or starts with "$"
+// (secretName).
+func nodeName(name string) bool { return !strings.HasPrefix(name, "\x00") && !hashName(name) }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nodepass/nodepass/scrypt"
@@ -257,6 +258,42 @@ func TestPanicsBecomeErrors(t *testing.T) {
 		v.derive = v.pool.KeyBatch
 		if err := v.Verify(ctx, "n", "pw"); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestColdBurstFillsBatches: 64 cold verifications that ask at once, on
+// 2 slots, run in 64/scrypt.Lanes() batches of scrypt.Lanes(): the first
+// jobs wait for their batch to fill instead of each computing alone.
+func TestColdBurstFillsBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := testParams
+		p.LogN = 11 // 2 MiB a hash: a fill time of 1.5 ms before estimates
+		const n = 64
+		s := NewMemoryStore()
+		for i := range n {
+			h, err := GenerateFromPassword("pw", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Set(fmt.Sprint("n", i), h)
+		}
+		v := newTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 2})
+		var mu sync.Mutex
+		var sizes []int
+		derive := v.derive
+		v.derive = func(keys []scrypt.Job, lanes int) {
+			mu.Lock()
+			sizes = append(sizes, len(keys))
+			mu.Unlock()
+			derive(keys, lanes)
+		}
+		verifyAll(t, v, n)
+		if want := slices.Repeat([]int{scrypt.Lanes()}, n/scrypt.Lanes()); !slices.Equal(sizes, want) {
+			t.Fatalf("%d cold verifications ran in batches of %v, want %v", n, sizes, want)
+		}
+		if st := v.Stats(); st.ScryptRuns != n {
+			t.Fatalf("stats %+v, want %d scrypt runs", st, n)
 		}
 	})
 }

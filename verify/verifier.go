@@ -51,6 +51,12 @@ type Verifier struct {
 
 // New returns a Verifier over store; opts may be nil for the defaults.
 func New(store Store, opts *Options) (*Verifier, error) {
+	return newShaped(store, opts, (*Verifier).slotsAndLanes)
+}
+
+// newShaped is New with the slots and lanes that shape chooses when
+// Options.ScryptMemory sets a budget (slotsAndLanes; tests fix them).
+func newShaped(store Store, opts *Options, shape func(*Verifier) (slots, lanes int)) (*Verifier, error) {
 	if store == nil {
 		return nil, errors.New("verify: nil Store")
 	}
@@ -83,7 +89,7 @@ func New(store Store, opts *Options) (*Verifier, error) {
 	}
 	v.derive = v.pool.KeyBatch
 	if o.ScryptMemory > 0 {
-		v.slots, v.lanes = v.slotsAndLanes()
+		v.slots, v.lanes = shape(v)
 	}
 	v.sched = sched.New(sched.Config{Slots: v.slots, Lanes: v.lanes, MaxQueue: o.MaxQueue,
 		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(v.lanes) * enrollWork,

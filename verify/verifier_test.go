@@ -20,6 +20,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // end of the test.
 func newTestVerifier(t *testing.T, store Store, opts *Options) *Verifier {
 	t.Helper()
+	return newShapedTestVerifier(t, store, opts, (*Verifier).slotsAndLanes)
+}
+
+// newShapedTestVerifier is newTestVerifier with the slots and lanes
+// shape chooses for the budget.
+func newShapedTestVerifier(t *testing.T, store Store, opts *Options, shape func(*Verifier) (slots, lanes int)) *Verifier {
+	t.Helper()
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -35,7 +42,7 @@ func newTestVerifier(t *testing.T, store Store, opts *Options) *Verifier {
 		// machine under -race must make the others slower, not fail them.
 		o.MaxWait = time.Hour
 	}
-	v, err := New(store, &o)
+	v, err := newShaped(store, &o, shape)
 	if err != nil {
 		t.Fatal(err)
 	}

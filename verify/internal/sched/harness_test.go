@@ -68,8 +68,23 @@ func newTest(t *testing.T, slots, maxQueue, perName int) *harness {
 }
 
 // settle waits until every goroutine of the bubble is blocked: the slots
-// taken and the preparations submitted.
-func (h *harness) settle() { synctest.Wait() }
+// taken and the preparations submitted, a slot waiting for a full batch
+// included (fillLocked): the time it waits passes.
+func (h *harness) settle() {
+	for {
+		synctest.Wait()
+		h.s.mu.Lock()
+		at := h.s.fillAt
+		h.s.mu.Unlock()
+		if at.IsZero() {
+			return
+		}
+		if !at.After(time.Now()) {
+			h.t.Fatalf("the wait for a full batch was due at %v and did not end", at)
+		}
+		time.Sleep(time.Until(at))
+	}
+}
 
 // join joins the job for password under name, of 1 MiB of work.
 func (h *harness) join(name, password string, failing bool) (*Job, *Overload) {

@@ -57,6 +57,7 @@ type Job struct {
 	doubtedOrBusy bool   // doubted (see the package doc), or its name was busy, when it arrived
 	earned        bool   // a caller waited out MaxWait for it: never displaced
 	created       time.Time
+	queuedAt      time.Time // when it was last queued
 	started       time.Time // when its batch got its slot
 	batch         *batch    // while running
 	// back is when a shed caller is expected back (see

@@ -90,6 +90,10 @@ type Scheduler struct {
 	warm     chan struct{} // closed once est is warm (see estimator.warm)
 	toStart  []*batch      // batches to start once the lock is released
 	toPrep   []*Job        // jobs to prepare once the lock is released
+	fill     *time.Timer   // ends the free slots' wait for a full batch (fillLocked)
+	fillAt   time.Time     // when fill fires; zero when it is not armed
+	fills    uint64        // fill's arming, which its firing names (filled)
+	fillDue  bool          // fill fired: the slots take what is queued
 	routines sync.WaitGroup
 }
 
@@ -251,7 +255,7 @@ func (s *Scheduler) placeLocked(nq *nameQueue, j *Job, now time.Time) {
 		s.toPrep = append(s.toPrep, j)
 		return
 	}
-	j.state = queued
+	j.state, j.queuedAt = queued, now
 	s.queue.push(nq, j)
 	s.dispatchLocked(now)
 }
@@ -269,18 +273,83 @@ func (s *Scheduler) Submit(j *Job) {
 	nq.pending--
 	s.pending--
 	s.idleWork -= j.work
-	j.state = queued
+	j.state, j.queuedAt = queued, now
 	s.queue.push(nq, j)
 	s.dispatchLocked(now)
 }
 
-// dispatchLocked gives free slots to batches of the jobs in turn.
+// dispatchLocked gives free slots to batches of the jobs in turn, once
+// they fill (fillLocked).
 func (s *Scheduler) dispatchLocked(now time.Time) {
-	for !s.closed && len(s.running) < s.cfg.Slots && s.queue.len > 0 {
+	for !s.closed && len(s.running) < s.cfg.Slots && s.queue.len > 0 && s.fillLocked(now) {
 		b := s.batchLocked(now)
 		s.routines.Add(1)
 		s.toStart = append(s.toStart, b)
 	}
+}
+
+// fillLocked reports whether a free slot takes its batch now: when the
+// queue holds a full batch of the job whose turn it is, or that job has
+// waited its fill time (fillTime) since it was queued. Otherwise it arms
+// s.fill, whose firing makes the free slots take what is queued then:
+// the jobs of a burst come one by one, and a batch that starts with the
+// first of them computes it alone, at several times the cost per hash
+// of a full batch.
+func (s *Scheduler) fillLocked(now time.Time) bool {
+	j := s.queue.next()
+	full := s.cfg.Lanes
+	if s.cfg.MaxBatchWork > 0 && j.work > 0 {
+		full = int(min(int64(full), max(s.cfg.MaxBatchWork/j.work, 1)))
+	}
+	at := j.queuedAt.Add(s.fillTime(j))
+	if s.fillDue || s.queue.len >= full || !now.Before(at) {
+		return true
+	}
+	if s.fillAt.IsZero() || at.Before(s.fillAt) {
+		if s.fill != nil {
+			s.fill.Stop()
+		}
+		s.fills++
+		armed := s.fills
+		s.fillAt = at
+		s.fill = time.AfterFunc(at.Sub(now), func() { s.filled(armed) })
+	}
+	return false
+}
+
+// fillTime is how long j, first in turn, waits for a full batch at most:
+// a quarter of its estimated time in a full batch, maxFill at most, and
+// none below minFill. A job alone pays about a kernel's lanes times that
+// share (see "Estimates" in the package doc).
+func (s *Scheduler) fillTime(j *Job) time.Duration {
+	d := min(duration(j.work, s.est.median())/4, maxFill)
+	if d < minFill {
+		return 0
+	}
+	return d
+}
+
+// maxFill bounds fillTime: a fifth of a hash alone at k3s's parameters.
+// A shorter wait than minFill is not worth a timer: a goroutine woken by
+// one can be as late as that on a loaded machine, and batching hashes so
+// cheap saves less.
+const (
+	maxFill = 10 * time.Millisecond
+	minFill = time.Millisecond
+)
+
+// filled ends the free slots' wait for full batches, unless s.fill was
+// armed again since armed: they take what is queued.
+func (s *Scheduler) filled(armed uint64) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.unlock()
+	if armed != s.fills {
+		return
+	}
+	s.fillAt, s.fillDue = time.Time{}, true
+	s.dispatchLocked(now)
+	s.fillDue = false
 }
 
 // batchLocked takes a slot for the job whose turn it is and the jobs
@@ -379,7 +448,7 @@ func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, er
 	}
 	delete(s.running, b)
 	var next *batch
-	if !s.closed && s.queue.len > 0 {
+	if !s.closed && s.queue.len > 0 && s.fillLocked(now) {
 		next = s.batchLocked(now)
 	}
 	s.dispatchLocked(now)
@@ -558,6 +627,10 @@ func (s *Scheduler) Close() {
 	}
 	for _, nq := range s.names {
 		s.forgetLocked(nq)
+	}
+	if s.fill != nil {
+		s.fill.Stop()
+		s.fillAt = time.Time{}
 	}
 	s.unlock()
 	s.routines.Wait()
