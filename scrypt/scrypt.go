@@ -135,6 +135,8 @@ func mixAll(pool *Pool, most, N, r int, bs [][]byte) {
 	size := R * (N + 2)
 	var bufs [maxLanes][]uint32
 	var set [maxLanes][]byte
+	w := &work{r: r, N: N} // one for every smix of the call, and its scratch with it
+	defer clear(w.scratch)
 	for len(blocks) > 0 {
 		n := min(most, len(blocks))
 		for n&(n-1) != 0 { // the kernels take a power of two
@@ -146,7 +148,7 @@ func mixAll(pool *Pool, most, N, r int, bs [][]byte) {
 			}
 			set[k] = blocks[k]
 		}
-		smix(&set, &bufs, n, r, N)
+		w.smix(&set, &bufs, n)
 		blocks = blocks[n:]
 	}
 	for _, b := range bufs {
@@ -183,18 +185,25 @@ func store(b []byte, src []uint32) {
 // computes them together; bufs[k] (32·r·(N+2) words) holds V and the two
 // working blocks of bs[k]. The kernel is the one chosen for the class
 // (N, r, n); while it is being chosen, the second loop runs in segments,
-// each timed on one candidate (see choose.go).
-func smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n, r, N int) {
+// each timed on one candidate (see choose.go). w keeps its r, N and
+// scratch from one call to the next, so that a key of many blocks
+// allocates nothing per call.
+func (w *work) smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n int) {
+	r, N := w.r, w.N
 	R := 32 * r
-	w := work{n: n, r: r, N: N}
-	for k := range n {
+	w.n = n
+	for k := range maxLanes {
+		if k >= n {
+			w.v[k], w.x[k], w.y[k] = nil, nil, nil
+			continue
+		}
 		w.v[k] = bufs[k][:R*N]
 		w.x[k] = bufs[k][R*N : R*N+R]
 		w.y[k] = bufs[k][R*N+R : R*N+2*R]
 		load(w.v[k][:R], bs[k])
 	}
 	ch := choiceFor(class{N: N, r: r, n: n})
-	ch.best().first(&w)
+	ch.best().first(w)
 	seg := max(1, segmentCores/(4*r*n)) // iterations of the second loop per timed segment
 	for i := 0; i < N/2; {
 		kern, timed := ch.segment()
@@ -202,18 +211,18 @@ func smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n, r, N int) {
 		if timed {
 			iters = min(iters, seg)
 		}
-		kern.enter(&w) // untimed: the kernel's layout is no part of its speed
+		kern.enter(w) // untimed: the kernel's layout is no part of its speed
 		var start time.Time
 		if timed {
 			start = time.Now()
 		}
-		kern.second(&w, iters)
+		kern.second(w, iters)
 		if timed {
 			ch.record(kern, iters, time.Since(start))
 		}
 		i += iters
 	}
-	kernelGeneric.enter(&w) // the working blocks back in x, where store reads them
+	kernelGeneric.enter(w) // the working blocks back in x, where store reads them
 	for k := range n {
 		store(bs[k], w.x[k])
 	}
