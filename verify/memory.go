@@ -108,7 +108,7 @@ func newMemory(total int64) *memory {
 // output) needs more than the budget, before anything is allocated.
 func (v *Verifier) fits(h *hash) error {
 	if v.mem.total > 0 && h.held > v.mem.total {
-		return fmt.Errorf("%w: one scrypt lane and PBKDF2's output take %d bytes, 128·r·N + 128·(r+1)·p (logN=%d, r=%d, p=%d), over Options.ScryptMemory %d",
+		return fmt.Errorf("%w: one scrypt lane and PBKDF2's output count %d bytes, 128·r·N and 128·(r+1)·p past 256·r (logN=%d, r=%d, p=%d), over Options.ScryptMemory %d",
 			ErrInvalidHash, h.held, h.logN, h.r, h.p, v.mem.total)
 	}
 	return nil
@@ -153,7 +153,7 @@ func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
 		for n&(n-1) != 0 { // scrypt mixes a power of two at a time
 			n--
 		}
-		return int64(n)*lane(logN, r) + int64(per)*pbkdf2Bytes(r, p)
+		return int64(n)*lane(logN, r) + int64(per)*pbkdf2Counted(r, p)
 	}
 	for need(per, lanes) > v.mem.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
 		if per > 1 {
@@ -196,6 +196,13 @@ func (v *Verifier) lanesFor(logN, r int) int {
 // out so that a round budget holds round numbers of lanes (1 GiB: 32 of
 // k3s's, not 31).
 func lane(logN, r int) int64 { return 128 * int64(r) << logN }
+
+// pbkdf2Counted is what the budget counts of a job's PBKDF2 output
+// (pbkdf2Bytes): what passes 256·r bytes, as much as the working blocks
+// lane leaves out. At p = 1 that is nothing, so a budget of slots × lanes
+// lanes lets every slot's batch run at once; a tampered hash's large p
+// counts almost whole.
+func pbkdf2Counted(r, p int) int64 { return max(0, pbkdf2Bytes(r, p)-256*int64(r)) }
 
 // releaseLater releases the scrypt buffers once the Verifier has had
 // nothing to compute for bufferIdle (see Options.MaxConcurrent).

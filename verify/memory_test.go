@@ -483,7 +483,7 @@ func TestScryptMemoryRefusesPBKDF2Heavy(t *testing.T) {
 // computes one job at a time, within the budget, and every node gets in.
 func TestScryptMemoryHeldWithPBKDF2UnderHerd(t *testing.T) {
 	const p, n = 1 << 10, 16
-	budget := lane(1, 1) + pbkdf2Bytes(1, p)
+	budget := lane(1, 1) + pbkdf2Counted(1, p)
 	s := NewMemoryStore()
 	for i := range n {
 		s.Set(fmt.Sprint("n", i), pbkdf2Heavy(t, p))
@@ -492,7 +492,7 @@ func TestScryptMemoryHeldWithPBKDF2UnderHerd(t *testing.T) {
 	withPBKDF2 := func(keys []scrypt.Job, lanes int) int64 {
 		b := lanesHeld(keys, lanes)
 		for _, k := range keys {
-			b += pbkdf2Bytes(k.R, k.P)
+			b += pbkdf2Counted(k.R, k.P) // what allocations come to: TestScryptMemoryCountsPBKDF2
 		}
 		return b
 	}
@@ -501,5 +501,37 @@ func TestScryptMemoryHeldWithPBKDF2UnderHerd(t *testing.T) {
 	}
 	if st := v.Stats(); st.ScryptRuns != n {
 		t.Errorf("stats %+v, want %d scrypt runs", st, n)
+	}
+}
+
+// TestBudgetHoldsEverySlotsBatch: a budget that holds exactly slots ×
+// lanes lanes (the default 1 GiB on 2 cores with 16 lanes, or on 4 with
+// 8) lets every slot compute a full batch at once. A job's PBKDF2 output
+// at p = 1 is left out, as its lane's working blocks are: counted, it
+// made the second slot's batch wait for the first's, and a cold herd
+// took twice the kernel's time.
+func TestBudgetHoldsEverySlotsBatch(t *testing.T) {
+	p := Params{LogN: 10, R: 8, P: 1, KeyLen: 64, SaltLen: 8} // k3s's r and p
+	const slots = 2
+	budget := int64(slots*scrypt.Lanes()) * lane(p.LogN, p.R)
+	v := newShapedTestVerifier(t, NewMemoryStore(), &Options{Params: p, MaxConcurrent: slots, ScryptMemory: budget},
+		func(*Verifier) (int, int) { return slots, scrypt.Lanes() })
+	keys := make([]scrypt.Job, scrypt.Lanes())
+	for i := range keys {
+		keys[i] = scrypt.Job{Password: []byte("pw"), Salt: []byte("salt"), N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: 64}
+	}
+	for slot := range slots {
+		lanes, per, release := v.reserve(keys)
+		defer release()
+		if lanes != scrypt.Lanes() || per != len(keys) {
+			t.Fatalf("slot %d: %d lanes, %d jobs at a time; want %d and %d", slot, lanes, per, scrypt.Lanes(), len(keys))
+		}
+		if slot+1 < slots {
+			// The next slot's reserve would wait for this one's release:
+			// look before calling it.
+			if free, need := v.mem.free.Load(), int64(lanes)*lane(p.LogN, p.R); free < need {
+				t.Fatalf("after slot %d's batch, %d bytes free: the next slot's batch of %d lanes (%d bytes) would wait", slot, free, lanes, need)
+			}
+		}
 	}
 }
