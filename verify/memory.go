@@ -12,7 +12,7 @@ import (
 // parts run: the shape New chooses, the budget batches take bytes from,
 // the lanes of each batch, and the release of idle buffers.
 
-// DefaultScryptMemory binds past 4 cores with AVX-512, 8 with AVX2: New
+// DefaultScryptMemory binds past 2 cores with AVX-512, 8 with AVX2: New
 // then takes the slots and lanes that compute fastest within it.
 const DefaultScryptMemory int64 = 1 << 30
 

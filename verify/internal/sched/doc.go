@@ -152,8 +152,8 @@
 //
 // In a herd, most batches are full, with the widest kernels and the
 // lowest cost per byte. A job that runs alone (a class of its own) costs
-// up to Lanes times more per byte than estimated: about 4 times, with
-// AVX-512's 8 lanes. The margin and the slowdown do not correct that.
+// up to Lanes times more per byte than estimated: about 4 to 5 times,
+// with AVX-512's 16 lanes. The margin and the slowdown do not correct that.
 //
 // The margin is the 90th percentile of the wait each held caller got over
 // its promise, over the last 64 promises of at least MaxWait/4. It is 1.1
