@@ -180,7 +180,11 @@ func (r *run) clientNames() []string {
 // startAdversaries starts the duplicates and the attackers, and returns
 // once each is about to send its first request; they stop when ctx ends.
 // A herd that joins at once would otherwise leave them no time to start.
-func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
+// tried is done once every token guesser's first attempt is answered (or
+// ctx has ended): the run waits for it before it stops them, so that a
+// herd that joins within one attempt still meets their guesses.
+func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) (tried *sync.WaitGroup) {
+	tried = new(sync.WaitGroup)
 	var started sync.WaitGroup
 	start := func(f func()) {
 		started.Add(1)
@@ -196,9 +200,11 @@ func (r *run) startAdversaries(ctx context.Context, wg *sync.WaitGroup) {
 		start(func() { r.attacker(ctx, j) })
 	}
 	for j := range r.sc.TokenGuessers {
-		start(func() { r.tokenGuesser(ctx, j) })
+		tried.Add(1)
+		start(func() { r.tokenGuesser(ctx, j, sync.OnceFunc(tried.Done)) })
 	}
 	started.Wait()
+	return tried
 }
 
 // duplicate is the second machine of a duplicate hostname, a k3s agent
@@ -250,8 +256,9 @@ func (r *run) attacker(ctx context.Context, j int) {
 
 // tokenGuesser is a k3s agent with a wrong join token, a new random one
 // per attempt, at the herd's pace, until ctx ends: what an agent with a
-// stale token does.
-func (r *run) tokenGuesser(ctx context.Context, j int) {
+// stale token does. It calls tried once its first attempt is counted.
+func (r *run) tokenGuesser(ctx context.Context, j int, tried func()) {
+	defer tried()
 	a := r.adv
 	rng := rand.New(rand.NewPCG(r.sc.Seed, tokenGuesserStream+uint64(j)))
 	client := r.sc.Nodes + r.sc.Duplicates + r.sc.Attackers + j
@@ -271,6 +278,7 @@ func (r *run) tokenGuesser(ctx context.Context, j int) {
 				c.TokenGuessesShed++
 			}
 		})
+		tried()
 		wait := time.NewTimer(r.policy.Delay(k, o.retryAfter, rng))
 		select {
 		case <-ctx.Done():

@@ -173,7 +173,7 @@ func (r *run) execute(ctx context.Context, start time.Time) *Result {
 	advCtx, stopAdversaries := context.WithCancel(ctx)
 	defer stopAdversaries()
 	var adversaries sync.WaitGroup
-	r.startAdversaries(advCtx, &adversaries)
+	guessersTried := r.startAdversaries(advCtx, &adversaries)
 	var agents sync.WaitGroup
 	for i := range r.sc.Nodes {
 		agents.Go(func() { r.agent(ctx, i) })
@@ -189,6 +189,7 @@ func (r *run) execute(ctx context.Context, start time.Time) *Result {
 	}
 	select {
 	case <-agentsDone:
+		guessersTried.Wait() // each has met the servers once; ctx ends them otherwise
 	case <-stopped:
 		// A process that exits after the run does not wait for its agents
 		// to wind down: under an unbounded model they queue for the CPUs
