@@ -5,7 +5,7 @@ PKGS := $(shell go list -m -f '{{.Dir}}/...')
 MODS := $(shell go list -m -f '{{.Dir}}')
 FUZZTIME ?= 30s
 
-.PHONY: test test-arm64 lint tidy bench herd scale benchmarks fuzz profile profile-baseline profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver module-check
+.PHONY: test pins test-arm64 lint tidy bench herd scale benchmarks fuzz profile profile-baseline profile-check scrypt-generate-check scrypt-bench apiserver test-apiserver module-check
 
 # tools/apiserver builds etcd and kube-apiserver for the tests against a
 # real API server. It is outside go.work (its k8s.io/kubernetes would drag
@@ -19,7 +19,7 @@ APISERVER_BIN := $(CURDIR)/tools/apiserver/bin
 # The second line runs the scrypt package's pure-Go code, which the first
 # one only reaches on other architectures, and the Verifier over it (one
 # lane: every batch a single hash).
-test: tidy
+test: tidy pins
 	go test -race -vet=all -count=1 $(PKGS)
 	go test -race -count=1 -tags purego ./scrypt/ ./verify/...
 
@@ -36,6 +36,11 @@ test-arm64:
 # the same way (tools/modcheck, its own module outside go.work).
 module-check:
 	cd tools/modcheck && GOWORK=off go mod tidy -diff && GOWORK=off go run . -repo ../..
+
+# Each module of the workspace, on its own, selects no version above what
+# k3s pins (tools/modcheck's table): adopting nodepass must not raise a pin.
+pins:
+	cd tools/modcheck && GOWORK=off go run . -repo ../.. -pins
 
 lint: tidy
 	go vet $(PKGS)

@@ -70,8 +70,15 @@ func main() {
 	repo := flag.String("repo", "../..", "the repository's root `dir` (where go.work is)")
 	setVersion := flag.String("set-version", "", "make the workspace's modules require each other at this `version`, then stop")
 	keep := flag.Bool("keep", false, "keep the temporary directory (its path is printed)")
+	pinsOnly := flag.Bool("pins", false, "only check that the workspace's own build list keeps k3s's pins (make test), then stop")
 	flag.Parse()
-	if err := run(*repo, *setVersion, *keep); err != nil {
+	var err error
+	if *pinsOnly {
+		err = workspacePins(*repo)
+	} else {
+		err = run(*repo, *setVersion, *keep)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "modcheck:", err)
 		os.Exit(1)
 	}
@@ -123,7 +130,7 @@ func run(repo, setVersion string, keep bool) error {
 	if err := command(consumer, env, filepath.Join(consumer, "consumer")); err != nil {
 		return err
 	}
-	if err := checkPins(consumer, env); err != nil {
+	if err := checkPins("the consumer", consumer, env, true); err != nil {
 		return err
 	}
 
@@ -317,9 +324,29 @@ func command(dir string, env []string, name string, args ...string) error {
 	return nil
 }
 
-// checkPins lists the consumer's build list and fails if it selects any
-// module of pins above k3s's version.
-func checkPins(dir string, env []string) error {
+// workspacePins checks each module of the workspace on its own (GOWORK=off,
+// its replace directives in effect), as make test does.
+func workspacePins(repo string) error {
+	mods, err := workspace(repo)
+	if err != nil {
+		return err
+	}
+	env := append(os.Environ(), "GOWORK=off")
+	var errs []error
+	for _, m := range mods {
+		errs = append(errs, checkPins(m.path, m.dir, env, false))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fmt.Printf("modcheck: the %d modules of the workspace select nothing above k3s's pins\n", len(mods))
+	return nil
+}
+
+// checkPins lists the build list of the module in dir (called name) and
+// fails if it selects any module of pins above k3s's version; verbose, it
+// prints each pinned module's version.
+func checkPins(name, dir string, env []string, verbose bool) error {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Version}}", "all")
 	cmd.Dir, cmd.Env, cmd.Stderr = dir, env, os.Stderr
 	out, err := cmd.Output()
@@ -333,9 +360,11 @@ func checkPins(dir string, env []string) error {
 		if !ok {
 			continue
 		}
-		fmt.Printf("modcheck: the consumer selects %s %s (k3s pins %s)\n", path, version, pin)
+		if verbose {
+			fmt.Printf("modcheck: %s selects %s %s (k3s pins %s)\n", name, path, version, pin)
+		}
 		if semver.Compare(version, pin) > 0 {
-			errs = append(errs, fmt.Errorf("%s %s is newer than k3s's %s", path, version, pin))
+			errs = append(errs, fmt.Errorf("%s: %s %s is newer than k3s's %s", name, path, version, pin))
 		}
 	}
 	return errors.Join(errs...)
