@@ -116,6 +116,17 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if ext := strings.ToLower(filepath.Ext(c.plotPath)); c.plotPath != "" && ext != ".svg" && ext != ".png" {
 		errs = append(errs, fmt.Sprintf("-plot %q: want a file name ending in .svg or .png", c.plotPath))
 	}
+	for _, out := range []struct{ flag, path, dir string }{
+		{"json", c.jsonPath, filepath.Dir(c.jsonPath)}, {"plot", c.plotPath, filepath.Dir(c.plotPath)},
+		{"cpuprofile-dir", c.cpuprofileDir, c.cpuprofileDir},
+	} {
+		if out.path == "" {
+			continue
+		}
+		if err := writableDir(out.dir, out.flag == "cpuprofile-dir"); err != nil { // now, not after a run of minutes
+			errs = append(errs, fmt.Sprintf("-%s %q: %v", out.flag, out.path, err))
+		}
+	}
 	if err := bench.ValidModel(c.worker); c.worker != "" && err != nil {
 		errs = append(errs, "-worker: "+err.Error())
 	}
@@ -134,6 +145,22 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, usageError{strings.Join(errs, "\n")}
 	}
 	return c, nil
+}
+
+// writableDir reports whether a file can be made in dir, made first if
+// mkdir (as the run makes -cpuprofile-dir).
+func writableDir(dir string, mkdir bool) error {
+	if mkdir {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := os.CreateTemp(dir, ".bench-check-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // flagSet declares bench's flags over c, their defaults c's values.

@@ -60,6 +60,10 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-token-guessers", "-1"}, "-token-guessers"},
 		{[]string{"-ca-years", "10"}, "-ca-years 10"},
 		{[]string{"-notbefore", "yesterday"}, `-notbefore "yesterday"`},
+		// output paths are checked before the run, not after it (issue 37)
+		{[]string{"-json", "no-such-dir/out.json"}, `-json "no-such-dir/out.json"`},
+		{[]string{"-plot", "no-such-dir/herd.svg"}, `-plot "no-such-dir/herd.svg"`},
+		{[]string{"-cpuprofile-dir", "main_test.go"}, `-cpuprofile-dir "main_test.go"`},
 	} {
 		code, stdout, stderr := runCmd(t, c.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || !strings.HasPrefix(stderr, "bench: ") {
