@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodepass/nodepass/bench"
 )
@@ -120,5 +122,41 @@ func TestRunSplit(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "nodepass: agents ran on CPU "+cpuString(plan.agents)) || !strings.Contains(stdout, "ms per connection accepted") {
 		t.Errorf("the table does not say where the agents ran, or where the servers' CPU went:\n%s", stdout)
+	}
+}
+
+// TestSplitSummaryNeverNegative: when the scrypt estimate taken before the
+// run comes to more than the CPU time the run used (the machine was busier
+// while measuring), the note gives no split instead of a negative "else"
+// (issue 37: "-3.8s else, -9.56 ms per connection accepted").
+func TestSplitSummaryNeverNegative(t *testing.T) {
+	r := &bench.Result{
+		Nodes: 320, Joined: 320, Completion: 5 * time.Second, CPU: 3 * time.Second,
+		LocalBound: 4 * time.Second, ScryptRuns: 320, Connections: 3200,
+		Split: &bench.Split{AgentCPUs: []int{1}, ServerCPUs: []int{0}, AgentProcs: 1, ServerProcs: 1},
+	}
+	s := splitSummary(r)
+	if regexp.MustCompile(`-\d`).MatchString(s) || !strings.Contains(s, "no split") {
+		t.Errorf("estimate above the CPU used: %q; want no split and no negative figure", s)
+	}
+	r.CPU = 6 * time.Second
+	if s := splitSummary(r); !strings.Contains(s, "2.0s else, 0.62 ms per connection") {
+		t.Errorf("estimate below the CPU used: %q; want 2.0s else, 0.62 ms per connection", s)
+	}
+}
+
+// TestBoundNoteNamesRows: with several agent kinds, the batched bound's
+// note names each row as the table does, not the model thrice.
+func TestBoundNoteNamesRows(t *testing.T) {
+	var results []*bench.Result
+	for _, a := range []string{"jitter-5-10s", "nodepass", "nodepass-lb"} {
+		results = append(results, &bench.Result{Model: "nodepass", Agent: a, RatioBatch: 2})
+	}
+	var b strings.Builder
+	writeNotes(&b, &bench.Herd{LowerBound: time.Second, LowerBoundBatch: time.Second / 10, Workers: 1}, bench.Scenario{}, results, rowNames(results), false)
+	for _, want := range []string{"nodepass / jitter-5-10s's completion", "nodepass / nodepass's completion", "nodepass / nodepass-lb's completion"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("notes lack %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -114,7 +114,7 @@ func writeNotes(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 			scrypt.Lanes(), h.LowerBoundBatch.Seconds(), h.LowerBoundBatch.Seconds()/h.LowerBound.Seconds())
 		for _, r := range results {
 			if r.RatioBatch > 0 {
-				fmt.Fprintf(w, " %s's completion over it: %.2f;", r.Model, r.RatioBatch)
+				fmt.Fprintf(w, " %s's completion over it: %.2f;", name[r], r.RatioBatch)
 			}
 		}
 		fmt.Fprintln(w)
@@ -193,6 +193,11 @@ func splitSummary(r *bench.Result) string {
 		one := r.LocalBound * time.Duration(sp.ServerProcs) / time.Duration(r.Nodes)
 		scrypt := one * time.Duration(r.ScryptRuns)
 		rest := r.CPU - scrypt
+		if rest <= 0 { // the estimate was taken while something else ran: no split to give
+			s += fmt.Sprintf(": %d scrypt runs of %.1f ms (as measured before the run) come to more than the CPU time used, so the machine was busier while measuring: no split of the CPU time",
+				r.ScryptRuns, one.Seconds()*1e3)
+			return s
+		}
 		s += fmt.Sprintf(": about %.1fs in scrypt (%d runs of %.1f ms, as measured before the run) and %.1fs else, %.2f ms per connection accepted (TLS, HTTP, certificates, GC)",
 			scrypt.Seconds(), r.ScryptRuns, one.Seconds()*1e3, rest.Seconds(), rest.Seconds()*1e3/float64(r.Connections))
 	}
