@@ -97,15 +97,17 @@ scrypt-generate-check:
 # against each other, with the memory floor beside them: SCRYPT_COUNT
 # rounds of every benchmark, one round after the other so that the
 # machine's noise hits every implementation alike, then benchstat (from
-# golang.org/x/perf, through the proxy).
+# golang.org/x/perf, through the proxy), into SCRYPT_OUT (untracked: the
+# committed results are under bench/results/).
 SCRYPT_COUNT ?= 6
+SCRYPT_OUT ?= scrypt-bench.out
 BENCHSTAT ?= go run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 scrypt-bench:
-	go test -c -o scrypt.test ./scrypt/
-	for i in $$(seq $(SCRYPT_COUNT)); do ./scrypt.test -test.run='^$$' -test.bench='^Benchmark(Key|Batch|Throughput|Code|MemoryFloor)$$' -test.benchmem || exit 1; done | tee bench/results/scrypt-bench.txt
-	{ $(BENCHSTAT) -filter '.name:(Key OR Batch OR Throughput)' -col /impl bench/results/scrypt-bench.txt && \
-	  $(BENCHSTAT) -filter '.name:Code' -col /code bench/results/scrypt-bench.txt && \
-	  $(BENCHSTAT) -filter '.name:MemoryFloor' bench/results/scrypt-bench.txt; } | tee bench/results/scrypt-benchstat.txt
+	mkdir -p $(SCRYPT_OUT) && go test -c -o $(SCRYPT_OUT)/scrypt.test ./scrypt/
+	for i in $$(seq $(SCRYPT_COUNT)); do $(SCRYPT_OUT)/scrypt.test -test.run='^$$' -test.bench='^Benchmark(Key|Batch|Throughput|Code|MemoryFloor)$$' -test.benchmem || exit 1; done | tee $(SCRYPT_OUT)/bench.txt
+	{ $(BENCHSTAT) -filter '.name:(Key OR Batch OR Throughput)' -col /impl $(SCRYPT_OUT)/bench.txt && \
+	  $(BENCHSTAT) -filter '.name:Code' -col /code $(SCRYPT_OUT)/bench.txt && \
+	  $(BENCHSTAT) -filter '.name:MemoryFloor' $(SCRYPT_OUT)/bench.txt; } | tee $(SCRYPT_OUT)/benchstat.txt
 
 apiserver:
 	@cd tools/apiserver && GOWORK=off go mod tidy -diff || { echo 'go mod tidy: tools/apiserver is not tidy'; exit 1; }
