@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/cmd/internal/buildinfo"
 )
 
 func main() {
@@ -62,6 +63,7 @@ type config struct {
 	// The flags that set the Scenario once parsed.
 	certs, notBefore string
 	digestKey        bool
+	version          bool
 	spikes           float64
 }
 
@@ -185,6 +187,7 @@ func (c *config) flagSet() *flag.FlagSet {
 	fs.Var((*positive)(&sc.Deadline), "deadline", "longest run per model")
 	fs.Var((*scryptBudget)(&sc.ScryptMemory), "scrypt-memory", "nodepass's scrypt budget per server (verify.Options.ScryptMemory): a `SIZE`, or none (default: verify's, 1GiB)")
 	fs.Var((*byteSize)(&sc.MaxHeap), "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")
 	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
 	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the agents' random delays")
@@ -377,6 +380,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\nRun bench -h for the flags.\n", err)
 		return 2
+	}
+	if c.version {
+		fmt.Fprintln(stdout, "bench", buildinfo.Version())
+		return 0
 	}
 	if c.worker != "" {
 		return runWorker(ctx, c, stdin, stdout, stderr)

@@ -72,6 +72,13 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
+func TestVersion(t *testing.T) {
+	code, stdout, stderr := runCmd(t, "-version")
+	if code != 0 || !strings.HasPrefix(stdout, "bench ") || !strings.Contains(stdout, "go1.") || stderr != "" {
+		t.Errorf("bench -version: exit %d, stdout %q, stderr %q; want 0 and the version on stdout", code, stdout, stderr)
+	}
+}
+
 // TestCertificateFlags: the servers' CA and how they date certificates.
 func TestCertificateFlags(t *testing.T) {
 	c, err := parseFlags([]string{"-ca-years", "5", "-notbefore", "ca"}, nil)

@@ -23,10 +23,12 @@ import (
 	"strings"
 
 	"github.com/nodepass/nodepass/bench"
+	"github.com/nodepass/nodepass/cmd/internal/buildinfo"
 	"github.com/nodepass/nodepass/cmd/internal/pprofreport"
 )
 
 const usage = `usage:
+  profile -version
   profile report [-top N] [-markdown] PROFILE...
   profile diff [-top N] BASE NEW
   profile check BASELINE_DIR NEW_DIR
@@ -69,6 +71,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch args[0] {
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, "profile", buildinfo.Version())
+		return 0
 	case "report":
 		err = report(args[1:], stdout)
 	case "diff":

@@ -81,4 +81,7 @@ func TestUsage(t *testing.T) {
 			t.Errorf("profile %q: exit %d, stderr %q; want %d and %q", c.args, code, stderr, c.code, c.want)
 		}
 	}
+	if code, stdout, _ := runCmd("-version"); code != 0 || !strings.HasPrefix(stdout, "profile ") || !strings.Contains(stdout, "go1.") {
+		t.Errorf("profile -version: exit %d, stdout %q; want 0 and the version", code, stdout)
+	}
 }

@@ -1,0 +1,17 @@
+// Package buildinfo gives the commands of this module their -version.
+package buildinfo
+
+import (
+	"runtime"
+	"runtime/debug"
+)
+
+// Version is the module version the binary was built at ("(devel)" from
+// a clone) and the Go version that built it.
+func Version() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	return v + " " + runtime.Version()
+}
