@@ -118,15 +118,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if ext := strings.ToLower(filepath.Ext(c.plotPath)); c.plotPath != "" && ext != ".svg" && ext != ".png" {
 		errs = append(errs, fmt.Sprintf("-plot %q: want a file name ending in .svg or .png", c.plotPath))
 	}
-	for _, out := range []struct{ flag, path, dir string }{
-		{"json", c.jsonPath, filepath.Dir(c.jsonPath)}, {"plot", c.plotPath, filepath.Dir(c.plotPath)},
-		{"cpuprofile-dir", c.cpuprofileDir, c.cpuprofileDir},
-	} {
-		if out.path == "" {
+	for _, out := range [][2]string{{"json", c.jsonPath}, {"plot", c.plotPath}, {"cpuprofile-dir", c.cpuprofileDir}} {
+		if out[1] == "" {
 			continue
-		}
-		if err := writableDir(out.dir, out.flag == "cpuprofile-dir"); err != nil { // now, not after a run of minutes
-			errs = append(errs, fmt.Sprintf("-%s %q: %v", out.flag, out.path, err))
+		} else if err := writable(out[1], out[0] == "cpuprofile-dir"); err != nil { // now, not after a run of minutes
+			errs = append(errs, fmt.Sprintf("-%s %q: %v", out[0], out[1], err))
 		}
 	}
 	if err := bench.ValidModel(c.worker); c.worker != "" && err != nil {
@@ -149,20 +145,20 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	return c, nil
 }
 
-// writableDir reports whether a file can be made in dir, made first if
-// mkdir (as the run makes -cpuprofile-dir).
-func writableDir(dir string, mkdir bool) error {
-	if mkdir {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
-	f, err := os.CreateTemp(dir, ".bench-check-*")
-	if err != nil {
+// writable reports whether a file can be made at path, or in it if dir
+// (made first, as the run makes -cpuprofile-dir).
+func writable(path string, dir bool) error {
+	if !dir {
+		path = filepath.Dir(path)
+	} else if err := os.MkdirAll(path, 0o755); err != nil {
 		return err
 	}
-	f.Close()
-	return os.Remove(f.Name())
+	f, err := os.CreateTemp(path, ".bench-check-*")
+	if err == nil {
+		f.Close()
+		err = os.Remove(f.Name())
+	}
+	return err
 }
 
 // flagSet declares bench's flags over c, their defaults c's values.
@@ -234,11 +230,9 @@ type modelList []string
 func (m *modelList) String() string { return strings.Join(*m, ",") }
 
 func (m *modelList) Set(s string) error {
-	if s == "all" {
-		*m = bench.Models()
-		return nil
+	if *m = nil; s == "all" {
+		s = strings.Join(bench.Models(), ",")
 	}
-	*m = nil
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		if err := bench.ValidModel(name); err != nil {
@@ -255,9 +249,9 @@ func (m *modelList) Set(s string) error {
 type policies []bench.Policy
 
 func (p *policies) String() string {
-	var names []string
-	for _, a := range *p {
-		names = append(names, a.String())
+	names := make([]string, len(*p))
+	for i, a := range *p {
+		names[i] = a.String()
 	}
 	return strings.Join(names, ",")
 }

@@ -193,13 +193,12 @@ func splitSummary(r *bench.Result) string {
 		one := r.LocalBound * time.Duration(sp.ServerProcs) / time.Duration(r.Nodes)
 		scrypt := one * time.Duration(r.ScryptRuns)
 		rest := r.CPU - scrypt
-		if rest <= 0 { // the estimate was taken while something else ran: no split to give
-			s += fmt.Sprintf(": %d scrypt runs of %.1f ms (as measured before the run) come to more than the CPU time used, so the machine was busier while measuring: no split of the CPU time",
-				r.ScryptRuns, one.Seconds()*1e3)
-			return s
+		s += fmt.Sprintf(": about %.1fs in scrypt (%d runs of %.1f ms, as measured before the run)", scrypt.Seconds(), r.ScryptRuns, one.Seconds()*1e3)
+		if rest > 0 {
+			s += fmt.Sprintf(" and %.1fs else, %.2f ms per connection accepted (TLS, HTTP, certificates, GC)", rest.Seconds(), rest.Seconds()*1e3/float64(r.Connections))
+		} else { // the estimate was taken while something else ran
+			s += ", more than the CPU time used: measured on a busier machine, so no split of the CPU time"
 		}
-		s += fmt.Sprintf(": about %.1fs in scrypt (%d runs of %.1f ms, as measured before the run) and %.1fs else, %.2f ms per connection accepted (TLS, HTTP, certificates, GC)",
-			scrypt.Seconds(), r.ScryptRuns, one.Seconds()*1e3, rest.Seconds(), rest.Seconds()*1e3/float64(r.Connections))
 	}
 	return s
 }

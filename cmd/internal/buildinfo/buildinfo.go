@@ -9,9 +9,8 @@ import (
 // Version is the module version the binary was built at ("(devel)" from
 // a clone) and the Go version that built it.
 func Version() string {
-	v := "(devel)"
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
+		return bi.Main.Version + " " + runtime.Version()
 	}
-	return v + " " + runtime.Version()
+	return "(devel) " + runtime.Version()
 }
