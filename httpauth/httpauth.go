@@ -74,8 +74,10 @@ type Options struct {
 	// is accepted.
 	Program string
 	// Logger receives server-side failures (store errors, corrupt stored
-	// hashes), and invalid node names or passwords at Info, 10 a minute
-	// at most, then a count of the rest. nil means slog.Default().
+	// hashes) at Error, 10 per 10 s at most, and invalid node names or
+	// passwords at Info, 10 a minute at most; past a budget, the next
+	// line let through comes after a count of those held back. nil means
+	// slog.Default().
 	Logger *slog.Logger
 	// Tokens, if not nil, checks the basic-auth join token of every
 	// request Auth handles, before the node password. nil: no token
@@ -102,6 +104,7 @@ type Auth struct {
 	nameHdr, pwHdr, ip string
 	undated            sync.Once // warns of ConnContext without ArrivalHandler
 	invalid            logBudget // of the invalid node names and passwords logged
+	failures           logBudget // of the server-side failures logged
 }
 
 // New returns an Auth that verifies with v.
@@ -191,7 +194,7 @@ func (a *Auth) checkToken(w http.ResponseWriter, r *http.Request) (*http.Request
 		errors.Is(err, verify.ErrInvalidInput):
 		a.unauthorized(w, "join token rejected")
 	case errors.Is(err, verify.ErrInvalidHash):
-		a.log.ErrorContext(r.Context(), "httpauth: stored join token hash is invalid; rewrite the token file", "user", user, "err", err)
+		a.logFailure(r.Context(), "httpauth: stored join token hash is invalid; rewrite the token file", "user", user, "err", err)
 		a.unauthorized(w, "join token rejected")
 	default:
 		a.failOther(w, r, "join token check failed", "user", user, err)
@@ -281,7 +284,7 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 	case errors.Is(err, verify.ErrMismatchedHashAndPassword):
 		http.Error(w, "node password rejected", http.StatusForbidden)
 	case errors.Is(err, verify.ErrInvalidHash):
-		a.log.ErrorContext(r.Context(), "httpauth: stored node password hash is invalid; rewrite or delete the node's secret", "node", node, "err", err)
+		a.logFailure(r.Context(), "httpauth: stored node password hash is invalid; rewrite or delete the node's secret", "node", node, "err", err)
 		http.Error(w, "node password rejected", http.StatusForbidden)
 	case errors.Is(err, verify.ErrInvalidInput):
 		a.logInvalid(r.Context(), node, err)
@@ -294,17 +297,15 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 }
 
 // logInvalid logs an invalid node name or password at Info, within the
-// budget (invalidLogBurst per invalidLogEvery), and first how many were
-// held back since the last one logged.
+// budget (invalidLogBurst per invalidLogEvery).
 func (a *Auth) logInvalid(ctx context.Context, node string, err error) {
-	ok, suppressed := a.invalid.allow(time.Now(), invalidLogBurst, invalidLogEvery)
-	if !ok {
-		return
-	}
-	if suppressed > 0 {
-		a.log.InfoContext(ctx, "httpauth: invalid node names or passwords not logged, over the budget", "suppressed", suppressed)
-	}
-	a.log.InfoContext(ctx, "httpauth: invalid node name or password", "node", node, "err", err)
+	logWithin(ctx, a.log, &a.invalid, invalidLogBurst, invalidLogEvery, slog.LevelInfo, "httpauth: invalid node name or password", "node", node, "err", err)
+}
+
+// logFailure logs a server-side failure at Error, within the budget
+// (failureLogBurst per failureLogEvery).
+func (a *Auth) logFailure(ctx context.Context, msg string, args ...any) {
+	logWithin(ctx, a.log, &a.failures, failureLogBurst, failureLogEvery, slog.LevelError, msg, args...)
 }
 
 // failOther answers a failed check whose error is not about the
@@ -329,7 +330,7 @@ func (a *Auth) failOther(w http.ResponseWriter, r *http.Request, what, key, who 
 		// The client has gone; nobody reads this answer.
 		http.Error(w, "request cancelled", http.StatusServiceUnavailable)
 	default:
-		a.log.ErrorContext(r.Context(), "httpauth: "+what, key, who, "err", err)
+		a.logFailure(r.Context(), "httpauth: "+what, key, who, "err", err)
 		http.Error(w, "internal error: "+what, http.StatusInternalServerError)
 	}
 }

@@ -1,16 +1,24 @@
 package httpauth
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
 
 // Invalid node names and passwords are logged at most invalidLogBurst
 // times per invalidLogEvery: a client chooses them, and a guesser could
-// otherwise fill the log at the rate it sends requests.
+// otherwise fill the log at the rate it sends requests. Server-side
+// failures (store errors, corrupt stored hashes) are logged at most
+// failureLogBurst times per failureLogEvery: in a store outage every
+// request of a herd fails alike, and the operator needs the first lines
+// and the count, not one line per request.
 const (
 	invalidLogBurst = 10
 	invalidLogEvery = time.Minute
+	failureLogBurst = 10
+	failureLogEvery = 10 * time.Second
 )
 
 // logBudget bounds the lines of one kind a client can cause: burst per
@@ -39,4 +47,17 @@ func (b *logBudget) allow(now time.Time, burst int, every time.Duration) (ok boo
 	b.logged++
 	suppressed, b.suppressed = b.suppressed, 0
 	return true, suppressed
+}
+
+// logWithin logs msg at level if b allows it (burst per every), after a
+// line saying how many of its kind were held back since the last one.
+func logWithin(ctx context.Context, log *slog.Logger, b *logBudget, burst int, every time.Duration, level slog.Level, msg string, args ...any) {
+	ok, suppressed := b.allow(time.Now(), burst, every)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		log.Log(ctx, level, msg+" (and more not logged, over the budget)", "suppressed", suppressed)
+	}
+	log.Log(ctx, level, msg, args...)
 }
