@@ -12,7 +12,7 @@ import (
 // a bootstrap token <id>.<secret>, or a bare password. An agent always
 // authenticates as the user "node", whatever user the token names.
 type token struct {
-	caHash   string // hex SHA-256 of the server's CA bundle (see hashCA); empty if the token has none
+	caHash   string // hex SHA-256 of the server's CA bundle (see pinCA); empty if the token has none
 	password string // basic auth password for the user "node"
 	bearer   string // a bootstrap token, sent as a bearer token instead of basic auth
 }

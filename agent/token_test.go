@@ -33,21 +33,21 @@ func TestParseToken(t *testing.T) {
 	}
 }
 
-// hashCA is k3s's: the bytes of a one-certificate bundle; the root's DER
+// pinCA's hash is k3s's: the bytes of a one-certificate bundle; the root's DER
 // for a chain.
 func TestHashCA(t *testing.T) {
 	root := newTestCA(t, "root")
 	sum := sha256.Sum256(root.pem)
-	if h, err := hashCA(root.pem); err != nil || h != hex.EncodeToString(sum[:]) {
-		t.Errorf("hashCA(one certificate) = %s, %v; want the SHA-256 of its bytes", h, err)
+	if h, _, err := pinCA(root.pem); err != nil || h != hex.EncodeToString(sum[:]) {
+		t.Errorf("pinCA(one certificate) = %s, %v; want the SHA-256 of its bytes", h, err)
 	}
 	// An intermediate signed by root, then root: the hash is root's DER.
 	inter := newTestCAAt(t, "intermediate", root.cert.NotBefore, root)
 	rootSum := sha256.Sum256(root.cert.Raw)
-	if h, err := hashCA(inter.bundle); err != nil || h != hex.EncodeToString(rootSum[:]) {
-		t.Errorf("hashCA(chain) = %s, %v; want the SHA-256 of the root's DER", h, err)
+	if h, _, err := pinCA(inter.bundle); err != nil || h != hex.EncodeToString(rootSum[:]) {
+		t.Errorf("pinCA(chain) = %s, %v; want the SHA-256 of the root's DER", h, err)
 	}
-	if _, err := hashCA([]byte("not PEM")); err == nil {
-		t.Error("hashCA(garbage) succeeded")
+	if _, _, err := pinCA([]byte("not PEM")); err == nil {
+		t.Error("pinCA(garbage) succeeded")
 	}
 }

@@ -26,10 +26,11 @@ import (
 // trustedCA is what the agent trusts of a CA bundle.
 type trustedCA struct {
 	certs *x509.CertPool
-	// public lists the servers (host:port) whose certificate chains to
-	// the host's roots instead, accepted as k3s accepts them. They alone
-	// are checked against the host's roots.
-	public map[string]bool
+	// publicAddr is the server (host:port) whose certificate chains to
+	// the host's roots (sys) instead, accepted as k3s accepts it. It alone
+	// is checked against the host's roots.
+	publicAddr string
+	sys        *x509.CertPool
 }
 
 // pool is the CA's certificates; nil for a nil CA.
@@ -71,12 +72,6 @@ func pinCA(bundle []byte) (string, *x509.CertPool, error) {
 	}
 	sum := sha256.Sum256(bundle)
 	return hex.EncodeToString(sum[:]), pinned, nil
-}
-
-// hashCA is the digest a K10 token carries of the servers' CA bundle.
-func hashCA(bundle []byte) (string, error) {
-	h, _, err := pinCA(bundle)
-	return h, err
 }
 
 // pinned checks bundle against the token's CA hash, if it has one, and
@@ -133,7 +128,7 @@ func (c *Client) ensureTrust(ctx context.Context) error {
 			if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
 				return fail(fmt.Errorf("the server's own certificate does not chain to it: %w", err))
 			}
-			ca.public = map[string]bool{a.addr: true}
+			ca.publicAddr, ca.sys = a.addr, sys
 		}
 		a.sc.verified = true
 	}
@@ -146,10 +141,8 @@ func (t *trustedCA) verifier(addr string) func(tls.ConnectionState) error {
 	host, _, _ := net.SplitHostPort(addr)
 	return func(cs tls.ConnectionState) error {
 		err := verifyPeer(cs, host, t.pool())
-		if err != nil && t.public[addr] {
-			if sys, serr := x509.SystemCertPool(); serr == nil && verifyPeer(cs, host, sys) == nil {
-				return nil
-			}
+		if err != nil && t != nil && addr == t.publicAddr && verifyPeer(cs, host, t.sys) == nil {
+			return nil
 		}
 		return err
 	}
