@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -85,16 +86,9 @@ type CertCheck struct {
 // A certificate written before its NotBefore is valid from when it was
 // written: the agent's clock lags its server's.
 func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStatus {
-	certPEM, err := os.ReadFile(certFile)
+	certPEM, written, err := readWithTime(certFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return certFailure(CertMissing, certFile, "no such file")
-	}
-	var written time.Time
-	if err == nil {
-		var fi fs.FileInfo
-		if fi, err = os.Stat(certFile); err == nil {
-			written = fi.ModTime()
-		}
 	}
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "%v", err)
@@ -107,6 +101,22 @@ func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStat
 		return certFailure(CertCorrupt, certFile, "its key: %v", err)
 	}
 	return checkPEM(certPEM, keyPEM, certFile, keyFile, want, now, written)
+}
+
+// readWithTime reads the file at path and when it was last written, from
+// one open file: the time belongs to the bytes read.
+func readWithTime(path string) ([]byte, time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	b, err := io.ReadAll(f)
+	return b, fi.ModTime(), err
 }
 
 func certFailure(s CertState, certFile, format string, args ...any) CertStatus {
