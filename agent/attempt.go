@@ -144,13 +144,17 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 // onDisk is the certificates on disk checked against the CAs on disk.
 func (c *Client) onDisk(now time.Time) *Result {
 	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust.pool()}
-	if res.ServerCA == nil {
-		if b, err := os.ReadFile(c.caFile(true)); err == nil {
-			res.ServerCA, _ = c.pinned(b) // what the token pins, as ensureTrust reads it
-		}
+	serverPEM, _ := os.ReadFile(c.caFile(true)) // nil, so no roots, if it cannot be read
+	if res.ServerCA == nil && serverPEM != nil {
+		res.ServerCA, _ = c.pinned(serverPEM) // what the token pins, as ensureTrust reads it
 	}
+	serverRoots, clientRoots := poolOf(serverPEM), c.diskCA(false)
 	for i, s := range c.certs {
-		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, c.diskCA(s.serverCA), now)}
+		roots := clientRoots
+		if s.serverCA {
+			roots = serverRoots
+		}
+		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, roots, now)}
 	}
 	return res
 }
@@ -169,8 +173,13 @@ func (c *Client) diskCA(server bool) *x509.CertPool {
 	if err != nil {
 		return nil
 	}
+	return poolOf(b)
+}
+
+// poolOf is the certificates of a PEM bundle; nil if it has none.
+func poolOf(pem []byte) *x509.CertPool {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
+	if !pool.AppendCertsFromPEM(pem) {
 		return nil
 	}
 	return pool
