@@ -172,10 +172,7 @@ func New(opts *Options) (*Client, error) {
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
 		return nil, fmt.Errorf("agent: server %q is not an https://host:port URL", o.Server)
 	}
-	configured := u.Host
-	if u.Port() == "" {
-		configured = net.JoinHostPort(u.Hostname(), "443")
-	}
+	configured := statefile.HostPort(u)
 	c := &Client{
 		opts:     o,
 		tok:      tok,

@@ -83,12 +83,18 @@ func (s Servers) For(addr string) bool {
 		if err != nil {
 			return false
 		}
-		def = u.Host
-		if u.Port() == "" {
-			def = net.JoinHostPort(u.Hostname(), "443")
-		}
+		def = HostPort(u)
 	}
 	return def == addr
+}
+
+// HostPort is the host:port a server URL names: port 443 when it gives
+// none.
+func HostPort(u *url.URL) string {
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return u.Host
 }
 
 // Empty reports whether s names no server at all.
