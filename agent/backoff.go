@@ -43,7 +43,6 @@ func (b *Backoff) Next(floor time.Duration) time.Duration {
 			span *= 2
 		}
 	}
-	span = min(span, ceil)
 	b.failures++
 	wait := floor + rand.N(span)
 	if wait < floor { // past the largest Duration

@@ -53,8 +53,9 @@
 // once after a connection failure, a timeout, a 429 or a 5xx. That server
 // is then left out for RecoveryDelay, or for its Retry-After. The attempt
 // fails when every server has failed the request. The next attempt waits
-// the backoff, and at least what a server asked for. The errors below
-// end the attempt, and the next one waits the backoff's cap.
+// the backoff, and at least what a server asked for. The errors of
+// client.go (ErrTokenRejected, ErrNodePasswordRejected, ErrRefused) end
+// the attempt, and the next one waits the backoff's cap.
 //
 // Renew learns the servers from GET /v1-k3s/apiservers, once an hour at
 // most, from one server. On RKE2 that lists the API servers, and the
