@@ -23,7 +23,7 @@ import (
 func (v *Verifier) prepare(j *sched.Job) {
 	ctx := j.Context()
 	pprof.SetGoroutineLabels(ctx)
-	t := j.Task().(*task)
+	t := taskOf(j)
 	_, err := v.getFresh(ctx, t.name)
 	switch f := v.createFailed.Load(); {
 	case err == nil:

@@ -48,7 +48,6 @@ type hash struct {
 	r, p   int
 	key    []byte
 	memory int64 // 128·r·N
-	held   int64 // what one job of it counts in the budget: memory + pbkdf2Counted
 	work   int64 // 128·r·N·p
 }
 
@@ -138,7 +137,6 @@ func parseHash(s string, lim Limits) (hash, error) {
 	if h.memory, h.work, err = cost(h.logN, h.r, h.p, lim); err != nil {
 		return h, fmt.Errorf("%w: %v", ErrInvalidHash, err)
 	}
-	h.held = h.memory + pbkdf2Counted(h.r, h.p)
 	if f[5] == "" {
 		return h, fmt.Errorf("%w: empty key", ErrInvalidHash)
 	}

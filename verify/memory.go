@@ -107,9 +107,9 @@ func newMemory(total int64) *memory {
 // fits refuses a stored hash one job of which (one lane and its PBKDF2
 // output) needs more than the budget, before anything is allocated.
 func (v *Verifier) fits(h *hash) error {
-	if v.mem.total > 0 && h.held > v.mem.total {
+	if b := jobBytes(h.logN, h.r, h.p); v.mem.total > 0 && b > v.mem.total {
 		return fmt.Errorf("%w: one scrypt lane and PBKDF2's output count %d bytes, 128·r·N and 128·(r+1)·p past 256·r (logN=%d, r=%d, p=%d), over Options.ScryptMemory %d",
-			ErrInvalidHash, h.held, h.logN, h.r, h.p, v.mem.total)
+			ErrInvalidHash, b, h.logN, h.r, h.p, v.mem.total)
 	}
 	return nil
 }
@@ -196,6 +196,10 @@ func (v *Verifier) lanesFor(logN, r int) int {
 // out so that a round budget holds round numbers of lanes (1 GiB: 32 of
 // k3s's, not 31).
 func lane(logN, r int) int64 { return 128 * int64(r) << logN }
+
+// jobBytes is what the budget counts of one job at one lane: the lane and
+// its PBKDF2 output.
+func jobBytes(logN, r, p int) int64 { return lane(logN, r) + pbkdf2Counted(r, p) }
 
 // pbkdf2Counted is what the budget counts of a job's PBKDF2 output
 // (pbkdf2Bytes): what passes 256·r bytes, as much as the working blocks

@@ -128,7 +128,7 @@ func (o *Options) resolve() (Options, error) {
 	case r.ScryptMemory < 0:
 		r.ScryptMemory = 0 // no budget
 	}
-	if b := lane(r.Params.LogN, r.Params.R) + pbkdf2Counted(r.Params.R, r.Params.P); r.ScryptMemory > 0 && b > r.ScryptMemory {
+	if b := jobBytes(r.Params.LogN, r.Params.R, r.Params.P); r.ScryptMemory > 0 && b > r.ScryptMemory {
 		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes (128·r·N, and 128·(r+1)·p past 256·r)", r.ScryptMemory, b)
 	}
 	orDefault(&r.MaxWait, DefaultMaxWait)
