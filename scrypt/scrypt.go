@@ -226,7 +226,6 @@ func (w *work) smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n int) {
 	for k := range n {
 		store(bs[k], w.x[k])
 	}
-	clear(w.scratch)
 }
 
 // work is one smix computation of n hashes: each hash's V and working
