@@ -125,7 +125,6 @@ func (a *AttackResult) Accepted() uint64 {
 // no agents; its tracker still times each node's result.
 type adversaries struct {
 	sc      Scenario
-	nodes   []Node
 	tracker *tracker
 	dups    []Node // duplicate d: the name of node twins[d], another password
 	twins   []int
@@ -136,15 +135,13 @@ type adversaries struct {
 }
 
 func newAdversaries(sc Scenario, nodes []Node, token string) *adversaries {
-	a := &adversaries{sc: sc, nodes: nodes}
-	if sc.adversity() {
-		rng := rand.New(rand.NewPCG(sc.Seed, passwordStream))
-		for d := range sc.Duplicates {
-			// Spread over the herd: duplicate d is the twin of node d·N/D.
-			twin := d * len(nodes) / sc.Duplicates
-			a.twins = append(a.twins, twin)
-			a.dups = append(a.dups, Node{Name: nodes[twin].Name, Password: guessPassword(rng)})
-		}
+	a := &adversaries{sc: sc}
+	rng := rand.New(rand.NewPCG(sc.Seed, passwordStream))
+	for d := range sc.Duplicates {
+		// Spread over the herd: duplicate d is the twin of node d·N/D.
+		twin := d * len(nodes) / sc.Duplicates
+		a.twins = append(a.twins, twin)
+		a.dups = append(a.dups, Node{Name: nodes[twin].Name, Password: guessPassword(rng)})
 	}
 	a.tracker = newTracker(nodes, a.dups, sc.Servers, token)
 	return a

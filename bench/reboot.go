@@ -55,7 +55,7 @@ type serverEnv struct {
 // modelName: for nodepass, unless sc.NoDigestKey, a random DigestKey for
 // every server of the run, the restarted ones included.
 func newServerEnv(sc Scenario, modelName string, token string) (serverEnv, error) {
-	env := serverEnv{honourRetryAfter: sc.Agent.honoursRetryAfter(), token: token}
+	env := serverEnv{honourRetryAfter: sc.Agent.honoursRetryAfter(), token: token, scryptMemory: sc.ScryptMemory}
 	if modelName == ModelNodepass && !sc.NoDigestKey {
 		env.digestKey = make([]byte, verify.MinDigestKeyLen)
 		if _, err := rand.Read(env.digestKey); err != nil {

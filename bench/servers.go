@@ -42,22 +42,14 @@ type serverSide struct {
 func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t *tracker, agentsHere bool) (_ *serverSide, err error) {
 	mem, store, faults := herdStore(sc, h)
 	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: faults, tracker: t, smp: newSampler(sc)}
-	if sc.BoundSample > 0 {
-		if s.localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, modelName); err != nil {
-			return nil, err
-		}
-		if sc.Mode == ModeHTTP && agentsHere {
-			if s.localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
-				return nil, err
-			}
-		}
+	if s.localBound, s.localTransport, err = h.LocalBounds(ctx, sc, modelName, agentsHere); err != nil {
+		return nil, err
 	}
 	params := verify.DefaultParams
 	params.LogN = sc.LogN
 	if s.env, err = newServerEnv(sc, modelName, h.Token); err != nil {
 		return nil, err
 	}
-	s.env.scryptMemory = sc.ScryptMemory
 	servers := func(obs func(int) *serverObserver) ([]model, error) {
 		ms := make([]model, 0, sc.Servers)
 		for i := range sc.Servers {

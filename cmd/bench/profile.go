@@ -47,15 +47,10 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 	if c.cpuprofileDir == "" {
 		return bench.Run(ctx, sc, h, model)
 	}
-	var localBound, localTransport time.Duration
-	var err error
-	if sc.BoundSample > 0 { // as bench.Run would measure it, outside the run's profile
-		if localBound, err = h.EstimateLocalBound(ctx, sc.BoundSample, model); err != nil {
-			return nil, err
-		}
-		if localTransport, err = h.EstimateTransport(ctx, sc); err != nil {
-			return nil, err
-		}
+	// As bench.Run would measure them, outside the run's profile.
+	localBound, localTransport, err := h.LocalBounds(ctx, sc, model, true)
+	if err != nil {
+		return nil, err
 	}
 	sc.BoundSample = 0
 
