@@ -252,7 +252,7 @@ func TestWrongAcceptCounted(t *testing.T) {
 		t.Errorf("wrong accepts %d, Accepted() %d; want 1", a.WrongAccepts, a.Accepted())
 	}
 
-	sc := Scenario{Nodes: 4, Attackers: 3, Duplicates: 1}.withDefaults()
+	sc := Scenario{Nodes: 4, Attackers: 3, Duplicates: 1}.WithDefaults()
 	if err := sc.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -288,11 +288,11 @@ func TestAdversityValidation(t *testing.T) {
 		{Attackers: -1}, {Duplicates: 321}, {StoreFaults: 1}, {StoreFaults: -0.1},
 		{StoreSpikes: 1.5}, {StoreSpike: -time.Second, StoreSpikes: 0.1}, {AttackNames: "smart"},
 	} {
-		if err := sc.withDefaults().validate(); err == nil {
+		if err := sc.WithDefaults().validate(); err == nil {
 			t.Errorf("%+v: no error", sc)
 		}
 	}
-	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).withDefaults().validate(); err != nil {
+	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).WithDefaults().validate(); err != nil {
 		t.Error(err)
 	}
 }

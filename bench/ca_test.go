@@ -92,11 +92,11 @@ func TestCertificateValidity(t *testing.T) {
 // years allow a run to use, or from the future) is refused.
 func TestCAAgeValidated(t *testing.T) {
 	for _, age := range []time.Duration{-time.Hour, 10 * 365 * 24 * time.Hour} {
-		if err := (Scenario{CAAge: age}).withDefaults().validate(); err == nil {
+		if err := (Scenario{CAAge: age}).WithDefaults().validate(); err == nil {
 			t.Errorf("CA age %v: no error", age)
 		}
 	}
-	if sc := (Scenario{}).withDefaults(); sc.CAAge != DefaultCAAge || sc.validate() != nil {
+	if sc := (Scenario{}).WithDefaults(); sc.CAAge != DefaultCAAge || sc.validate() != nil {
 		t.Errorf("default CA age %v: %v", sc.CAAge, sc.validate())
 	}
 }

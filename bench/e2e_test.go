@@ -173,7 +173,7 @@ func (ca *benchCA) pool() *x509.CertPool {
 // against them, closed when the test ends.
 func httpPair(t *testing.T, models []model, nodes []Node) httpTarget {
 	t.Helper()
-	srv, err := newHTTPServers(models, 0, Scenario{}.withDefaults())
+	srv, err := newHTTPServers(models, 0, Scenario{}.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 func TestFaultStoreRate(t *testing.T) {
 	inner := verify.NewMemoryStore()
 	inner.Set("node-0001", "hash")
-	sc := Scenario{StoreFaults: 0.3, StoreSpikes: 0.2, StoreSpike: time.Nanosecond}.withDefaults()
+	sc := Scenario{StoreFaults: 0.3, StoreSpikes: 0.2, StoreSpike: time.Nanosecond}.WithDefaults()
 	s := newFaultStore(inner, sc)
 	const calls = 20000
 	var marked int
@@ -66,7 +66,7 @@ func TestFaultStoreRate(t *testing.T) {
 // TestFaultSpikeEndsWithContext checks that a slow call returns when its
 // caller gives up, marked as its fault.
 func TestFaultSpikeEndsWithContext(t *testing.T) {
-	s := newFaultStore(verify.NewMemoryStore(), Scenario{StoreSpikes: 1, StoreSpike: time.Hour}.withDefaults())
+	s := newFaultStore(verify.NewMemoryStore(), Scenario{StoreSpikes: 1, StoreSpike: time.Hour}.WithDefaults())
 	req := new(request)
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), requestKey{}, req))
 	cancel()
@@ -136,7 +136,7 @@ func (m *errorCache) Ensure(ctx context.Context, node, _ string) error {
 // TestCachedErrorCounted checks that a store error answered again from a
 // cache shows as a cached error.
 func TestCachedErrorCounted(t *testing.T) {
-	s := newFaultStore(verify.NewMemoryStore(), Scenario{StoreFaults: 0.5}.withDefaults())
+	s := newFaultStore(verify.NewMemoryStore(), Scenario{StoreFaults: 0.5}.WithDefaults())
 	s.fail = 1 // every call fails
 	tr := newTracker(nil, nil, 1, "")
 	m := tr.wrap(&errorCache{store: s, errs: map[string]error{}}, 0)

@@ -138,7 +138,7 @@ func TestParseReboot(t *testing.T) {
 	if _, err := ParseReboot("servers"); err == nil {
 		t.Error("ParseReboot(servers) succeeded")
 	}
-	if err := (Scenario{Reboot: "x"}).withDefaults().validate(); err == nil {
+	if err := (Scenario{Reboot: "x"}).WithDefaults().validate(); err == nil {
 		t.Error("reboot x validated")
 	}
 }

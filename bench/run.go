@@ -83,7 +83,7 @@ func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
 
 // checkScenario validates sc and h, and returns sc with its defaults.
 func checkScenario(sc Scenario, h *Herd) (Scenario, error) {
-	sc = sc.withDefaults()
+	sc = sc.WithDefaults()
 	if err := sc.validate(); err != nil {
 		return sc, err
 	}

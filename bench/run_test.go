@@ -52,7 +52,7 @@ func (f *fakeTarget) close() {}
 // duration in the result is exact.
 func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	t.Helper()
-	sc = sc.withDefaults()
+	sc = sc.WithDefaults()
 	if err := sc.validate(); err != nil {
 		t.Fatal(err)
 	}

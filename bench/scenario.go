@@ -145,7 +145,9 @@ type Progress struct {
 	Done bool
 }
 
-func (s Scenario) withDefaults() Scenario {
+// WithDefaults is s with each field left zero set to its default: what
+// a run uses.
+func (s Scenario) WithDefaults() Scenario {
 	def := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
 			*v = d
@@ -173,7 +175,7 @@ func (s Scenario) withDefaults() Scenario {
 	return s
 }
 
-// validate checks a scenario after withDefaults. Its errors name each
+// validate checks a scenario after WithDefaults. Its errors name each
 // field by the cmd/bench flag that sets it.
 func (s Scenario) validate() error {
 	var errs []error

@@ -426,7 +426,7 @@ func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duratio
 	if sc.Mode != ModeHTTP || sc.BoundSample <= 0 {
 		return 0, nil
 	}
-	sc = sc.withDefaults()
+	sc = sc.WithDefaults()
 	workers := runtime.GOMAXPROCS(0)
 	sample := min(sc.BoundSample, len(h.Nodes))
 	warm := min(workers, len(h.Nodes))

@@ -79,14 +79,9 @@ var hiddenFlags = map[string]bool{"worker": true, "worker-role": true}
 // straight into its Scenario, which bench validates; the checks here are
 // those of the command alone.
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
-	jitter, _ := bench.ParsePolicy(bench.PolicyJitter)
-	c := &config{models: bench.Models(), agents: policies{jitter}, isolate: true, split: "auto",
-		certs: "none", notBefore: "today", digestKey: true, spikes: -1, sc: bench.Scenario{
-			Nodes: bench.DefaultNodes, LogN: bench.DefaultLogN, ClientTimeout: bench.DefaultClientTimeout, Mode: bench.ModeHTTP,
-			Servers: 1, LB: bench.LBSticky, Deadline: defaultDeadline, MaxHeap: bench.DefaultMaxHeap, Seed: 1, BoundSample: 64,
-			CAAge: bench.DefaultCAAge, Reboot: bench.RebootNone, AttackNames: bench.AttackSticky, StoreSpike: bench.DefaultStoreSpike,
-			TimeScale: 1, SampleEvery: bench.DefaultSampleEvery,
-		}}
+	def := bench.Scenario{Mode: bench.ModeHTTP, Deadline: defaultDeadline, Seed: 1, BoundSample: 64, StoreSpike: bench.DefaultStoreSpike}.WithDefaults()
+	c := &config{models: bench.Models(), agents: policies{def.Agent}, isolate: true, split: "auto",
+		certs: "none", notBefore: "today", digestKey: true, spikes: -1, sc: def}
 	fs := c.flagSet()
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -119,7 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		errs = append(errs, fmt.Sprintf("-plot %q: want a file name ending in .svg or .png", c.plotPath))
 	}
 	for _, out := range [][2]string{{"json", c.jsonPath}, {"plot", c.plotPath}, {"cpuprofile-dir", c.cpuprofileDir}} {
-		if out[1] == "" {
+		if out[1] == "" || c.worker != "" { // a worker's parent checked them
 			continue
 		} else if err := writable(out[1], out[0] == "cpuprofile-dir"); err != nil { // now, not after a run of minutes
 			errs = append(errs, fmt.Sprintf("-%s %q: %v", out[0], out[1], err))
