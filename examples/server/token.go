@@ -53,12 +53,12 @@ const k10 = "K10"
 // A token that starts with K10 but that k3s's agents cannot parse (see
 // parseToken) is refused: no agent could join with it.
 func tokenPasswd(token, program string) ([]byte, error) {
-	user, password, err := parseToken(token)
+	password, err := parseToken(token)
 	if err != nil {
 		return nil, err
 	}
 	nodePass := token
-	if user != "" || password != "" {
+	if password != "" {
 		nodePass = password
 	}
 	var b bytes.Buffer
@@ -85,32 +85,31 @@ func tokenPasswd(token, program string) ([]byte, error) {
 var bootstrapToken = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
 // parseToken reads a token as k3s pkg/clientaccess/token.go parseToken
-// does and returns its user and password, or two empty strings for a
-// bootstrap token: a bare token is the password of no user name; a K10
+// does and returns its password, or "" for a bootstrap token: a bare token is the password of no user name; a K10
 // token is K10<CA hash>::<creds> (the hash 64 characters or none) or
 // K10<creds>, the creds a bootstrap token or <user>:<password> with a
 // password. Unlike k3s's server, which takes such a token as a bare
 // password, it refuses a K10 token k3s's parser refuses.
-func parseToken(token string) (user, password string, err error) {
+func parseToken(token string) (password string, err error) {
 	creds, ok := strings.CutPrefix(token, k10)
 	if !ok {
 		if bootstrapToken.MatchString(token) {
-			return "", "", nil
+			return "", nil
 		}
-		return "", token, nil
+		return token, nil
 	}
 	if hash, rest, ok := strings.Cut(creds, "::"); ok {
 		if len(hash) != 0 && len(hash) != 64 {
-			return "", "", fmt.Errorf("a K10 token whose CA hash has %d characters, not 64 (k3s's agents refuse it)", len(hash))
+			return "", fmt.Errorf("a K10 token whose CA hash has %d characters, not 64 (k3s's agents refuse it)", len(hash))
 		}
 		creds = rest
 	}
 	if bootstrapToken.MatchString(creds) {
-		return "", "", nil
+		return "", nil
 	}
-	user, password, ok = strings.Cut(creds, ":")
+	_, password, ok = strings.Cut(creds, ":")
 	if !ok || password == "" {
-		return "", "", errors.New("a K10 token, but not K10<CA hash>::<user>:<password> (k3s's agents refuse it)")
+		return "", errors.New("a K10 token, but not K10<CA hash>::<user>:<password> (k3s's agents refuse it)")
 	}
-	return user, password, nil
+	return password, nil
 }
