@@ -49,6 +49,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodepass/nodepass/internal/logbudget"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -74,10 +75,10 @@ type Options struct {
 	// is accepted.
 	Program string
 	// Logger receives server-side failures (store errors, corrupt stored
-	// hashes) at Error, 10 per 10 s at most, and invalid node names or
-	// passwords at Info, 10 a minute at most; past a budget, the next
-	// line let through comes after a count of those held back. nil means
-	// slog.Default().
+	// hashes) at Error, 10 at once then one a second, and invalid node
+	// names or passwords at Info, 10 at once then one per 6 s. Lines past
+	// a budget are counted in one line; values a client sent are clipped.
+	// nil means slog.Default().
 	Logger *slog.Logger
 	// Tokens, if not nil, checks the basic-auth join token of every
 	// request Auth handles, before the node password. nil: no token
@@ -102,9 +103,9 @@ type Auth struct {
 	challenge          string // the WWW-Authenticate value of a 401
 	log                *slog.Logger
 	nameHdr, pwHdr, ip string
-	undated            sync.Once // warns of ConnContext without ArrivalHandler
-	invalid            logBudget // of the invalid node names and passwords logged
-	failures           logBudget // of the server-side failures logged
+	undated            sync.Once         // warns of ConnContext without ArrivalHandler
+	invalid            *logbudget.Budget // of the invalid node names and passwords logged
+	failures           *logbudget.Budget // of the server-side failures logged
 }
 
 // New returns an Auth that verifies with v.
@@ -128,7 +129,10 @@ func New(v Verifier, opts *Options) (*Auth, error) {
 		o.Logger = slog.Default()
 	}
 	prefix := http.CanonicalHeaderKey(o.Program + "-Node-")
+	invalid, failures := newLogBudgets(o.Logger)
 	return &Auth{
+		invalid:   invalid,
+		failures:  failures,
 		v:         v,
 		tokens:    o.Tokens,
 		challenge: fmt.Sprintf("Basic realm=%q", o.Program),
@@ -194,7 +198,7 @@ func (a *Auth) checkToken(w http.ResponseWriter, r *http.Request) (*http.Request
 		errors.Is(err, verify.ErrInvalidInput):
 		a.unauthorized(w, "join token rejected")
 	case errors.Is(err, verify.ErrInvalidHash):
-		a.logFailure(r.Context(), "httpauth: stored join token hash is invalid; rewrite the token file", "user", user, "err", err)
+		a.logFailure(r.Context(), "httpauth: stored join token hash is invalid; rewrite the token file", "user", user, err)
 		a.unauthorized(w, "join token rejected")
 	default:
 		a.failOther(w, r, "join token check failed", "user", user, err)
@@ -284,7 +288,7 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 	case errors.Is(err, verify.ErrMismatchedHashAndPassword):
 		http.Error(w, "node password rejected", http.StatusForbidden)
 	case errors.Is(err, verify.ErrInvalidHash):
-		a.logFailure(r.Context(), "httpauth: stored node password hash is invalid; rewrite or delete the node's secret", "node", node, "err", err)
+		a.logFailure(r.Context(), "httpauth: stored node password hash is invalid; rewrite or delete the node's secret", "node", node, err)
 		http.Error(w, "node password rejected", http.StatusForbidden)
 	case errors.Is(err, verify.ErrInvalidInput):
 		a.logInvalid(r.Context(), node, err)
@@ -294,18 +298,6 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 	default:
 		a.failOther(w, r, "node password check failed", "node", node, err)
 	}
-}
-
-// logInvalid logs an invalid node name or password at Info, within the
-// budget (invalidLogBurst per invalidLogEvery).
-func (a *Auth) logInvalid(ctx context.Context, node string, err error) {
-	logWithin(ctx, a.log, &a.invalid, invalidLogBurst, invalidLogEvery, slog.LevelInfo, "httpauth: invalid node name or password", "node", node, "err", err)
-}
-
-// logFailure logs a server-side failure at Error, within the budget
-// (failureLogBurst per failureLogEvery).
-func (a *Auth) logFailure(ctx context.Context, msg string, args ...any) {
-	logWithin(ctx, a.log, &a.failures, failureLogBurst, failureLogEvery, slog.LevelError, msg, args...)
 }
 
 // failOther answers a failed check whose error is not about the
@@ -330,7 +322,7 @@ func (a *Auth) failOther(w http.ResponseWriter, r *http.Request, what, key, who 
 		// The client has gone; nobody reads this answer.
 		http.Error(w, "request cancelled", http.StatusServiceUnavailable)
 	default:
-		a.logFailure(r.Context(), "httpauth: "+what, key, who, "err", err)
+		a.logFailure(r.Context(), "httpauth: "+what, key, who, err)
 		http.Error(w, "internal error: "+what, http.StatusInternalServerError)
 	}
 }

@@ -1,0 +1,43 @@
+package httpauth
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nodepass/nodepass/internal/logbudget"
+)
+
+// Invalid node names and passwords are logged invalidLogBurst at once,
+// then one per invalidLogEvery: a client chooses them, and a guesser
+// could otherwise fill the log at the rate it sends requests. Server-side
+// failures (store errors, corrupt stored hashes) are logged
+// failureLogBurst at once, then one per failureLogEvery: in a store
+// outage every request of a herd fails alike, and the operator needs the
+// first lines and the count, not one line per request. Every value a
+// client sent is clipped (logbudget.Clip), so a line is short whatever
+// the request's headers hold.
+const (
+	invalidLogBurst = 10
+	invalidLogEvery = 6 * time.Second // 10 a minute
+	failureLogBurst = 10
+	failureLogEvery = time.Second
+)
+
+// newLogBudgets returns the budgets of an Auth's two kinds of lines.
+func newLogBudgets(log *slog.Logger) (invalid, failures *logbudget.Budget) {
+	return logbudget.New(log, "httpauth: invalid node names or passwords", invalidLogBurst, invalidLogEvery),
+		logbudget.New(log, "httpauth: server-side failures", failureLogBurst, failureLogEvery)
+}
+
+// logInvalid logs an invalid node name or password at Info, within its
+// budget.
+func (a *Auth) logInvalid(ctx context.Context, node string, err error) {
+	a.invalid.Log(ctx, slog.LevelInfo, "httpauth: invalid node name or password", "node", logbudget.Clip(node), "err", logbudget.ClipError(err))
+}
+
+// logFailure logs a server-side failure at Error, within its budget: key
+// names what was checked (node or user), who the client sent.
+func (a *Auth) logFailure(ctx context.Context, msg, key, who string, err error) {
+	a.failures.Log(ctx, slog.LevelError, msg, key, logbudget.Clip(who), "err", logbudget.ClipError(err))
+}
