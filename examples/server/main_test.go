@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,9 +56,24 @@ func runCommand(t *testing.T, args ...string) (int, string, string) {
 
 // TestCommandLine runs the command as a user does: -h and -version print
 // to stdout and exit 0; every wrong flag or value prints one line on
-// stderr and exits 2; a failure prints one line and exits 1.
+// stderr and exits 2; a failure prints one line and exits 1, with no
+// line before it (the memory store's warning comes with the ready line).
 func TestCommandLine(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "missing")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	aFile, shortKey := filepath.Join(dir, "file"), filepath.Join(dir, "short.key")
+	if err := os.WriteFile(aFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shortKey, []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	start := []string{"-addr", "127.0.0.1:0", "-logn", "4"}
 	for _, c := range []struct {
 		args   []string
 		code   int
@@ -90,6 +106,10 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"-apiservers", "127.0.0.1:9345,127.0.0.1:9346"}, 2, "", "server: -store memory with -apiservers naming 2 servers: node passwords in memory are not shared"},
 		{[]string{"-logn", "x"}, 2, "", `server: invalid value "x" for flag -logn: parse error`},
 		{[]string{"-store", "kube", "-kubeconfig", missing}, 1, "", "server: kubeconfig: "},
+		{append(start, "-token-file", missing), 1, "", "server: -token-file: open " + missing + ": no such file or directory"},
+		{append(start, "-data-dir", filepath.Join(aFile, "sub")), 1, "", "server: -data-dir: mkdir " + aFile + ": not a directory"},
+		{append(start, "-digest-key-file", shortKey), 1, "", "server: -digest-key-file " + shortKey + ": 3 bytes, want at least 32"},
+		{[]string{"-addr", taken.Addr().String(), "-logn", "4"}, 1, "", "server: listen tcp " + taken.Addr().String() + ": bind: address already in use"},
 	} {
 		code, stdout, stderr := runCommand(t, c.args...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")

@@ -116,6 +116,7 @@ func serve(ctx context.Context, cfg config, store verify.DigestStore, log *slog.
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	logStore(cfg, log)
 	log.Info("server: ready", "program", cfg.program, "store", cfg.store, "logn", cfg.logN, "ca-hash", cas.server.caHash())
 	fmt.Fprintf(stdout, "listening on https://%s\n", ln.Addr())
 

@@ -50,18 +50,18 @@ func lockServers(cfg config) (func(), error) {
 // openStore returns the Store the flags ask for and a function that closes
 // it. A kube Store is started and its cache synced before openStore
 // returns; it runs until closed, so that requests still in flight during a
-// graceful shutdown are answered.
+// graceful shutdown are answered. Where the hashes are kept is logged
+// once the server is ready (logStore), so that a failure at start is one
+// line.
 func openStore(ctx context.Context, cfg config, log *slog.Logger) (verify.DigestStore, func(), error) {
 	switch cfg.store {
 	case "memory":
-		log.Warn("server: hashes are kept in memory and lost on exit, and no other server sees them; use -store dir or -store kube to keep them")
 		return verify.NewMemoryStore(), func() {}, nil
 	case "dir":
 		s, err := openDirStore(cfg.storeDir, cfg.program)
 		if err != nil {
 			return nil, nil, err
 		}
-		log.Info("server: hashes are kept in files", "dir", cfg.storeDir)
 		return s, func() {}, nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -91,4 +91,14 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (verify.Digest
 		return nil, nil, fmt.Errorf("server: %w", err)
 	}
 	return s, func() { s.Close() }, nil
+}
+
+// logStore says where the hashes are kept, with the server's ready line.
+func logStore(cfg config, log *slog.Logger) {
+	switch cfg.store {
+	case "memory":
+		log.Warn("server: hashes are kept in memory and lost on exit, and no other server sees them; use -store dir or -store kube to keep them")
+	case "dir":
+		log.Info("server: hashes are kept in files", "dir", cfg.storeDir)
+	}
 }
