@@ -89,7 +89,7 @@ func TestNoDatastore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mux := routes(cfg, cas, leaf{}, announced{supervisorPort: 9345, apiserverPort: 9345, apiservers: []string{"10.0.0.1:9345"}}, auth, log)
+		mux := routes(cfg, cas, leaf{}, announced{supervisorPort: 9345, apiserverPort: 9345, apiservers: []string{"10.0.0.1:9345"}}, auth, newAudit(log), log)
 
 		ask := func(ctx context.Context, path string) *httptest.ResponseRecorder {
 			req := httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil)

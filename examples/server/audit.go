@@ -8,25 +8,41 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
+	"github.com/nodepass/nodepass/internal/logbudget"
 	"github.com/nodepass/nodepass/verify"
 )
 
 // audit logs what an operator needs to see of the server's answers to
-// agents: refused node passwords (403), refused join tokens (401) and
-// new nodes, each with the node or token user, the remote address and
-// the reason, never a password or a token. Each kind of line has a
-// budget, auditBurst lines and then one per auditEvery, so that a guesser
-// cannot flood the log; the next line of a kind the budget lets through
-// is preceded by one saying how many were suppressed. It is safe for
-// concurrent use.
+// agents: refused join tokens (401), refused node passwords (403),
+// refused certificate requests (400) and new nodes, each with the node or
+// token user, the remote address and the reason, never a password or a
+// token. Each kind of line has a budget of its own, auditBurst lines at
+// once and then one per auditEvery, so that a guesser cannot flood the
+// log, and a flood of one kind (a stranger's unknown user names) never
+// hides a line of another (a second machine under a node's name). The
+// lines held back are counted (logbudget.Budget). Every value a client
+// sent is clipped (logbudget.Clip). It is safe for concurrent use.
 type audit struct {
-	log                   *slog.Logger
-	now                   func() time.Time
-	refusals, enrollments budget
-	created               sync.Map // node -> struct{}: created by the store, its line not yet logged
+	budgets [auditKinds]*logbudget.Budget // fixed by newAudit
+	created sync.Map                      // node -> struct{}: created by the store, its enrollment not yet logged
 }
+
+// auditKind is a kind of audit line, with a budget of its own.
+type auditKind int
+
+const (
+	tokenRefused    auditKind = iota // 401: a wrong join token, an unknown user
+	passwordRefused                  // 403: a password that does not match the node's stored hash
+	hashUnreadable                   // 403 or 401: a stored hash that cannot be read
+	nodeUnknown                      // 401: no stored hash, and the Verifier does not enroll
+	requestRefused                   // 400: a certificate request refused after the node's password was checked
+	nodeEnrolled                     // a new node got its first certificate
+	auditKinds
+)
+
+// auditKindNames name each kind in the lines counting those held back.
+var auditKindNames = [auditKinds]string{"server: refused join tokens", "server: refused node passwords",
+	"server: unreadable stored hashes", "server: unknown nodes", "server: refused certificate requests", "server: enrolled nodes"}
 
 // The log budget of each kind of audit line.
 const (
@@ -34,71 +50,40 @@ const (
 	auditEvery = 3 * time.Second // 20 a minute once the burst is spent
 )
 
-func newAudit(log *slog.Logger, now func() time.Time) *audit {
-	return &audit{
-		log:         log,
-		now:         now,
-		refusals:    budget{lim: rate.NewLimiter(rate.Every(auditEvery), auditBurst)},
-		enrollments: budget{lim: rate.NewLimiter(rate.Every(auditEvery), auditBurst)},
+func newAudit(log *slog.Logger) *audit {
+	a := &audit{}
+	for k := range a.budgets {
+		a.budgets[k] = logbudget.New(log, auditKindNames[k], auditBurst, auditEvery)
 	}
+	return a
 }
 
-// budget is one kind of line's share of the log.
-type budget struct {
-	lim        *rate.Limiter
-	mu         sync.Mutex
-	suppressed int // lines refused since the last one let through; guarded by mu
+// line logs msg with args, and the request's remote address, within the
+// budget of kind.
+func (a *audit) line(ctx context.Context, kind auditKind, level slog.Level, msg string, args ...any) {
+	a.budgets[kind].Log(ctx, level, msg, append(args, "remote", logbudget.Clip(remoteAddr(ctx)))...)
 }
 
-// take reports whether a line may be logged at now and, if so, how many
-// were suppressed before it.
-func (b *budget) take(now time.Time) (ok bool, suppressed int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.lim.AllowN(now, 1) {
-		b.suppressed++
-		return false, 0
-	}
-	suppressed, b.suppressed = b.suppressed, 0
-	return true, suppressed
-}
-
-// line logs msg with args within b's budget.
-func (a *audit) line(ctx context.Context, b *budget, kind string, level slog.Level, msg string, args ...any) {
-	ok, suppressed := b.take(a.now())
-	if !ok {
-		return
-	}
-	if suppressed > 0 {
-		a.log.Log(ctx, slog.LevelWarn, "server: log budget spent; lines not logged", "kind", kind, "suppressed", suppressed)
-	}
-	a.log.Log(ctx, level, msg, append(args, "remote", remoteAddr(ctx))...)
-}
-
-// nodeChecked logs the outcome of a node password check that says
-// something an operator needs: a refusal, or a node the check enrolled.
+// nodeChecked logs a refused node password. A node the check created is
+// logged once it gets its certificate (issued).
 func (a *audit) nodeChecked(ctx context.Context, node string, err error) {
-	node = clip(node)
+	node = logbudget.Clip(node)
 	switch {
-	case err == nil:
-		if _, ok := a.created.LoadAndDelete(node); ok {
-			a.line(ctx, &a.enrollments, "enrollments", slog.LevelInfo, "server: node enrolled", "node", node)
-		}
 	case errors.Is(err, verify.ErrMismatchedHashAndPassword):
-		a.line(ctx, &a.refusals, "refusals", slog.LevelWarn, "server: node password refused", "status", http.StatusForbidden, "node", node,
+		a.line(ctx, passwordRefused, slog.LevelWarn, "server: node password refused", "status", http.StatusForbidden, "node", node,
 			"reason", "the password does not match the node's stored hash (another machine with this name, or the node's password file was lost)")
 	case errors.Is(err, verify.ErrInvalidHash):
-		a.line(ctx, &a.refusals, "refusals", slog.LevelWarn, "server: node password refused", "status", http.StatusForbidden, "node", node,
+		a.line(ctx, hashUnreadable, slog.LevelWarn, "server: node password refused", "status", http.StatusForbidden, "node", node,
 			"reason", "the node's stored hash cannot be read")
 	case errors.Is(err, verify.ErrNotFound):
-		a.line(ctx, &a.refusals, "refusals", slog.LevelWarn, "server: node password refused", "status", http.StatusUnauthorized, "node", node,
+		a.line(ctx, nodeUnknown, slog.LevelWarn, "server: node password refused", "status", http.StatusUnauthorized, "node", node,
 			"reason", "unknown node")
 	}
 }
 
 // tokenChecked logs a refused join token.
 func (a *audit) tokenChecked(ctx context.Context, user string, err error) {
-	var reason string
+	kind, reason := tokenRefused, ""
 	switch {
 	case err == nil:
 		return
@@ -109,20 +94,29 @@ func (a *audit) tokenChecked(ctx context.Context, user string, err error) {
 	case errors.Is(err, verify.ErrInvalidInput):
 		reason = "invalid user name or token"
 	case errors.Is(err, verify.ErrInvalidHash):
-		reason = "the user's stored token hash cannot be read"
+		kind, reason = hashUnreadable, "the user's stored token hash cannot be read"
 	default:
 		return // not a refusal: overload, shutdown, a client that left
 	}
-	a.line(ctx, &a.refusals, "refusals", slog.LevelWarn, "server: join token refused", "status", http.StatusUnauthorized, "user", clip(user), "reason", reason)
+	a.line(ctx, kind, slog.LevelWarn, "server: join token refused", "status", http.StatusUnauthorized, "user", logbudget.Clip(user), "reason", reason)
 }
 
-// clip shortens what a client sent for the log.
-func clip(s string) string {
-	const max = 64
-	if len(s) > max {
-		return s[:max] + "..."
+// issued logs a new node once a certificate is issued to it: the first
+// success of a node the store created. A request that fails after the
+// node's password was stored (a refused certificate request) logs no
+// enrollment; the node's next success does.
+func (a *audit) issued(ctx context.Context, node string) {
+	if _, ok := a.created.LoadAndDelete(node); ok {
+		a.line(ctx, nodeEnrolled, slog.LevelInfo, "server: node enrolled", "node", logbudget.Clip(node))
 	}
-	return s
+}
+
+// refused logs a certificate request answered 400 after the join token
+// or the node's password was checked: who is the node's name or the
+// token user (key says which), why is what the client was told.
+func (a *audit) refused(ctx context.Context, key, who string, why error) {
+	a.line(ctx, requestRefused, slog.LevelWarn, "server: certificate request refused", "status", http.StatusBadRequest, key, logbudget.Clip(who),
+		"reason", logbudget.ClipError(why))
 }
 
 type remoteKey struct{}
@@ -181,7 +175,7 @@ type watchedStore struct {
 func (s *watchedStore) Create(ctx context.Context, node, hash string) error {
 	err := s.DigestStore.Create(ctx, node, hash)
 	if err == nil {
-		s.a.created.Store(clip(node), struct{}{})
+		s.a.created.Store(node, struct{}{})
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nodepass/nodepass/verify"
@@ -60,46 +61,107 @@ func TestAuditLines(t *testing.T) {
 	}
 }
 
-// TestAuditBudget: a guesser's refusals are logged up to the budget
-// (auditBurst at once, then one per auditEvery), the next line says how
-// many were suppressed, and enrollments have a budget of their own.
+// TestAuditBudget: a guesser's refusals are logged up to the budget of
+// their kind (auditBurst at once, then one per auditEvery), the next line
+// comes after one saying how many were held back, and each kind has a
+// budget of its own.
 func TestAuditBudget(t *testing.T) {
-	buf := newOutput()
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	a := newAudit(slog.New(slog.NewTextHandler(buf, nil)), func() time.Time { return now })
-	ctx := context.WithValue(context.Background(), remoteKey{}, "192.0.2.7:40000")
-	var wg sync.WaitGroup
-	for i := range 100 {
-		wg.Go(func() {
-			if i%2 == 0 {
-				a.tokenChecked(ctx, "node", verify.ErrMismatchedHashAndPassword)
-			} else {
-				a.nodeChecked(ctx, fmt.Sprintf("worker-%d", i), fmt.Errorf("wrapped: %w", verify.ErrMismatchedHashAndPassword))
+	synctest.Test(t, func(t *testing.T) {
+		buf := newOutput()
+		a := newAudit(slog.New(slog.NewTextHandler(buf, nil)))
+		ctx := context.WithValue(context.Background(), remoteKey{}, "192.0.2.7:40000")
+		var wg sync.WaitGroup
+		for i := range 100 {
+			wg.Go(func() {
+				if i%2 == 0 {
+					a.tokenChecked(ctx, "node", verify.ErrMismatchedHashAndPassword)
+				} else {
+					a.nodeChecked(ctx, fmt.Sprintf("worker-%d", i), fmt.Errorf("wrapped: %w", verify.ErrMismatchedHashAndPassword))
+				}
+			})
+		}
+		wg.Wait()
+		a.created.Store("worker-1", struct{}{})
+		a.issued(ctx, "worker-1")
+		count := func(s string) int { return strings.Count(buf.String(), s) }
+		if tokens, passwords := count("join token refused"), count("node password refused"); tokens != auditBurst || passwords != auditBurst ||
+			count("node enrolled") != 1 || count("not logged") != 0 {
+			t.Fatalf("%d token and %d password refusals logged, want %d each; %d enrollments, want 1:\n%s", tokens, passwords, auditBurst, count("node enrolled"), buf)
+		}
+		time.Sleep(auditEvery - time.Nanosecond)
+		a.tokenChecked(ctx, "node", verify.ErrNotFound)
+		if count("join token refused") != auditBurst {
+			t.Fatalf("a refusal logged before the budget allows:\n%s", buf)
+		}
+		time.Sleep(time.Nanosecond)
+		a.tokenChecked(ctx, "node", verify.ErrNotFound)
+		if !strings.Contains(buf.String(), `level=WARN msg="server: refused join tokens: lines not logged, over the log budget" suppressed=31`) || count("join token refused") != auditBurst+1 {
+			t.Errorf("after %v: want a line saying 31 token refusals were held back, then the refusal:\n%s", auditEvery, buf)
+		}
+		// The password refusals held back are counted once no more come.
+		time.Sleep(auditEvery)
+		synctest.Wait()
+		if !strings.Contains(buf.String(), `level=WARN msg="server: refused node passwords: lines not logged, over the log budget" suppressed=30`) {
+			t.Errorf("no line counting the 30 password refusals held back:\n%s", buf)
+		}
+		// Not refusals: no line, no budget spent.
+		before := buf.String()
+		a.tokenChecked(ctx, "node", nil)
+		a.tokenChecked(ctx, "node", errors.New("verify: overloaded"))
+		a.nodeChecked(ctx, "worker-2", nil)
+		a.issued(ctx, "worker-2") // not created by the store: not new
+		if buf.String() != before {
+			t.Errorf("a line for what is no refusal or enrollment:\n%s", buf)
+		}
+	})
+}
+
+// TestAuditStrangerCannotHideRefusedPassword: a client with no
+// credential keeps the join token refusals' budget spent (an unknown
+// user, refused at once, one request per auditEvery after a burst), for
+// ten minutes; every 403 of a second machine under a node's name during
+// that time is logged.
+func TestAuditStrangerCannotHideRefusedPassword(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		buf := newOutput()
+		a := newAudit(slog.New(slog.NewTextHandler(buf, nil)))
+		stranger := context.WithValue(context.Background(), remoteKey{}, "198.51.100.9:50000")
+		machine := context.WithValue(context.Background(), remoteKey{}, "192.0.2.44:41000")
+		for range auditBurst {
+			a.tokenChecked(stranger, "nobody", verify.ErrNotFound)
+		}
+		for i := range 200 {
+			a.tokenChecked(stranger, "nobody", verify.ErrNotFound)
+			if i%20 == 7 {
+				a.nodeChecked(machine, "worker-1", verify.ErrMismatchedHashAndPassword)
 			}
-		})
+			time.Sleep(auditEvery)
+		}
+		if n := strings.Count(buf.String(), `msg="server: node password refused" status=403 node=worker-1`); n != 10 {
+			t.Fatalf("%d of the 10 refused passwords logged:\n%s", n, buf)
+		}
+	})
+}
+
+// TestAuditKindsApart: over HTTPS, refused join tokens past their
+// budget (unknown users) do not hide the next refused node password.
+func TestAuditKindsApart(t *testing.T) {
+	s := startWithToken(t, "join-secret\n", "join-secret")
+	n := nodes(2)[1]
+	if status, body := s.join(t, n.name, n.password, n.ip); status != http.StatusOK {
+		t.Fatalf("join: %d %s", status, body)
 	}
-	wg.Wait()
-	a.created.Store("worker-1", struct{}{})
-	a.nodeChecked(ctx, "worker-1", nil)
-	count := func(s string) int { return strings.Count(buf.String(), s) }
-	if refused := count("refused"); refused != auditBurst || count("node enrolled") != 1 || count("suppressed") != 0 {
-		t.Fatalf("%d refusals logged, want %d; %d enrollments, want 1:\n%s", refused, auditBurst, count("node enrolled"), buf)
+	s.tokenUser = "nobody"
+	for range auditBurst + 5 {
+		if resp, _ := s.get(t, "/v1-k3s/config", "", "", ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("unknown user: %d", resp.StatusCode)
+		}
 	}
-	now = now.Add(auditEvery - time.Nanosecond)
-	a.tokenChecked(ctx, "node", verify.ErrNotFound)
-	if count("refused") != auditBurst {
-		t.Fatalf("a refusal logged before the budget allows:\n%s", buf)
+	s.tokenUser = ""
+	if status, _ := s.join(t, n.name, "wrong-node-password", n.ip); status != http.StatusForbidden {
+		t.Fatalf("wrong node password: %d", status)
 	}
-	now = now.Add(time.Nanosecond)
-	a.tokenChecked(ctx, "node", verify.ErrNotFound)
-	if !strings.Contains(buf.String(), `level=WARN msg="server: log budget spent; lines not logged" kind=refusals suppressed=81`) || count("refused") != auditBurst+1 {
-		t.Errorf("after %v: want a line saying 81 were suppressed, then the refusal:\n%s", auditEvery, buf)
-	}
-	// Not refusals: no line, no budget spent.
-	a.tokenChecked(ctx, "node", nil)
-	a.tokenChecked(ctx, "node", errors.New("verify: overloaded"))
-	a.nodeChecked(ctx, "worker-2", nil)
-	if count("refused") != auditBurst+1 || count("node enrolled") != 1 {
-		t.Errorf("a line for what is no refusal or enrollment:\n%s", buf)
+	if !strings.Contains(s.out.String(), `level=WARN msg="server: node password refused" status=403 node=`+strings.ToLower(n.name)) {
+		t.Errorf("the 403 was not logged after %d refused tokens:\n%s", auditBurst+5, s.out)
 	}
 }

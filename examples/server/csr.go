@@ -30,6 +30,9 @@ func csrPublicKey(w http.ResponseWriter, r *http.Request, names []string) (crypt
 		}
 		return nil, fmt.Errorf("reading the certificate request: %w", err)
 	}
+	if len(body) == 0 {
+		return nil, errors.New("no certificate request in the body")
+	}
 	if b, _ := pem.Decode(body); b != nil {
 		if b.Type != "CERTIFICATE REQUEST" {
 			return nil, fmt.Errorf("PEM block %q, want CERTIFICATE REQUEST", b.Type)

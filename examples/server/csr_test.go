@@ -74,7 +74,7 @@ func TestCertificateSigningRequests(t *testing.T) {
 		wantText   string
 	}{
 		{"a CSR for another node", other, n.password, http.StatusBadRequest, `"worker-02"`},
-		{"no CSR", nil, n.password, http.StatusBadRequest, "not a certificate request"},
+		{"no CSR", nil, n.password, http.StatusBadRequest, "no certificate request in the body"},
 		{"not a CSR", []byte("hello"), n.password, http.StatusBadRequest, "not a certificate request"},
 		{"a certificate, not a CSR", s.ca, n.password, http.StatusBadRequest, "want CERTIFICATE REQUEST"},
 		{"too large", make([]byte, maxCSRSize+1), n.password, http.StatusBadRequest, "larger than"},

@@ -59,10 +59,12 @@
 // The "server: ready" log line gives the CA hash a K10 token pins.
 //
 // The log goes to stderr; stdout has the line "listening on
-// https://<addr>". Each refused node password (403), refused join token
-// (401) and new node is logged with the node or user, the remote address
-// and the reason, never a password or token, up to 20 lines at once and
-// one per 3 s after, per kind; a line says how many were suppressed. -h
+// https://<addr>". Each refused join token (401), refused node password
+// (403), refused certificate request (400) and new node (with its first
+// certificate) is logged with the node or user, the remote address and
+// the reason, never a password or token. Each kind of line has its own
+// budget, 20 lines at once and one per 3 s after; a line counts those
+// held back. -h
 // and -version print to stdout and exit 0; a wrong flag or value prints
 // one line and exits 2; a failure prints one line and exits 1.
 //

@@ -4,13 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,4 +159,96 @@ func TestCommandLogsToStderr(t *testing.T) {
 	if !strings.Contains(stderr.String(), `msg="server: ready"`) || !strings.Contains(stderr.String(), `msg="server: shutting down"`) {
 		t.Errorf("stderr has no log of the start and the shutdown:\n%s", &stderr)
 	}
+}
+
+// TestCommandRefusedCertificateRequest runs the command as a user does
+// and POSTs a kubelet certificate request with no CSR: the node's
+// password is checked (and stored, as k3s's node authorizer stores it
+// before its handler reads the body), the answer is 400, and the log has
+// one line for the 400 and no enrollment; the node's next request, with
+// a CSR, gets its certificate and logs the enrollment. (k3s
+// pkg/server/handlers/handlers.go signAndSend: "If the client did not
+// submit a signing request, the legacy shared key is used"; this server
+// keeps no shared key and refuses.)
+func TestCommandRefusedCertificateRequest(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	cmd := commandWith(ctx, t, "-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		t.Fatalf("no listening line; stderr:\n%s", &stderr)
+	}
+	addr := strings.TrimPrefix(sc.Text(), "listening on https://")
+	s := &server{url: "https://" + addr, client: trusting(t, caFile)}
+	n := nodes(2)[1]
+	resp, body := s.send(t, http.MethodPost, "/v1-k3s/serving-kubelet.crt", n.name, n.password, n.ip, nil)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST with no CSR: %d %s, want 400", resp.StatusCode, body)
+	}
+	refused := stderr.String()
+	_, csr := newCSR(t, n.name)
+	if resp, body := s.send(t, http.MethodPost, "/v1-k3s/serving-kubelet.crt", n.name, n.password, n.ip, csr); resp.StatusCode != http.StatusOK {
+		t.Errorf("POST with a CSR: %d %s, want 200", resp.StatusCode, body)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	for sc.Scan() {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGINT: %v; stderr:\n%s", err, &stderr)
+	}
+	node := strings.ToLower(n.name)
+	want400 := regexp.MustCompile(`level=WARN msg="server: certificate request refused" status=400 node=` + node + ` reason="no certificate request in the body" remote=127\.0\.0\.1:\d+\n`)
+	if got := len(want400.FindAllString(refused, -1)); got != 1 || strings.Contains(refused, "node enrolled") {
+		t.Errorf("after the POST with no CSR: %d lines for the 400, want 1, and no enrollment:\n%s", got, refused)
+	}
+	if got := strings.Count(stderr.String(), `msg="server: node enrolled" node=`+node+" "); got != 1 {
+		t.Errorf("after the POST with a CSR: %d enrollment lines, want 1:\n%s", got, &stderr)
+	}
+}
+
+// lockedBuffer is a command's output, read while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// trusting returns an HTTPS client that trusts the CA bundle in caFile.
+func trusting(t *testing.T, caFile string) *http.Client {
+	t.Helper()
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("no certificate in %s", caFile)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nodepass/nodepass/httpauth"
+	"github.com/nodepass/nodepass/internal/logbudget"
 	"github.com/nodepass/nodepass/prom"
 	"github.com/nodepass/nodepass/verify"
 )
@@ -48,13 +48,13 @@ func serve(ctx context.Context, cfg config, store verify.DigestStore, log *slog.
 	if cfg.failOpen {
 		opts.FailOpen = &verify.FailOpen{OnDeferred: func(node string, err error) {
 			if err != nil {
-				log.Warn("node let in while its password hash could not be stored; it never was", "node", node, "err", err)
+				log.Warn("server: node let in while its password hash could not be stored; it never was", "node", logbudget.Clip(node), "err", logbudget.ClipError(err))
 				return
 			}
-			log.Info("node let in while its password hash could not be stored; now stored", "node", node)
+			log.Info("server: node let in while its password hash could not be stored; now stored", "node", logbudget.Clip(node))
 		}}
 	}
-	audit := newAudit(log, time.Now)
+	audit := newAudit(log)
 	v, err := verify.New(audit.watched(store), opts)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -97,7 +97,7 @@ func serve(ctx context.Context, cfg config, store verify.DigestStore, log *slog.
 	if err != nil {
 		return err
 	}
-	mux := routes(cfg, cas, own, announce(cfg, ln.Addr().(*net.TCPAddr)), auth, log)
+	mux := routes(cfg, cas, own, announce(cfg, ln.Addr().(*net.TCPAddr)), auth, audit, log)
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	if cfg.tokenFile != "" {
 		mux.Handle("GET /metrics", auth.TokenHandler(metricsHandler))
@@ -206,7 +206,7 @@ func apiserversHandler(servers []string, noDatastore bool) http.Handler {
 // -token-file); and, with -token-file only, behind the token: the
 // configuration, the CA files, the servers to use, and the kube-proxy's
 // and controller's client certificates.
-func routes(cfg config, cas *authorities, own leaf, a announced, auth *httpauth.Auth, log *slog.Logger) *http.ServeMux {
+func routes(cfg config, cas *authorities, own leaf, a announced, auth *httpauth.Auth, audit *audit, log *slog.Logger) *http.ServeMux {
 	prefix := "/v1-" + cfg.program
 	ipHeader := strings.ToUpper(cfg.program[:1]) + cfg.program[1:] + "-Node-Ip"
 	mux := http.NewServeMux()
@@ -220,7 +220,7 @@ func routes(cfg config, cas *authorities, own leaf, a announced, auth *httpauth.
 	mux.HandleFunc("GET /ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
 	// Current agents POST a certificate signing request; older ones GET
 	// a certificate and its key.
-	k := kubeletIssuer{log: log, ipHeader: ipHeader, own: own}
+	k := kubeletIssuer{log: log, audit: audit, ipHeader: ipHeader, own: own}
 	for _, route := range []struct {
 		name string
 		ca   *authority
@@ -245,7 +245,7 @@ func routes(cfg config, cas *authorities, own leaf, a announced, auth *httpauth.
 	})))
 	mux.Handle("GET "+prefix+"/apiservers", auth.TokenHandler(apiserversHandler(a.apiservers, cfg.noDatastore)))
 	for name, cn := range map[string]string{"client-kube-proxy.crt": "system:kube-proxy", "client-" + cfg.program + "-controller.crt": "system:" + cfg.program + "-controller"} {
-		mux.Handle("POST "+prefix+"/"+name, auth.TokenHandler(componentCert(cas.client, log, cn)))
+		mux.Handle("POST "+prefix+"/"+name, auth.TokenHandler(componentCert(cas.client, audit, log, cn)))
 	}
 	return mux
 }
@@ -254,6 +254,7 @@ func routes(cfg config, cas *authorities, own leaf, a announced, auth *httpauth.
 // certificates.
 type kubeletIssuer struct {
 	log      *slog.Logger
+	audit    *audit
 	ipHeader string
 	own      leaf // the server's own names and addresses, never signed for a node
 }
@@ -269,40 +270,56 @@ const maxNodeIPs = 8
 // agents send, a new key's certificate, the CA's and the key. It refuses
 // names and addresses a node cannot have: a wildcard, the server's own
 // names and addresses, loopback, unspecified and multicast addresses,
-// and more than maxNodeIPs addresses.
+// and more than maxNodeIPs addresses; each refusal is answered 400 and
+// logged (audit.refused). The first certificate of a node the request
+// enrolled logs its enrollment (audit.issued).
 func (k kubeletIssuer) handler(ca *authority, makeLeaf func(string, []net.IP) leaf) func(http.ResponseWriter, *http.Request, httpauth.Node) {
 	return func(w http.ResponseWriter, r *http.Request, node httpauth.Node) {
-		ips, err := parseIPs(node.IP)
-		if err != nil {
-			http.Error(w, fmt.Sprintf("%s: %v", k.ipHeader, err), http.StatusBadRequest)
-			return
-		}
-		if err := k.check(node.Name, ips); err != nil {
+		pem, err := k.issue(w, r, node, ca, makeLeaf)
+		var refused badRequest
+		switch {
+		case errors.As(err, &refused):
+			k.audit.refused(r.Context(), "node", node.Name, err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
-		}
-		l := makeLeaf(node.Name, ips)
-		var pem []byte
-		if r.Method == http.MethodPost {
-			var pub crypto.PublicKey
-			if pub, err = csrPublicKey(w, r, l.csrNames); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			pem, err = ca.issueFor(l, pub)
-		} else {
-			pem, err = ca.issue(l)
-		}
-		if err != nil {
-			k.log.ErrorContext(r.Context(), "server: issuing a certificate", "node", node.Name, "err", err)
+		case err != nil:
+			k.log.ErrorContext(r.Context(), "server: issuing a certificate", "node", logbudget.Clip(node.Name), "err", err)
 			http.Error(w, "internal error issuing the certificate", http.StatusInternalServerError)
 			return
 		}
-		k.log.DebugContext(r.Context(), "server: certificate issued", "node", node.Name, "path", r.URL.Path, "ips", node.IP)
+		k.audit.issued(r.Context(), node.Name)
+		k.log.DebugContext(r.Context(), "server: certificate issued", "node", logbudget.Clip(node.Name), "path", r.URL.Path, "ips", logbudget.Clip(node.IP))
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		w.Write(pem)
 	}
 }
+
+// issue makes the certificate handler answers with. An error that is
+// the request's fault is a badRequest.
+func (k kubeletIssuer) issue(w http.ResponseWriter, r *http.Request, node httpauth.Node, ca *authority, makeLeaf func(string, []net.IP) leaf) ([]byte, error) {
+	ips, err := parseIPs(node.IP)
+	if err != nil {
+		return nil, badRequest{fmt.Errorf("%s: %w", k.ipHeader, err)}
+	}
+	if err := k.check(node.Name, ips); err != nil {
+		return nil, badRequest{err}
+	}
+	l := makeLeaf(node.Name, ips)
+	if r.Method != http.MethodPost {
+		return ca.issue(l)
+	}
+	pub, err := csrPublicKey(w, r, l.csrNames)
+	if err != nil {
+		return nil, badRequest{err}
+	}
+	return ca.issueFor(l, pub)
+}
+
+// badRequest is an error that is the request's fault: answered 400, its
+// message shown to the client.
+type badRequest struct{ error }
+
+func (e badRequest) Unwrap() error { return e.error }
 
 // check refuses a node name or addresses no node may have a certificate
 // for.
@@ -334,10 +351,13 @@ func (k kubeletIssuer) check(name string, ips []net.IP) error {
 // componentCert answers a request for a component's client certificate
 // (the kube-proxy's, the controller's): the body is a CSR whose common
 // name is cn; the answer, the certificate signed by ca, then the CA's.
-func componentCert(ca *authority, log *slog.Logger, cn string) http.HandlerFunc {
+// A refused CSR is answered 400 and logged (audit.refused).
+func componentCert(ca *authority, audit *audit, log *slog.Logger, cn string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		pub, err := csrPublicKey(w, r, []string{cn})
 		if err != nil {
+			user, _ := httpauth.TokenUser(r.Context())
+			audit.refused(r.Context(), "user", user, err)
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
