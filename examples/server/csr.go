@@ -18,9 +18,15 @@ const maxCSRSize = 64 << 10
 
 // csrPublicKey reads the certificate signing request a current k3s agent
 // POSTs as the body of its certificate requests (DER; PEM is accepted
-// too), checks its signature and that its common name is one of names
-// (a kubelet's: node or system:node:<node>), and returns its public key.
-// The certificate's names come from the server, not from the request.
+// too), checks its signature and that its common name is empty or one of
+// names (a kubelet's: node or system:node:<node>), and returns its public
+// key. The certificate's names come from the server, not from the
+// request: k3s's agent sends a CSR with no subject at all (k3s
+// pkg/agent/config/config.go getCSRBytes:
+// x509.CreateCertificateRequest(..., &x509.CertificateRequest{}, key)).
+// A body that is no CSR is refused: k3s signs a legacy shared key for it
+// and sends that key (pkg/server/handlers/handlers.go signAndSend), and
+// this server keeps no shared key.
 func csrPublicKey(w http.ResponseWriter, r *http.Request, names []string) (crypto.PublicKey, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCSRSize))
 	if err != nil {
@@ -46,7 +52,7 @@ func csrPublicKey(w http.ResponseWriter, r *http.Request, names []string) (crypt
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("certificate request: %w", err)
 	}
-	if cn := strings.ToLower(csr.Subject.CommonName); !slices.Contains(names, cn) {
+	if cn := strings.ToLower(csr.Subject.CommonName); cn != "" && !slices.Contains(names, cn) {
 		return nil, fmt.Errorf("certificate request for %q, want %s", csr.Subject.CommonName, strings.Join(quoteAll(names), " or "))
 	}
 	return csr.PublicKey, nil

@@ -91,3 +91,40 @@ func TestCertificateSigningRequests(t *testing.T) {
 			m["nodepass_scrypt_runs_total"], m["nodepass_enrollments_total"])
 	}
 }
+
+// TestCSRAsK3sAgentMakesIt: k3s's agent POSTs a CSR with no subject to
+// every certificate route (k3s pkg/agent/config/config.go getCSRBytes:
+// x509.CreateCertificateRequest(cryptorand.Reader,
+// &x509.CertificateRequest{}, key)); the server signs its key with the
+// names it chooses.
+func TestCSRAsK3sAgentMakesIt(t *testing.T) {
+	s := startWithToken(t, "join-secret\n", "join-secret")
+	n := nodes(2)[1]
+	node := strings.ToLower(n.name)
+	for _, c := range []struct {
+		path, cn string
+		ca       []byte
+		ips      []net.IP
+		usage    x509.ExtKeyUsage
+	}{
+		{"/v1-k3s/serving-kubelet.crt", node, s.kubeletCA, []net.IP{net.ParseIP(n.ip)}, x509.ExtKeyUsageServerAuth},
+		{"/v1-k3s/client-kubelet.crt", "system:node:" + node, s.clientCA, nil, x509.ExtKeyUsageClientAuth},
+		{"/v1-k3s/client-kube-proxy.crt", "system:kube-proxy", s.clientCA, nil, x509.ExtKeyUsageClientAuth},
+		{"/v1-k3s/client-k3s-controller.crt", "system:k3s-controller", s.clientCA, nil, x509.ExtKeyUsageClientAuth},
+	} {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, body := s.send(t, http.MethodPost, c.path, n.name, n.password, n.ip, csr)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s with k3s's CSR: %d %s", c.path, resp.StatusCode, body)
+			continue
+		}
+		checkKubeletCert(t, body, c.ca, c.cn, c.ips, c.usage, &key.PublicKey)
+	}
+}

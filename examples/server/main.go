@@ -44,9 +44,10 @@
 // Node-Ip header (a comma-separated list, at most 8, none of them the
 // server's own, loopback or unspecified) as IP SANs; it is signed by a CA
 // of its own that nobody trusts to be the server. Current k3s agents POST
-// a certificate signing request (DER; PEM is accepted too) whose common
-// name is the node's name or system:node:<name>, and keep their key; the
-// certificate's names come from the server either way.
+// a certificate signing request (DER; PEM is accepted too) with no
+// subject, and keep their key; a request that has a common name must name
+// the node (or system:node:<name>). The certificate's names come from the
+// server either way.
 //
 // The server behaves as a k3s or RKE2 server does where an agent can
 // tell. Certificates are valid for a year from max(now - 1 h, the CA's
