@@ -55,10 +55,12 @@ type caOptions struct {
 	// age backdates new CAs: their NotBefore is age + 1 h ago, so that
 	// agents can be tested against a CA several years old.
 	age time.Duration
-	// chain makes each CA an intermediate signed by a root of its own, as
-	// a k3s cluster with a custom CA has (k3s
+	// chain makes each CA an intermediate signed by a root, as a k3s
+	// cluster with a custom CA has (k3s
 	// contrib/util/generate-custom-ca-certs.sh): its bundle is the CA
-	// then the root, and agents pin the root (see caHash).
+	// then the root, and agents pin the root (see caHash). The server
+	// and client CAs share a root; the kubelet CA has one of its own
+	// (see authorities).
 	chain bool
 }
 
@@ -242,16 +244,22 @@ func serial() *big.Int {
 // the kubelets' serving certificates only. Nobody trusts the kubelet CA
 // to be the server, so a node that gets a serving certificate for any
 // name or address cannot stand in for the server (upstream signs them
-// with the server CA; see the README's security notes).
+// with the server CA; see the README's security notes). With
+// caOptions.chain, the kubelet CA's root is therefore not the root the
+// agents pin, and newAuthorities refuses CAs where it is (apart).
 type authorities struct {
 	server, client, kubelet *authority
 }
 
 // The CAs' names: their files in <data-dir>/tls, and their common names.
-// With caOptions.chain, rootName is their root's.
+// With caOptions.chain, rootName is the server and client CAs' root's,
+// kubeletRootName the kubelet CA's.
 var caNames = [...]string{"server-ca", "client-ca", "kubelet-ca"}
 
-const rootName = "root-ca"
+const (
+	rootName        = "root-ca"
+	kubeletRootName = "kubelet-root-ca"
+)
 
 func (a *authorities) each() []**authority { return []**authority{&a.server, &a.client, &a.kubelet} }
 
@@ -266,19 +274,23 @@ func newAuthorities(dataDir string, o caOptions) (*authorities, error) {
 	var root *authority
 	fresh := func() (*authorities, error) {
 		stamp := o.now().Add(-o.age).Unix()
+		var kubeletRoot *authority
 		if o.chain {
 			var err error
 			if root, err = newAuthority(fmt.Sprintf("nodepass-example-%s@%d", rootName, stamp), nil, o); err != nil {
 				return nil, err
 			}
+			if kubeletRoot, err = newAuthority(fmt.Sprintf("nodepass-example-%s@%d", kubeletRootName, stamp), nil, o); err != nil {
+				return nil, err
+			}
 		}
 		a := &authorities{}
-		for i, p := range a.each() {
-			ca, err := newAuthority(fmt.Sprintf("nodepass-example-%s@%d", caNames[i], stamp), root, o)
+		for i, parent := range []*authority{root, root, kubeletRoot} {
+			ca, err := newAuthority(fmt.Sprintf("nodepass-example-%s@%d", caNames[i], stamp), parent, o)
 			if err != nil {
 				return nil, err
 			}
-			*p = ca
+			*a.each()[i] = ca
 		}
 		return a, nil
 	}
@@ -324,7 +336,32 @@ func newAuthorities(dataDir string, o caOptions) (*authorities, error) {
 	return a, nil
 }
 
-// loadAuthorities reads the three CAs from dir.
+// apart checks what keeps a node from posing as a server: the kubelet
+// CA, which signs certificates for the names and addresses nodes send,
+// shares no certificate with the server CA's bundle, which agents trust,
+// and none of its bundle is signed by one of it. dir names where the CAs
+// were read.
+func (a *authorities) apart(dir string) error {
+	for _, k := range a.kubelet.bundle {
+		kc, err := x509.ParseCertificate(k)
+		if err != nil {
+			return fmt.Errorf("server: CA kubelet-ca in %s: %w", dir, err)
+		}
+		for _, s := range a.server.bundle {
+			sc, err := x509.ParseCertificate(s)
+			if err != nil {
+				return fmt.Errorf("server: CA server-ca in %s: %w", dir, err)
+			}
+			if kc.Equal(sc) || kc.CheckSignatureFrom(sc) == nil {
+				return fmt.Errorf("server: the kubelet CA in %s chains to the server CA agents trust, so a node's serving certificate would pass for a server (CAs made with -ca-chain by an older server); move %s away to make new CAs", dir, dir)
+			}
+		}
+	}
+	return nil
+}
+
+// loadAuthorities reads the three CAs from dir, and refuses them unless
+// they are apart.
 func loadAuthorities(dir string, o caOptions) (*authorities, error) {
 	a := &authorities{}
 	for i, p := range a.each() {
@@ -333,6 +370,9 @@ func loadAuthorities(dir string, o caOptions) (*authorities, error) {
 			return nil, err
 		}
 		*p = ca
+	}
+	if err := a.apart(dir); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

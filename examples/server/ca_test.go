@@ -7,13 +7,21 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"log"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nodepass/nodepass/agent"
 )
 
 // TestIssuedValidity: the CAs sign as k3s's do through rancher/dynamiclistener
@@ -117,8 +125,9 @@ func TestCertificatesLikeK3s(t *testing.T) {
 // /cacerts is the CA then the root; the hash the server logs is the one
 // a K10 token pins, k3s's pkg/clientaccess/token.go hashCA of /cacerts
 // (the root's);
-// a client that trusts the root alone connects and can verify what it is
-// issued; a restart on the same -data-dir serves the same chain.
+// a client that trusts the root alone connects; a kubelet serving
+// certificate leads to a root of its own, never to the pinned one; a
+// restart on the same -data-dir serves the same chain.
 func TestCAChain(t *testing.T) {
 	dir := t.TempDir()
 	tf := filepath.Join(dir, "token")
@@ -153,7 +162,8 @@ func TestCAChain(t *testing.T) {
 	}
 
 	// Trust the root alone: the server's chain leads to it, and so do
-	// the certificates it issues.
+	// the client certificates it issues; a kubelet serving certificate
+	// leads to the kubelet CA's own root.
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
 	defer tr.CloseIdleConnections()
 	s.client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -164,13 +174,26 @@ func TestCAChain(t *testing.T) {
 		t.Fatalf("serving-kubelet.crt trusting the root alone: %d %s", resp.StatusCode, body)
 	}
 	issued := pemCerts(t, body)
-	if len(issued) != 3 || !issued[1].Equal(pemCerts(t, s.kubeletCA)[0]) || !issued[2].Equal(root) {
-		t.Fatalf("answer is not the certificate, the kubelet CA, the root:\n%s", body)
+	if len(issued) != 3 || !issued[1].Equal(pemCerts(t, s.kubeletCA)[0]) || issued[2].Equal(root) || issued[2].CheckSignatureFrom(issued[2]) != nil {
+		t.Fatalf("answer is not the certificate, the kubelet CA, a self-signed root other than the pinned one:\n%s", body)
 	}
-	inter := x509.NewCertPool()
+	inter, kubeletRoot := x509.NewCertPool(), x509.NewCertPool()
 	inter.AddCert(issued[1])
-	if _, err := issued[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil || !key.PublicKey.Equal(issued[0].PublicKey) {
-		t.Errorf("the serving certificate does not lead to the root, or is not for the key: %v", err)
+	kubeletRoot.AddCert(issued[2])
+	serverAuth := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	if _, err := issued[0].Verify(x509.VerifyOptions{Roots: kubeletRoot, Intermediates: inter, KeyUsages: serverAuth}); err != nil || !key.PublicKey.Equal(issued[0].PublicKey) {
+		t.Errorf("the serving certificate does not lead to the kubelet CA's root, or is not for the key: %v", err)
+	}
+	if _, err := issued[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: serverAuth}); err == nil {
+		t.Errorf("the serving certificate leads to the root agents pin")
+	}
+	_, csr = newCSR(t, "system:node:"+n.name)
+	resp, body = s.send(t, http.MethodPost, "/v1-k3s/client-kubelet.crt", n.name, n.password, n.ip, csr)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("client-kubelet.crt: %d %s", resp.StatusCode, body)
+	}
+	if issued := pemCerts(t, body); len(issued) != 3 || !issued[2].Equal(root) {
+		t.Errorf("the client certificate does not come with the client CA and the root:\n%s", body)
 	}
 
 	// Restarted on the same -data-dir, without -ca-chain: the same chain.
@@ -219,4 +242,156 @@ func pemCerts(t *testing.T, b []byte) []*x509.Certificate {
 		t.Fatalf("no certificate in %q", b)
 	}
 	return certs
+}
+
+// TestNodeCannotPoseAsServer: with -ca-chain, a node gets a kubelet
+// serving certificate for a name the agent dials (this machine's host
+// name, or an address of one of its interfaces) and serves it, with the
+// kubelet CA bundle it came with, as an impostor of the server, which
+// answers /cacerts with the server's genuine bundle. An agent holding the
+// token that pins the server's root, on its first join and with the
+// server CA on disk, refuses the impostor's certificate at every
+// handshake and never sends it the join token or a node password.
+func TestNodeCannotPoseAsServer(t *testing.T) {
+	host, nodeName, nodeIP, listen := impostorHost(t)
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "token")
+	if err := os.WriteFile(tf, []byte("join-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(dir, "ca.crt")
+	args := []string{"-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile, "-data-dir", dir, "-token-file", tf, "-ca-chain"}
+	s := start(t, caFile, func(ctx context.Context, out io.Writer) error { return run(ctx, args, out, out) })
+	s.token = "join-secret"
+	token := "K10" + loggedCAHash(t, s) + "::node:join-secret"
+
+	key, csr := newCSR(t, nodeName)
+	resp, body := s.send(t, http.MethodPost, "/v1-k3s/serving-kubelet.crt", nodeName, "impostor-node-password", nodeIP, csr)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the node's serving certificate: %d %s", resp.StatusCode, body)
+	}
+	var cert tls.Certificate
+	for _, c := range pemCerts(t, body) {
+		cert.Certificate = append(cert.Certificate, c.Raw)
+	}
+	cert.PrivateKey = key
+
+	for _, onDisk := range []bool{false, true} {
+		t.Run(fmt.Sprintf("server CA on disk=%v", onDisk), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			var hellos atomic.Int32
+			var leaked atomic.Value // string: what the impostor was sent
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /cacerts", func(w http.ResponseWriter, _ *http.Request) { w.Write(s.ca) })
+			mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "" || r.Header.Get("K3s-Node-Password") != "" {
+					leaked.Store(r.Method + " " + r.URL.Path + " with the token or a node password")
+					cancel()
+				}
+				http.NotFound(w, r)
+			})
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			impostor := &http.Server{Handler: mux, ErrorLog: log.New(io.Discard, "", 0), TLSConfig: &tls.Config{
+				Certificates: []tls.Certificate{cert},
+				GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+					if hellos.Add(1) >= 4 {
+						cancel()
+					}
+					return nil, nil
+				},
+			}}
+			go impostor.ServeTLS(ln, "", "")
+			defer impostor.Close()
+
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			dataDir := t.TempDir()
+			if onDisk {
+				if err := os.MkdirAll(filepath.Join(dataDir, "agent"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dataDir, "agent", "server-ca.crt"), s.ca, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := agent.New(&agent.Options{
+				Server: "https://" + net.JoinHostPort(host, port), Token: token,
+				NodeName: "worker-9", NodeIP: "192.0.2.9", NodePassword: "worker-9-password", DataDir: dataDir,
+				Backoff: agent.Backoff{Base: time.Millisecond, Cap: 10 * time.Millisecond}, RecoveryDelay: time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, err = c.Get(ctx)
+			if l, _ := leaked.Load().(string); l != "" {
+				t.Fatalf("the agent sent the impostor %s", l)
+			}
+			if err == nil || hellos.Load() < 4 {
+				t.Fatalf("Get = %v after %d handshakes with the impostor; want an error after 4", err, hellos.Load())
+			}
+		})
+	}
+}
+
+// impostorHost returns what an agent can dial to reach this machine and
+// a node can have a serving certificate for: this machine's host name
+// when it resolves to an address here (then nodeName is the host name),
+// else an address of an interface other than loopback (then nodeIP is
+// that address). listen is where an impostor listens for it.
+func impostorHost(t *testing.T) (host, nodeName, nodeIP, listen string) {
+	t.Helper()
+	if name, err := os.Hostname(); err == nil && regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`).MatchString(name) {
+		if addrs, err := net.LookupHost(name); err == nil {
+			for _, a := range addrs {
+				if ln, err := net.Listen("tcp", net.JoinHostPort(a, "0")); err == nil {
+					ln.Close()
+					return name, name, "", net.JoinHostPort(a, "0")
+				}
+			}
+		}
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() && n.IP.To4() != nil {
+			return n.IP.String(), "impostor", n.IP.String(), net.JoinHostPort(n.IP.String(), "0")
+		}
+	}
+	t.Skip("no host name that resolves here and no address but loopback: nothing a node's certificate can name that an agent can dial")
+	return
+}
+
+// TestKubeletCAUnderServerRootRefused: CAs on disk whose kubelet CA hangs
+// from the root of the server CA (as -ca-chain made them before the
+// kubelet CA had a root of its own) are refused at start, with one line
+// and exit 1: a node's serving certificate would pass for a server.
+func TestKubeletCAUnderServerRootRefused(t *testing.T) {
+	dataDir := t.TempDir()
+	o := caOptions{now: time.Now, notBefore: notBeforeRecent, chain: true}
+	root, err := newAuthority("root", nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(dataDir, "tls")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range caNames {
+		ca, err := newAuthority(name, root, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ca.save(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, stderr := runCommand(t, "-addr", "127.0.0.1:0", "-logn", "4", "-data-dir", dataDir)
+	want := "server: the kubelet CA in " + dir + " chains to the server CA agents trust"
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want exit 1 and one line %q...", code, stderr, want)
+	}
 }

@@ -69,7 +69,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.BoolVar(&c.noDatastore, "no-datastore", false, "answer /v1-<prog>/apiservers as k3s does when its datastore does not answer: [] after 5 s")
 	notBefore := fs.String("not-before", string(notBeforeRecent), "the NotBefore of the certificates the CAs sign (NotAfter is a year later): recent, max(now - 1 h, the CA's NotBefore), as k3s and RKE2 today; or ca, the CA's NotBefore, as older releases (NotAfter a year from now)")
 	fs.IntVar(&c.caAgeYears, "ca-age-years", 0, "make new CAs this many `years` old (0 to 9; their NotBefore in the past), to test agents against an old cluster")
-	fs.BoolVar(&c.caChain, "ca-chain", false, "make new CAs intermediates of a root of their own, so that /cacerts is a chain (CA, root), as a k3s cluster with a custom CA; agents pin the root (the ca-hash the server logs)")
+	fs.BoolVar(&c.caChain, "ca-chain", false, "make new CAs intermediates of a root of their own, so that /cacerts is a chain (CA, root), as a k3s cluster with a custom CA; agents pin the root (the ca-hash the server logs); the kubelet CA has a root apart, so that no node's serving certificate passes for a server")
 	fs.DurationVar(&c.drain, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for requests in flight (0: not at all)")
 	fs.DurationVar(&c.syncTimeout, "sync-timeout", time.Minute, "how long -store kube waits for its secret cache before serving")
 	fs.BoolVar(&c.verbose, "v", false, "log at debug level")

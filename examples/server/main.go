@@ -53,7 +53,8 @@
 // tell. Certificates are valid for a year from max(now - 1 h, the CA's
 // NotBefore), as rancher/dynamiclistener's CalculateNotBefore makes
 // them; -not-before ca gives older releases' rule, and -ca-age-years
-// and -ca-chain make CAs years old or intermediates of a root. With
+// and -ca-chain make CAs years old or intermediates of a root (the
+// kubelet CA of a root of its own, which no agent pins). With
 // -program rke2, /apiservers lists API servers on 6443 (-apiserver-port)
 // beside the supervisor's own port. -no-datastore makes /apiservers
 // answer [] after 5 s, as k3s does when its datastore does not answer.
