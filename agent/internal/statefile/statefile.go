@@ -12,51 +12,19 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/atomicfile"
 )
 
-// WriteFile writes data to path atomically: into a temporary file in
-// path's directory (created with perm), synced, then renamed over path,
-// and the directory synced. A reader sees the old file or the new one,
-// never a part of either. Missing directories are created (mode 0700).
-func WriteFile(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// WriteFile writes data to path with mode perm, as atomicfile.WriteFile
+// does: a reader, or a restart after a crash, sees the old file or the
+// new one, never a part of either. Missing directories are created (mode
+// 0700).
+func WriteFile(path string, data []byte, perm fs.FileMode) error {
+	if err := atomicfile.WriteFile(path, data, perm); err != nil {
 		return fmt.Errorf("statefile: %w", err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("statefile: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("statefile: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("statefile: writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("statefile: syncing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("statefile: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("statefile: %w", err)
-	}
-	// The rename is durable once the directory is; a directory that
-	// cannot be opened or synced (some file systems) leaves it to the OS.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }
