@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/atomicfile"
 )
 
 // Certificates are made as k3s makes them with rancher/dynamiclistener
@@ -267,8 +269,9 @@ func (a *authorities) each() []**authority { return []**authority{&a.server, &a.
 // them from dataDir/tls, making them there first if the directory does
 // not exist yet. Several servers starting at once on one dataDir end up
 // with the same CAs: each makes its own in a temporary directory and
-// renames it to tls, which fails for all but the first; the others read
-// the first's. o's age and chain apply when the CAs are made; CAs read
+// renames it to tls (atomicfile.CreateDir: every file synced first, so a
+// crash leaves all of them or none), which fails for all but the first;
+// the others read the first's. o's age and chain apply when the CAs are made; CAs read
 // from dataDir keep what they were made with.
 func newAuthorities(dataDir string, o caOptions) (*authorities, error) {
 	var root *authority
@@ -301,35 +304,29 @@ func newAuthorities(dataDir string, o caOptions) (*authorities, error) {
 	if a, err := loadAuthorities(dir, o); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return a, err
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(dataDir); err != nil {
 		return nil, fmt.Errorf("server: -data-dir: %w", err)
 	}
 	a, err := fresh()
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(dataDir, ".tls-")
-	if err != nil {
-		return nil, fmt.Errorf("server: -data-dir: %w", err)
-	}
-	defer os.RemoveAll(tmp) // gone after the rename; left only on failure
+	var files []atomicfile.File
 	for i, p := range a.each() {
-		if err := (*p).save(filepath.Join(tmp, caNames[i])); err != nil {
+		f, err := (*p).files(caNames[i])
+		if err != nil {
 			return nil, err
 		}
+		files = append(files, f...)
 	}
 	if root != nil {
 		// The root's certificate, for those who pin it; its key is not
 		// kept (the three CAs are all it signs).
-		if err := os.WriteFile(filepath.Join(tmp, rootName+".crt"), root.pem, 0o644); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
-		}
+		files = append(files, atomicfile.File{Name: rootName + ".crt", Data: root.pem, Perm: 0o644})
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		// Another server made them first (rename does not replace a
-		// directory that is not empty): use its.
-		if b, lerr := loadAuthorities(dir, o); lerr == nil {
-			return b, nil
+	if err := atomicfile.CreateDir(dir, files); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return loadAuthorities(dir, o) // another server made them first: use its
 		}
 		return nil, fmt.Errorf("server: -data-dir: %w", err)
 	}
@@ -377,23 +374,20 @@ func loadAuthorities(dir string, o caOptions) (*authorities, error) {
 	return a, nil
 }
 
-// save writes a's bundle to base.crt and its key to base.key (mode
-// 0600).
-func (a *authority) save(base string) error {
+// files are the files that keep a, named base: its bundle in base.crt,
+// its key in base.key (mode 0600).
+func (a *authority) files(base string) ([]atomicfile.File, error) {
 	keyDER, err := x509.MarshalECPrivateKey(a.key)
 	if err != nil {
-		return fmt.Errorf("server: CA key: %w", err)
+		return nil, fmt.Errorf("server: CA key: %w", err)
 	}
-	if err := os.WriteFile(base+".crt", a.pem, 0o644); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	if err := os.WriteFile(base+".key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	return nil
+	return []atomicfile.File{
+		{Name: base + ".crt", Data: a.pem, Perm: 0o644},
+		{Name: base + ".key", Data: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), Perm: 0o600},
+	}, nil
 }
 
-// loadAuthority reads a CA that save wrote at base.
+// loadAuthority reads a CA that files kept at base.
 func loadAuthority(base string, o caOptions) (*authority, error) {
 	certPEM, err := os.ReadFile(base + ".crt")
 	if err != nil {

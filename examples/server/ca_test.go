@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/agent"
+	"github.com/nodepass/nodepass/internal/atomicfile"
 )
 
 // TestIssuedValidity: the CAs sign as k3s's do through rancher/dynamiclistener
@@ -377,17 +378,20 @@ func TestKubeletCAUnderServerRootRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(dataDir, "tls")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	var files []atomicfile.File
 	for _, name := range caNames {
 		ca, err := newAuthority(name, root, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ca.save(filepath.Join(dir, name)); err != nil {
+		f, err := ca.files(name)
+		if err != nil {
 			t.Fatal(err)
 		}
+		files = append(files, f...)
+	}
+	if err := atomicfile.CreateDir(dir, files); err != nil {
+		t.Fatal(err)
 	}
 	code, _, stderr := runCommand(t, "-addr", "127.0.0.1:0", "-logn", "4", "-data-dir", dataDir)
 	want := "server: the kubelet CA in " + dir + " chains to the server CA agents trust"

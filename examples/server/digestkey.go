@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/nodepass/nodepass/internal/atomicfile"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -31,20 +32,13 @@ func loadDigestKey(path string) ([]byte, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("server: making a digest key: %w", err)
 	}
-	// O_EXCL: two servers starting at once must not overwrite each
-	// other's key.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	// Created, not replaced: two servers starting at once must not
+	// overwrite each other's key. Created whole: a crash must not leave
+	// an empty file that stops every later start.
+	if err := atomicfile.CreateFile(path, key, 0o600); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return loadDigestKey(path)
 		}
-		return nil, fmt.Errorf("server: -digest-key-file: %w", err)
-	}
-	if _, err := f.Write(key); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("server: -digest-key-file: %w", err)
-	}
-	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("server: -digest-key-file: %w", err)
 	}
 	return key, nil

@@ -9,9 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
+	"github.com/nodepass/nodepass/internal/atomicfile"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -19,13 +19,13 @@ import (
 // processes on one machine can share (-store dir): one file per node,
 // named as k3s names the node's secret (<node>.node-password.<program>),
 // holding its hash. A file is created whole or not at all, and only
-// once: Create writes a temporary file, then links it to the node's name,
-// which fails when the name exists, so of two servers enrolling one node
-// at once the second gets verify.ErrExists and verifies against the
+// once (atomicfile.CreateFile), so of two servers enrolling one node at
+// once the second gets verify.ErrExists and verifies against the
 // first's hash, as with Kubernetes Secrets. Hash files are never changed;
 // deleting one lets its node enroll again. A remembered digest is a
-// second file, <name>.digest, replaced whole (rename), holding the hash
-// it is bound to and the digest. It is safe for concurrent use.
+// second file, <name>.digest, replaced whole (atomicfile.WriteFile),
+// holding the hash it is bound to and the digest. It is safe for
+// concurrent use.
 type dirStore struct {
 	dir     string
 	program string
@@ -34,7 +34,7 @@ type dirStore struct {
 // openDirStore returns the store in dir, making dir (mode 0700) if it
 // does not exist.
 func openDirStore(dir, program string) (*dirStore, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("server: -store-dir: %w", err)
 	}
 	return &dirStore{dir: dir, program: program}, nil
@@ -76,17 +76,12 @@ func (s *dirStore) Create(_ context.Context, node, hash string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := s.writeTemp([]byte(hash + "\n"))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, p); errors.Is(err, fs.ErrExist) {
+	if err := atomicfile.CreateFile(p, []byte(hash+"\n"), 0o600); errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: %q", verify.ErrExists, node)
 	} else if err != nil {
 		return fmt.Errorf("server: store dir: %w", err)
 	}
-	return s.syncDir()
+	return nil
 }
 
 // GetWithDigest implements verify.DigestStore: Get, and the digest
@@ -120,50 +115,7 @@ func (s *dirStore) RememberDigest(ctx context.Context, node, hash string, digest
 		return err
 	}
 	p, _ := s.path(node)
-	tmp, err := s.writeTemp([]byte(hash + "\n" + hex.EncodeToString(digest) + "\n"))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp) // gone after the rename; left only on failure
-	if err := os.Rename(tmp, p+".digest"); err != nil {
-		return fmt.Errorf("server: store dir: %w", err)
-	}
-	return nil
-}
-
-// writeTemp writes b to a new temporary file in the store's directory
-// (mode 0600), synced to disk, and returns its name.
-func (s *dirStore) writeTemp(b []byte) (string, error) {
-	f, err := os.CreateTemp(s.dir, ".tmp-")
-	if err != nil {
-		return "", fmt.Errorf("server: store dir: %w", err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("server: store dir: %w", err)
-	}
-	return f.Name(), nil
-}
-
-// syncDir makes a new name in the store's directory durable (where a
-// directory can be synced: not on Windows).
-func (s *dirStore) syncDir() error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return fmt.Errorf("server: store dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	if err := atomicfile.WriteFile(p+".digest", []byte(hash+"\n"+hex.EncodeToString(digest)+"\n"), 0o600); err != nil {
 		return fmt.Errorf("server: store dir: %w", err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/nodepass/nodepass/internal/atomicfile"
 )
 
 // lockDataDir registers this server in dataDir until the returned
@@ -15,7 +17,7 @@ import (
 // dataDir too, exclusive when they may not (-store memory). It returns
 // errDataDirShared when dataDir's lock is held the other way.
 func lockDataDir(dataDir string, exclusive bool) (func(), error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(dataDir); err != nil {
 		return nil, fmt.Errorf("server: -data-dir: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dataDir, "servers.lock"), os.O_RDWR|os.O_CREATE, 0o600)

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nodepass/nodepass/httpauth"
+	"github.com/nodepass/nodepass/internal/atomicfile"
 	"github.com/nodepass/nodepass/internal/logbudget"
 	"github.com/nodepass/nodepass/prom"
 	"github.com/nodepass/nodepass/verify"
@@ -82,7 +82,7 @@ func serve(ctx context.Context, cfg config, store verify.DigestStore, log *slog.
 		return err
 	}
 	if cfg.caFile != "" {
-		if err := os.WriteFile(cfg.caFile, cas.server.pem, 0o644); err != nil {
+		if err := atomicfile.WriteFile(cfg.caFile, cas.server.pem, 0o644); err != nil {
 			return fmt.Errorf("server: -ca-file: %w", err)
 		}
 	}
