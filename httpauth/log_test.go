@@ -37,10 +37,20 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-// invalidInput is a Verifier that refuses every request as invalid.
-var invalidInput = verifierFunc(func(context.Context, string, string) error {
-	return fmt.Errorf("%w: password is 2000 bytes, limit 1024", verify.ErrInvalidInput)
-})
+// refusingInvalid returns a handler behind an Auth whose Verifier
+// refuses every request as invalid, and its log.
+func refusingInvalid(t *testing.T) (http.Handler, *logBuffer) {
+	t.Helper()
+	logs := new(logBuffer)
+	invalid := verifierFunc(func(context.Context, string, string) error {
+		return fmt.Errorf("%w: password is 2000 bytes, limit 1024", verify.ErrInvalidInput)
+	})
+	a, err := httpauth.New(invalid, &httpauth.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Middleware(http.NotFoundHandler()), logs
+}
 
 // sendInvalid sends n requests with invalid input to h, each answered 400.
 func sendInvalid(t *testing.T, h http.Handler, n int) {
@@ -68,12 +78,7 @@ const (
 // counting the ones held back.
 func TestInvalidInputLogBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
-		a, err := httpauth.New(invalidInput, &httpauth.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := a.Middleware(http.NotFoundHandler())
+		h, logs := refusingInvalid(t)
 		lines := func(msg string) int { return strings.Count(logs.String(), msg) }
 		sendInvalid(t, h, 1000)
 		time.Sleep(6*time.Second - time.Nanosecond)
@@ -94,12 +99,8 @@ func TestInvalidInputLogBounded(t *testing.T) {
 // request to carry it.
 func TestInvalidInputCountAfterFlood(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
-		a, err := httpauth.New(invalidInput, &httpauth.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sendInvalid(t, a.Middleware(http.NotFoundHandler()), 1000)
+		h, logs := refusingInvalid(t)
+		sendInvalid(t, h, 1000)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if n := strings.Count(logs.String(), invalidHeld+" suppressed=990"); n != 1 {

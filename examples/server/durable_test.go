@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -47,24 +46,14 @@ func TestWritesDurable(t *testing.T) {
 		os.Args[0], "-addr", "127.0.0.1:0", "-logn", "4", "-data-dir", dir, "-store", "dir", "-token-file", tf,
 		"-digest-key-file", keyFile, "-ca-file", caFile, "-ca-chain")
 	cmd.Env = append(os.Environ(), asCommand+"=1")
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	if !sc.Scan() {
-		cmd.Wait()
-		if strings.Contains(stderr.String(), "ptrace") {
-			t.Skipf("strace cannot trace here: %s", &stderr)
+	r := startCommand(t, cmd)
+	if !strings.HasPrefix(r.listening, "listening on https://") {
+		if strings.Contains(r.stderr.String(), "ptrace") {
+			t.Skipf("strace cannot trace here: %s", r.stderr)
 		}
-		t.Fatalf("no listening line; stderr:\n%s", &stderr)
+		t.Fatalf("no listening line; stderr:\n%s", r.stderr)
 	}
-	s := &server{url: "https://" + strings.TrimPrefix(sc.Text(), "listening on https://"), client: trusting(t, caFile), token: "join-secret"}
+	s := &server{url: "https://" + strings.TrimPrefix(r.listening, "listening on https://"), client: trusting(t, caFile), token: "join-secret"}
 	_, csr := newCSR(t, "worker-1")
 	if resp, body := s.send(t, http.MethodPost, "/v1-k3s/serving-kubelet.crt", "worker-1", "worker-1-password", "192.0.2.1", csr); resp.StatusCode != http.StatusOK {
 		t.Fatalf("join: %d %s", resp.StatusCode, body)
@@ -78,7 +67,7 @@ func TestWritesDurable(t *testing.T) {
 	}
 	syscall.Kill(pid, syscall.SIGINT)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("server under strace: %v; stderr:\n%s", err, &stderr)
+		t.Fatalf("server under strace: %v; stderr:\n%s", err, r.stderr)
 	}
 	b, err := os.ReadFile(trace)
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -15,7 +13,6 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -135,29 +132,19 @@ func TestCommandLogsToStderr(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := commandWith(ctx, t, "-addr", "127.0.0.1:0", "-logn", "4")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	r := startCommand(t, commandWith(ctx, t, "-addr", "127.0.0.1:0", "-logn", "4"))
+	if !strings.HasPrefix(r.listening, "listening on https://127.0.0.1:") {
+		t.Errorf("stdout's first line %q, want listening on ...", r.listening)
+	}
+	more, err := r.stop()
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("after SIGINT: %v; stderr:\n%s", err, r.stderr)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if len(more) > 0 {
+		t.Errorf("stdout has more: %q", more)
 	}
-	sc := bufio.NewScanner(stdout)
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "listening on https://127.0.0.1:") {
-		t.Errorf("stdout's first line %q, want listening on ...", sc.Text())
-	}
-	cmd.Process.Signal(os.Interrupt)
-	for sc.Scan() {
-		t.Errorf("stdout has more: %q", sc.Text())
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("after SIGINT: %v; stderr:\n%s", err, &stderr)
-	}
-	if !strings.Contains(stderr.String(), `msg="server: ready"`) || !strings.Contains(stderr.String(), `msg="server: shutting down"`) {
-		t.Errorf("stderr has no log of the start and the shutdown:\n%s", &stderr)
+	if log := r.stderr.String(); !strings.Contains(log, `msg="server: ready"`) || !strings.Contains(log, `msg="server: shutting down"`) {
+		t.Errorf("stderr has no log of the start and the shutdown:\n%s", log)
 	}
 }
 
@@ -177,22 +164,12 @@ func TestCommandRefusedCertificateRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	cmd := commandWith(ctx, t, "-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile)
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	r := startCommand(t, commandWith(ctx, t, "-addr", "127.0.0.1:0", "-logn", "4", "-ca-file", caFile))
+	if !strings.HasPrefix(r.listening, "listening on https://") {
+		t.Fatalf("stdout's first line %q; stderr:\n%s", r.listening, r.stderr)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	if !sc.Scan() {
-		t.Fatalf("no listening line; stderr:\n%s", &stderr)
-	}
-	addr := strings.TrimPrefix(sc.Text(), "listening on https://")
-	s := &server{url: "https://" + addr, client: trusting(t, caFile)}
+	s := &server{url: "https://" + strings.TrimPrefix(r.listening, "listening on https://"), client: trusting(t, caFile)}
+	stderr := r.stderr
 	n := nodes(2)[1]
 	resp, body := s.send(t, http.MethodPost, "/v1-k3s/serving-kubelet.crt", n.name, n.password, n.ip, nil)
 	if resp.StatusCode != http.StatusBadRequest {
@@ -203,11 +180,8 @@ func TestCommandRefusedCertificateRequest(t *testing.T) {
 	if resp, body := s.send(t, http.MethodPost, "/v1-k3s/serving-kubelet.crt", n.name, n.password, n.ip, csr); resp.StatusCode != http.StatusOK {
 		t.Errorf("POST with a CSR: %d %s, want 200", resp.StatusCode, body)
 	}
-	cmd.Process.Signal(os.Interrupt)
-	for sc.Scan() {
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("after SIGINT: %v; stderr:\n%s", err, &stderr)
+	if _, err := r.stop(); err != nil {
+		t.Fatalf("after SIGINT: %v; stderr:\n%s", err, stderr)
 	}
 	node := strings.ToLower(n.name)
 	want400 := regexp.MustCompile(`level=WARN msg="server: certificate request refused" status=400 node=` + node + ` reason="no certificate request in the body" remote=127\.0\.0\.1:\d+\n`)
@@ -215,40 +189,46 @@ func TestCommandRefusedCertificateRequest(t *testing.T) {
 		t.Errorf("after the POST with no CSR: %d lines for the 400, want 1, and no enrollment:\n%s", got, refused)
 	}
 	if got := strings.Count(stderr.String(), `msg="server: node enrolled" node=`+node+" "); got != 1 {
-		t.Errorf("after the POST with a CSR: %d enrollment lines, want 1:\n%s", got, &stderr)
+		t.Errorf("after the POST with a CSR: %d enrollment lines, want 1:\n%s", got, stderr)
 	}
 }
 
-// lockedBuffer is a command's output, read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// running is a server command that startCommand started.
+type running struct {
+	cmd       *exec.Cmd
+	stdout    *bufio.Scanner // past the first line
+	stderr    *output
+	listening string // stdout's first line
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// trusting returns an HTTPS client that trusts the CA bundle in caFile.
-func trusting(t *testing.T, caFile string) *http.Client {
+// startCommand starts cmd, a server command as commandWith makes it, and
+// returns once it has printed its first line on stdout, or ended.
+func startCommand(t *testing.T, cmd *exec.Cmd) *running {
 	t.Helper()
-	ca, err := os.ReadFile(caFile)
+	r := &running{cmd: cmd, stderr: newOutput()}
+	cmd.Stderr = r.stderr
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		t.Fatalf("no certificate in %s", caFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	r.stdout = bufio.NewScanner(stdout)
+	if r.stdout.Scan() {
+		r.listening = r.stdout.Text()
+	} else {
+		cmd.Wait() // ended before it printed a line
+	}
+	return r
+}
+
+// stop interrupts the command (SIGINT), as a user stops it, and returns
+// the lines it printed on stdout after the first, and how it ended.
+func (r *running) stop() (more []string, err error) {
+	r.cmd.Process.Signal(os.Interrupt)
+	for r.stdout.Scan() {
+		more = append(more, r.stdout.Text())
+	}
+	return more, r.cmd.Wait()
 }

@@ -118,13 +118,23 @@ func start(t *testing.T, caFile string, serveFn func(ctx context.Context, out io
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &server{url: "https://" + addr, client: trusting(t, caFile), ca: ca, out: out}
+}
+
+// trusting returns an HTTPS client that trusts the CA bundle in caFile.
+func trusting(t *testing.T, caFile string) *http.Client {
+	t.Helper()
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca) {
 		t.Fatalf("no certificate in %s", caFile)
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &server{url: "https://" + addr, client: &http.Client{Transport: tr, Timeout: 10 * time.Second}, ca: ca, out: out}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
 // get sends a request with the k3s node headers; empty values are left out.
