@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/k3stoken"
 )
 
 // DefaultRenewAfter is where a certificate's renewal window opens, as a
@@ -126,7 +128,7 @@ func certFailure(s CertState, certFile, format string, args ...any) CertStatus {
 // checkPEM is CheckCert on the files' contents, the certificate written
 // at written; the file names are for the errors.
 func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, now, written time.Time) CertStatus {
-	chain, err := parseCertsPEM(certPEM)
+	chain, err := k3stoken.ParseCerts(certPEM)
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "%v", err)
 	}
@@ -202,31 +204,6 @@ func renewAt(cert *x509.Certificate, after float64, written time.Time) time.Time
 		start = written
 	}
 	return start.Add(time.Duration(frac * float64(cert.NotAfter.Sub(start))))
-}
-
-// parseCertsPEM parses every CERTIFICATE block of data, in order; other
-// blocks are skipped.
-func parseCertsPEM(data []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("no PEM certificate")
-	}
-	return certs, nil
 }
 
 // parseKeyPEM parses the first private key block of data: SEC 1 (EC

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/agent/internal/statefile"
+	"github.com/nodepass/nodepass/internal/k3stoken"
 )
 
 // Defaults of Options. The package doc says why.
@@ -100,7 +101,7 @@ var (
 type Client struct {
 	// Fields set by New and never changed.
 	opts     Options // defaults filled in
-	tok      token
+	tok      k3stoken.Token
 	log      *slog.Logger
 	servers  *rotation
 	agentDir string
@@ -164,9 +165,9 @@ func New(opts *Options) (*Client, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	tok, err := parseToken(o.Token)
+	tok, err := k3stoken.Parse(o.Token)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	u, err := url.Parse(o.Server)
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" {

@@ -328,10 +328,10 @@ func (c *Client) request(ctx context.Context, addr string, r call) (*http.Reques
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if !r.bootstrap {
-		if c.tok.bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+c.tok.bearer)
+		if c.tok.Bootstrap != "" {
+			req.Header.Set("Authorization", "Bearer "+c.tok.Bootstrap)
 		} else {
-			req.SetBasicAuth("node", c.tok.password)
+			req.SetBasicAuth("node", c.tok.Password)
 		}
 	}
 	if r.node {

@@ -1,17 +1,16 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/k3stoken"
 )
 
 // The servers' CA comes from server-ca.crt on disk or from GET /cacerts.
@@ -42,36 +41,17 @@ func (t *trustedCA) pool() *x509.CertPool {
 }
 
 // pinCA returns the CA hash of bundle, computed as k3s computes it
-// (pkg/clientaccess/token.go hashCA), and the certificates it pins.
+// (k3stoken.HashCA), and the certificates it pins.
 func pinCA(bundle []byte) (string, *x509.CertPool, error) {
-	certs, err := parseCertsPEM(bundle)
+	h, certs, err := k3stoken.HashCA(bundle)
 	if err != nil {
 		return "", nil, err
 	}
 	pinned := x509.NewCertPool()
-	if len(certs) > 1 {
-		roots, inter := x509.NewCertPool(), x509.NewCertPool()
-		for _, c := range certs[1:] {
-			if len(c.AuthorityKeyId) == 0 || bytes.Equal(c.AuthorityKeyId, c.SubjectKeyId) {
-				roots.AddCert(c)
-			} else {
-				inter.AddCert(c)
-			}
-		}
-		if chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err == nil {
-			chain := chains[0]
-			for _, c := range chain {
-				pinned.AddCert(c)
-			}
-			sum := sha256.Sum256(chain[len(chain)-1].Raw)
-			return hex.EncodeToString(sum[:]), pinned, nil
-		}
-	}
 	for _, c := range certs {
 		pinned.AddCert(c)
 	}
-	sum := sha256.Sum256(bundle)
-	return hex.EncodeToString(sum[:]), pinned, nil
+	return h, pinned, nil
 }
 
 // pinned checks bundle against the token's CA hash, if it has one, and
@@ -81,8 +61,8 @@ func (c *Client) pinned(bundle []byte) (*x509.CertPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.tok.caHash != "" && h != c.tok.caHash {
-		return nil, fmt.Errorf("%w: the servers' CA hash %s does not match the token's %s", ErrTokenRejected, h, c.tok.caHash)
+	if c.tok.CAHash != "" && h != c.tok.CAHash {
+		return nil, fmt.Errorf("%w: the servers' CA hash %s does not match the token's %s", ErrTokenRejected, h, c.tok.CAHash)
 	}
 	return pool, nil
 }
@@ -116,7 +96,7 @@ func (c *Client) ensureTrust(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	if c.tok.caHash == "" && !c.warnedNoHash {
+	if c.tok.CAHash == "" && !c.warnedNoHash {
 		c.warnedNoHash = true
 		c.log.Warn("agent: the token has no CA hash: the servers' CA is trusted as the first server sent it; use the full token (K10<hash>::...) from a server's node-token file")
 	}
