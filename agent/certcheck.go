@@ -22,7 +22,42 @@ import (
 // fraction of its lifetime. The package doc says why.
 const DefaultRenewAfter = 0.7
 
-// CertState is what CheckCert found.
+// CertRule is what a certificate on disk must satisfy to be kept, and
+// CertRule.Check applies it. The CertVerdict's State says what to do:
+//
+//   - CertValid: keep the certificate; do not ask for it.
+//   - CertRenewDue: use it, and ask for a new one.
+//   - any other state: ask for a new one before using it.
+//
+// A certificate is kept only if it would pass where it is used now. It
+// must be for the key beside it and carry Name. It must chain to Roots
+// for Usage, so Roots must be the CA file as it is now, the one its
+// consumer checks it against. And it must be within its validity and
+// before its renewal time.
+type CertRule struct {
+	// Name is the common name, or for a serving certificate (Usage
+	// ExtKeyUsageServerAuth) a DNS name.
+	Name  string
+	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
+	Roots *x509.CertPool   // the CA the certificate must chain to, nil for none
+	// ChainCA also trusts the CAs the file carries after the certificate.
+	// Some servers sign kubelet serving certificates with a CA of their own.
+	ChainCA bool
+	// RenewAfter opens the renewal window. It closes two thirds of the way
+	// from there to NotAfter. Default DefaultRenewAfter.
+	RenewAfter float64
+}
+
+// CertVerdict is what CertRule.Check found of a certificate.
+type CertVerdict struct {
+	State CertState
+	// RenewAt is when the certificate is due for renewal, NotAfter when it
+	// expires. Both are zero unless it parsed and had the key and name.
+	RenewAt, NotAfter time.Time
+	Err               error // what is wrong, naming the file; nil for CertValid
+}
+
+// CertState is a CertVerdict's finding.
 type CertState int
 
 const (
@@ -48,46 +83,20 @@ func (s CertState) String() string {
 // Usable reports whether s is CertValid or CertRenewDue.
 func (s CertState) Usable() bool { return s == CertValid || s == CertRenewDue }
 
-// CertStatus is CheckCert's finding.
-type CertStatus struct {
-	State CertState
-	// RenewAt is when the certificate is due for renewal, NotAfter when it
-	// expires. Both are zero unless it parsed and had the key and name.
-	RenewAt, NotAfter time.Time
-	Err               error // what is wrong, naming the file; nil for CertValid
-}
-
-// CertCheck is what a certificate must satisfy to be kept.
-type CertCheck struct {
-	// Name is the common name, or for a serving certificate (Usage
-	// ExtKeyUsageServerAuth) a DNS name.
-	Name  string
-	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
-	Roots *x509.CertPool   // the CA the certificate must chain to, nil for none
-	// ChainCA also trusts the CAs the file carries after the certificate.
-	// Some servers sign kubelet serving certificates with a CA of their own.
-	ChainCA bool
-	// RenewAfter opens the renewal window. It closes two thirds of the way
-	// from there to NotAfter. Default DefaultRenewAfter.
-	RenewAfter float64
-}
-
-// CheckCert checks the PEM certificate chain in certFile and its key in
-// keyFile at time now. The certificate must be for the key, carry
-// want.Name, chain to want.Roots for want.Usage, and be valid. It is
-// CertValid until its renewal time and CertRenewDue after.
+// Check checks the PEM certificate chain in certFile and its key in
+// keyFile against r at time now (see CertRule).
 //
-// Its lifetime counts from the later of its NotBefore and the time
-// certFile was written. Older k3s servers set NotBefore to the CA's, and
-// a lifetime counted from there would be spent on an old CA. The renewal
-// time is a point of the window [RenewAfter, RenewAfter +
+// The certificate's lifetime counts from the later of its NotBefore and
+// the time certFile was written. Older k3s servers set NotBefore to the
+// CA's, and a lifetime counted from there would be spent on an old CA.
+// The renewal time is a point of the window [RenewAfter, RenewAfter +
 // (1-RenewAfter)·2/3] of that lifetime, chosen by a hash of the
 // certificate. A fleet spreads over the window, and a restart finds the
 // same time again.
 //
 // A certificate written before its NotBefore is valid from when it was
 // written: the agent's clock lags its server's.
-func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStatus {
+func (r CertRule) Check(certFile, keyFile string, now time.Time) CertVerdict {
 	certPEM, written, err := readWithTime(certFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return certFailure(CertMissing, certFile, "no such file")
@@ -102,7 +111,7 @@ func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStat
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "its key: %v", err)
 	}
-	return checkPEM(certPEM, keyPEM, certFile, keyFile, want, now, written)
+	return r.checkPEM(certPEM, keyPEM, certFile, keyFile, now, written)
 }
 
 // readWithTime reads the file at path and when it was last written, from
@@ -121,13 +130,13 @@ func readWithTime(path string) ([]byte, time.Time, error) {
 	return b, fi.ModTime(), err
 }
 
-func certFailure(s CertState, certFile, format string, args ...any) CertStatus {
-	return CertStatus{State: s, Err: fmt.Errorf("agent: %s: "+format, append([]any{certFile}, args...)...)}
+func certFailure(s CertState, certFile, format string, args ...any) CertVerdict {
+	return CertVerdict{State: s, Err: fmt.Errorf("agent: %s: "+format, append([]any{certFile}, args...)...)}
 }
 
-// checkPEM is CheckCert on the files' contents, the certificate written
-// at written; the file names are for the errors.
-func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, now, written time.Time) CertStatus {
+// checkPEM is Check on the files' contents, the certificate written at
+// written; the file names are for the errors.
+func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now, written time.Time) CertVerdict {
 	chain, err := k3stoken.ParseCerts(certPEM)
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "%v", err)
@@ -140,10 +149,10 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	if pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(key.Public()) {
 		return certFailure(CertWrongKey, certFile, "the certificate is not for the key in %s", keyFile)
 	}
-	if !hasName(cert, want) {
-		return certFailure(CertWrongName, certFile, "issued to %q (DNS names %q), want %q", cert.Subject.CommonName, cert.DNSNames, want.Name)
+	if !r.hasName(cert) {
+		return certFailure(CertWrongName, certFile, "issued to %q (DNS names %q), want %q", cert.Subject.CommonName, cert.DNSNames, r.Name)
 	}
-	st := CertStatus{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, want.RenewAfter, written)}
+	st := CertVerdict{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, r.RenewAfter, written)}
 	at := now // the time the chain is checked at
 	if now.Before(cert.NotBefore) && !now.Before(written) {
 		at = cert.NotBefore // the agent's clock lags its server's
@@ -157,11 +166,11 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	for _, c := range chain[1:] {
 		inter.AddCert(c)
 	}
-	roots := want.Roots
+	roots := r.Roots
 	if roots == nil {
 		roots = x509.NewCertPool() // never the system's
 	}
-	if want.ChainCA {
+	if r.ChainCA {
 		roots = roots.Clone()
 		for _, c := range chain[1:] {
 			if c.IsCA {
@@ -170,7 +179,7 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 		}
 	}
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
-		KeyUsages: []x509.ExtKeyUsage{want.Usage}}); err != nil {
+		KeyUsages: []x509.ExtKeyUsage{r.Usage}}); err != nil {
 		st.State, st.Err = CertOtherCA, fmt.Errorf("agent: %s: does not chain to the server's CA: %w", certFile, err)
 		return st
 	}
@@ -181,17 +190,17 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	return st
 }
 
-// hasName reports whether cert carries want.Name: as its common name, or
+// hasName reports whether cert carries r.Name: as its common name, or
 // for a serving certificate as a DNS name.
-func hasName(cert *x509.Certificate, want CertCheck) bool {
-	if cert.Subject.CommonName == want.Name {
+func (r CertRule) hasName(cert *x509.Certificate) bool {
+	if cert.Subject.CommonName == r.Name {
 		return true
 	}
-	return want.Usage == x509.ExtKeyUsageServerAuth && slices.Contains(cert.DNSNames, want.Name)
+	return r.Usage == x509.ExtKeyUsageServerAuth && slices.Contains(cert.DNSNames, r.Name)
 }
 
 // renewAt is when cert, written at written, is due for renewal: a point
-// of the window (see CheckCert) chosen by the hash of the certificate.
+// of the window (see CertRule.Check) chosen by the hash of the certificate.
 func renewAt(cert *x509.Certificate, after float64, written time.Time) time.Time {
 	if after <= 0 || after >= 1 {
 		after = DefaultRenewAfter

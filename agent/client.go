@@ -71,7 +71,7 @@ type Options struct {
 	// RecoveryDelay is how long a server that failed is left out. Default 30 s.
 	RecoveryDelay time.Duration
 	Backoff       Backoff // spaces the attempts, a zero field taking its default
-	// RenewAfter opens a certificate's renewal window (see CheckCert).
+	// RenewAfter opens a certificate's renewal window (see CertRule.Check).
 	// Default 0.7.
 	RenewAfter float64
 	// StopOnRejection makes Get return the sentinel errors at once.
@@ -144,15 +144,15 @@ type Client struct {
 
 // certSpec is one of the four certificates an agent holds.
 type certSpec struct {
-	name      string // file base name and route: "serving-kubelet"
-	cn        string // the name it must carry
-	usage     x509.ExtKeyUsage
-	node      bool // its request carries the node headers (and costs the server scrypt)
-	serverCA  bool // chains to server-ca.crt, not client-ca.crt
-	org       []string
-	certFile  string
-	keyFile   string
-	checkSpec CertCheck // Roots filled in per check
+	name     string // file base name and route: "serving-kubelet"
+	cn       string // the name it must carry
+	usage    x509.ExtKeyUsage
+	node     bool // its request carries the node headers (and costs the server scrypt)
+	serverCA bool // chains to server-ca.crt, not client-ca.crt
+	org      []string
+	certFile string
+	keyFile  string
+	rule     CertRule // Roots filled in per check
 }
 
 // New checks opts and returns a Client. It reads or makes the node
@@ -293,7 +293,7 @@ func (c *Client) certSpecs() []certSpec {
 		s := &specs[i]
 		s.certFile = filepath.Join(c.agentDir, s.name+".crt")
 		s.keyFile = filepath.Join(c.agentDir, s.name+".key")
-		s.checkSpec = CertCheck{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter,
+		s.rule = CertRule{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter,
 			ChainCA: s.usage == x509.ExtKeyUsageServerAuth}
 	}
 	return specs

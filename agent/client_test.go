@@ -152,8 +152,8 @@ func TestColdJoin(t *testing.T) {
 	res := get(t, c)
 	checkFiles(t, dir)
 	for _, cr := range res.Certs {
-		if !cr.Issued || cr.Status.State != CertValid || cr.Err != nil {
-			t.Errorf("%s: issued %v, status %v, err %v; want issued, valid", cr.Name, cr.Issued, cr.Status.State, cr.Err)
+		if !cr.Issued || cr.Verdict.State != CertValid || cr.Err != nil {
+			t.Errorf("%s: issued %v, status %v, err %v; want issued, valid", cr.Name, cr.Issued, cr.Verdict.State, cr.Err)
 		}
 	}
 	if string(res.Config) != s.config() {
@@ -197,8 +197,8 @@ func TestRestartKeepsValidCertificates(t *testing.T) {
 	c := newClient(t, testOptions(cl, s.addr, dir, nil))
 	res := get(t, c)
 	for _, cr := range res.Certs {
-		if cr.Issued || cr.Status.State != CertValid {
-			t.Errorf("%s: issued %v, status %v; want kept, valid", cr.Name, cr.Issued, cr.Status.State)
+		if cr.Issued || cr.Verdict.State != CertValid {
+			t.Errorf("%s: issued %v, status %v; want kept, valid", cr.Name, cr.Issued, cr.Verdict.State)
 		}
 	}
 	st := c.Stats()
@@ -620,8 +620,8 @@ func TestRenewalFailureKeepsValid(t *testing.T) {
 	c := newClient(t, testOptions(cl, s.addr, dir, &logs))
 	res := get(t, c)
 	for _, cr := range res.Certs {
-		if cr.Status.State != CertRenewDue || cr.Err == nil || cr.Issued {
-			t.Errorf("%s: %v, err %v, issued %v; want renewal due and failed", cr.Name, cr.Status.State, cr.Err, cr.Issued)
+		if cr.Verdict.State != CertRenewDue || cr.Err == nil || cr.Issued {
+			t.Errorf("%s: %v, err %v, issued %v; want renewal due and failed", cr.Name, cr.Verdict.State, cr.Err, cr.Issued)
 		}
 	}
 	if !strings.Contains(logs.String(), "going on with the certificate on disk") {
@@ -695,8 +695,8 @@ func TestOfflineUsesCertificatesOnDisk(t *testing.T) {
 		t.Fatal("Offline not set with the server gone")
 	}
 	for _, cr := range res.Certs {
-		if !cr.Status.State.Usable() {
-			t.Errorf("%s: %v", cr.Name, cr.Status.State)
+		if !cr.Verdict.State.Usable() {
+			t.Errorf("%s: %v", cr.Name, cr.Verdict.State)
 		}
 	}
 }
@@ -758,8 +758,8 @@ func TestKeptOnOldCA(t *testing.T) {
 				t.Errorf("on restart: %d certificates requested, %d kept; want 0, 4", st.Requested, st.Kept)
 			}
 			for _, cr := range res.Certs {
-				life := cr.Status.NotAfter.Sub(written)
-				if at := cr.Status.RenewAt.Sub(written); at < life*7/10-time.Minute || at > life*9/10+time.Minute {
+				life := cr.Verdict.NotAfter.Sub(written)
+				if at := cr.Verdict.RenewAt.Sub(written); at < life*7/10-time.Minute || at > life*9/10+time.Minute {
 					t.Errorf("%s: renewal %v after it was written, want within 70-90 %% of %v", cr.Name, at, life)
 				}
 			}

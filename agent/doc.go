@@ -40,7 +40,7 @@
 //   - [Backoff] replaces a flat wait of 5 to 10 s that ignores Retry-After.
 //   - The Client's rotation of servers replaces the load balancer's one
 //     server, which k3s keeps while it accepts connections, answering or not.
-//   - [CheckCert] is the kubelet's check of its certificate and its
+//   - [CertRule] is the kubelet's check of its certificate and its
 //     renewal window, for the agent's four certificates.
 //   - One connection per server, over HTTP/2, replaces a TLS handshake
 //     per request.

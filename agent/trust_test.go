@@ -88,7 +88,7 @@ func TestOneServerOfAnotherCA(t *testing.T) {
 // every server fails the CA on disk, so the next attempt asks /cacerts
 // again and the node gets client certificates of the new CA. (The
 // serving certificate is kept: it carries the CA that signed it, see
-// CertCheck.ChainCA.)
+// CertRule.ChainCA.)
 func TestCAReplaced(t *testing.T) {
 	cl, _, dir := joined(t)
 	fresh := newCluster(t)

@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case cr.Err != nil:
 			what = "kept (renewal failed, retried with -wait)"
 		}
-		fmt.Fprintf(stdout, "%s %s, valid until %s\n", what, cr.CertFile, cr.Status.NotAfter.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stdout, "%s %s, valid until %s\n", what, cr.CertFile, cr.Verdict.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if !cfg.wait {
 		return nil
