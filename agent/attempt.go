@@ -161,9 +161,36 @@ func (c *Client) onDisk(now time.Time) *Result {
 
 // check is s's CertRule.Check against roots (nil: none).
 func (c *Client) check(s certSpec, roots *x509.CertPool, now time.Time) CertVerdict {
+	return c.rule(s, roots).Check(s.certFile, s.keyFile, now)
+}
+
+// rule is s's CertRule against roots, the CA file as it is now: the CA
+// its consumer checks it against. That is client-ca.crt for the client
+// certificates, which the API server trusts. It is server-ca.crt for the
+// serving certificate: k3s runs the API server with
+// --kubelet-certificate-authority server-ca.crt
+// (pkg/daemons/control/server.go). So a serving certificate of a CA the
+// servers replaced is renewed, although its file carries the CA that
+// signed it (k3s sends each certificate followed by its CA,
+// pkg/server/handlers/handlers.go signAndSend).
+//
+// A server may sign serving certificates with a kubelet CA of its own,
+// as examples/server does, and configure its API server with that CA.
+// The agent has no file of it, only the copy sent with the certificate.
+// That copy is still the servers' while their CAs have not changed since
+// the certificate was written: the server's CAs are made, and replaced,
+// together, and server-ca.crt is written only when it changes. So a
+// serving certificate also passes with the CA its file carries, if the
+// file is no older than server-ca.crt.
+func (c *Client) rule(s certSpec, roots *x509.CertPool) CertRule {
 	r := s.rule
 	r.Roots = roots
-	return r.Check(s.certFile, s.keyFile, now)
+	if s.serverCA {
+		if fi, err := os.Stat(c.caFile(true)); err == nil {
+			r.carriedCASince = fi.ModTime()
+		}
+	}
+	return r
 }
 
 // diskCA reads client-ca.crt or server-ca.crt from disk; nil if it
@@ -248,10 +275,8 @@ func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPo
 	if serverKey != nil {
 		keyPEM = serverKey
 	}
-	r := s.rule
-	r.Roots = roots
 	now := time.Now()
-	st := r.checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, now, now)
+	st := c.rule(s, roots).checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, now, now)
 	if !st.State.Usable() {
 		return st, fmt.Errorf("agent: %s sent an unusable certificate for %s: %w", a.addr, s.certFile, st.Err)
 	}

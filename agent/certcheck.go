@@ -40,12 +40,15 @@ type CertRule struct {
 	Name  string
 	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
 	Roots *x509.CertPool   // the CA the certificate must chain to, nil for none
-	// ChainCA also trusts the CAs the file carries after the certificate.
-	// Some servers sign kubelet serving certificates with a CA of their own.
-	ChainCA bool
 	// RenewAfter opens the renewal window. It closes two thirds of the way
 	// from there to NotAfter. Default DefaultRenewAfter.
 	RenewAfter float64
+
+	// carriedCASince, if not zero, also accepts a chain to a CA the file
+	// carries after the certificate, when the file was written at or
+	// after it. The Client sets it for a serving certificate (see
+	// Client.check).
+	carriedCASince time.Time
 }
 
 // CertVerdict is what CertRule.Check found of a certificate.
@@ -170,16 +173,20 @@ func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now
 	if roots == nil {
 		roots = x509.NewCertPool() // never the system's
 	}
-	if r.ChainCA {
-		roots = roots.Clone()
+	opts := x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{r.Usage}}
+	_, err = cert.Verify(opts)
+	if err != nil && !r.carriedCASince.IsZero() && !written.Before(r.carriedCASince) {
+		opts.Roots = x509.NewCertPool()
 		for _, c := range chain[1:] {
 			if c.IsCA {
-				roots.AddCert(c)
+				opts.Roots.AddCert(c)
 			}
 		}
+		if _, cerr := cert.Verify(opts); cerr == nil {
+			err = nil
+		}
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
-		KeyUsages: []x509.ExtKeyUsage{r.Usage}}); err != nil {
+	if err != nil {
 		st.State, st.Err = CertOtherCA, fmt.Errorf("agent: %s: does not chain to the server's CA: %w", certFile, err)
 		return st
 	}

@@ -44,6 +44,7 @@ func TestCertRule(t *testing.T) {
 	servingRule := CertRule{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots}
 	clientRule := CertRule{Name: "system:node:worker-1", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
 	wrongKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	since := func(r CertRule, t time.Time) CertRule { r.carriedCASince = t; return r }
 	renaming := func(l leaf, cn, dns string) leaf { l.cn, l.dns = cn, dns; return l }
 	timed := func(l leaf, from, to time.Duration) leaf {
 		l.notBefore, l.notAfter = now.Add(from), now.Add(to)
@@ -85,15 +86,23 @@ func TestCertRule(t *testing.T) {
 			return certOnDisk(t, ca, renaming(client, "x", "system:node:worker-1"), nil)
 		}, clientRule, CertWrongName},
 		{"another CA", func() (string, string) { return certOnDisk(t, other, client, nil) }, clientRule, CertOtherCA},
-		{"serving, from the CA it carries", func() (string, string) { return certOnDisk(t, other, serving, nil) },
-			CertRule{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots, ChainCA: true}, CertValid},
+		// k3s sends a certificate followed by its CA (handlers.go
+		// signAndSend): the CA a file carries is no proof.
+		{"serving, from the CA it carries, not Roots", func() (string, string) { return certOnDisk(t, other, serving, nil) },
+			servingRule, CertOtherCA},
+		// A kubelet CA of the server's own (examples/server), the file
+		// written after server-ca.crt: the CA it carries is the servers'.
+		{"serving, from the CA it carries, written since the servers' CA", func() (string, string) { return certOnDisk(t, other, serving, nil) },
+			since(servingRule, now.Add(-time.Hour)), CertValid},
+		{"serving, from the CA it carries, older than the servers' CA", func() (string, string) { return certOnDisk(t, other, serving, nil) },
+			since(servingRule, now.Add(time.Hour)), CertOtherCA},
 		{"serving, from a CA it does not carry", func() (string, string) {
 			c, k := certOnDisk(t, other, serving, nil)
 			b, _ := os.ReadFile(c)
 			first, _ := pem.Decode(b)
 			os.WriteFile(c, pem.EncodeToMemory(first), 0o600)
 			return c, k
-		}, CertRule{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots, ChainCA: true}, CertOtherCA},
+		}, since(servingRule, now.Add(-time.Hour)), CertOtherCA},
 		{"no roots", func() (string, string) { return certOnDisk(t, ca, client, nil) }, CertRule{Name: client.cn, Usage: client.usage}, CertOtherCA},
 		{"wrong usage", func() (string, string) { return certOnDisk(t, ca, renaming(client, "worker-1", "worker-1"), nil) }, servingRule, CertOtherCA},
 		{"corrupt certificate", func() (string, string) {

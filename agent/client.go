@@ -152,7 +152,7 @@ type certSpec struct {
 	org      []string
 	certFile string
 	keyFile  string
-	rule     CertRule // Roots filled in per check
+	rule     CertRule // Roots filled in per check (Client.rule)
 }
 
 // New checks opts and returns a Client. It reads or makes the node
@@ -293,8 +293,7 @@ func (c *Client) certSpecs() []certSpec {
 		s := &specs[i]
 		s.certFile = filepath.Join(c.agentDir, s.name+".crt")
 		s.keyFile = filepath.Join(c.agentDir, s.name+".key")
-		s.rule = CertRule{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter,
-			ChainCA: s.usage == x509.ExtKeyUsageServerAuth}
+		s.rule = CertRule{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter}
 	}
 	return specs
 }

@@ -188,8 +188,12 @@ func pemKey(t testing.TB, key *ecdsa.PrivateKey) []byte {
 
 // cluster is the CAs and the token that servers of one test share.
 type cluster struct {
-	serverCA  *testCA
-	tlsCA     *testCA // signs the servers' TLS certificates; nil: serverCA
+	serverCA *testCA
+	tlsCA    *testCA // signs the servers' TLS certificates; nil: serverCA
+	// kubeletCA signs the serving certificates; nil: serverCA, as k3s
+	// signs them (handlers.go ServingKubeletCert). examples/server signs
+	// them with a kubelet CA of its own (serve.go routes).
+	kubeletCA *testCA
 	secret    string
 	mu        sync.Mutex
 	clientCA  *testCA           // guarded by mu: a test may rotate it
@@ -197,6 +201,8 @@ type cluster struct {
 }
 
 func (cl *cluster) server() *testCA { return cl.serverCA }
+
+func (cl *cluster) kubelet() *testCA { return cmp.Or(cl.kubeletCA, cl.serverCA) }
 
 func (cl *cluster) client() *testCA {
 	cl.mu.Lock()
@@ -300,7 +306,7 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 		ca   func() *testCA
 		leaf func(node string) leaf
 	}{
-		{"serving-kubelet", true, cl.server, func(n string) leaf { return leaf{cn: n, dns: n, usage: x509.ExtKeyUsageServerAuth} }},
+		{"serving-kubelet", true, cl.kubelet, func(n string) leaf { return leaf{cn: n, dns: n, usage: x509.ExtKeyUsageServerAuth} }},
 		{"client-kubelet", true, cl.client, func(n string) leaf {
 			return leaf{cn: "system:node:" + n, org: []string{"system:nodes"}, usage: x509.ExtKeyUsageClientAuth}
 		}},

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"os"
@@ -86,9 +88,7 @@ func TestOneServerOfAnotherCA(t *testing.T) {
 
 // A cluster whose CA was replaced, joined with a token without a CA hash:
 // every server fails the CA on disk, so the next attempt asks /cacerts
-// again and the node gets client certificates of the new CA. (The
-// serving certificate is kept: it carries the CA that signed it, see
-// CertRule.ChainCA.)
+// again and the node gets the four certificates of the new CAs.
 func TestCAReplaced(t *testing.T) {
 	cl, _, dir := joined(t)
 	fresh := newCluster(t)
@@ -100,8 +100,8 @@ func TestCAReplaced(t *testing.T) {
 	if res.Offline != nil {
 		t.Fatalf("Offline: %v", res.Offline)
 	}
-	if st := c.Stats(); st.Issued != 3 || s.count("GET /cacerts") != 1 {
-		t.Errorf("%d certificates issued, /cacerts asked %d times; want 3, 1", st.Issued, s.count("GET /cacerts"))
+	if st := c.Stats(); st.Issued != 4 || s.count("GET /cacerts") != 1 {
+		t.Errorf("%d certificates issued, /cacerts asked %d times; want 4, 1", st.Issued, s.count("GET /cacerts"))
 	}
 }
 
@@ -188,5 +188,79 @@ func TestOfflineServerCAPinned(t *testing.T) {
 	if err == nil {
 		conn.Close()
 		t.Error("Result.ServerCA trusts the CA appended on disk")
+	}
+}
+
+// servingVerifies reports whether the serving certificate in dir
+// verifies against dir's server-ca.crt, as k3s's API server checks it:
+// --kubelet-certificate-authority is server-ca.crt
+// (pkg/daemons/control/server.go).
+func servingVerifies(t *testing.T, dir string) error {
+	t.Helper()
+	roots := x509.NewCertPool()
+	b, err := os.ReadFile(filepath.Join(dir, "agent", "server-ca.crt"))
+	if err != nil || !roots.AppendCertsFromPEM(b) {
+		t.Fatalf("server-ca.crt: %v", err)
+	}
+	b, err = os.ReadFile(filepath.Join(dir, "agent", "serving-kubelet.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b) // the certificate alone: not the CA the file carries
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return err
+}
+
+// `k3s certificate rotate-ca --force` replaces the CAs with new ones, not
+// cross-signed, and the nodes restart with the new token. The serving
+// certificate of the old server CA is renewed with the client
+// certificates: the API server checks it against the new server-ca.crt
+// (pkg/daemons/control/server.go: --kubelet-certificate-authority is
+// server-ca.crt), although its file carries the old CA that signed it
+// (pkg/server/handlers/handlers.go signAndSend sends each certificate
+// followed by its CA).
+func TestServingCertOfReplacedCA(t *testing.T) {
+	_, _, dir := joined(t)
+	rotated := newCluster(t)
+	s := newSupervisor(t, rotated)
+	c := newClient(t, testOptions(rotated, s.addr, dir, nil))
+	get(t, c)
+	if st := c.Stats(); st.Issued != 4 {
+		t.Errorf("%d certificates issued after the CAs were replaced, want all 4", st.Issued)
+	}
+	if err := servingVerifies(t, dir); err != nil {
+		t.Errorf("the serving certificate kept does not verify against server-ca.crt: %v", err)
+	}
+}
+
+// A server that signs serving certificates with a kubelet CA of its own
+// (examples/server's serve.go: serving-kubelet.crt signed by cas.kubelet,
+// sent with that CA) has its API server check them against that CA. A
+// restart keeps them while the servers' CAs are the same. When the
+// servers' CAs are all replaced (server-ca.crt changes), the serving
+// certificate is renewed too.
+func TestServingCertOfKubeletCA(t *testing.T) {
+	cl := newCluster(t)
+	cl.kubeletCA = newTestCA(t, "kubelet-ca")
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	c := newClient(t, testOptions(cl, s.addr, dir, nil))
+	get(t, c)
+	if st := c.Stats(); st.Requested != 0 {
+		t.Errorf("%d certificates requested on a restart with nothing changed, want 0", st.Requested)
+	}
+
+	rotated := newCluster(t)
+	rotated.kubeletCA = newTestCA(t, "kubelet-ca-2")
+	s2 := newSupervisor(t, rotated)
+	c = newClient(t, testOptions(rotated, s2.addr, dir, nil))
+	res := get(t, c)
+	if st := c.Stats(); st.Issued != 4 || !res.Certs[0].Issued {
+		t.Errorf("%d certificates issued after the servers' CAs were replaced (serving issued %v), want all 4", st.Issued, res.Certs[0].Issued)
 	}
 }
