@@ -82,8 +82,9 @@ type prelude struct {
 // attempt is one attempt at the node's certificates, as k3s's agent
 // makes one (pkg/agent/config get()), but keeping what is valid:
 //
-//  1. GET /cacerts, unless the servers' CA is known (from this run or
-//     server-ca.crt on disk, checked against the token's hash);
+//  1. the node's addresses (addresses), then GET /cacerts, unless the
+//     servers' CA is known (from this run or server-ca.crt on disk,
+//     checked against the token's hash);
 //  2. GET /v1-k3s/config, /v1-k3s/client-ca.crt and /v1-k3s/server-ca.crt,
 //     unless an attempt of this Get has;
 //  3. for each certificate, CertRule.Check against the CA just fetched: kept
@@ -96,6 +97,9 @@ type prelude struct {
 func (c *Client) attempt(ctx context.Context) (*Result, error) {
 	c.stats.attempts.Add(1)
 	c.askedUntil, c.caDoubted = time.Time{}, false
+	if err := c.addresses(); err != nil {
+		return nil, err
+	}
 	if err := c.ensureTrust(ctx); err != nil {
 		return nil, err
 	}
@@ -182,10 +186,14 @@ func (c *Client) check(s certSpec, roots *x509.CertPool, now time.Time) CertVerd
 // together, and server-ca.crt is written only when it changes. So a
 // serving certificate also passes with the CA its file carries, if the
 // file is no older than server-ca.crt.
+//
+// A serving certificate must also name every address the agent sends
+// now (see addresses).
 func (c *Client) rule(s certSpec, roots *x509.CertPool) CertRule {
 	r := s.rule
 	r.Roots = roots
 	if s.serverCA {
+		r.IPs = c.ips
 		if fi, err := os.Stat(c.caFile(true)); err == nil {
 			r.carriedCASince = fi.ModTime()
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -30,14 +31,18 @@ const DefaultRenewAfter = 0.7
 //   - any other state: ask for a new one before using it.
 //
 // A certificate is kept only if it would pass where it is used now. It
-// must be for the key beside it and carry Name. It must chain to Roots
+// must be for the key beside it and carry Name and every address of IPs.
+// It must chain to Roots
 // for Usage, so Roots must be the CA file as it is now, the one its
 // consumer checks it against. And it must be within its validity and
 // before its renewal time.
 type CertRule struct {
 	// Name is the common name, or for a serving certificate (Usage
 	// ExtKeyUsageServerAuth) a DNS name.
-	Name  string
+	Name string
+	// IPs are addresses it must carry as IP SANs: for a serving
+	// certificate, every address the node has now.
+	IPs   []net.IP
 	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
 	Roots *x509.CertPool   // the CA the certificate must chain to, nil for none
 	// RenewAfter opens the renewal window. It closes two thirds of the way
@@ -69,7 +74,7 @@ const (
 	CertMissing                    // no certificate or no key file
 	CertCorrupt                    // the certificate or the key does not parse
 	CertWrongKey                   // not for the key beside it
-	CertWrongName                  // not for the name wanted
+	CertWrongName                  // not for the name, or an address, wanted
 	CertOtherCA                    // does not chain to the CA given
 	CertExpired                    // past NotAfter, or before NotBefore and the time written
 )
@@ -154,6 +159,11 @@ func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now
 	}
 	if !r.hasName(cert) {
 		return certFailure(CertWrongName, certFile, "issued to %q (DNS names %q), want %q", cert.Subject.CommonName, cert.DNSNames, r.Name)
+	}
+	for _, ip := range r.IPs {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			return certFailure(CertWrongName, certFile, "does not name the address %s (it names %v)", ip, cert.IPAddresses)
+		}
 	}
 	st := CertVerdict{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, r.RenewAfter, written)}
 	at := now // the time the chain is checked at

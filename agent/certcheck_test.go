@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,18 @@ func TestCertRule(t *testing.T) {
 	clientRule := CertRule{Name: "system:node:worker-1", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
 	wrongKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	since := func(r CertRule, t time.Time) CertRule { r.carriedCASince = t; return r }
+	withIPs := func(r CertRule, ips ...string) CertRule {
+		for _, ip := range ips {
+			r.IPs = append(r.IPs, net.ParseIP(ip))
+		}
+		return r
+	}
+	addressed := func(l leaf, ips ...string) leaf {
+		for _, ip := range ips {
+			l.ips = append(l.ips, net.ParseIP(ip))
+		}
+		return l
+	}
 	renaming := func(l leaf, cn, dns string) leaf { l.cn, l.dns = cn, dns; return l }
 	timed := func(l leaf, from, to time.Duration) leaf {
 		l.notBefore, l.notAfter = now.Add(from), now.Add(to)
@@ -82,6 +95,15 @@ func TestCertRule(t *testing.T) {
 		{"wrong key", func() (string, string) { return certOnDisk(t, ca, client, wrongKey) }, clientRule, CertWrongKey},
 		{"wrong name", func() (string, string) { return certOnDisk(t, ca, renaming(client, "system:node:worker-2", ""), nil) },
 			clientRule, CertWrongName},
+		{"serving with the node's address", func() (string, string) { return certOnDisk(t, ca, addressed(serving, "192.0.2.10"), nil) },
+			withIPs(servingRule, "192.0.2.10"), CertValid},
+		{"serving with the node's addresses and loopback", func() (string, string) {
+			return certOnDisk(t, ca, addressed(serving, "127.0.0.1", "192.0.2.10", "2001:db8::10"), nil)
+		}, withIPs(servingRule, "2001:db8::10", "192.0.2.10"), CertValid},
+		{"serving without the node's new address", func() (string, string) { return certOnDisk(t, ca, addressed(serving, "192.0.2.10"), nil) },
+			withIPs(servingRule, "192.0.2.11"), CertWrongName},
+		{"serving without the node's second address", func() (string, string) { return certOnDisk(t, ca, addressed(serving, "192.0.2.10"), nil) },
+			withIPs(servingRule, "192.0.2.10", "2001:db8::10"), CertWrongName},
 		{"client certificate named by a DNS name", func() (string, string) {
 			return certOnDisk(t, ca, renaming(client, "x", "system:node:worker-1"), nil)
 		}, clientRule, CertWrongName},

@@ -42,7 +42,9 @@ type Options struct {
 	// NodeName is the node's name. Default the host name, lower-cased.
 	NodeName string
 	// NodeIP is the node's addresses, comma-separated. Default the
-	// addresses of the default routes, as k3s sends them.
+	// addresses of the default routes, as k3s sends them, found at each
+	// attempt. An attempt of a node with neither fails, and the next one
+	// looks again, as k3s's agent does.
 	NodeIP string
 	// NodePassword is the node's password. Default the contents of
 	// NodePasswordFile, made (16 random bytes, hex) if missing.
@@ -128,9 +130,12 @@ type Client struct {
 	// the servers' configuration says their API servers listen on another
 	// port than their supervisors (see readPorts).
 	supervisorPort string
-	routeIP        string    // the default routes' addresses (nodeIP)
-	learnt         time.Time // when the servers were last asked for their list (see learn)
-	prelude        *prelude  // what this Get or renewal has fetched; nil at its start
+	// ips are the node's addresses, as the attempt sends them (see
+	// addresses); routeIPs finds the default routes' (defaultRouteIPs).
+	ips      []net.IP
+	routeIPs func() []net.IP
+	learnt   time.Time // when the servers were last asked for their list (see learn)
+	prelude  *prelude  // what this Get or renewal has fetched; nil at its start
 	// askedUntil is the latest time a server of this attempt asked to be
 	// left until (Retry-After, bounded by the backoff's cap): the floor
 	// of the wait after a failed attempt.
@@ -182,6 +187,7 @@ func New(opts *Options) (*Client, error) {
 		prefix:   "/v1-" + o.Program,
 		header:   strings.ToUpper(o.Program[:1]) + o.Program[1:],
 		conns:    make(map[string]*serverConn),
+		routeIPs: defaultRouteIPs,
 		backoff:  o.Backoff,
 		perSrv:   make(map[string]uint64),
 	}

@@ -337,37 +337,9 @@ func (c *Client) request(ctx context.Context, addr string, r call) (*http.Reques
 	if r.node {
 		req.Header.Set(c.header+"-Node-Name", c.opts.NodeName)
 		req.Header.Set(c.header+"-Node-Password", c.password)
-		if ip := c.nodeIP(); ip != "" {
-			req.Header.Set(c.header+"-Node-Ip", ip)
-		}
+		req.Header.Set(c.header+"-Node-Ip", joinIPs(c.ips))
 	}
 	return req, nil
-}
-
-// nodeIP is Options.NodeIP, or else the addresses of the default routes,
-// as k3s's agent sends them (pkg/util/net.go GetHostnameAndIPs): the
-// source address of the IPv4 default route, then of the IPv6 one. A
-// node with no default route yet (early in a boot) sends none, and looks
-// again on the next request. Called with c.mu held.
-func (c *Client) nodeIP() string {
-	if c.opts.NodeIP != "" {
-		return c.opts.NodeIP
-	}
-	if c.routeIP == "" {
-		var ips []string
-		// Documentation addresses (RFC 5737, RFC 3849): no packet is sent,
-		// the kernel only picks the route to them.
-		for _, dst := range []string{"198.51.100.1:9", "[2001:db8::1]:9"} {
-			if conn, err := net.Dial("udp", dst); err == nil {
-				if ip := conn.LocalAddr().(*net.UDPAddr).IP; ip.IsGlobalUnicast() {
-					ips = append(ips, ip.String())
-				}
-				conn.Close()
-			}
-		}
-		c.routeIP = strings.Join(ips, ",")
-	}
-	return c.routeIP
 }
 
 func (c *Client) count(addr string) {

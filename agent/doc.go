@@ -30,6 +30,14 @@
 // K3s-Node-Password, K3s-Node-Ip) and cost a k3s server scrypt. A retry
 // within one Get asks only for what is still missing.
 //
+// A certificate on disk is valid if it would pass where it is used now
+// (CertRule): against client-ca.crt or server-ca.crt as the servers send
+// them now, and for the serving certificate, with every address the node
+// has now as an IP SAN. The addresses are Options.NodeIP, or the default
+// routes' source addresses, found at each attempt. A node with none
+// (early in a boot) fails the attempt and the next one looks again, as
+// k3s's agent does.
+//
 // The token's CA hash pins the servers' CA. The Client trusts what the
 // hash covers and nothing else that the CA bundle carries.
 //

@@ -100,7 +100,10 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 		if rejected && c.opts.StopOnRejection {
 			return res, err
 		}
-		if offline && !rejected && !doubted {
+		// A node without an address cannot tell whether its serving
+		// certificate names it (see addresses): no certificate on disk
+		// stands in.
+		if offline && !rejected && !doubted && !errors.Is(err, errNoAddress) {
 			if disk := c.onDisk(time.Now()); disk.usable() {
 				c.log.Warn("agent: no server answered; going on with the certificates on disk", "err", err)
 				disk.Offline = err

@@ -334,6 +334,16 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 			}
 			ca := route.ca()
 			l := route.leaf(node)
+			if l.usage == x509.ExtKeyUsageServerAuth {
+				// k3s: loopback, then the Node-Ip header's addresses
+				// (handlers.go ServingKubeletCert).
+				l.ips = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+				for _, v := range strings.Split(r.Header.Get(header+"-Node-Ip"), ",") {
+					if ip := net.ParseIP(v); ip != nil {
+						l.ips = append(l.ips, ip)
+					}
+				}
+			}
 			l.notBefore, l.notAfter = s.rule.validity(ca.cert, time.Now())
 			if s.validity != nil {
 				l.notBefore, l.notAfter = s.validity()

@@ -110,7 +110,15 @@ func newFakeSupervisor(t *testing.T) *fakeSupervisor {
 			f.posts.Add(1)
 			tmpl := &x509.Certificate{Subject: csr.Subject, ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature}
 			if name == "serving-kubelet" {
-				tmpl.DNSNames = []string{r.Header.Get("K3s-Node-Name")}
+				// As k3s: the node's name, loopback and the Node-Ip
+				// addresses (pkg/server/handlers/handlers.go ServingKubeletCert).
+				tmpl.DNSNames = []string{r.Header.Get("K3s-Node-Name"), "localhost"}
+				tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+				for _, v := range strings.Split(r.Header.Get("K3s-Node-Ip"), ",") {
+					if ip := net.ParseIP(v); ip != nil {
+						tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+					}
+				}
 			}
 			w.Write(sign(tmpl, csr.PublicKey))
 		}))
