@@ -85,10 +85,14 @@ type Options struct {
 // not mend them. The next attempt waits the backoff's cap, or Get returns
 // them at once with Options.StopOnRejection.
 var (
-	// ErrTokenRejected means a server answered 401 (or 403 to a request
-	// without the node's password), or its CA does not match the token's
-	// CA hash. The join token is wrong for these servers.
+	// ErrTokenRejected means the configured server answered 401 (or a
+	// server 403 to a request without the node's password). The join
+	// token is wrong for these servers.
 	ErrTokenRejected = errors.New("agent: the server rejected the join token")
+	// ErrCARejected means the agent refused the configured server's CA:
+	// its hash is not the token's CA hash. The token is for another
+	// cluster, or the cluster's CA was replaced.
+	ErrCARejected = errors.New("agent: the server's CA is not the one the token pins")
 	// ErrNodePasswordRejected means a server answered 403 to a request
 	// with the node's password. It holds another password for this node.
 	ErrNodePasswordRejected = errors.New("agent: node password rejected")

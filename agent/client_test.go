@@ -391,7 +391,7 @@ func TestPermanentErrorsStop(t *testing.T) {
 		opts func(*Options)
 		want error
 	}{
-		{"CA hash", func(o *Options) { o.Token = "K10" + strings.Repeat("0", 64) + "::server:s3cret" }, ErrTokenRejected},
+		{"CA hash", func(o *Options) { o.Token = "K10" + strings.Repeat("0", 64) + "::server:s3cret" }, ErrCARejected},
 		{"program", func(o *Options) { o.Program = "rke2" }, ErrRefused},
 		{"node name", func(o *Options) { o.NodeName = "worker_1" }, ErrRefused},
 	} {
@@ -498,8 +498,8 @@ func TestTokenCAHashMismatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	_, err := newClient(t, opts).Get(ctx)
-	if err == nil || !strings.Contains(err.Error(), "does not match the token") {
-		t.Fatalf("Get: %v, want a CA hash mismatch", err)
+	if !errors.Is(err, ErrCARejected) || errors.Is(err, ErrTokenRejected) {
+		t.Fatalf("Get: %v, want ErrCARejected alone: the agent refused the CA, the server refused nothing", err)
 	}
 	if n, m := s.total(), s.count("GET /cacerts"); n != m {
 		t.Errorf("%d requests, %d of them /cacerts: the token went to a server the agent does not trust", n, m)

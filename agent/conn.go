@@ -128,6 +128,10 @@ type call struct {
 	body         []byte // a CSR, for POST
 	node         bool   // carries the node headers: the server checks the password
 	bootstrap    bool   // /cacerts before the CA is known
+	// check, if set, checks a 200 answer. As for a 401, the configured
+	// server decides: its failure ends the request, and a server learnt
+	// that fails is left out while the request moves on.
+	check func(answer) error
 }
 
 func (r call) String() string { return r.method + " " + r.path }
@@ -176,7 +180,7 @@ func (c *Client) do(ctx context.Context, r call) (answer, error) {
 			return a, err
 		}
 		c.log.Info("agent: moving on to the next server", "request", r.String(), "server", addr, "err", err)
-		errs = append(errs, err)
+		errs = append(errs, inner{err})
 		if ended(ctx) {
 			break
 		}
@@ -258,7 +262,15 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 			}
 			return down(recovery, fmt.Errorf("reading the answer: %w", err))
 		}
-		return answer{addr: addr, body: body, tls: resp.TLS, sc: sc}, false, nil
+		a := answer{addr: addr, body: body, tls: resp.TLS, sc: sc}
+		if r.check != nil {
+			if err := r.check(a); err != nil {
+				c.servers.markDown(addr, recovery)
+				c.dropConn(addr)
+				return answer{}, addr != c.servers.configuredAddr(), err
+			}
+		}
+		return a, false, nil
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		ra := retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		until := time.Now().Add(min(ra, c.backoff.ceiling()))
@@ -285,9 +297,16 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 }
 
 var (
-	errHeaderTimeout  = errors.New("agent: no response headers in time")
-	errRequestTimeout = errors.New("agent: the request timed out")
+	errHeaderTimeout  = errors.New("no response headers in time")
+	errRequestTimeout = errors.New("the request timed out")
 )
+
+// inner is an error of the package as a part of a longer one: without
+// its "agent: " prefix, which the longer one has.
+type inner struct{ error }
+
+func (e inner) Error() string { return strings.TrimPrefix(e.error.Error(), "agent: ") }
+func (e inner) Unwrap() error { return e.error }
 
 // statusError is a 4xx answer other than 401, 403 and 429; it wraps
 // ErrRefused.

@@ -62,8 +62,11 @@
 // is then left out for RecoveryDelay, or for its Retry-After. The attempt
 // fails when every server has failed the request. The next attempt waits
 // the backoff, and at least what a server asked for. The errors of
-// client.go (ErrTokenRejected, ErrNodePasswordRejected, ErrRefused) end
-// the attempt, and the next one waits the backoff's cap.
+// client.go (ErrTokenRejected, ErrCARejected, ErrNodePasswordRejected,
+// ErrRefused) end the attempt, and the next one waits the backoff's cap.
+// A 401 or a CA that does not match the token ends it only from the
+// configured server. From a server learnt, it may be another cluster's,
+// or an API server: the request moves on.
 //
 // Renew learns the servers from GET /v1-k3s/apiservers, once an hour at
 // most, from one server. On RKE2 that lists the API servers, and the

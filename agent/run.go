@@ -96,7 +96,8 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 		if doubted {
 			c.trust, c.diskCAStale = nil, true // the next attempt fetches the CA
 		}
-		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrNodePasswordRejected) || errors.Is(err, ErrRefused)
+		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrCARejected) ||
+			errors.Is(err, ErrNodePasswordRejected) || errors.Is(err, ErrRefused)
 		if rejected && c.opts.StopOnRejection {
 			return res, err
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"time"
 
 	"github.com/nodepass/nodepass/internal/k3stoken"
 )
@@ -62,15 +61,16 @@ func (c *Client) pinned(bundle []byte) (*x509.CertPool, error) {
 		return nil, err
 	}
 	if c.tok.CAHash != "" && h != c.tok.CAHash {
-		return nil, fmt.Errorf("%w: the servers' CA hash %s does not match the token's %s", ErrTokenRejected, h, c.tok.CAHash)
+		return nil, fmt.Errorf("%w: its hash is %s, the token's is %s", ErrCARejected, h, c.tok.CAHash)
 	}
 	return pool, nil
 }
 
 // ensureTrust makes sure the servers' CA is known: server-ca.crt on disk
-// if it matches the token, else what GET /cacerts sends, if it matches
-// the token and the certificate of the server that sent it chains to it
-// (or to the host's roots, as k3s accepts).
+// if it matches the token, else what GET /cacerts sends (see caFrom).
+// As for a 401, only the configured server decides: a server learnt
+// that sends another CA (another cluster's, say) is left out, and the
+// request moves on to the next server.
 func (c *Client) ensureTrust(ctx context.Context) error {
 	if c.trust != nil {
 		return nil
@@ -83,22 +83,34 @@ func (c *Client) ensureTrust(ctx context.Context) error {
 			}
 		}
 	}
-	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true})
+	var ca *trustedCA
+	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true, check: func(a answer) (err error) {
+		ca, err = c.caFrom(a)
+		return err
+	}})
 	if err != nil {
 		return err
-	}
-	fail := func(err error) error {
-		c.servers.markDown(a.addr, time.Now().Add(c.opts.RecoveryDelay))
-		c.dropConn(a.addr)
-		return fmt.Errorf("agent: the CA from %s: %w", a.addr, err)
-	}
-	pool, err := c.pinned(a.body)
-	if err != nil {
-		return fail(err)
 	}
 	if c.tok.CAHash == "" && !c.warnedNoHash {
 		c.warnedNoHash = true
 		c.log.Warn("agent: the token has no CA hash: the servers' CA is trusted as the first server sent it; use the full token (K10<hash>::...) from a server's node-token file")
+	}
+	a.sc.verified = true
+	c.trust, c.trustFromDisk, c.diskCAStale = ca, false, false
+	return nil
+}
+
+// caFrom is what the agent trusts of a's answer to GET /cacerts: the
+// CA it sends, if it matches the token, and if the certificate of the
+// server that sent it chains to it (or to the host's roots, as k3s
+// accepts: pkg/clientaccess/token.go getCACerts).
+func (c *Client) caFrom(a answer) (*trustedCA, error) {
+	h, pool, err := pinCA(a.body)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %s sent no CA bundle: %w", a.addr, err)
+	}
+	if c.tok.CAHash != "" && h != c.tok.CAHash {
+		return nil, fmt.Errorf("%w: %s sent one whose hash is %s, the token's is %s", ErrCARejected, a.addr, h, c.tok.CAHash)
 	}
 	ca := &trustedCA{certs: pool}
 	if !a.sc.verified {
@@ -106,14 +118,12 @@ func (c *Client) ensureTrust(ctx context.Context) error {
 		if err := verifyPeer(*a.tls, host, pool); err != nil {
 			sys, serr := x509.SystemCertPool()
 			if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
-				return fail(fmt.Errorf("the server's own certificate does not chain to it: %w", err))
+				return nil, fmt.Errorf("agent: the certificate of %s does not chain to the CA it sent: %w", a.addr, err)
 			}
 			ca.publicAddr, ca.sys = a.addr, sys
 		}
-		a.sc.verified = true
 	}
-	c.trust, c.trustFromDisk, c.diskCAStale = ca, false, false
-	return nil
+	return ca, nil
 }
 
 // verifier checks the certificate of the server at addr against t.
@@ -132,10 +142,10 @@ func (t *trustedCA) verifier(addr string) func(tls.ConnectionState) error {
 // names host.
 func verifyPeer(cs tls.ConnectionState, host string, roots *x509.CertPool) error {
 	if len(cs.PeerCertificates) == 0 {
-		return errors.New("agent: the server sent no certificate")
+		return errors.New("the server sent no certificate")
 	}
 	if roots == nil {
-		return errors.New("agent: no CA to check the server's certificate against")
+		return errors.New("no CA to check the server's certificate against")
 	}
 	inter := x509.NewCertPool()
 	for _, c := range cs.PeerCertificates[1:] {

@@ -264,3 +264,26 @@ func TestServingCertOfKubeletCA(t *testing.T) {
 		t.Errorf("%d certificates issued after the servers' CAs were replaced (serving issued %v), want all 4", st.Issued, res.Certs[0].Issued)
 	}
 }
+
+// A first join whose list holds a server of another cluster: that
+// server's /cacerts does not match the token, and the request moves on
+// to the configured server, which decides, as it decides a 401 (k3s's
+// agent asks /cacerts of its --server alone: pkg/clientaccess/token.go
+// ParseAndValidateToken). With StopOnRejection, the join succeeds.
+func TestCAOfAnotherClusterSkipped(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	other := newSupervisor(t, newCluster(t))
+	opts := testOptions(cl, s.addr, t.TempDir(), nil)
+	opts.Servers = []string{other.addr, s.addr}
+	opts.StopOnRejection = true
+	c := newClient(t, opts)
+	c.servers.next = 0 // the other cluster's server first
+	get(t, c)
+	if n, m := other.total(), other.count("GET /cacerts"); n != 1 || m != 1 {
+		t.Errorf("the other cluster's server got %d requests, %d of them /cacerts; want /cacerts once", n, m)
+	}
+	if st := c.Stats(); st.Attempts != 1 || st.Issued != 4 {
+		t.Errorf("%d attempts, %d certificates issued; want 1, 4", st.Attempts, st.Issued)
+	}
+}

@@ -323,7 +323,7 @@ func TestPermanentErrors(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{"CA hash", []string{"-token", "K10" + strings.Repeat("0", 64) + "::server:" + secret}, []string{"does not match the token's"}},
+		{"CA hash", []string{"-token", "K10" + strings.Repeat("0", 64) + "::server:" + secret}, []string{"the server's CA is not the one the token pins"}},
 		{"program", []string{"-program", "rke2"}, []string{"404 Not Found", "GET /v1-rke2/config"}},
 		{"node name", []string{"-node-name", "worker_1"}, []string{"400 Bad Request", "invalid node name"}},
 	} {
