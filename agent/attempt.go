@@ -149,8 +149,10 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 func (c *Client) onDisk(now time.Time) *Result {
 	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust.pool()}
 	serverPEM, _ := os.ReadFile(c.caFile(true)) // nil, so no roots, if it cannot be read
-	if res.ServerCA == nil && serverPEM != nil {
-		res.ServerCA, _ = c.pinned(serverPEM) // what the token pins, as ensureTrust reads it
+	if res.ServerCA == nil {
+		if t, err := c.diskTrust(); err == nil {
+			res.ServerCA = t.pool() // what the token pins, as ensureTrust reads it
+		}
 	}
 	serverRoots, clientRoots := poolOf(serverPEM), c.diskCA(false)
 	for i, s := range c.certs {
@@ -253,6 +255,7 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 		}
 		if server {
 			p.serverCA = pool
+			c.pruneCarried(a.body)
 		} else {
 			p.clientCA = pool
 		}

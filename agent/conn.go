@@ -265,7 +265,9 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 		a := answer{addr: addr, body: body, tls: resp.TLS, sc: sc}
 		if r.check != nil {
 			if err := r.check(a); err != nil {
-				c.servers.markDown(addr, recovery)
+				// Not marked down: a server learnt may serve the other
+				// requests, whose connections are checked at the
+				// handshake (a server not yet restarted in a CA rotation).
 				c.dropConn(addr)
 				return answer{}, addr != c.servers.configuredAddr(), err
 			}

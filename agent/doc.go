@@ -39,7 +39,34 @@
 // k3s's agent does.
 //
 // The token's CA hash pins the servers' CA. The Client trusts what the
-// hash covers and nothing else that the CA bundle carries.
+// hash covers and nothing else that the CA bundle carries, but for the
+// roots of a CA rotation (below).
+//
+// # A CA rotation
+//
+// k3s's rolling rotation (contrib/util/rotate-default-ca-certs.sh, then
+// `k3s certificate rotate-ca`) serves the bundle [new intermediate, new
+// root, new root cross-signed by the old root, old root]. A restarted
+// server's token pins the new root. Nodes get that token and restart,
+// servers first. Until every server has restarted, those that have not
+// present certificates of the old root. The bundle alone cannot tell the
+// old root from an attacker's CA: anyone can cross-sign the new root,
+// whose public key is public. What sets the old root apart is that the
+// agent trusted it before. So the Client keeps trusting the roots of its
+// server-ca.crt on disk while the servers' new bundle still carries them,
+// and no other root. It keeps them in
+// DataDir/agent/etc/server-ca-carried-roots.crt across restarts, and
+// drops them once the servers' bundle no longer carries them. k3s's agent
+// trusts every certificate of the bundle instead. A first join during a
+// rotation has no earlier roots: it reaches the restarted servers alone.
+//
+// The script also prints an "updated agent token" whose hash is the new
+// intermediate's. k3s's hashCA (pkg/clientaccess/token.go) hashes the
+// root a bundle of several certificates leads to, never its first
+// certificate, so k3s's agent refuses that token, and so does the Client.
+// The token that works is the one a restarted server writes at start
+// (<data-dir>/server/token or agent-token: pkg/server/server.go
+// printTokens).
 //
 // # What each piece replaces in k3s
 //

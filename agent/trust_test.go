@@ -1,16 +1,25 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -285,5 +294,214 @@ func TestCAOfAnotherClusterSkipped(t *testing.T) {
 	}
 	if st := c.Stats(); st.Attempts != 1 || st.Issued != 4 {
 		t.Errorf("%d attempts, %d certificates issued; want 1, 4", st.Attempts, st.Issued)
+	}
+}
+
+// newRotatedCA is k3s's rolling rotation of cl's server CA, as
+// contrib/util/rotate-default-ca-certs.sh makes it: a new self-signed
+// root (openssl's v3_ca: authorityKeyIdentifier = keyid:always, so its
+// authority key ID is its own), the same root cross-signed by the old
+// one, and a new intermediate the new root signs. The bundle, which
+// /cacerts and server-ca.crt serve once a server has restarted with it,
+// is [intermediate, new root, cross-signed new root, old root]; with
+// withOld false, the bundle after the rotation, the old root removed.
+// The cluster's token pins the new root (pkg/clientaccess/token.go
+// hashCA), the token a restarted server prints.
+func newRotatedCA(t *testing.T, cl *cluster, withOld bool) *cluster {
+	t.Helper()
+	old := cl.serverCA
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	skid := make([]byte, 20)
+	rand.Read(skid)
+	mk := func(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, akid []byte) *x509.Certificate {
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "k3s-server-root@1700000000"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(20 * year),
+			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
+			SubjectKeyId: skid, AuthorityKeyId: akid,
+		}
+		if parent == nil {
+			parent, parentKey = tmpl, key
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := x509.ParseCertificate(der)
+		return c
+	}
+	root := &testCA{cert: mk(nil, nil, skid), key: key}
+	root.pem = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.cert.Raw})
+	root.bundle, root.root = root.pem, root.cert
+	cross := mk(old.cert, old.key, nil)
+	inter := newTestCAAt(t, "k3s-server-ca@1700000000", time.Now().Add(-time.Hour), root)
+	inter.bundle = append(slices.Clip(inter.pem), root.pem...)
+	if withOld {
+		inter.bundle = append(inter.bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cross.Raw})...)
+		inter.bundle = append(inter.bundle, old.bundle...)
+	}
+	return &cluster{serverCA: inter, clientCA: cl.client(), secret: cl.secret, passwords: make(map[string]string)}
+}
+
+// dialsWith reports whether a TLS handshake with the server at addr
+// succeeds with roots, as the load balancer's probes make it.
+func dialsWith(addr string, roots *x509.CertPool) error {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	if err == nil {
+		conn.Close()
+	}
+	return err
+}
+
+// A rolling CA rotation (k3s contrib/util/rotate-default-ca-certs.sh,
+// then `k3s certificate rotate-ca`): one server restarted with the
+// rotated bundle, one not yet, which presents a certificate of the old
+// root and serves the old bundle. An agent restarted with the new token
+// (the restarted server's, pinning the new root) reaches both, as k3s's
+// agent does (it trusts every certificate of the bundle: GetHTTPClient),
+// because it trusted the old root before and the new bundle carries it;
+// so do its load balancer's probes (Result.ServerCA). It still does on
+// the next restart, when server-ca.crt holds the new bundle. Once the
+// servers' bundle no longer carries the old root, the agent no longer
+// trusts it.
+func TestRollingCARotation(t *testing.T) {
+	cl, old, dir := joined(t) // a one-certificate CA, as k3s makes it
+	rotated := newRotatedCA(t, cl, true)
+	restarted := newSupervisor(t, rotated)
+	var logs logBuffer
+	opts := testOptions(rotated, restarted.addr, dir, &logs)
+	opts.Servers = []string{old.addr, restarted.addr}
+	for run := range 2 {
+		oldBefore := old.total() - old.count("GET /cacerts")
+		c := newClient(t, opts)
+		c.servers.next = 0 // the server not yet restarted first
+		res := get(t, c)
+		if n := old.total() - old.count("GET /cacerts") - oldBefore; n == 0 {
+			t.Errorf("run %d: the server not yet restarted served no request: the agent does not trust the old root", run)
+		}
+		if err := dialsWith(old.addr, res.ServerCA); err != nil {
+			t.Errorf("run %d: Result.ServerCA does not reach the server not yet restarted: %v", run, err)
+		}
+		if err := dialsWith(restarted.addr, res.ServerCA); err != nil {
+			t.Errorf("run %d: Result.ServerCA does not reach the restarted server: %v", run, err)
+		}
+		if st := c.Stats(); st.Requested != 0 {
+			t.Errorf("run %d: %d certificates requested, want 0: the new bundle still holds the old root", run, st.Requested)
+		}
+		if run == 0 {
+			if b, _ := os.ReadFile(filepath.Join(dir, "agent", "server-ca.crt")); string(b) != string(rotated.serverCA.bundle) {
+				t.Fatal("server-ca.crt is not the rotated bundle after the first restart")
+			}
+		}
+	}
+	if strings.Contains(logs.String(), "does not chain") {
+		t.Errorf("a handshake failed:\n%s", logs.String())
+	}
+
+	// The rotation is over: the servers serve the bundle without the old root.
+	final := newSupervisor(t, withBundle(rotated, newRotatedBundleWithout(t, rotated.serverCA.bundle, cl.serverCA.cert)))
+	opts = testOptions(rotated, final.addr, dir, nil)
+	opts.Servers = []string{old.addr, final.addr}
+	res := get(t, newClient(t, opts))
+	if err := dialsWith(old.addr, res.ServerCA); err == nil {
+		t.Error("the old root is still trusted once the servers' bundle no longer carries it")
+	}
+	res = get(t, newClient(t, opts))
+	if err := dialsWith(old.addr, res.ServerCA); err == nil {
+		t.Error("the old root is trusted again on the next restart")
+	}
+}
+
+// withBundle is cl whose server CA sends bundle.
+func withBundle(cl *cluster, bundle []byte) *cluster {
+	ca := *cl.serverCA
+	ca.bundle = bundle
+	return &cluster{serverCA: &ca, clientCA: cl.client(), secret: cl.secret, passwords: make(map[string]string)}
+}
+
+// newRotatedBundleWithout is bundle without drop and the certificates
+// drop signed (the cross-signed root): what the servers serve once the
+// rotation is over.
+func newRotatedBundleWithout(t *testing.T, bundle []byte, drop *x509.Certificate) []byte {
+	t.Helper()
+	var out []byte
+	for rest := bundle; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return out
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Equal(drop) || bytes.Equal(c.RawIssuer, drop.RawSubject) && c.CheckSignatureFrom(drop) == nil {
+			continue
+		}
+		out = append(out, pem.EncodeToMemory(b)...)
+	}
+}
+
+// During a rotation, a man in the middle serves a bundle of the same
+// shape as the genuine one whose new root is cross-signed by a CA of its
+// own instead (anyone can sign the new root's public key), with the old
+// root too, and presents a certificate of its CA. The bundle's hash is
+// the token's: the agent trusts the old root it trusted before, never
+// the cross-signer, and sends the man in the middle nothing but GET
+// /cacerts. (k3s's agent trusts every certificate of the bundle,
+// pkg/clientaccess/token.go GetHTTPClient, the cross-signer included.)
+func TestRotationCrossSignerRefused(t *testing.T) {
+	cl, _, dir := joined(t)
+	rotated := newRotatedCA(t, cl, true)
+	newRoot := rotated.serverCA.root
+	evil := newCluster(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: newRoot.Subject, SubjectKeyId: newRoot.SubjectKeyId,
+		NotBefore: newRoot.NotBefore, NotAfter: newRoot.NotAfter,
+		KeyUsage: newRoot.KeyUsage, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, evil.serverCA.cert, newRoot.PublicKey, evil.serverCA.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forged []byte
+	for _, b := range [][]byte{rotated.serverCA.cert.Raw, newRoot.Raw, der, evil.serverCA.cert.Raw, cl.serverCA.cert.Raw} {
+		forged = append(forged, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b})...)
+	}
+	mitm := newSupervisor(t, evil) // its TLS certificate is evil's
+	mitm.override = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/cacerts" {
+			return false
+		}
+		w.Write(forged)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	res, err := newClient(t, testOptions(rotated, mitm.addr, dir, nil)).Get(ctx)
+	if err == nil && res.Offline != nil {
+		err = res.Offline // the certificates on disk are valid: Get goes on with them
+	}
+	if err == nil || !strings.Contains(err.Error(), "does not chain") {
+		t.Errorf("Get: %v, want the man in the middle's certificate refused", err)
+	}
+	if n, m := mitm.total(), mitm.count("GET /cacerts"); n != m || m == 0 {
+		t.Errorf("the man in the middle saw %d requests, %d of them /cacerts; want /cacerts only", n, m)
+	}
+}
+
+// rotate-default-ca-certs.sh prints an "updated agent token" whose hash
+// is the new intermediate's (openssl x509 -fingerprint -sha256 of
+// server-ca.pem). k3s's hashCA never yields it for a bundle of more than
+// one certificate (pkg/clientaccess/token.go), so k3s's agent refuses it
+// (validateCAHash), and so does this one: the agent refuses the CA.
+func TestRotationScriptTokenRefused(t *testing.T) {
+	rotated := newRotatedCA(t, newCluster(t), true)
+	s := newSupervisor(t, rotated)
+	opts := testOptions(rotated, s.addr, t.TempDir(), nil)
+	sum := sha256.Sum256(rotated.serverCA.cert.Raw) // the intermediate's DER
+	opts.Token = "K10" + hex.EncodeToString(sum[:]) + "::server:" + rotated.secret
+	opts.StopOnRejection = true
+	if _, err := newClient(t, opts).Get(t.Context()); !errors.Is(err, ErrCARejected) {
+		t.Errorf("Get: %v, want ErrCARejected", err)
 	}
 }
