@@ -59,7 +59,7 @@ type Options struct {
 	Program string
 
 	// Servers, if not nil, replaces the state file's list of servers
-	// (host:port) at start.
+	// (host:port, the port 1 to 65535) at start.
 	Servers []string
 	// StateFile keeps the servers known. Default k3s's,
 	// DataDir/agent/etc/<Program>-agent-load-balancer.json.
@@ -182,7 +182,10 @@ func New(opts *Options) (*Client, error) {
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
 		return nil, fmt.Errorf("agent: server %q is not an https://host:port URL", o.Server)
 	}
-	configured := statefile.HostPort(u)
+	configured, err := statefile.HostPort(u)
+	if err != nil {
+		return nil, fmt.Errorf("agent: server %q: %w", o.Server, err)
+	}
 	c := &Client{
 		opts:     o,
 		tok:      tok,
@@ -207,6 +210,9 @@ func New(opts *Options) (*Client, error) {
 		c.learnt = s.Saved
 		if known == nil {
 			known = s.Addresses
+			if len(s.Dropped) > 0 {
+				c.log.Warn("agent: ignoring addresses in the server list kept from an earlier run: not host:port with a port of 1 to 65535", "file", o.StateFile, "addresses", s.Dropped)
+			}
 		}
 	case !s.Empty():
 		c.log.Warn("agent: ignoring the server list kept from an earlier run: it is for another server", "file", o.StateFile, "server", s.Default)
@@ -238,6 +244,11 @@ func (o *Options) fill() error {
 	}
 	if strings.ContainsAny(o.NodeName, " \t\r\n:/") {
 		return fmt.Errorf("agent: node name %q is not a DNS name", o.NodeName)
+	}
+	for _, a := range o.Servers {
+		if err := statefile.CheckAddress(a); err != nil {
+			return fmt.Errorf("agent: server %w", err)
+		}
 	}
 	for _, ip := range strings.Split(o.NodeIP, ",") {
 		if ip = strings.TrimSpace(ip); ip != "" && net.ParseIP(ip) == nil {
@@ -320,7 +331,7 @@ func (c *Client) nodePassword() (string, error) {
 		if pw := strings.TrimSpace(string(b)); pw != "" {
 			return pw, nil
 		}
-		return "", fmt.Errorf("agent: the node password file %s is empty", f)
+		return "", fmt.Errorf("agent: the node password: %w", &fs.PathError{Op: "read", Path: f, Err: errors.New("the file is empty")})
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("agent: reading the node password: %w", err)
