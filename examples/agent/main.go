@@ -11,9 +11,11 @@
 // k3s's names. -h prints them all, -version the version. Logs go to
 // stderr.
 //
-// A wrong flag or flag value exits 2 with one line on stderr. A failure
-// exits 1 with one line: no certificates within -timeout, or an answer
-// that asking again will not mend. Those end the command within one
+// A wrong flag or flag value exits 2 with one line on stderr: a port
+// that cannot be dialed (0, 99999, none) in -server or -servers among
+// them. A failure exits 1 with one line: a -token-file or -data-dir that
+// cannot be read or written, no certificates within -timeout, or an
+// answer that asking again will not mend. Those end the command within one
 // attempt: the token rejected (401), or its CA hash not the servers' CA;
 // the node password rejected (403); a route the server does not serve
 // (404, -program k3s against RKE2, say); a node name the server refuses
@@ -76,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c, err := agent.New(&cfg.opts)
 	if err != nil {
-		return &cli.UsageError{Err: err}
+		return cli.UsageUnlessIO(err) // a wrong option, or a node password file that cannot be used
 	}
 	defer c.Close()
 
@@ -176,7 +178,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	case tokenFile != "":
 		b, err := os.ReadFile(tokenFile)
 		if err != nil {
-			return c, cli.Usagef("agent: -token-file: %v", err)
+			return c, fmt.Errorf("agent: -token-file: %w", err) // a failure, not a wrong flag (see cli)
 		}
 		o.Token = strings.TrimSpace(string(b))
 	case o.Token == "":
@@ -187,11 +189,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	}
 	if servers != "" {
 		for _, s := range strings.Split(servers, ",") {
-			s = strings.TrimSpace(s)
-			if host, _, err := net.SplitHostPort(s); err != nil || host == "" {
-				return c, cli.Usagef("agent: -servers %q: %q is not host:port", servers, s)
-			}
-			o.Servers = append(o.Servers, s)
+			o.Servers = append(o.Servers, strings.TrimSpace(s)) // agent.New checks each
 		}
 	}
 	// The agent gives up on what asking again does not mend: see the

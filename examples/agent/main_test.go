@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -10,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log"
 	"math/big"
@@ -17,10 +19,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +33,41 @@ import (
 	"github.com/nodepass/nodepass/examples/internal/cli"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// asCommand, set in a test binary's environment, makes it the agent
+// command: TestMain runs main with the binary's arguments.
+const asCommand = "NODEPASS_TEST_RUN_AGENT_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asCommand) == "1" {
+		main() // exits
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// command returns the agent command with args, as a user runs it: this
+// test binary, running main.
+func command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asCommand+"=1")
+	return cmd
+}
+
+// runCommand runs the agent command with args to its end and returns its
+// exit code, stdout and stderr.
+func runCommand(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := command(ctx, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("agent %q: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
 
 // fakeSupervisor serves the routes a k3s agent asks for over HTTPS, with
 // one CA for everything, and basic auth node:<secret>. Requests for the
@@ -277,8 +315,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-nope"}, 2, "", "agent: flag provided but not defined: -nope"},
 		{[]string{"-timeout", "soon"}, 2, "", `agent: invalid value "soon" for flag -timeout: parse error`},
 		{append(srv, "-timeout", "-1s"), 2, "", "agent: -timeout -1s: want 0 (never) or more"},
-		{append(srv, "-servers", "foo,,"), 2, "", `agent: -servers "foo,,": "foo" is not host:port`},
-		{append(srv, "-servers", "10.0.0.1:6443,,"), 2, "", `agent: -servers "10.0.0.1:6443,,": "" is not host:port`},
+		{append(srv, "-servers", "foo,,"), 2, "", `agent: server "foo" is not host:port`},
+		{append(srv, "-servers", "10.0.0.1:6443,,"), 2, "", `agent: server "" is not host:port`},
 		{[]string{"-token", "x"}, 2, "", "agent: -server is required"},
 		{[]string{"-server", "https://127.0.0.1:1"}, 2, "", "agent: -token or -token-file is required"},
 		{[]string{"-server", "http://127.0.0.1:1", "-token", "x", "-data-dir", dir}, 2, "", `agent: server "http://127.0.0.1:1" is not an https://host:port URL`},
@@ -414,5 +452,102 @@ func TestLoadBalancer(t *testing.T) {
 				t.Errorf("exit %d, want 0", code)
 			}
 		})
+	}
+}
+
+// The command as a user runs it: a server address whose port cannot be
+// dialed is a wrong flag value (exit 2, one line), in -server as in
+// -servers; a -token-file or -data-dir that cannot be used is a failure
+// (exit 1, one line), as in the example server.
+func TestCommandExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("K10::server:s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// -timeout 1s: a port taken for a server that is down (as before
+	// this was a usage error) ends the command quickly.
+	base := []string{"-token", "x", "-data-dir", dir, "-node-ip", "192.0.2.10", "-timeout", "1s"}
+	srv := append([]string{"-server", "https://127.0.0.1:1"}, base...)
+	for _, c := range []struct {
+		args []string
+		code int
+		line string // stderr's one line; its start
+	}{
+		{append(srv, "-servers", "127.0.0.1:99999"), 2, `agent: server address "127.0.0.1:99999": port "99999" is not 1 to 65535`},
+		{append(srv, "-servers", "127.0.0.1:0"), 2, `agent: server address "127.0.0.1:0": port "0" is not 1 to 65535`},
+		{append(srv, "-servers", "127.0.0.1:"), 2, `agent: server address "127.0.0.1:": port "" is not 1 to 65535`},
+		{append(srv, "-servers", "127.0.0.1:abc"), 2, `agent: server address "127.0.0.1:abc": port "abc" is not 1 to 65535`},
+		{append([]string{"-server", "https://127.0.0.1:99999"}, base...), 2, `agent: server "https://127.0.0.1:99999": port "99999" is not 1 to 65535`},
+		{append([]string{"-server", "https://127.0.0.1:0"}, base...), 2, `agent: server "https://127.0.0.1:0": port "0" is not 1 to 65535`},
+		{append([]string{"-server", "https://127.0.0.1:"}, base...), 2, `agent: server "https://127.0.0.1:": port "" is not 1 to 65535`},
+		{append([]string{"-server", "https://127.0.0.1:abc"}, base...), 2, `agent: server "https://127.0.0.1:abc" is not an https://host:port URL`},
+		{[]string{"-server", "https://127.0.0.1:1", "-timeout", "1s", "-token-file", filepath.Join(dir, "missing")}, 1, "agent: -token-file: open " + filepath.Join(dir, "missing") + ": no such file or directory"},
+		{[]string{"-server", "https://127.0.0.1:1", "-timeout", "1s", "-token-file", tokenFile, "-data-dir", notDir}, 1, "agent: reading the node password: open " + notDir},
+	} {
+		code, _, errOut := runCommand(t, c.args...)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		if code != c.code || len(lines) != 1 || !strings.HasPrefix(lines[0], c.line) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and one line %q...", c.args, code, errOut, c.code, c.line)
+		}
+	}
+}
+
+// A state file that holds addresses the load balancer cannot dial (a port
+// of "", 0, "abc" or 99999, written by hand or by another tool) does not
+// stop `agent -wait -lb-listen`: they are dropped and logged, and the
+// command runs its load balancer, at every start. (It exited 1 after
+// getting its certificates, until someone deleted the file.)
+func TestLoadBalancerBadStateFile(t *testing.T) {
+	f := newFakeSupervisor(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "agent", "etc", "k3s-agent-load-balancer.json")
+	if err := os.MkdirAll(filepath.Dir(state), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"ServerURL":"` + f.url + `","ServerAddresses":["` + strings.TrimPrefix(f.url, "https://") +
+		`","127.0.0.1:","127.0.0.1:0","127.0.0.1:abc","127.0.0.1:99999"]}`
+	if err := os.WriteFile(state, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the load balancer listens there
+	for run := range 2 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		cmd := command(ctx, append(baseArgs(f, dir), "-wait", "-lb-listen", addr)...)
+		var errOut syncBuffer
+		cmd.Stderr = &errOut
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		up := false
+		for sc := bufio.NewScanner(stdout); !up && sc.Scan(); {
+			up = strings.HasPrefix(sc.Text(), "load balancer on "+addr)
+		}
+		if !up {
+			cmd.Wait()
+			cancel()
+			t.Fatalf("run %d: exit %d before the load balancer ran:\n%s", run, cmd.ProcessState.ExitCode(), errOut.String())
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("run %d: %v after SIGTERM, want exit 0:\n%s", run, err, errOut.String())
+		}
+		cancel()
+		if run == 0 && !strings.Contains(errOut.String(), "127.0.0.1:99999") {
+			t.Errorf("the addresses ignored are not logged:\n%s", errOut.String())
+		}
 	}
 }
