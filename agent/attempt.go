@@ -289,7 +289,7 @@ func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPo
 	now := time.Now()
 	st := c.rule(s, roots).checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, now, now)
 	if !st.State.Usable() {
-		return st, fmt.Errorf("agent: %s sent an unusable certificate for %s: %w", a.addr, s.certFile, st.Err)
+		return st, fmt.Errorf("agent: %s sent an unusable certificate: %w", a.addr, inner{st.Err})
 	}
 	if serverKey != nil {
 		if err := statefile.WriteFile(s.keyFile, serverKey, 0o600); err != nil {

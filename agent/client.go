@@ -99,6 +99,11 @@ var (
 	// ErrRefused means a server answered another 4xx, such as 400 (a node
 	// name it refuses) or 404 (a route of another program).
 	ErrRefused = errors.New("agent: the server refused the request")
+	// ErrNoRoute means a server answered 404: it does not serve the
+	// route, most likely because it runs another program than
+	// Options.Program (k3s serves /v1-k3s, RKE2 /v1-rke2). An error that
+	// matches it matches ErrRefused too.
+	ErrNoRoute = errors.New("agent: the server has no such route")
 )
 
 // Client gets a node's certificates from its servers, one attempt at a
@@ -129,7 +134,9 @@ type Client struct {
 	caDoubted, diskCAStale bool
 	warnedNoHash           bool
 	backoff                Backoff
-	nodeServer             string // the server that accepted the last node-password request
+	nodeServer             string          // the server that accepted the last node-password request
+	failing                map[string]bool // servers whose last request failed (see logFailure)
+	lastErr                string          // the last failed attempt's error (see retry)
 	// supervisorPort replaces the port of the servers announced, when
 	// the servers' configuration says their API servers listen on another
 	// port than their supervisors (see readPorts).
@@ -194,6 +201,7 @@ func New(opts *Options) (*Client, error) {
 		prefix:   "/v1-" + o.Program,
 		header:   strings.ToUpper(o.Program[:1]) + o.Program[1:],
 		conns:    make(map[string]*serverConn),
+		failing:  make(map[string]bool),
 		routeIPs: defaultRouteIPs,
 		backoff:  o.Backoff,
 		perSrv:   make(map[string]uint64),

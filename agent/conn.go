@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -177,15 +179,36 @@ func (c *Client) do(ctx context.Context, r call) (answer, error) {
 			if r.node && err == nil {
 				c.nodeServer = addr
 			}
+			if c.failing[addr] && !ended(ctx) && !local.Shortage(err) { // it answered
+				delete(c.failing, addr)
+				c.log.Info("agent: the server answers again", "server", addr)
+			}
 			return a, err
 		}
-		c.log.Info("agent: moving on to the next server", "request", r.String(), "server", addr, "err", err)
+		c.logFailure(addr, r, err, i < len(order)-1 && !ended(ctx))
 		errs = append(errs, inner{err})
 		if ended(ctx) {
 			break
 		}
 	}
 	return answer{}, fmt.Errorf("agent: %s: no server answered: %w", r, errors.Join(errs...))
+}
+
+// logFailure logs a server's failure at r: at Info when the server was
+// answering, at Debug while it keeps failing, so that a server down for
+// minutes logs one line, not one per attempt. next reports that the
+// request moves on to another server. Called with c.mu held.
+func (c *Client) logFailure(addr string, r call, err error, next bool) {
+	msg := "agent: the server failed"
+	if next {
+		msg += "; moving on to the next server"
+	}
+	level := slog.LevelInfo
+	if c.failing[addr] {
+		level = slog.LevelDebug
+	}
+	c.failing[addr] = true
+	c.log.Log(context.Background(), level, msg, "server", addr, "request", r.String(), "err", err)
 }
 
 // try sends r to addr. next reports that the request should move to the
@@ -294,7 +317,11 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 	case code == http.StatusForbidden:
 		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
 	default:
-		return answer{}, false, &statusError{addr: addr, call: r, status: resp.Status, msg: firstLine(resp.Body)}
+		e := &statusError{addr: addr, call: r, code: code, status: resp.Status, msg: serverMessage(resp.Body)}
+		if r.node {
+			e.node, e.password = c.opts.NodeName, c.passwordSource()
+		}
+		return answer{}, false, e
 	}
 }
 
@@ -311,29 +338,75 @@ func (e inner) Error() string { return strings.TrimPrefix(e.error.Error(), "agen
 func (e inner) Unwrap() error { return e.error }
 
 // statusError is a 4xx answer other than 401, 403 and 429; it wraps
-// ErrRefused.
+// ErrRefused, and ErrNoRoute for a 404.
 type statusError struct {
 	addr   string
 	call   call
+	code   int
 	status string
-	msg    string
+	msg    string // the server's message (serverMessage)
+	// node and password name the node and its password's source, for a
+	// node-password request.
+	node, password string
 }
 
 func (e *statusError) Unwrap() error { return ErrRefused }
+
+func (e *statusError) Is(target error) bool {
+	return target == ErrNoRoute && e.code == http.StatusNotFound
+}
 
 func (e *statusError) Error() string {
 	s := fmt.Sprintf("agent: %s answered %s to %s", e.addr, e.status, e.call)
 	if e.msg != "" {
 		s += ": " + e.msg
 	}
+	if r := e.refused(); r != "" {
+		s += " (" + r + ")"
+	}
 	return s
 }
 
-// firstLine returns the first line of an error body, at most 200 bytes.
-func firstLine(r io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(r, 200))
+// refused says which of the node's name and password a 400 to a
+// node-password request refused, as far as the server's message tells;
+// "" for another answer, or a message about neither (an address, a CSR).
+// k3s says "node name not set", "node password not set" or "header node
+// name does not match auth node name" (pkg/nodepassword/validate.go
+// GetNodeAuthValidator); nodepass's httpauth "missing K3s-Node-Name
+// header", or "invalid node name or password", which does not tell.
+func (e *statusError) refused() string {
+	if e.code != http.StatusBadRequest || e.node == "" {
+		return ""
+	}
+	m := strings.ToLower(e.msg)
+	name := strings.Contains(m, "name")
+	password := strings.Contains(m, "password")
+	switch {
+	case name && password:
+		return fmt.Sprintf("the node name %q or the password from %s; the answer does not say which", e.node, e.password)
+	case name:
+		return fmt.Sprintf("the server refused the node name %q", e.node)
+	case password:
+		return fmt.Sprintf("the server refused the node password from %s", e.password)
+	}
+	return ""
+}
+
+// serverMessage is the message of an error answer: a Kubernetes
+// Status's, as k3s sends them (pkg/util/apierrors.go SendError), or the
+// first line of the body, at most 200 bytes either way.
+func serverMessage(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, 4096))
+	var status struct{ Kind, Message string }
+	if json.Unmarshal(b, &status) == nil && status.Kind == "Status" && status.Message != "" {
+		b = []byte(status.Message)
+	}
 	line, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimSpace(line)
+	line = strings.TrimSpace(line)
+	if len(line) > 200 {
+		line = strings.ToValidUTF8(line[:200], "") + "..."
+	}
+	return line
 }
 
 // request makes r's HTTP request to addr: basic auth as the user "node"

@@ -95,6 +95,10 @@
 // configured server. From a server learnt, it may be another cluster's,
 // or an API server: the request moves on.
 //
+// A server's failure is logged at INFO when it starts, and its recovery
+// when it answers again; while it keeps failing, each attempt logs at
+// DEBUG. So a server down for minutes logs two lines, not two per attempt.
+//
 // Renew learns the servers from GET /v1-k3s/apiservers, once an hour at
 // most, from one server. On RKE2 that lists the API servers, and the
 // Client uses their hosts with the supervisor's port.

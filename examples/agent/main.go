@@ -15,12 +15,13 @@
 // that cannot be dialed (0, 99999, none) in -server or -servers among
 // them. A failure exits 1 with one line: a -token-file or -data-dir that
 // cannot be read or written, no certificates within -timeout, or an
-// answer that asking again will not mend. Those end the command within one
-// attempt: the token rejected (401), or its CA hash not the servers' CA;
-// the node password rejected (403); a route the server does not serve
-// (404, -program k3s against RKE2, say); a node name the server refuses
-// (400). k3s's own agent retries all of these every 5 to 10 s for ever
-// and logs each at INFO (pkg/agent/config/config.go Get). It runs as a
+// answer that asking again will not mend. Those answers end the command
+// within one attempt: the token rejected (401), or its CA hash not the
+// servers' CA; the node password rejected (403); a route the server does
+// not serve (404, -program k3s against RKE2, say: the line suggests
+// -program); a node name the server refuses (400). k3s's own agent
+// retries all of these every 5 to 10 s for ever and logs each at INFO
+// (pkg/agent/config/config.go Get). It runs as a
 // service that must come up once the cluster is mended. This command is
 // run by an operator, who needs the reason at once. The agent package
 // itself waits the backoff's cap between such attempts, unless told to
@@ -41,6 +42,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -89,6 +91,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer cancel()
 	}
 	res, err := c.Get(getCtx)
+	if errors.Is(err, agent.ErrNoRoute) {
+		return fmt.Errorf("%w (is -program %s right? k3s serves /v1-k3s, RKE2 /v1-rke2)", err, cfg.opts.Program)
+	}
 	if err != nil {
 		return err
 	}

@@ -269,10 +269,11 @@ func TestPasswordRejected(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	f := newFakeSupervisor(t)
 	f.nodeStatus.Store(http.StatusServiceUnavailable)
-	code, _, errOut := agentRun(t.Context(), append(baseArgs(f, t.TempDir()), "-timeout", "2s")...)
-	lines := strings.Split(strings.TrimSpace(errOut), "\n")
-	if last := lines[len(lines)-1]; code != 1 || !strings.Contains(last, "giving up") || !strings.Contains(last, "503") {
-		t.Errorf("exit %d, last line %q; want 1 and the 503", code, last)
+	code, _, errOut := runCommand(t, append(baseArgs(f, t.TempDir()), "-timeout", "2s")...)
+	last := lastLine(t, errOut)
+	if code != 1 || !strings.HasPrefix(last, "agent: giving up (context deadline exceeded); the last attempt: ") ||
+		!strings.Contains(last, "503") || strings.Count(last, "agent:") != 1 {
+		t.Errorf("exit %d, last line %q; want 1, the 503, agent: once", code, last)
 	}
 }
 
@@ -361,17 +362,20 @@ func TestPermanentErrors(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{"CA hash", []string{"-token", "K10" + strings.Repeat("0", 64) + "::server:" + secret}, []string{"the server's CA is not the one the token pins"}},
-		{"program", []string{"-program", "rke2"}, []string{"404 Not Found", "GET /v1-rke2/config"}},
-		{"node name", []string{"-node-name", "worker_1"}, []string{"400 Bad Request", "invalid node name"}},
+		{"CA hash", []string{"-token", "K10" + strings.Repeat("0", 64) + "::server:" + secret}, []string{"agent: the server's CA is not the one the token pins: the CA of 127.0.0.1:"}},
+		{"program", []string{"-program", "rke2"}, []string{"404 Not Found", "GET /v1-rke2/config", "(is -program rke2 right? k3s serves /v1-k3s, RKE2 /v1-rke2)"}},
+		{"node name", []string{"-node-name", "worker_1"}, []string{"400 Bad Request", `invalid node name or password (the node name "worker_1" or the password from `, "the answer does not say which"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeSupervisor(t)
 			args := append(baseArgs(f, t.TempDir()), "-timeout", "0")
-			code, _, errOut := agentRun(t.Context(), append(args, tc.args...)...)
+			code, _, errOut := runCommand(t, append(args, tc.args...)...)
 			line := lastLine(t, errOut)
 			if code != 1 {
 				t.Errorf("exit %d, want 1", code)
+			}
+			if n := strings.Count(line, "agent:"); n != 1 {
+				t.Errorf("line %q says agent: %d times, want once", line, n)
 			}
 			for _, want := range tc.wants {
 				if !strings.Contains(line, want) {
@@ -549,5 +553,28 @@ func TestLoadBalancerBadStateFile(t *testing.T) {
 		if run == 0 && !strings.Contains(errOut.String(), "127.0.0.1:99999") {
 			t.Errorf("the addresses ignored are not logged:\n%s", errOut.String())
 		}
+	}
+}
+
+// A server that cannot be reached, for the whole -timeout: two lines at
+// INFO (the failure, the wait), not two per attempt, and no "moving on
+// to the next server" with one server; then the one line of the failure,
+// "agent:" once.
+func TestUnreachableServerQuiet(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there
+	code, _, errOut := runCommand(t, "-server", "https://"+addr, "-token", "K10::server:"+secret, "-node-ip", "192.0.2.10",
+		"-data-dir", t.TempDir(), "-backoff-base", "10ms", "-backoff-cap", "20ms", "-timeout", "1s")
+	last := lastLine(t, errOut)
+	if code != 1 || !strings.HasPrefix(last, "agent: giving up (context deadline exceeded); the last attempt: GET /cacerts: no server answered: "+addr) ||
+		strings.Count(last, "agent:") != 1 {
+		t.Errorf("exit %d, last line %q", code, last)
+	}
+	if n := strings.Count(errOut, "level=INFO"); n != 2 || strings.Contains(errOut, "moving on") {
+		t.Errorf("%d lines at INFO, want 2, and none moving on:\n%s", n, errOut)
 	}
 }
