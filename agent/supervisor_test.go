@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/testca"
 )
 
 // The servers the tests run on 127.0.0.1: a fake k3s supervisor over
@@ -59,29 +61,16 @@ func newTestCA(t testing.TB, name string) *testCA {
 // by parent (nil: a self-signed root).
 func newTestCAAt(t testing.TB, name string, created time.Time, parent *testCA) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(created.UnixNano()),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             created,
-		NotAfter:              created.Add(10 * year),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	signer, signerKey := tmpl, key
+	var p *testca.CA
 	if parent != nil {
-		signer, signerKey = parent.cert, parent.key
+		p = &testca.CA{Cert: parent.cert, Key: parent.key}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), root: cert}
+	return fromTestca(testca.New(t, name, created, p), parent)
+}
+
+// fromTestca is c, whose parent is parent (nil: none), as a testCA.
+func fromTestca(c *testca.CA, parent *testCA) *testCA {
+	ca := &testCA{cert: c.Cert, key: c.Key, pem: c.PEM(), root: c.Cert}
 	ca.bundle = ca.pem
 	if parent != nil {
 		ca.bundle = append(slices.Clip(ca.pem), parent.bundle...)

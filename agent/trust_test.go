@@ -1,15 +1,11 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -24,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/testca"
 )
 
 // A cluster with a custom CA chain (intermediate + root) joins with the
@@ -298,48 +296,17 @@ func TestCAOfAnotherClusterSkipped(t *testing.T) {
 }
 
 // newRotatedCA is k3s's rolling rotation of cl's server CA, as
-// contrib/util/rotate-default-ca-certs.sh makes it: a new self-signed
-// root (openssl's v3_ca: authorityKeyIdentifier = keyid:always, so its
-// authority key ID is its own), the same root cross-signed by the old
-// one, and a new intermediate the new root signs. The bundle, which
-// /cacerts and server-ca.crt serve once a server has restarted with it,
-// is [intermediate, new root, cross-signed new root, old root]; with
-// withOld false, the bundle after the rotation, the old root removed.
-// The cluster's token pins the new root (pkg/clientaccess/token.go
-// hashCA), the token a restarted server prints.
-func newRotatedCA(t *testing.T, cl *cluster, withOld bool) *cluster {
+// contrib/util/rotate-default-ca-certs.sh makes it (testca.Rotate). The
+// bundle, which /cacerts and server-ca.crt serve once a server has
+// restarted with it, is [intermediate, new root, cross-signed new root,
+// old root]. The cluster's token pins the new root
+// (pkg/clientaccess/token.go hashCA), the token a restarted server
+// prints.
+func newRotatedCA(t *testing.T, cl *cluster) *cluster {
 	t.Helper()
-	old := cl.serverCA
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	skid := make([]byte, 20)
-	rand.Read(skid)
-	mk := func(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, akid []byte) *x509.Certificate {
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "k3s-server-root@1700000000"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(20 * year),
-			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
-			SubjectKeyId: skid, AuthorityKeyId: akid,
-		}
-		if parent == nil {
-			parent, parentKey = tmpl, key
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, _ := x509.ParseCertificate(der)
-		return c
-	}
-	root := &testCA{cert: mk(nil, nil, skid), key: key}
-	root.pem = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.cert.Raw})
-	root.bundle, root.root = root.pem, root.cert
-	cross := mk(old.cert, old.key, nil)
-	inter := newTestCAAt(t, "k3s-server-ca@1700000000", time.Now().Add(-time.Hour), root)
-	inter.bundle = append(slices.Clip(inter.pem), root.pem...)
-	if withOld {
-		inter.bundle = append(inter.bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cross.Raw})...)
-		inter.bundle = append(inter.bundle, old.bundle...)
-	}
+	r := testca.Rotate(t, &testca.CA{Cert: cl.serverCA.cert, Key: cl.serverCA.key})
+	inter := fromTestca(r.Inter, fromTestca(r.Root, nil))
+	inter.bundle = r.Bundle(true)
 	return &cluster{serverCA: inter, clientCA: cl.client(), secret: cl.secret, passwords: make(map[string]string)}
 }
 
@@ -366,7 +333,7 @@ func dialsWith(addr string, roots *x509.CertPool) error {
 // trusts it.
 func TestRollingCARotation(t *testing.T) {
 	cl, old, dir := joined(t) // a one-certificate CA, as k3s makes it
-	rotated := newRotatedCA(t, cl, true)
+	rotated := newRotatedCA(t, cl)
 	restarted := newSupervisor(t, rotated)
 	var logs logBuffer
 	opts := testOptions(rotated, restarted.addr, dir, &logs)
@@ -399,7 +366,8 @@ func TestRollingCARotation(t *testing.T) {
 	}
 
 	// The rotation is over: the servers serve the bundle without the old root.
-	final := newSupervisor(t, withBundle(rotated, newRotatedBundleWithout(t, rotated.serverCA.bundle, cl.serverCA.cert)))
+	over := append(slices.Clip(rotated.serverCA.pem), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rotated.serverCA.root.Raw})...)
+	final := newSupervisor(t, withBundle(rotated, over)) // [intermediate, new root]
 	opts = testOptions(rotated, final.addr, dir, nil)
 	opts.Servers = []string{old.addr, final.addr}
 	res := get(t, newClient(t, opts))
@@ -419,28 +387,6 @@ func withBundle(cl *cluster, bundle []byte) *cluster {
 	return &cluster{serverCA: &ca, clientCA: cl.client(), secret: cl.secret, passwords: make(map[string]string)}
 }
 
-// newRotatedBundleWithout is bundle without drop and the certificates
-// drop signed (the cross-signed root): what the servers serve once the
-// rotation is over.
-func newRotatedBundleWithout(t *testing.T, bundle []byte, drop *x509.Certificate) []byte {
-	t.Helper()
-	var out []byte
-	for rest := bundle; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			return out
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Equal(drop) || bytes.Equal(c.RawIssuer, drop.RawSubject) && c.CheckSignatureFrom(drop) == nil {
-			continue
-		}
-		out = append(out, pem.EncodeToMemory(b)...)
-	}
-}
-
 // During a rotation, a man in the middle serves a bundle of the same
 // shape as the genuine one whose new root is cross-signed by a CA of its
 // own instead (anyone can sign the new root's public key), with the old
@@ -451,7 +397,7 @@ func newRotatedBundleWithout(t *testing.T, bundle []byte, drop *x509.Certificate
 // pkg/clientaccess/token.go GetHTTPClient, the cross-signer included.)
 func TestRotationCrossSignerRefused(t *testing.T) {
 	cl, _, dir := joined(t)
-	rotated := newRotatedCA(t, cl, true)
+	rotated := newRotatedCA(t, cl)
 	newRoot := rotated.serverCA.root
 	evil := newCluster(t)
 	tmpl := &x509.Certificate{
@@ -495,7 +441,7 @@ func TestRotationCrossSignerRefused(t *testing.T) {
 // one certificate (pkg/clientaccess/token.go), so k3s's agent refuses it
 // (validateCAHash), and so does this one: the agent refuses the CA.
 func TestRotationScriptTokenRefused(t *testing.T) {
-	rotated := newRotatedCA(t, newCluster(t), true)
+	rotated := newRotatedCA(t, newCluster(t))
 	s := newSupervisor(t, rotated)
 	opts := testOptions(rotated, s.addr, t.TempDir(), nil)
 	sum := sha256.Sum256(rotated.serverCA.cert.Raw) // the intermediate's DER

@@ -1,18 +1,13 @@
 package k3stoken
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/testca"
 )
 
 // Parse reads what k3s's parseToken reads (pkg/clientaccess/token.go):
@@ -53,42 +48,10 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// ca is a CA certificate and its key, for building bundles.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-// newCA makes a CA named name for key (nil: a new one) signed by parent
-// (nil: itself), with the subject and authority key IDs given (nil: Go's
-// defaults: a key ID of its own, no authority key ID when self-signed).
-func newCA(t *testing.T, name string, key *ecdsa.PrivateKey, parent *ca, skid, akid []byte) *ca {
-	t.Helper()
-	if key == nil {
-		key, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-		SubjectKeyId: skid, AuthorityKeyId: akid,
-	}
-	signer, signerKey := tmpl, key
-	if parent != nil {
-		signer, signerKey = parent.cert, parent.key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &ca{cert: cert, key: key}
-}
-
-func pemOf(certs ...*x509.Certificate) []byte {
+func pemOf(cas ...*testca.CA) []byte {
 	var b []byte
-	for _, c := range certs {
-		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	for _, c := range cas {
+		b = append(b, c.PEM()...)
 	}
 	return b
 }
@@ -102,20 +65,21 @@ func sum(b []byte) string {
 // root's DER for a chain; the bytes again when the first certificate
 // chains to no root of the bundle.
 func TestHashCA(t *testing.T) {
-	root := newCA(t, "root", nil, nil, nil, nil)
-	inter := newCA(t, "intermediate", nil, root, nil, nil)
-	other := newCA(t, "other", nil, nil, nil, nil)
+	now := time.Now().Add(-time.Hour)
+	root := testca.New(t, "root", now, nil)
+	inter := testca.New(t, "intermediate", now, root)
+	other := testca.New(t, "other", now, nil)
 	for _, tc := range []struct {
 		name   string
 		bundle []byte
 		hash   string
 		pinned int
 	}{
-		{"one certificate", pemOf(root.cert), sum(pemOf(root.cert)), 1},
-		{"one certificate, a trailing newline", append(pemOf(root.cert), '\n'), sum(append(pemOf(root.cert), '\n')), 1},
-		{"intermediate then root", pemOf(inter.cert, root.cert), sum(root.cert.Raw), 2},
-		{"intermediate, root, another root", pemOf(inter.cert, root.cert, other.cert), sum(root.cert.Raw), 2},
-		{"no chain", pemOf(inter.cert, other.cert), sum(pemOf(inter.cert, other.cert)), 2},
+		{"one certificate", pemOf(root), sum(pemOf(root)), 1},
+		{"one certificate, a trailing newline", append(pemOf(root), '\n'), sum(append(pemOf(root), '\n')), 1},
+		{"intermediate then root", pemOf(inter, root), sum(root.Cert.Raw), 2},
+		{"intermediate, root, another root", pemOf(inter, root, other), sum(root.Cert.Raw), 2},
+		{"no chain", pemOf(inter, other), sum(pemOf(inter, other)), 2},
 	} {
 		h, pinned, err := HashCA(tc.bundle)
 		if err != nil || h != tc.hash || len(pinned) != tc.pinned {
@@ -138,25 +102,18 @@ func TestHashCA(t *testing.T) {
 // (validateCAHash: "token CA hash does not match the Cluster CA
 // certificate hash"), and so does nodepass's.
 func TestHashCARotatedBundle(t *testing.T) {
-	old := newCA(t, "k3s-server-ca", nil, nil, nil, nil)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	skid := []byte("new-root-key-id-0123")
-	// openssl's v3_ca of the script: authorityKeyIdentifier = keyid:always.
-	newRoot := newCA(t, "k3s-server-root", key, nil, skid, skid)
-	cross := newCA(t, "k3s-server-root", key, old, skid, nil)
-	inter := newCA(t, "k3s-server-ca", nil, newRoot, nil, nil)
-	bundle := pemOf(inter.cert, newRoot.cert, cross.cert, old.cert)
-	h, pinned, err := HashCA(bundle)
+	r := testca.Rotate(t, testca.New(t, "k3s-server-ca", time.Now().Add(-time.Hour), nil))
+	h, pinned, err := HashCA(r.Bundle(true))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h != sum(newRoot.cert.Raw) {
-		t.Errorf("hash %s, want the new root's %s", h, sum(newRoot.cert.Raw))
+	if h != sum(r.Root.Cert.Raw) {
+		t.Errorf("hash %s, want the new root's %s", h, sum(r.Root.Cert.Raw))
 	}
-	if h == sum(inter.cert.Raw) {
+	if h == sum(r.Inter.Cert.Raw) {
 		t.Error("the hash is the intermediate's, which the script prints")
 	}
-	if len(pinned) != 2 || !pinned[0].Equal(inter.cert) || !pinned[1].Equal(newRoot.cert) {
+	if len(pinned) != 2 || !pinned[0].Equal(r.Inter.Cert) || !pinned[1].Equal(r.Root.Cert) {
 		t.Errorf("pinned %d certificates, want the intermediate and the new root", len(pinned))
 	}
 }
