@@ -11,7 +11,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"io"
 	"log"
 	"math/big"
@@ -28,45 +27,26 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/nodepass/nodepass/examples/internal/cli"
+	"github.com/nodepass/nodepass/examples/internal/cli/clitest"
 )
 
 // asCommand, set in a test binary's environment, makes it the agent
-// command: TestMain runs main with the binary's arguments.
+// command (clitest.Main).
 const asCommand = "NODEPASS_TEST_RUN_AGENT_MAIN"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(asCommand) == "1" {
-		main() // exits
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { clitest.Main(m, asCommand, main) }
 
-// command returns the agent command with args, as a user runs it: this
-// test binary, running main.
+// command returns the agent command with args, as a user runs it.
 func command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asCommand+"=1")
-	return cmd
+	return clitest.Command(ctx, asCommand, args...)
 }
 
 // runCommand runs the agent command with args to its end and returns its
 // exit code, stdout and stderr.
 func runCommand(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := command(ctx, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("agent %q: %v", args, err)
-	}
-	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	return clitest.Run(t, asCommand, args...)
 }
 
 // fakeSupervisor serves the routes a k3s agent asks for over HTTPS, with
