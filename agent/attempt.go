@@ -40,8 +40,8 @@ type Result struct {
 type CertResult struct {
 	Name              string // "serving-kubelet", ...
 	CertFile, KeyFile string
-	// Status is the certificate in CertFile now.
-	Status CertStatus
+	// Verdict is what CertRule.Check finds of the certificate in CertFile now.
+	Verdict CertVerdict
 	// Issued reports that the attempt wrote a new certificate.
 	Issued bool
 	// Err is why the certificate's renewal failed, if it did. The
@@ -52,7 +52,7 @@ type CertResult struct {
 // usable reports whether every certificate may be used.
 func (r *Result) usable() bool {
 	for _, c := range r.Certs {
-		if !c.Status.State.Usable() {
+		if !c.Verdict.State.Usable() {
 			return false
 		}
 	}
@@ -64,10 +64,10 @@ func (r *Result) usable() bool {
 // one already due (which is retried after a wait, not at once).
 func (r *Result) renewAt() (at time.Time, failed bool) {
 	for i, c := range r.Certs {
-		if i == 0 || c.Status.RenewAt.Before(at) {
-			at = c.Status.RenewAt
+		if i == 0 || c.Verdict.RenewAt.Before(at) {
+			at = c.Verdict.RenewAt
 		}
-		failed = failed || c.Err != nil || (c.Issued && c.Status.State == CertRenewDue)
+		failed = failed || c.Err != nil || (c.Issued && c.Verdict.State == CertRenewDue)
 	}
 	return at, failed
 }
@@ -82,11 +82,12 @@ type prelude struct {
 // attempt is one attempt at the node's certificates, as k3s's agent
 // makes one (pkg/agent/config get()), but keeping what is valid:
 //
-//  1. GET /cacerts, unless the servers' CA is known (from this run or
-//     server-ca.crt on disk, checked against the token's hash);
+//  1. the node's addresses (addresses), then GET /cacerts, unless the
+//     servers' CA is known (from this run or server-ca.crt on disk,
+//     checked against the token's hash);
 //  2. GET /v1-k3s/config, /v1-k3s/client-ca.crt and /v1-k3s/server-ca.crt,
 //     unless an attempt of this Get has;
-//  3. for each certificate, CheckCert against the CA just fetched: kept
+//  3. for each certificate, CertRule.Check against the CA just fetched: kept
 //     if valid, else POST a CSR made from the key kept beside it.
 //
 // Each request goes to the servers in turn (do). A certificate whose
@@ -96,6 +97,9 @@ type prelude struct {
 func (c *Client) attempt(ctx context.Context) (*Result, error) {
 	c.stats.attempts.Add(1)
 	c.askedUntil, c.caDoubted = time.Time{}, false
+	if err := c.addresses(); err != nil {
+		return nil, err
+	}
 	if err := c.ensureTrust(ctx); err != nil {
 		return nil, err
 	}
@@ -114,8 +118,8 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 			roots = c.prelude.serverCA
 		}
 		cr := &res.Certs[i]
-		*cr = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, roots, now)}
-		switch st := cr.Status; st.State {
+		*cr = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Verdict: c.check(s, roots, now)}
+		switch st := cr.Verdict; st.State {
 		case CertValid:
 			c.stats.kept.Add(1)
 			c.log.Debug("agent: keeping a valid certificate", "file", s.certFile, "renew_at", st.RenewAt)
@@ -130,9 +134,9 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 		st, err := c.requestCert(ctx, s, roots)
 		switch {
 		case err == nil:
-			cr.Status, cr.Issued = st, true
-		case cr.Status.State.Usable() && !ended(ctx):
-			c.log.Warn("agent: renewal failed; going on with the certificate on disk", "file", s.certFile, "expires", cr.Status.NotAfter, "err", err)
+			cr.Verdict, cr.Issued = st, true
+		case cr.Verdict.State.Usable() && !ended(ctx):
+			c.log.Warn("agent: renewal failed; going on with the certificate on disk", "file", s.certFile, "expires", cr.Verdict.NotAfter, "err", err)
 			cr.Err = err
 		default:
 			return nil, err
@@ -145,8 +149,10 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 func (c *Client) onDisk(now time.Time) *Result {
 	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust.pool()}
 	serverPEM, _ := os.ReadFile(c.caFile(true)) // nil, so no roots, if it cannot be read
-	if res.ServerCA == nil && serverPEM != nil {
-		res.ServerCA, _ = c.pinned(serverPEM) // what the token pins, as ensureTrust reads it
+	if res.ServerCA == nil {
+		if t, err := c.diskTrust(); err == nil {
+			res.ServerCA = t.pool() // what the token pins, as ensureTrust reads it
+		}
 	}
 	serverRoots, clientRoots := poolOf(serverPEM), c.diskCA(false)
 	for i, s := range c.certs {
@@ -154,16 +160,47 @@ func (c *Client) onDisk(now time.Time) *Result {
 		if s.serverCA {
 			roots = serverRoots
 		}
-		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Status: c.check(s, roots, now)}
+		res.Certs[i] = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Verdict: c.check(s, roots, now)}
 	}
 	return res
 }
 
-// check is CheckCert of s against roots (nil: none).
-func (c *Client) check(s certSpec, roots *x509.CertPool, now time.Time) CertStatus {
-	want := s.checkSpec
-	want.Roots = roots
-	return CheckCert(s.certFile, s.keyFile, want, now)
+// check is s's CertRule.Check against roots (nil: none).
+func (c *Client) check(s certSpec, roots *x509.CertPool, now time.Time) CertVerdict {
+	return c.rule(s, roots).Check(s.certFile, s.keyFile, now)
+}
+
+// rule is s's CertRule against roots, the CA file as it is now: the CA
+// its consumer checks it against. That is client-ca.crt for the client
+// certificates, which the API server trusts. It is server-ca.crt for the
+// serving certificate: k3s runs the API server with
+// --kubelet-certificate-authority server-ca.crt
+// (pkg/daemons/control/server.go). So a serving certificate of a CA the
+// servers replaced is renewed, although its file carries the CA that
+// signed it (k3s sends each certificate followed by its CA,
+// pkg/server/handlers/handlers.go signAndSend).
+//
+// A server may sign serving certificates with a kubelet CA of its own,
+// as examples/server does, and configure its API server with that CA.
+// The agent has no file of it, only the copy sent with the certificate.
+// That copy is still the servers' while their CAs have not changed since
+// the certificate was written: the server's CAs are made, and replaced,
+// together, and server-ca.crt is written only when it changes. So a
+// serving certificate also passes with the CA its file carries, if the
+// file is no older than server-ca.crt.
+//
+// A serving certificate must also name every address the agent sends
+// now (see addresses).
+func (c *Client) rule(s certSpec, roots *x509.CertPool) CertRule {
+	r := s.rule
+	r.Roots = roots
+	if s.serverCA {
+		r.IPs = c.ips
+		if fi, err := os.Stat(c.caFile(true)); err == nil {
+			r.carriedCASince = fi.ModTime()
+		}
+	}
+	return r
 }
 
 // diskCA reads client-ca.crt or server-ca.crt from disk; nil if it
@@ -218,6 +255,7 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 		}
 		if server {
 			p.serverCA = pool
+			c.pruneCarried(a.body)
 		} else {
 			p.clientCA = pool
 		}
@@ -228,32 +266,30 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 // requestCert asks for a new certificate for s, with a CSR from the key
 // kept beside it (made if there is none), checks the answer against roots
 // and writes it.
-func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPool) (CertStatus, error) {
+func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPool) (CertVerdict, error) {
 	key, keyPEM, err := c.loadOrMakeKey(s.keyFile)
 	if err != nil {
-		return CertStatus{}, err
+		return CertVerdict{}, err
 	}
 	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject: pkix.Name{CommonName: s.cn, Organization: s.org}}, key)
 	if err != nil {
-		return CertStatus{}, fmt.Errorf("agent: a certificate request for %s: %w", s.certFile, err)
+		return CertVerdict{}, fmt.Errorf("agent: a certificate request for %s: %w", s.certFile, err)
 	}
 	c.stats.requested.Add(1)
 	a, err := c.do(ctx, call{method: "POST", path: c.prefix + "/" + s.name + ".crt", body: csr, node: s.node})
 	if err != nil {
-		return CertStatus{}, err
+		return CertVerdict{}, err
 	}
 	// A down-level server makes the key itself and sends it along.
 	certPEM, serverKey := splitCertKeyPEM(a.body)
 	if serverKey != nil {
 		keyPEM = serverKey
 	}
-	want := s.checkSpec
-	want.Roots = roots
 	now := time.Now()
-	st := checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, want, now, now)
+	st := c.rule(s, roots).checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, now, now)
 	if !st.State.Usable() {
-		return st, fmt.Errorf("agent: %s sent an unusable certificate for %s: %w", a.addr, s.certFile, st.Err)
+		return st, fmt.Errorf("agent: %s sent an unusable certificate: %w", a.addr, inner{st.Err})
 	}
 	if serverKey != nil {
 		if err := statefile.WriteFile(s.keyFile, serverKey, 0o600); err != nil {

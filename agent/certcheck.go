@@ -10,17 +10,62 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/k3stoken"
 )
 
 // DefaultRenewAfter is where a certificate's renewal window opens, as a
 // fraction of its lifetime. The package doc says why.
 const DefaultRenewAfter = 0.7
 
-// CertState is what CheckCert found.
+// CertRule is what a certificate on disk must satisfy to be kept, and
+// CertRule.Check applies it. The CertVerdict's State says what to do:
+//
+//   - CertValid: keep the certificate; do not ask for it.
+//   - CertRenewDue: use it, and ask for a new one.
+//   - any other state: ask for a new one before using it.
+//
+// A certificate is kept only if it would pass where it is used now. It
+// must be for the key beside it and carry Name and every address of IPs.
+// It must chain to Roots
+// for Usage, so Roots must be the CA file as it is now, the one its
+// consumer checks it against. And it must be within its validity and
+// before its renewal time.
+type CertRule struct {
+	// Name is the common name, or for a serving certificate (Usage
+	// ExtKeyUsageServerAuth) a DNS name.
+	Name string
+	// IPs are addresses it must carry as IP SANs: for a serving
+	// certificate, every address the node has now.
+	IPs   []net.IP
+	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
+	Roots *x509.CertPool   // the CA the certificate must chain to, nil for none
+	// RenewAfter opens the renewal window. It closes two thirds of the way
+	// from there to NotAfter. Default DefaultRenewAfter.
+	RenewAfter float64
+
+	// carriedCASince, if not zero, also accepts a chain to a CA the file
+	// carries after the certificate, when the file was written at or
+	// after it. The Client sets it for a serving certificate (see
+	// Client.check).
+	carriedCASince time.Time
+}
+
+// CertVerdict is what CertRule.Check found of a certificate.
+type CertVerdict struct {
+	State CertState
+	// RenewAt is when the certificate is due for renewal, NotAfter when it
+	// expires. Both are zero unless it parsed and had the key and name.
+	RenewAt, NotAfter time.Time
+	Err               error // what is wrong, naming the file; nil for CertValid
+}
+
+// CertState is a CertVerdict's finding.
 type CertState int
 
 const (
@@ -29,7 +74,7 @@ const (
 	CertMissing                    // no certificate or no key file
 	CertCorrupt                    // the certificate or the key does not parse
 	CertWrongKey                   // not for the key beside it
-	CertWrongName                  // not for the name wanted
+	CertWrongName                  // not for the name, or an address, wanted
 	CertOtherCA                    // does not chain to the CA given
 	CertExpired                    // past NotAfter, or before NotBefore and the time written
 )
@@ -46,46 +91,20 @@ func (s CertState) String() string {
 // Usable reports whether s is CertValid or CertRenewDue.
 func (s CertState) Usable() bool { return s == CertValid || s == CertRenewDue }
 
-// CertStatus is CheckCert's finding.
-type CertStatus struct {
-	State CertState
-	// RenewAt is when the certificate is due for renewal, NotAfter when it
-	// expires. Both are zero unless it parsed and had the key and name.
-	RenewAt, NotAfter time.Time
-	Err               error // what is wrong, naming the file; nil for CertValid
-}
-
-// CertCheck is what a certificate must satisfy to be kept.
-type CertCheck struct {
-	// Name is the common name, or for a serving certificate (Usage
-	// ExtKeyUsageServerAuth) a DNS name.
-	Name  string
-	Usage x509.ExtKeyUsage // the extended key usage the chain must allow
-	Roots *x509.CertPool   // the CA the certificate must chain to, nil for none
-	// ChainCA also trusts the CAs the file carries after the certificate.
-	// Some servers sign kubelet serving certificates with a CA of their own.
-	ChainCA bool
-	// RenewAfter opens the renewal window. It closes two thirds of the way
-	// from there to NotAfter. Default DefaultRenewAfter.
-	RenewAfter float64
-}
-
-// CheckCert checks the PEM certificate chain in certFile and its key in
-// keyFile at time now. The certificate must be for the key, carry
-// want.Name, chain to want.Roots for want.Usage, and be valid. It is
-// CertValid until its renewal time and CertRenewDue after.
+// Check checks the PEM certificate chain in certFile and its key in
+// keyFile against r at time now (see CertRule).
 //
-// Its lifetime counts from the later of its NotBefore and the time
-// certFile was written. Older k3s servers set NotBefore to the CA's, and
-// a lifetime counted from there would be spent on an old CA. The renewal
-// time is a point of the window [RenewAfter, RenewAfter +
+// The certificate's lifetime counts from the later of its NotBefore and
+// the time certFile was written. Older k3s servers set NotBefore to the
+// CA's, and a lifetime counted from there would be spent on an old CA.
+// The renewal time is a point of the window [RenewAfter, RenewAfter +
 // (1-RenewAfter)·2/3] of that lifetime, chosen by a hash of the
 // certificate. A fleet spreads over the window, and a restart finds the
 // same time again.
 //
 // A certificate written before its NotBefore is valid from when it was
 // written: the agent's clock lags its server's.
-func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStatus {
+func (r CertRule) Check(certFile, keyFile string, now time.Time) CertVerdict {
 	certPEM, written, err := readWithTime(certFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return certFailure(CertMissing, certFile, "no such file")
@@ -100,7 +119,7 @@ func CheckCert(certFile, keyFile string, want CertCheck, now time.Time) CertStat
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "its key: %v", err)
 	}
-	return checkPEM(certPEM, keyPEM, certFile, keyFile, want, now, written)
+	return r.checkPEM(certPEM, keyPEM, certFile, keyFile, now, written)
 }
 
 // readWithTime reads the file at path and when it was last written, from
@@ -119,14 +138,14 @@ func readWithTime(path string) ([]byte, time.Time, error) {
 	return b, fi.ModTime(), err
 }
 
-func certFailure(s CertState, certFile, format string, args ...any) CertStatus {
-	return CertStatus{State: s, Err: fmt.Errorf("agent: %s: "+format, append([]any{certFile}, args...)...)}
+func certFailure(s CertState, certFile, format string, args ...any) CertVerdict {
+	return CertVerdict{State: s, Err: fmt.Errorf("agent: %s: "+format, append([]any{certFile}, args...)...)}
 }
 
-// checkPEM is CheckCert on the files' contents, the certificate written
-// at written; the file names are for the errors.
-func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, now, written time.Time) CertStatus {
-	chain, err := parseCertsPEM(certPEM)
+// checkPEM is Check on the files' contents, the certificate written at
+// written; the file names are for the errors.
+func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now, written time.Time) CertVerdict {
+	chain, err := k3stoken.ParseCerts(certPEM)
 	if err != nil {
 		return certFailure(CertCorrupt, certFile, "%v", err)
 	}
@@ -138,10 +157,15 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	if pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(key.Public()) {
 		return certFailure(CertWrongKey, certFile, "the certificate is not for the key in %s", keyFile)
 	}
-	if !hasName(cert, want) {
-		return certFailure(CertWrongName, certFile, "issued to %q (DNS names %q), want %q", cert.Subject.CommonName, cert.DNSNames, want.Name)
+	if !r.hasName(cert) {
+		return certFailure(CertWrongName, certFile, "issued to %q (DNS names %q), want %q", cert.Subject.CommonName, cert.DNSNames, r.Name)
 	}
-	st := CertStatus{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, want.RenewAfter, written)}
+	for _, ip := range r.IPs {
+		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+			return certFailure(CertWrongName, certFile, "does not name the address %s (it names %v)", ip, cert.IPAddresses)
+		}
+	}
+	st := CertVerdict{NotAfter: cert.NotAfter, RenewAt: renewAt(cert, r.RenewAfter, written)}
 	at := now // the time the chain is checked at
 	if now.Before(cert.NotBefore) && !now.Before(written) {
 		at = cert.NotBefore // the agent's clock lags its server's
@@ -155,20 +179,24 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	for _, c := range chain[1:] {
 		inter.AddCert(c)
 	}
-	roots := want.Roots
+	roots := r.Roots
 	if roots == nil {
 		roots = x509.NewCertPool() // never the system's
 	}
-	if want.ChainCA {
-		roots = roots.Clone()
+	opts := x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{r.Usage}}
+	_, err = cert.Verify(opts)
+	if err != nil && !r.carriedCASince.IsZero() && !written.Before(r.carriedCASince) {
+		opts.Roots = x509.NewCertPool()
 		for _, c := range chain[1:] {
 			if c.IsCA {
-				roots.AddCert(c)
+				opts.Roots.AddCert(c)
 			}
 		}
+		if _, cerr := cert.Verify(opts); cerr == nil {
+			err = nil
+		}
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at,
-		KeyUsages: []x509.ExtKeyUsage{want.Usage}}); err != nil {
+	if err != nil {
 		st.State, st.Err = CertOtherCA, fmt.Errorf("agent: %s: does not chain to the server's CA: %w", certFile, err)
 		return st
 	}
@@ -179,17 +207,17 @@ func checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, want CertCheck, 
 	return st
 }
 
-// hasName reports whether cert carries want.Name: as its common name, or
+// hasName reports whether cert carries r.Name: as its common name, or
 // for a serving certificate as a DNS name.
-func hasName(cert *x509.Certificate, want CertCheck) bool {
-	if cert.Subject.CommonName == want.Name {
+func (r CertRule) hasName(cert *x509.Certificate) bool {
+	if cert.Subject.CommonName == r.Name {
 		return true
 	}
-	return want.Usage == x509.ExtKeyUsageServerAuth && slices.Contains(cert.DNSNames, want.Name)
+	return r.Usage == x509.ExtKeyUsageServerAuth && slices.Contains(cert.DNSNames, r.Name)
 }
 
 // renewAt is when cert, written at written, is due for renewal: a point
-// of the window (see CheckCert) chosen by the hash of the certificate.
+// of the window (see CertRule.Check) chosen by the hash of the certificate.
 func renewAt(cert *x509.Certificate, after float64, written time.Time) time.Time {
 	if after <= 0 || after >= 1 {
 		after = DefaultRenewAfter
@@ -202,31 +230,6 @@ func renewAt(cert *x509.Certificate, after float64, written time.Time) time.Time
 		start = written
 	}
 	return start.Add(time.Duration(frac * float64(cert.NotAfter.Sub(start))))
-}
-
-// parseCertsPEM parses every CERTIFICATE block of data, in order; other
-// blocks are skipped.
-func parseCertsPEM(data []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		certs = append(certs, c)
-	}
-	if len(certs) == 0 {
-		return nil, errors.New("no PEM certificate")
-	}
-	return certs, nil
 }
 
 // parseKeyPEM parses the first private key block of data: SEC 1 (EC

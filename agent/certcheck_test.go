@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,16 +35,29 @@ func certOnDisk(t *testing.T, ca *testCA, l leaf, key *ecdsa.PrivateKey) (certFi
 	return certFile, keyFile
 }
 
-func TestCheckCert(t *testing.T) {
+func TestCertRule(t *testing.T) {
 	ca, other := newTestCA(t, "ca"), newTestCA(t, "other")
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
 	now := time.Now()
 	serving := leaf{cn: "worker-1", dns: "worker-1", usage: x509.ExtKeyUsageServerAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(year)}
 	client := leaf{cn: "system:node:worker-1", usage: x509.ExtKeyUsageClientAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(year)}
-	servingCheck := CertCheck{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots}
-	clientCheck := CertCheck{Name: "system:node:worker-1", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
+	servingRule := CertRule{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots}
+	clientRule := CertRule{Name: "system:node:worker-1", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
 	wrongKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	since := func(r CertRule, t time.Time) CertRule { r.carriedCASince = t; return r }
+	withIPs := func(r CertRule, ips ...string) CertRule {
+		for _, ip := range ips {
+			r.IPs = append(r.IPs, net.ParseIP(ip))
+		}
+		return r
+	}
+	addressed := func(l leaf, ips ...string) leaf {
+		for _, ip := range ips {
+			l.ips = append(l.ips, net.ParseIP(ip))
+		}
+		return l
+	}
 	renaming := func(l leaf, cn, dns string) leaf { l.cn, l.dns = cn, dns; return l }
 	timed := func(l leaf, from, to time.Duration) leaf {
 		l.notBefore, l.notAfter = now.Add(from), now.Add(to)
@@ -63,69 +77,86 @@ func TestCheckCert(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		files func() (string, string)
-		check CertCheck
+		rule  CertRule
 		want  CertState
 	}{
-		{"valid serving", func() (string, string) { return certOnDisk(t, ca, serving, nil) }, servingCheck, CertValid},
-		{"valid client", func() (string, string) { return certOnDisk(t, ca, client, nil) }, clientCheck, CertValid},
+		{"valid serving", func() (string, string) { return certOnDisk(t, ca, serving, nil) }, servingRule, CertValid},
+		{"valid client", func() (string, string) { return certOnDisk(t, ca, client, nil) }, clientRule, CertValid},
 		{"serving named by its DNS name only", func() (string, string) {
 			return certOnDisk(t, ca, renaming(serving, "something", "worker-1"), nil)
-		}, servingCheck, CertValid},
+		}, servingRule, CertValid},
 		{"expiring: 95 % of its life gone", writtenAt(timed(client, -95*time.Hour, 5*time.Hour), now.Add(-95*time.Hour)),
-			clientCheck, CertRenewDue},
-		{"expired", func() (string, string) { return certOnDisk(t, ca, timed(client, -2*year, -time.Hour), nil) }, clientCheck, CertExpired},
+			clientRule, CertRenewDue},
+		{"expired", func() (string, string) { return certOnDisk(t, ca, timed(client, -2*year, -time.Hour), nil) }, clientRule, CertExpired},
 		// Written after its NotBefore and read before it: the clock went back.
-		{"not yet valid", writtenAt(timed(client, time.Hour, year), now.Add(time.Hour)), clientCheck, CertExpired},
+		{"not yet valid", writtenAt(timed(client, time.Hour, year), now.Add(time.Hour)), clientRule, CertExpired},
 		// Written before its NotBefore: the agent's clock lags the server's.
-		{"not yet valid when written", writtenAt(timed(client, time.Hour, year), now.Add(-time.Minute)), clientCheck, CertValid},
-		{"wrong key", func() (string, string) { return certOnDisk(t, ca, client, wrongKey) }, clientCheck, CertWrongKey},
+		{"not yet valid when written", writtenAt(timed(client, time.Hour, year), now.Add(-time.Minute)), clientRule, CertValid},
+		{"wrong key", func() (string, string) { return certOnDisk(t, ca, client, wrongKey) }, clientRule, CertWrongKey},
 		{"wrong name", func() (string, string) { return certOnDisk(t, ca, renaming(client, "system:node:worker-2", ""), nil) },
-			clientCheck, CertWrongName},
+			clientRule, CertWrongName},
+		{"serving with the node's address", func() (string, string) { return certOnDisk(t, ca, addressed(serving, "192.0.2.10"), nil) },
+			withIPs(servingRule, "192.0.2.10"), CertValid},
+		{"serving with the node's addresses and loopback", func() (string, string) {
+			return certOnDisk(t, ca, addressed(serving, "127.0.0.1", "192.0.2.10", "2001:db8::10"), nil)
+		}, withIPs(servingRule, "2001:db8::10", "192.0.2.10"), CertValid},
+		{"serving without the node's new address", func() (string, string) { return certOnDisk(t, ca, addressed(serving, "192.0.2.10"), nil) },
+			withIPs(servingRule, "192.0.2.11"), CertWrongName},
+		{"serving without the node's second address", func() (string, string) { return certOnDisk(t, ca, addressed(serving, "192.0.2.10"), nil) },
+			withIPs(servingRule, "192.0.2.10", "2001:db8::10"), CertWrongName},
 		{"client certificate named by a DNS name", func() (string, string) {
 			return certOnDisk(t, ca, renaming(client, "x", "system:node:worker-1"), nil)
-		}, clientCheck, CertWrongName},
-		{"another CA", func() (string, string) { return certOnDisk(t, other, client, nil) }, clientCheck, CertOtherCA},
-		{"serving, from the CA it carries", func() (string, string) { return certOnDisk(t, other, serving, nil) },
-			CertCheck{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots, ChainCA: true}, CertValid},
+		}, clientRule, CertWrongName},
+		{"another CA", func() (string, string) { return certOnDisk(t, other, client, nil) }, clientRule, CertOtherCA},
+		// k3s sends a certificate followed by its CA (handlers.go
+		// signAndSend): the CA a file carries is no proof.
+		{"serving, from the CA it carries, not Roots", func() (string, string) { return certOnDisk(t, other, serving, nil) },
+			servingRule, CertOtherCA},
+		// A kubelet CA of the server's own (examples/server), the file
+		// written after server-ca.crt: the CA it carries is the servers'.
+		{"serving, from the CA it carries, written since the servers' CA", func() (string, string) { return certOnDisk(t, other, serving, nil) },
+			since(servingRule, now.Add(-time.Hour)), CertValid},
+		{"serving, from the CA it carries, older than the servers' CA", func() (string, string) { return certOnDisk(t, other, serving, nil) },
+			since(servingRule, now.Add(time.Hour)), CertOtherCA},
 		{"serving, from a CA it does not carry", func() (string, string) {
 			c, k := certOnDisk(t, other, serving, nil)
 			b, _ := os.ReadFile(c)
 			first, _ := pem.Decode(b)
 			os.WriteFile(c, pem.EncodeToMemory(first), 0o600)
 			return c, k
-		}, CertCheck{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots, ChainCA: true}, CertOtherCA},
-		{"no roots", func() (string, string) { return certOnDisk(t, ca, client, nil) }, CertCheck{Name: client.cn, Usage: client.usage}, CertOtherCA},
-		{"wrong usage", func() (string, string) { return certOnDisk(t, ca, renaming(client, "worker-1", "worker-1"), nil) }, servingCheck, CertOtherCA},
+		}, since(servingRule, now.Add(-time.Hour)), CertOtherCA},
+		{"no roots", func() (string, string) { return certOnDisk(t, ca, client, nil) }, CertRule{Name: client.cn, Usage: client.usage}, CertOtherCA},
+		{"wrong usage", func() (string, string) { return certOnDisk(t, ca, renaming(client, "worker-1", "worker-1"), nil) }, servingRule, CertOtherCA},
 		{"corrupt certificate", func() (string, string) {
 			c, k := certOnDisk(t, ca, client, nil)
 			os.WriteFile(c, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), 0o600)
 			return c, k
-		}, clientCheck, CertCorrupt},
+		}, clientRule, CertCorrupt},
 		{"truncated certificate", func() (string, string) {
 			c, k := certOnDisk(t, ca, client, nil)
 			b, _ := os.ReadFile(c)
 			os.WriteFile(c, b[:len(b)/3], 0o600)
 			return c, k
-		}, clientCheck, CertCorrupt},
+		}, clientRule, CertCorrupt},
 		{"corrupt key", func() (string, string) {
 			c, k := certOnDisk(t, ca, client, nil)
 			os.WriteFile(k, []byte("not a key"), 0o600)
 			return c, k
-		}, clientCheck, CertCorrupt},
+		}, clientRule, CertCorrupt},
 		{"missing certificate", func() (string, string) {
 			c, k := certOnDisk(t, ca, client, nil)
 			os.Remove(c)
 			return c, k
-		}, clientCheck, CertMissing},
+		}, clientRule, CertMissing},
 		{"missing key", func() (string, string) {
 			c, k := certOnDisk(t, ca, client, nil)
 			os.Remove(k)
 			return c, k
-		}, clientCheck, CertMissing},
+		}, clientRule, CertMissing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			certFile, keyFile := tc.files()
-			st := CheckCert(certFile, keyFile, tc.check, now)
+			st := tc.rule.Check(certFile, keyFile, now)
 			if st.State != tc.want {
 				t.Fatalf("State = %v (%v), want %v", st.State, st.Err, tc.want)
 			}
@@ -154,27 +185,27 @@ func TestRenewWindow(t *testing.T) {
 	now := time.Now()
 	life := 100 * time.Hour
 	l := leaf{cn: "n", usage: x509.ExtKeyUsageClientAuth, notBefore: now, notAfter: now.Add(life)}
-	check := CertCheck{Name: "n", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
+	rule := CertRule{Name: "n", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
 	var fracs []time.Duration
 	for range 300 {
 		c, k := certOnDisk(t, ca, l, nil)
-		st := CheckCert(c, k, check, now)
+		st := rule.Check(c, k, now)
 		if st.State != CertValid {
 			t.Fatalf("State = %v: %v", st.State, st.Err)
 		}
-		if again := CheckCert(c, k, check, now.Add(time.Hour)); !again.RenewAt.Equal(st.RenewAt) {
+		if again := rule.Check(c, k, now.Add(time.Hour)); !again.RenewAt.Equal(st.RenewAt) {
 			t.Fatalf("RenewAt %v, then %v: not the same time", st.RenewAt, again.RenewAt)
 		}
-		if due := CheckCert(c, k, check, st.RenewAt); due.State != CertRenewDue {
+		if due := rule.Check(c, k, st.RenewAt); due.State != CertRenewDue {
 			t.Fatalf("at RenewAt: %v, want renewal due", due.State)
 		}
 		fracs = append(fracs, st.RenewAt.Sub(now))
 	}
 	checkSpread(t, "renewal times", fracs, 70*time.Hour, 90*time.Hour)
 
-	check.RenewAfter = 0.4 // window 40-80 %
+	rule.RenewAfter = 0.4 // window 40-80 %
 	c, k := certOnDisk(t, ca, l, nil)
-	if at := CheckCert(c, k, check, now).RenewAt.Sub(now); at < 40*time.Hour || at >= 80*time.Hour {
+	if at := rule.Check(c, k, now).RenewAt.Sub(now); at < 40*time.Hour || at >= 80*time.Hour {
 		t.Errorf("RenewAfter 0.4: renewal at %v of 100h", at)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/agent/internal/statefile"
+	"github.com/nodepass/nodepass/internal/k3stoken"
 )
 
 // Defaults of Options. The package doc says why.
@@ -41,7 +42,9 @@ type Options struct {
 	// NodeName is the node's name. Default the host name, lower-cased.
 	NodeName string
 	// NodeIP is the node's addresses, comma-separated. Default the
-	// addresses of the default routes, as k3s sends them.
+	// addresses of the default routes, as k3s sends them, found at each
+	// attempt. An attempt of a node with neither fails, and the next one
+	// looks again, as k3s's agent does.
 	NodeIP string
 	// NodePassword is the node's password. Default the contents of
 	// NodePasswordFile, made (16 random bytes, hex) if missing.
@@ -56,7 +59,7 @@ type Options struct {
 	Program string
 
 	// Servers, if not nil, replaces the state file's list of servers
-	// (host:port) at start.
+	// (host:port, the port 1 to 65535) at start.
 	Servers []string
 	// StateFile keeps the servers known. Default k3s's,
 	// DataDir/agent/etc/<Program>-agent-load-balancer.json.
@@ -70,7 +73,7 @@ type Options struct {
 	// RecoveryDelay is how long a server that failed is left out. Default 30 s.
 	RecoveryDelay time.Duration
 	Backoff       Backoff // spaces the attempts, a zero field taking its default
-	// RenewAfter opens a certificate's renewal window (see CheckCert).
+	// RenewAfter opens a certificate's renewal window (see CertRule.Check).
 	// Default 0.7.
 	RenewAfter float64
 	// StopOnRejection makes Get return the sentinel errors at once.
@@ -82,16 +85,25 @@ type Options struct {
 // not mend them. The next attempt waits the backoff's cap, or Get returns
 // them at once with Options.StopOnRejection.
 var (
-	// ErrTokenRejected means a server answered 401 (or 403 to a request
-	// without the node's password), or its CA does not match the token's
-	// CA hash. The join token is wrong for these servers.
+	// ErrTokenRejected means the configured server answered 401 (or a
+	// server 403 to a request without the node's password). The join
+	// token is wrong for these servers.
 	ErrTokenRejected = errors.New("agent: the server rejected the join token")
+	// ErrCARejected means the agent refused the configured server's CA:
+	// its hash is not the token's CA hash. The token is for another
+	// cluster, or the cluster's CA was replaced.
+	ErrCARejected = errors.New("agent: the server's CA is not the one the token pins")
 	// ErrNodePasswordRejected means a server answered 403 to a request
 	// with the node's password. It holds another password for this node.
 	ErrNodePasswordRejected = errors.New("agent: node password rejected")
 	// ErrRefused means a server answered another 4xx, such as 400 (a node
 	// name it refuses) or 404 (a route of another program).
 	ErrRefused = errors.New("agent: the server refused the request")
+	// ErrNoRoute means a server answered 404: it does not serve the
+	// route, most likely because it runs another program than
+	// Options.Program (k3s serves /v1-k3s, RKE2 /v1-rke2). An error that
+	// matches it matches ErrRefused too.
+	ErrNoRoute = errors.New("agent: the server has no such route")
 )
 
 // Client gets a node's certificates from its servers, one attempt at a
@@ -100,7 +112,7 @@ var (
 type Client struct {
 	// Fields set by New and never changed.
 	opts     Options // defaults filled in
-	tok      token
+	tok      k3stoken.Token
 	log      *slog.Logger
 	servers  *rotation
 	agentDir string
@@ -122,14 +134,19 @@ type Client struct {
 	caDoubted, diskCAStale bool
 	warnedNoHash           bool
 	backoff                Backoff
-	nodeServer             string // the server that accepted the last node-password request
+	nodeServer             string          // the server that accepted the last node-password request
+	failing                map[string]bool // servers whose last request failed (see logFailure)
+	lastErr                string          // the last failed attempt's error (see retry)
 	// supervisorPort replaces the port of the servers announced, when
 	// the servers' configuration says their API servers listen on another
 	// port than their supervisors (see readPorts).
 	supervisorPort string
-	routeIP        string    // the default routes' addresses (nodeIP)
-	learnt         time.Time // when the servers were last asked for their list (see learn)
-	prelude        *prelude  // what this Get or renewal has fetched; nil at its start
+	// ips are the node's addresses, as the attempt sends them (see
+	// addresses); routeIPs finds the default routes' (defaultRouteIPs).
+	ips      []net.IP
+	routeIPs func() []net.IP
+	learnt   time.Time // when the servers were last asked for their list (see learn)
+	prelude  *prelude  // what this Get or renewal has fetched; nil at its start
 	// askedUntil is the latest time a server of this attempt asked to be
 	// left until (Retry-After, bounded by the backoff's cap): the floor
 	// of the wait after a failed attempt.
@@ -143,15 +160,15 @@ type Client struct {
 
 // certSpec is one of the four certificates an agent holds.
 type certSpec struct {
-	name      string // file base name and route: "serving-kubelet"
-	cn        string // the name it must carry
-	usage     x509.ExtKeyUsage
-	node      bool // its request carries the node headers (and costs the server scrypt)
-	serverCA  bool // chains to server-ca.crt, not client-ca.crt
-	org       []string
-	certFile  string
-	keyFile   string
-	checkSpec CertCheck // Roots filled in per check
+	name     string // file base name and route: "serving-kubelet"
+	cn       string // the name it must carry
+	usage    x509.ExtKeyUsage
+	node     bool // its request carries the node headers (and costs the server scrypt)
+	serverCA bool // chains to server-ca.crt, not client-ca.crt
+	org      []string
+	certFile string
+	keyFile  string
+	rule     CertRule // Roots filled in per check (Client.rule)
 }
 
 // New checks opts and returns a Client. It reads or makes the node
@@ -164,15 +181,18 @@ func New(opts *Options) (*Client, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	tok, err := parseToken(o.Token)
+	tok, err := k3stoken.Parse(o.Token)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	u, err := url.Parse(o.Server)
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
 		return nil, fmt.Errorf("agent: server %q is not an https://host:port URL", o.Server)
 	}
-	configured := statefile.HostPort(u)
+	configured, err := statefile.HostPort(u)
+	if err != nil {
+		return nil, fmt.Errorf("agent: server %q: %w", o.Server, err)
+	}
 	c := &Client{
 		opts:     o,
 		tok:      tok,
@@ -181,6 +201,8 @@ func New(opts *Options) (*Client, error) {
 		prefix:   "/v1-" + o.Program,
 		header:   strings.ToUpper(o.Program[:1]) + o.Program[1:],
 		conns:    make(map[string]*serverConn),
+		failing:  make(map[string]bool),
+		routeIPs: defaultRouteIPs,
 		backoff:  o.Backoff,
 		perSrv:   make(map[string]uint64),
 	}
@@ -196,6 +218,9 @@ func New(opts *Options) (*Client, error) {
 		c.learnt = s.Saved
 		if known == nil {
 			known = s.Addresses
+			if len(s.Dropped) > 0 {
+				c.log.Warn("agent: ignoring addresses in the server list kept from an earlier run: not host:port with a port of 1 to 65535", "file", o.StateFile, "addresses", s.Dropped)
+			}
 		}
 	case !s.Empty():
 		c.log.Warn("agent: ignoring the server list kept from an earlier run: it is for another server", "file", o.StateFile, "server", s.Default)
@@ -227,6 +252,11 @@ func (o *Options) fill() error {
 	}
 	if strings.ContainsAny(o.NodeName, " \t\r\n:/") {
 		return fmt.Errorf("agent: node name %q is not a DNS name", o.NodeName)
+	}
+	for _, a := range o.Servers {
+		if err := statefile.CheckAddress(a); err != nil {
+			return fmt.Errorf("agent: server %w", err)
+		}
 	}
 	for _, ip := range strings.Split(o.NodeIP, ",") {
 		if ip = strings.TrimSpace(ip); ip != "" && net.ParseIP(ip) == nil {
@@ -292,8 +322,7 @@ func (c *Client) certSpecs() []certSpec {
 		s := &specs[i]
 		s.certFile = filepath.Join(c.agentDir, s.name+".crt")
 		s.keyFile = filepath.Join(c.agentDir, s.name+".key")
-		s.checkSpec = CertCheck{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter,
-			ChainCA: s.usage == x509.ExtKeyUsageServerAuth}
+		s.rule = CertRule{Name: s.cn, Usage: s.usage, RenewAfter: c.opts.RenewAfter}
 	}
 	return specs
 }
@@ -310,7 +339,7 @@ func (c *Client) nodePassword() (string, error) {
 		if pw := strings.TrimSpace(string(b)); pw != "" {
 			return pw, nil
 		}
-		return "", fmt.Errorf("agent: the node password file %s is empty", f)
+		return "", fmt.Errorf("agent: the node password: %w", &fs.PathError{Op: "read", Path: f, Err: errors.New("the file is empty")})
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("agent: reading the node password: %w", err)

@@ -3,6 +3,8 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"log/slog"
 	"net"
@@ -152,8 +154,8 @@ func TestColdJoin(t *testing.T) {
 	res := get(t, c)
 	checkFiles(t, dir)
 	for _, cr := range res.Certs {
-		if !cr.Issued || cr.Status.State != CertValid || cr.Err != nil {
-			t.Errorf("%s: issued %v, status %v, err %v; want issued, valid", cr.Name, cr.Issued, cr.Status.State, cr.Err)
+		if !cr.Issued || cr.Verdict.State != CertValid || cr.Err != nil {
+			t.Errorf("%s: issued %v, status %v, err %v; want issued, valid", cr.Name, cr.Issued, cr.Verdict.State, cr.Err)
 		}
 	}
 	if string(res.Config) != s.config() {
@@ -197,8 +199,8 @@ func TestRestartKeepsValidCertificates(t *testing.T) {
 	c := newClient(t, testOptions(cl, s.addr, dir, nil))
 	res := get(t, c)
 	for _, cr := range res.Certs {
-		if cr.Issued || cr.Status.State != CertValid {
-			t.Errorf("%s: issued %v, status %v; want kept, valid", cr.Name, cr.Issued, cr.Status.State)
+		if cr.Issued || cr.Verdict.State != CertValid {
+			t.Errorf("%s: issued %v, status %v; want kept, valid", cr.Name, cr.Issued, cr.Verdict.State)
 		}
 	}
 	st := c.Stats()
@@ -370,9 +372,9 @@ func TestBadRequestIsClear(t *testing.T) {
 		http.Error(w, "certificate request for \"x\", want \"worker-1\"\nmore", http.StatusBadRequest)
 		return true
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	defer cancel()
-	_, err := newClient(t, testOptions(cl, s.addr, t.TempDir(), nil)).Get(ctx)
+	opts := testOptions(cl, s.addr, t.TempDir(), nil)
+	opts.StopOnRejection = true // a 400 ends Get: no deadline to meet on a loaded machine
+	_, err := newClient(t, opts).Get(t.Context())
 	want := s.addr + ` answered 400 Bad Request to POST /v1-k3s/serving-kubelet.crt: certificate request for "x", want "worker-1"`
 	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "more") {
 		t.Fatalf("Get: %v; want it to say %s", err, want)
@@ -389,7 +391,7 @@ func TestPermanentErrorsStop(t *testing.T) {
 		opts func(*Options)
 		want error
 	}{
-		{"CA hash", func(o *Options) { o.Token = "K10" + strings.Repeat("0", 64) + "::server:s3cret" }, ErrTokenRejected},
+		{"CA hash", func(o *Options) { o.Token = "K10" + strings.Repeat("0", 64) + "::server:s3cret" }, ErrCARejected},
 		{"program", func(o *Options) { o.Program = "rke2" }, ErrRefused},
 		{"node name", func(o *Options) { o.NodeName = "worker_1" }, ErrRefused},
 	} {
@@ -423,6 +425,9 @@ func TestProgramRKE2(t *testing.T) {
 	dir := t.TempDir()
 	c := newClient(t, &Options{Server: "https://127.0.0.1:9345", Token: "pw", NodeName: "n1", NodeIP: "192.0.2.1",
 		Program: "rke2", DataDir: dir, NodePassword: "p", Logger: discard})
+	if err := c.addresses(); err != nil {
+		t.Fatal(err)
+	}
 	req, err := c.request(t.Context(), "127.0.0.1:9345", call{method: "POST", path: c.prefix + "/serving-kubelet.crt", node: true})
 	if err != nil {
 		t.Fatal(err)
@@ -493,8 +498,8 @@ func TestTokenCAHashMismatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	_, err := newClient(t, opts).Get(ctx)
-	if err == nil || !strings.Contains(err.Error(), "does not match the token") {
-		t.Fatalf("Get: %v, want a CA hash mismatch", err)
+	if !errors.Is(err, ErrCARejected) || errors.Is(err, ErrTokenRejected) {
+		t.Fatalf("Get: %v, want ErrCARejected alone: the agent refused the CA, the server refused nothing", err)
 	}
 	if n, m := s.total(), s.count("GET /cacerts"); n != m {
 		t.Errorf("%d requests, %d of them /cacerts: the token went to a server the agent does not trust", n, m)
@@ -620,8 +625,8 @@ func TestRenewalFailureKeepsValid(t *testing.T) {
 	c := newClient(t, testOptions(cl, s.addr, dir, &logs))
 	res := get(t, c)
 	for _, cr := range res.Certs {
-		if cr.Status.State != CertRenewDue || cr.Err == nil || cr.Issued {
-			t.Errorf("%s: %v, err %v, issued %v; want renewal due and failed", cr.Name, cr.Status.State, cr.Err, cr.Issued)
+		if cr.Verdict.State != CertRenewDue || cr.Err == nil || cr.Issued {
+			t.Errorf("%s: %v, err %v, issued %v; want renewal due and failed", cr.Name, cr.Verdict.State, cr.Err, cr.Issued)
 		}
 	}
 	if !strings.Contains(logs.String(), "going on with the certificate on disk") {
@@ -695,8 +700,8 @@ func TestOfflineUsesCertificatesOnDisk(t *testing.T) {
 		t.Fatal("Offline not set with the server gone")
 	}
 	for _, cr := range res.Certs {
-		if !cr.Status.State.Usable() {
-			t.Errorf("%s: %v", cr.Name, cr.Status.State)
+		if !cr.Verdict.State.Usable() {
+			t.Errorf("%s: %v", cr.Name, cr.Verdict.State)
 		}
 	}
 }
@@ -758,8 +763,8 @@ func TestKeptOnOldCA(t *testing.T) {
 				t.Errorf("on restart: %d certificates requested, %d kept; want 0, 4", st.Requested, st.Kept)
 			}
 			for _, cr := range res.Certs {
-				life := cr.Status.NotAfter.Sub(written)
-				if at := cr.Status.RenewAt.Sub(written); at < life*7/10-time.Minute || at > life*9/10+time.Minute {
+				life := cr.Verdict.NotAfter.Sub(written)
+				if at := cr.Verdict.RenewAt.Sub(written); at < life*7/10-time.Minute || at > life*9/10+time.Minute {
 					t.Errorf("%s: renewal %v after it was written, want within 70-90 %% of %v", cr.Name, at, life)
 				}
 			}
@@ -825,5 +830,86 @@ func TestNodeIPOfDefaultRoute(t *testing.T) {
 		if first, _, _ := strings.Cut(h, ","); first != want.String() {
 			t.Errorf("Node-Ip %q, want %v first", h, want)
 		}
+	}
+}
+
+// A node whose address changed (DHCP, a move, a new --node-ip) renews its
+// serving certificate at the next start, and keeps the three others: the
+// API server dials the kubelet at its InternalIP, the address the agent
+// sends now. k3s's agent sends the current addresses at every start
+// (pkg/agent/config/config.go get, pkg/util/net.go GetHostnameAndIPs) and
+// its server makes them the serving certificate's IP SANs
+// (pkg/server/handlers/handlers.go ServingKubeletCert).
+func TestServingCertNewAddress(t *testing.T) {
+	for _, ips := range []string{"192.0.2.11", "192.0.2.10,2001:db8::10"} {
+		t.Run(ips, func(t *testing.T) {
+			cl, s, dir := joined(t) // with 192.0.2.10
+			opts := testOptions(cl, s.addr, dir, nil)
+			opts.NodeIP = ips
+			c := newClient(t, opts)
+			res := get(t, c)
+			if st := c.Stats(); st.Requested != 1 || !res.Certs[0].Issued {
+				t.Fatalf("%d certificates requested (serving issued: %v); want the serving certificate alone", st.Requested, res.Certs[0].Issued)
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, "agent", "serving-kubelet.crt"))
+			block, _ := pem.Decode(b)
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ip := range strings.Split(ips, ",") {
+				if !slices.ContainsFunc(cert.IPAddresses, net.ParseIP(ip).Equal) {
+					t.Errorf("the new serving certificate names %v, not %s", cert.IPAddresses, ip)
+				}
+			}
+			c = newClient(t, opts)
+			get(t, c)
+			if n := c.Stats().Requested; n != 0 {
+				t.Errorf("%d certificates requested on the next restart, want 0", n)
+			}
+		})
+	}
+}
+
+// A node with no address (no --node-ip, no default route yet, early in a
+// boot) sends nothing and keeps nothing: its attempt fails, as k3s's
+// agent fails and retries (pkg/agent/config/config.go get: "failed to
+// get node name and addresses"), and the next attempt looks again.
+// Certificates on disk do not stand in: whether the serving certificate
+// names the node's address cannot be told.
+func TestNoAddress(t *testing.T) {
+	cl, s, dir := joined(t)
+	before := s.total()
+	logs := &logBuffer{watch: "waiting to retrieve the certificates", seen: make(chan string, 100)}
+	opts := testOptions(cl, s.addr, dir, logs)
+	opts.NodeIP = ""
+	c := newClient(t, opts)
+	c.routeIPs = func() []net.IP { return nil }
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-logs.seen; cancel() }() // after the first attempt
+	res, err := c.Get(ctx)
+	if !errors.Is(err, errNoAddress) || res != nil {
+		t.Errorf("Get: %v, %v; want errNoAddress and no certificates", res, err)
+	}
+	if n := s.total() - before; n != 0 {
+		t.Errorf("%d requests sent without an address, want 0", n)
+	}
+
+	// The route comes up after two attempts.
+	var looks atomic.Int32
+	c.routeIPs = func() []net.IP {
+		if looks.Add(1) <= 2 {
+			return nil
+		}
+		return []net.IP{net.ParseIP("192.0.2.20")}
+	}
+	res = get(t, c)
+	if st := c.Stats(); looks.Load() != 3 || !res.Certs[0].Issued || st.Requested != 1 {
+		t.Errorf("looked %d times, serving issued %v, %d requested; want 3, true, 1", looks.Load(), res.Certs[0].Issued, st.Requested)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last := s.ips[len(s.ips)-1]; last != "192.0.2.20" {
+		t.Errorf("Node-Ip %q, want 192.0.2.20", last)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -128,6 +130,10 @@ type call struct {
 	body         []byte // a CSR, for POST
 	node         bool   // carries the node headers: the server checks the password
 	bootstrap    bool   // /cacerts before the CA is known
+	// check, if set, checks a 200 answer. As for a 401, the configured
+	// server decides: its failure ends the request, and a server learnt
+	// that fails is left out while the request moves on.
+	check func(answer) error
 }
 
 func (r call) String() string { return r.method + " " + r.path }
@@ -173,15 +179,36 @@ func (c *Client) do(ctx context.Context, r call) (answer, error) {
 			if r.node && err == nil {
 				c.nodeServer = addr
 			}
+			if c.failing[addr] && !ended(ctx) && !local.Shortage(err) { // it answered
+				delete(c.failing, addr)
+				c.log.Info("agent: the server answers again", "server", addr)
+			}
 			return a, err
 		}
-		c.log.Info("agent: moving on to the next server", "request", r.String(), "server", addr, "err", err)
-		errs = append(errs, err)
+		c.logFailure(addr, r, err, i < len(order)-1 && !ended(ctx))
+		errs = append(errs, inner{err})
 		if ended(ctx) {
 			break
 		}
 	}
 	return answer{}, fmt.Errorf("agent: %s: no server answered: %w", r, errors.Join(errs...))
+}
+
+// logFailure logs a server's failure at r: at Info when the server was
+// answering, at Debug while it keeps failing, so that a server down for
+// minutes logs one line, not one per attempt. next reports that the
+// request moves on to another server. Called with c.mu held.
+func (c *Client) logFailure(addr string, r call, err error, next bool) {
+	msg := "agent: the server failed"
+	if next {
+		msg += "; moving on to the next server"
+	}
+	level := slog.LevelInfo
+	if c.failing[addr] {
+		level = slog.LevelDebug
+	}
+	c.failing[addr] = true
+	c.log.Log(context.Background(), level, msg, "server", addr, "request", r.String(), "err", err)
 }
 
 // try sends r to addr. next reports that the request should move to the
@@ -258,7 +285,17 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 			}
 			return down(recovery, fmt.Errorf("reading the answer: %w", err))
 		}
-		return answer{addr: addr, body: body, tls: resp.TLS, sc: sc}, false, nil
+		a := answer{addr: addr, body: body, tls: resp.TLS, sc: sc}
+		if r.check != nil {
+			if err := r.check(a); err != nil {
+				// Not marked down: a server learnt may serve the other
+				// requests, whose connections are checked at the
+				// handshake (a server not yet restarted in a CA rotation).
+				c.dropConn(addr)
+				return answer{}, addr != c.servers.configuredAddr(), err
+			}
+		}
+		return a, false, nil
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		ra := retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		until := time.Now().Add(min(ra, c.backoff.ceiling()))
@@ -280,39 +317,96 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 	case code == http.StatusForbidden:
 		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
 	default:
-		return answer{}, false, &statusError{addr: addr, call: r, status: resp.Status, msg: firstLine(resp.Body)}
+		e := &statusError{addr: addr, call: r, code: code, status: resp.Status, msg: serverMessage(resp.Body)}
+		if r.node {
+			e.node, e.password = c.opts.NodeName, c.passwordSource()
+		}
+		return answer{}, false, e
 	}
 }
 
 var (
-	errHeaderTimeout  = errors.New("agent: no response headers in time")
-	errRequestTimeout = errors.New("agent: the request timed out")
+	errHeaderTimeout  = errors.New("no response headers in time")
+	errRequestTimeout = errors.New("the request timed out")
 )
 
+// inner is an error of the package as a part of a longer one: without
+// its "agent: " prefix, which the longer one has.
+type inner struct{ error }
+
+func (e inner) Error() string { return strings.TrimPrefix(e.error.Error(), "agent: ") }
+func (e inner) Unwrap() error { return e.error }
+
 // statusError is a 4xx answer other than 401, 403 and 429; it wraps
-// ErrRefused.
+// ErrRefused, and ErrNoRoute for a 404.
 type statusError struct {
 	addr   string
 	call   call
+	code   int
 	status string
-	msg    string
+	msg    string // the server's message (serverMessage)
+	// node and password name the node and its password's source, for a
+	// node-password request.
+	node, password string
 }
 
 func (e *statusError) Unwrap() error { return ErrRefused }
+
+func (e *statusError) Is(target error) bool {
+	return target == ErrNoRoute && e.code == http.StatusNotFound
+}
 
 func (e *statusError) Error() string {
 	s := fmt.Sprintf("agent: %s answered %s to %s", e.addr, e.status, e.call)
 	if e.msg != "" {
 		s += ": " + e.msg
 	}
+	if r := e.refused(); r != "" {
+		s += " (" + r + ")"
+	}
 	return s
 }
 
-// firstLine returns the first line of an error body, at most 200 bytes.
-func firstLine(r io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(r, 200))
+// refused says which of the node's name and password a 400 to a
+// node-password request refused, as far as the server's message tells;
+// "" for another answer, or a message about neither (an address, a CSR).
+// k3s says "node name not set", "node password not set" or "header node
+// name does not match auth node name" (pkg/nodepassword/validate.go
+// GetNodeAuthValidator); nodepass's httpauth "missing K3s-Node-Name
+// header", or "invalid node name or password", which does not tell.
+func (e *statusError) refused() string {
+	if e.code != http.StatusBadRequest || e.node == "" {
+		return ""
+	}
+	m := strings.ToLower(e.msg)
+	name := strings.Contains(m, "name")
+	password := strings.Contains(m, "password")
+	switch {
+	case name && password:
+		return fmt.Sprintf("the node name %q or the password from %s; the answer does not say which", e.node, e.password)
+	case name:
+		return fmt.Sprintf("the server refused the node name %q", e.node)
+	case password:
+		return fmt.Sprintf("the server refused the node password from %s", e.password)
+	}
+	return ""
+}
+
+// serverMessage is the message of an error answer: a Kubernetes
+// Status's, as k3s sends them (pkg/util/apierrors.go SendError), or the
+// first line of the body, at most 200 bytes either way.
+func serverMessage(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, 4096))
+	var status struct{ Kind, Message string }
+	if json.Unmarshal(b, &status) == nil && status.Kind == "Status" && status.Message != "" {
+		b = []byte(status.Message)
+	}
 	line, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimSpace(line)
+	line = strings.TrimSpace(line)
+	if len(line) > 200 {
+		line = strings.ToValidUTF8(line[:200], "") + "..."
+	}
+	return line
 }
 
 // request makes r's HTTP request to addr: basic auth as the user "node"
@@ -328,46 +422,18 @@ func (c *Client) request(ctx context.Context, addr string, r call) (*http.Reques
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if !r.bootstrap {
-		if c.tok.bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+c.tok.bearer)
+		if c.tok.Bootstrap != "" {
+			req.Header.Set("Authorization", "Bearer "+c.tok.Bootstrap)
 		} else {
-			req.SetBasicAuth("node", c.tok.password)
+			req.SetBasicAuth("node", c.tok.Password)
 		}
 	}
 	if r.node {
 		req.Header.Set(c.header+"-Node-Name", c.opts.NodeName)
 		req.Header.Set(c.header+"-Node-Password", c.password)
-		if ip := c.nodeIP(); ip != "" {
-			req.Header.Set(c.header+"-Node-Ip", ip)
-		}
+		req.Header.Set(c.header+"-Node-Ip", joinIPs(c.ips))
 	}
 	return req, nil
-}
-
-// nodeIP is Options.NodeIP, or else the addresses of the default routes,
-// as k3s's agent sends them (pkg/util/net.go GetHostnameAndIPs): the
-// source address of the IPv4 default route, then of the IPv6 one. A
-// node with no default route yet (early in a boot) sends none, and looks
-// again on the next request. Called with c.mu held.
-func (c *Client) nodeIP() string {
-	if c.opts.NodeIP != "" {
-		return c.opts.NodeIP
-	}
-	if c.routeIP == "" {
-		var ips []string
-		// Documentation addresses (RFC 5737, RFC 3849): no packet is sent,
-		// the kernel only picks the route to them.
-		for _, dst := range []string{"198.51.100.1:9", "[2001:db8::1]:9"} {
-			if conn, err := net.Dial("udp", dst); err == nil {
-				if ip := conn.LocalAddr().(*net.UDPAddr).IP; ip.IsGlobalUnicast() {
-					ips = append(ips, ip.String())
-				}
-				conn.Close()
-			}
-		}
-		c.routeIP = strings.Join(ips, ",")
-	}
-	return c.routeIP
 }
 
 func (c *Client) count(addr string) {

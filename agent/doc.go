@@ -30,8 +30,43 @@
 // K3s-Node-Password, K3s-Node-Ip) and cost a k3s server scrypt. A retry
 // within one Get asks only for what is still missing.
 //
+// A certificate on disk is valid if it would pass where it is used now
+// (CertRule): against client-ca.crt or server-ca.crt as the servers send
+// them now, and for the serving certificate, with every address the node
+// has now as an IP SAN. The addresses are Options.NodeIP, or the default
+// routes' source addresses, found at each attempt. A node with none
+// (early in a boot) fails the attempt and the next one looks again, as
+// k3s's agent does.
+//
 // The token's CA hash pins the servers' CA. The Client trusts what the
-// hash covers and nothing else that the CA bundle carries.
+// hash covers and nothing else that the CA bundle carries, but for the
+// roots of a CA rotation (below).
+//
+// # A CA rotation
+//
+// k3s's rolling rotation (contrib/util/rotate-default-ca-certs.sh, then
+// `k3s certificate rotate-ca`) serves the bundle [new intermediate, new
+// root, new root cross-signed by the old root, old root]. A restarted
+// server's token pins the new root. Nodes get that token and restart,
+// servers first. Until every server has restarted, those that have not
+// present certificates of the old root. The bundle alone cannot tell the
+// old root from an attacker's CA: anyone can cross-sign the new root,
+// whose public key is public. What sets the old root apart is that the
+// agent trusted it before. So the Client keeps trusting the roots of its
+// server-ca.crt on disk while the servers' new bundle still carries them,
+// and no other root. It keeps them in
+// DataDir/agent/etc/server-ca-carried-roots.crt across restarts, and
+// drops them once the servers' bundle no longer carries them. k3s's agent
+// trusts every certificate of the bundle instead. A first join during a
+// rotation has no earlier roots: it reaches the restarted servers alone.
+//
+// The script also prints an "updated agent token" whose hash is the new
+// intermediate's. k3s's hashCA (pkg/clientaccess/token.go) hashes the
+// root a bundle of several certificates leads to, never its first
+// certificate, so k3s's agent refuses that token, and so does the Client.
+// The token that works is the one a restarted server writes at start
+// (<data-dir>/server/token or agent-token: pkg/server/server.go
+// printTokens).
 //
 // # What each piece replaces in k3s
 //
@@ -40,7 +75,7 @@
 //   - [Backoff] replaces a flat wait of 5 to 10 s that ignores Retry-After.
 //   - The Client's rotation of servers replaces the load balancer's one
 //     server, which k3s keeps while it accepts connections, answering or not.
-//   - [CheckCert] is the kubelet's check of its certificate and its
+//   - [CertRule] is the kubelet's check of its certificate and its
 //     renewal window, for the agent's four certificates.
 //   - One connection per server, over HTTP/2, replaces a TLS handshake
 //     per request.
@@ -54,8 +89,15 @@
 // is then left out for RecoveryDelay, or for its Retry-After. The attempt
 // fails when every server has failed the request. The next attempt waits
 // the backoff, and at least what a server asked for. The errors of
-// client.go (ErrTokenRejected, ErrNodePasswordRejected, ErrRefused) end
-// the attempt, and the next one waits the backoff's cap.
+// client.go (ErrTokenRejected, ErrCARejected, ErrNodePasswordRejected,
+// ErrRefused) end the attempt, and the next one waits the backoff's cap.
+// A 401 or a CA that does not match the token ends it only from the
+// configured server. From a server learnt, it may be another cluster's,
+// or an API server: the request moves on.
+//
+// A server's failure is logged at INFO when it starts, and its recovery
+// when it answers again; while it keeps failing, each attempt logs at
+// DEBUG. So a server down for minutes logs two lines, not two per attempt.
 //
 // Renew learns the servers from GET /v1-k3s/apiservers, once an hour at
 // most, from one server. On RKE2 that lists the API servers, and the

@@ -42,7 +42,7 @@ func ExampleClient() {
 		return
 	}
 	for _, cr := range res.Certs {
-		fmt.Println(cr.CertFile, cr.Status.State, "until", cr.Status.NotAfter)
+		fmt.Println(cr.CertFile, cr.Verdict.State, "until", cr.Verdict.NotAfter)
 	}
 	go c.Renew(ctx)
 }

@@ -45,34 +45,39 @@ func (c *Client) learn(ctx context.Context) {
 		c.log.Info("agent: no list of servers", "server", order[0], "err", err)
 		return
 	}
-	list, err := parseServers(a.body)
+	list, dropped, err := parseServers(a.body)
 	if err != nil {
 		c.log.Warn("agent: the list of servers is not a JSON array of strings", "server", a.addr, "err", err)
 		return
+	}
+	if len(dropped) > 0 {
+		c.log.Warn("agent: ignoring addresses the server announced: not host:port with a port of 1 to 65535", "server", a.addr, "addresses", dropped)
 	}
 	if len(list) > 0 && c.servers.update(c.atSupervisorPort(list)) {
 		c.log.Info("agent: servers learnt", "servers", c.servers.addresses())
 	}
 }
 
-// parseServers reads a JSON array of strings and returns its first
-// maxServers host:port ones.
-func parseServers(body []byte) ([]string, error) {
+// parseServers reads the first maxServers strings of a JSON array and
+// returns the addresses that statefile.CheckAddress accepts, and those
+// it refuses.
+func parseServers(body []byte) (list, dropped []string, err error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return nil, errors.New("not an array")
+		return nil, nil, errors.New("not an array")
 	}
-	var list []string
-	for dec.More() && len(list) < maxServers {
+	for dec.More() && len(list)+len(dropped) < maxServers {
 		var s string
 		if err := dec.Decode(&s); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if host, _, err := net.SplitHostPort(s); err == nil && host != "" {
-			list = append(list, s)
+		if statefile.CheckAddress(s) != nil {
+			dropped = append(dropped, s)
+			continue
 		}
+		list = append(list, s)
 	}
-	return list, nil
+	return list, dropped, nil
 }
 
 // readPorts reads the supervisor's and the API server's ports from the

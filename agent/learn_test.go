@@ -157,3 +157,49 @@ func TestStateFileOfAnotherServer(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// An address that cannot be dialed (a port of "", 0, "abc" or 99999)
+// is dropped and logged wherever it enters: the state file and the
+// servers' /apiservers answer. It never reaches the rotation, nor
+// Client.Servers, which a load balancer is made from.
+func TestBadAddressesDropped(t *testing.T) {
+	bad := []string{"127.0.0.1:", "127.0.0.1:0", "127.0.0.1:abc", "127.0.0.1:99999", ":6443"}
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	good := newSupervisor(t, cl)
+	s.announce = append([]string{good.addr, s.addr}, bad...)
+	good.announce = s.announce
+	dir := t.TempDir()
+	path := stateFile(dir, "k3s")
+	if err := statefile.Save(path, statefile.Servers{Default: "https://" + s.addr, Addresses: append([]string{s.addr}, bad...)}); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	c := newClient(t, testOptions(cl, s.addr, dir, &logs))
+	if _, all := c.Servers(); !slices.Equal(all, []string{s.addr}) {
+		t.Errorf("servers %q from the state file, want %q", all, []string{s.addr})
+	}
+	if !strings.Contains(logs.String(), "ignoring addresses in the server list kept from an earlier run") || !strings.Contains(logs.String(), "127.0.0.1:99999") {
+		t.Errorf("no log line of the addresses ignored:\n%s", logs.String())
+	}
+
+	old := time.Now().Add(-2 * learnEvery) // the servers are due to be asked
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	c = learnServers(t, testOptions(cl, s.addr, dir, nil))
+	if _, all := c.Servers(); !slices.Equal(all, []string{good.addr, s.addr}) {
+		t.Errorf("servers %q learnt, want %q", all, []string{good.addr, s.addr})
+	}
+	if st, err := statefile.Load(path); err != nil || len(st.Dropped) != 0 || !slices.Equal(st.Addresses, []string{good.addr, s.addr}) {
+		t.Errorf("state file %+v, %v; want the two servers alone", st, err)
+	}
+}
+
+func TestParseServers(t *testing.T) {
+	list, dropped, err := parseServers([]byte(`["10.0.0.1:9345", "10.0.0.2:99999", "10.0.0.3", "10.0.0.4:0", "[2001:db8::1]:9345"]`))
+	if err != nil || !slices.Equal(list, []string{"10.0.0.1:9345", "[2001:db8::1]:9345"}) ||
+		!slices.Equal(dropped, []string{"10.0.0.2:99999", "10.0.0.3", "10.0.0.4:0"}) {
+		t.Errorf("parseServers = %q, %q, %v", list, dropped, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -80,6 +81,7 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 	for {
 		res, err := attempt(ctx)
 		if err == nil {
+			c.lastErr = ""
 			if _, failed := res.renewAt(); !failed {
 				c.backoff.Reset()
 			}
@@ -89,18 +91,22 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 			if last == nil {
 				last = err
 			}
-			return res, fmt.Errorf("agent: giving up: %w; the last attempt: %w", endErr(ctx), last)
+			return res, fmt.Errorf("agent: giving up (%w); the last attempt: %w", endErr(ctx), inner{last})
 		}
 		last = err
 		doubted := c.caDoubted
 		if doubted {
 			c.trust, c.diskCAStale = nil, true // the next attempt fetches the CA
 		}
-		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrNodePasswordRejected) || errors.Is(err, ErrRefused)
+		rejected := errors.Is(err, ErrTokenRejected) || errors.Is(err, ErrCARejected) ||
+			errors.Is(err, ErrNodePasswordRejected) || errors.Is(err, ErrRefused)
 		if rejected && c.opts.StopOnRejection {
 			return res, err
 		}
-		if offline && !rejected && !doubted {
+		// A node without an address cannot tell whether its serving
+		// certificate names it (see addresses): no certificate on disk
+		// stands in.
+		if offline && !rejected && !doubted && !errors.Is(err, errNoAddress) {
 			if disk := c.onDisk(time.Now()); disk.usable() {
 				c.log.Warn("agent: no server answered; going on with the certificates on disk", "err", err)
 				disk.Offline = err
@@ -116,9 +122,17 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 			floor = c.backoff.ceiling()
 		}
 		d := c.backoff.Next(floor)
-		c.log.Info("agent: waiting to retrieve the certificates", "retry_in", d.Round(time.Millisecond), "err", err)
+		// A failure logs at Info when it changes, at Debug while it
+		// repeats: a server down for minutes logs one line, not one per
+		// attempt.
+		level := slog.LevelInfo
+		if err.Error() == c.lastErr {
+			level = slog.LevelDebug
+		}
+		c.lastErr = err.Error()
+		c.log.Log(ctx, level, "agent: waiting to retrieve the certificates", "retry_in", d.Round(time.Millisecond), "err", err)
 		if err := sleep(ctx, d); err != nil {
-			return res, fmt.Errorf("agent: giving up: %w; the last attempt: %w", err, last)
+			return res, fmt.Errorf("agent: giving up (%w); the last attempt: %w", err, inner{last})
 		}
 	}
 }

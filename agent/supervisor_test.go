@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/testca"
 )
 
 // The servers the tests run on 127.0.0.1: a fake k3s supervisor over
@@ -59,29 +61,16 @@ func newTestCA(t testing.TB, name string) *testCA {
 // by parent (nil: a self-signed root).
 func newTestCAAt(t testing.TB, name string, created time.Time, parent *testCA) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(created.UnixNano()),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             created,
-		NotAfter:              created.Add(10 * year),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	signer, signerKey := tmpl, key
+	var p *testca.CA
 	if parent != nil {
-		signer, signerKey = parent.cert, parent.key
+		p = &testca.CA{Cert: parent.cert, Key: parent.key}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, key.Public(), signerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), root: cert}
+	return fromTestca(testca.New(t, name, created, p), parent)
+}
+
+// fromTestca is c, whose parent is parent (nil: none), as a testCA.
+func fromTestca(c *testca.CA, parent *testCA) *testCA {
+	ca := &testCA{cert: c.Cert, key: c.Key, pem: c.PEM(), root: c.Cert}
 	ca.bundle = ca.pem
 	if parent != nil {
 		ca.bundle = append(slices.Clip(ca.pem), parent.bundle...)
@@ -188,8 +177,12 @@ func pemKey(t testing.TB, key *ecdsa.PrivateKey) []byte {
 
 // cluster is the CAs and the token that servers of one test share.
 type cluster struct {
-	serverCA  *testCA
-	tlsCA     *testCA // signs the servers' TLS certificates; nil: serverCA
+	serverCA *testCA
+	tlsCA    *testCA // signs the servers' TLS certificates; nil: serverCA
+	// kubeletCA signs the serving certificates; nil: serverCA, as k3s
+	// signs them (handlers.go ServingKubeletCert). examples/server signs
+	// them with a kubelet CA of its own (serve.go routes).
+	kubeletCA *testCA
 	secret    string
 	mu        sync.Mutex
 	clientCA  *testCA           // guarded by mu: a test may rotate it
@@ -197,6 +190,8 @@ type cluster struct {
 }
 
 func (cl *cluster) server() *testCA { return cl.serverCA }
+
+func (cl *cluster) kubelet() *testCA { return cmp.Or(cl.kubeletCA, cl.serverCA) }
 
 func (cl *cluster) client() *testCA {
 	cl.mu.Lock()
@@ -300,7 +295,7 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 		ca   func() *testCA
 		leaf func(node string) leaf
 	}{
-		{"serving-kubelet", true, cl.server, func(n string) leaf { return leaf{cn: n, dns: n, usage: x509.ExtKeyUsageServerAuth} }},
+		{"serving-kubelet", true, cl.kubelet, func(n string) leaf { return leaf{cn: n, dns: n, usage: x509.ExtKeyUsageServerAuth} }},
 		{"client-kubelet", true, cl.client, func(n string) leaf {
 			return leaf{cn: "system:node:" + n, org: []string{"system:nodes"}, usage: x509.ExtKeyUsageClientAuth}
 		}},
@@ -328,6 +323,16 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 			}
 			ca := route.ca()
 			l := route.leaf(node)
+			if l.usage == x509.ExtKeyUsageServerAuth {
+				// k3s: loopback, then the Node-Ip header's addresses
+				// (handlers.go ServingKubeletCert).
+				l.ips = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+				for _, v := range strings.Split(r.Header.Get(header+"-Node-Ip"), ",") {
+					if ip := net.ParseIP(v); ip != nil {
+						l.ips = append(l.ips, ip)
+					}
+				}
+			}
 			l.notBefore, l.notAfter = s.rule.validity(ca.cert, time.Now())
 			if s.validity != nil {
 				l.notBefore, l.notAfter = s.validity()

@@ -3,15 +3,19 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
-	"time"
+	"path/filepath"
+	"slices"
+
+	"github.com/nodepass/nodepass/agent/internal/statefile"
+	"github.com/nodepass/nodepass/internal/k3stoken"
 )
 
 // The servers' CA comes from server-ca.crt on disk or from GET /cacerts.
@@ -22,15 +26,33 @@ import (
 // The agent trusts that root and the certificates on the way to it, never
 // another certificate the bundle carries. k3s trusts every certificate of
 // the bundle, so a CA appended to a genuine chain passes there.
+//
+// During a rolling CA rotation the agent also trusts the roots it
+// trusted before that the new bundle still carries (the package doc says
+// why). They are the roots of server-ca.crt on disk when a new bundle
+// arrives, and are kept in carriedRootsFile once server-ca.crt holds the
+// new bundle.
 
 // trustedCA is what the agent trusts of a CA bundle.
 type trustedCA struct {
-	certs *x509.CertPool
+	certs *x509.CertPool // pinned and carried
+	// pinned is the chain the token pins; carried, the earlier roots the
+	// bundle still carries (see above).
+	pinned, carried []*x509.Certificate
 	// publicAddr is the server (host:port) whose certificate chains to
 	// the host's roots (sys) instead, accepted as k3s accepts it. It alone
 	// is checked against the host's roots.
 	publicAddr string
 	sys        *x509.CertPool
+}
+
+// newTrustedCA trusts pinned and carried.
+func newTrustedCA(pinned, carried []*x509.Certificate) *trustedCA {
+	t := &trustedCA{certs: x509.NewCertPool(), pinned: pinned, carried: carried}
+	for _, c := range slices.Concat(pinned, carried) {
+		t.certs.AddCert(c)
+	}
+	return t
 }
 
 // pool is the CA's certificates; nil for a nil CA.
@@ -41,99 +63,193 @@ func (t *trustedCA) pool() *x509.CertPool {
 	return t.certs
 }
 
-// pinCA returns the CA hash of bundle, computed as k3s computes it
-// (pkg/clientaccess/token.go hashCA), and the certificates it pins.
-func pinCA(bundle []byte) (string, *x509.CertPool, error) {
-	certs, err := parseCertsPEM(bundle)
+// pinned checks bundle, the CA of from (a server or a file), against
+// the token's CA hash, if it has one, and returns its certificates and
+// those the hash pins (k3stoken.HashCA).
+func (c *Client) pinned(bundle []byte, from string) (all, pinned []*x509.Certificate, err error) {
+	h, pinned, err := k3stoken.HashCA(bundle)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, fmt.Errorf("agent: the CA of %s: %w", from, err)
 	}
-	pinned := x509.NewCertPool()
-	if len(certs) > 1 {
-		roots, inter := x509.NewCertPool(), x509.NewCertPool()
-		for _, c := range certs[1:] {
-			if len(c.AuthorityKeyId) == 0 || bytes.Equal(c.AuthorityKeyId, c.SubjectKeyId) {
-				roots.AddCert(c)
-			} else {
-				inter.AddCert(c)
-			}
-		}
-		if chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err == nil {
-			chain := chains[0]
-			for _, c := range chain {
-				pinned.AddCert(c)
-			}
-			sum := sha256.Sum256(chain[len(chain)-1].Raw)
-			return hex.EncodeToString(sum[:]), pinned, nil
-		}
+	if c.tok.CAHash != "" && h != c.tok.CAHash {
+		return nil, nil, fmt.Errorf("%w: the CA of %s has the hash %s; the token's is %s", ErrCARejected, from, h, c.tok.CAHash)
 	}
-	for _, c := range certs {
-		pinned.AddCert(c)
-	}
-	sum := sha256.Sum256(bundle)
-	return hex.EncodeToString(sum[:]), pinned, nil
+	all, err = k3stoken.ParseCerts(bundle)
+	return all, pinned, err
 }
 
-// pinned checks bundle against the token's CA hash, if it has one, and
-// returns the certificates to trust.
-func (c *Client) pinned(bundle []byte) (*x509.CertPool, error) {
-	h, pool, err := pinCA(bundle)
+// diskTrust is what the agent trusts of server-ca.crt on disk, if it
+// matches the token: what the token pins, and the roots carried in
+// carriedRootsFile that it still carries.
+func (c *Client) diskTrust() (*trustedCA, error) {
+	bundle, kept, err := c.diskCAFiles()
 	if err != nil {
 		return nil, err
 	}
-	if c.tok.caHash != "" && h != c.tok.caHash {
-		return nil, fmt.Errorf("%w: the servers' CA hash %s does not match the token's %s", ErrTokenRejected, h, c.tok.caHash)
+	all, pinned, err := c.pinned(bundle, c.caFile(true))
+	if err != nil {
+		return nil, err
 	}
-	return pool, nil
+	return newTrustedCA(pinned, carry(kept, all, pinned)), nil
+}
+
+// earlierRoots are the roots the agent trusted of server-ca.crt on disk,
+// whatever token it matched then: the roots of what its hash pins, and
+// the roots carried that it carries.
+func (c *Client) earlierRoots() []*x509.Certificate {
+	bundle, kept, err := c.diskCAFiles()
+	if err != nil {
+		return nil
+	}
+	_, pinned, err := k3stoken.HashCA(bundle)
+	if err != nil {
+		return nil
+	}
+	all, _ := k3stoken.ParseCerts(bundle) // HashCA parsed it
+	var roots []*x509.Certificate
+	for _, r := range slices.Concat(pinned, carry(kept, all, nil)) {
+		if bytes.Equal(r.RawIssuer, r.RawSubject) && r.CheckSignatureFrom(r) == nil {
+			roots = append(roots, r)
+		}
+	}
+	return roots
+}
+
+// diskCAFiles reads server-ca.crt, and the roots carried in
+// carriedRootsFile (none if it is missing or corrupt).
+func (c *Client) diskCAFiles() (bundle []byte, kept []*x509.Certificate, err error) {
+	if bundle, err = os.ReadFile(c.caFile(true)); err != nil {
+		return nil, nil, err
+	}
+	if b, err := os.ReadFile(c.carriedRootsFile()); err == nil {
+		kept, _ = k3stoken.ParseCerts(b)
+	}
+	return bundle, kept, nil
+}
+
+// carry is the certificates of earlier that bundle carries, byte for
+// byte, and that pinned does not hold.
+func carry(earlier, bundle, pinned []*x509.Certificate) []*x509.Certificate {
+	var out []*x509.Certificate
+	for _, r := range earlier {
+		if slices.ContainsFunc(bundle, r.Equal) && !slices.ContainsFunc(pinned, r.Equal) && !slices.ContainsFunc(out, r.Equal) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// carriedRootsFile keeps the roots carried over from an earlier
+// server-ca.crt.
+func (c *Client) carriedRootsFile() string {
+	return filepath.Join(c.agentDir, "etc", "server-ca-carried-roots.crt")
+}
+
+// keepCarried writes roots to carriedRootsFile, or removes it when there
+// are none. A failure is logged: the roots are trusted in this process,
+// and a restart mid-rotation reaches the restarted servers alone.
+func (c *Client) keepCarried(roots []*x509.Certificate) {
+	file := c.carriedRootsFile()
+	var err error
+	if len(roots) == 0 {
+		if err = os.Remove(file); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+	} else {
+		var b []byte
+		for _, r := range roots {
+			b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Raw})...)
+		}
+		err = statefile.WriteFile(file, b, 0o600)
+	}
+	if err != nil {
+		c.log.Warn("agent: keeping the earlier CA roots of a rotation", "file", file, "err", err)
+	}
 }
 
 // ensureTrust makes sure the servers' CA is known: server-ca.crt on disk
-// if it matches the token, else what GET /cacerts sends, if it matches
-// the token and the certificate of the server that sent it chains to it
-// (or to the host's roots, as k3s accepts).
+// if it matches the token, else what GET /cacerts sends (see caFrom).
+// As for a 401, only the configured server decides: a server learnt
+// that sends another CA (another cluster's, say) is left out, and the
+// request moves on to the next server.
 func (c *Client) ensureTrust(ctx context.Context) error {
 	if c.trust != nil {
 		return nil
 	}
 	if !c.diskCAStale {
-		if b, err := os.ReadFile(c.caFile(true)); err == nil {
-			if pool, err := c.pinned(b); err == nil {
-				c.trust, c.trustFromDisk = &trustedCA{certs: pool}, true
-				return nil
-			}
+		if t, err := c.diskTrust(); err == nil {
+			c.trust, c.trustFromDisk = t, true
+			return nil
 		}
 	}
-	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true})
+	earlier := c.earlierRoots()
+	var ca *trustedCA
+	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true, check: func(a answer) (err error) {
+		ca, err = c.caFrom(a, earlier)
+		return err
+	}})
 	if err != nil {
 		return err
 	}
-	fail := func(err error) error {
-		c.servers.markDown(a.addr, time.Now().Add(c.opts.RecoveryDelay))
-		c.dropConn(a.addr)
-		return fmt.Errorf("agent: the CA from %s: %w", a.addr, err)
-	}
-	pool, err := c.pinned(a.body)
-	if err != nil {
-		return fail(err)
-	}
-	if c.tok.caHash == "" && !c.warnedNoHash {
+	if c.tok.CAHash == "" && !c.warnedNoHash {
 		c.warnedNoHash = true
 		c.log.Warn("agent: the token has no CA hash: the servers' CA is trusted as the first server sent it; use the full token (K10<hash>::...) from a server's node-token file")
 	}
-	ca := &trustedCA{certs: pool}
+	if len(ca.carried) > 0 {
+		c.log.Info("agent: the servers' CA bundle carries roots trusted before: trusting them too while it does (a CA rotation)", "roots", len(ca.carried))
+	}
+	c.keepCarried(ca.carried) // before server-ca.crt is replaced
+	a.sc.verified = true
+	c.trust, c.trustFromDisk, c.diskCAStale = ca, false, false
+	return nil
+}
+
+// caFrom is what the agent trusts of a's answer to GET /cacerts: the
+// CA it sends, if it matches the token, with the earlier roots it still
+// carries, if the certificate of the server that sent it chains to them
+// (or to the host's roots, as k3s accepts: pkg/clientaccess/token.go
+// getCACerts).
+func (c *Client) caFrom(a answer, earlier []*x509.Certificate) (*trustedCA, error) {
+	all, pinned, err := c.pinned(a.body, a.addr)
+	if err != nil {
+		return nil, err
+	}
+	ca := newTrustedCA(pinned, carry(earlier, all, pinned))
 	if !a.sc.verified {
 		host, _, _ := net.SplitHostPort(a.addr)
-		if err := verifyPeer(*a.tls, host, pool); err != nil {
+		if err := verifyPeer(*a.tls, host, ca.certs); err != nil {
 			sys, serr := x509.SystemCertPool()
 			if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
-				return fail(fmt.Errorf("the server's own certificate does not chain to it: %w", err))
+				return nil, fmt.Errorf("agent: the certificate of %s does not chain to the CA it sent: %w", a.addr, err)
 			}
 			ca.publicAddr, ca.sys = a.addr, sys
 		}
-		a.sc.verified = true
 	}
-	c.trust, c.trustFromDisk, c.diskCAStale = ca, false, false
-	return nil
+	return ca, nil
+}
+
+// pruneCarried drops the carried roots that a bundle of the servers no
+// longer carries, when that bundle matches the token: the rotation is
+// over. Called with c.mu held, with the servers' server-ca.crt.
+func (c *Client) pruneCarried(bundle []byte) {
+	t := c.trust
+	if t == nil || len(t.carried) == 0 {
+		return
+	}
+	all, _, err := c.pinned(bundle, "server-ca.crt")
+	if err != nil {
+		return // not a bundle of the token's CA: a server not yet restarted
+	}
+	if kept := carry(t.carried, all, nil); len(kept) < len(t.carried) {
+		nt := newTrustedCA(t.pinned, kept)
+		nt.publicAddr, nt.sys = t.publicAddr, t.sys
+		c.trust = nt
+		c.keepCarried(kept)
+		for addr := range c.conns { // checked against the roots dropped
+			c.dropConn(addr)
+		}
+		c.log.Info("agent: the servers' CA bundle no longer carries roots trusted before: no longer trusting them", "roots", len(t.carried)-len(kept))
+	}
 }
 
 // verifier checks the certificate of the server at addr against t.
@@ -152,10 +268,10 @@ func (t *trustedCA) verifier(addr string) func(tls.ConnectionState) error {
 // names host.
 func verifyPeer(cs tls.ConnectionState, host string, roots *x509.CertPool) error {
 	if len(cs.PeerCertificates) == 0 {
-		return errors.New("agent: the server sent no certificate")
+		return errors.New("the server sent no certificate")
 	}
 	if roots == nil {
-		return errors.New("agent: no CA to check the server's certificate against")
+		return errors.New("no CA to check the server's certificate against")
 	}
 	inter := x509.NewCertPool()
 	for _, c := range cs.PeerCertificates[1:] {

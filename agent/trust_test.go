@@ -2,17 +2,26 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/testca"
 )
 
 // A cluster with a custom CA chain (intermediate + root) joins with the
@@ -86,9 +95,7 @@ func TestOneServerOfAnotherCA(t *testing.T) {
 
 // A cluster whose CA was replaced, joined with a token without a CA hash:
 // every server fails the CA on disk, so the next attempt asks /cacerts
-// again and the node gets client certificates of the new CA. (The
-// serving certificate is kept: it carries the CA that signed it, see
-// CertCheck.ChainCA.)
+// again and the node gets the four certificates of the new CAs.
 func TestCAReplaced(t *testing.T) {
 	cl, _, dir := joined(t)
 	fresh := newCluster(t)
@@ -100,8 +107,8 @@ func TestCAReplaced(t *testing.T) {
 	if res.Offline != nil {
 		t.Fatalf("Offline: %v", res.Offline)
 	}
-	if st := c.Stats(); st.Issued != 3 || s.count("GET /cacerts") != 1 {
-		t.Errorf("%d certificates issued, /cacerts asked %d times; want 3, 1", st.Issued, s.count("GET /cacerts"))
+	if st := c.Stats(); st.Issued != 4 || s.count("GET /cacerts") != 1 {
+		t.Errorf("%d certificates issued, /cacerts asked %d times; want 4, 1", st.Issued, s.count("GET /cacerts"))
 	}
 }
 
@@ -188,5 +195,259 @@ func TestOfflineServerCAPinned(t *testing.T) {
 	if err == nil {
 		conn.Close()
 		t.Error("Result.ServerCA trusts the CA appended on disk")
+	}
+}
+
+// servingVerifies reports whether the serving certificate in dir
+// verifies against dir's server-ca.crt, as k3s's API server checks it:
+// --kubelet-certificate-authority is server-ca.crt
+// (pkg/daemons/control/server.go).
+func servingVerifies(t *testing.T, dir string) error {
+	t.Helper()
+	roots := x509.NewCertPool()
+	b, err := os.ReadFile(filepath.Join(dir, "agent", "server-ca.crt"))
+	if err != nil || !roots.AppendCertsFromPEM(b) {
+		t.Fatalf("server-ca.crt: %v", err)
+	}
+	b, err = os.ReadFile(filepath.Join(dir, "agent", "serving-kubelet.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b) // the certificate alone: not the CA the file carries
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	return err
+}
+
+// `k3s certificate rotate-ca --force` replaces the CAs with new ones, not
+// cross-signed, and the nodes restart with the new token. The serving
+// certificate of the old server CA is renewed with the client
+// certificates: the API server checks it against the new server-ca.crt
+// (pkg/daemons/control/server.go: --kubelet-certificate-authority is
+// server-ca.crt), although its file carries the old CA that signed it
+// (pkg/server/handlers/handlers.go signAndSend sends each certificate
+// followed by its CA).
+func TestServingCertOfReplacedCA(t *testing.T) {
+	_, _, dir := joined(t)
+	rotated := newCluster(t)
+	s := newSupervisor(t, rotated)
+	c := newClient(t, testOptions(rotated, s.addr, dir, nil))
+	get(t, c)
+	if st := c.Stats(); st.Issued != 4 {
+		t.Errorf("%d certificates issued after the CAs were replaced, want all 4", st.Issued)
+	}
+	if err := servingVerifies(t, dir); err != nil {
+		t.Errorf("the serving certificate kept does not verify against server-ca.crt: %v", err)
+	}
+}
+
+// A server that signs serving certificates with a kubelet CA of its own
+// (examples/server's serve.go: serving-kubelet.crt signed by cas.kubelet,
+// sent with that CA) has its API server check them against that CA. A
+// restart keeps them while the servers' CAs are the same. When the
+// servers' CAs are all replaced (server-ca.crt changes), the serving
+// certificate is renewed too.
+func TestServingCertOfKubeletCA(t *testing.T) {
+	cl := newCluster(t)
+	cl.kubeletCA = newTestCA(t, "kubelet-ca")
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	c := newClient(t, testOptions(cl, s.addr, dir, nil))
+	get(t, c)
+	if st := c.Stats(); st.Requested != 0 {
+		t.Errorf("%d certificates requested on a restart with nothing changed, want 0", st.Requested)
+	}
+
+	rotated := newCluster(t)
+	rotated.kubeletCA = newTestCA(t, "kubelet-ca-2")
+	s2 := newSupervisor(t, rotated)
+	c = newClient(t, testOptions(rotated, s2.addr, dir, nil))
+	res := get(t, c)
+	if st := c.Stats(); st.Issued != 4 || !res.Certs[0].Issued {
+		t.Errorf("%d certificates issued after the servers' CAs were replaced (serving issued %v), want all 4", st.Issued, res.Certs[0].Issued)
+	}
+}
+
+// A first join whose list holds a server of another cluster: that
+// server's /cacerts does not match the token, and the request moves on
+// to the configured server, which decides, as it decides a 401 (k3s's
+// agent asks /cacerts of its --server alone: pkg/clientaccess/token.go
+// ParseAndValidateToken). With StopOnRejection, the join succeeds.
+func TestCAOfAnotherClusterSkipped(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	other := newSupervisor(t, newCluster(t))
+	opts := testOptions(cl, s.addr, t.TempDir(), nil)
+	opts.Servers = []string{other.addr, s.addr}
+	opts.StopOnRejection = true
+	c := newClient(t, opts)
+	c.servers.next = 0 // the other cluster's server first
+	get(t, c)
+	if n, m := other.total(), other.count("GET /cacerts"); n != 1 || m != 1 {
+		t.Errorf("the other cluster's server got %d requests, %d of them /cacerts; want /cacerts once", n, m)
+	}
+	if st := c.Stats(); st.Attempts != 1 || st.Issued != 4 {
+		t.Errorf("%d attempts, %d certificates issued; want 1, 4", st.Attempts, st.Issued)
+	}
+}
+
+// newRotatedCA is k3s's rolling rotation of cl's server CA, as
+// contrib/util/rotate-default-ca-certs.sh makes it (testca.Rotate). The
+// bundle, which /cacerts and server-ca.crt serve once a server has
+// restarted with it, is [intermediate, new root, cross-signed new root,
+// old root]. The cluster's token pins the new root
+// (pkg/clientaccess/token.go hashCA), the token a restarted server
+// prints.
+func newRotatedCA(t *testing.T, cl *cluster) *cluster {
+	t.Helper()
+	r := testca.Rotate(t, &testca.CA{Cert: cl.serverCA.cert, Key: cl.serverCA.key})
+	inter := fromTestca(r.Inter, fromTestca(r.Root, nil))
+	inter.bundle = r.Bundle(true)
+	return &cluster{serverCA: inter, clientCA: cl.client(), secret: cl.secret, passwords: make(map[string]string)}
+}
+
+// dialsWith reports whether a TLS handshake with the server at addr
+// succeeds with roots, as the load balancer's probes make it.
+func dialsWith(addr string, roots *x509.CertPool) error {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	if err == nil {
+		conn.Close()
+	}
+	return err
+}
+
+// A rolling CA rotation (k3s contrib/util/rotate-default-ca-certs.sh,
+// then `k3s certificate rotate-ca`): one server restarted with the
+// rotated bundle, one not yet, which presents a certificate of the old
+// root and serves the old bundle. An agent restarted with the new token
+// (the restarted server's, pinning the new root) reaches both, as k3s's
+// agent does (it trusts every certificate of the bundle: GetHTTPClient),
+// because it trusted the old root before and the new bundle carries it;
+// so do its load balancer's probes (Result.ServerCA). It still does on
+// the next restart, when server-ca.crt holds the new bundle. Once the
+// servers' bundle no longer carries the old root, the agent no longer
+// trusts it.
+func TestRollingCARotation(t *testing.T) {
+	cl, old, dir := joined(t) // a one-certificate CA, as k3s makes it
+	rotated := newRotatedCA(t, cl)
+	restarted := newSupervisor(t, rotated)
+	var logs logBuffer
+	opts := testOptions(rotated, restarted.addr, dir, &logs)
+	opts.Servers = []string{old.addr, restarted.addr}
+	for run := range 2 {
+		oldBefore := old.total() - old.count("GET /cacerts")
+		c := newClient(t, opts)
+		c.servers.next = 0 // the server not yet restarted first
+		res := get(t, c)
+		if n := old.total() - old.count("GET /cacerts") - oldBefore; n == 0 {
+			t.Errorf("run %d: the server not yet restarted served no request: the agent does not trust the old root", run)
+		}
+		if err := dialsWith(old.addr, res.ServerCA); err != nil {
+			t.Errorf("run %d: Result.ServerCA does not reach the server not yet restarted: %v", run, err)
+		}
+		if err := dialsWith(restarted.addr, res.ServerCA); err != nil {
+			t.Errorf("run %d: Result.ServerCA does not reach the restarted server: %v", run, err)
+		}
+		if st := c.Stats(); st.Requested != 0 {
+			t.Errorf("run %d: %d certificates requested, want 0: the new bundle still holds the old root", run, st.Requested)
+		}
+		if run == 0 {
+			if b, _ := os.ReadFile(filepath.Join(dir, "agent", "server-ca.crt")); string(b) != string(rotated.serverCA.bundle) {
+				t.Fatal("server-ca.crt is not the rotated bundle after the first restart")
+			}
+		}
+	}
+	if strings.Contains(logs.String(), "does not chain") {
+		t.Errorf("a handshake failed:\n%s", logs.String())
+	}
+
+	// The rotation is over: the servers serve the bundle without the old root.
+	over := append(slices.Clip(rotated.serverCA.pem), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rotated.serverCA.root.Raw})...)
+	final := newSupervisor(t, withBundle(rotated, over)) // [intermediate, new root]
+	opts = testOptions(rotated, final.addr, dir, nil)
+	opts.Servers = []string{old.addr, final.addr}
+	res := get(t, newClient(t, opts))
+	if err := dialsWith(old.addr, res.ServerCA); err == nil {
+		t.Error("the old root is still trusted once the servers' bundle no longer carries it")
+	}
+	res = get(t, newClient(t, opts))
+	if err := dialsWith(old.addr, res.ServerCA); err == nil {
+		t.Error("the old root is trusted again on the next restart")
+	}
+}
+
+// withBundle is cl whose server CA sends bundle.
+func withBundle(cl *cluster, bundle []byte) *cluster {
+	ca := *cl.serverCA
+	ca.bundle = bundle
+	return &cluster{serverCA: &ca, clientCA: cl.client(), secret: cl.secret, passwords: make(map[string]string)}
+}
+
+// During a rotation, a man in the middle serves a bundle of the same
+// shape as the genuine one whose new root is cross-signed by a CA of its
+// own instead (anyone can sign the new root's public key), with the old
+// root too, and presents a certificate of its CA. The bundle's hash is
+// the token's: the agent trusts the old root it trusted before, never
+// the cross-signer, and sends the man in the middle nothing but GET
+// /cacerts. (k3s's agent trusts every certificate of the bundle,
+// pkg/clientaccess/token.go GetHTTPClient, the cross-signer included.)
+func TestRotationCrossSignerRefused(t *testing.T) {
+	cl, _, dir := joined(t)
+	rotated := newRotatedCA(t, cl)
+	newRoot := rotated.serverCA.root
+	evil := newCluster(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: newRoot.Subject, SubjectKeyId: newRoot.SubjectKeyId,
+		NotBefore: newRoot.NotBefore, NotAfter: newRoot.NotAfter,
+		KeyUsage: newRoot.KeyUsage, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, evil.serverCA.cert, newRoot.PublicKey, evil.serverCA.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forged []byte
+	for _, b := range [][]byte{rotated.serverCA.cert.Raw, newRoot.Raw, der, evil.serverCA.cert.Raw, cl.serverCA.cert.Raw} {
+		forged = append(forged, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b})...)
+	}
+	mitm := newSupervisor(t, evil) // its TLS certificate is evil's
+	mitm.override = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/cacerts" {
+			return false
+		}
+		w.Write(forged)
+		return true
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	res, err := newClient(t, testOptions(rotated, mitm.addr, dir, nil)).Get(ctx)
+	if err == nil && res.Offline != nil {
+		err = res.Offline // the certificates on disk are valid: Get goes on with them
+	}
+	if err == nil || !strings.Contains(err.Error(), "does not chain") {
+		t.Errorf("Get: %v, want the man in the middle's certificate refused", err)
+	}
+	if n, m := mitm.total(), mitm.count("GET /cacerts"); n != m || m == 0 {
+		t.Errorf("the man in the middle saw %d requests, %d of them /cacerts; want /cacerts only", n, m)
+	}
+}
+
+// rotate-default-ca-certs.sh prints an "updated agent token" whose hash
+// is the new intermediate's (openssl x509 -fingerprint -sha256 of
+// server-ca.pem). k3s's hashCA never yields it for a bundle of more than
+// one certificate (pkg/clientaccess/token.go), so k3s's agent refuses it
+// (validateCAHash), and so does this one: the agent refuses the CA.
+func TestRotationScriptTokenRefused(t *testing.T) {
+	rotated := newRotatedCA(t, newCluster(t))
+	s := newSupervisor(t, rotated)
+	opts := testOptions(rotated, s.addr, t.TempDir(), nil)
+	sum := sha256.Sum256(rotated.serverCA.cert.Raw) // the intermediate's DER
+	opts.Token = "K10" + hex.EncodeToString(sum[:]) + "::server:" + rotated.secret
+	opts.StopOnRejection = true
+	if _, err := newClient(t, opts).Get(t.Context()); !errors.Is(err, ErrCARejected) {
+		t.Errorf("Get: %v, want ErrCARejected", err)
 	}
 }

@@ -91,10 +91,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nodepass/nodepass/agent/internal/statefile"
 )
 
 // Options configure a LoadBalancer. A zero field means that field's
@@ -249,12 +250,12 @@ func (opts *Options) resolve() (Options, error) {
 		o.Listen = defaultListen
 	}
 	if o.Default != "" {
-		if err := checkAddress(o.Default); err != nil {
+		if err := statefile.CheckAddress(o.Default); err != nil {
 			return o, fmt.Errorf("loadbalancer: Options.Default: %w", err)
 		}
 	}
 	for _, a := range o.Servers {
-		if err := checkAddress(a); err != nil {
+		if err := statefile.CheckAddress(a); err != nil {
 			return o, fmt.Errorf("loadbalancer: Options.Servers: %w", err)
 		}
 	}
@@ -296,21 +297,6 @@ func (opts *Options) resolve() (Options, error) {
 		return o, errors.New("loadbalancer: Options: negative DialTimeout, Probe.Interval, Timeout, Failures or Successes")
 	}
 	return o, nil
-}
-
-// checkAddress accepts host:port with a host and a port in 1-65535.
-func checkAddress(a string) error {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil {
-		return err
-	}
-	if host == "" {
-		return fmt.Errorf("address %q has no host", a)
-	}
-	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		return fmt.Errorf("address %q has no valid port", a)
-	}
-	return nil
 }
 
 // checkNotSelf refuses the load balancer's own address as a server's:
@@ -450,7 +436,7 @@ func (lb *LoadBalancer) detach(s *server, p *pipe) {
 // nothing changes; so is a call after Close.
 func (lb *LoadBalancer) Update(addresses []string) error {
 	for _, a := range addresses {
-		if err := checkAddress(a); err != nil {
+		if err := statefile.CheckAddress(a); err != nil {
 			return fmt.Errorf("loadbalancer: Update: %w", err)
 		}
 	}

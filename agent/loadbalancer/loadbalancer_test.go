@@ -437,7 +437,7 @@ func TestNewErrors(t *testing.T) {
 		"nil options":   {nil, "Probe.TLS is required"},
 		"no probe TLS":  {&Options{Default: "127.0.0.1:9345"}, "Probe.TLS is nil"},
 		"default":       {&Options{Default: "127.0.0.1", Probe: okTLS}, "Options.Default"},
-		"servers":       {&Options{Servers: []string{"127.0.0.1:0"}, Probe: okTLS}, "no valid port"},
+		"servers":       {&Options{Servers: []string{"127.0.0.1:0"}, Probe: okTLS}, "is not 1 to 65535"},
 		"probe path":    {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Path: "/ping\r\nX: y"}}, "is not a path"},
 		"negative":      {&Options{Probe: ProbeOptions{TLS: okTLS.TLS, Failures: -1}}, "negative"},
 		"listen in use": {&Options{Listen: busy.Addr().String(), Probe: okTLS}, "address already in use"},

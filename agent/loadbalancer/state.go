@@ -27,15 +27,10 @@ func (lb *LoadBalancer) loadState() []string {
 		}
 		return nil
 	}
-	var out []string
-	for _, a := range st.Addresses {
-		if err := checkAddress(a); err != nil {
-			lb.log.Warn("loadbalancer: ignoring an address in the state file", "file", path, "err", err)
-			continue
-		}
-		out = append(out, a)
+	if len(st.Dropped) > 0 {
+		lb.log.Warn("loadbalancer: ignoring addresses in the state file: not host:port with a port of 1 to 65535", "file", path, "addresses", st.Dropped)
 	}
-	return out
+	return st.Addresses
 }
 
 // saveState writes the list to the state file, if there is one. Callers

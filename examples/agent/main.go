@@ -11,14 +11,17 @@
 // k3s's names. -h prints them all, -version the version. Logs go to
 // stderr.
 //
-// A wrong flag or flag value exits 2 with one line on stderr. A failure
-// exits 1 with one line: no certificates within -timeout, or an answer
-// that asking again will not mend. Those end the command within one
-// attempt: the token rejected (401), or its CA hash not the servers' CA;
-// the node password rejected (403); a route the server does not serve
-// (404, -program k3s against RKE2, say); a node name the server refuses
-// (400). k3s's own agent retries all of these every 5 to 10 s for ever
-// and logs each at INFO (pkg/agent/config/config.go Get). It runs as a
+// A wrong flag or flag value exits 2 with one line on stderr: a port
+// that cannot be dialed (0, 99999, none) in -server or -servers among
+// them. A failure exits 1 with one line: a -token-file or -data-dir that
+// cannot be read or written, no certificates within -timeout, or an
+// answer that asking again will not mend. Those answers end the command
+// within one attempt: the token rejected (401), or its CA hash not the
+// servers' CA; the node password rejected (403); a route the server does
+// not serve (404, -program k3s against RKE2, say: the line suggests
+// -program); a node name the server refuses (400). k3s's own agent
+// retries all of these every 5 to 10 s for ever and logs each at INFO
+// (pkg/agent/config/config.go Get). It runs as a
 // service that must come up once the cluster is mended. This command is
 // run by an operator, who needs the reason at once. The agent package
 // itself waits the backoff's cap between such attempts, unless told to
@@ -39,6 +42,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -76,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c, err := agent.New(&cfg.opts)
 	if err != nil {
-		return &cli.UsageError{Err: err}
+		return cli.UsageUnlessIO(err) // a wrong option, or a node password file that cannot be used
 	}
 	defer c.Close()
 
@@ -87,6 +91,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer cancel()
 	}
 	res, err := c.Get(getCtx)
+	if errors.Is(err, agent.ErrNoRoute) {
+		return fmt.Errorf("%w (is -program %s right? k3s serves /v1-k3s, RKE2 /v1-rke2)", err, cfg.opts.Program)
+	}
 	if err != nil {
 		return err
 	}
@@ -101,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case cr.Err != nil:
 			what = "kept (renewal failed, retried with -wait)"
 		}
-		fmt.Fprintf(stdout, "%s %s, valid until %s\n", what, cr.CertFile, cr.Status.NotAfter.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stdout, "%s %s, valid until %s\n", what, cr.CertFile, cr.Verdict.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if !cfg.wait {
 		return nil
@@ -176,7 +183,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	case tokenFile != "":
 		b, err := os.ReadFile(tokenFile)
 		if err != nil {
-			return c, cli.Usagef("agent: -token-file: %v", err)
+			return c, fmt.Errorf("agent: -token-file: %w", err) // a failure, not a wrong flag (see cli)
 		}
 		o.Token = strings.TrimSpace(string(b))
 	case o.Token == "":
@@ -187,11 +194,7 @@ func parseFlags(args []string, stdout io.Writer) (config, error) {
 	}
 	if servers != "" {
 		for _, s := range strings.Split(servers, ",") {
-			s = strings.TrimSpace(s)
-			if host, _, err := net.SplitHostPort(s); err != nil || host == "" {
-				return c, cli.Usagef("agent: -servers %q: %q is not host:port", servers, s)
-			}
-			o.Servers = append(o.Servers, s)
+			o.Servers = append(o.Servers, strings.TrimSpace(s)) // agent.New checks each
 		}
 	}
 	// The agent gives up on what asking again does not mend: see the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -17,19 +18,36 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/nodepass/nodepass/examples/internal/cli"
+	"github.com/nodepass/nodepass/examples/internal/cli/clitest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// asCommand, set in a test binary's environment, makes it the agent
+// command (clitest.Main).
+const asCommand = "NODEPASS_TEST_RUN_AGENT_MAIN"
+
+func TestMain(m *testing.M) { clitest.Main(m, asCommand, main) }
+
+// command returns the agent command with args, as a user runs it.
+func command(ctx context.Context, args ...string) *exec.Cmd {
+	return clitest.Command(ctx, asCommand, args...)
+}
+
+// runCommand runs the agent command with args to its end and returns its
+// exit code, stdout and stderr.
+func runCommand(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return clitest.Run(t, asCommand, args...)
+}
 
 // fakeSupervisor serves the routes a k3s agent asks for over HTTPS, with
 // one CA for everything, and basic auth node:<secret>. Requests for the
@@ -110,7 +128,15 @@ func newFakeSupervisor(t *testing.T) *fakeSupervisor {
 			f.posts.Add(1)
 			tmpl := &x509.Certificate{Subject: csr.Subject, ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature}
 			if name == "serving-kubelet" {
-				tmpl.DNSNames = []string{r.Header.Get("K3s-Node-Name")}
+				// As k3s: the node's name, loopback and the Node-Ip
+				// addresses (pkg/server/handlers/handlers.go ServingKubeletCert).
+				tmpl.DNSNames = []string{r.Header.Get("K3s-Node-Name"), "localhost"}
+				tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+				for _, v := range strings.Split(r.Header.Get("K3s-Node-Ip"), ",") {
+					if ip := net.ParseIP(v); ip != nil {
+						tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+					}
+				}
 			}
 			w.Write(sign(tmpl, csr.PublicKey))
 		}))
@@ -223,10 +249,11 @@ func TestPasswordRejected(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	f := newFakeSupervisor(t)
 	f.nodeStatus.Store(http.StatusServiceUnavailable)
-	code, _, errOut := agentRun(t.Context(), append(baseArgs(f, t.TempDir()), "-timeout", "2s")...)
-	lines := strings.Split(strings.TrimSpace(errOut), "\n")
-	if last := lines[len(lines)-1]; code != 1 || !strings.Contains(last, "giving up") || !strings.Contains(last, "503") {
-		t.Errorf("exit %d, last line %q; want 1 and the 503", code, last)
+	code, _, errOut := runCommand(t, append(baseArgs(f, t.TempDir()), "-timeout", "2s")...)
+	last := lastLine(t, errOut)
+	if code != 1 || !strings.HasPrefix(last, "agent: giving up (context deadline exceeded); the last attempt: ") ||
+		!strings.Contains(last, "503") || strings.Count(last, "agent:") != 1 {
+		t.Errorf("exit %d, last line %q; want 1, the 503, agent: once", code, last)
 	}
 }
 
@@ -269,8 +296,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-nope"}, 2, "", "agent: flag provided but not defined: -nope"},
 		{[]string{"-timeout", "soon"}, 2, "", `agent: invalid value "soon" for flag -timeout: parse error`},
 		{append(srv, "-timeout", "-1s"), 2, "", "agent: -timeout -1s: want 0 (never) or more"},
-		{append(srv, "-servers", "foo,,"), 2, "", `agent: -servers "foo,,": "foo" is not host:port`},
-		{append(srv, "-servers", "10.0.0.1:6443,,"), 2, "", `agent: -servers "10.0.0.1:6443,,": "" is not host:port`},
+		{append(srv, "-servers", "foo,,"), 2, "", `agent: server "foo" is not host:port`},
+		{append(srv, "-servers", "10.0.0.1:6443,,"), 2, "", `agent: server "" is not host:port`},
 		{[]string{"-token", "x"}, 2, "", "agent: -server is required"},
 		{[]string{"-server", "https://127.0.0.1:1"}, 2, "", "agent: -token or -token-file is required"},
 		{[]string{"-server", "http://127.0.0.1:1", "-token", "x", "-data-dir", dir}, 2, "", `agent: server "http://127.0.0.1:1" is not an https://host:port URL`},
@@ -315,17 +342,20 @@ func TestPermanentErrors(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{"CA hash", []string{"-token", "K10" + strings.Repeat("0", 64) + "::server:" + secret}, []string{"does not match the token's"}},
-		{"program", []string{"-program", "rke2"}, []string{"404 Not Found", "GET /v1-rke2/config"}},
-		{"node name", []string{"-node-name", "worker_1"}, []string{"400 Bad Request", "invalid node name"}},
+		{"CA hash", []string{"-token", "K10" + strings.Repeat("0", 64) + "::server:" + secret}, []string{"agent: the server's CA is not the one the token pins: the CA of 127.0.0.1:"}},
+		{"program", []string{"-program", "rke2"}, []string{"404 Not Found", "GET /v1-rke2/config", "(is -program rke2 right? k3s serves /v1-k3s, RKE2 /v1-rke2)"}},
+		{"node name", []string{"-node-name", "worker_1"}, []string{"400 Bad Request", `invalid node name or password (the node name "worker_1" or the password from `, "the answer does not say which"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeSupervisor(t)
 			args := append(baseArgs(f, t.TempDir()), "-timeout", "0")
-			code, _, errOut := agentRun(t.Context(), append(args, tc.args...)...)
+			code, _, errOut := runCommand(t, append(args, tc.args...)...)
 			line := lastLine(t, errOut)
 			if code != 1 {
 				t.Errorf("exit %d, want 1", code)
+			}
+			if n := strings.Count(line, "agent:"); n != 1 {
+				t.Errorf("line %q says agent: %d times, want once", line, n)
 			}
 			for _, want := range tc.wants {
 				if !strings.Contains(line, want) {
@@ -406,5 +436,125 @@ func TestLoadBalancer(t *testing.T) {
 				t.Errorf("exit %d, want 0", code)
 			}
 		})
+	}
+}
+
+// The command as a user runs it: a server address whose port cannot be
+// dialed is a wrong flag value (exit 2, one line), in -server as in
+// -servers; a -token-file or -data-dir that cannot be used is a failure
+// (exit 1, one line), as in the example server.
+func TestCommandExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("K10::server:s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// -timeout 1s: a port taken for a server that is down (as before
+	// this was a usage error) ends the command quickly.
+	base := []string{"-token", "x", "-data-dir", dir, "-node-ip", "192.0.2.10", "-timeout", "1s"}
+	srv := append([]string{"-server", "https://127.0.0.1:1"}, base...)
+	for _, c := range []struct {
+		args []string
+		code int
+		line string // stderr's one line; its start
+	}{
+		{append(srv, "-servers", "127.0.0.1:99999"), 2, `agent: server address "127.0.0.1:99999": port "99999" is not 1 to 65535`},
+		{append(srv, "-servers", "127.0.0.1:0"), 2, `agent: server address "127.0.0.1:0": port "0" is not 1 to 65535`},
+		{append(srv, "-servers", "127.0.0.1:"), 2, `agent: server address "127.0.0.1:": port "" is not 1 to 65535`},
+		{append(srv, "-servers", "127.0.0.1:abc"), 2, `agent: server address "127.0.0.1:abc": port "abc" is not 1 to 65535`},
+		{append([]string{"-server", "https://127.0.0.1:99999"}, base...), 2, `agent: server "https://127.0.0.1:99999": port "99999" is not 1 to 65535`},
+		{append([]string{"-server", "https://127.0.0.1:0"}, base...), 2, `agent: server "https://127.0.0.1:0": port "0" is not 1 to 65535`},
+		{append([]string{"-server", "https://127.0.0.1:"}, base...), 2, `agent: server "https://127.0.0.1:": port "" is not 1 to 65535`},
+		{append([]string{"-server", "https://127.0.0.1:abc"}, base...), 2, `agent: server "https://127.0.0.1:abc" is not an https://host:port URL`},
+		{[]string{"-server", "https://127.0.0.1:1", "-timeout", "1s", "-token-file", filepath.Join(dir, "missing")}, 1, "agent: -token-file: open " + filepath.Join(dir, "missing") + ": no such file or directory"},
+		{[]string{"-server", "https://127.0.0.1:1", "-timeout", "1s", "-token-file", tokenFile, "-data-dir", notDir}, 1, "agent: reading the node password: open " + notDir},
+	} {
+		code, _, errOut := runCommand(t, c.args...)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		if code != c.code || len(lines) != 1 || !strings.HasPrefix(lines[0], c.line) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and one line %q...", c.args, code, errOut, c.code, c.line)
+		}
+	}
+}
+
+// A state file that holds addresses the load balancer cannot dial (a port
+// of "", 0, "abc" or 99999, written by hand or by another tool) does not
+// stop `agent -wait -lb-listen`: they are dropped and logged, and the
+// command runs its load balancer, at every start. (It exited 1 after
+// getting its certificates, until someone deleted the file.)
+func TestLoadBalancerBadStateFile(t *testing.T) {
+	f := newFakeSupervisor(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "agent", "etc", "k3s-agent-load-balancer.json")
+	if err := os.MkdirAll(filepath.Dir(state), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"ServerURL":"` + f.url + `","ServerAddresses":["` + strings.TrimPrefix(f.url, "https://") +
+		`","127.0.0.1:","127.0.0.1:0","127.0.0.1:abc","127.0.0.1:99999"]}`
+	if err := os.WriteFile(state, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the load balancer listens there
+	for run := range 2 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		cmd := command(ctx, append(baseArgs(f, dir), "-wait", "-lb-listen", addr)...)
+		var errOut syncBuffer
+		cmd.Stderr = &errOut
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		up := false
+		for sc := bufio.NewScanner(stdout); !up && sc.Scan(); {
+			up = strings.HasPrefix(sc.Text(), "load balancer on "+addr)
+		}
+		if !up {
+			cmd.Wait()
+			cancel()
+			t.Fatalf("run %d: exit %d before the load balancer ran:\n%s", run, cmd.ProcessState.ExitCode(), errOut.String())
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("run %d: %v after SIGTERM, want exit 0:\n%s", run, err, errOut.String())
+		}
+		cancel()
+		if run == 0 && !strings.Contains(errOut.String(), "127.0.0.1:99999") {
+			t.Errorf("the addresses ignored are not logged:\n%s", errOut.String())
+		}
+	}
+}
+
+// A server that cannot be reached, for the whole -timeout: two lines at
+// INFO (the failure, the wait), not two per attempt, and no "moving on
+// to the next server" with one server; then the one line of the failure,
+// "agent:" once.
+func TestUnreachableServerQuiet(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there
+	code, _, errOut := runCommand(t, "-server", "https://"+addr, "-token", "K10::server:"+secret, "-node-ip", "192.0.2.10",
+		"-data-dir", t.TempDir(), "-backoff-base", "10ms", "-backoff-cap", "20ms", "-timeout", "1s")
+	last := lastLine(t, errOut)
+	if code != 1 || !strings.HasPrefix(last, "agent: giving up (context deadline exceeded); the last attempt: GET /cacerts: no server answered: "+addr) ||
+		strings.Count(last, "agent:") != 1 {
+		t.Errorf("exit %d, last line %q", code, last)
+	}
+	if n := strings.Count(errOut, "level=INFO"); n != 2 || strings.Contains(errOut, "moving on") {
+		t.Errorf("%d lines at INFO, want 2, and none moving on:\n%s", n, errOut)
 	}
 }

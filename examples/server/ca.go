@@ -5,11 +5,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/internal/atomicfile"
+	"github.com/nodepass/nodepass/internal/k3stoken"
 )
 
 // Certificates are made as k3s makes them with rancher/dynamiclistener
@@ -125,17 +124,17 @@ func newBundled(what string, bundle [][]byte, key *ecdsa.PrivateKey, o caOptions
 	return &authority{cert: cert, key: key, bundle: bundle, pem: p, opts: o}, nil
 }
 
-// caHash is the CA hash of a K10 token for a bundle, as k3s
-// pkg/clientaccess/token.go hashCA computes it from /cacerts: the SHA-256
-// of the file's bytes when it holds one certificate, else of the DER of
-// the root its first certificate chains to, which is the bundle's last.
+// caHash is the CA hash of a K10 token for the CA's bundle, as k3s
+// pkg/clientaccess/token.go hashCA computes it from /cacerts (see
+// k3stoken.HashCA): the SHA-256 of the file's bytes when it holds one
+// certificate, else of the DER of the root its first certificate chains
+// to.
 func (a *authority) caHash() string {
-	b := a.pem
-	if len(a.bundle) > 1 {
-		b = a.bundle[len(a.bundle)-1]
+	h, _, err := k3stoken.HashCA(a.pem)
+	if err != nil {
+		return "" // never: newBundled parsed every certificate of a.pem
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return h
 }
 
 // leaf is what the CA is asked to sign.

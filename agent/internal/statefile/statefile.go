@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +39,9 @@ type Servers struct {
 	// Saved is when the file was written (its modification time); Load
 	// sets it.
 	Saved time.Time `json:"-"`
+	// Dropped are the entries of ServerAddresses that Load left out of
+	// Addresses: not a host:port CheckAddress accepts. Callers log them.
+	Dropped []string `json:"-"`
 }
 
 // For reports whether s was kept for the server at addr (host:port):
@@ -51,18 +54,11 @@ func (s Servers) For(addr string) bool {
 		if err != nil {
 			return false
 		}
-		def = HostPort(u)
+		if def, err = HostPort(u); err != nil {
+			return false
+		}
 	}
 	return def == addr
-}
-
-// HostPort is the host:port a server URL names: port 443 when it gives
-// none.
-func HostPort(u *url.URL) string {
-	if u.Port() == "" {
-		return net.JoinHostPort(u.Hostname(), "443")
-	}
-	return u.Host
 }
 
 // Empty reports whether s names no server at all.
@@ -77,9 +73,9 @@ var ErrCorrupt = errors.New("statefile: corrupt server list")
 const maxFile = 1 << 20
 
 // Load reads the server list at path. A missing file is an empty list
-// and no error; a file that cannot be parsed, is too large or holds an
-// empty address is an error wrapping ErrCorrupt (callers log it and go
-// on without the list).
+// and no error; a file that cannot be parsed or is too large is an error
+// wrapping ErrCorrupt (callers log it and go on without the list). An
+// address that CheckAddress refuses is left out, into Dropped.
 func Load(path string) (Servers, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -103,11 +99,13 @@ func Load(path string) (Servers, error) {
 	if fi, err := f.Stat(); err == nil {
 		s.Saved = fi.ModTime()
 	}
-	for _, a := range s.Addresses {
-		if a == "" {
-			return Servers{}, fmt.Errorf("%w: %s: an empty address", ErrCorrupt, path)
+	s.Addresses = slices.DeleteFunc(s.Addresses, func(a string) bool {
+		if CheckAddress(a) != nil {
+			s.Dropped = append(s.Dropped, a)
+			return true
 		}
-	}
+		return false
+	})
 	return s, nil
 }
 

@@ -48,7 +48,6 @@ func TestLoadCorrupt(t *testing.T) {
 	for name, body := range map[string]string{
 		"truncated": `{"ServerURL":"a:1","ServerAddresses":["a:1",`,
 		"not json":  "\x00\x01garbage",
-		"empty":     `{"ServerAddresses":[""]}`,
 		"too large": `{"ServerURL":"` + strings.Repeat("a", maxFile) + `"}`,
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
@@ -57,6 +56,39 @@ func TestLoadCorrupt(t *testing.T) {
 		}
 		if _, err := Load(path); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: Load error %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// An address that cannot be dialed is left out and reported, with
+// CheckAddress's reason; the others are kept.
+func TestLoadDropsBadAddresses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	body := `{"ServerURL":"https://10.0.0.1:9345","ServerAddresses":["10.0.0.1:9345","","10.0.0.2","10.0.0.3:","10.0.0.4:0","10.0.0.5:abc","10.0.0.6:99999",":9345","10.0.0.7:9345"]}`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"10.0.0.1:9345", "10.0.0.7:9345"}; !slices.Equal(s.Addresses, want) {
+		t.Errorf("Addresses %q, want %q", s.Addresses, want)
+	}
+	if want := []string{"", "10.0.0.2", "10.0.0.3:", "10.0.0.4:0", "10.0.0.5:abc", "10.0.0.6:99999", ":9345"}; !slices.Equal(s.Dropped, want) {
+		t.Errorf("Dropped %q, want %q", s.Dropped, want)
+	}
+}
+
+func TestCheckAddress(t *testing.T) {
+	for _, ok := range []string{"10.0.0.1:1", "10.0.0.1:65535", "[2001:db8::1]:9345", "server.example:6443"} {
+		if err := CheckAddress(ok); err != nil {
+			t.Errorf("CheckAddress(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "10.0.0.1", "10.0.0.1:", "10.0.0.1:0", "10.0.0.1:abc", "10.0.0.1:65536", "10.0.0.1:99999", ":9345", "2001:db8::1:9345"} {
+		if err := CheckAddress(bad); err == nil {
+			t.Errorf("CheckAddress(%q) accepted it", bad)
 		}
 	}
 }

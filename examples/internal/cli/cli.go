@@ -5,6 +5,13 @@
 // error; [Main] turns that error into one line on stderr and an exit
 // code. -h and -version print to stdout and exit 0. A wrong flag or value
 // prints one line and exits 2. A failure prints one line and exits 1.
+//
+// A flag value is wrong when it is wrong in itself: a port of 99999, an
+// unknown program, a malformed token. A file or directory that a right
+// flag names but that cannot be read or written (a missing -token-file,
+// a -data-dir without permission) is a failure, not a usage error: the
+// command line was right, the machine was not. [UsageUnlessIO] applies
+// that rule to an error that may be either.
 package cli
 
 import (
@@ -13,6 +20,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -38,6 +47,21 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // Usagef returns a [UsageError] with the formatted message.
 func Usagef(format string, args ...any) error {
 	return &UsageError{fmt.Errorf(format, args...)}
+}
+
+// UsageUnlessIO returns err as a [UsageError], unless it comes from a
+// file or directory that cannot be used (it wraps an *fs.PathError,
+// *os.LinkError or *os.SyscallError): that is a failure, returned as it
+// is. For an error of a constructor that checks its options and also
+// reads files, such as agent.New.
+func UsageUnlessIO(err error) error {
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	var sysErr *os.SyscallError
+	if err == nil || errors.As(err, &pathErr) || errors.As(err, &linkErr) || errors.As(err, &sysErr) {
+		return err
+	}
+	return &UsageError{err}
 }
 
 // Parse parses args into fs, which must not have a flag named version:

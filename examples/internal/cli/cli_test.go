@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +55,28 @@ func TestMain(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d, stdout %q..., stderr %q",
 				c.args, code, stdout.String(), stderr.String(), c.code, c.stdout, c.line)
 		}
+	}
+}
+
+// A constructor's error is a usage error unless a file or directory it
+// names cannot be used.
+func TestUsageUnlessIO(t *testing.T) {
+	_, readErr := os.ReadFile(filepath.Join(t.TempDir(), "missing"))
+	for _, c := range []struct {
+		err   error
+		usage bool
+	}{
+		{errors.New("agent: program \"k8s\" is not a lower-case name"), true},
+		{fmt.Errorf("agent: reading the node password: %w", readErr), false},
+		{fmt.Errorf("agent: %w", &os.LinkError{Op: "rename", Old: "a", New: "b", Err: fs.ErrPermission}), false},
+		{os.NewSyscallError("gethostname", fs.ErrInvalid), false},
+	} {
+		var usage *UsageError
+		if got := UsageUnlessIO(c.err); errors.As(got, &usage) != c.usage || !errors.Is(got, c.err) {
+			t.Errorf("UsageUnlessIO(%v) = %#v; want a usage error: %v", c.err, got, c.usage)
+		}
+	}
+	if UsageUnlessIO(nil) != nil {
+		t.Error("UsageUnlessIO(nil) is not nil")
 	}
 }
