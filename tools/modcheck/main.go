@@ -126,7 +126,10 @@ func run(repo, setVersion string, keep bool) error {
 	if err := publishAll(proxy, mods, version); err != nil {
 		return err
 	}
-	env := goEnv(proxy)
+	env, err := goEnv(proxy, tmp)
+	if err != nil {
+		return err
+	}
 
 	consumer := filepath.Join(tmp, "consumer")
 	src, err := os.ReadFile("testdata/consumer/main.go")
@@ -327,21 +330,30 @@ func writeModule(dir, goVersion string, paths []string, version string, src []by
 	return os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644)
 }
 
-// goEnv is the environment of the go commands run outside the repository:
-// no workspace, the proxy first, no checksum database for the modules
-// only it serves.
-func goEnv(proxy string) []string {
+// goEnv is the environment of the go commands run outside the repository,
+// in tmp: no workspace, the proxy first, no checksum database for the
+// modules only it serves, and a module cache of their own. Go caches a
+// module version once, so the machine's cache may hold another tree's
+// nodepass at the same version (from an earlier run, or another
+// worktree's). Other modules come from the machine's cache as a proxy,
+// then from GOPROXY.
+func goEnv(proxy, tmp string) ([]string, error) {
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env GOMODCACHE: %w", err)
+	}
+	shared := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
 	upstream := os.Getenv("GOPROXY")
 	if upstream == "" {
 		upstream = "https://proxy.golang.org,direct"
 	}
-	env := os.Environ()
-	return append(env,
+	return append(os.Environ(),
 		"GOWORK=off",
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+","+upstream,
+		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(shared)+","+upstream,
 		"GONOSUMDB="+core,
-		"GOFLAGS=-mod=mod",
-	)
+		"GOFLAGS=-mod=mod -modcacherw",
+	), nil
 }
 
 func goCmd(dir string, env []string, args ...string) error {
