@@ -12,6 +12,7 @@
 //
 //	cd tools/modcheck && GOWORK=off go run . -repo ../..          # make module-check
 //	cd tools/modcheck && GOWORK=off go run . -repo ../.. -pins    # make pins (in make test)
+//	cd tools/modcheck && GOWORK=off go run . -repo ../.. -proxy /tmp/nodepass-proxy
 //	cd tools/modcheck && GOWORK=off go run . -repo ../.. -set-version v0.2.0
 //
 // The checks start from k3s's go.mod (testdata/k3s-469d009f.go.mod, see
@@ -20,8 +21,11 @@
 // [checkRises]). The second: no module of the workspace selects a module
 // of [pinned] above the version k3s builds.
 //
-// -set-version makes every module of the workspace require the others at
-// that version (the first step of a release, see ADOPTING.md).
+// -proxy writes the proxy into a directory and stops: with
+// GOPROXY=file://DIR a project can require the modules before they are
+// published (ADOPTING.md). -set-version makes every module of the
+// workspace require the others at that version (the first step of a
+// release, see ADOPTING.md).
 package main
 
 import (
@@ -82,12 +86,15 @@ func main() {
 	repo := flag.String("repo", "../..", "the repository's root `dir` (where go.work is)")
 	setVersion := flag.String("set-version", "", "make the workspace's modules require each other at this `version`, then stop")
 	keep := flag.Bool("keep", false, "keep the temporary directory (its path is printed)")
+	proxyDir := flag.String("proxy", "", "write the module proxy into `dir` (new or empty), then stop")
 	pinsOnly := flag.Bool("pins", false, "only run the checks against k3s's go.mod, from the tree (make test), then stop")
 	flag.Parse()
 	var err error
 	switch {
 	case *pinsOnly:
 		err = checkTree(*repo)
+	case *proxyDir != "":
+		err = writeProxy(*repo, *proxyDir)
 	default:
 		err = run(*repo, *setVersion, *keep)
 	}
@@ -98,18 +105,18 @@ func main() {
 }
 
 func run(repo, setVersion string, keep bool) error {
-	mods, err := workspace(repo)
-	if err != nil {
-		return err
-	}
 	if setVersion != "" {
+		mods, err := workspace(repo)
+		if err != nil {
+			return err
+		}
 		return requireAt(mods, setVersion)
 	}
 	k, err := loadK3s()
 	if err != nil {
 		return err
 	}
-	version, err := release(mods)
+	mods, version, err := atRelease(repo)
 	if err != nil {
 		return err
 	}
@@ -175,6 +182,27 @@ func run(repo, setVersion string, keep bool) error {
 	return nil
 }
 
+// writeProxy writes the workspace's modules into dir as a module proxy,
+// for GOPROXY=file://dir.
+func writeProxy(repo, dir string) error {
+	mods, version, err := atRelease(repo)
+	if err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("-proxy %s: not empty", dir)
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := publishAll(dir, mods, version); err != nil {
+		return err
+	}
+	fmt.Printf("modcheck: use it with GOPROXY=file://%s,%s GONOSUMDB=%s\n", filepath.ToSlash(dir), upstreamProxy(), core)
+	return nil
+}
+
 // workspace reads go.work's modules, the core first.
 func workspace(repo string) ([]mod, error) {
 	data, err := os.ReadFile(filepath.Join(repo, "go.work"))
@@ -203,6 +231,16 @@ func workspace(repo string) ([]mod, error) {
 		return nil, fmt.Errorf("go.work does not use %s", core)
 	}
 	return mods, nil
+}
+
+// atRelease reads go.work's modules and their release version.
+func atRelease(repo string) ([]mod, string, error) {
+	mods, err := workspace(repo)
+	if err != nil {
+		return nil, "", err
+	}
+	version, err := release(mods)
+	return mods, version, err
 }
 
 // release is the version every other module requires of the core; they
@@ -343,17 +381,21 @@ func goEnv(proxy, tmp string) ([]string, error) {
 		return nil, fmt.Errorf("go env GOMODCACHE: %w", err)
 	}
 	shared := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
-	upstream := os.Getenv("GOPROXY")
-	if upstream == "" {
-		upstream = "https://proxy.golang.org,direct"
-	}
 	return append(os.Environ(),
 		"GOWORK=off",
 		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(shared)+","+upstream,
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(shared)+","+upstreamProxy(),
 		"GONOSUMDB="+core,
 		"GOFLAGS=-mod=mod -modcacherw",
 	), nil
+}
+
+// upstreamProxy is GOPROXY as set, or Go's default.
+func upstreamProxy() string {
+	if p := os.Getenv("GOPROXY"); p != "" {
+		return p
+	}
+	return "https://proxy.golang.org,direct"
 }
 
 func goCmd(dir string, env []string, args ...string) error {
@@ -485,11 +527,7 @@ func checkTree(repo string) error {
 	if err != nil {
 		return err
 	}
-	mods, err := workspace(repo)
-	if err != nil {
-		return err
-	}
-	version, err := release(mods)
+	mods, version, err := atRelease(repo)
 	if err != nil {
 		return err
 	}
