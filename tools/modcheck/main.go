@@ -1,5 +1,6 @@
 // Command modcheck shows that nodepass's modules can be required by a
-// project outside this repository, at the versions k3s pins.
+// project outside this repository, and that requiring them raises none of
+// k3s's requirements.
 //
 // It makes a module proxy of the workspace's modules as they are in the
 // tree (the file layout of `go help goproxy`, zips made by
@@ -7,14 +8,24 @@
 // the core. In a directory outside the repository it then builds and runs
 // testdata/consumer, a module that requires the library modules, and
 // builds the commands of the other modules, with GOWORK=off and the proxy
-// first in GOPROXY. Last, it checks that the consumer's build list keeps
-// every module of [pins] at or below k3s's version.
+// first in GOPROXY. Last, it runs the two checks that -pins runs alone.
 //
 //	cd tools/modcheck && GOWORK=off go run . -repo ../..          # make module-check
+//	cd tools/modcheck && GOWORK=off go run . -repo ../.. -pins    # make pins (in make test)
+//	cd tools/modcheck && GOWORK=off go run . -repo ../.. -proxy /tmp/nodepass-proxy
 //	cd tools/modcheck && GOWORK=off go run . -repo ../.. -set-version v0.2.0
 //
-// -set-version makes every module of the workspace require the others at
-// that version (the first step of a release, see ADOPTING.md).
+// The checks start from k3s's go.mod (testdata/k3s-469d009f.go.mod, see
+// [k3sGoMod]). The first: a module that requires the core, kube and prom
+// selects no module k3s requires at a version above k3s's (see
+// [checkRises]). The second: no module of the workspace selects a module
+// of [pinned] above the version k3s builds.
+//
+// -proxy writes the proxy into a directory and stops: with
+// GOPROXY=file://DIR a project can require the modules before they are
+// published (ADOPTING.md). -set-version makes every module of the
+// workspace require the others at that version (the first step of a
+// release, see ADOPTING.md).
 package main
 
 import (
@@ -22,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,17 +48,21 @@ import (
 	"golang.org/x/mod/zip"
 )
 
-// pins are the versions k3s pins (by replace in its go.mod, at 469d009f,
-// 2026-08-20). A consumer of nodepass's library modules must not select a
-// newer one: under minimal version selection it would raise k3s's.
-var pins = map[string]string{
-	"golang.org/x/crypto":                 "v0.47.0",
-	"golang.org/x/sys":                    "v0.40.0",
-	"k8s.io/client-go":                    "v0.36.3",
-	"k8s.io/api":                          "v0.36.3",
-	"k8s.io/apimachinery":                 "v0.36.3",
-	"github.com/prometheus/client_golang": "v1.23.2",
-	"github.com/hashicorp/golang-lru/v2":  "v2.0.7",
+// k3sGoMod is k3s's go.mod at the commit the checks hold nodepass to.
+const k3sGoMod = "testdata/k3s-469d009f.go.mod"
+
+// pinned are the modules whose packages nodepass imports and whose
+// version k3s fixes. A module of the workspace must not select a newer
+// one than k3s builds ([k3s.built]): nodepass would be tested against
+// code k3s does not have.
+var pinned = []string{
+	"golang.org/x/crypto",
+	"golang.org/x/sys",
+	"k8s.io/client-go",
+	"k8s.io/api",
+	"k8s.io/apimachinery",
+	"github.com/prometheus/client_golang",
+	"github.com/hashicorp/golang-lru/v2",
 }
 
 // core is the module the others require; its version names the release.
@@ -70,12 +86,16 @@ func main() {
 	repo := flag.String("repo", "../..", "the repository's root `dir` (where go.work is)")
 	setVersion := flag.String("set-version", "", "make the workspace's modules require each other at this `version`, then stop")
 	keep := flag.Bool("keep", false, "keep the temporary directory (its path is printed)")
-	pinsOnly := flag.Bool("pins", false, "only check that the workspace's own build list keeps k3s's pins (make test), then stop")
+	proxyDir := flag.String("proxy", "", "write the module proxy into `dir` (new or empty), then stop")
+	pinsOnly := flag.Bool("pins", false, "only run the checks against k3s's go.mod, from the tree (make test), then stop")
 	flag.Parse()
 	var err error
-	if *pinsOnly {
-		err = workspacePins(*repo)
-	} else {
+	switch {
+	case *pinsOnly:
+		err = checkTree(*repo)
+	case *proxyDir != "":
+		err = writeProxy(*repo, *proxyDir)
+	default:
 		err = run(*repo, *setVersion, *keep)
 	}
 	if err != nil {
@@ -85,14 +105,18 @@ func main() {
 }
 
 func run(repo, setVersion string, keep bool) error {
-	mods, err := workspace(repo)
+	if setVersion != "" {
+		mods, err := workspace(repo)
+		if err != nil {
+			return err
+		}
+		return requireAt(mods, setVersion)
+	}
+	k, err := loadK3s()
 	if err != nil {
 		return err
 	}
-	if setVersion != "" {
-		return requireAt(mods, setVersion)
-	}
-	version, err := release(mods)
+	mods, version, err := atRelease(repo)
 	if err != nil {
 		return err
 	}
@@ -106,13 +130,13 @@ func run(repo, setVersion string, keep bool) error {
 		defer os.RemoveAll(tmp)
 	}
 	proxy := filepath.Join(tmp, "proxy")
-	for _, m := range mods {
-		if err := publish(proxy, m, version); err != nil {
-			return err
-		}
+	if err := publishAll(proxy, mods, version); err != nil {
+		return err
 	}
-	fmt.Printf("modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, proxy)
-	env := goEnv(proxy)
+	env, err := goEnv(proxy, tmp)
+	if err != nil {
+		return err
+	}
 
 	consumer := filepath.Join(tmp, "consumer")
 	src, err := os.ReadFile("testdata/consumer/main.go")
@@ -130,7 +154,14 @@ func run(repo, setVersion string, keep bool) error {
 	if err := command(consumer, env, filepath.Join(consumer, "consumer")); err != nil {
 		return err
 	}
-	if err := checkPins("the consumer", consumer, env, true); err != nil {
+	if err := checkPins("the consumer", consumer, env, k, true); err != nil {
+		return err
+	}
+	adopter := filepath.Join(tmp, "adopter")
+	if err := writeModule(adopter, mods[0].file.Go.Version, libraries, version, nil); err != nil {
+		return err
+	}
+	if err := checkRises(adopter, env, k); err != nil {
 		return err
 	}
 
@@ -148,6 +179,27 @@ func run(repo, setVersion string, keep bool) error {
 		return err
 	}
 	fmt.Printf("modcheck: built %s from outside the repository\n", strings.Join(commands, ", "))
+	return nil
+}
+
+// writeProxy writes the workspace's modules into dir as a module proxy,
+// for GOPROXY=file://dir.
+func writeProxy(repo, dir string) error {
+	mods, version, err := atRelease(repo)
+	if err != nil {
+		return err
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("-proxy %s: not empty", dir)
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := publishAll(dir, mods, version); err != nil {
+		return err
+	}
+	fmt.Printf("modcheck: use it with GOPROXY=file://%s,%s GONOSUMDB=%s\n", filepath.ToSlash(dir), upstreamProxy(), core)
 	return nil
 }
 
@@ -179,6 +231,16 @@ func workspace(repo string) ([]mod, error) {
 		return nil, fmt.Errorf("go.work does not use %s", core)
 	}
 	return mods, nil
+}
+
+// atRelease reads go.work's modules and their release version.
+func atRelease(repo string) ([]mod, string, error) {
+	mods, err := workspace(repo)
+	if err != nil {
+		return nil, "", err
+	}
+	version, err := release(mods)
+	return mods, version, err
 }
 
 // release is the version every other module requires of the core; they
@@ -233,6 +295,18 @@ func requireAt(mods []mod, version string) error {
 		}
 		fmt.Printf("modcheck: %s requires the others at %s\n", m.path, version)
 	}
+	return nil
+}
+
+// publishAll writes every module of mods at version into the proxy
+// directory.
+func publishAll(proxy string, mods []mod, version string) error {
+	for _, m := range mods {
+		if err := publish(proxy, m, version); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, proxy)
 	return nil
 }
 
@@ -294,21 +368,34 @@ func writeModule(dir, goVersion string, paths []string, version string, src []by
 	return os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644)
 }
 
-// goEnv is the environment of the go commands run outside the repository:
-// no workspace, the proxy first, no checksum database for the modules
-// only it serves.
-func goEnv(proxy string) []string {
-	upstream := os.Getenv("GOPROXY")
-	if upstream == "" {
-		upstream = "https://proxy.golang.org,direct"
+// goEnv is the environment of the go commands run outside the repository,
+// in tmp: no workspace, the proxy first, no checksum database for the
+// modules only it serves, and a module cache of their own. Go caches a
+// module version once, so the machine's cache may hold another tree's
+// nodepass at the same version (from an earlier run, or another
+// worktree's). Other modules come from the machine's cache as a proxy,
+// then from GOPROXY.
+func goEnv(proxy, tmp string) ([]string, error) {
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go env GOMODCACHE: %w", err)
 	}
-	env := os.Environ()
-	return append(env,
+	shared := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
+	return append(os.Environ(),
 		"GOWORK=off",
-		"GOPROXY=file://"+filepath.ToSlash(proxy)+","+upstream,
+		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(shared)+","+upstreamProxy(),
 		"GONOSUMDB="+core,
-		"GOFLAGS=-mod=mod",
-	)
+		"GOFLAGS=-mod=mod -modcacherw",
+	), nil
+}
+
+// upstreamProxy is GOPROXY as set, or Go's default.
+func upstreamProxy() string {
+	if p := os.Getenv("GOPROXY"); p != "" {
+		return p
+	}
+	return "https://proxy.golang.org,direct"
 }
 
 func goCmd(dir string, env []string, args ...string) error {
@@ -324,29 +411,185 @@ func command(dir string, env []string, name string, args ...string) error {
 	return nil
 }
 
-// workspacePins checks each module of the workspace on its own (GOWORK=off,
-// its replace directives in effect), as make test does.
-func workspacePins(repo string) error {
-	mods, err := workspace(repo)
+// k3s is what k3s's go.mod requires and replaces.
+type k3s struct {
+	commit  string            // of k3s, from the file name
+	require map[string]string // module path: version
+	replace map[string]module.Version
+}
+
+// loadK3s reads k3sGoMod.
+func loadK3s() (k3s, error) {
+	data, err := os.ReadFile(k3sGoMod)
+	if err != nil {
+		return k3s{}, err
+	}
+	f, err := modfile.Parse(k3sGoMod, data, nil)
+	if err != nil {
+		return k3s{}, err
+	}
+	k := k3s{
+		commit:  strings.TrimSuffix(strings.TrimPrefix(filepath.Base(k3sGoMod), "k3s-"), ".go.mod"),
+		require: map[string]string{},
+		replace: map[string]module.Version{},
+	}
+	for _, r := range f.Require {
+		k.require[r.Mod.Path] = r.Mod.Version
+	}
+	for _, r := range f.Replace {
+		if r.Old.Version != "" {
+			return k3s{}, fmt.Errorf("%s: replace of %s at one version: not handled", k3sGoMod, r.Old)
+		}
+		k.replace[r.Old.Path] = r.New
+	}
+	return k, nil
+}
+
+// built is the version of path that k3s builds: its replacement's when
+// k3s replaces it by the same module at another version (x/crypto
+// v0.54.0 => v0.47.0), else the version it requires (k3s's fork of
+// client-go v1.36.3-k3s1 is client-go v0.36.3).
+func (k k3s) built(path string) string {
+	if r, ok := k.replace[path]; ok && r.Path == path {
+		return r.Version
+	}
+	return k.require[path]
+}
+
+// checkRises checks the module in dir, which requires the core, kube and
+// prom and nothing else, as a k3s that adopts nodepass would. Its module
+// graph (go mod graph) holds what requiring them adds to k3s's: every
+// module their go.mod files require, indirect and test-only ones too,
+// since minimal version selection counts them all. Under module graph
+// pruning (k3s and nodepass are at go 1.17 or later) that is all it adds.
+// It fails for every module k3s requires that the graph has at a newer
+// version: k3s would select that version, so its go.mod would change.
+// Where none rises, k3s selects what it selected before, everywhere.
+func checkRises(dir string, env []string, k k3s) error {
+	cmd := exec.Command("go", "mod", "graph")
+	cmd.Dir, cmd.Env, cmd.Stderr = dir, env, os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("go mod graph in %s: %w", dir, err)
+	}
+	type need struct {
+		version string
+		by      []string
+	}
+	top := map[string]*need{} // the newest version of each module in the graph, and who requires it
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		from, to, ok := strings.Cut(line, " ")
+		if !ok {
+			return fmt.Errorf("go mod graph: unexpected line %q", line)
+		}
+		path, version, _ := strings.Cut(to, "@")
+		from, _, _ = strings.Cut(from, "@")
+		n := top[path]
+		switch {
+		case n == nil || semver.Compare(version, n.version) > 0:
+			top[path] = &need{version: version, by: []string{from}}
+		case version == n.version && !slices.Contains(n.by, from):
+			n.by = append(n.by, from)
+		}
+	}
+	var rises, unnamed []string
+	for _, path := range slices.Sorted(maps.Keys(top)) {
+		n := top[path]
+		if strings.HasPrefix(path, core) || path == "go" || path == "toolchain" {
+			continue
+		}
+		want, ok := k.require[path]
+		switch {
+		case !ok:
+			unnamed = append(unnamed, path+" "+n.version)
+		case semver.Compare(n.version, want) > 0:
+			rises = append(rises, fmt.Sprintf("\t%s %s -> %s (required by %s)", path, want, n.version, strings.Join(n.by, ", ")))
+		}
+	}
+	if len(rises) > 0 {
+		return fmt.Errorf("requiring %s raises %d of the %d requirements of k3s at %s (%s):\n%s",
+			strings.Join(libraries, ", "), len(rises), len(k.require), k.commit, k3sGoMod, strings.Join(rises, "\n"))
+	}
+	fmt.Printf("modcheck: requiring %s raises none of the %d requirements of k3s at %s (%s)\n",
+		strings.Join(libraries, ", "), len(k.require), k.commit, k3sGoMod)
+	if len(unnamed) > 0 {
+		fmt.Printf("modcheck: and adds modules k3s's go.mod does not name: %s\n", strings.Join(unnamed, ", "))
+	}
+	return nil
+}
+
+// checkTree runs the checks against k3s's go.mod on the tree: each module
+// of the workspace on its own (GOWORK=off, its replace directives in
+// effect) keeps the pins, and a module that requires the library modules
+// from the tree raises none of k3s's requirements.
+func checkTree(repo string) error {
+	k, err := loadK3s()
+	if err != nil {
+		return err
+	}
+	mods, version, err := atRelease(repo)
 	if err != nil {
 		return err
 	}
 	env := append(os.Environ(), "GOWORK=off")
 	var errs []error
 	for _, m := range mods {
-		errs = append(errs, checkPins(m.path, m.dir, env, false))
+		errs = append(errs, checkPins(m.path, m.dir, env, k, false))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	fmt.Printf("modcheck: the %d modules of the workspace select nothing above k3s's pins\n", len(mods))
-	return nil
+	fmt.Printf("modcheck: the %d modules of the workspace select nothing above what k3s builds of %s\n", len(mods), strings.Join(pinned, ", "))
+
+	tmp, err := os.MkdirTemp("", "modcheck-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	// The library modules from the tree (replace directives to their
+	// directories: the go.mod files a proxy would serve), with their
+	// go.sum lines, so that no checksum is looked up.
+	var sums []byte
+	replace := "\nreplace (\n"
+	for _, m := range mods {
+		if !slices.Contains(libraries, m.path) {
+			continue
+		}
+		dir, err := filepath.Abs(m.dir)
+		if err != nil {
+			return err
+		}
+		replace += fmt.Sprintf("\t%s => %s\n", m.path, dir)
+		sum, err := os.ReadFile(filepath.Join(m.dir, "go.sum"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		sums = append(sums, sum...)
+	}
+	if err := writeModule(tmp, mods[0].file.Go.Version, libraries, version, nil); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(tmp, "go.mod"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(replace + ")\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "go.sum"), sums, 0o644); err != nil {
+		return err
+	}
+	return checkRises(tmp, env, k)
 }
 
 // checkPins lists the build list of the module in dir (called name) and
-// fails if it selects any module of pins above k3s's version; verbose, it
-// prints each pinned module's version.
-func checkPins(name, dir string, env []string, verbose bool) error {
+// fails if it selects any module of pinned above what k3s builds;
+// verbose, it prints each pinned module's version.
+func checkPins(name, dir string, env []string, k k3s, verbose bool) error {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{.Version}}", "all")
 	cmd.Dir, cmd.Env, cmd.Stderr = dir, env, os.Stderr
 	out, err := cmd.Output()
@@ -356,12 +599,12 @@ func checkPins(name, dir string, env []string, verbose bool) error {
 	var errs []error
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		path, version, _ := strings.Cut(line, " ")
-		pin, ok := pins[path]
-		if !ok {
+		if !slices.Contains(pinned, path) {
 			continue
 		}
+		pin := k.built(path)
 		if verbose {
-			fmt.Printf("modcheck: %s selects %s %s (k3s pins %s)\n", name, path, version, pin)
+			fmt.Printf("modcheck: %s selects %s %s (k3s builds %s)\n", name, path, version, pin)
 		}
 		if semver.Compare(version, pin) > 0 {
 			errs = append(errs, fmt.Errorf("%s: %s %s is newer than k3s's %s", name, path, version, pin))
