@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -244,6 +245,11 @@ func TestHeapGuardNoDrain(t *testing.T) {
 	res := runFake(t, Scenario{Nodes: 5, MaxHeap: 1, NoDrain: true}, &fakeTarget{answer: hang})
 	if res.Stopped != StoppedHeapGuard || res.Joined != 0 || res.StopDetail == "" {
 		t.Fatalf("stopped %q (%s) joined %d", res.Stopped, res.StopDetail, res.Joined)
+	}
+	// The detail names the measure the guard watches, which the tables
+	// print apart from the live heap (issue 45).
+	if !strings.HasPrefix(res.StopDetail, "the heap in use passed the 0 MiB guard (peak heap in use ") {
+		t.Errorf("stop detail %q", res.StopDetail)
 	}
 }
 

@@ -229,7 +229,13 @@ func (s *sampler) end(res *Result) {
 	}
 	if res.Stopped != "" && s.guard.tripped.Load() {
 		res.Stopped = StoppedHeapGuard
-		res.StopDetail = fmt.Sprintf("heap in use passed the %d MiB guard (peak %d MiB)", s.guard.max>>20, s.peak.objects>>20)
+		// The guard trips when a scrypt call would take the heap in use
+		// past it (heapGuard.admit), or when a sample finds it past.
+		verb := "the next scrypt would have taken the heap in use past"
+		if s.peak.objects > s.guard.max {
+			verb = "the heap in use passed"
+		}
+		res.StopDetail = fmt.Sprintf("%s the %d MiB guard (peak heap in use %d MiB)", verb, s.guard.max>>20, s.peak.objects>>20)
 	}
 }
 
