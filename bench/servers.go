@@ -166,13 +166,15 @@ func (s *serverSide) close(drain bool) {
 }
 
 // sampler reads a process's heap and CPU time every Scenario.SampleEvery
-// during a run, and trips the heap guard when the heap objects pass it.
+// during a run, and the load every second; it trips the heap guard when
+// the heap objects pass it.
 // The run's unbounded models also ask the guard before every scrypt call.
 type sampler struct {
 	every time.Duration
 	guard *heapGuard
 	start time.Time
 	cpu   cpuTrace // the process's CPU time during the run
+	load  loadTrace
 	done  chan struct{}
 	wg    sync.WaitGroup
 	peak  heapPeaks
@@ -188,6 +190,7 @@ func newSampler(sc Scenario) *sampler {
 // begin starts sampling; the run started at start.
 func (s *sampler) begin(start time.Time) {
 	s.start = start
+	s.load.begin(time.Now())
 	s.wg.Go(s.loop)
 }
 
@@ -200,6 +203,7 @@ func (s *sampler) loop() {
 		if h.Objects > s.guard.max {
 			s.guard.stop()
 		}
+		s.load.read(time.Now())
 	}
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
@@ -222,6 +226,7 @@ func (s *sampler) loop() {
 func (s *sampler) end(res *Result) {
 	close(s.done)
 	s.wg.Wait()
+	s.load.end(res)
 	res.PeakHeap, res.PeakHeapObjects = s.peak.live, s.peak.objects
 	res.Procs = runtime.GOMAXPROCS(0)
 	if cpu, ok := s.cpu.at(res.Completion); ok {
