@@ -70,8 +70,8 @@ func schedTimes() (run, wait time.Duration, ok bool) {
 	return run, wait, ok
 }
 
-// loadTrace follows a run's load: the schedstat times at its start, and
-// the highest load average read.
+// loadTrace follows what else ran during a measurement: the schedstat
+// times at its start, and the highest load average read.
 type loadTrace struct {
 	run0, wait0 time.Duration
 	sched       bool // run0 and wait0 were read
@@ -100,17 +100,19 @@ func (l *loadTrace) read(now time.Time) {
 	}
 }
 
-// end sets res's load figures, the load average read once more.
-func (l *loadTrace) end(res *Result) {
+// end reads the load average once more and returns the highest read,
+// how long this process's threads waited for a CPU since begin, and
+// that wait's share of the time they were ready (0, 0 where not read).
+func (l *loadTrace) end() (load float64, wait time.Duration, share float64) {
 	l.lastRead = time.Time{}
 	l.read(time.Now())
-	res.LoadMax, res.MachineCPUs = l.max, onlineCPUs()
-	if run, wait, ok := schedTimes(); ok && l.sched {
-		run, wait = run-l.run0, wait-l.wait0
-		if run > 0 && wait >= 0 {
-			res.CPUWait, res.CPUWaitShare = wait, float64(wait)/float64(run+wait)
+	if run, w, ok := schedTimes(); ok && l.sched {
+		run, w = run-l.run0, w-l.wait0
+		if run > 0 && w >= 0 {
+			wait, share = w, float64(w)/float64(run+w)
 		}
 	}
+	return l.max, wait, share
 }
 
 // The thresholds of Starved.
@@ -136,7 +138,19 @@ func (r *Result) Starved() string {
 	if r.Split != nil {
 		whose = "the servers' threads"
 	}
-	return starved(r.MachineCPUs, r.LoadMax, r.CPUWaitShare, whose)
+	if s := starved(r.MachineCPUs, r.LoadMax, r.CPUWaitShare, whose); s != "" {
+		return s + "; on a quiet machine its time would be shorter"
+	}
+	return ""
+}
+
+// BoundStarved says in one sentence why h's lower bounds were measured
+// short of CPU, by Result.Starved's rule, or returns "".
+func (h *Herd) BoundStarved() string {
+	if s := starved(onlineCPUs(), h.BoundLoad, h.BoundWaitShare, "the threads measuring them"); s != "" {
+		return s + "; they are then too long, and every ratio too low"
+	}
+	return ""
 }
 
 // starved is Starved's rule over its inputs: the machine's CPUs (0: not
@@ -157,5 +171,5 @@ func starved(cpus int, load, waitShare float64, whose string) string {
 	if len(why) == 0 {
 		return ""
 	}
-	return "short of CPU: " + strings.Join(why, ", and ") + "; on a quiet machine its time would be shorter"
+	return "short of CPU: " + strings.Join(why, ", and ")
 }

@@ -136,6 +136,9 @@ type Result struct {
 	CPUWaitShare float64       `json:"cpu_wait_share"`
 	LoadMax      float64       `json:"load_max"`
 	MachineCPUs  int           `json:"machine_cpus"`
+	// LowerBoundStarved is Herd.BoundStarved: why the lower bounds were
+	// measured short of CPU (then too long, and Ratio too low), or "".
+	LowerBoundStarved string `json:"lower_bound_starved"`
 	// Split, for a split run, says where its agents and servers ran; CPU,
 	// Procs, CPUWait and the heap figures are then the servers' process's.
 	Split *Split `json:"split,omitempty"`

@@ -152,6 +152,7 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	}
 	res.SetLocalBound(s.localBound, s.localTransport)
 	res.finish(s.h.LowerBound, s.h.LowerBoundBatch)
+	res.LowerBoundStarved = s.h.BoundStarved()
 }
 
 // close closes the models (with drain, waiting for the work they still
@@ -226,7 +227,8 @@ func (s *sampler) loop() {
 func (s *sampler) end(res *Result) {
 	close(s.done)
 	s.wg.Wait()
-	s.load.end(res)
+	res.LoadMax, res.CPUWait, res.CPUWaitShare = s.load.end()
+	res.MachineCPUs = onlineCPUs()
 	res.PeakHeap, res.PeakHeapObjects = s.peak.live, s.peak.objects
 	res.Procs = runtime.GOMAXPROCS(0)
 	if cpu, ok := s.cpu.at(res.Completion); ok {

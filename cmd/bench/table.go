@@ -130,6 +130,9 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 	name := rowNames(results)
 	cols := tableColumns(h, sc, name, split, wide)
 	writeColumns(w, results, cols)
+	if s := h.BoundStarved(); s != "" {
+		writeWrapped(w, fmt.Sprintf("lower bounds: %s.", s))
+	}
 	for _, r := range results {
 		if s := r.Starved(); s != "" {
 			writeWrapped(w, fmt.Sprintf("%s: %s.", name[r], s))

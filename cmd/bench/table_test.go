@@ -116,15 +116,26 @@ func TestLegendDefinesEveryColumn(t *testing.T) {
 
 // TestStarvedNextToResult: a run short of CPU says so right under the
 // table, before the legend, naming the model; the others say nothing.
+// Lower bounds measured short of CPU say so there too.
 func TestStarvedNextToResult(t *testing.T) {
 	h, sc, results := tableRuns(true, false)
 	var b bytes.Buffer
 	writeTable(&b, h, sc, results, false)
 	out := b.String()
 	table := out[:strings.Index(out, "\n\n")]
-	want := "nodepass: short of CPU: the servers' threads waited for a CPU 45% of the time they were ready to run, and the load average reached 4.7 on 2 CPUs"
+	want := "nodepass: short of CPU: the servers' threads waited for a CPU 45% of the time they were ready to run, " +
+		"and the load average reached 4.7 on 2 CPUs; on a quiet machine its time would be shorter."
 	if !strings.Contains(unwrap(table), want) || strings.Count(out, "short of CPU") != 1 {
 		t.Errorf("table and note:\n%s\nwant once, under the table: %q", out, want)
+	}
+	h.BoundWaitShare = 0.4
+	b.Reset()
+	writeTable(&b, h, sc, results, false)
+	out = b.String()
+	want = "lower bounds: short of CPU: the threads measuring them waited for a CPU 40% of the time they were ready to run; " +
+		"they are then too long, and every ratio too low."
+	if table := out[:strings.Index(out, "\n\n")]; !strings.Contains(unwrap(table), want) {
+		t.Errorf("table and note:\n%s\nwant under the table: %q", out, want)
 	}
 }
 
