@@ -44,10 +44,12 @@ type Herd struct {
 	Workers         int           `json:"workers"`
 	// BoundLoad is the machine's highest 1-minute load average read as
 	// MeasureLowerBound began and ended, BoundWaitShare the share of
-	// their ready time its threads waited for a CPU: BoundStarved reads
-	// them. 0 where not read.
-	BoundLoad      float64 `json:"bound_load,omitempty"`
-	BoundWaitShare float64 `json:"bound_wait_share,omitempty"`
+	// their ready time its threads waited for a CPU, BoundOthersShare the
+	// share of its CPUs' time other processes took meanwhile:
+	// BoundStarved reads them. 0 where not read.
+	BoundLoad        float64 `json:"bound_load,omitempty"`
+	BoundWaitShare   float64 `json:"bound_wait_share,omitempty"`
+	BoundOthersShare float64 `json:"bound_others_share,omitempty"`
 }
 
 // NewHerd makes n nodes named node-0001 and so on, each with a random
@@ -98,7 +100,8 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 		return err
 	}
 	h.LowerBound, h.LowerBoundBatch, h.Workers = d, batch, workers
-	h.BoundLoad, _, h.BoundWaitShare = load.end()
+	c := load.end()
+	h.BoundLoad, h.BoundWaitShare, h.BoundOthersShare = c.load, c.waitShare, c.others
 	return nil
 }
 

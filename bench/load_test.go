@@ -12,25 +12,27 @@ import (
 // where nodepass took 11.8 s against 6.1-7.5 s.
 func TestStarved(t *testing.T) {
 	for _, c := range []struct {
-		name      string
-		cpus      int
-		load      float64
-		waitShare float64
-		want      []string // in the sentence; none: ""
+		name string
+		cpus int
+		c    contention
+		want []string // in the sentence; none: ""
 	}{
-		{"quiet: the run's own load", 2, 2.3, 0.03, nil},
-		{"not measured", 0, 0, 0, nil},
-		{"just under both", 2, 2.99, 0.199, nil},
-		{"issue 45's busy machine", 2, 3.8, 0, []string{"short of CPU: the load average reached 3.8 on 2 CPUs"}},
-		{"load at the threshold", 4, 6, 0, []string{"reached 6.0 on 4 CPUs"}},
-		{"one CPU", 1, 1.5, 0, []string{"on 1 CPU"}},
-		{"waited, load not yet up", 2, 2.2, 0.45, []string{"the servers' threads waited for a CPU 45% of the time they were ready to run"}},
-		{"both", 2, 4.7, 0.5, []string{"waited for a CPU 50% of the time", ", and the load average reached 4.7 on 2 CPUs"}},
-		{"load unknown, wait known", 0, 9, 0.2, []string{"waited for a CPU 20%"}},
+		{"quiet: the run's own load", 2, contention{load: 2.3, waitShare: 0.03, others: 0.01}, nil},
+		{"not measured", 0, contention{}, nil},
+		{"just under every threshold", 2, contention{load: 2.99, waitShare: 0.199, others: 0.9}, nil},
+		{"its threads wait for each other, no one else runs", 2, contention{load: 2.4, waitShare: 0.35, others: 0.02}, nil},
+		{"idle by design, others use its CPUs", 2, contention{load: 2.9, waitShare: 0.05, others: 0.6}, nil},
+		{"issue 45's busy machine", 2, contention{load: 3.8}, []string{"short of CPU: the load average reached 3.8 on 2 CPUs"}},
+		{"load at the threshold", 4, contention{load: 6}, []string{"reached 6.0 on 4 CPUs"}},
+		{"one CPU", 1, contention{load: 1.5}, []string{"on 1 CPU"}},
+		{"others took its CPUs, load not yet up", 2, contention{load: 2.2, waitShare: 0.45, others: 0.4},
+			[]string{"short of CPU: the servers' threads waited for a CPU 45% of the time they were ready to run, and other processes took 40% of their CPUs"}},
+		{"both", 2, contention{load: 4.7, waitShare: 0.5, others: 0.5}, []string{"waited for a CPU 50% of the time", "; the load average reached 4.7 on 2 CPUs"}},
+		{"load unknown, the rest known", 0, contention{load: 9, waitShare: 0.2, others: 0.2}, []string{"waited for a CPU 20%"}},
 	} {
-		got := starved(c.cpus, c.load, c.waitShare, "the servers' threads")
+		got := starved(c.cpus, c.c, "the servers' threads")
 		if (got == "") != (c.want == nil) {
-			t.Errorf("%s: starved(%d, %v, %v) = %q", c.name, c.cpus, c.load, c.waitShare, got)
+			t.Errorf("%s: starved(%d, %+v) = %q", c.name, c.cpus, c.c, got)
 		}
 		for _, w := range c.want {
 			if !strings.Contains(got, w) {
@@ -40,8 +42,9 @@ func TestStarved(t *testing.T) {
 	}
 	// The Result's figures go in as the inputs, and a split run names its
 	// servers.
-	r := &Result{MachineCPUs: 2, LoadMax: 1, CPUWaitShare: 0.3}
-	if got := r.Starved(); !strings.HasSuffix(got, "its threads (agents and servers) waited for a CPU 30% of the time they were ready to run; on a quiet machine its time would be shorter") {
+	r := &Result{MachineCPUs: 2, LoadMax: 1, CPUWaitShare: 0.3, OthersCPUShare: 0.25}
+	if got := r.Starved(); !strings.HasSuffix(got, "its threads (agents and servers) waited for a CPU 30% of the time they were ready to run, "+
+		"and other processes took 25% of their CPUs; on a quiet machine its time would be shorter") {
 		t.Errorf("Starved() = %q", got)
 	}
 	r.Split = &Split{}
@@ -49,10 +52,12 @@ func TestStarved(t *testing.T) {
 		t.Errorf("split: Starved() = %q", got)
 	}
 	// The lower bounds' measurement, by the same rule.
-	if got := (&Herd{BoundWaitShare: 0.5}).BoundStarved(); !strings.HasSuffix(got, "the threads measuring them waited for a CPU 50% of the time they were ready to run; they are then too long, and every ratio too low") {
+	if got := (&Herd{BoundWaitShare: 0.5, BoundOthersShare: 0.5}).BoundStarved(); !strings.HasSuffix(got,
+		"the threads measuring them waited for a CPU 50% of the time they were ready to run, and other processes took 50% of their CPUs; "+
+			"they are then too long, and every ratio too low") {
 		t.Errorf("BoundStarved() = %q", got)
 	}
-	if got := (&Herd{BoundWaitShare: 0.1}).BoundStarved(); got != "" {
+	if got := (&Herd{BoundWaitShare: 0.5, BoundOthersShare: 0.1}).BoundStarved(); got != "" {
 		t.Errorf("BoundStarved() = %q, want nothing", got)
 	}
 }
@@ -84,8 +89,11 @@ func TestLoadReadings(t *testing.T) {
 	l.begin(time.Now())
 	for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
 	}
-	load, wait, share := l.end()
-	if !l.sched || load < 0 || wait < 0 || share < 0 || share >= 1 {
-		t.Errorf("loadTrace: schedstat read %v, load %v, wait %v (share %v)", l.sched, load, wait, share)
+	c := l.end()
+	if !l.sched || !l.busy || c.load < 0 || c.wait < 0 || c.waitShare < 0 || c.waitShare >= 1 || c.others < 0 {
+		t.Errorf("loadTrace: schedstat read %v, /proc/stat read %v: %+v", l.sched, l.busy, c)
+	}
+	if busy, cpus, ok := cpuBusy(); !ok || busy <= 0 || cpus != runtime.NumCPU() {
+		t.Errorf("cpuBusy() = %v, %d CPUs, %v; want %d CPUs", busy, cpus, ok, runtime.NumCPU())
 	}
 }

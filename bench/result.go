@@ -128,14 +128,16 @@ type Result struct {
 	Procs int           `json:"procs"`
 	// CPUWait is how long the process's threads were ready to run but
 	// waited for a CPU during the run, CPUWaitShare that wait over the
-	// time they were ready (on a CPU or waiting); LoadMax is the
-	// machine's highest 1-minute load average from the run's start to
-	// its end, MachineCPUs its online CPUs. Starved reads them; all 0
-	// where not measured (outside Linux).
-	CPUWait      time.Duration `json:"cpu_wait_s"`
-	CPUWaitShare float64       `json:"cpu_wait_share"`
-	LoadMax      float64       `json:"load_max"`
-	MachineCPUs  int           `json:"machine_cpus"`
+	// time they were ready (on a CPU or waiting), OthersCPUShare the
+	// share of the time of the CPUs the process may run on that other
+	// processes took; LoadMax is the machine's highest 1-minute load
+	// average from the run's start to its end, MachineCPUs its online
+	// CPUs. Starved reads them; all 0 where not measured (outside Linux).
+	CPUWait        time.Duration `json:"cpu_wait_s"`
+	CPUWaitShare   float64       `json:"cpu_wait_share"`
+	OthersCPUShare float64       `json:"others_cpu_share"`
+	LoadMax        float64       `json:"load_max"`
+	MachineCPUs    int           `json:"machine_cpus"`
 	// LowerBoundStarved is Herd.BoundStarved: why the lower bounds were
 	// measured short of CPU (then too long, and Ratio too low), or "".
 	LowerBoundStarved string `json:"lower_bound_starved"`

@@ -227,8 +227,8 @@ func (s *sampler) loop() {
 func (s *sampler) end(res *Result) {
 	close(s.done)
 	s.wg.Wait()
-	res.LoadMax, res.CPUWait, res.CPUWaitShare = s.load.end()
-	res.MachineCPUs = onlineCPUs()
+	c := s.load.end()
+	res.LoadMax, res.CPUWait, res.CPUWaitShare, res.OthersCPUShare, res.MachineCPUs = c.load, c.wait, c.waitShare, c.others, onlineCPUs()
 	res.PeakHeap, res.PeakHeapObjects = s.peak.live, s.peak.objects
 	res.Procs = runtime.GOMAXPROCS(0)
 	if cpu, ok := s.cpu.at(res.Completion); ok {

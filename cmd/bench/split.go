@@ -111,7 +111,8 @@ func measureBounds(ctx context.Context, args []string, h *bench.Herd, cpus []int
 		return fmt.Errorf("measuring the lower bounds on CPU %s: %w", cpuString(cpus), err)
 	}
 	b := m.Bounds
-	h.LowerBound, h.LowerBoundBatch, h.Workers, h.BoundLoad, h.BoundWaitShare = b.LowerBound, b.LowerBoundBatch, b.Workers, b.BoundLoad, b.BoundWaitShare
+	h.LowerBound, h.LowerBoundBatch, h.Workers = b.LowerBound, b.LowerBoundBatch, b.Workers
+	h.BoundLoad, h.BoundWaitShare, h.BoundOthersShare = b.BoundLoad, b.BoundWaitShare, b.BoundOthersShare
 	return nil
 }
 

@@ -222,7 +222,9 @@ func tableColumns(h *bench.Herd, sc bench.Scenario, name map[*bench.Result]strin
 			column{"cpu use", func(r *bench.Result) string { return fmt.Sprintf("%.0f%%", 100*r.CPUUse()) },
 				"the CPU time of " + proc + " over time × GOMAXPROCS: well below 100% with work pending, the run was short of CPU or idle by design"},
 			column{"cpu wait", func(r *bench.Result) string { return fmt.Sprintf("%.0f%%", 100*r.CPUWaitShare) },
-				"of the time the threads of " + proc + " were ready to run, the share they waited for a CPU (Linux schedstat): the CPUs were busy with something else"},
+				"of the time the threads of " + proc + " were ready to run, the share they waited for a CPU (Linux schedstat)"},
+			column{"cpu taken", func(r *bench.Result) string { return fmt.Sprintf("%.0f%%", 100*r.OthersCPUShare) },
+				"the share of the time of the CPUs " + proc + " may use that other processes took (/proc/stat)"},
 			column{"idle", func(r *bench.Result) string { return secs(r.IdlePending) },
 				"CPU time left unused (GOMAXPROCS × time - CPU time) until the last node's result was ready"})
 	}

@@ -34,7 +34,7 @@ func tableRuns(split, mixed bool) (*bench.Herd, bench.Scenario, []*bench.Result)
 			{Model: bench.ModelNodepass, Joined: 320, Completion: 11800 * time.Millisecond, Ratio: 0.44, RatioBatch: 2.4, ScryptRuns: 320,
 				Attempts: 320, Requests: 3200, Handshakes: 3200, PeakHeap: 513 << 20, PeakHeapObjects: 840 << 20, HeapBound: 612 << 20,
 				P50: 5800 * time.Millisecond, P99: 7500 * time.Millisecond, Max: 7500 * time.Millisecond,
-				CPU: 6 * time.Second, Procs: 1, CPUWaitShare: 0.45, LoadMax: 4.7, MachineCPUs: 2},
+				CPU: 6 * time.Second, Procs: 1, CPUWaitShare: 0.45, OthersCPUShare: 0.4, LoadMax: 4.7, MachineCPUs: 2},
 		} {
 			r.Nodes, r.LogN, r.Mode, r.Agent, r.Servers = 320, 15, bench.ModeHTTP, agent, 1
 			r.SetLocalBound(4*time.Second, 0)
@@ -124,16 +124,16 @@ func TestStarvedNextToResult(t *testing.T) {
 	out := b.String()
 	table := out[:strings.Index(out, "\n\n")]
 	want := "nodepass: short of CPU: the servers' threads waited for a CPU 45% of the time they were ready to run, " +
-		"and the load average reached 4.7 on 2 CPUs; on a quiet machine its time would be shorter."
+		"and other processes took 40% of their CPUs; the load average reached 4.7 on 2 CPUs; on a quiet machine its time would be shorter."
 	if !strings.Contains(unwrap(table), want) || strings.Count(out, "short of CPU") != 1 {
 		t.Errorf("table and note:\n%s\nwant once, under the table: %q", out, want)
 	}
-	h.BoundWaitShare = 0.4
+	h.BoundWaitShare, h.BoundOthersShare = 0.4, 0.3
 	b.Reset()
 	writeTable(&b, h, sc, results, false)
 	out = b.String()
-	want = "lower bounds: short of CPU: the threads measuring them waited for a CPU 40% of the time they were ready to run; " +
-		"they are then too long, and every ratio too low."
+	want = "lower bounds: short of CPU: the threads measuring them waited for a CPU 40% of the time they were ready to run, " +
+		"and other processes took 30% of their CPUs; they are then too long, and every ratio too low."
 	if table := out[:strings.Index(out, "\n\n")]; !strings.Contains(unwrap(table), want) {
 		t.Errorf("table and note:\n%s\nwant under the table: %q", out, want)
 	}
