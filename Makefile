@@ -16,12 +16,18 @@ APISERVER_BIN := $(CURDIR)/tools/apiserver/bin
 # -vet=all runs every go vet check inside the -race build: a separate
 # `go vet` would compile client-go and the rest a second time without
 # -race (measured: twice the CPU time of the whole kube module's tests).
-# The second line runs the scrypt package's pure-Go code, which the first
-# one only reaches on other architectures, and the Verifier over it (one
-# lane: every batch a single hash).
+# The last line runs the scrypt package's pure-Go code, which the one
+# before only reaches on other architectures, and the Verifier over it
+# (one lane: every batch a single hash). tools/testprogress (its own
+# module, outside go.work, tested first) prints a line as each package
+# starts and ends, names what still runs after 30 s of silence, shows
+# each failure's output, and exits with go test's status; without it,
+# drop it and -json from the lines.
+TESTPROGRESS := tools/testprogress/bin/testprogress
 test: tidy pins
-	go test -race -vet=all -count=1 $(PKGS)
-	go test -race -count=1 -tags purego ./scrypt/ ./verify/...
+	cd tools/testprogress && GOWORK=off go mod tidy -diff && GOWORK=off go test -count=1 . && GOWORK=off go build -o bin/testprogress .
+	$(TESTPROGRESS) go test -json -race -vet=all -count=1 $(PKGS)
+	$(TESTPROGRESS) go test -json -race -count=1 -tags purego ./scrypt/ ./verify/...
 
 # The core module's tests built for linux/arm64, k3s's most common other
 # platform (pure-Go scrypt, one lane), run under qemu-user: `apt-get

@@ -42,6 +42,14 @@ type Herd struct {
 	LowerBound      time.Duration `json:"lower_bound_ns"`
 	LowerBoundBatch time.Duration `json:"lower_bound_batch_ns,omitempty"`
 	Workers         int           `json:"workers"`
+	// BoundLoad is the machine's highest 1-minute load average read as
+	// MeasureLowerBound began and ended, BoundWaitShare the share of
+	// their ready time its threads waited for a CPU, BoundOthersShare the
+	// share of its CPUs' time other processes took meanwhile:
+	// BoundStarved reads them. 0 where not read.
+	BoundLoad        float64 `json:"bound_load,omitempty"`
+	BoundWaitShare   float64 `json:"bound_wait_share,omitempty"`
+	BoundOthersShare float64 `json:"bound_others_share,omitempty"`
 }
 
 // NewHerd makes n nodes named node-0001 and so on, each with a random
@@ -81,6 +89,8 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 // the least time any server on this process's CPUs can let the herd in,
 // so nothing else should run meanwhile.
 func (h *Herd) MeasureLowerBound(ctx context.Context) error {
+	var load loadTrace
+	load.begin(time.Now())
 	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), xcryptoCompare)
 	if err != nil {
 		return err
@@ -90,6 +100,8 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 		return err
 	}
 	h.LowerBound, h.LowerBoundBatch, h.Workers = d, batch, workers
+	c := load.end()
+	h.BoundLoad, h.BoundWaitShare, h.BoundOthersShare = c.load, c.waitShare, c.others
 	return nil
 }
 

@@ -12,7 +12,8 @@ import (
 // has each field under the key its tag names, a duration in the unit the
 // key ends with (_s seconds, _ms milliseconds) and a byte count whose key
 // ends with _mib in MiB; also attempts_per_node, requests_per_node and
-// tls_handshakes_per_node, and the timeline as [seconds, joined] pairs.
+// tls_handshakes_per_node, starved (Result.Starved, "" when not), and the
+// timeline as [seconds, joined] pairs.
 type Result struct {
 	Model   string `json:"model"`
 	Nodes   int    `json:"nodes"`
@@ -125,8 +126,23 @@ type Result struct {
 	// the run got. 0 where it cannot be measured.
 	CPU   time.Duration `json:"cpu_s"`
 	Procs int           `json:"procs"`
+	// CPUWait is how long the process's threads were ready to run but
+	// waited for a CPU during the run, CPUWaitShare that wait over the
+	// time they were ready (on a CPU or waiting), OthersCPUShare the
+	// share of the time of the CPUs the process may run on that other
+	// processes took; LoadMax is the machine's highest 1-minute load
+	// average from the run's start to its end, MachineCPUs its online
+	// CPUs. Starved reads them; all 0 where not measured (outside Linux).
+	CPUWait        time.Duration `json:"cpu_wait_s"`
+	CPUWaitShare   float64       `json:"cpu_wait_share"`
+	OthersCPUShare float64       `json:"others_cpu_share"`
+	LoadMax        float64       `json:"load_max"`
+	MachineCPUs    int           `json:"machine_cpus"`
+	// LowerBoundStarved is Herd.BoundStarved: why the lower bounds were
+	// measured short of CPU (then too long, and Ratio too low), or "".
+	LowerBoundStarved string `json:"lower_bound_starved"`
 	// Split, for a split run, says where its agents and servers ran; CPU,
-	// Procs and the heap figures are then the servers' process's.
+	// Procs, CPUWait and the heap figures are then the servers' process's.
 	Split *Split `json:"split,omitempty"`
 	// Stopped is empty when every node joined, else why the run stopped:
 	// StoppedDeadline, StoppedHeapGuard or "cancelled: ..."; StopDetail
@@ -231,7 +247,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	}
 	return writeObject(append(fieldsOf(r),
 		keyValue{"attempts_per_node", r.PerNode(r.Attempts)}, keyValue{"requests_per_node", r.PerNode(r.Requests)},
-		keyValue{"tls_handshakes_per_node", r.PerNode(r.Handshakes)}, keyValue{"timeline", timeline}))
+		keyValue{"tls_handshakes_per_node", r.PerNode(r.Handshakes)}, keyValue{"starved", r.Starved()}, keyValue{"timeline", timeline}))
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.

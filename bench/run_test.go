@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -245,6 +246,11 @@ func TestHeapGuardNoDrain(t *testing.T) {
 	if res.Stopped != StoppedHeapGuard || res.Joined != 0 || res.StopDetail == "" {
 		t.Fatalf("stopped %q (%s) joined %d", res.Stopped, res.StopDetail, res.Joined)
 	}
+	// The detail names the measure the guard watches, which the tables
+	// print apart from the live heap (issue 45).
+	if !strings.HasPrefix(res.StopDetail, "the heap in use passed the 0 MiB guard (peak heap in use ") {
+		t.Errorf("stop detail %q", res.StopDetail)
+	}
 }
 
 func TestProgress(t *testing.T) {
@@ -272,7 +278,8 @@ func TestResultJSON(t *testing.T) {
 		JoinTimes:    []time.Duration{500 * time.Millisecond, time.Second},
 		ShedLog:      []ShedEvent{{T: time.Second, Node: 2, Server: 1, Status: 503, RetryAfter: 2 * time.Second}},
 		ReachedFirst: 100 * time.Millisecond, ReachedMedian: 250 * time.Millisecond, ReachedLast: 500 * time.Millisecond,
-		Split: &Split{AgentCPUs: []int{0}, ServerCPUs: []int{1, 2}, AgentProcs: 1, ServerProcs: 2, AgentCPU: 2 * time.Second},
+		Split:   &Split{AgentCPUs: []int{0}, ServerCPUs: []int{1, 2}, AgentProcs: 1, ServerProcs: 2, AgentCPU: 2 * time.Second},
+		CPUWait: 250 * time.Millisecond, CPUWaitShare: 0.25, OthersCPUShare: 0.5, LoadMax: 2.5, MachineCPUs: 4,
 	}
 	r.finish(time.Second, 500*time.Millisecond)
 	r.SetLocalBound(2*time.Second, time.Second)
@@ -291,6 +298,9 @@ func TestResultJSON(t *testing.T) {
 		"local_lower_bound_s": 3.0, "local_transport_s": 1.0, "local_ratio": 0.5,
 		"reached_first_s": 0.1, "reached_median_s": 0.25, "reached_last_s": 0.5,
 		"lower_bound_batch_s": 0.5, "ratio_batch": 3.0,
+		"cpu_wait_s": 0.25, "cpu_wait_share": 0.25, "others_cpu_share": 0.5, "load_max": 2.5, "machine_cpus": 4.0,
+		"starved": "short of CPU: the servers' threads waited for a CPU 25% of the time they were ready to run, " +
+			"and other processes took 50% of their CPUs; on a quiet machine its time would be shorter",
 	}
 	for k, v := range want {
 		if m[k] != v {
@@ -313,6 +323,8 @@ func TestResultJSON(t *testing.T) {
 	if !slices.Equal(back.JoinTimes, r.JoinTimes) || back.Completion != r.Completion || back.PeakHeap != r.PeakHeap ||
 		back.ReachedFirst != r.ReachedFirst || back.ReachedMedian != r.ReachedMedian || back.ReachedLast != r.ReachedLast ||
 		back.LowerBoundBatch != r.LowerBoundBatch || back.RatioBatch != r.RatioBatch ||
+		back.CPUWait != r.CPUWait || back.CPUWaitShare != r.CPUWaitShare || back.OthersCPUShare != r.OthersCPUShare ||
+		back.LoadMax != r.LoadMax || back.MachineCPUs != r.MachineCPUs ||
 		back.Split.AgentCPU != r.Split.AgentCPU || !slices.Equal(back.Split.ServerCPUs, r.Split.ServerCPUs) {
 		t.Errorf("round trip: %+v, want %+v", back, *r)
 	}

@@ -152,6 +152,7 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	}
 	res.SetLocalBound(s.localBound, s.localTransport)
 	res.finish(s.h.LowerBound, s.h.LowerBoundBatch)
+	res.LowerBoundStarved = s.h.BoundStarved()
 }
 
 // close closes the models (with drain, waiting for the work they still
@@ -166,13 +167,15 @@ func (s *serverSide) close(drain bool) {
 }
 
 // sampler reads a process's heap and CPU time every Scenario.SampleEvery
-// during a run, and trips the heap guard when the heap objects pass it.
+// during a run, and the load every second; it trips the heap guard when
+// the heap objects pass it.
 // The run's unbounded models also ask the guard before every scrypt call.
 type sampler struct {
 	every time.Duration
 	guard *heapGuard
 	start time.Time
 	cpu   cpuTrace // the process's CPU time during the run
+	load  loadTrace
 	done  chan struct{}
 	wg    sync.WaitGroup
 	peak  heapPeaks
@@ -188,6 +191,7 @@ func newSampler(sc Scenario) *sampler {
 // begin starts sampling; the run started at start.
 func (s *sampler) begin(start time.Time) {
 	s.start = start
+	s.load.begin(time.Now())
 	s.wg.Go(s.loop)
 }
 
@@ -200,6 +204,7 @@ func (s *sampler) loop() {
 		if h.Objects > s.guard.max {
 			s.guard.stop()
 		}
+		s.load.read(time.Now())
 	}
 	tick := time.NewTicker(s.every)
 	defer tick.Stop()
@@ -222,6 +227,8 @@ func (s *sampler) loop() {
 func (s *sampler) end(res *Result) {
 	close(s.done)
 	s.wg.Wait()
+	c := s.load.end()
+	res.LoadMax, res.CPUWait, res.CPUWaitShare, res.OthersCPUShare, res.MachineCPUs = c.load, c.wait, c.waitShare, c.others, onlineCPUs()
 	res.PeakHeap, res.PeakHeapObjects = s.peak.live, s.peak.objects
 	res.Procs = runtime.GOMAXPROCS(0)
 	if cpu, ok := s.cpu.at(res.Completion); ok {
@@ -229,7 +236,13 @@ func (s *sampler) end(res *Result) {
 	}
 	if res.Stopped != "" && s.guard.tripped.Load() {
 		res.Stopped = StoppedHeapGuard
-		res.StopDetail = fmt.Sprintf("heap in use passed the %d MiB guard (peak %d MiB)", s.guard.max>>20, s.peak.objects>>20)
+		// The guard trips when a scrypt call would take the heap in use
+		// past it (heapGuard.admit), or when a sample finds it past.
+		verb := "the next scrypt would have taken the heap in use past"
+		if s.peak.objects > s.guard.max {
+			verb = "the heap in use passed"
+		}
+		res.StopDetail = fmt.Sprintf("%s the %d MiB guard (peak heap in use %d MiB)", verb, s.guard.max>>20, s.peak.objects>>20)
 	}
 }
 

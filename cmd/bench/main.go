@@ -57,7 +57,7 @@ type config struct {
 	models                            modelList
 	agents                            policies // -agent: each model runs with each; sc.Agent is the first
 	jsonPath, plotPath, cpuprofileDir string
-	isolate                           bool
+	isolate, wide                     bool
 	split                             string // auto, on or off (split.go)
 	worker, role                      string // hidden: the model and part of a worker
 	// The flags that set the Scenario once parsed.
@@ -181,6 +181,7 @@ func (c *config) flagSet() *flag.FlagSet {
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")
 	fs.StringVar(&c.plotPath, "plot", "", "draw joined nodes over time to `FILE` (.svg or .png)")
+	fs.BoolVar(&c.wide, "wide", false, "print every figure in the table, past 100 columns, and the notes on arrivals, the split and shed answers")
 	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed of the agents' random delays")
 	fs.IntVar(&sc.BoundSample, "bound-sample", sc.BoundSample, "before each model, estimate the lower bound from this many verifications, under the run's own load (0: off)")
 	fs.BoolVar(&c.isolate, "isolate", c.isolate, "run each model in its own child process")

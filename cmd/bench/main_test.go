@@ -120,12 +120,17 @@ func TestRunInProcess(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "lower bound:", "batched (scrypt.KeyBatch of", "nodepass: first requests reached the server between"} {
+	for _, want := range []string{"k3s-latest", "nodepass", "12/12", "ratio: time / the lower bound:", "More figures: bench -wide"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
 	checkColumns(t, stdout)
+	for _, line := range strings.Split(stdout, "\n") {
+		if len([]rune(line)) > lineWidth {
+			t.Errorf("a line past %d columns:\n%s", lineWidth, line)
+		}
+	}
 	results := readJSON(t, jsonPath)
 	if len(results) != 2 || results[1]["model"] != "nodepass" || results[1]["joined"] != 12.0 {
 		t.Errorf("JSON results: %v", results)
@@ -182,8 +187,9 @@ func readJSON(t *testing.T, path string) []map[string]any {
 	return out
 }
 
-// checkColumns checks that the table in out has a header cell for each
-// cell of its rows (cells are 2 or more spaces apart).
+// checkColumns checks that the first table in out has a header cell for
+// each cell of its rows (cells are 2 or more spaces apart). Its rows end
+// at a blank line or a note ("model: ...").
 func checkColumns(t *testing.T, out string) {
 	t.Helper()
 	cells := regexp.MustCompile(`\s{2,}`)
@@ -191,14 +197,19 @@ func checkColumns(t *testing.T, out string) {
 	rows := 0
 	for _, line := range strings.Split(out, "\n") {
 		f := cells.Split(strings.TrimSpace(line), -1)
-		switch {
-		case f[0] == "model":
+		if header == nil && f[0] == "model" {
 			header = f
-		case header != nil && (f[0] == "nodepass" || strings.HasPrefix(f[0], "k3s-") && !strings.Contains(f[0], ":")):
-			rows++
-			if len(f) != len(header) {
-				t.Errorf("row has %d cells, header %d:\n%q\n%q", len(f), len(header), header, f)
-			}
+			continue
+		}
+		if header == nil {
+			continue
+		}
+		if line == "" || strings.Contains(f[0], ": ") {
+			break
+		}
+		rows++
+		if len(f) != len(header) {
+			t.Errorf("row has %d cells, header %d:\n%q\n%q", len(f), len(header), header, f)
 		}
 	}
 	if header == nil || rows == 0 {
@@ -212,12 +223,15 @@ func checkColumns(t *testing.T, out string) {
 func TestAgentKinds(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "out.json")
 	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-isolate=false", "-split", "off", "-models", "nodepass",
-		"-agent", "fixed-5s,nodepass", "-servers", "2", "-hung", "1", "-known", "1", "-deadline", "15s", "-json", jsonPath)
+		"-agent", "fixed-5s,nodepass", "-servers", "2", "-hung", "1", "-known", "1", "-deadline", "15s", "-json", jsonPath, "-wide")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"nodepass / fixed-5s", "nodepass / nodepass", "(1 hung, agents know 1)"} {
-		if !strings.Contains(stdout+stderr, want) {
+	checkColumns(t, stdout)
+	for _, want := range []string{"nodepass / fixed-5s", "nodepass / nodepass", "(1 hung, agents know 1)",
+		"batch ratio: time / the lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of",
+		"nodepass / nodepass: first requests reached a server between"} {
+		if !strings.Contains(unwrap(stdout)+stderr, want) {
 			t.Errorf("output lacks %q:\n%s\n%s", want, stdout, stderr)
 		}
 	}

@@ -38,7 +38,7 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	writeTable(stdout, h, c.sc, results)
+	writeTable(stdout, h, c.sc, results, c.wide)
 	writeRemembered(stdout, c.sc, results)
 	// A wrong password let in fails the run, once every output is written.
 	wrong := writeAdversity(stdout, results)
@@ -57,8 +57,8 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 // describe says on stderr what c's run is.
 func describe(stderr io.Writer, c *config) {
 	sc := c.sc
-	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %d server(s)%s%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
-		sc.Nodes, sc.LogN, sc.Mode, strings.ReplaceAll(c.agents.String(), ",", " and "), sc.Servers, lbNote(sc.Servers, sc.LB),
+	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %s%s%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
+		sc.Nodes, sc.LogN, sc.Mode, strings.ReplaceAll(c.agents.String(), ",", " and "), plural(sc.Servers, "server"), lbNote(sc.Servers, sc.LB),
 		hungNote(sc.Hung, sc.Known, sc.ValidCerts), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
 	if note := adversityNote(sc); note != "" {
 		fmt.Fprintf(stderr, "bench: %s\n", note)
@@ -178,11 +178,10 @@ func (b *progressBar) update(joined int, elapsed time.Duration, done bool) {
 	}
 }
 
-// loadAverage returns /proc/loadavg's 1, 5 and 15 minute figures, or "?".
+// loadAverage returns the 1, 5 and 15 minute load averages, or "?".
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
+	if l, ok := bench.LoadAverage(); ok {
+		return fmt.Sprintf("%.2f %.2f %.2f", l[0], l[1], l[2])
 	}
 	return "?"
 }
@@ -201,8 +200,8 @@ func prepareHerd(ctx context.Context, sc bench.Scenario, measure func(*bench.Her
 	if err := measure(h); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "bench: lower bound %.2fs with x/crypto's scrypt, %.2fs with nodepass's batched (%d verifications on %d workers)\n",
-		h.LowerBound.Seconds(), h.LowerBoundBatch.Seconds(), sc.Nodes, h.Workers)
+	fmt.Fprintf(stderr, "bench: lower bound %.2fs with x/crypto's scrypt, %.2fs with nodepass's batched (%d verifications on %s)\n",
+		h.LowerBound.Seconds(), h.LowerBoundBatch.Seconds(), sc.Nodes, plural(h.Workers, "worker"))
 	return h, nil
 }
 

@@ -81,8 +81,8 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 }
 
 func describeScenario(sc bench.Scenario) string {
-	return fmt.Sprintf("%d nodes, logN %d, %s mode, %s agents, %d server(s) (%s), client timeout %v, seed %d, GOMAXPROCS %d",
-		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, sc.Servers, sc.LB, sc.ClientTimeout, sc.Seed, runtime.GOMAXPROCS(0))
+	return fmt.Sprintf("%d nodes, logN %d, %s mode, %s agents, %s (%s), client timeout %v, seed %d, GOMAXPROCS %d",
+		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, plural(sc.Servers, "server"), sc.LB, sc.ClientTimeout, sc.Seed, runtime.GOMAXPROCS(0))
 }
 
 // captureCPU returns a CPU profile of f.
@@ -346,7 +346,7 @@ func gitState(dir string) (commit, tree string) {
 		for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 			files = append(files, line[min(3, len(line)):]) // "XY path"
 		}
-		tree = fmt.Sprintf("%d file(s) changed and not committed: %s", len(files), strings.Join(files, ", "))
+		tree = fmt.Sprintf("%s changed and not committed: %s", plural(len(files), "file"), strings.Join(files, ", "))
 	}
 	return commit, tree
 }

@@ -40,7 +40,7 @@ func TestRebootRun(t *testing.T) {
 	for _, want := range []string{"digest hits", "ratio to cold", "warm-up scrypt",
 		"nodepass: reboot all: 0 scrypt during the herd (12 digest hits, 96 cache hits); 12/12 joined, 12 on their first attempt",
 		"k3s-latest: reboot all: 108 scrypt during the herd"} {
-		if !strings.Contains(stdout, want) {
+		if !strings.Contains(unwrap(stdout), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}

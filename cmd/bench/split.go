@@ -112,6 +112,7 @@ func measureBounds(ctx context.Context, args []string, h *bench.Herd, cpus []int
 	}
 	b := m.Bounds
 	h.LowerBound, h.LowerBoundBatch, h.Workers = b.LowerBound, b.LowerBoundBatch, b.Workers
+	h.BoundLoad, h.BoundWaitShare, h.BoundOthersShare = b.BoundLoad, b.BoundWaitShare, b.BoundOthersShare
 	return nil
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -81,11 +80,11 @@ func TestRunSplit(t *testing.T) {
 	}
 	plan, note := planSplit(cfg, allowedCPUs)
 	jsonPath := filepath.Join(t.TempDir(), "out.json")
-	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-models", "nodepass,k3s-latest", "-split", "on", "-json", jsonPath)
+	code, stdout, stderr := runCmd(t, "-nodes", "8", "-logn", "5", "-models", "nodepass,k3s-latest", "-split", "on", "-json", jsonPath, "-wide")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, note) || !strings.Contains(stdout, fmt.Sprintf("on %d worker(s)", len(plan.servers))) {
+	if !strings.Contains(stderr, note) || !strings.Contains(stdout, "on "+plural(len(plan.servers), "worker")+",") {
 		t.Errorf("stderr lacks %q or the bound's workers are not the servers' %d CPUs:\n%s\n%s", note, len(plan.servers), stderr, stdout)
 	}
 	results := readJSON(t, jsonPath)
@@ -120,7 +119,7 @@ func TestRunSplit(t *testing.T) {
 			t.Errorf("%v: %v", r["model"], r)
 		}
 	}
-	if !strings.Contains(stdout, "nodepass: agents ran on CPU "+cpuString(plan.agents)) || !strings.Contains(stdout, "ms per connection accepted") {
+	if !strings.Contains(unwrap(stdout), "nodepass: agents ran on CPU "+cpuString(plan.agents)) || !strings.Contains(unwrap(stdout), "ms per connection accepted") {
 		t.Errorf("the table does not say where the agents ran, or where the servers' CPU went:\n%s", stdout)
 	}
 }
@@ -142,21 +141,5 @@ func TestSplitSummaryNeverNegative(t *testing.T) {
 	r.CPU = 6 * time.Second
 	if s := splitSummary(r); !strings.Contains(s, "2.0s else, 0.62 ms per connection") {
 		t.Errorf("estimate below the CPU used: %q; want 2.0s else, 0.62 ms per connection", s)
-	}
-}
-
-// TestBoundNoteNamesRows: with several agent kinds, the batched bound's
-// note names each row as the table does, not the model thrice.
-func TestBoundNoteNamesRows(t *testing.T) {
-	var results []*bench.Result
-	for _, a := range []string{"jitter-5-10s", "nodepass", "nodepass-lb"} {
-		results = append(results, &bench.Result{Model: "nodepass", Agent: a, RatioBatch: 2})
-	}
-	var b strings.Builder
-	writeNotes(&b, &bench.Herd{LowerBound: time.Second, LowerBoundBatch: time.Second / 10, Workers: 1}, bench.Scenario{}, results, rowNames(results), false)
-	for _, want := range []string{"nodepass / jitter-5-10s's completion", "nodepass / nodepass's completion", "nodepass / nodepass-lb's completion"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("notes lack %q:\n%s", want, b.String())
-		}
 	}
 }

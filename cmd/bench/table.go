@@ -11,16 +11,19 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nodepass/nodepass/bench"
 	"github.com/nodepass/nodepass/scrypt"
 	"github.com/nodepass/nodepass/verify"
 )
 
-// column is one column of a table: its head, and its cell for a result.
+// column is one column of a table: its head, its cell for a result, and
+// what its figure is, for the legend under the table ("" for none).
 type column struct {
 	head string
 	cell func(*bench.Result) string
+	def  string
 }
 
 // writeColumns prints a table of results under cols' heads, one row per
@@ -40,10 +43,47 @@ func writeColumns(w io.Writer, results []*bench.Result, cols []column) {
 	tw.Flush()
 }
 
+// writeLegend prints what each of cols' figures is, one entry per column
+// with a definition, columns in a row with the same definition in one
+// entry ("p50, p99, max: ..."), wrapped to lineWidth.
+func writeLegend(w io.Writer, cols []column) {
+	for i := 0; i < len(cols); i++ {
+		if cols[i].def == "" {
+			continue
+		}
+		heads := []string{cols[i].head}
+		for i+1 < len(cols) && cols[i+1].def == cols[i].def {
+			i++
+			heads = append(heads, cols[i].head)
+		}
+		writeWrapped(w, strings.Join(heads, ", ")+": "+cols[i].def+".")
+	}
+}
+
+// lineWidth is the widest line bench prints, but for the -wide table's.
+const lineWidth = 100
+
+// writeWrapped prints text wrapped at spaces to lineWidth, the lines after
+// the first indented by two spaces. A word longer than a line stays whole.
+func writeWrapped(w io.Writer, text string) {
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > lineWidth {
+			fmt.Fprintln(w, line)
+			line = " "
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	fmt.Fprintln(w, line)
+}
+
 // The cells of the tables, their figures marked as floors (">") when the
 // run stopped early.
 func modelCell(name map[*bench.Result]string) column {
-	return column{"model", func(r *bench.Result) string { return name[r] }}
+	return column{"model", func(r *bench.Result) string { return name[r] }, ""}
 }
 
 var (
@@ -56,7 +96,8 @@ var (
 		}
 		return floor(r, fmt.Sprintf("%.2f", r.LocalRatio))
 	}
-	peakHeapCell = func(r *bench.Result) string { return fmt.Sprintf("%.0f MiB", float64(r.PeakHeap)/(1<<20)) }
+	mib          = func(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+	peakHeapCell = func(r *bench.Result) string { return mib(r.PeakHeap) }
 )
 
 // perNode is a cell of count per joined node, "-" when none joined.
@@ -79,96 +120,155 @@ func latency(d func(*bench.Result) time.Duration) func(*bench.Result) string {
 	}
 }
 
-// writeTable prints one row per model and what the figures mean.
-func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result) {
+// writeTable prints one row per model, what its figures are, and the
+// sentences a cell cannot hold: why a run stopped, nodepass's heap against
+// its bound, and a run short of CPU. The default table has the headline
+// figures and fits lineWidth; wide has every figure and the notes on the
+// bounds, the split, arrivals, returns and shed answers.
+func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result, wide bool) {
 	split := len(results) > 0 && results[0].Split != nil
 	name := rowNames(results)
-	writeColumns(w, results, []column{
-		modelCell(name), {"joined", joinedCell}, {"completion", completionCell}, {"ratio", ratioCell}, {"local ratio", localRatioCell},
-		{"attempts/node", perNode(func(r *bench.Result) uint64 { return r.Attempts })},
-		{"requests/node", perNode(func(r *bench.Result) uint64 { return r.Requests })},
-		{"tls/node", perNode(func(r *bench.Result) uint64 { return r.Handshakes })},
-		{"scrypt/node", perNode(func(r *bench.Result) uint64 { return r.ScryptRuns })},
-		{"token/node", perNode(func(r *bench.Result) uint64 { return r.TokenScryptRuns })},
-		{"p50", latency(func(r *bench.Result) time.Duration { return r.P50 })},
-		{"p99", latency(func(r *bench.Result) time.Duration { return r.P99 })},
-		{"max", latency(func(r *bench.Result) time.Duration { return r.Max })},
-		{"peak heap", peakHeapCell},
-		{"shed", func(r *bench.Result) string { return fmt.Sprint(r.Shed) }},
-		{"late", func(r *bench.Result) string { return fmt.Sprint(r.ShedLate) }},
-		{"timeouts", func(r *bench.Result) string { return fmt.Sprint(r.Timeouts) }},
-		{"cpu use", func(r *bench.Result) string { return fmt.Sprintf("%.0f%%", 100*r.CPUUse()) }},
-		{"idle", func(r *bench.Result) string { return secs(r.IdlePending) }},
-		{"stopped", func(r *bench.Result) string { return cmp.Or(r.Stopped, "-") }},
-	})
-	writeNotes(w, h, sc, results, name, split)
-}
-
-// writeNotes says, under the table, what its figures mean, and each
-// model's figures that are sentences rather than cells.
-func writeNotes(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.Result, name map[*bench.Result]string, split bool) {
-	fmt.Fprintf(w, "\nlower bound: %.2fs = %d scrypt verifications (logN %d, golang.org/x/crypto/scrypt, as k3s runs them) on %d worker(s), warm, nothing else running; ratio = completion / lower bound.\n",
-		h.LowerBound.Seconds(), len(h.Nodes), h.LogN, h.Workers)
-	if h.LowerBoundBatch > 0 {
-		fmt.Fprintf(w, "lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs (%.2f × the x/crypto bound);",
-			scrypt.Lanes(), h.LowerBoundBatch.Seconds(), h.LowerBoundBatch.Seconds()/h.LowerBound.Seconds())
-		for _, r := range results {
-			if r.RatioBatch > 0 {
-				fmt.Fprintf(w, " %s's completion over it: %.2f;", name[r], r.RatioBatch)
-			}
-		}
-		fmt.Fprintln(w)
+	cols := tableColumns(h, sc, name, split, wide)
+	writeColumns(w, results, cols)
+	if s := h.BoundStarved(); s != "" {
+		writeWrapped(w, fmt.Sprintf("lower bounds: %s.", s))
 	}
-	if sc.BoundSample > 0 {
-		fmt.Fprintf(w, "local ratio = completion / a lower bound estimated from %d verifications with the model's own scrypt (nodepass's in batches) right before its run", sc.BoundSample)
-		if sc.Mode == bench.ModeHTTP && split {
-			fmt.Fprint(w, "; scrypt only: the agents have CPUs of their own")
-		} else if sc.Mode == bench.ModeHTTP {
-			fmt.Fprintf(w, ",\n  plus %d agents' attempts over HTTPS (TLS, HTTP, four certificates signed) to a server that lets every node in, as the agents share the servers' CPUs:", sc.BoundSample)
-			for _, r := range results {
-				if r.LocalTransport > 0 {
-					fmt.Fprintf(w, " %s: %.2fs of %.2fs (%.2f ms of CPU per node);", name[r], r.LocalTransport.Seconds(),
-						r.LocalBound.Seconds(), 1e3*r.LocalTransport.Seconds()*float64(h.Workers)/float64(r.Nodes))
-				}
-			}
-		}
-		fmt.Fprintln(w, ".")
-	}
-	if sc.Servers > 1 {
-		fmt.Fprintf(w, "%d servers share this machine's %d CPUs, so their lower bound is the same %.2fs: no run can beat the %d-CPU bound.\n",
-			sc.Servers, h.Workers, h.LowerBound.Seconds(), h.Workers)
-	}
-	whose := "the process's (agents included)"
-	if split {
-		whose = "the servers' process's (agents apart)"
-	}
-	fmt.Fprintf(w, "per node: per joined node; an attempt is a k3s agent's whole sequence of requests (over HTTPS: /cacerts three times, then with the join token the config,\n"+
-		"  the two CA files and four certificate POSTs, two of them with the node password; in-process: the seven with the token), tls = TLS handshakes the agents started;\n"+
-		"scrypt/node counts every computation (node passwords and join tokens), token/node those over join tokens; each server also hashed its token once at start, counted in neither;\n"+
-		"latencies are per joined node, from the reboot (retries included); peak heap is %s live heap, sampled;\n"+
-		"cpu use is %[1]s CPU time over completion × GOMAXPROCS: well below 100%% with work pending means the run was short of CPU or idle by design;\n"+
-		"late = shed answers that came after the request was held over %v; idle = CPU time left unused (GOMAXPROCS × time − CPU time) until the last node's result was ready.\n", whose, bench.LateShed)
 	for _, r := range results {
+		if s := r.Starved(); s != "" {
+			writeWrapped(w, fmt.Sprintf("%s: %s.", name[r], s))
+		}
+	}
+	fmt.Fprintln(w)
+	writeLegend(w, cols)
+	if wide {
+		writeNotes(w, h, results, name)
+	}
+	for _, r := range results {
+		if r.Stopped != "" {
+			writeWrapped(w, fmt.Sprintf("%s: stopped (%s) after %s: %s.", name[r], r.Stopped, secs(r.Completion), r.StopDetail))
+		}
 		if r.HeapBound > 0 {
-			within, agents := "within", "; the agents' heap is in the peak"
+			within := "within"
 			if r.PeakHeap > r.HeapBound {
 				within = "PAST"
 			}
-			if split {
-				agents = ""
-			}
-			fmt.Fprintf(w, "%s: scrypt budget %s per server, peak heap %.0f MiB, %s the bound %.0f MiB (%d server(s) × what the budget lets one hold, at most GOMAXPROCS × %d lanes × 128·r·(N+2); plus 100 MiB)%s.\n",
-				name[r], budgetNote(sc.ScryptMemory), float64(r.PeakHeap)/(1<<20), within, float64(r.HeapBound)/(1<<20), sc.Servers, scrypt.Lanes(), agents)
+			writeWrapped(w, fmt.Sprintf("%s: peak live heap %s, %s its bound of %s: the scrypt buffers its budget lets %s hold "+
+				"(budget: %s; at most GOMAXPROCS × %d lanes × %s, 128·r·(N+2) bytes each), plus 100 MiB.",
+				name[r], mib(r.PeakHeap), within, mib(r.HeapBound), plural(sc.Servers, "server"), budgetNote(sc.ScryptMemory),
+				scrypt.Lanes(), mib(128*8*(1<<sc.LogN+2))))
+		}
+	}
+	if !wide {
+		fmt.Fprintln(w, "More figures: bench -wide; all of them: bench -json FILE.")
+	}
+}
+
+// tableColumns returns the columns of the main table, defined for this
+// run: the headline ones, or with wide every one.
+func tableColumns(h *bench.Herd, sc bench.Scenario, name map[*bench.Result]string, split, wide bool) []column {
+	proc := "the process (agents and servers)"
+	if split {
+		proc = "the servers' process (the agents ran apart)"
+	}
+	shared := ""
+	if sc.Servers > 1 {
+		shared = fmt.Sprintf(" (the %d servers share these CPUs, so no run can beat it)", sc.Servers)
+	}
+	bound := fmt.Sprintf("%.2fs, the herd's %d scrypt verifications (logN %d) with golang.org/x/crypto/scrypt, as k3s runs them, on %s, measured before the runs%s",
+		h.LowerBound.Seconds(), len(h.Nodes), h.LogN, plural(h.Workers, "worker"), shared)
+	perJoined := func(what string) string { return what + ", per joined node" }
+	heapNote := "sampled every " + sc.SampleEvery.String() + ", of " + proc
+	cols := []column{
+		modelCell(name),
+		{"joined", joinedCell, "nodes that got their certificates, of the herd"},
+		{"time", completionCell, `from the reboot until the last node joined, or until the run stopped (">": a floor)`},
+		{"ratio", ratioCell, "time / the lower bound: " + bound + ". Below 1 is faster than k3s's own scrypt could be"},
+	}
+	if wide {
+		cols = append(cols,
+			column{"batch ratio", func(r *bench.Result) string {
+				if r.RatioBatch == 0 {
+					return "-"
+				}
+				return floor(r, fmt.Sprintf("%.2f", r.RatioBatch))
+			}, fmt.Sprintf("time / the lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs",
+				scrypt.Lanes(), h.LowerBoundBatch.Seconds())},
+			column{"local ratio", localRatioCell, localBoundNote(sc, split)},
+			column{"attempts/node", perNode(func(r *bench.Result) uint64 { return r.Attempts }),
+				perJoined("a k3s agent's attempt is its whole sequence of requests (over HTTPS: /cacerts three times, then with the join token the config, " +
+					"the two CA files and four certificate POSTs, two of them with the node password; in-process: the seven with the token)")},
+			column{"requests/node", perNode(func(r *bench.Result) uint64 { return r.Requests }), perJoined("the agents' requests")},
+			column{"tls/node", perNode(func(r *bench.Result) uint64 { return r.Handshakes }), perJoined("the TLS handshakes the agents started")})
+	}
+	cols = append(cols, column{"scrypt/node", perNode(func(r *bench.Result) uint64 { return r.ScryptRuns }),
+		perJoined("the servers' scrypt computations (node passwords and join tokens; not a server's hashing of its token at start)")})
+	if wide {
+		lat := "the join latencies of the joined nodes, from the reboot, retries included"
+		cols = append(cols,
+			column{"token/node", perNode(func(r *bench.Result) uint64 { return r.TokenScryptRuns }), perJoined("those of them over join tokens")},
+			column{"p50", latency(func(r *bench.Result) time.Duration { return r.P50 }), lat},
+			column{"p99", latency(func(r *bench.Result) time.Duration { return r.P99 }), lat},
+			column{"max", latency(func(r *bench.Result) time.Duration { return r.Max }), lat})
+	}
+	cols = append(cols, column{"peak live heap", peakHeapCell,
+		"the most heap a finished GC cycle found live (runtime/metrics /gc/heap/live), " + heapNote})
+	if wide {
+		cols = append(cols,
+			column{"peak heap in use", func(r *bench.Result) string { return mib(r.PeakHeapObjects) },
+				"the most heap held by objects, live or not yet swept (/memory/classes/heap/objects), " + heapNote + "; the heap guard watches it"},
+			column{"shed", func(r *bench.Result) string { return fmt.Sprint(r.Shed) }, "answers 429 or 503 the agents got"},
+			column{"late", func(r *bench.Result) string { return fmt.Sprint(r.ShedLate) }, fmt.Sprintf("those that came after the request was held over %v", bench.LateShed)},
+			column{"timeouts", func(r *bench.Result) string { return fmt.Sprint(r.Timeouts) }, "requests the agents gave up at their client timeout"},
+			column{"cpu use", func(r *bench.Result) string { return fmt.Sprintf("%.0f%%", 100*r.CPUUse()) },
+				"the CPU time of " + proc + " over time × GOMAXPROCS: well below 100% with work pending, the run was short of CPU or idle by design"},
+			column{"cpu wait", func(r *bench.Result) string { return fmt.Sprintf("%.0f%%", 100*r.CPUWaitShare) },
+				"of the time the threads of " + proc + " were ready to run, the share they waited for a CPU (Linux schedstat)"},
+			column{"cpu taken", func(r *bench.Result) string { return fmt.Sprintf("%.0f%%", 100*r.OthersCPUShare) },
+				"the share of the time of the CPUs " + proc + " may use that other processes took (/proc/stat)"},
+			column{"idle", func(r *bench.Result) string { return secs(r.IdlePending) },
+				"CPU time left unused (GOMAXPROCS × time - CPU time) until the last node's result was ready"})
+	}
+	return append(cols, column{"stopped", func(r *bench.Result) string { return cmp.Or(r.Stopped, "-") },
+		"why the run ended before every node joined: its deadline, the heap guard, or cancelled (see below)"})
+}
+
+// localBoundNote defines the local ratio.
+func localBoundNote(sc bench.Scenario, split bool) string {
+	if sc.BoundSample == 0 {
+		return "not measured (-bound-sample 0)"
+	}
+	s := fmt.Sprintf("time / a lower bound estimated from %d verifications with the model's own scrypt (nodepass's in batches) right before its run", sc.BoundSample)
+	switch {
+	case sc.Mode == bench.ModeHTTP && split:
+		s += "; scrypt only: the agents have CPUs of their own"
+	case sc.Mode == bench.ModeHTTP:
+		s += fmt.Sprintf(", plus %d agents' attempts over HTTPS (TLS, HTTP, four certificates signed) to a server that lets every node in, as the agents share the servers' CPUs", sc.BoundSample)
+	}
+	return s
+}
+
+// writeNotes says, under the -wide table, each model's figures that are
+// sentences rather than cells.
+func writeNotes(w io.Writer, h *bench.Herd, results []*bench.Result, name map[*bench.Result]string) {
+	for _, r := range results {
+		if r.LocalTransport > 0 {
+			writeWrapped(w, fmt.Sprintf("%s: its local lower bound is %.2fs, %.2fs of it the agents' attempts (%.2f ms of CPU per node).", name[r],
+				r.LocalBound.Seconds(), r.LocalTransport.Seconds(), 1e3*r.LocalTransport.Seconds()*float64(h.Workers)/float64(r.Nodes)))
 		}
 		for _, s := range []string{splitSummary(r), reachedSummary(r), returnsSummary(r), shedSummary(r.ShedLog)} {
 			if s != "" {
-				fmt.Fprintf(w, "%s: %s.\n", name[r], s)
+				writeWrapped(w, fmt.Sprintf("%s: %s.", name[r], s))
 			}
 		}
-		if r.Stopped != "" {
-			fmt.Fprintf(w, "%s: stopped (%s) after %s: %s.\n", name[r], r.Stopped, secs(r.Completion), r.StopDetail)
-		}
 	}
+}
+
+// plural is n and noun, in the plural unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // splitSummary says where a split run's agents and servers ran and how
@@ -286,21 +386,27 @@ func writeRemembered(w io.Writer, sc bench.Scenario, results []*bench.Result) {
 	count := func(f func(*bench.Result) any) func(*bench.Result) string {
 		return func(r *bench.Result) string { return fmt.Sprint(f(r)) }
 	}
-	writeColumns(w, results, []column{
-		modelCell(name), {"reboot", func(r *bench.Result) string { return string(cmp.Or(r.Reboot, bench.RebootNone)) }},
-		{"digest key", func(r *bench.Result) string { return map[bool]string{false: "no", true: "yes"}[r.DigestKey] }},
-		{"joined", joinedCell}, {"1st attempt", count(func(r *bench.Result) any { return r.FirstAttempt })},
-		{"completion", completionCell}, {"ratio to cold", ratioCell},
-		{"scrypt", count(func(r *bench.Result) any { return r.ScryptRuns })},
-		{"scrypt/node", perNode(func(r *bench.Result) uint64 { return r.ScryptRuns })},
-		{"digest hits", count(func(r *bench.Result) any { return r.DigestHits })},
-		{"cache hits", count(func(r *bench.Result) any { return r.CacheHits })},
-		{"warm-up scrypt", count(func(r *bench.Result) any { return r.WarmupScrypt })},
-		{"warm-up digests", count(func(r *bench.Result) any { return r.WarmupDigests })},
-	})
-	fmt.Fprintln(w, "\nscrypt, digest hits and cache hits: the servers' during the measured herd only (not the warm-up); ratio to cold = completion / the")
-	fmt.Fprintln(w, "cold lower bound above. digest hits: matches answered from a digest remembered in the store (verify.Options.DigestKey); cache hits:")
-	fmt.Fprintln(w, "from the server's own result cache. The k3s models keep neither, so they have no warm-up: it would leave nothing behind.")
+	herd := "during the measured herd (not the warm-up)"
+	cols := []column{
+		modelCell(name), {"reboot", func(r *bench.Result) string { return string(cmp.Or(r.Reboot, bench.RebootNone)) },
+			"what restarted before the measured herd: none, the agents, or all (agents and servers)"},
+		{"digest key", func(r *bench.Result) string { return map[bool]string{false: "no", true: "yes"}[r.DigestKey] },
+			"whether the servers shared a verify.Options.DigestKey"},
+		{"joined", joinedCell, "nodes that got their certificates, of the herd"},
+		{"1st attempt", count(func(r *bench.Result) any { return r.FirstAttempt }), "nodes that joined on their first attempt"},
+		{"time", completionCell, `from the reboot until the last node joined, or until the run stopped (">": a floor)`},
+		{"ratio to cold", ratioCell, "time / the cold lower bound above"},
+		{"scrypt", count(func(r *bench.Result) any { return r.ScryptRuns }), "the servers' scrypt computations " + herd},
+		{"scrypt/node", perNode(func(r *bench.Result) uint64 { return r.ScryptRuns }), "the same, per joined node"},
+		{"digest hits", count(func(r *bench.Result) any { return r.DigestHits }), "matches answered from a digest remembered in the store, " + herd},
+		{"cache hits", count(func(r *bench.Result) any { return r.CacheHits }), "matches answered from a server's own result cache, " + herd},
+		{"warm-up scrypt", count(func(r *bench.Result) any { return r.WarmupScrypt }),
+			"the warm-up's scrypt computations, every node joining once; the k3s models keep nothing, so they have no warm-up"},
+		{"warm-up digests", count(func(r *bench.Result) any { return r.WarmupDigests }), "the nodes with a remembered digest after it"},
+	}
+	writeColumns(w, results, cols)
+	fmt.Fprintln(w)
+	writeLegend(w, cols)
 	for _, r := range results {
 		s := fmt.Sprintf("reboot %s: %d scrypt during the herd (%d digest hits, %d cache hits); %d/%d joined, %d on their first attempt, in %s = %.2f × the cold lower bound",
 			cmp.Or(r.Reboot, bench.RebootNone), r.ScryptRuns, r.DigestHits, r.CacheHits, r.Joined, r.Nodes, r.FirstAttempt, floor(r, secs(r.Completion)), r.Ratio)
@@ -314,7 +420,7 @@ func writeRemembered(w io.Writer, sc bench.Scenario, results []*bench.Result) {
 		if !r.DigestKey {
 			s += "; no DigestKey"
 		}
-		fmt.Fprintf(w, "%s: %s.\n", name[r], s)
+		writeWrapped(w, fmt.Sprintf("%s: %s.", name[r], s))
 	}
 }
 
@@ -354,8 +460,11 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 		}
 	}
 	name := rowNames(results)
-	cols := []column{modelCell(name), {"honest joined", joinedCell}, {"completion", completionCell}, {"ratio", ratioCell},
-		{"local ratio", localRatioCell}, {"honest scrypt", attack(func(a *bench.AttackResult) any { return a.HonestScrypt })}}
+	cols := []column{modelCell(name), {"honest joined", joinedCell, "honest nodes that got their certificates, of the herd"},
+		{"time", completionCell, `from the reboot until the last honest node joined, or until the run stopped (">": a floor)`},
+		{"ratio", ratioCell, "time / the x/crypto lower bound above"},
+		{"local ratio", localRatioCell, "time / a lower bound estimated with the model's own scrypt right before its run (bench -wide says how)"},
+		{"honest scrypt", attack(func(a *bench.AttackResult) any { return a.HonestScrypt }), ""}}
 	type figure = func(*bench.AttackResult) any
 	for _, c := range []struct {
 		on   bool
@@ -377,33 +486,45 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 		{dup, "after 403", func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject }},
 	} {
 		if c.on {
-			cols = append(cols, column{c.head, attack(c.f)})
+			cols = append(cols, column{c.head, attack(c.f), ""})
 		}
 	}
 	if faults {
-		cols = append(cols, column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) })},
-			column{"failed", fault(func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) })},
-			column{"slow", fault(func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) })},
-			column{"500s", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) })},
-			column{"cached errors", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) })},
+		cols = append(cols, column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) }), ""},
+			column{"failed", fault(func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) }), "the store calls that failed"},
+			column{"slow", fault(func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) }), "those that answered only after -fault-latency"},
+			column{"500s", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) }), ""},
+			column{"cached errors", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) }), ""},
 			column{"recheck", fault(func(f *bench.FaultResult) string {
 				if f.RecheckAsked == 0 {
 					return "-"
 				}
 				return fmt.Sprintf("%d/%d", f.RecheckJoined, f.RecheckAsked)
-			})})
+			}), ""})
 	}
 	fmt.Fprintln(w)
-	writeColumns(w, results, append(cols, column{"peak heap", peakHeapCell}))
-	fmt.Fprintln(w, "\nhonest scrypt, guess scrypt and dup scrypt: the servers' scrypt computations by whose password they checked.")
-	fmt.Fprint(w, joinIf("", att, "guesses: the attackers' requests; accepted: those answered 200 (must be 0); pw known: guess computations that started after the\n"+
-		"server knew that node's own password (a server that checked for a known match then would not have run them).\n",
-		tok, "token guesses: attempts with a wrong join token (each ends at its first authenticated request); accepted: answered 200 (must be 0);\n"+
-			"token scrypt and token guess scrypt: computations over the agents' join token and over the guessed ones.\n",
-		dup, "dup: the duplicate-hostname machines; max/dup: the most computations over one duplicate's password; after 403: computations over\n"+
-			"a duplicate's password that finished after it had got its first 403 (the cost of its retries).\n",
-		faults, "store calls: every server's; 500s: requests answered with an injected fault; cached errors: those whose own store calls had all\n"+
-			"succeeded (must be 0); recheck: with faults off after the run, every honest node asked every server once more: answered 200 / asked.\n"))
+	cols = append(cols, column{"peak live heap", peakHeapCell, "as in the table above"})
+	writeColumns(w, results, cols)
+	fmt.Fprintln(w)
+	writeLegend(w, cols)
+	writeWrapped(w, "honest scrypt, guess scrypt and dup scrypt: the servers' scrypt computations by whose password they checked.")
+	for _, p := range []struct {
+		on   bool
+		text string
+	}{
+		{att, "guesses: the attackers' requests; accepted: those answered 200 (must be 0); pw known: guess computations that started after the " +
+			"server knew that node's own password (a server that checked for a known match then would not have run them)."},
+		{tok, "token guesses: attempts with a wrong join token (each ends at its first authenticated request); accepted: answered 200 (must be 0); " +
+			"token scrypt and token guess scrypt: computations over the agents' join token and over the guessed ones."},
+		{dup, "dup: the duplicate-hostname machines; max/dup: the most computations over one duplicate's password; after 403: computations over " +
+			"a duplicate's password that finished after it had got its first 403 (the cost of its retries)."},
+		{faults, "store calls: every server's; 500s: requests answered with an injected fault; cached errors: those whose own store calls had all " +
+			"succeeded (must be 0); recheck: with faults off after the run, every honest node asked every server once more: answered 200 / asked."},
+	} {
+		if p.on {
+			writeWrapped(w, p.text)
+		}
+	}
 	return warnAdversity(w, name, results)
 }
 
@@ -482,7 +603,7 @@ func budgetNote(scryptMemory int64) string {
 	case scryptMemory < 0:
 		return "none"
 	case scryptMemory == 0:
-		return fmt.Sprintf("%d MiB (the default)", verify.DefaultScryptMemory>>20)
+		return fmt.Sprintf("%d MiB per server, the default", verify.DefaultScryptMemory>>20)
 	}
-	return fmt.Sprintf("%d MiB", scryptMemory>>20)
+	return fmt.Sprintf("%d MiB per server", scryptMemory>>20)
 }
