@@ -25,9 +25,10 @@
 // the cache inside a verify.Verifier (verify.Options.Cache), and a Cache
 // serves any other slow, deterministic check keyed by such tuples the same
 // way. Beyond Key, Get and Put it keeps, per (node, stored hash) pair, the
-// one tuple known to match ([Cache.PutMatch], [Cache.MatchedTuple]): with a
-// long enough stored key no second password can match, so every other
-// password for the pair is a mismatch without scrypt.
+// one tuple known to match ([Cache.PutMatch], [Cache.MatchedTuple]), for
+// as long as that tuple's match is kept: with a long enough stored key no
+// second password can match, so every other password for the pair is a
+// mismatch without scrypt.
 package cache
 
 import (
@@ -40,16 +41,10 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// pairEntry records the tuple Key that matched a (node, stored hash) pair.
-type pairEntry struct {
-	tuple   Key
-	expires time.Duration // since epoch
-}
-
 // matchEntry is a match, and the pair it is the verified tuple of
 // (PutMatch), if any.
 type matchEntry struct {
-	expires time.Duration // since epoch
+	expires time.Duration // since epoch; never without a MatchTTL
 	pair    Key
 	paired  bool
 }
@@ -111,7 +106,9 @@ type Cache struct {
 	mu         sync.Mutex
 	matches    *lru.LRU[Key, matchEntry]
 	mismatches *lru.LRU[Key, time.Duration] // value: expiry, since epoch
-	pairs      *lru.LRU[Key, pairEntry]     // pair key -> the tuple that matched
+	// pairs maps a pair's key to its verified tuple while the tuple's
+	// match is kept: unpair drops it when the match goes.
+	pairs map[Key]Key
 }
 
 // New returns an empty Cache with a fresh random HMAC key. It fails on
@@ -134,14 +131,11 @@ func New(opts *Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL}
-	if c.matches, err = lru.NewLRU[Key, matchEntry](o.MatchSize, nil); err != nil {
+	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL, pairs: make(map[Key]Key)}
+	if c.matches, err = lru.NewLRU(o.MatchSize, c.unpair); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	if c.mismatches, err = lru.NewLRU[Key, time.Duration](o.MismatchSize, nil); err != nil {
-		return nil, fmt.Errorf("cache: %w", err)
-	}
-	if c.pairs, err = lru.NewLRU[Key, pairEntry](o.MatchSize, nil); err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	return c, nil
@@ -150,12 +144,12 @@ func New(opts *Options) (*Cache, error) {
 // never is the expiry of an entry without a TTL.
 const never = time.Duration(math.MaxInt64)
 
-// matchExpiry is when a match put at now expires.
-func (c *Cache) matchExpiry(now time.Duration) time.Duration {
+// matchExpiry is when a match put now expires.
+func (c *Cache) matchExpiry() time.Duration {
 	if c.matchTTL <= 0 {
 		return never
 	}
-	return now + c.matchTTL
+	return c.now() + c.matchTTL
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -178,24 +172,20 @@ func (c *Cache) PairKey(node, hash string) Key {
 }
 
 // Get returns the outcome cached under k, if any and not expired. An
-// expired entry is removed. A match of a pair's verified tuple
-// (PutMatch) keeps the pair's record as recently used as itself. Get
+// expired entry is removed. Reading a pair's verified tuple (PutMatch)
+// keeps the pair's record, which lasts as long as the tuple's match. Get
 // allocates nothing.
 func (c *Cache) Get(k Key) (Outcome, bool) {
-	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.matches.Get(k); ok {
-		if now < e.expires {
-			if e.paired {
-				c.pairs.Get(e.pair) // only to mark it used
-			}
+		if e.expires == never || c.now() < e.expires {
 			return Match, true
 		}
 		c.matches.Remove(k)
 	}
 	if exp, ok := c.mismatches.Get(k); ok {
-		if now < exp {
+		if c.now() < exp {
 			return Mismatch, true
 		}
 		c.mismatches.Remove(k)
@@ -203,20 +193,24 @@ func (c *Cache) Get(k Key) (Outcome, bool) {
 	return 0, false
 }
 
+// now is the time since the Cache's epoch, which expiries count from.
+func (c *Cache) now() time.Duration { return time.Since(c.epoch) }
+
 // Put records outcome o under k with the TTL of its kind, replacing any
 // entry of the other kind. Outcomes other than Match and Mismatch are
 // ignored: errors are never cached.
 func (c *Cache) Put(k Key, o Outcome) {
-	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch o {
 	case Match:
 		c.mismatches.Remove(k)
-		c.matches.Add(k, matchEntry{expires: c.matchExpiry(now)})
+		e, _ := c.matches.Peek(k) // a pair's verified tuple stays one
+		e.expires = c.matchExpiry()
+		c.matches.Add(k, e)
 	case Mismatch:
 		c.matches.Remove(k)
-		c.mismatches.Add(k, now+c.mismatchTTL)
+		c.mismatches.Add(k, c.now()+c.mismatchTTL)
 	}
 }
 
@@ -224,28 +218,36 @@ func (c *Cache) Put(k Key, o Outcome) {
 // matched, and that it is the pair's (node, stored hash) verified password:
 // see MatchedTuple. It also does Put(tuple, Match).
 func (c *Cache) PutMatch(pair, tuple Key) {
-	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mismatches.Remove(tuple)
-	c.matches.Add(tuple, matchEntry{expires: c.matchExpiry(now), pair: pair, paired: true})
-	c.pairs.Add(pair, pairEntry{tuple: tuple, expires: c.matchExpiry(now)})
+	c.matches.Add(tuple, matchEntry{expires: c.matchExpiry(), pair: pair, paired: true})
+	c.pairs[pair] = tuple
 }
 
-// MatchedTuple returns the tuple Key recorded by PutMatch for pair, if it
-// has not expired. A caller holding another tuple Key for the same pair
-// knows that tuple's password differs from the verified one.
+// unpair forgets the pair whose verified tuple's match k leaves the
+// cache: evicted, expired or replaced by a mismatch. It is the matches'
+// eviction callback.
+func (c *Cache) unpair(k Key, e matchEntry) {
+	if e.paired && c.pairs[e.pair] == k {
+		delete(c.pairs, e.pair)
+	}
+}
+
+// MatchedTuple returns the tuple Key recorded by PutMatch for pair while
+// that tuple's match is kept, and keeps it as recently used. A caller
+// holding another tuple Key for the same pair knows that tuple's
+// password differs from the verified one.
 func (c *Cache) MatchedTuple(pair Key) (Key, bool) {
-	now := time.Since(c.epoch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.pairs.Get(pair)
+	tuple, ok := c.pairs[pair]
 	if !ok {
 		return Key{}, false
 	}
-	if now >= e.expires {
-		c.pairs.Remove(pair)
+	if e, _ := c.matches.Get(tuple); e.expires != never && c.now() >= e.expires {
+		c.matches.Remove(tuple)
 		return Key{}, false
 	}
-	return e.tuple, true
+	return tuple, true
 }

@@ -228,3 +228,42 @@ func TestOutcomeString(t *testing.T) {
 		t.Fatal("Outcome.String")
 	}
 }
+
+// TestPairLastsWithItsTuple: a pair's record of its verified tuple lasts
+// exactly as long as the tuple's match: it goes when the match is
+// evicted, expires or is replaced by a mismatch, and a pair that now
+// names another tuple keeps its record when the old tuple goes. So the
+// records never outnumber MatchSize.
+func TestPairLastsWithItsTuple(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCache(t, &Options{MatchSize: 4, MatchTTL: time.Hour})
+		pair := func(i int) Key { return c.PairKey(fmt.Sprint("node-", i), "h") }
+		tuple := func(i int, pw string) Key { return c.Key(fmt.Sprint("node-", i), "h", pw) }
+		for i := range 40 {
+			c.PutMatch(pair(i), tuple(i, "pw"))
+		}
+		if n := len(c.pairs); n != 4 {
+			t.Fatalf("%d pair records for MatchSize 4", n)
+		}
+		if _, ok := c.MatchedTuple(pair(35)); ok {
+			t.Fatal("the pair of an evicted match kept")
+		}
+		c.Put(tuple(39, "pw"), Mismatch)
+		if _, ok := c.MatchedTuple(pair(39)); ok {
+			t.Fatal("the pair of a tuple now a mismatch kept")
+		}
+		c.PutMatch(pair(38), tuple(38, "new"))
+		c.Put(tuple(38, "pw"), Mismatch)
+		if got, ok := c.MatchedTuple(pair(38)); !ok || got != tuple(38, "new") {
+			t.Fatal("the pair's new tuple lost when its old one went")
+		}
+		c.Put(tuple(38, "new"), Match) // a plain Put keeps it the pair's
+		time.Sleep(time.Hour)
+		if _, ok := c.MatchedTuple(pair(38)); ok {
+			t.Fatal("the pair of an expired match kept")
+		}
+		if n := len(c.pairs); n != 2 {
+			t.Fatalf("%d pair records left, want 2 (node-36's and node-37's: expiry is checked on read)", n)
+		}
+	})
+}

@@ -28,7 +28,7 @@ func (v *Verifier) fromCache(name, stored string, key cache.Key) (known bool, er
 		case !paired:
 			return false, nil
 		case subtle.ConstantTimeCompare(matched[:], key[:]) == 1:
-			o = cache.Match // the verified tuple itself, its own entry evicted
+			o = cache.Match // the verified tuple itself, recorded since Get
 		default:
 			v.fails.mismatch(name)
 			return true, errKnownReject

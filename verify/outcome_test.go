@@ -11,7 +11,7 @@ import (
 
 // TestKnownMatch: once a node's password is verified, guesses cost no
 // scrypt; a rotated hash or another node is not covered by it; the
-// verified password is still accepted when its own entry is gone.
+// record lasts as long as the verified tuple's own entry.
 func TestKnownMatch(t *testing.T) {
 	s := NewMemoryStore()
 	s.Set("n", mustHash(t, "right"))
@@ -33,11 +33,18 @@ func TestKnownMatch(t *testing.T) {
 	if err := v.Verify(ctx, "other", "guess-0"); !errors.Is(err, ErrMismatchedHashAndPassword) || v.Stats().ScryptRuns != 2 {
 		t.Fatalf("other node: %v, %+v", err, v.Stats())
 	}
-	// The verified tuple's own entry evicted: the pair still answers it.
+	// The verified tuple's own entry evicted: the pair's record goes with
+	// it, and both come back with the password's next scrypt.
 	stored, _ := s.Get(ctx, "n")
 	evict(v.cache, v.cache.Key("n", stored, "right"))
-	if err := v.Verify(ctx, "n", "right"); err != nil || v.Stats().ScryptRuns != 2 {
-		t.Fatalf("verified password after eviction: %v, %+v", err, v.Stats())
+	if err := v.Verify(ctx, "n", "guess-0"); !errors.Is(err, ErrMismatchedHashAndPassword) || v.Stats().ScryptRuns != 3 {
+		t.Fatalf("a guess after eviction: %v, %+v: want it computed", err, v.Stats())
+	}
+	if err := v.Verify(ctx, "n", "right"); err != nil || v.Stats().ScryptRuns != 4 {
+		t.Fatalf("verified password after eviction: %v, %+v: want it computed", err, v.Stats())
+	}
+	if err := v.Verify(ctx, "n", "guess-1"); !errors.Is(err, ErrMismatchedHashAndPassword) || v.Stats().ScryptRuns != 4 {
+		t.Fatalf("a guess after the password again: %v, %+v: want it known", err, v.Stats())
 	}
 	// Rotation: the new hash has no verified password yet.
 	s.Set("n", mustHash(t, "new"))
@@ -47,7 +54,7 @@ func TestKnownMatch(t *testing.T) {
 	if err := v.Verify(ctx, "n", "new"); err != nil {
 		t.Fatalf("new password after rotation: %v", err)
 	}
-	if st := v.Stats(); st.ScryptRuns != 4 {
+	if st := v.Stats(); st.ScryptRuns != 6 {
 		t.Fatalf("stats %+v: want the rotated hash computed twice", st)
 	}
 }

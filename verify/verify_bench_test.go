@@ -134,6 +134,105 @@ func BenchmarkVerify(b *testing.B) {
 	})
 }
 
+// BenchmarkLoneMiss answers: what does a request that comes alone to an
+// idle server cost beyond its scrypt? Each op runs, in turn first, one
+// miss (path=verify: Verify for a node not seen; path=hasher:
+// VerifyHash of a hash not seen) and one lone scrypt.Key of the same
+// parameters (logN 15, r 8, p 1), both on buffers used before. ms/miss
+// is the miss's time, key-ms the key's, x-key the first over the second
+// (1 is nothing beyond scrypt), and queue-ms/miss how long the miss's
+// computation waited for its slot (Observer.ObserveQueueWait), which the
+// machine's load does not lengthen as it does the others.
+func BenchmarkLoneMiss(b *testing.B) {
+	const pw = "0123456789abcdef0123456789abcdef"
+	stored := mustHashB(b, pw, 15)
+	h, err := parseHash(stored, Limits{}.withDefaults())
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := func() time.Duration {
+		start := time.Now()
+		if _, err := scrypt.Key([]byte(pw), h.salt, 1<<h.logN, h.r, h.p, len(h.key)); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	// loop runs miss(i), which times itself, and key in turn first, after
+	// one of each; queued is the misses' wait for a slot.
+	loop := func(b *testing.B, queued *queueWaits, miss func(i int) time.Duration) {
+		miss(-1)
+		key()
+		queued.total.Store(0)
+		var misses, keys time.Duration
+		for i := 0; b.Loop(); i++ {
+			if i%2 == 0 {
+				misses += miss(i)
+				keys += key()
+			} else {
+				keys += key()
+				misses += miss(i)
+			}
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / 1e6 / float64(b.N) }
+		b.ReportMetric(ms(misses), "ms/miss")
+		b.ReportMetric(ms(keys), "key-ms")
+		b.ReportMetric(float64(misses)/float64(keys), "x-key")
+		b.ReportMetric(ms(time.Duration(queued.total.Load())), "queue-ms/miss")
+	}
+	b.Run("path=verify", func(b *testing.B) {
+		s := NewMemoryStore()
+		var queued queueWaits
+		v, err := New(s, &Options{Observer: &queued})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer v.Close()
+		loop(b, &queued, func(i int) time.Duration {
+			node := fmt.Sprint("node-", i+1)
+			s.Set(node, stored)
+			start := time.Now()
+			if err := v.Verify(context.Background(), node, pw); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(start)
+		})
+		if st := v.Stats(); st.ScryptRuns != uint64(b.N)+1 {
+			b.Fatalf("%d scrypt runs for %d misses", st.ScryptRuns, b.N+1)
+		}
+	})
+	b.Run("path=hasher", func(b *testing.B) {
+		var queued queueWaits
+		hr, err := NewHasher(&Options{Observer: &queued})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer hr.Close()
+		var hashes []string // each a miss
+		loop(b, &queued, func(int) time.Duration {
+			b.StopTimer()
+			hashes = append(hashes, mustHashB(b, pw, 15))
+			b.StartTimer()
+			start := time.Now()
+			if err := hr.VerifyHash(hashes[len(hashes)-1], pw); err != nil {
+				b.Fatal(err)
+			}
+			return time.Since(start)
+		})
+		if st := hr.Stats(); st.ScryptRuns != uint64(len(hashes)) {
+			b.Fatalf("%d scrypt runs for %d misses", st.ScryptRuns, len(hashes))
+		}
+	})
+}
+
+// queueWaits is an Observer that adds up the computations' waits for a
+// slot.
+type queueWaits struct{ total atomic.Int64 }
+
+func (q *queueWaits) ObserveScrypt(context.Context, time.Duration) {}
+func (q *queueWaits) ObserveQueueWait(_ context.Context, d time.Duration) {
+	q.total.Add(int64(d))
+}
+
 // BenchmarkColdHerd answers the herd's question at k3s's parameters:
 // how long do 64 cold verifications (distinct nodes asking at once, a new
 // Verifier with its defaults) take through the Verifier, against the

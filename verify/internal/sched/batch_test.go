@@ -13,16 +13,19 @@ import (
 )
 
 // randomQueue fills h's queue, behind one running job, with random work:
-// fresh and repeated passwords for a few names, some failing (suspects),
-// some waited for, some sent away, of two classes; it returns the running
-// job.
-func randomQueue(h *harness, rng *rand.Rand, classes int) *Job {
+// fresh and repeated passwords for a few names (with oneEach, one fresh
+// password for each of 30 names), some failing (suspects), some waited
+// for, some sent away, of classes classes; it returns the running job.
+func randomQueue(h *harness, rng *rand.Rand, classes int, oneEach bool) *Job {
 	first, _, _ := h.s.Join(context.Background(), Request{Key: keyOf("blocker"), Name: "blocker", Work: 1 << 20})
 	h.settle()
 	for i := range 30 {
 		name := fmt.Sprint("n", rng.IntN(6))
 		pw := fmt.Sprint("pw", rng.IntN(40))
-		if rng.IntN(3) == 0 && i > 0 {
+		if oneEach {
+			name = fmt.Sprint("n", i)
+		}
+		if oneEach || rng.IntN(3) == 0 && i > 0 {
 			pw = fmt.Sprint("pw", i) // fresh
 		}
 		j, _, err := h.s.Join(context.Background(), Request{Key: keyOf(name + pw), Name: name, Work: 1 << 20,
@@ -55,7 +58,7 @@ func TestBatchFollowsPolicyOrder(t *testing.T) {
 				var order [][]string
 				for _, lanes := range []int{1, 4} {
 					h := newHarness(t, Config{Slots: 1, Lanes: lanes, MaxQueue: 1000, PerName: 3, MaxWait: time.Hour})
-					first := randomQueue(h, rand.New(rand.NewPCG(seed, 7)), 2)
+					first := randomQueue(h, rand.New(rand.NewPCG(seed, 7)), 2, false)
 					var got []string
 					prev := first
 					for len(got) < 8 {
@@ -245,100 +248,5 @@ func TestNoGoroutinePerJob(t *testing.T) {
 		if after := runtime.NumGoroutine(); after > before+2 {
 			t.Fatalf("%d goroutines for 2000 queued jobs (from %d)", after, before)
 		}
-	})
-}
-
-// TestBatchFills: a free slot waits for a full batch of the job whose
-// turn it is, at most that job's fill time from when it was queued (a
-// quarter of its estimated time in a batch, maxFill at most): a burst
-// that comes at once forms full batches from its first job on, rather
-// than computing its first jobs alone; a lone job, or a trickle, starts
-// when the first one's fill time ends; a batch full at MaxBatchWork, or
-// a job too cheap to wait for, starts at once.
-func TestBatchFills(t *testing.T) {
-	const work = 32 << 20 // k3s's: a fill time of maxFill before estimates
-	// The state under the lock: a timer's goroutine, which the test does
-	// not wait for, may write it next.
-	granted := func(h *harness, j *Job) bool {
-		h.s.mu.Lock()
-		defer h.s.mu.Unlock()
-		return j.state == running
-	}
-	join := func(h *harness, name string, work int64) *Job {
-		j, _, err := h.s.Join(context.Background(), Request{Key: keyOf(name), Name: name, Work: work})
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		return j
-	}
-	t.Run("burst", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, Config{Slots: 2, Lanes: 8, MaxQueue: 100, PerName: 2, MaxWait: time.Hour})
-			defer h.stop()
-			for i := range 64 {
-				h.s.Join(context.Background(), Request{Key: keyOf(fmt.Sprint(i)), Name: fmt.Sprint("n", i), Work: work})
-			}
-			h.settle()
-			var sizes []int
-			for i := 0; ; i++ {
-				h.mu.Lock()
-				if i == len(h.ran) {
-					h.mu.Unlock()
-					break
-				}
-				b := h.ran[i]
-				h.mu.Unlock()
-				sizes = append(sizes, len(b))
-				h.done(b[0])
-			}
-			if want := slices.Repeat([]int{8}, 8); !slices.Equal(sizes, want) {
-				t.Fatalf("a burst of 64 on 2 slots of 8 lanes ran in batches of %v, want %v", sizes, want)
-			}
-		})
-	})
-	t.Run("trickle", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, Config{Slots: 2, Lanes: 8, MaxQueue: 100, PerName: 2, MaxWait: time.Hour})
-			defer h.stop()
-			var js []*Job
-			for i := range 4 {
-				if i > 0 {
-					time.Sleep(3 * time.Millisecond)
-				}
-				js = append(js, join(h, fmt.Sprint("n", i), work))
-				if granted(h, js[0]) {
-					t.Fatalf("the first job started %v after it was queued, before its fill time", time.Duration(i)*3*time.Millisecond)
-				}
-			}
-			time.Sleep(maxFill - 9*time.Millisecond)
-			synctest.Wait()
-			h.s.mu.Lock()
-			defer h.s.mu.Unlock()
-			for i, j := range js {
-				if j.state != running || j.batch != js[0].batch {
-					t.Fatalf("%v after the first job: job %d %v, want all four in one batch", maxFill, i, j.state)
-				}
-			}
-		})
-	})
-	t.Run("full at MaxBatchWork", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, Config{Slots: 1, Lanes: 8, MaxQueue: 100, PerName: 2, MaxWait: time.Hour, MaxBatchWork: 2 * work})
-			defer h.stop()
-			a, b := join(h, "a", work), join(h, "b", work)
-			if !granted(h, a) || !granted(h, b) {
-				t.Fatalf("two jobs at MaxBatchWork: %v, %v, want one batch at once", a.state, b.state)
-			}
-		})
-	})
-	t.Run("cheap", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			h := newHarness(t, Config{Slots: 1, Lanes: 8, MaxQueue: 100, PerName: 2, MaxWait: time.Hour})
-			defer h.stop()
-			if j := join(h, "a", 1<<20); !granted(h, j) { // about 0.8 ms in a batch
-				t.Fatalf("a job of 1 MiB: %v, want it started at once", j.state)
-			}
-		})
 	})
 }

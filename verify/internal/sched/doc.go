@@ -70,12 +70,8 @@
 // Config.MaxBatchWork. Results are published before the slot takes the
 // next batch.
 //
-// A free slot waits for a full batch. It starts once the queue holds one
-// for the job whose turn it is, or once that job has been queued for its
-// fill time: a quarter of its estimated time in a batch, at most 10 ms,
-// and none below 1 ms. A burst's jobs come one by one, and a batch
-// started with the first would compute it alone, at up to Lanes times
-// the cost per hash.
+// A free slot waits for a full batch only while a burst is under way,
+// and 10 ms at most. A lone job starts at once. fillWait has the rule.
 //
 // # Admission
 //

@@ -69,14 +69,18 @@ func newTest(t *testing.T, slots, maxQueue, perName int) *harness {
 
 // settle waits until every goroutine of the bubble is blocked: the slots
 // taken and the preparations submitted, a slot waiting for a full batch
-// included (fillLocked): the time it waits passes.
+// included (fillWait): the time it waits passes.
 func (h *harness) settle() {
 	for {
 		synctest.Wait()
 		h.s.mu.Lock()
-		at := h.s.fillAt
+		at := h.s.fill.at
+		idle := !h.s.closed && len(h.s.running) < h.s.cfg.Slots && h.s.queue.len > 0
 		h.s.mu.Unlock()
 		if at.IsZero() {
+			if idle {
+				h.t.Fatal("a free slot idles with jobs queued and no wait for a full batch armed")
+			}
 			return
 		}
 		if !at.After(time.Now()) {

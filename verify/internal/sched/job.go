@@ -56,6 +56,7 @@ type Job struct {
 	waited        bool   // some caller has waited in Wait
 	doubtedOrBusy bool   // doubted (see the package doc), or its name was busy, when it arrived
 	earned        bool   // a caller waited out MaxWait for it: never displaced
+	burst         bool   // it came in a burst (see fillWait)
 	created       time.Time
 	queuedAt      time.Time // when it was last queued
 	started       time.Time // when its batch got its slot

@@ -298,7 +298,10 @@ func (q *fairQueue) ahead(nq *nameQueue, j *Job) int64 {
 // without scrypt.
 func (q *fairQueue) cheapen(nq *nameQueue) {
 	var js []*Job
-	nq.jobs.each(func(j *Job) { js = append(js, j) })
+	nq.jobs.ascend(func(j *Job) bool {
+		js = append(js, j)
+		return true
+	})
 	for _, j := range js {
 		q.detach(nq, j)
 		j.work = 0

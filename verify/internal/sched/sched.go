@@ -90,10 +90,9 @@ type Scheduler struct {
 	warm     chan struct{} // closed once est is warm (see estimator.warm)
 	toStart  []*batch      // batches to start once the lock is released
 	toPrep   []*Job        // jobs to prepare once the lock is released
-	fill     *time.Timer   // ends the free slots' wait for a full batch (fillLocked)
-	fillAt   time.Time     // when fill fires; zero when it is not armed
-	fills    uint64        // fill's arming, which its firing names (filled)
-	fillDue  bool          // fill fired: the slots take what is queued
+	fill     fillWait      // a free slot's wait for a full batch
+	lastKey  Key           // the key of the job created last
+	lastAt   time.Time     // when it was created
 	routines sync.WaitGroup
 }
 
@@ -208,6 +207,8 @@ func (s *Scheduler) newJobLocked(ctx context.Context, r Request, nq *nameQueue, 
 		doubtedOrBusy: r.Doubted || nq.places() > 0 || nq.running > 0}
 	j.stopExpire = context.AfterFunc(jctx, func() { s.expire(j) })
 	j.asks, j.arrived = s.asks.record(r.Name, r.Key)
+	j.burst = s.burstLocked(j, now)
+	s.lastKey, s.lastAt = r.Key, now
 	s.jobs[r.Key] = j
 	return j
 }
@@ -278,101 +279,40 @@ func (s *Scheduler) Submit(j *Job) {
 	s.dispatchLocked(now)
 }
 
-// dispatchLocked gives free slots to batches of the jobs in turn, once
-// they fill (fillLocked).
+// dispatchLocked gives each free slot the batch it takes now, if any
+// (nextBatchLocked).
 func (s *Scheduler) dispatchLocked(now time.Time) {
-	for !s.closed && len(s.running) < s.cfg.Slots && s.queue.len > 0 && s.fillLocked(now) {
-		b := s.batchLocked(now)
+	for b := s.nextBatchLocked(now); b != nil; b = s.nextBatchLocked(now) {
 		s.routines.Add(1)
 		s.toStart = append(s.toStart, b)
 	}
 }
 
-// fillLocked reports whether a free slot takes its batch now: when the
-// queue holds a full batch of the job whose turn it is, or that job has
-// waited its fill time (fillTime) since it was queued. Otherwise it arms
-// s.fill, whose firing makes the free slots take what is queued then:
-// the jobs of a burst come one by one, and a batch that starts with the
-// first of them computes it alone, at several times the cost per hash
-// of a full batch.
-func (s *Scheduler) fillLocked(now time.Time) bool {
-	j := s.queue.next()
-	full := s.cfg.Lanes
-	if s.cfg.MaxBatchWork > 0 && j.work > 0 {
-		full = int(min(int64(full), max(s.cfg.MaxBatchWork/j.work, 1)))
+// nextBatchLocked takes a slot and its batch when a slot is free and the
+// job in turn starts now (see fillWait); it returns nil otherwise. It
+// arms s.fill while a free slot waits for a full batch, and disarms it
+// when none does.
+func (s *Scheduler) nextBatchLocked(now time.Time) *batch {
+	if s.closed || len(s.running) >= s.cfg.Slots || s.queue.len == 0 {
+		s.fill.disarm()
+		return nil
 	}
-	at := j.queuedAt.Add(s.fillTime(j))
-	if s.fillDue || s.queue.len >= full || !now.Before(at) {
-		return true
+	if at := s.fillEndLocked(s.queue.next(), now); now.Before(at) {
+		s.fill.arm(at, now, s.filled)
+		return nil
 	}
-	if s.fillAt.IsZero() || at.Before(s.fillAt) {
-		if s.fill != nil {
-			s.fill.Stop()
-		}
-		s.fills++
-		armed := s.fills
-		s.fillAt = at
-		s.fill = time.AfterFunc(at.Sub(now), func() { s.filled(armed) })
-	}
-	return false
-}
-
-// fillTime is how long j, first in turn, waits for a full batch at most:
-// a quarter of its estimated time in a full batch, maxFill at most, and
-// none below minFill. A job alone pays about a kernel's lanes times that
-// share (see "Estimates" in the package doc).
-func (s *Scheduler) fillTime(j *Job) time.Duration {
-	d := min(duration(j.work, s.est.median())/4, maxFill)
-	if d < minFill {
-		return 0
-	}
-	return d
-}
-
-// maxFill bounds fillTime: a fifth of a hash alone at k3s's parameters.
-// A shorter wait than minFill is not worth a timer: a goroutine woken by
-// one can be as late as that on a loaded machine, and batching hashes so
-// cheap saves less.
-const (
-	maxFill = 10 * time.Millisecond
-	minFill = time.Millisecond
-)
-
-// filled ends the free slots' wait for full batches, unless s.fill was
-// armed again since armed: they take what is queued.
-func (s *Scheduler) filled(armed uint64) {
-	now := time.Now()
-	s.mu.Lock()
-	defer s.unlock()
-	if armed != s.fills {
-		return
-	}
-	s.fillAt, s.fillDue = time.Time{}, true
-	s.dispatchLocked(now)
-	s.fillDue = false
+	return s.batchLocked(now)
 }
 
 // batchLocked takes a slot for the job whose turn it is and the jobs
-// after it in turn that share its Class, up to Config.Lanes: it stops at
-// the first job of another Class, so that a batch never delays a job the
-// policy ranks ahead of one it takes. It also stops at a second job of a
-// name (a name verified by its batch's first job answers the others
-// without scrypt) and at Config.MaxBatchWork.
+// after it in turn that may join it (joinsLocked), up to Config.Lanes.
 func (s *Scheduler) batchLocked(now time.Time) *batch {
 	b := &batch{started: now}
 	s.running[b] = struct{}{}
 	for len(b.jobs) < s.cfg.Lanes {
 		j := s.queue.next()
-		if j == nil {
+		if j == nil || !s.joinsLocked(b, j) {
 			break
-		}
-		if len(b.jobs) > 0 {
-			if j.class != b.jobs[0].class || s.cfg.MaxBatchWork > 0 && b.work+j.work > s.cfg.MaxBatchWork {
-				break
-			}
-			if inBatch(b, j.name) {
-				break
-			}
 		}
 		s.queue.pop()
 		j.state, j.started, j.batch = running, now, b
@@ -385,6 +325,20 @@ func (s *Scheduler) batchLocked(now time.Time) *batch {
 		s.admitLocked(nq, now)
 	}
 	return b
+}
+
+// joinsLocked reports whether j, next in turn, joins b, a batch being
+// taken: the first job always does; another when it shares the first
+// one's Class, so that a batch never delays a job the policy ranks ahead
+// of one it takes; when its name is not in b yet (a name verified by its
+// batch's first job answers the others without scrypt); and within
+// Config.MaxBatchWork.
+func (s *Scheduler) joinsLocked(b *batch, j *Job) bool {
+	if len(b.jobs) == 0 {
+		return true
+	}
+	return j.class == b.jobs[0].class && !inBatch(b, j.name) &&
+		(s.cfg.MaxBatchWork <= 0 || b.work+j.work <= s.cfg.MaxBatchWork)
 }
 
 func inBatch(b *batch, name string) bool {
@@ -447,10 +401,7 @@ func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, er
 		s.forgetLocked(nq)
 	}
 	delete(s.running, b)
-	var next *batch
-	if !s.closed && s.queue.len > 0 && s.fillLocked(now) {
-		next = s.batchLocked(now)
-	}
+	next := s.nextBatchLocked(now)
 	s.dispatchLocked(now)
 	return next
 }
@@ -628,10 +579,7 @@ func (s *Scheduler) Close() {
 	for _, nq := range s.names {
 		s.forgetLocked(nq)
 	}
-	if s.fill != nil {
-		s.fill.Stop()
-		s.fillAt = time.Time{}
-	}
+	s.fill.disarm()
 	s.unlock()
 	s.routines.Wait()
 }

@@ -157,13 +157,9 @@ func (t *tree[T]) len() (count int, weight int64) {
 	return t.root.count, t.root.sum
 }
 
-// each calls f on every item in key order.
-func (t *tree[T]) each(f func(T)) { eachNode(t.root, f) }
+// ascend calls f on the items in key order until f returns false.
+func (t *tree[T]) ascend(f func(T) bool) { ascendNode(t.root, f) }
 
-func eachNode[T any](n *treeNode[T], f func(T)) {
-	if n != nil {
-		eachNode(n.left, f)
-		f(n.item)
-		eachNode(n.right, f)
-	}
+func ascendNode[T any](n *treeNode[T], f func(T) bool) bool {
+	return n == nil || ascendNode(n.left, f) && f(n.item) && ascendNode(n.right, f)
 }
