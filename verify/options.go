@@ -40,7 +40,7 @@ type Options struct {
 	Params           Params // of new hashes; default DefaultParams
 	Limits           Limits
 	MaxConcurrent    int           // batches of scrypt at once; default GOMAXPROCS
-	ScryptMemory     int64         // bounds all scrypt buffers; default DefaultScryptMemory, negative: none
+	ScryptMemory     int64         // bounds every byte scrypt allocates, idle buffers included; default DefaultScryptMemory, negative: none
 	MaxQueue         int           // computations waiting for a slot, more refused; default 4096
 	MaxQueuedPerNode int           // a node's places in the queue; default 4
 	MaxWait          time.Duration // a request's longest wait, from its arrival
@@ -122,14 +122,15 @@ func (o *Options) resolve() (Options, error) {
 		r.DigestKey = bytes.Clone(r.DigestKey)
 	}
 	orDefault(&r.MaxConcurrent, runtime.GOMAXPROCS(0))
+	least := jobBytes(r.Params.LogN, r.Params.R, r.Params.P, r.Params.KeyLen)
 	switch {
 	case r.ScryptMemory == 0:
 		r.ScryptMemory = DefaultScryptMemory
 	case r.ScryptMemory < 0:
 		r.ScryptMemory = 0 // no budget
 	}
-	if b := jobBytes(r.Params.LogN, r.Params.R, r.Params.P); r.ScryptMemory > 0 && b > r.ScryptMemory {
-		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes (128·r·N, and 128·(r+1)·p past 256·r)", r.ScryptMemory, b)
+	if r.ScryptMemory > 0 && least > r.ScryptMemory {
+		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes", r.ScryptMemory, least)
 	}
 	orDefault(&r.MaxWait, DefaultMaxWait)
 	orDefault(&r.Agents.RetryDelay, DefaultRetryDelay)
