@@ -9,14 +9,41 @@ import (
 )
 
 // The scrypt memory budget (Options.ScryptMemory), in the order its
-// parts run: the shape New chooses, the budget batches take bytes from,
-// the lanes of each batch, and the release of idle buffers.
+// parts run: its default, the shape New chooses, the budget batches take
+// bytes from, the lanes of each batch, and the release of idle buffers.
 
-// DefaultScryptMemory is 1 GiB for the V of 32 lanes at k3s's parameters
-// (two batches of 16), and 1 MiB for what those batches allocate
-// besides. It binds past 2 cores with AVX-512, 8 with AVX2: New then
-// takes the slots and lanes that compute fastest within it.
+// DefaultScryptMemory is the most the default budget is: 1 GiB for the V
+// of 32 lanes at k3s's parameters (two batches of 16), and 1 MiB for what
+// those batches allocate besides. It binds past 2 cores with AVX-512, 8
+// with AVX2: New then takes the slots and lanes that compute fastest
+// within it.
 const DefaultScryptMemory int64 = 1<<30 + 1<<20
+
+// defaultScryptMemory is the budget when Options.ScryptMemory is zero: a
+// memoryShare-th of the memory the process may use, at most
+// DefaultScryptMemory, at least least (one hash of Options.Params). The
+// process may use the lower of its cgroup's limit (cgroup; 0: none set)
+// and the machine's memory (physical; 0: unknown), or unknownMemory where
+// neither is known.
+func defaultScryptMemory(cgroup, physical, least int64) int64 {
+	limit := physical
+	if cgroup > 0 && (limit <= 0 || cgroup < limit) {
+		limit = cgroup
+	}
+	if limit <= 0 {
+		limit = unknownMemory
+	}
+	return max(least, min(limit/memoryShare, DefaultScryptMemory))
+}
+
+// memoryShare sizes the default budget: a twelfth of a 2 GiB server,
+// where k3s itself takes about 1.6 GB, is 171 MiB, four lanes at k3s's
+// parameters (see the package doc). unknownMemory, what the rule assumes
+// where the memory cannot be read, is the least k3s asks of a server.
+const (
+	memoryShare   = 12
+	unknownMemory = 2 << 30
+)
 
 // slotsAndLanes chooses the Verifier's slots and lanes for its budget at
 // Options.Params. Where the budget binds (it holds fewer than

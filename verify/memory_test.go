@@ -59,8 +59,9 @@ func TestScryptMemoryDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	if v.mem.total != DefaultScryptMemory {
-		t.Fatalf("default budget %d, want %d", v.mem.total, DefaultScryptMemory)
+	cgroup, physical := machineMemory()
+	if want := defaultScryptMemory(cgroup, physical, jobBytes(15, 8, 1, 64)); v.mem.total != want {
+		t.Fatalf("default budget %d, want %d", v.mem.total, want)
 	}
 	held := int64(v.slots) * batchBytes(DefaultParams, v.lanes)
 	if held > v.mem.total || v.slots < 1 || v.slots > runtime.GOMAXPROCS(0) {
@@ -616,5 +617,43 @@ func TestBudgetHoldsEverySlotsBatch(t *testing.T) {
 	}
 	if DefaultScryptMemory < 2*batchBytes(DefaultParams, 16) {
 		t.Errorf("DefaultScryptMemory %d holds fewer than two batches of 16 at k3s's parameters, %d bytes each", DefaultScryptMemory, batchBytes(DefaultParams, 16))
+	}
+}
+
+// TestDefaultScryptMemory: the default budget is a twelfth of the lower
+// of the cgroup's limit and the machine's memory, at most
+// DefaultScryptMemory, at least one hash of Options.Params; 2 GiB is
+// assumed where neither is known.
+func TestDefaultScryptMemory(t *testing.T) {
+	const MiB, GiB = 1 << 20, 1 << 30
+	least := jobBytes(15, 8, 1, 64) // k3s's parameters: 32 MiB and some
+	for _, c := range []struct {
+		name             string
+		cgroup, physical int64
+		want             int64
+	}{
+		{"a 2 GiB server", 0, 2 * GiB, 2 * GiB / 12},
+		{"an 8 GiB server", 0, 8 * GiB, 8 * GiB / 12},
+		{"a 23.5 GiB machine", 0, 47 * GiB / 2, DefaultScryptMemory},
+		{"a 256 MiB cgroup on 64 GiB: one hash", 256 * MiB, 64 * GiB, least},
+		{"a 1 GiB cgroup on 64 GiB", GiB, 64 * GiB, GiB / 12},
+		{"a 4 GiB cgroup on 64 GiB", 4 * GiB, 64 * GiB, 4 * GiB / 12},
+		{"a cgroup above the machine", 64 * GiB, 2 * GiB, 2 * GiB / 12},
+		{"a cgroup, the machine unknown", 6 * GiB, 0, 6 * GiB / 12},
+		{"nothing known", 0, 0, 2 * GiB / 12},
+	} {
+		if got := defaultScryptMemory(c.cgroup, c.physical, least); got != c.want {
+			t.Errorf("%s: %d bytes (%.1f MiB), want %d (%.1f MiB)", c.name, got, float64(got)/MiB, c.want, float64(c.want)/MiB)
+		}
+	}
+	if got := defaultScryptMemory(0, 8*GiB, 2*DefaultScryptMemory); got != 2*DefaultScryptMemory {
+		t.Errorf("Params whose one hash passes the cap: %d, want that hash's %d", got, 2*DefaultScryptMemory)
+	}
+	// The figures the doc gives, and four lanes of k3s's on 2 GiB.
+	if got := defaultScryptMemory(0, 2*GiB, least); (got+MiB/2)/MiB != 171 || got < batchBytes(DefaultParams, 4) {
+		t.Errorf("2 GiB: %d bytes, want 171 MiB and four lanes at k3s's parameters, %d bytes", got, batchBytes(DefaultParams, 4))
+	}
+	if got := defaultScryptMemory(0, 8*GiB, least); (got+MiB/2)/MiB != 683 {
+		t.Errorf("8 GiB: %d bytes, want 683 MiB", got)
 	}
 }

@@ -37,10 +37,13 @@ const (
 // negative one an error but where said. verify/internal/sched's doc is
 // the policy they size.
 type Options struct {
-	Params           Params // of new hashes; default DefaultParams
-	Limits           Limits
-	MaxConcurrent    int           // batches of scrypt at once; default GOMAXPROCS
-	ScryptMemory     int64         // bounds every byte scrypt allocates, idle buffers included; default DefaultScryptMemory, negative: none
+	Params        Params // of new hashes; default DefaultParams
+	Limits        Limits
+	MaxConcurrent int // batches of scrypt at once; default GOMAXPROCS
+	// ScryptMemory bounds every byte scrypt allocates, idle buffers included; negative: none. Default: a
+	// twelfth of the memory the process may use (its cgroup's limit, else the machine's), at most
+	// DefaultScryptMemory: 171 MiB on a 2 GiB server, 683 MiB on 8 GiB (see the package doc).
+	ScryptMemory     int64
 	MaxQueue         int           // computations waiting for a slot, more refused; default 4096
 	MaxQueuedPerNode int           // a node's places in the queue; default 4
 	MaxWait          time.Duration // a request's longest wait, from its arrival
@@ -125,7 +128,8 @@ func (o *Options) resolve() (Options, error) {
 	least := jobBytes(r.Params.LogN, r.Params.R, r.Params.P, r.Params.KeyLen)
 	switch {
 	case r.ScryptMemory == 0:
-		r.ScryptMemory = DefaultScryptMemory
+		cgroup, physical := machineMemory()
+		r.ScryptMemory = defaultScryptMemory(cgroup, physical, least)
 	case r.ScryptMemory < 0:
 		r.ScryptMemory = 0 // no budget
 	}
