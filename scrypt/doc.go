@@ -77,6 +77,15 @@
 // rather than add to them. [Pool.Release] (and [ReleaseBuffers] for the
 // package-wide pool) drops the idle ones.
 //
+// On Linux a buffer of a huge page (2 MiB) or more lives outside the Go
+// heap: mapped on a huge-page boundary, advised to be backed by huge
+// pages before its first touch (16 page faults for 32 MiB, not 8,192),
+// and unmapped when its pool drops it, or when the pool becomes garbage.
+// The garbage collector neither zeroes it again when it is reused nor
+// counts it in the live heap that GOGC lets garbage grow beside, so a
+// bound on the pool's bytes bounds the memory they take. Elsewhere the
+// buffers are on the Go heap.
+//
 // # Concurrency
 //
 // Every function of the package is safe for concurrent use. Key and KeyBatch compute in the calling goroutine and

@@ -1,6 +1,7 @@
 package scrypt
 
 import (
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -33,6 +34,17 @@ type Pool struct {
 	// share the package-wide pool between testing/synctest bubbles,
 	// where a timer is its bubble's alone.
 	scrubArmed bool
+	// mapped are the buffers that live outside the Go heap
+	// (buffer_linux.go): unmapped when dropped, or when the Pool is
+	// garbage. Made with the first of them.
+	mapped *mappings
+}
+
+// mappings are a Pool's buffers outside the Go heap, by the address of
+// their first word.
+type mappings struct {
+	mu sync.Mutex
+	m  map[uintptr]mapping
 }
 
 // An idleBuf is a buffer in the pool; dirty is when it came back holding
@@ -53,13 +65,23 @@ const scrubAfter = 100 * time.Millisecond
 var shared Pool
 
 func (p *Pool) get(n int) []uint32 {
-	if b := p.use(bufferBytes(n), n); b != nil {
+	if b := p.use(bufferBytes(int64(n)), n); b != nil {
 		return b // dirty or not: the computation overwrites it
 	}
-	// A new buffer is counted in use already; making it (and advising
-	// huge pages) needs no lock.
-	b := alignedWords(n)
-	adviseHuge(b)
+	// A new buffer is counted in use already; making it needs no lock.
+	b, m := newWords(n)
+	if m != (mapping{}) {
+		p.mu.Lock()
+		if p.mapped == nil {
+			p.mapped = &mappings{m: make(map[uintptr]mapping)}
+			runtime.AddCleanup(p, (*mappings).unmapAll, p.mapped)
+		}
+		mapped := p.mapped
+		p.mu.Unlock()
+		mapped.mu.Lock()
+		mapped.m[uintptr(unsafe.Pointer(&b[0]))] = m
+		mapped.mu.Unlock()
+	}
 	return b
 }
 
@@ -94,13 +116,13 @@ func (p *Pool) use(size int64, words int) []uint32 {
 	p.peak = max(p.peak, p.inUse)
 	var dropped []idleBuf
 	for p.idleB+p.inUse > p.peak {
-		p.idleB -= bufferBytes(len(p.idle[0].b))
+		p.idleB -= bufferBytes(int64(len(p.idle[0].b)))
 		dropped = append(dropped, p.idle[0])
 		p.idle[0] = idleBuf{}
 		p.idle = p.idle[1:]
 	}
 	p.mu.Unlock()
-	scrubAll(dropped) // the garbage collector gets them cleared
+	p.drop(dropped)
 	return nil
 }
 
@@ -114,9 +136,9 @@ func alignedWords(n int) []uint32 {
 	return b[off : off+n : off+n]
 }
 
-// bufferBytes is what a buffer of n words from alignedWords takes of the
+// heapBuffer is what a buffer of n words from alignedWords takes of the
 // heap.
-func bufferBytes(n int) int64 { return heapBytes(4 * (int64(n) + 15)) }
+func heapBuffer(n int64) int64 { return heapBytes(4 * (n + 15)) }
 
 // heapBytes is the most the Go heap takes for an allocation of n bytes: a
 // large one (past 32 KiB) in whole 8 KiB pages, a small one in its size
@@ -134,7 +156,7 @@ func heapBytes(n int64) int64 {
 // put makes b idle, holding its computation's state until it is taken
 // again (and overwritten) or scrubAfter has passed (and it is cleared).
 func (p *Pool) put(b []uint32) {
-	size := bufferBytes(len(b))
+	size := bufferBytes(int64(len(b)))
 	p.mu.Lock()
 	p.inUse -= size
 	p.idle = append(p.idle, idleBuf{b: b, dirty: time.Now()})
@@ -176,18 +198,44 @@ func (p *Pool) scrubIdle() {
 	}
 }
 
-// scrubAll clears the dirty buffers of es.
-func scrubAll(es []idleBuf) {
+// drop frees the buffers es, which p no longer keeps: one outside the
+// Go heap is unmapped; one on the heap is cleared if dirty, and left to
+// the garbage collector.
+func (p *Pool) drop(es []idleBuf) {
+	p.mu.Lock()
+	mapped := p.mapped
+	p.mu.Unlock()
 	for _, e := range es {
+		if mapped != nil {
+			mapped.mu.Lock()
+			m, ok := mapped.m[uintptr(unsafe.Pointer(&e.b[0]))]
+			delete(mapped.m, uintptr(unsafe.Pointer(&e.b[0])))
+			mapped.mu.Unlock()
+			if ok {
+				m.unmap()
+				continue
+			}
+		}
 		if !e.dirty.IsZero() {
 			clear(e.b)
 		}
 	}
 }
 
-// Release drops every idle buffer of p, for the garbage collector to
-// free: a process that is done hashing for a while can give the memory
-// back. Buffers in use are not affected; p then keeps no more idle than
+// unmapAll unmaps every buffer of ms: its Pool is garbage, so none is in
+// use.
+func (ms *mappings) unmapAll() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for addr, m := range ms.m {
+		m.unmap()
+		delete(ms.m, addr)
+	}
+}
+
+// Release drops every idle buffer of p, unmapped at once or for the
+// garbage collector to free: a process that is done hashing for a while
+// can give the memory back. Buffers in use are not affected; p then keeps no more idle than
 // is in use at the busiest moment from now on.
 func (p *Pool) Release() {
 	p.mu.Lock()
@@ -195,7 +243,7 @@ func (p *Pool) Release() {
 	p.idle, p.idleB, p.peak = nil, 0, p.inUse
 	p.scrubArmed = false // a pending scrub finds nothing; the next put arms one
 	p.mu.Unlock()
-	scrubAll(dropped)
+	p.drop(dropped)
 }
 
 // Idle returns the number of idle buffers in p and the bytes of memory

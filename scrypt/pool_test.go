@@ -145,8 +145,8 @@ func TestKeyBatchBytes(t *testing.T) {
 				runtime.ReadMemStats(&before)
 				p.KeyBatch(jobs, most)
 				runtime.ReadMemStats(&after)
+				got, counted := after.TotalAlloc-before.TotalAlloc+mappedOf(&p), KeyBatchBytes(jobs, most)
 				p.Release()
-				got, counted := after.TotalAlloc-before.TotalAlloc, KeyBatchBytes(jobs, most)
 				if got > uint64(counted) {
 					t.Errorf("%s, %d lanes: KeyBatch allocated %d bytes, KeyBatchBytes counts %d", name, most, got, counted)
 				}
@@ -182,5 +182,58 @@ func TestPoolIdleMakesRoom(t *testing.T) {
 	p.mu.Unlock()
 	if inUse != 0 {
 		t.Fatalf("%d bytes in use after the release", inUse)
+	}
+}
+
+// mappedOf is how many bytes p's buffers outside the Go heap take.
+func mappedOf(p *Pool) uint64 {
+	p.mu.Lock()
+	mapped := p.mapped
+	p.mu.Unlock()
+	if mapped == nil {
+		return 0
+	}
+	mapped.mu.Lock()
+	defer mapped.mu.Unlock()
+	var n uint64
+	for _, m := range mapped.m {
+		n += uint64(m.bytes())
+	}
+	return n
+}
+
+// TestPoolUnmaps: a buffer outside the Go heap (a huge page or more, on
+// Linux) is unmapped when its Pool drops it, and when its Pool becomes
+// garbage with the buffer idle.
+func TestPoolUnmaps(t *testing.T) {
+	const words = 2 << 20 / 4 // a huge page
+	var p Pool
+	b := p.get(words)
+	b[0], b[words-1] = 1, 2 // it is memory
+	p.put(b)
+	if mappedOf(&p) == 0 {
+		t.Skip("buffers live on the Go heap here")
+	}
+	p.Release()
+	if n := mappedOf(&p); n != 0 {
+		t.Fatalf("%d bytes mapped after Release", n)
+	}
+	q := new(Pool)
+	q.put(q.get(words))
+	ms := q.mapped
+	q = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		ms.mu.Lock()
+		n := len(ms.m)
+		ms.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d buffers still mapped 10 s after their Pool became garbage", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -213,11 +213,14 @@ func mixBytes(N, r, blocks, most int) int64 {
 	var scratch int64
 	for _, k := range kernels {
 		if n%k.lanes() == 0 && k.fits(N) && k.scratch(r) > 0 {
-			scratch = max(scratch, bufferBytes(k.scratch(r)))
+			scratch = max(scratch, bufferBytes(int64(k.scratch(r))))
 		}
 	}
-	lane := mulBytes(4*32*int64(r), int64(N)+2) + 4*15 // alignedWords's words
-	return addBytes(mulBytes(int64(n), heapBytes(lane)), scratch)
+	words := mulBytes(32*int64(r), int64(N)+2)
+	if words > math.MaxInt64/8 { // past any machine's memory, and 4·words with it
+		return math.MaxInt64
+	}
+	return addBytes(mulBytes(int64(n), bufferBytes(words)), scratch)
 }
 
 // addBytes and mulBytes add and multiply byte counts, at most
