@@ -74,8 +74,9 @@ func choiceFor(c class) *choice {
 			ch.cands = append(ch.cands, k)
 		}
 	}
-	if choices.classes == nil {
-		choices.classes = make(map[class]*choice)
+	if choices.classes == nil { // whole: a batch's memory counts one class's record (batchState), not a map's growth
+		choices.classes = make(map[class]*choice, maxClasses)
+		choices.order = make([]*choice, 0, maxClasses)
 	}
 	if len(choices.order) >= maxClasses {
 		least := 0

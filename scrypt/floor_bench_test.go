@@ -26,7 +26,7 @@ func BenchmarkMemoryFloor(b *testing.B) {
 			b.Run(fmt.Sprintf("logN=15/r=8/lanes=%d/goroutines=%d", lanes, goroutines), func(b *testing.B) {
 				floors := make([]*floor, goroutines)
 				for g := range floors {
-					floors[g] = newFloor(lanes, N, R)
+					floors[g] = newFloor(b, lanes, N, R)
 				}
 				var cpu cpuMeter
 				for b.Loop() {
@@ -53,11 +53,11 @@ type floor struct {
 	v, x [][]uint32
 }
 
-func newFloor(lanes, n, r int) *floor {
+func newFloor(tb testing.TB, lanes, n, r int) *floor {
 	f := &floor{n: n, r: r}
 	for l := range lanes {
-		v := make([]uint32, n*r)
-		adviseHuge(v)
+		v, m := newWords(n * r) // as a Pool makes them
+		tb.Cleanup(m.unmap)
 		for i := range v { // map every page before the clock starts
 			v[i] = uint32(i + l)
 		}

@@ -25,8 +25,9 @@ func BenchmarkKernel(b *testing.B) {
 		rng := rand.New(rand.NewPCG(15, 8))
 		var bufs [maxLanes][]uint32
 		for l := range lanes {
-			bufs[l] = alignedWords(R * (N + 2))
-			adviseHuge(bufs[l])
+			var m mapping
+			bufs[l], m = newWords(R * (N + 2)) // as a Pool makes them
+			b.Cleanup(m.unmap)
 			for i := range bufs[l] {
 				bufs[l][i] = rng.Uint32()
 			}

@@ -58,6 +58,15 @@ func (k kernel) supported() bool {
 // takes Integerify's low 32 bits only.
 func (k kernel) fits(N int) bool { return k != kernelSliced16 || uint64(N) <= 1<<32 }
 
+// scratch is how many words of working memory k needs besides the
+// hashes' buffers (work.scratch): the word-sliced kernel's, at r.
+func (k kernel) scratch(r int) int {
+	if k == kernelSliced16 {
+		return slicedWords(r)
+	}
+	return 0
+}
+
 // avx512 reports whether k needs AVX-512.
 func (k kernel) avx512() bool { return k >= kernelAVX512 }
 

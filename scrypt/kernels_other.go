@@ -21,6 +21,10 @@ func (k kernel) avx512() bool { return false }
 
 func (k kernel) fits(N int) bool { return true }
 
+// scratch is how many words of working memory k needs besides the
+// hashes' buffers: none.
+func (k kernel) scratch(int) int { return 0 }
+
 // mix sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when v is
 // not nil, for the n lanes k < n.
 func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) { mixGeneric(out, in, v, n, r) }

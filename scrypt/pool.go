@@ -1,6 +1,7 @@
 package scrypt
 
 import (
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -8,13 +9,14 @@ import (
 
 // A Pool keeps the working buffers of the computations that take theirs
 // from it ([Pool.KeyBatch]) for the next ones. Its idle buffers never
-// take more memory than its buffers in use at the busiest moment since
-// it was last emptied (its peak): a new buffer that would pass that sum
-// first drops the oldest idle ones. A herd at one parameter set keeps
-// its buffers; hashes of ever new sizes (a stored hash an attacker
-// planted for each) replace one another instead of piling up. So a
-// caller that bounds the bytes its calls hold at once bounds the pool's
-// too, idle buffers included.
+// take more memory than was in use at the busiest moment since it was
+// last emptied (its peak): the buffers in use and what KeyBatch holds
+// besides them, PBKDF2's outputs and the keys. New bytes in use that
+// would pass that sum first drop the oldest idle buffers. A herd at one
+// parameter set keeps its buffers; hashes of ever new sizes (a stored
+// hash an attacker planted for each) replace one another instead of
+// piling up. So a caller that bounds the bytes its calls hold at once
+// ([KeyBatchBytes]) bounds the pool's too, idle buffers included.
 //
 // [Key] and [KeyBatch] use a package-wide Pool; a program that runs
 // several independent users of scrypt (two verifiers, say) gives each
@@ -24,14 +26,25 @@ import (
 type Pool struct {
 	mu    sync.Mutex
 	idle  []idleBuf // oldest first
-	idleB int64     // bytes in idle
-	inUse int64     // bytes handed out and not back
+	idleB int64     // bytes in idle (bufferBytes)
+	inUse int64     // bytes handed out or held (hold) and not back
 	peak  int64     // the most inUse since the pool was last emptied
 	// scrubArmed: a timer will run scrubIdle. Each arming makes a new
 	// timer, never Reset or Stop of an old one: a program's tests may
 	// share the package-wide pool between testing/synctest bubbles,
 	// where a timer is its bubble's alone.
 	scrubArmed bool
+	// mapped are the buffers that live outside the Go heap
+	// (buffer_linux.go): unmapped when dropped, or when the Pool is
+	// garbage. Made with the first of them.
+	mapped *mappings
+}
+
+// mappings are a Pool's buffers outside the Go heap, by the address of
+// their first word.
+type mappings struct {
+	mu sync.Mutex
+	m  map[uintptr]mapping
 }
 
 // An idleBuf is a buffer in the pool; dirty is when it came back holding
@@ -52,32 +65,65 @@ const scrubAfter = 100 * time.Millisecond
 var shared Pool
 
 func (p *Pool) get(n int) []uint32 {
-	size := 4 * int64(n)
+	if b := p.use(bufferBytes(int64(n)), n); b != nil {
+		return b // dirty or not: the computation overwrites it
+	}
+	// A new buffer is counted in use already; making it needs no lock.
+	b, m := newWords(n)
+	if m != (mapping{}) {
+		p.mu.Lock()
+		if p.mapped == nil {
+			p.mapped = &mappings{m: make(map[uintptr]mapping)}
+			runtime.AddCleanup(p, (*mappings).unmapAll, p.mapped)
+		}
+		mapped := p.mapped
+		p.mu.Unlock()
+		mapped.mu.Lock()
+		mapped.m[uintptr(unsafe.Pointer(&b[0]))] = m
+		mapped.mu.Unlock()
+	}
+	return b
+}
+
+// hold counts n bytes that a computation allocates besides its buffers
+// (PBKDF2's outputs, the keys, the slices that list them) as in use, as
+// get counts a new buffer, and returns the call that gives them back: so
+// that idle buffers make room for them too.
+func (p *Pool) hold(n int64) (release func()) {
+	p.use(n, 0)
+	return func() {
+		p.mu.Lock()
+		p.inUse -= n
+		p.mu.Unlock()
+	}
+}
+
+// use counts size bytes in use. With words > 0 it returns an idle buffer
+// of that many words if there is one; otherwise (nil) the bytes are new,
+// and it first drops the oldest idle buffers, as many as keep the bytes
+// idle and in use within the peak.
+func (p *Pool) use(size int64, words int) []uint32 {
 	p.mu.Lock()
 	p.inUse += size
-	for i := len(p.idle) - 1; i >= 0; i-- {
-		if e := p.idle[i]; len(e.b) == n {
+	for i := len(p.idle) - 1; i >= 0 && words > 0; i-- {
+		if e := p.idle[i]; len(e.b) == words {
 			p.idle = append(p.idle[:i], p.idle[i+1:]...)
 			p.idleB -= size
 			p.mu.Unlock()
-			return e.b // dirty or not: the computation overwrites it
+			return e.b
 		}
 	}
 	p.peak = max(p.peak, p.inUse)
 	var dropped []idleBuf
 	for p.idleB+p.inUse > p.peak {
-		p.idleB -= 4 * int64(len(p.idle[0].b))
+		p.idleB -= bufferBytes(int64(len(p.idle[0].b)))
 		dropped = append(dropped, p.idle[0])
 		p.idle[0] = idleBuf{}
 		p.idle = p.idle[1:]
 	}
 	p.mu.Unlock()
-	scrubAll(dropped) // the garbage collector gets them cleared
-	// A new buffer is counted in use already; making it (and advising
-	// huge pages) needs no lock.
-	b := alignedWords(n)
-	adviseHuge(b)
-	return b
+	p.drop(dropped)
+	return nil
 }
 
 // alignedWords returns n zero words that start on a 64-byte boundary, a
@@ -90,10 +136,27 @@ func alignedWords(n int) []uint32 {
 	return b[off : off+n : off+n]
 }
 
+// heapBuffer is what a buffer of n words from alignedWords takes of the
+// heap.
+func heapBuffer(n int64) int64 { return heapBytes(4 * (n + 15)) }
+
+// heapBytes is the most the Go heap takes for an allocation of n bytes: a
+// large one (past 32 KiB) in whole 8 KiB pages, a small one in its size
+// class, at most a quarter and 16 bytes more.
+func heapBytes(n int64) int64 {
+	switch {
+	case n <= 0:
+		return 0
+	case n > 32<<10:
+		return (n + 8191) &^ 8191
+	}
+	return n + n/4 + 16
+}
+
 // put makes b idle, holding its computation's state until it is taken
 // again (and overwritten) or scrubAfter has passed (and it is cleared).
 func (p *Pool) put(b []uint32) {
-	size := 4 * int64(len(b))
+	size := bufferBytes(int64(len(b)))
 	p.mu.Lock()
 	p.inUse -= size
 	p.idle = append(p.idle, idleBuf{b: b, dirty: time.Now()})
@@ -135,18 +198,44 @@ func (p *Pool) scrubIdle() {
 	}
 }
 
-// scrubAll clears the dirty buffers of es.
-func scrubAll(es []idleBuf) {
+// drop frees the buffers es, which p no longer keeps: one outside the
+// Go heap is unmapped; one on the heap is cleared if dirty, and left to
+// the garbage collector.
+func (p *Pool) drop(es []idleBuf) {
+	p.mu.Lock()
+	mapped := p.mapped
+	p.mu.Unlock()
 	for _, e := range es {
+		if mapped != nil {
+			mapped.mu.Lock()
+			m, ok := mapped.m[uintptr(unsafe.Pointer(&e.b[0]))]
+			delete(mapped.m, uintptr(unsafe.Pointer(&e.b[0])))
+			mapped.mu.Unlock()
+			if ok {
+				m.unmap()
+				continue
+			}
+		}
 		if !e.dirty.IsZero() {
 			clear(e.b)
 		}
 	}
 }
 
-// Release drops every idle buffer of p, for the garbage collector to
-// free: a process that is done hashing for a while can give the memory
-// back. Buffers in use are not affected; p then keeps no more idle than
+// unmapAll unmaps every buffer of ms: its Pool is garbage, so none is in
+// use.
+func (ms *mappings) unmapAll() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for addr, m := range ms.m {
+		m.unmap()
+		delete(ms.m, addr)
+	}
+}
+
+// Release drops every idle buffer of p, unmapped at once or for the
+// garbage collector to free: a process that is done hashing for a while
+// can give the memory back. Buffers in use are not affected; p then keeps no more idle than
 // is in use at the busiest moment from now on.
 func (p *Pool) Release() {
 	p.mu.Lock()
@@ -154,10 +243,11 @@ func (p *Pool) Release() {
 	p.idle, p.idleB, p.peak = nil, 0, p.inUse
 	p.scrubArmed = false // a pending scrub finds nothing; the next put arms one
 	p.mu.Unlock()
-	scrubAll(dropped)
+	p.drop(dropped)
 }
 
-// Idle returns the number of idle buffers in p and their size in bytes.
+// Idle returns the number of idle buffers in p and the bytes of memory
+// they take.
 func (p *Pool) Idle() (n int, bytes int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

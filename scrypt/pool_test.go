@@ -3,6 +3,8 @@ package scrypt
 import (
 	"bytes"
 	"fmt"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -21,7 +23,7 @@ func TestPoolsApart(t *testing.T) {
 	if n, _ := a.Idle(); n != 0 {
 		t.Errorf("%d idle after Release", n)
 	}
-	if n, size := b.Idle(); n != 1 || size != 128*(1<<8+2) {
+	if n, size := b.Idle(); n != 1 || size != bufferBytes(32*(1<<8+2)) {
 		t.Errorf("the other Pool: %d idle, %d bytes; want its buffer kept", n, size)
 	}
 }
@@ -49,7 +51,7 @@ func TestPoolKeyBatchLanes(t *testing.T) {
 			for held&(held-1) != 0 {
 				held--
 			}
-			if n, _ := p.Idle(); n != held {
+			if n := idleOf(&p, 32*2*(1<<6+2)); n != held {
 				t.Errorf("%d buffers held, want %d", n, held)
 			}
 		})
@@ -100,5 +102,138 @@ func TestPoolBuffersAligned(t *testing.T) {
 			}
 			defer p.put(b)
 		}
+	}
+}
+
+// idleOf is how many of p's idle buffers have words words: the lanes'
+// buffers, say, and not a kernel's scratch.
+func idleOf(p *Pool, words int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, e := range p.idle {
+		if len(e.b) == words {
+			n++
+		}
+	}
+	return n
+}
+
+// TestKeyBatchBytes: what KeyBatch allocates on a new Pool, with every
+// kernel, is within KeyBatchBytes: its buffers and the kernel's scratch,
+// PBKDF2's outputs, the keys, in shapes where a lane's V undercounts
+// them (a small N with a large r, a large p) and in batches of mixed
+// parameters with jobs Key refuses.
+func TestKeyBatchBytes(t *testing.T) {
+	job := func(logN, r, p, keyLen int) Job {
+		return Job{Password: []byte("pw"), Salt: []byte("salt"), N: 1 << logN, R: r, P: p, KeyLen: keyLen}
+	}
+	repeat := func(j Job, n int) []Job { return slices.Repeat([]Job{j}, n) }
+	batches := map[string][]Job{
+		"small N, large r":   {job(1, 1<<11, 16, 64)},
+		"large p":            {job(1, 1, 1<<12, 64)},
+		"k3s's r and p":      repeat(job(8, 8, 1, 64), 16),
+		"a lone key":         {job(6, 4, 1, 1024)},
+		"mixed and refused":  append(repeat(job(4, 64, 4, 32), 5), job(5, 3, 2, 16), job(3, 0, 1, 16), job(3, 3, 1, 0), job(4, 64, 1, 17)),
+		"more jobs than all": repeat(job(2, 16, 3, 64), 40),
+	}
+	forEachKernel(t, func(t *testing.T, k kernel) {
+		for name, jobs := range batches {
+			for _, most := range []int{1, 3, maxLanes} {
+				var p Pool
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				p.KeyBatch(jobs, most)
+				runtime.ReadMemStats(&after)
+				got, counted := after.TotalAlloc-before.TotalAlloc+mappedOf(&p), KeyBatchBytes(jobs, most)
+				p.Release()
+				if got > uint64(counted) {
+					t.Errorf("%s, %d lanes: KeyBatch allocated %d bytes, KeyBatchBytes counts %d", name, most, got, counted)
+				}
+			}
+		}
+	})
+}
+
+// TestPoolIdleMakesRoom: bytes a computation holds besides its buffers
+// (Pool.hold) drop idle buffers as a new buffer would, so that idle and
+// in use together stay within the peak, and come back when released.
+func TestPoolIdleMakesRoom(t *testing.T) {
+	var p Pool
+	defer p.Release()
+	var bufs [][]uint32
+	for range 4 {
+		bufs = append(bufs, p.get(1<<14))
+	}
+	for _, b := range bufs {
+		p.put(b)
+	}
+	peak := 4 * bufferBytes(1<<14)
+	release := p.hold(3 * bufferBytes(1<<14))
+	p.mu.Lock()
+	idle, inUse := p.idleB, p.inUse
+	p.mu.Unlock()
+	if idle+inUse > peak || idle != bufferBytes(1<<14) {
+		t.Fatalf("holding 3 buffers' bytes: %d idle, %d in use; want 1 buffer idle, at most %d in all", idle, inUse, peak)
+	}
+	release()
+	p.mu.Lock()
+	inUse = p.inUse
+	p.mu.Unlock()
+	if inUse != 0 {
+		t.Fatalf("%d bytes in use after the release", inUse)
+	}
+}
+
+// mappedOf is how many bytes p's buffers outside the Go heap take.
+func mappedOf(p *Pool) uint64 {
+	p.mu.Lock()
+	mapped := p.mapped
+	p.mu.Unlock()
+	if mapped == nil {
+		return 0
+	}
+	mapped.mu.Lock()
+	defer mapped.mu.Unlock()
+	var n uint64
+	for _, m := range mapped.m {
+		n += uint64(m.bytes())
+	}
+	return n
+}
+
+// TestPoolUnmaps: a buffer outside the Go heap (a huge page or more, on
+// Linux) is unmapped when its Pool drops it, and when its Pool becomes
+// garbage with the buffer idle.
+func TestPoolUnmaps(t *testing.T) {
+	const words = 2 << 20 / 4 // a huge page
+	var p Pool
+	b := p.get(words)
+	b[0], b[words-1] = 1, 2 // it is memory
+	p.put(b)
+	if mappedOf(&p) == 0 {
+		t.Skip("buffers live on the Go heap here")
+	}
+	p.Release()
+	if n := mappedOf(&p); n != 0 {
+		t.Fatalf("%d bytes mapped after Release", n)
+	}
+	q := new(Pool)
+	q.put(q.get(words))
+	ms := q.mapped
+	q = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		ms.mu.Lock()
+		n := len(ms.m)
+		ms.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d buffers still mapped 10 s after their Pool became garbage", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"iter"
 	"math"
 	"time"
 
@@ -16,16 +17,22 @@ const maxInt = math.MaxInt
 // parameters, in the same order of tests, or nil.
 func check(N, r, p int) error {
 	if N <= 1 || N&(N-1) != 0 {
-		return errors.New("scrypt: N must be > 1 and a power of 2")
+		return errBadN
 	}
 	if r <= 0 || p <= 0 {
-		return errors.New("scrypt: parameters must be > 0")
+		return errNotPositive
 	}
 	if uint64(r)*uint64(p) >= 1<<30 || r > maxInt/128/p || r > maxInt/256 || N > maxInt/128/r {
-		return errors.New("scrypt: parameters are too large")
+		return errTooLarge
 	}
 	return nil
 }
+
+var (
+	errBadN        = errors.New("scrypt: N must be > 1 and a power of 2")
+	errNotPositive = errors.New("scrypt: parameters must be > 0")
+	errTooLarge    = errors.New("scrypt: parameters are too large")
+)
 
 // Key derives a key from the password, salt, and cost parameters, returning
 // a byte slice of length keyLen that can be used as cryptographic key.
@@ -48,7 +55,7 @@ func Key(password, salt []byte, N, r, p, keyLen int) ([]byte, error) {
 		return nil, err
 	}
 	b := pbkdf2.Key(password, salt, 1, p*128*r, sha256.New)
-	mixAll(&shared, lanes, N, r, [][]byte{b})
+	mixAll(&shared, lanes, N, r, appendBlocks(make([][]byte, 0, p), b, r))
 	k := pbkdf2.Key(password, b, 1, keyLen, sha256.New)
 	clear(b)
 	return k, nil
@@ -76,41 +83,39 @@ type Job struct {
 //
 // KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time
 // (fewer when the group has fewer blocks; the (N, R) groups are taken in
-// turn), from the package's buffer pool (cleared as the package doc says). It
-// is safe for concurrent use with other calls on other jobs.
+// turn), from the package's buffer pool (cleared as the package doc says),
+// and allocates at most [KeyBatchBytes] in all. It is safe for concurrent
+// use with other calls on other jobs.
 func KeyBatch(jobs []Job) { shared.KeyBatch(jobs, lanes) }
 
 // KeyBatch is the package's KeyBatch with p's buffers, computing at most
 // maxLanes mixes at a time (at least 1, at most [Lanes]; a power of two
 // below it is taken): it holds at most that many buffers of 128·R·(N+2)
-// bytes at once, whatever the jobs' P. Fewer lanes than Lanes() give the
-// same keys, at the speed of the narrower kernels.
+// bytes at once, whatever the jobs' P, and allocates at most
+// KeyBatchBytes(jobs, maxLanes). Fewer lanes than Lanes() give the same
+// keys, at the speed of the narrower kernels.
 func (p *Pool) KeyBatch(jobs []Job, maxLanes int) {
 	maxLanes = min(max(maxLanes, 1), lanes)
-	bs := make([][]byte, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		j.Key, j.Err = nil, check(j.N, j.R, j.P)
-		if j.Err == nil {
+	}
+	defer p.hold(heldBytes(jobs))()
+	bs := make([][]byte, len(jobs))
+	for i := range jobs {
+		if j := &jobs[i]; j.Err == nil {
 			bs[i] = pbkdf2.Key(j.Password, j.Salt, 1, j.P*128*j.R, sha256.New)
 		}
 	}
-	// Group the jobs by (N, r), in order of first appearance.
-	done := make([]bool, len(jobs))
-	var group [][]byte
-	for i := range jobs {
-		if done[i] || jobs[i].Err != nil {
-			continue
-		}
-		N, r := jobs[i].N, jobs[i].R
-		group = group[:0]
-		for k := i; k < len(jobs); k++ {
-			if !done[k] && jobs[k].Err == nil && jobs[k].N == N && jobs[k].R == r {
-				done[k] = true
-				group = append(group, bs[k])
+	for first, n := range groups(jobs) {
+		N, r := jobs[first].N, jobs[first].R
+		blocks := make([][]byte, 0, n)
+		for k := first; k < len(jobs); k++ {
+			if j := &jobs[k]; j.Err == nil && j.N == N && j.R == r {
+				blocks = appendBlocks(blocks, bs[k], r)
 			}
 		}
-		mixAll(p, maxLanes, N, r, group)
+		mixAll(p, maxLanes, N, r, blocks)
 	}
 	for i := range jobs {
 		j := &jobs[i]
@@ -121,22 +126,148 @@ func (p *Pool) KeyBatch(jobs []Job, maxLanes int) {
 	}
 }
 
-// mixAll runs SMix on every 128·r-byte block of every b in place, up to
-// most blocks at a time (1 to Lanes()), with at most that many buffers
-// from pool.
-func mixAll(pool *Pool, most, N, r int, bs [][]byte) {
-	R := 32 * r
-	var blocks [][]byte
-	for _, b := range bs {
-		for off := 0; off < len(b); off += 4 * R {
-			blocks = append(blocks, b[off:off+4*R])
+// KeyBatchBytes returns the most bytes of memory that
+// p.KeyBatch(jobs, maxLanes) allocates, on any Pool, with no idle buffer
+// to reuse: each group's buffers, and the scratch of any kernel that may
+// run on them, PBKDF2's outputs and the keys, with what the Go heap
+// rounds each allocation up to. A caller that lets only so many bytes be
+// computed at once bounds what its Pool holds, idle buffers included (see
+// [Pool]).
+func KeyBatchBytes(jobs []Job, maxLanes int) int64 {
+	maxLanes = min(max(maxLanes, 1), lanes)
+	n := heldBytes(jobs)
+	for first, blocks := range groups(jobs) {
+		n = addBytes(n, mixBytes(jobs[first].N, jobs[first].R, blocks, maxLanes))
+	}
+	return n
+}
+
+// groups yields each group of valid jobs that share (N, R), in order of
+// first appearance, as the index of its first job and its number of
+// blocks (the sum of its jobs' P).
+func groups(jobs []Job) iter.Seq2[int, int] {
+	return func(yield func(first, blocks int) bool) {
+	next:
+		for i := range jobs {
+			j := &jobs[i]
+			if check(j.N, j.R, j.P) != nil {
+				continue
+			}
+			for k := range i {
+				if o := &jobs[k]; o.N == j.N && o.R == j.R && check(o.N, o.R, o.P) == nil {
+					continue next // not the first of its group
+				}
+			}
+			blocks := 0
+			for k := i; k < len(jobs); k++ {
+				if o := &jobs[k]; o.N == j.N && o.R == j.R && check(o.N, o.R, o.P) == nil {
+					blocks += o.P
+				}
+			}
+			if !yield(i, blocks) {
+				return
+			}
 		}
 	}
+}
+
+// heldBytes is what KeyBatch allocates for jobs besides the buffers and
+// scratch it takes from its Pool: PBKDF2's output B of each valid job
+// (128·R·P bytes) and its key, each PBKDF2 call's HMAC state, the slices
+// that list the jobs and their blocks, and a batch's own state.
+func heldBytes(jobs []Job) int64 {
+	n := batchState + heapBytes(24*int64(len(jobs)))
+	for _, blocks := range groups(jobs) {
+		n = addBytes(n, heapBytes(24*int64(blocks)))
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if check(j.N, j.R, j.P) != nil {
+			continue
+		}
+		keyLen := int64(max(j.KeyLen, 0)+31) &^ 31 // PBKDF2 makes whole 32-byte blocks
+		n = addBytes(n, heapBytes(128*int64(j.R)*int64(j.P))+heapBytes(keyLen)+2*hmacState)
+	}
+	return n
+}
+
+// hmacState bounds what one PBKDF2 call allocates besides its output
+// (HMAC-SHA256's state: about 850 bytes with Go 1.26), and batchState
+// what a batch allocates once besides its jobs: its work, the timer that
+// clears its buffers, and the record of a class of work seen for the
+// first time (with the process's first, the table of all 64).
+const (
+	hmacState  = 1 << 10
+	batchState = 8 << 10
+)
+
+// mixBytes is what mixAll takes from its Pool for a group of blocks
+// blocks at (N, r), at most most at a time: a buffer per block mixed at
+// once, and the scratch of the kernel that needs the most of any that
+// may run on them.
+func mixBytes(N, r, blocks, most int) int64 {
+	n := min(most, blocks)
+	for n&(n-1) != 0 {
+		n--
+	}
+	var scratch int64
+	for _, k := range kernels {
+		if n%k.lanes() == 0 && k.fits(N) && k.scratch(r) > 0 {
+			scratch = max(scratch, bufferBytes(int64(k.scratch(r))))
+		}
+	}
+	words := mulBytes(32*int64(r), int64(N)+2)
+	if words > math.MaxInt64/8 { // past any machine's memory, and 4·words with it
+		return math.MaxInt64
+	}
+	return addBytes(mulBytes(int64(n), bufferBytes(words)), scratch)
+}
+
+// addBytes and mulBytes add and multiply byte counts, at most
+// math.MaxInt64: a count that large is past any budget.
+func addBytes(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func mulBytes(a, b int64) int64 {
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// appendBlocks appends the 128·r-byte blocks of b to blocks.
+func appendBlocks(blocks [][]byte, b []byte, r int) [][]byte {
+	for off := 0; off < len(b); off += 128 * r {
+		blocks = append(blocks, b[off:off+128*r])
+	}
+	return blocks
+}
+
+// mixAll runs SMix on every 128·r-byte block of blocks in place, up to
+// most blocks at a time (1 to Lanes()), with at most that many buffers
+// from pool, and the scratch of the kernel that runs.
+func mixAll(pool *Pool, most, N, r int, blocks [][]byte) {
+	R := 32 * r
 	size := R * (N + 2)
 	var bufs [maxLanes][]uint32
 	var set [maxLanes][]byte
-	w := &work{r: r, N: N} // one for every smix of the call, and its scratch with it
-	defer clear(w.scratch)
+	w := &work{r: r, N: N, pool: pool} // one for every smix of the call, and its scratch with it
+	// The buffers go back even after a panic: the pool counts them in use
+	// until then.
+	defer func() {
+		for _, b := range bufs {
+			if b != nil {
+				pool.put(b)
+			}
+		}
+		if w.scratch != nil {
+			pool.put(w.scratch)
+		}
+	}()
 	for len(blocks) > 0 {
 		n := min(most, len(blocks))
 		for n&(n-1) != 0 { // the kernels take a power of two
@@ -150,11 +281,6 @@ func mixAll(pool *Pool, most, N, r int, bs [][]byte) {
 		}
 		w.smix(&set, &bufs, n)
 		blocks = blocks[n:]
-	}
-	for _, b := range bufs {
-		if b != nil {
-			pool.put(b)
-		}
 	}
 }
 
@@ -234,10 +360,12 @@ func (w *work) smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n int) {
 // hash is in x, or in the scratch with sliced set; a kernel's enter puts
 // it where the kernel works on it.
 type work struct {
+	pool    *Pool // where the scratch comes from
 	n, r, N int
 	v, x, y [maxLanes][]uint32
 	scratch []uint32
 	sliced  bool
+	vp      [maxLanes]*uint32 // the word-sliced kernel's pointers to V (vPointers)
 }
 
 // firstMix runs SMix's first loop with kernel k's BlockMix: V[i+1] =

@@ -442,7 +442,7 @@ func TestPoolBounded(t *testing.T) {
 	for r := 1; r <= 32; r++ {
 		Key([]byte("pw"), []byte("salt"), 1<<8, r, 1, 32)
 	}
-	largest := int64(128 * 32 * (1<<8 + 2))
+	largest := bufferBytes(32 * 32 * (1<<8 + 2))
 	if n, size := IdleBuffers(); n != 1 || size != largest {
 		t.Errorf("after 32 sizes one at a time: IdleBuffers() = %d, %d; want 1, %d", n, size, largest)
 	}
@@ -455,7 +455,7 @@ func TestPoolBounded(t *testing.T) {
 		wg.Go(func() { KeyBatch([]Job{{Password: []byte("a"), N: 1 << 8, R: 1, P: 1, KeyLen: 32}}) })
 	}
 	wg.Wait()
-	if n, size := IdleBuffers(); n < 1 || n > 3 || size != int64(n)*128*(1<<8+2) {
+	if n, size := IdleBuffers(); n < 1 || n > 3 || size != int64(n)*bufferBytes(32*(1<<8+2)) {
 		t.Errorf("after 3 concurrent hashes: IdleBuffers() = %d, %d", n, size)
 	}
 }

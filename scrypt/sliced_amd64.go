@@ -15,22 +15,22 @@ package scrypt
 // loop's BlockMix starts from (256 words) and 16 pointers (32 words).
 func slicedWords(r int) int { return 4*r*256 + 256 + 32 }
 
-// scratchFor returns w's scratch for the word-sliced kernel, making it
-// on first use; smix clears it when done.
+// scratchFor returns w's scratch for the word-sliced kernel, taking it
+// from w's pool on first use; mixAll gives it back.
 func (w *work) scratchFor() []uint32 {
 	if w.scratch == nil {
-		w.scratch = alignedWords(slicedWords(w.r))
+		w.scratch = w.pool.get(slicedWords(w.r))
 	}
 	return w.scratch
 }
 
-// vPointers returns the address of each hash's V.
-func (w *work) vPointers() *[16]*uint32 {
-	var p [16]*uint32
+// vPointers returns the address of each hash's V, in w: a new array
+// each call would be a heap allocation each smix.
+func (w *work) vPointers() *[slicedHashes]*uint32 {
 	for l := range slicedHashes {
-		p[l] = &w.v[l][0]
+		w.vp[l] = &w.v[l][0]
 	}
-	return &p
+	return &w.vp
 }
 
 // slicedHashes is how many hashes the word-sliced kernel computes at once.

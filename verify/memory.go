@@ -9,28 +9,57 @@ import (
 )
 
 // The scrypt memory budget (Options.ScryptMemory), in the order its
-// parts run: the shape New chooses, the budget batches take bytes from,
-// the lanes of each batch, and the release of idle buffers.
+// parts run: its default, the shape New chooses, the budget batches take
+// bytes from, the lanes of each batch, and the release of idle buffers.
 
-// DefaultScryptMemory binds past 2 cores with AVX-512, 8 with AVX2: New
-// then takes the slots and lanes that compute fastest within it.
-const DefaultScryptMemory int64 = 1 << 30
+// DefaultScryptMemory is the most the default budget is: 1 GiB for the V
+// of 32 lanes at k3s's parameters (two batches of 16), and 1 MiB for what
+// those batches allocate besides. It binds past 2 cores with AVX-512, 8
+// with AVX2: New then takes the slots and lanes that compute fastest
+// within it.
+const DefaultScryptMemory int64 = 1<<30 + 1<<20
+
+// defaultScryptMemory is the budget when Options.ScryptMemory is zero: a
+// memoryShare-th of the memory the process may use, at most
+// DefaultScryptMemory, at least least (one hash of Options.Params). The
+// process may use the lower of its cgroup's limit (cgroup; 0: none set)
+// and the machine's memory (physical; 0: unknown), or unknownMemory where
+// neither is known.
+func defaultScryptMemory(cgroup, physical, least int64) int64 {
+	limit := physical
+	if cgroup > 0 && (limit <= 0 || cgroup < limit) {
+		limit = cgroup
+	}
+	if limit <= 0 {
+		limit = unknownMemory
+	}
+	return max(least, min(limit/memoryShare, DefaultScryptMemory))
+}
+
+// memoryShare sizes the default budget: a twelfth of a 2 GiB server,
+// where k3s itself takes about 1.6 GB, is 171 MiB, four lanes at k3s's
+// parameters (see the package doc). unknownMemory, what the rule assumes
+// where the memory cannot be read, is the least k3s asks of a server.
+const (
+	memoryShare   = 12
+	unknownMemory = 2 << 30
+)
 
 // slotsAndLanes chooses the Verifier's slots and lanes for its budget at
 // Options.Params. Where the budget binds (it holds fewer than
-// MaxConcurrent × scrypt.Lanes() lanes) and the widest batch it allows
-// has not been measured in this process, it computes one such batch of
-// throwaway hashes first (probe), so that the choice rests on this CPU's
-// kernels rather than on an assumption.
+// MaxConcurrent batches of scrypt.Lanes() hashes) and the widest batch it
+// allows has not been measured in this process, it computes one such
+// batch of throwaway hashes first (probe), so that the choice rests on
+// this CPU's kernels rather than on an assumption.
 func (v *Verifier) slotsAndLanes() (slots, lanes int) {
 	p := v.opts.Params
 	N := 1 << p.LogN
-	buffers := v.mem.total / lane(p.LogN, p.R)
-	widest := int(min(int64(v.lanes), buffers))
-	for widest&(widest-1) != 0 {
-		widest--
+	batches := func(l int) int64 { return v.mem.total / batchBytes(p, l) }
+	widest := v.lanes
+	for widest > 1 && batches(widest) < 1 {
+		widest /= 2
 	}
-	if _, measured := scrypt.PerHash(N, p.R, widest); !measured && buffers < int64(v.opts.MaxConcurrent*v.lanes) {
+	if _, measured := scrypt.PerHash(N, p.R, widest); !measured && batches(v.lanes) < int64(v.opts.MaxConcurrent) {
 		v.probe(widest)
 	}
 	perHash := func(l int) (best time.Duration, ok bool) {
@@ -41,7 +70,17 @@ func (v *Verifier) slotsAndLanes() (slots, lanes int) {
 		}
 		return best, ok
 	}
-	return shape(buffers, v.opts.MaxConcurrent, v.lanes, perHash)
+	return shape(batches, v.opts.MaxConcurrent, v.lanes, perHash)
+}
+
+// batchBytes is what a batch of lanes hashes at p takes of the budget,
+// computed lanes at a time.
+func batchBytes(p Params, lanes int) int64 {
+	jobs := make([]scrypt.Job, lanes)
+	for i := range jobs {
+		jobs[i] = scrypt.Job{N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}
+	}
+	return scrypt.KeyBatchBytes(jobs, lanes)
 }
 
 // probe computes n throwaway hashes at Options.Params in one batch, in
@@ -58,17 +97,18 @@ func (v *Verifier) probe(n int) {
 	v.pool.Release()
 }
 
-// shape returns how a budget of buffers lanes' buffers is best spent:
-// slots batches at once (at most maxSlots), each of at most lanes hashes
-// (a power of two, at most maxLanes), the most hashes per second by the
-// time per hash measured for each lane count (perHash, from the scrypt
-// package's kernel measurements). Where nothing is measured, a wider
-// kernel is taken to be no faster per hash: slots come first, then the
-// widest lanes the budget leaves them. Ties go to more lanes.
-func shape(buffers int64, maxSlots, maxLanes int, perHash func(lanes int) (time.Duration, bool)) (slots, lanes int) {
+// shape returns how a budget is best spent: slots batches at once (at
+// most maxSlots), each of at most lanes hashes (a power of two, at most
+// maxLanes), the most hashes per second by the time per hash measured
+// for each lane count (perHash, from the scrypt package's kernel
+// measurements). batches(l) is how many batches of l hashes the budget
+// holds at once. Where nothing is measured, a wider kernel is taken to be
+// no faster per hash: slots come first, then the widest lanes the budget
+// leaves them. Ties go to more lanes.
+func shape(batches func(lanes int) int64, maxSlots, maxLanes int, perHash func(lanes int) (time.Duration, bool)) (slots, lanes int) {
 	best := -1.0
 	for l := 1; l <= maxLanes; l *= 2 {
-		s := min(int64(maxSlots), buffers/int64(l))
+		s := min(int64(maxSlots), batches(l))
 		if s < 1 {
 			break
 		}
@@ -84,9 +124,9 @@ func shape(buffers int64, maxSlots, maxLanes int, perHash func(lanes int) (time.
 }
 
 // memory is a Verifier's scrypt budget (Options.ScryptMemory): each batch
-// takes the bytes of the buffers it will hold before it computes and
-// gives them back after, so the bytes in use never pass the budget; its
-// pool keeps idle no more than the most in use at once, so in use and
+// takes every byte its scrypt.KeyBatch will allocate before it computes
+// and gives them back after, so the bytes in use never pass the budget;
+// its pool keeps idle no more than the most in use at once, so in use and
 // idle together stay within it too. It is safe for concurrent use and
 // takes no lock: free is taken by compare-and-swap, and a batch short of
 // bytes waits for the next give.
@@ -104,14 +144,21 @@ func newMemory(total int64) *memory {
 	return m
 }
 
-// fits refuses a stored hash one job of which (one lane and its PBKDF2
-// output) needs more than the budget, before anything is allocated.
+// fits refuses a stored hash one job of which, computed at one lane,
+// takes more than the budget, before anything is allocated.
 func (v *Verifier) fits(h *hash) error {
-	if b := jobBytes(h.logN, h.r, h.p); v.mem.total > 0 && b > v.mem.total {
-		return fmt.Errorf("%w: one scrypt lane and PBKDF2's output count %d bytes, 128·r·N and 128·(r+1)·p past 256·r (logN=%d, r=%d, p=%d), over Options.ScryptMemory %d",
-			ErrInvalidHash, b, h.logN, h.r, h.p, v.mem.total)
+	if b := jobBytes(h.logN, h.r, h.p, len(h.key)); v.mem.total > 0 && b > v.mem.total {
+		return fmt.Errorf("%w: one scrypt job at logN=%d, r=%d, p=%d takes %d bytes, over Options.ScryptMemory %d",
+			ErrInvalidHash, h.logN, h.r, h.p, b, v.mem.total)
 	}
 	return nil
+}
+
+// jobBytes is what one job at (2^logN, r, p) with a key of keyLen bytes
+// takes of the budget, computed at one lane: the least a budget must
+// hold for it.
+func jobBytes(logN, r, p, keyLen int) int64 {
+	return scrypt.KeyBatchBytes([]scrypt.Job{{N: 1 << logN, R: r, P: p, KeyLen: keyLen}}, 1)
 }
 
 // take waits until n bytes (at most total) are free, takes them, and
@@ -137,23 +184,22 @@ func (m *memory) take(n int64) (give func()) {
 	}
 }
 
-// reserve takes from the budget what keys, a batch of one class, hold at
-// once, and returns how: lanes hashes mixed at a time, per jobs to
-// scrypt.KeyBatch at a time (all of them, unless their PBKDF2 outputs
-// would pass the budget), and release, which gives the bytes back.
+// reserve takes from the budget what keys, a batch of one class, take
+// of memory (scrypt.KeyBatchBytes), and returns how: lanes hashes mixed
+// at a time, per jobs to scrypt.KeyBatch at a time, and release, which
+// gives the bytes back. The lanes are the Verifier's, fewer where one
+// slot's share of the budget holds fewer of the class's (hashes stored
+// with larger parameters); per is all the jobs, unless their PBKDF2
+// outputs would pass the budget.
 func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
-	logN, r, p := log2(keys[0].N), keys[0].R, keys[0].P
-	lanes, per = v.lanesFor(logN, r), len(keys)
+	lanes, per = v.lanes, len(keys)
 	if v.mem.total == 0 {
 		return lanes, per, func() {}
 	}
-	// What per jobs hold, mixed lanes at a time.
-	need := func(per, lanes int) int64 {
-		n := min(lanes, per*p)
-		for n&(n-1) != 0 { // scrypt mixes a power of two at a time
-			n--
-		}
-		return int64(n)*lane(logN, r) + int64(per)*pbkdf2Counted(r, p)
+	need := func(per, lanes int) int64 { return scrypt.KeyBatchBytes(keys[:per], lanes) }
+	share := v.mem.total / int64(v.slots)
+	for lanes > 1 && need(min(per, lanes), lanes) > share {
+		lanes /= 2
 	}
 	for need(per, lanes) > v.mem.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
 		if per > 1 {
@@ -164,49 +210,6 @@ func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
 	}
 	return lanes, per, v.mem.take(need(per, lanes))
 }
-
-// log2 is the exponent of n, a power of two.
-func log2(n int) int {
-	l := 0
-	for n > 1 {
-		n >>= 1
-		l++
-	}
-	return l
-}
-
-// lanesFor is how many lanes a batch at (N = 2^logN, r) computes at
-// once: the Verifier's lanes, fewer when one slot's share of the budget
-// holds fewer buffers of that size (hashes stored with larger
-// parameters), at least one.
-func (v *Verifier) lanesFor(logN, r int) int {
-	l := v.lanes
-	if v.mem.total > 0 {
-		share := v.mem.total / int64(v.slots)
-		for l > 1 && int64(l)*lane(logN, r) > share {
-			l /= 2
-		}
-	}
-	return l
-}
-
-// lane is what one scrypt lane at (N = 2^logN, r) counts against the
-// budget: its V, 128·r·N bytes. Its buffer also holds two working blocks
-// (256·r bytes: 0.006% more at k3s's parameters), which the budget leaves
-// out so that a round budget holds round numbers of lanes (1 GiB: 32 of
-// k3s's, not 31).
-func lane(logN, r int) int64 { return 128 * int64(r) << logN }
-
-// jobBytes is what the budget counts of one job at one lane: the lane and
-// its PBKDF2 output.
-func jobBytes(logN, r, p int) int64 { return lane(logN, r) + pbkdf2Counted(r, p) }
-
-// pbkdf2Counted is what the budget counts of a job's PBKDF2 output
-// (pbkdf2Bytes): what passes 256·r bytes, as much as the working blocks
-// lane leaves out. At p = 1 that is nothing, so a budget of slots × lanes
-// lanes lets every slot's batch run at once; a tampered hash's large p
-// counts almost whole.
-func pbkdf2Counted(r, p int) int64 { return max(0, pbkdf2Bytes(r, p)-256*int64(r)) }
 
 // releaseLater releases the scrypt buffers once the Verifier has had
 // nothing to compute for bufferIdle (see Options.MaxConcurrent).

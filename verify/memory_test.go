@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -42,7 +43,8 @@ func TestShape(t *testing.T) {
 		{8, 2, 8, epyc, 2, 4},
 		{8, 2, 1, epyc, 2, 1},
 	} {
-		s, l := shape(c.buffers, c.maxSlots, c.maxLane, c.perHash)
+		batches := func(l int) int64 { return c.buffers / int64(l) }
+		s, l := shape(batches, c.maxSlots, c.maxLane, c.perHash)
 		if s != c.slots || l != c.lanes {
 			t.Errorf("shape(%d buffers, %d slots, %d lanes) = %d slots × %d lanes, want %d × %d", c.buffers, c.maxSlots, c.maxLane, s, l, c.slots, c.lanes)
 		}
@@ -50,24 +52,34 @@ func TestShape(t *testing.T) {
 }
 
 // TestScryptMemoryDefault: with the defaults, a Verifier's slots and
-// lanes at k3s's parameters fit DefaultScryptMemory, and use it all up
-// to GOMAXPROCS × scrypt.Lanes() buffers.
+// lanes at k3s's parameters fit its default budget, and use it all up
+// to GOMAXPROCS batches of scrypt.Lanes().
 func TestScryptMemoryDefault(t *testing.T) {
 	v, err := New(NewMemoryStore(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	held := int64(v.slots*v.lanes) * lane(DefaultParams.LogN, DefaultParams.R)
-	if held > DefaultScryptMemory || v.slots < 1 || v.slots > runtime.GOMAXPROCS(0) {
-		t.Fatalf("%d slots × %d lanes hold %d bytes, budget %d", v.slots, v.lanes, held, DefaultScryptMemory)
+	cgroup, physical := machineMemory()
+	if want := defaultScryptMemory(cgroup, physical, jobBytes(15, 8, 1, 64)); v.mem.total != want {
+		t.Fatalf("default budget %d, want %d", v.mem.total, want)
 	}
-	if all := int64(runtime.GOMAXPROCS(0)*scrypt.Lanes()) * lane(DefaultParams.LogN, DefaultParams.R); all <= DefaultScryptMemory && held != all {
+	held := int64(v.slots) * batchBytes(DefaultParams, v.lanes)
+	if held > v.mem.total || v.slots < 1 || v.slots > runtime.GOMAXPROCS(0) {
+		t.Fatalf("%d slots × %d lanes hold %d bytes, budget %d", v.slots, v.lanes, held, v.mem.total)
+	}
+	if all := int64(runtime.GOMAXPROCS(0)) * batchBytes(DefaultParams, scrypt.Lanes()); all <= v.mem.total && held != all {
 		t.Fatalf("%d slots × %d lanes: the budget binds where it should not", v.slots, v.lanes)
 	}
-	if _, err := New(NewMemoryStore(), &Options{ScryptMemory: lane(15, 8) - 1}); err == nil {
-		t.Fatal("New accepted a budget below one lane of its Params")
+	least := jobBytes(15, 8, 1, 64)
+	if _, err := New(NewMemoryStore(), &Options{ScryptMemory: least - 1}); err == nil {
+		t.Fatal("New accepted a budget below one hash of its Params")
 	}
+	v2, err := New(NewMemoryStore(), &Options{ScryptMemory: least})
+	if err != nil {
+		t.Fatalf("a budget of one hash of its Params: %v", err)
+	}
+	v2.Close()
 }
 
 // TestScryptMemoryHeldUnderHerd: under a herd of hashes at two sizes,
@@ -96,12 +108,11 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 	// never holds more than 2 lanes at once.
 	twoSlots := func(*Verifier) (int, int) { return 2, 1 }
 	v := newShapedTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 2, ScryptMemory: budget}, twoSlots)
-	if m := herdHeld(t, v, n, lanesHeld); m > budget {
+	if m := herdHeld(t, v, n); m > budget {
 		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
 	}
-	// Each buffer is a lane's V and its two working blocks.
-	if _, idle := v.pool.Idle(); idle > budget*(1<<p.LogN+2)>>p.LogN || idle == 0 {
-		t.Errorf("%d bytes of idle buffers after the herd, want 1 to the budget's lanes, %d bytes of V", idle, budget)
+	if _, idle := v.pool.Idle(); idle > budget || idle == 0 {
+		t.Errorf("%d bytes of idle buffers after the herd, want 1 to the budget, %d", idle, budget)
 	}
 	if st := v.Stats(); st.ScryptRuns != n {
 		t.Errorf("stats %+v, want %d scrypt runs", st, n)
@@ -109,13 +120,14 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 }
 
 // herdHeld verifies the nodes n0 to n<n-1> with "pw" at once and returns
-// the most bytes v's batches held at once, each batch counted by held.
-func herdHeld(t *testing.T, v *Verifier, n int, held func(keys []scrypt.Job, lanes int) int64) int64 {
+// the most bytes v's batches held at once, each batch counted by what it
+// allocates (TestScryptMemoryCountsEveryByte).
+func herdHeld(t *testing.T, v *Verifier, n int) int64 {
 	t.Helper()
 	var inUse, most atomic.Int64
 	derive := v.derive
 	v.derive = func(keys []scrypt.Job, lanes int) {
-		b := held(keys, lanes)
+		b := scrypt.KeyBatchBytes(keys, lanes)
 		now := inUse.Add(b)
 		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 		}
@@ -140,10 +152,10 @@ func verifyAll(t *testing.T, v *Verifier, n int) {
 	wg.Wait()
 }
 
-// lanesHeld counts a batch's lanes: their V, 128·r·N bytes each.
-func lanesHeld(keys []scrypt.Job, lanes int) int64 {
-	return int64(lanes) * lane(log2(keys[0].N), keys[0].R)
-}
+// lane is what one lane at (2^logN, r) takes of a budget, with p = 1
+// and the longest key: k of them hold a batch of k such hashes, or
+// batches of k in all.
+func lane(logN, r int) int64 { return jobBytes(logN, r, 1, maxKeyLen) }
 
 // TestScryptMemoryRefusesOversizeHash: a stored hash one lane of which
 // needs more than the budget is ErrInvalidHash, with no scrypt run and
@@ -186,8 +198,8 @@ func TestScryptMemoryBoundsParallelHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Idle after the computation: what it held at once.
-	if n, size := v.pool.Idle(); n > 2 || size > 2*128*int64(p.R)*(1<<p.LogN+2) {
-		t.Fatalf("a p=8 hash held %d buffers (%d bytes), budget 2 lanes", n, size)
+	if n, size := v.pool.Idle(); n > 2 || size > v.mem.total {
+		t.Fatalf("a p=8 hash held %d buffers (%d bytes), budget 2 lanes, %d bytes", n, size, v.mem.total)
 	}
 }
 
@@ -357,8 +369,8 @@ func idleBuffers(v *Verifier) int {
 }
 
 // TestHerdBuffersBound: a herd's scrypt buffers, in use and idle, stay
-// within MaxConcurrent × scrypt.Lanes() × 128·r·(N+2), the bound
-// Options.MaxConcurrent states, and the herd runs in batches.
+// within what MaxConcurrent batches of scrypt.Lanes() take, and the herd
+// runs in batches.
 func TestHerdBuffersBound(t *testing.T) {
 	p := testParams
 	p.LogN = 10
@@ -392,7 +404,7 @@ func TestHerdBuffersBound(t *testing.T) {
 	waitFor(t, "the herd to queue", func() bool { st := v.Stats(); return st.InFlight+st.Queued == n })
 	g.open()
 	wg.Wait()
-	bound := int64(2*scrypt.Lanes()) * 128 * int64(p.R) * (1<<p.LogN + 2)
+	bound := 2 * batchBytes(p, scrypt.Lanes())
 	if _, idle := v.pool.Idle(); idle > bound || idle == 0 {
 		t.Fatalf("%d bytes of buffers after the herd, want 1 to %d", idle, bound)
 	}
@@ -416,29 +428,130 @@ func pbkdf2Heavy(t *testing.T, p int) string {
 	return h
 }
 
-// TestScryptMemoryCountsPBKDF2: what a computation allocates, PBKDF2's
-// output and the scrypt package's slice of its blocks included, is within
-// what its batch took from the budget.
-func TestScryptMemoryCountsPBKDF2(t *testing.T) {
+// TestScryptMemoryCountsEveryByte: what a verification's batch
+// allocates (its buffers and the kernel's scratch, PBKDF2's output B, the
+// keys) is within what the batch took from the budget, for shapes Limits
+// admits and a scrypt lane's V (128·r·N) undercounts: a small N with a
+// large r, where each lane's buffer is twice its V and the word-sliced
+// kernel's scratch as large as eight of them, and a large p, where B
+// outweighs the lanes. The first is issue 43's: logN 1, r 2^13, p 16 in
+// a 48 MiB budget allocated 112 MiB.
+func TestScryptMemoryCountsEveryByte(t *testing.T) {
+	for _, c := range []struct {
+		logN, r, p int
+		budget     int64
+		limits     Limits
+	}{
+		{1, 1 << 13, 16, 48 << 20, Limits{}},
+		{1, 1 << 10, 1, 1 << 20, Limits{}},
+		{4, 64, 4, 2 << 20, Limits{}},
+		{1, 1, 1 << 14, 8 << 20, Limits{}},
+		{1, 1, 1 << 16, 32 << 20, Limits{MaxWork: 1 << 24}}, // p at the work limit: 128·r·N·p = 2^24
+	} {
+		t.Run(fmt.Sprintf("logN=%d/r=%d/p=%d", c.logN, c.r, c.p), func(t *testing.T) {
+			h, err := GenerateFromPassword("pw", Params{LogN: c.logN, R: c.r, P: c.p, KeyLen: 64, SaltLen: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parseHash(h, c.limits.withDefaults()); err != nil {
+				t.Fatalf("Limits refuse the shape: %v", err)
+			}
+			scrypt.ReleaseBuffers() // GenerateFromPassword's, which the GC may free during the batch
+			s := NewMemoryStore()
+			s.Set("n", h)
+			v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, ScryptMemory: c.budget, Limits: c.limits})
+			var reserved, allocated, grew int64
+			derive := v.derive
+			v.derive = func(keys []scrypt.Job, lanes int) {
+				var before, after runtime.MemStats
+				rss := rssAnon(t)
+				runtime.ReadMemStats(&before)
+				derive(keys, lanes)
+				runtime.ReadMemStats(&after)
+				grew = rssAnon(t) - rss
+				reserved, allocated = v.mem.total-v.mem.free.Load(), int64(after.TotalAlloc-before.TotalAlloc)
+			}
+			if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+				t.Fatal(err)
+			}
+			// On the heap, and outside it: the process's anonymous memory
+			// grows by what the batch touches, plus the runtime's own.
+			if allocated > reserved || grew > reserved+1<<20 || reserved > c.budget {
+				t.Fatalf("the batch allocated %d bytes on the heap, the process grew by %d, and the batch took %d from the budget of %d", allocated, grew, reserved, c.budget)
+			}
+		})
+	}
+}
+
+// rssAnon is the process's anonymous memory in bytes (RssAnon), or 0
+// where /proc does not tell it or the race detector's shadow memory
+// would count in it.
+func rssAnon(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil || raceEnabled {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			var kB int64
+			if _, err := fmt.Sscanf(v, "%d kB", &kB); err != nil {
+				t.Fatalf("RssAnon: %q: %v", v, err)
+			}
+			return kB << 10
+		}
+	}
+	return 0
+}
+
+// TestScryptMemoryIdleMakesRoom: a batch that allocates more than its
+// buffers (a large p's PBKDF2 output) after a herd left the budget's
+// worth of buffers idle first drops enough of them: idle and allocated
+// together stay within the budget.
+func TestScryptMemoryIdleMakesRoom(t *testing.T) {
+	p := Params{LogN: 10, R: 8, P: 1, KeyLen: 64, SaltLen: 8}
+	budget := batchBytes(p, scrypt.Lanes())
+	heavy := 1 // PBKDF2's output about half the budget: 128 bytes a block, 24 more listing it
+	for 152*2*int64(heavy) <= budget {
+		heavy *= 2
+	}
+	// The first node's batch waits at a gate until the others are queued:
+	// then they make one full batch.
+	n := scrypt.Lanes() + 1
 	s := NewMemoryStore()
-	s.Set("n", pbkdf2Heavy(t, 1<<14)) // B: 2 MiB
-	v := newTestVerifier(t, s, &Options{MaxConcurrent: 1, ScryptMemory: 8 << 20})
-	var reserved, allocated uint64
+	for i := range n {
+		h, err := GenerateFromPassword("pw", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Set(fmt.Sprint("n", i), h)
+	}
+	s.Set("heavy", pbkdf2Heavy(t, heavy))
+	v := newTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 1, ScryptMemory: budget})
+	g := newGate()
+	g.install(t, v)
+	go func() {
+		waitFor(t, "the herd to queue", func() bool { st := v.Stats(); return st.InFlight+st.Queued == uint64(n) })
+		g.open()
+	}()
+	verifyAll(t, v, n)
+	if _, idle := v.pool.Idle(); idle < budget/2 {
+		t.Fatalf("%d bytes idle after the herd, budget %d: the test tests nothing", idle, budget)
+	}
+	var allocated uint64
 	derive := v.derive
 	v.derive = func(keys []scrypt.Job, lanes int) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		derive(keys, lanes)
 		runtime.ReadMemStats(&after)
-		reserved, allocated = uint64(v.mem.total-v.mem.free.Load()), after.TotalAlloc-before.TotalAlloc
+		allocated = after.TotalAlloc - before.TotalAlloc
 	}
-	if err := v.Verify(context.Background(), "n", "pw"); err != nil {
+	if err := v.Verify(context.Background(), "heavy", "pw"); err != nil {
 		t.Fatal(err)
 	}
-	// The two working blocks of each lane, which the budget leaves out,
-	// and the keys: a few KiB.
-	if allocated > reserved+64<<10 {
-		t.Fatalf("the computation allocated %d bytes, its batch took %d from the budget", allocated, reserved)
+	// Idle now: what the heavy batch left of the herd's buffers, and its own.
+	if _, idle := v.pool.Idle(); int64(allocated)+idle > budget+16<<10 {
+		t.Fatalf("the heavy batch allocated %d bytes beside %d bytes idle, budget %d", allocated, idle, budget)
 	}
 }
 
@@ -483,20 +596,13 @@ func TestScryptMemoryRefusesPBKDF2Heavy(t *testing.T) {
 // computes one job at a time, within the budget, and every node gets in.
 func TestScryptMemoryHeldWithPBKDF2UnderHerd(t *testing.T) {
 	const p, n = 1 << 10, 16
-	budget := lane(1, 1) + pbkdf2Counted(1, p)
+	budget := jobBytes(1, 1, p, 64)
 	s := NewMemoryStore()
 	for i := range n {
 		s.Set(fmt.Sprint("n", i), pbkdf2Heavy(t, p))
 	}
 	v := newTestVerifier(t, s, &Options{MaxConcurrent: 2, ScryptMemory: budget})
-	withPBKDF2 := func(keys []scrypt.Job, lanes int) int64 {
-		b := lanesHeld(keys, lanes)
-		for _, k := range keys {
-			b += pbkdf2Counted(k.R, k.P) // what allocations come to: TestScryptMemoryCountsPBKDF2
-		}
-		return b
-	}
-	if m := herdHeld(t, v, n, withPBKDF2); m > budget {
+	if m := herdHeld(t, v, n); m > budget {
 		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
 	}
 	if st := v.Stats(); st.ScryptRuns != n {
@@ -504,16 +610,16 @@ func TestScryptMemoryHeldWithPBKDF2UnderHerd(t *testing.T) {
 	}
 }
 
-// TestBudgetHoldsEverySlotsBatch: a budget that holds exactly slots ×
-// lanes lanes (the default 1 GiB on 2 cores with 16 lanes, or on 4 with
-// 8) lets every slot compute a full batch at once. A job's PBKDF2 output
-// at p = 1 is left out, as its lane's working blocks are: counted, it
-// made the second slot's batch wait for the first's, and a cold herd
-// took twice the kernel's time.
+// TestBudgetHoldsEverySlotsBatch: a budget that holds exactly slots
+// full batches (the default's cap on 2 cores with 16 lanes, or on 4 with
+// 8) lets every slot compute a full batch at once: a batch takes from it
+// what New counted for it when it chose the shape, no more. Counted
+// otherwise, the second slot's batch waited for the first's, and a cold
+// herd took twice the kernel's time.
 func TestBudgetHoldsEverySlotsBatch(t *testing.T) {
 	p := Params{LogN: 10, R: 8, P: 1, KeyLen: 64, SaltLen: 8} // k3s's r and p
 	const slots = 2
-	budget := int64(slots*scrypt.Lanes()) * lane(p.LogN, p.R)
+	budget := slots * batchBytes(p, scrypt.Lanes())
 	v := newShapedTestVerifier(t, NewMemoryStore(), &Options{Params: p, MaxConcurrent: slots, ScryptMemory: budget},
 		func(*Verifier) (int, int) { return slots, scrypt.Lanes() })
 	keys := make([]scrypt.Job, scrypt.Lanes())
@@ -529,9 +635,50 @@ func TestBudgetHoldsEverySlotsBatch(t *testing.T) {
 		if slot+1 < slots {
 			// The next slot's reserve would wait for this one's release:
 			// look before calling it.
-			if free, need := v.mem.free.Load(), int64(lanes)*lane(p.LogN, p.R); free < need {
+			if free, need := v.mem.free.Load(), scrypt.KeyBatchBytes(keys, lanes); free < need {
 				t.Fatalf("after slot %d's batch, %d bytes free: the next slot's batch of %d lanes (%d bytes) would wait", slot, free, lanes, need)
 			}
 		}
+	}
+	if DefaultScryptMemory < 2*batchBytes(DefaultParams, 16) {
+		t.Errorf("DefaultScryptMemory %d holds fewer than two batches of 16 at k3s's parameters, %d bytes each", DefaultScryptMemory, batchBytes(DefaultParams, 16))
+	}
+}
+
+// TestDefaultScryptMemory: the default budget is a twelfth of the lower
+// of the cgroup's limit and the machine's memory, at most
+// DefaultScryptMemory, at least one hash of Options.Params; 2 GiB is
+// assumed where neither is known.
+func TestDefaultScryptMemory(t *testing.T) {
+	const MiB, GiB = 1 << 20, 1 << 30
+	least := jobBytes(15, 8, 1, 64) // k3s's parameters: 32 MiB and some
+	for _, c := range []struct {
+		name             string
+		cgroup, physical int64
+		want             int64
+	}{
+		{"a 2 GiB server", 0, 2 * GiB, 2 * GiB / 12},
+		{"an 8 GiB server", 0, 8 * GiB, 8 * GiB / 12},
+		{"a 23.5 GiB machine", 0, 47 * GiB / 2, DefaultScryptMemory},
+		{"a 256 MiB cgroup on 64 GiB: one hash", 256 * MiB, 64 * GiB, least},
+		{"a 1 GiB cgroup on 64 GiB", GiB, 64 * GiB, GiB / 12},
+		{"a 4 GiB cgroup on 64 GiB", 4 * GiB, 64 * GiB, 4 * GiB / 12},
+		{"a cgroup above the machine", 64 * GiB, 2 * GiB, 2 * GiB / 12},
+		{"a cgroup, the machine unknown", 6 * GiB, 0, 6 * GiB / 12},
+		{"nothing known", 0, 0, 2 * GiB / 12},
+	} {
+		if got := defaultScryptMemory(c.cgroup, c.physical, least); got != c.want {
+			t.Errorf("%s: %d bytes (%.1f MiB), want %d (%.1f MiB)", c.name, got, float64(got)/MiB, c.want, float64(c.want)/MiB)
+		}
+	}
+	if got := defaultScryptMemory(0, 8*GiB, 2*DefaultScryptMemory); got != 2*DefaultScryptMemory {
+		t.Errorf("Params whose one hash passes the cap: %d, want that hash's %d", got, 2*DefaultScryptMemory)
+	}
+	// The figures the doc gives, and four lanes of k3s's on 2 GiB.
+	if got := defaultScryptMemory(0, 2*GiB, least); (got+MiB/2)/MiB != 171 || got < batchBytes(DefaultParams, 4) {
+		t.Errorf("2 GiB: %d bytes, want 171 MiB and four lanes at k3s's parameters, %d bytes", got, batchBytes(DefaultParams, 4))
+	}
+	if got := defaultScryptMemory(0, 8*GiB, least); (got+MiB/2)/MiB != 683 {
+		t.Errorf("8 GiB: %d bytes, want 683 MiB", got)
 	}
 }

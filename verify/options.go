@@ -37,10 +37,13 @@ const (
 // negative one an error but where said. verify/internal/sched's doc is
 // the policy they size.
 type Options struct {
-	Params           Params // of new hashes; default DefaultParams
-	Limits           Limits
-	MaxConcurrent    int           // batches of scrypt at once; default GOMAXPROCS
-	ScryptMemory     int64         // bounds all scrypt buffers; default DefaultScryptMemory, negative: none
+	Params        Params // of new hashes; default DefaultParams
+	Limits        Limits
+	MaxConcurrent int // batches of scrypt at once; default GOMAXPROCS
+	// ScryptMemory bounds every byte scrypt allocates, idle buffers included; negative: none. Default: a
+	// twelfth of the memory the process may use (its cgroup's limit, else the machine's), at most
+	// DefaultScryptMemory: 171 MiB on a 2 GiB server, 683 MiB on 8 GiB (see the package doc).
+	ScryptMemory     int64
 	MaxQueue         int           // computations waiting for a slot, more refused; default 4096
 	MaxQueuedPerNode int           // a node's places in the queue; default 4
 	MaxWait          time.Duration // a request's longest wait, from its arrival
@@ -122,14 +125,16 @@ func (o *Options) resolve() (Options, error) {
 		r.DigestKey = bytes.Clone(r.DigestKey)
 	}
 	orDefault(&r.MaxConcurrent, runtime.GOMAXPROCS(0))
+	least := jobBytes(r.Params.LogN, r.Params.R, r.Params.P, r.Params.KeyLen)
 	switch {
 	case r.ScryptMemory == 0:
-		r.ScryptMemory = DefaultScryptMemory
+		cgroup, physical := machineMemory()
+		r.ScryptMemory = defaultScryptMemory(cgroup, physical, least)
 	case r.ScryptMemory < 0:
 		r.ScryptMemory = 0 // no budget
 	}
-	if b := jobBytes(r.Params.LogN, r.Params.R, r.Params.P); r.ScryptMemory > 0 && b > r.ScryptMemory {
-		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes (128·r·N, and 128·(r+1)·p past 256·r)", r.ScryptMemory, b)
+	if r.ScryptMemory > 0 && least > r.ScryptMemory {
+		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes", r.ScryptMemory, least)
 	}
 	orDefault(&r.MaxWait, DefaultMaxWait)
 	orDefault(&r.Agents.RetryDelay, DefaultRetryDelay)

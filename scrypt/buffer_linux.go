@@ -1,0 +1,88 @@
+//go:build linux
+
+package scrypt
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Large buffers live outside the Go heap here: mapped from the kernel on
+// a huge-page boundary, advised to be backed by huge pages
+// (MADV_HUGEPAGE) before their first touch, and unmapped when their Pool
+// drops them. Linux maps memory in 4 KiB pages unless told otherwise
+// (transparent huge pages are often "madvise" only): 8,192 page faults
+// for a 32 MiB buffer's first use, against 16 with huge pages, and a TLB
+// miss on most of SMix's random reads of V after. The Go heap would
+// zero a buffer it reuses, which the kernel does anyway for a new
+// mapping; it would count the buffers in its live heap, so that GOGC let
+// garbage grow by as much again before collecting it; and it keeps freed
+// memory until its scavenger returns it. A mapped buffer holds its bytes
+// and no more, from the Pool's get to its drop.
+
+// mapAtLeast is the smallest buffer mapped: a huge page. Smaller ones
+// stay on the heap, where a page of their own would waste most of it.
+const mapAtLeast = hugePage
+
+// hugePage is the size of a transparent huge page on x86-64 and on arm64
+// with 4 KiB pages; where it is larger, the advice changes nothing.
+const hugePage = 2 << 20
+
+// newWords returns n zero words that start on a 64-byte boundary, and
+// the memory mapped for them outside the Go heap, if it is (see
+// unmapWords).
+func newWords(n int) ([]uint32, mapping) {
+	size := int(mappedBytes(int64(n)))
+	if size < mapAtLeast {
+		return alignedWords(n), mapping{}
+	}
+	// Map a huge page more, and unmap what comes before the first huge
+	// page boundary and after the buffer.
+	raw, err := unix.MmapPtr(-1, 0, nil, uintptr(size+hugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return alignedWords(n), mapping{} // the heap may still have room
+	}
+	head := (hugePage - int(uintptr(raw)%hugePage)) % hugePage
+	start := unsafe.Add(raw, head)
+	if head > 0 {
+		_ = unix.MunmapPtr(raw, uintptr(head))
+	}
+	if tail := hugePage - head; tail > 0 {
+		_ = unix.MunmapPtr(unsafe.Add(start, size), uintptr(tail))
+	}
+	m := mapping{start, uintptr(size)}
+	_ = unix.Madvise(unsafe.Slice((*byte)(start), size), unix.MADV_HUGEPAGE) // only advice
+	return unsafe.Slice((*uint32)(start), n), m
+}
+
+// mapping is the memory mapped for a buffer; zero for one on the heap.
+type mapping struct {
+	addr unsafe.Pointer
+	len  uintptr
+}
+
+// bytes is how much memory m maps.
+func (m mapping) bytes() int64 { return int64(m.len) }
+
+// unmap gives m back to the kernel. The words it held must not be used
+// after.
+func (m mapping) unmap() {
+	if m.len > 0 {
+		_ = unix.MunmapPtr(m.addr, m.len)
+	}
+}
+
+// bufferBytes is what a buffer of n words takes of memory.
+func bufferBytes(n int64) int64 {
+	if size := mappedBytes(n); size >= mapAtLeast {
+		return size
+	}
+	return heapBuffer(n)
+}
+
+// mappedBytes is n words in whole pages of the kernel's.
+func mappedBytes(n int64) int64 {
+	page := int64(unix.Getpagesize())
+	return (4*n + page - 1) / page * page
+}
