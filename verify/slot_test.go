@@ -286,8 +286,17 @@ func TestColdBurstFillsBatches(t *testing.T) {
 		derive := v.derive
 		v.derive = func(keys []scrypt.Job, lanes int) {
 			mu.Lock()
+			first := sizes == nil
 			sizes = append(sizes, len(keys))
 			mu.Unlock()
+			if first {
+				// The first job computes while the others arrive: that it
+				// is not done yet is what tells them a burst is under
+				// way. Without this its real computation may end before
+				// the next goroutine asks, in no time on the bubble's
+				// clock, and that job would rightly start alone too.
+				synctest.Wait()
+			}
 			derive(keys, lanes)
 		}
 		verifyAll(t, v, n)
