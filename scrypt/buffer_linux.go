@@ -52,6 +52,7 @@ func newWords(n int) ([]uint32, mapping) {
 		_ = unix.MunmapPtr(unsafe.Add(start, size), uintptr(tail))
 	}
 	m := mapping{start, uintptr(size)}
+	offHeap.Add(int64(size))
 	_ = unix.Madvise(unsafe.Slice((*byte)(start), size), unix.MADV_HUGEPAGE) // only advice
 	return unsafe.Slice((*uint32)(start), n), m
 }
@@ -70,6 +71,7 @@ func (m mapping) bytes() int64 { return int64(m.len) }
 func (m mapping) unmap() {
 	if m.len > 0 {
 		_ = unix.MunmapPtr(m.addr, m.len)
+		offHeap.Add(-int64(m.len))
 	}
 }
 

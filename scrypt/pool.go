@@ -3,6 +3,7 @@ package scrypt
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -39,6 +40,18 @@ type Pool struct {
 	// garbage. Made with the first of them.
 	mapped *mappings
 }
+
+// OffHeapBytes returns the bytes of scrypt buffers mapped outside the Go
+// heap now, by every Pool of the process (the package-wide one
+// included): on Linux, every buffer of a huge page (2 MiB) or more; 0
+// elsewhere, where every buffer is on the heap. The Go runtime's figures
+// (runtime/metrics, runtime.MemStats) do not count these bytes: a
+// process's scrypt memory is its heap's plus OffHeapBytes. It is safe
+// for concurrent use.
+func OffHeapBytes() int64 { return offHeap.Load() }
+
+// offHeap counts the bytes OffHeapBytes returns.
+var offHeap atomic.Int64
 
 // mappings are a Pool's buffers outside the Go heap, by the address of
 // their first word.

@@ -204,19 +204,31 @@ func mappedOf(p *Pool) uint64 {
 
 // TestPoolUnmaps: a buffer outside the Go heap (a huge page or more, on
 // Linux) is unmapped when its Pool drops it, and when its Pool becomes
-// garbage with the buffer idle.
+// garbage with the buffer idle; OffHeapBytes counts it while it is
+// mapped.
 func TestPoolUnmaps(t *testing.T) {
 	const words = 2 << 20 / 4 // a huge page
 	var p Pool
+	before := OffHeapBytes()
 	b := p.get(words)
 	b[0], b[words-1] = 1, 2 // it is memory
 	p.put(b)
-	if mappedOf(&p) == 0 {
+	n := mappedOf(&p)
+	if n == 0 {
+		if OffHeapBytes() != 0 {
+			t.Fatalf("OffHeapBytes %d where buffers live on the Go heap", OffHeapBytes())
+		}
 		t.Skip("buffers live on the Go heap here")
+	}
+	if rise := OffHeapBytes() - before; rise != int64(n) {
+		t.Fatalf("OffHeapBytes rose by %d for a buffer of %d bytes mapped", rise, n)
 	}
 	p.Release()
 	if n := mappedOf(&p); n != 0 {
 		t.Fatalf("%d bytes mapped after Release", n)
+	}
+	if got := OffHeapBytes(); got != before {
+		t.Fatalf("OffHeapBytes %d after Release, %d before the buffer", got, before)
 	}
 	q := new(Pool)
 	q.put(q.get(words))
