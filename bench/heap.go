@@ -25,6 +25,10 @@ type HeapReading struct {
 	// GCCycles counts the GC cycles finished so far
 	// (/gc/cycles/total:gc-cycles).
 	GCCycles uint64
+	// OffHeap is nodepass's scrypt buffers outside the Go heap
+	// (scrypt.OffHeapBytes: on Linux, every buffer of 2 MiB or more),
+	// which no heap metric counts.
+	OffHeap uint64
 }
 
 // heapMetrics are the metrics ReadHeap reads, in HeapReading's order.
@@ -46,7 +50,7 @@ func ReadHeap() HeapReading {
 		}
 		return s[i].Value.Uint64()
 	}
-	return HeapReading{Live: v(0), Objects: v(1), GCCycles: v(2)}
+	return HeapReading{Live: v(0), Objects: v(1), GCCycles: v(2), OffHeap: uint64(max(scrypt.OffHeapBytes(), 0))}
 }
 
 // ScryptBuffers is the most a nodepass Verifier of this process may hold

@@ -182,7 +182,7 @@ type sampler struct {
 }
 
 // heapPeaks are the highest heap figures sampled in a run.
-type heapPeaks struct{ live, objects uint64 }
+type heapPeaks struct{ live, objects, memory uint64 }
 
 func newSampler(sc Scenario) *sampler {
 	return &sampler{every: sc.SampleEvery, guard: newHeapGuard(sc.MaxHeap), done: make(chan struct{})}
@@ -201,6 +201,7 @@ func (s *sampler) loop() {
 		h := ReadHeap()
 		s.peak.live = max(s.peak.live, h.Live)
 		s.peak.objects = max(s.peak.objects, h.Objects)
+		s.peak.memory = max(s.peak.memory, h.Live+h.OffHeap)
 		if h.Objects > s.guard.max {
 			s.guard.stop()
 		}
@@ -229,7 +230,7 @@ func (s *sampler) end(res *Result) {
 	s.wg.Wait()
 	c := s.load.end()
 	res.LoadMax, res.CPUWait, res.CPUWaitShare, res.OthersCPUShare, res.MachineCPUs = c.load, c.wait, c.waitShare, c.others, onlineCPUs()
-	res.PeakHeap, res.PeakHeapObjects = s.peak.live, s.peak.objects
+	res.PeakHeap, res.PeakHeapObjects, res.PeakMemory = s.peak.live, s.peak.objects, s.peak.memory
 	res.Procs = runtime.GOMAXPROCS(0)
 	if cpu, ok := s.cpu.at(res.Completion); ok {
 		res.CPU = cpu

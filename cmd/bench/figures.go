@@ -26,7 +26,7 @@ name (quote them for the shell), a row per herd and model: completion,
 over the x/crypto and the batched lower bounds (each run's in brackets),
 over the servers' CPU time (1.00: busy from start to end), scrypt runs and
 TLS handshakes per node, late losses (shed after 1 s held / held then sent
-away) and peak heap. A run that stopped early counts, its stop said.
+away) and peak memory. A run that stopped early counts, its stop said.
 `
 
 // runScaleTable is bench scale-table.
@@ -109,7 +109,7 @@ func writeScaleTable(w io.Writer, results []*bench.Result) {
 		return cmp.Or(cmp.Compare(a.mode, b.mode), cmp.Compare(a.agent, b.agent), -cmp.Compare(a.logN, b.logN),
 			cmp.Compare(a.nodes, b.nodes), cmp.Compare(a.model, b.model))
 	})
-	fmt.Fprintln(w, "| nodes | logN | mode | agents | model | runs | completion | × x/crypto bound | × batched bound | × CPU used | scrypt/node | tls/node | late: shed after 1 s / held, then sent away | peak heap | stopped |")
+	fmt.Fprintln(w, "| nodes | logN | mode | agents | model | runs | completion | × x/crypto bound | × batched bound | × CPU used | scrypt/node | tls/node | late: shed after 1 s / held, then sent away | peak memory | stopped |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rows {
 		med := func(f func(*bench.Result) float64) float64 {
@@ -145,7 +145,7 @@ func writeScaleTable(w io.Writer, results []*bench.Result) {
 			med(func(r *bench.Result) float64 { return r.ScryptRunsPerNode }),
 			med(func(r *bench.Result) float64 { return r.PerNode(r.Handshakes) }),
 			strings.Join(late, ", "),
-			med(func(r *bench.Result) float64 { return float64(r.PeakHeap) / (1 << 20) }),
+			med(func(r *bench.Result) float64 { return float64(r.PeakMemory) / (1 << 20) }),
 			strings.Join(stopped, ", "))
 	}
 }

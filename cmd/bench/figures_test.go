@@ -21,7 +21,7 @@ func TestScaleTableAndPlot(t *testing.T) {
 		for _, model := range []string{bench.ModelNodepass, bench.ModelK3sLatest} {
 			r := &bench.Result{Model: model, Nodes: 320, LogN: 12, Mode: bench.ModeHTTP, Agent: bench.PolicyJitter, Joined: 320,
 				Completion: 10 * time.Second, Ratio: ratios[0], RatioBatch: ratios[1], ScryptRuns: 320, ScryptRunsPerNode: 1,
-				Handshakes: 1920, ShedLate: uint64(i), PeakHeap: 64 << 20, CPU: time.Duration(8+i) * time.Second, Procs: 1, Split: &bench.Split{AgentCPUs: []int{1}, ServerCPUs: []int{0}}}
+				Handshakes: 1920, ShedLate: uint64(i), PeakHeap: 64 << 20, PeakMemory: 64 << 20, CPU: time.Duration(8+i) * time.Second, Procs: 1, Split: &bench.Split{AgentCPUs: []int{1}, ServerCPUs: []int{0}}}
 			if model == bench.ModelK3sLatest {
 				r.Ratio, r.RatioBatch, r.ScryptRunsPerNode = 3*ratios[0], 6*ratios[1], 2
 			}

@@ -96,8 +96,8 @@ var (
 		}
 		return floor(r, fmt.Sprintf("%.2f", r.LocalRatio))
 	}
-	mib          = func(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
-	peakHeapCell = func(r *bench.Result) string { return mib(r.PeakHeap) }
+	mib            = func(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+	peakMemoryCell = func(r *bench.Result) string { return mib(r.PeakMemory) }
 )
 
 // perNode is a cell of count per joined node, "-" when none joined.
@@ -149,12 +149,12 @@ func writeTable(w io.Writer, h *bench.Herd, sc bench.Scenario, results []*bench.
 		}
 		if r.HeapBound > 0 {
 			within := "within"
-			if r.PeakHeap > r.HeapBound {
+			if r.PeakMemory > r.HeapBound {
 				within = "PAST"
 			}
-			writeWrapped(w, fmt.Sprintf("%s: peak live heap %s, %s its bound of %s: the scrypt buffers its budget lets %s hold "+
+			writeWrapped(w, fmt.Sprintf("%s: peak memory %s, %s its bound of %s: the scrypt buffers its budget lets %s hold "+
 				"(budget: %s; at most GOMAXPROCS × %d lanes × %s, 128·r·(N+2) bytes each), plus 100 MiB.",
-				name[r], mib(r.PeakHeap), within, mib(r.HeapBound), plural(sc.Servers, "server"), budgetNote(sc.ScryptMemory),
+				name[r], mib(r.PeakMemory), within, mib(r.HeapBound), plural(sc.Servers, "server"), budgetNote(sc.ScryptMemory),
 				scrypt.Lanes(), mib(128*8*(1<<sc.LogN+2))))
 		}
 	}
@@ -210,8 +210,9 @@ func tableColumns(h *bench.Herd, sc bench.Scenario, name map[*bench.Result]strin
 			column{"p99", latency(func(r *bench.Result) time.Duration { return r.P99 }), lat},
 			column{"max", latency(func(r *bench.Result) time.Duration { return r.Max }), lat})
 	}
-	cols = append(cols, column{"peak live heap", peakHeapCell,
-		"the most heap a finished GC cycle found live (runtime/metrics /gc/heap/live), " + heapNote})
+	cols = append(cols, column{"peak memory", peakMemoryCell,
+		"the most heap a finished GC cycle found live (runtime/metrics /gc/heap/live), plus nodepass's scrypt buffers outside the heap " +
+			"(scrypt.OffHeapBytes; on Linux every buffer of 2 MiB or more is), " + heapNote})
 	if wide {
 		cols = append(cols,
 			column{"peak heap in use", func(r *bench.Result) string { return mib(r.PeakHeapObjects) },
@@ -503,7 +504,7 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 			}), ""})
 	}
 	fmt.Fprintln(w)
-	cols = append(cols, column{"peak live heap", peakHeapCell, "as in the table above"})
+	cols = append(cols, column{"peak memory", peakMemoryCell, "as in the table above"})
 	writeColumns(w, results, cols)
 	fmt.Fprintln(w)
 	writeLegend(w, cols)
