@@ -7,7 +7,6 @@ require (
 	github.com/nodepass/nodepass/kube v0.1.0
 	github.com/nodepass/nodepass/prom v0.1.0
 	github.com/prometheus/client_golang v1.23.2
-	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
@@ -47,6 +46,7 @@ require (
 	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.47.0 // indirect

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -16,44 +14,26 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/nodepass/nodepass/examples/internal/cli/clitest"
 )
 
 // asCommand, set in a test binary's environment, makes it the server
 // command: TestMain runs main with the binary's arguments.
 const asCommand = "NODEPASS_TEST_RUN_SERVER_MAIN"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(asCommand) == "1" {
-		main() // exits
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { clitest.Main(m, asCommand, main) }
 
 // commandWith returns the server command with args, as a user runs it:
 // this test binary, running main.
-func commandWith(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asCommand+"=1")
-	return cmd
+func commandWith(ctx context.Context, _ *testing.T, args ...string) *exec.Cmd {
+	return clitest.Command(ctx, asCommand, args...)
 }
 
-// runCommand runs the server command with args to its end and returns its
-// exit code, stdout and stderr.
+// runCommand runs the server command with args to its end, within a
+// minute, and returns its exit code, stdout and stderr.
 func runCommand(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cmd := commandWith(ctx, t, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("server %q: %v", args, err)
-	}
-	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	return clitest.Run(t, asCommand, args...)
 }
 
 // TestCommandLine runs the command as a user does: -h and -version print
