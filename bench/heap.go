@@ -55,9 +55,10 @@ func ReadHeap() HeapReading {
 
 // ScryptBuffers is the most a nodepass Verifier of this process may hold
 // in scrypt buffers at logN (r 8, as k3s) with verify.Options.ScryptMemory
-// set to scryptMemory (0: its default; negative: no budget): the budget,
-// or all its slots' lanes where that is less, GOMAXPROCS × scrypt.Lanes()
-// × 128·r·(N+2).
+// set to scryptMemory (0: its default, taken as its most,
+// verify.DefaultScryptMemory; negative: no budget): the budget, or all
+// its slots' lanes where that is less, GOMAXPROCS × scrypt.Lanes() ×
+// 128·r·(N+2).
 func ScryptBuffers(scryptMemory int64, logN int) int64 {
 	all := int64(runtime.GOMAXPROCS(0)*scrypt.Lanes()) * 128 * 8 * (1<<logN + 2)
 	switch {

@@ -176,7 +176,7 @@ func (c *config) flagSet() *flag.FlagSet {
 	fs.IntVar(&sc.Servers, "servers", sc.Servers, "number of servers, each its own model instance sharing one store")
 	fs.Var(&sc.LB, "lb", "agents' load balancer over several servers: sticky or failover")
 	fs.Var((*positive)(&sc.Deadline), "deadline", "longest run per model")
-	fs.Var((*scryptBudget)(&sc.ScryptMemory), "scrypt-memory", "nodepass's scrypt budget per server (verify.Options.ScryptMemory): a `SIZE`, or none (default: verify's, 1GiB)")
+	fs.Var((*scryptBudget)(&sc.ScryptMemory), "scrypt-memory", "nodepass's scrypt budget per server (verify.Options.ScryptMemory): a `SIZE`, or none (default: verify's, a twelfth of the memory the process may use, at most 1GiB+1MiB)")
 	fs.Var((*byteSize)(&sc.MaxHeap), "max-heap", "heap guard: stop a model whose heap in use passes this `SIZE` (e.g. 4GiB, 512MiB)")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	fs.StringVar(&c.jsonPath, "json", "", "write the results to `FILE`: a JSON array, one object per model")

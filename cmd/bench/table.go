@@ -604,7 +604,7 @@ func budgetNote(scryptMemory int64) string {
 	case scryptMemory < 0:
 		return "none"
 	case scryptMemory == 0:
-		return fmt.Sprintf("%d MiB per server, the default", verify.DefaultScryptMemory>>20)
+		return fmt.Sprintf("verify's default per server, a twelfth of the memory the process may use, at most %d MiB", verify.DefaultScryptMemory>>20)
 	}
 	return fmt.Sprintf("%d MiB per server", scryptMemory>>20)
 }
