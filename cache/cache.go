@@ -80,7 +80,12 @@ const (
 // field means that field's default.
 type Options struct {
 	// MatchSize is the most matches kept; the least recently used goes
-	// first. Default DefaultMatchSize (16384).
+	// first. Default DefaultMatchSize (16384). A cache that keeps at
+	// least minShardEntries of each kind per shard is split by key into
+	// up to maxShards shards (16 at the defaults), each with its share of
+	// MatchSize and MismatchSize (rounded up) and a lock of its own, so
+	// that concurrent hits do not wait for one another: the entry evicted
+	// is then the least recently used of its shard.
 	MatchSize int
 	// MismatchSize is the most mismatches kept. Default
 	// DefaultMismatchSize (4096).
@@ -103,13 +108,55 @@ type Cache struct {
 	matchTTL    time.Duration
 	mismatchTTL time.Duration
 
+	// shards hold the outcomes, a Key's in shards[shardOf(k)];
+	// pairs map a pair's key to its verified tuple while the tuple's
+	// match is kept (unpair drops it when the match goes), a pair's in
+	// pairs[shardOf(pair)]. A goroutine holding a shard's lock may take
+	// a pairShard's, never the other way round.
+	shards []shard
+	pairs  []pairShard
+}
+
+// A shard is the matches and mismatches of the Keys that fall in it.
+type shard struct {
 	mu         sync.Mutex
 	matches    *lru.LRU[Key, matchEntry]
 	mismatches *lru.LRU[Key, time.Duration] // value: expiry, since epoch
-	// pairs maps a pair's key to its verified tuple while the tuple's
-	// match is kept: unpair drops it when the match goes.
-	pairs map[Key]Key
+	_          [64]byte                     // its lock apart from the next shard's cache line
 }
+
+// A pairShard is the verified tuples of the pairs that fall in it.
+type pairShard struct {
+	mu sync.Mutex
+	m  map[Key]Key
+	_  [64]byte
+}
+
+// Sharding: a Cache has the most shards, a power of two up to
+// maxShards, that keeps minShardEntries matches and mismatches per
+// shard. Keys are HMAC outputs, so their first byte spreads them evenly.
+const (
+	maxShards       = 16
+	minShardEntries = 64
+)
+
+// shardCount is how many shards a Cache of these sizes has.
+func shardCount(matchSize, mismatchSize int) int {
+	n := 1
+	for n < maxShards && min(matchSize, mismatchSize)/(2*n) >= minShardEntries {
+		n *= 2
+	}
+	return n
+}
+
+// shardOf is the index of k's shard among n, a power of two.
+func shardOf(k Key, n int) int { return int(k[0]) & (n - 1) }
+
+// shard is k's shard.
+func (c *Cache) shard(k Key) *shard { return &c.shards[shardOf(k, len(c.shards))] }
+
+// pairShard is the pairShard of pair.
+func (c *Cache) pairShard(pair Key) *pairShard { return &c.pairs[shardOf(pair, len(c.pairs))] }
 
 // New returns an empty Cache with a fresh random HMAC key. It fails on
 // negative options or when the system's random source fails.
@@ -131,12 +178,18 @@ func New(opts *Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL, pairs: make(map[Key]Key)}
-	if c.matches, err = lru.NewLRU(o.MatchSize, c.unpair); err != nil {
-		return nil, fmt.Errorf("cache: %w", err)
-	}
-	if c.mismatches, err = lru.NewLRU[Key, time.Duration](o.MismatchSize, nil); err != nil {
-		return nil, fmt.Errorf("cache: %w", err)
+	n := shardCount(o.MatchSize, o.MismatchSize)
+	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL,
+		shards: make([]shard, n), pairs: make([]pairShard, n)}
+	for i := range n {
+		sh := &c.shards[i]
+		if sh.matches, err = lru.NewLRU((o.MatchSize+n-1)/n, c.unpair); err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		if sh.mismatches, err = lru.NewLRU[Key, time.Duration]((o.MismatchSize+n-1)/n, nil); err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		c.pairs[i].m = make(map[Key]Key)
 	}
 	return c, nil
 }
@@ -176,19 +229,20 @@ func (c *Cache) PairKey(node, hash string) Key {
 // keeps the pair's record, which lasts as long as the tuple's match. Get
 // allocates nothing.
 func (c *Cache) Get(k Key) (Outcome, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.matches.Get(k); ok {
+	sh := c.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, ok := sh.matches.Get(k); ok {
 		if e.expires == never || c.now() < e.expires {
 			return Match, true
 		}
-		c.matches.Remove(k)
+		sh.matches.Remove(k)
 	}
-	if exp, ok := c.mismatches.Get(k); ok {
+	if exp, ok := sh.mismatches.Get(k); ok {
 		if c.now() < exp {
 			return Mismatch, true
 		}
-		c.mismatches.Remove(k)
+		sh.mismatches.Remove(k)
 	}
 	return 0, false
 }
@@ -200,17 +254,18 @@ func (c *Cache) now() time.Duration { return time.Since(c.epoch) }
 // entry of the other kind. Outcomes other than Match and Mismatch are
 // ignored: errors are never cached.
 func (c *Cache) Put(k Key, o Outcome) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	sh := c.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	switch o {
 	case Match:
-		c.mismatches.Remove(k)
-		e, _ := c.matches.Peek(k) // a pair's verified tuple stays one
+		sh.mismatches.Remove(k)
+		e, _ := sh.matches.Peek(k) // a pair's verified tuple stays one
 		e.expires = c.matchExpiry()
-		c.matches.Add(k, e)
+		sh.matches.Add(k, e)
 	case Mismatch:
-		c.matches.Remove(k)
-		c.mismatches.Add(k, c.now()+c.mismatchTTL)
+		sh.matches.Remove(k)
+		sh.mismatches.Add(k, c.now()+c.mismatchTTL)
 	}
 }
 
@@ -218,20 +273,30 @@ func (c *Cache) Put(k Key, o Outcome) {
 // matched, and that it is the pair's (node, stored hash) verified password:
 // see MatchedTuple. It also does Put(tuple, Match).
 func (c *Cache) PutMatch(pair, tuple Key) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mismatches.Remove(tuple)
-	c.matches.Add(tuple, matchEntry{expires: c.matchExpiry(), pair: pair, paired: true})
-	c.pairs[pair] = tuple
+	sh := c.shard(tuple)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.mismatches.Remove(tuple)
+	sh.matches.Add(tuple, matchEntry{expires: c.matchExpiry(), pair: pair, paired: true})
+	ps := c.pairShard(pair)
+	ps.mu.Lock()
+	ps.m[pair] = tuple
+	ps.mu.Unlock()
 }
 
 // unpair forgets the pair whose verified tuple's match k leaves the
 // cache: evicted, expired or replaced by a mismatch. It is the matches'
-// eviction callback.
+// eviction callback, called with k's shard locked.
 func (c *Cache) unpair(k Key, e matchEntry) {
-	if e.paired && c.pairs[e.pair] == k {
-		delete(c.pairs, e.pair)
+	if !e.paired {
+		return
 	}
+	ps := c.pairShard(e.pair)
+	ps.mu.Lock()
+	if ps.m[e.pair] == k {
+		delete(ps.m, e.pair)
+	}
+	ps.mu.Unlock()
 }
 
 // MatchedTuple returns the tuple Key recorded by PutMatch for pair while
@@ -239,14 +304,24 @@ func (c *Cache) unpair(k Key, e matchEntry) {
 // holding another tuple Key for the same pair knows that tuple's
 // password differs from the verified one.
 func (c *Cache) MatchedTuple(pair Key) (Key, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	tuple, ok := c.pairs[pair]
+	ps := c.pairShard(pair)
+	ps.mu.Lock()
+	tuple, ok := ps.m[pair]
+	ps.mu.Unlock()
 	if !ok {
 		return Key{}, false
 	}
-	if e, _ := c.matches.Get(tuple); e.expires != never && c.now() >= e.expires {
-		c.matches.Remove(tuple)
+	// The tuple's match may have gone since: then the pair's record has
+	// gone with it, and Get finds nothing.
+	sh := c.shard(tuple)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.matches.Get(tuple)
+	if !ok || !e.paired || e.pair != pair {
+		return Key{}, false
+	}
+	if e.expires != never && c.now() >= e.expires {
+		sh.matches.Remove(tuple)
 		return Key{}, false
 	}
 	return tuple, true

@@ -75,9 +75,24 @@ func TestGetPut(t *testing.T) {
 // lens returns the number of entries of each kind, expired ones included
 // until they are read or evicted.
 func lens(c *Cache) (matches, mismatches int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.matches.Len(), c.mismatches.Len()
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		matches, mismatches = matches+sh.matches.Len(), mismatches+sh.mismatches.Len()
+		sh.mu.Unlock()
+	}
+	return matches, mismatches
+}
+
+// pairCount returns the number of pair records.
+func pairCount(c *Cache) (n int) {
+	for i := range c.pairs {
+		ps := &c.pairs[i]
+		ps.mu.Lock()
+		n += len(ps.m)
+		ps.mu.Unlock()
+	}
+	return n
 }
 
 func TestTTL(t *testing.T) {
@@ -242,7 +257,7 @@ func TestPairLastsWithItsTuple(t *testing.T) {
 		for i := range 40 {
 			c.PutMatch(pair(i), tuple(i, "pw"))
 		}
-		if n := len(c.pairs); n != 4 {
+		if n := pairCount(c); n != 4 {
 			t.Fatalf("%d pair records for MatchSize 4", n)
 		}
 		if _, ok := c.MatchedTuple(pair(35)); ok {
@@ -262,8 +277,108 @@ func TestPairLastsWithItsTuple(t *testing.T) {
 		if _, ok := c.MatchedTuple(pair(38)); ok {
 			t.Fatal("the pair of an expired match kept")
 		}
-		if n := len(c.pairs); n != 2 {
+		if n := pairCount(c); n != 2 {
 			t.Fatalf("%d pair records left, want 2 (node-36's and node-37's: expiry is checked on read)", n)
 		}
 	})
+}
+
+// TestShards: a cache of the default sizes is split into maxShards
+// shards, one too small to keep minShardEntries of each kind in two
+// shards stays whole (its LRU order exact), and the sizes in between
+// halve the count.
+func TestShards(t *testing.T) {
+	for _, c := range []struct {
+		match, mismatch, want int
+	}{
+		{DefaultMatchSize, DefaultMismatchSize, maxShards},
+		{4, 4, 1},
+		{127, 16384, 1},
+		{128, 128, 2},
+		{1000, 16384, 8},
+		{1024, 16384, maxShards},
+		{16384, 100, 1},
+		{1 << 20, 1 << 20, maxShards},
+	} {
+		ca := newCache(t, &Options{MatchSize: c.match, MismatchSize: c.mismatch})
+		if got := len(ca.shards); got != c.want || len(ca.pairs) != c.want {
+			t.Errorf("sizes %d and %d: %d shards (%d of pairs), want %d", c.match, c.mismatch, got, len(ca.pairs), c.want)
+		}
+	}
+}
+
+// TestShardedBounds: split in shards, the cache keeps at most MatchSize
+// matches and MismatchSize mismatches (each shard its share), keeps the
+// most recent of them, and keeps a pair's record exactly as long as its
+// tuple's match, whichever shards the pair and its tuple fall in.
+func TestShardedBounds(t *testing.T) {
+	const size, n = 2048, 20000
+	c := newCache(t, &Options{MatchSize: size, MismatchSize: size})
+	if len(c.shards) != maxShards {
+		t.Fatalf("%d shards, want %d", len(c.shards), maxShards)
+	}
+	pair := func(i int) Key { return c.PairKey(fmt.Sprint("node-", i), "h") }
+	tuple := func(i int) Key { return c.Key(fmt.Sprint("node-", i), "h", "pw") }
+	for i := range n {
+		c.PutMatch(pair(i), tuple(i))
+		c.Put(c.Key(fmt.Sprint("node-", i), "h", "wrong"), Mismatch)
+	}
+	matches, mismatches := lens(c)
+	if matches > size || mismatches > size || matches < size*3/4 {
+		t.Fatalf("%d matches and %d mismatches kept, for sizes of %d", matches, mismatches, size)
+	}
+	if p := pairCount(c); p != matches {
+		t.Fatalf("%d pair records for %d matches", p, matches)
+	}
+	for i := n - 100; i < n; i++ { // the most recent: far fewer than a shard holds
+		if o, ok := c.Get(tuple(i)); !ok || o != Match {
+			t.Fatalf("node-%d's match, among the last put, is gone", i)
+		}
+	}
+	kept := 0
+	for i := range n {
+		_, match := c.Get(tuple(i))
+		got, paired := c.MatchedTuple(pair(i))
+		if paired != match || paired && got != tuple(i) {
+			t.Fatalf("node-%d: match kept %v, pair record kept %v", i, match, paired)
+		}
+		if match {
+			kept++
+		}
+	}
+	if kept != matches {
+		t.Fatalf("%d matches read, %d counted", kept, matches)
+	}
+}
+
+// TestShardedConcurrent: gets, puts and pair lookups from many
+// goroutines at once, on a sharded cache small enough to evict all the
+// time, end (no lock taken in two orders) and agree (run it with -race).
+func TestShardedConcurrent(t *testing.T) {
+	c := newCache(t, &Options{MatchSize: 1024, MismatchSize: 1024})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 3000 {
+				node := fmt.Sprint("node-", (g*7919+i)%5000)
+				pair, tuple := c.PairKey(node, "h"), c.Key(node, "h", "pw")
+				switch i % 4 {
+				case 0:
+					c.PutMatch(pair, tuple)
+				case 1:
+					c.Put(c.Key(node, "h", "wrong"), Mismatch)
+				case 2:
+					if got, ok := c.MatchedTuple(pair); ok && got != tuple {
+						t.Errorf("%s: the pair's record names another tuple", node)
+					}
+				default:
+					c.Get(tuple)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if matches, _ := lens(c); pairCount(c) > matches {
+		t.Fatalf("%d pair records for %d matches", pairCount(c), matches)
+	}
 }
