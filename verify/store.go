@@ -35,86 +35,91 @@ type DigestStore interface {
 }
 
 // MemoryStore is a DigestStore in memory, safe for concurrent use; its
-// methods never block. Make it with NewMemoryStore.
+// methods never block, and its reads write no shared memory, so that
+// concurrent requests do not slow one another. Make it with
+// NewMemoryStore.
 type MemoryStore struct {
-	mu      sync.RWMutex
-	m       map[string]string
-	digests map[string]memoryDigest
+	m sync.Map // node → *memoryEntry, replaced whole, never changed
 }
 
-// memoryDigest is a remembered digest and the stored hash it is bound to.
-type memoryDigest struct {
+// memoryEntry is a node's stored hash, and the digest remembered for
+// that hash (nil: none).
+type memoryEntry struct {
 	hash   string
 	digest []byte
 }
 
 // NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{m: make(map[string]string), digests: make(map[string]memoryDigest)}
+func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
+
+// load returns node's entry.
+func (s *MemoryStore) load(node string) (*memoryEntry, bool) {
+	e, ok := s.m.Load(node)
+	if !ok {
+		return nil, false
+	}
+	return e.(*memoryEntry), true
 }
 
 // GetWithDigest implements DigestStore.
 func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []byte, error) {
-	s.mu.RLock()
-	h, ok := s.m[node]
-	d := s.digests[node]
-	s.mu.RUnlock()
+	e, ok := s.load(node)
 	if !ok {
 		return "", nil, fmt.Errorf("%w: %q", ErrNotFound, node)
 	}
-	if d.hash != h {
-		return h, nil, nil
-	}
-	return h, d.digest, nil
+	return e.hash, e.digest, nil
 }
 
 // RememberDigest implements DigestStore; for a hash not node's it does
 // nothing.
 func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, digest []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m[node] == hash && hash != "" {
-		s.digests[node] = memoryDigest{hash: hash, digest: slices.Clone(digest)}
+	for {
+		e, ok := s.load(node)
+		if !ok || hash == "" || e.hash != hash {
+			return nil
+		}
+		if s.m.CompareAndSwap(node, e, &memoryEntry{hash: hash, digest: slices.Clone(digest)}) {
+			return nil
+		}
 	}
-	return nil
 }
 
 // Get implements Store.
 func (s *MemoryStore) Get(_ context.Context, node string) (string, error) {
-	s.mu.RLock()
-	h, ok := s.m[node]
-	s.mu.RUnlock()
+	e, ok := s.load(node)
 	if !ok {
 		return "", fmt.Errorf("%w: %q", ErrNotFound, node)
 	}
-	return h, nil
+	return e.hash, nil
 }
 
 // Create implements Store.
 func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.m[node]; ok {
+	if _, loaded := s.m.LoadOrStore(node, &memoryEntry{hash: hash}); loaded {
 		return fmt.Errorf("%w: %q", ErrExists, node)
 	}
-	s.m[node] = hash
 	return nil
 }
 
-// Set stores hash for node, replacing any.
+// Set stores hash for node, replacing any. The digest remembered for
+// node stays only if hash is the one it was remembered for.
 func (s *MemoryStore) Set(node, hash string) {
-	s.mu.Lock()
-	s.m[node] = hash
-	s.mu.Unlock()
+	for {
+		old, ok := s.load(node)
+		if !ok {
+			if _, loaded := s.m.LoadOrStore(node, &memoryEntry{hash: hash}); !loaded {
+				return
+			}
+			continue
+		}
+		if old.hash == hash || s.m.CompareAndSwap(node, old, &memoryEntry{hash: hash}) {
+			return
+		}
+	}
 }
 
 // Delete removes node's hash and its remembered digest, if any.
-func (s *MemoryStore) Delete(node string) {
-	s.mu.Lock()
-	delete(s.m, node)
-	delete(s.digests, node)
-	s.mu.Unlock()
-}
+func (s *MemoryStore) Delete(node string) { s.m.Delete(node) }
 
 // The Verifier's store calls: a panic becomes an error, and a failure
 // other than ErrNotFound and ErrExists is counted and wrapped with the
