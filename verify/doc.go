@@ -12,11 +12,13 @@
 // A request that comes alone costs its scrypt and nothing more. With no
 // burst under way its computation starts at once, on buffers kept from
 // earlier work, and waits for no batch. On an AMD EPYC with AVX-512 a
-// lone miss takes 1.01 × one lone scrypt.Key of the same parameters
-// through Verify, and 1.00 × through the Hasher (BenchmarkLoneMiss).
-// Only the computations of a burst wait, 10 ms at most, to share a
-// batch. A request answered from the cache (a node's retry) takes about
-// 230 ns there and allocates nothing (BenchmarkVerify, path=hit).
+// lone miss takes 0.98-1.01 × one lone scrypt.Key of the same
+// parameters through Verify, and 0.97-1.00 × through the Hasher
+// (BenchmarkLoneMiss). Only the computations of a burst wait, 10 ms at
+// most, to share a batch. A request answered from the cache (a node's
+// retry) takes 230-460 ns there, from two goroutines at once, and
+// allocates nothing (BenchmarkVerify, path=hit): the cache is split in
+// shards, so concurrent hits do not wait for one lock.
 //
 // Scrypt's memory stays within [Options].ScryptMemory, every byte a batch
 // allocates counted. By default it is a twelfth of the memory the process
