@@ -94,9 +94,11 @@ func TestQueuedGuessAnsweredByKnownMatch(t *testing.T) {
 }
 
 // evict pushes k's own entry out of c, a cache with the default sizes,
-// with as many matches of other tuples (no pair's).
+// with matches of other tuples (no pair's): twice as many as it holds,
+// since the cache is split by key into shards and k's shard must take
+// more than its share of them (a Get would keep k, so k is read once).
 func evict(c *cache.Cache, k cache.Key) {
-	for i := range cache.DefaultMatchSize {
+	for i := range 2 * cache.DefaultMatchSize {
 		c.Put(c.Key("filler", "", fmt.Sprint(i)), cache.Match)
 	}
 	if _, ok := c.Get(k); ok {
