@@ -38,8 +38,9 @@ const asCommand = "NODEPASS_TEST_RUN_AGENT_MAIN"
 func TestMain(m *testing.M) { clitest.Main(m, asCommand, main) }
 
 // command returns the agent command with args, as a user runs it.
-func command(ctx context.Context, args ...string) *exec.Cmd {
-	return clitest.Command(ctx, asCommand, args...)
+func command(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
+	t.Helper()
+	return clitest.Command(t, ctx, asCommand, args...)
 }
 
 // runCommand runs the agent command with args to its end and returns its
@@ -506,7 +507,7 @@ func TestLoadBalancerBadStateFile(t *testing.T) {
 	ln.Close() // the load balancer listens there
 	for run := range 2 {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		cmd := command(ctx, append(baseArgs(f, dir), "-wait", "-lb-listen", addr)...)
+		cmd := command(t, ctx, append(baseArgs(f, dir), "-wait", "-lb-listen", addr)...)
 		var errOut syncBuffer
 		cmd.Stderr = &errOut
 		stdout, err := cmd.StdoutPipe()

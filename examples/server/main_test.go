@@ -25,8 +25,9 @@ func TestMain(m *testing.M) { clitest.Main(m, asCommand, main) }
 
 // commandWith returns the server command with args, as a user runs it:
 // this test binary, running main.
-func commandWith(ctx context.Context, _ *testing.T, args ...string) *exec.Cmd {
-	return clitest.Command(ctx, asCommand, args...)
+func commandWith(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	return clitest.Command(t, ctx, asCommand, args...)
 }
 
 // runCommand runs the server command with args to its end, within a

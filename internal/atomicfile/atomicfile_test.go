@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodepass/nodepass/internal/testexec"
 )
 
 // The child process: a test binary started with these variables set
@@ -157,6 +159,7 @@ func TestKilledAtEachStep(t *testing.T) {
 // write ended before that step.
 func runChild(t *testing.T, op, path string, stop int) (at string, finished bool) {
 	t.Helper()
+	testexec.SkipUnlessExecutable(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childOp+"="+op, childPath+"="+path, childStop+"="+strconv.Itoa(stop))
 	out, err := cmd.StdoutPipe()

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/nodepass/nodepass/internal/testexec"
 )
 
 // Main is a command's TestMain. With env set to 1 in its environment,
@@ -26,8 +28,11 @@ func Main(m *testing.M, env string, main func()) {
 }
 
 // Command returns the command with args, as a user runs it: this test
-// binary, with env set to 1.
-func Command(ctx context.Context, env string, args ...string) *exec.Cmd {
+// binary, with env set to 1. It skips t where the binary cannot be run
+// as a command (testexec.SkipUnlessExecutable).
+func Command(t testing.TB, ctx context.Context, env string, args ...string) *exec.Cmd {
+	t.Helper()
+	testexec.SkipUnlessExecutable(t)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), env+"=1")
 	return cmd
@@ -39,7 +44,7 @@ func Run(t testing.TB, env string, args ...string) (code int, stdout, stderr str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := Command(ctx, env, args...)
+	cmd := Command(t, ctx, env, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
