@@ -201,14 +201,16 @@ func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
 	for lanes > 1 && need(min(per, lanes), lanes) > share {
 		lanes /= 2
 	}
-	for need(per, lanes) > v.mem.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
+	n := need(per, lanes)
+	for n > v.mem.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
 		if per > 1 {
 			per--
 		} else {
 			lanes /= 2
 		}
+		n = need(per, lanes)
 	}
-	return lanes, per, v.mem.take(need(per, lanes))
+	return lanes, per, v.mem.take(n)
 }
 
 // releaseLater releases the scrypt buffers once the Verifier has had
