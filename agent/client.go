@@ -39,7 +39,8 @@ type Options struct {
 	// Token is the join token, as k3s's --token. Required.
 	Token string
 
-	// NodeName is the node's name. Default the host name, lower-cased.
+	// NodeName is the node's name, lower-cased as k3s does. Default the
+	// host name.
 	NodeName string
 	// NodeIP is the node's addresses, comma-separated. Default the
 	// addresses of the default routes, as k3s sends them, found at each
@@ -248,8 +249,12 @@ func (o *Options) fill() error {
 		if err != nil {
 			return fmt.Errorf("agent: no node name given and no host name: %w", err)
 		}
-		o.NodeName = strings.ToLower(h)
+		o.NodeName = h
 	}
+	// k3s lower-cases the name on both sides (pkg/util/net.go
+	// GetHostnameAndIPs; pkg/nodepassword/validate.go getNodeInfo): its
+	// server signs for the lower-case name whatever the header says.
+	o.NodeName = strings.ToLower(o.NodeName)
 	if strings.ContainsAny(o.NodeName, " \t\r\n:/") {
 		return fmt.Errorf("agent: node name %q is not a DNS name", o.NodeName)
 	}

@@ -451,6 +451,44 @@ func TestProgramRKE2(t *testing.T) {
 	}
 }
 
+// A node name with capitals joins, as in k3s, which lower-cases it on
+// both sides (pkg/util/net.go GetHostnameAndIPs, and the server's
+// pkg/nodepassword/validate.go getNodeInfo, which signs for the
+// lower-case name): the node headers carry it lower-cased, the two
+// node-password requests are sent once each, and a restart keeps what
+// they got.
+func TestNodeNameLowerCased(t *testing.T) {
+	cl := newCluster(t)
+	s := newSupervisor(t, cl)
+	var mu sync.Mutex
+	var names []string
+	s.override = func(_ http.ResponseWriter, r *http.Request) bool {
+		if n := r.Header.Get("K3s-Node-Name"); n != "" {
+			mu.Lock()
+			names = append(names, n)
+			mu.Unlock()
+		}
+		return false
+	}
+	dir := t.TempDir()
+	opts := testOptions(cl, s.addr, dir, nil)
+	opts.NodeName = "Worker-1"
+	get(t, newClient(t, opts))
+	if n := s.nodeRequests(); n != 2 {
+		t.Errorf("%d node-password requests, want 2", n)
+	}
+	mu.Lock()
+	if !slices.Equal(names, []string{"worker-1", "worker-1"}) {
+		t.Errorf("K3s-Node-Name headers %q, want worker-1 twice", names)
+	}
+	mu.Unlock()
+	c := newClient(t, opts)
+	get(t, c)
+	if st := c.Stats(); st.Requested != 0 {
+		t.Errorf("%d certificates requested on restart, want 0", st.Requested)
+	}
+}
+
 // A 403 to a node-password request ends the attempt with an error that
 // names the node and the password file.
 func TestNodePasswordRejected(t *testing.T) {

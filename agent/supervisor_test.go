@@ -305,7 +305,9 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 		}},
 	} {
 		mux.HandleFunc("POST "+prefix+"/"+route.name+".crt", s.authed(func(w http.ResponseWriter, r *http.Request) {
-			node := r.Header.Get(header + "-Node-Name")
+			// k3s lower-cases the name it signs for (pkg/nodepassword/validate.go
+			// getNodeInfo).
+			node := strings.ToLower(r.Header.Get(header + "-Node-Name"))
 			if route.node {
 				s.mu.Lock()
 				s.ips = append(s.ips, r.Header.Get(header+"-Node-Ip"))
