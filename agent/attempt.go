@@ -40,9 +40,11 @@ type Result struct {
 type CertResult struct {
 	Name              string // "serving-kubelet", ...
 	CertFile, KeyFile string
-	// Verdict is what CertRule.Check finds of the certificate in CertFile now.
+	// Verdict is what CertRule.Check finds of the certificate in
+	// CertFile. A certificate just issued is used as the server sent it:
+	// its Verdict checks only its key and dates.
 	Verdict CertVerdict
-	// Issued reports that the attempt wrote a new certificate.
+	// Issued reports that this Get or renewal wrote a new certificate.
 	Issued bool
 	// Err is why the certificate's renewal failed, if it did. The
 	// certificate in CertFile is still valid and used.
@@ -77,6 +79,7 @@ func (r *Result) renewAt() (at time.Time, failed bool) {
 type prelude struct {
 	config             []byte
 	clientCA, serverCA *x509.CertPool
+	issued             map[string]CertVerdict // the certificates issued, by name
 }
 
 // attempt is one attempt at the node's certificates, as k3s's agent
@@ -118,7 +121,12 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 			roots = c.prelude.serverCA
 		}
 		cr := &res.Certs[i]
-		*cr = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile, Verdict: c.check(s, roots, now)}
+		*cr = CertResult{Name: s.name, CertFile: s.certFile, KeyFile: s.keyFile}
+		if v, ok := c.prelude.issued[s.name]; ok {
+			cr.Verdict, cr.Issued = v, true
+			continue
+		}
+		cr.Verdict = c.check(s, roots, now)
 		switch st := cr.Verdict; st.State {
 		case CertValid:
 			c.stats.kept.Add(1)
@@ -135,6 +143,7 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 		switch {
 		case err == nil:
 			cr.Verdict, cr.Issued = st, true
+			c.prelude.issued[s.name] = st
 		case cr.Verdict.State.Usable() && !ended(ctx):
 			c.log.Warn("agent: renewal failed; going on with the certificate on disk", "file", s.certFile, "expires", cr.Verdict.NotAfter, "err", err)
 			cr.Err = err
@@ -239,7 +248,7 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 		return nil, fmt.Errorf("agent: GET %s/config: %s answered something other than JSON", c.prefix, cfg.addr)
 	}
 	c.readPorts(cfg.body)
-	p := &prelude{config: cfg.body}
+	p := &prelude{config: cfg.body, issued: make(map[string]CertVerdict)}
 	for _, server := range []bool{false, true} {
 		path := c.prefix + "/" + filepath.Base(c.caFile(server))
 		a, err := c.do(ctx, call{method: "GET", path: path})
@@ -287,7 +296,21 @@ func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPo
 		keyPEM = serverKey
 	}
 	now := time.Now()
-	st := c.rule(s, roots).checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, now, now)
+	rule := c.rule(s, roots)
+	st := rule.checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, now, now)
+	if st.State == CertWrongName || st.State == CertOtherCA {
+		// The keep rule would not keep it, but k3s's agent writes what
+		// its server sends (pkg/agent/config/config.go
+		// getKubeletServingCert and friends), and asked again the server
+		// would send the same, at the cost of a scrypt. It is used, and
+		// the next start decides again with the keep rule.
+		lacks := st.Err
+		rule.issued = true
+		if st = rule.checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, now, now); st.State.Usable() {
+			c.log.Warn("agent: using the certificate just issued, though it would not be kept: the next start asks again",
+				"server", a.addr, "err", inner{lacks})
+		}
+	}
 	if !st.State.Usable() {
 		return st, fmt.Errorf("agent: %s sent an unusable certificate: %w", a.addr, inner{st.Err})
 	}

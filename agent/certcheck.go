@@ -54,6 +54,9 @@ type CertRule struct {
 	// after it. The Client sets it for a serving certificate (see
 	// Client.check).
 	carriedCASince time.Time
+	// issued checks a certificate the server has just issued: its name,
+	// addresses and CA are not checked (see Client.requestCert).
+	issued bool
 }
 
 // CertVerdict is what CertRule.Check found of a certificate.
@@ -157,11 +160,11 @@ func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now
 	if pub, ok := cert.PublicKey.(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(key.Public()) {
 		return certFailure(CertWrongKey, certFile, "the certificate is not for the key in %s", keyFile)
 	}
-	if !r.hasName(cert) {
+	if !r.issued && !r.hasName(cert) {
 		return certFailure(CertWrongName, certFile, "issued to %q (DNS names %q), want %q", cert.Subject.CommonName, cert.DNSNames, r.Name)
 	}
 	for _, ip := range r.IPs {
-		if !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
+		if !r.issued && !slices.ContainsFunc(cert.IPAddresses, ip.Equal) {
 			return certFailure(CertWrongName, certFile, "does not name the address %s (it names %v)", ip, cert.IPAddresses)
 		}
 	}
@@ -174,6 +177,9 @@ func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now
 		st.State, st.Err = CertExpired, fmt.Errorf("agent: %s: valid from %s to %s, not at %s",
 			certFile, cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		return st
+	}
+	if r.issued {
+		return st.due(now, certFile, cert)
 	}
 	inter := x509.NewCertPool()
 	for _, c := range chain[1:] {
@@ -200,11 +206,16 @@ func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now
 		st.State, st.Err = CertOtherCA, fmt.Errorf("agent: %s: does not chain to the server's CA: %w", certFile, err)
 		return st
 	}
-	if !now.Before(st.RenewAt) {
-		st.State, st.Err = CertRenewDue, fmt.Errorf("agent: %s: renewal due since %s (expires %s)",
-			certFile, st.RenewAt.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339))
+	return st.due(now, certFile, cert)
+}
+
+// due is v, valid so far, due for renewal if it is at now.
+func (v CertVerdict) due(now time.Time, certFile string, cert *x509.Certificate) CertVerdict {
+	if !now.Before(v.RenewAt) {
+		v.State, v.Err = CertRenewDue, fmt.Errorf("agent: %s: renewal due since %s (expires %s)",
+			certFile, v.RenewAt.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339))
 	}
-	return st
+	return v
 }
 
 // hasName reports whether cert carries r.Name: as its common name, or

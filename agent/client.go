@@ -148,6 +148,7 @@ type Client struct {
 	routeIPs func() []net.IP
 	learnt   time.Time // when the servers were last asked for their list (see learn)
 	prelude  *prelude  // what this Get or renewal has fetched; nil at its start
+	last     *Result   // what Get returned, where Renew starts
 	// askedUntil is the latest time a server of this attempt asked to be
 	// left until (Retry-After, bounded by the backoff's cap): the floor
 	// of the wait after a failed attempt.

@@ -2,6 +2,10 @@ package agent
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -64,8 +68,17 @@ func TestErrorsSayAgentOnce(t *testing.T) {
 		}, is: ErrRefused, says: []string{"to POST /v1-k3s/serving-kubelet.crt: K3s-Node-Ip: 127.0.0.1 is not a node's address"}, saysNot: []string{"("}},
 		{name: "404", setup: func(_ *cluster, _ *supervisor, o *Options) { o.Program = "rke2" },
 			is: ErrNoRoute, says: []string{"404 Not Found to GET /v1-rke2/config"}},
-		{name: "unusable certificate", setup: func(cl *cluster, _ *supervisor, o *Options) { o.NodeIP = "192.0.2.99" },
-			retried: true, says: []string{"sent an unusable certificate: "}},
+		{name: "unusable certificate", setup: func(cl *cluster, s *supervisor, _ *Options) {
+			// A certificate for a key the agent does not hold.
+			key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			s.override = func(w http.ResponseWriter, r *http.Request) bool {
+				if r.Method != http.MethodPost {
+					return false
+				}
+				w.Write(cl.kubelet().issue(t, leaf{cn: "worker-1", dns: "worker-1", usage: x509.ExtKeyUsageServerAuth}, key.Public()))
+				return true
+			}
+		}, retried: true, says: []string{"sent an unusable certificate: ", "the certificate is not for the key in "}},
 		{name: "no address", setup: func(_ *cluster, _ *supervisor, o *Options) { o.NodeIP = "" },
 			retried: true, is: errNoAddress, says: []string{"; the last attempt: the node has no address"}},
 	} {
@@ -79,13 +92,6 @@ func TestErrorsSayAgentOnce(t *testing.T) {
 			c := newClient(t, opts)
 			if tc.name == "no address" {
 				c.routeIPs = func() []net.IP { return nil }
-			}
-			if tc.name == "unusable certificate" {
-				// The server names 192.0.2.10 whatever the node sends.
-				s.override = func(_ http.ResponseWriter, r *http.Request) bool {
-					r.Header.Set("K3s-Node-Ip", "192.0.2.10")
-					return false
-				}
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()

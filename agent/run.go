@@ -16,7 +16,11 @@ func (c *Client) Get(ctx context.Context) (*Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.prelude = nil
-	return c.retry(ctx, c.attempt, true)
+	res, err := c.retry(ctx, c.attempt, true)
+	if err == nil {
+		c.last = res
+	}
+	return res, err
 }
 
 // Renew keeps the certificates renewed until ctx ends, then returns
@@ -24,7 +28,9 @@ func (c *Client) Get(ctx context.Context) (*Result, error) {
 // until one renews what is due. A failed renewal is retried after the
 // backoff's wait. Renew also learns the servers. Call it after Get.
 func (c *Client) Renew(ctx context.Context) error {
-	var res *Result
+	c.mu.Lock()
+	res := c.last
+	c.mu.Unlock()
 	for {
 		c.mu.Lock()
 		renewAt := time.Now().Add(c.untilRenewal(res))
@@ -57,8 +63,8 @@ func (c *Client) Renew(ctx context.Context) error {
 }
 
 // untilRenewal is how long Renew sleeps after an attempt that left res
-// (nil: before the first; the files on disk are checked). Called with
-// c.mu held.
+// (nil: no Get before; the files on disk are checked). Called with c.mu
+// held.
 func (c *Client) untilRenewal(res *Result) time.Duration {
 	if res == nil {
 		res = c.onDisk(time.Now())

@@ -249,6 +249,11 @@ type supervisor struct {
 	// validity, if set, is the validity of the certificates issued in
 	// place of rule's.
 	validity func() (notBefore, notAfter time.Time)
+	// tamper, if set, changes each certificate before it is signed.
+	tamper func(l *leaf)
+	// clientSigner, if set, signs the client certificates in place of
+	// the cluster's client CA (and is sent with them).
+	clientSigner *testCA
 
 	mu    sync.Mutex
 	hits  map[string]int // "POST /v1-k3s/client-kubelet.crt" → count
@@ -324,6 +329,9 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 				return
 			}
 			ca := route.ca()
+			if s.clientSigner != nil && route.name != "serving-kubelet" {
+				ca = s.clientSigner
+			}
 			l := route.leaf(node)
 			if l.usage == x509.ExtKeyUsageServerAuth {
 				// k3s: loopback, then the Node-Ip header's addresses
@@ -338,6 +346,9 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 			l.notBefore, l.notAfter = s.rule.validity(ca.cert, time.Now())
 			if s.validity != nil {
 				l.notBefore, l.notAfter = s.validity()
+			}
+			if s.tamper != nil {
+				s.tamper(&l)
 			}
 			w.Write(ca.issue(t, l, csr.PublicKey))
 		}))
