@@ -205,25 +205,30 @@ func (c *Client) ensureTrust(ctx context.Context) error {
 }
 
 // caFrom is what the agent trusts of a's answer to GET /cacerts: the
-// CA it sends, if it matches the token, with the earlier roots it still
-// carries, if the certificate of the server that sent it chains to them
-// (or to the host's roots, as k3s accepts: pkg/clientaccess/token.go
-// getCACerts).
+// CA it sends, if it matches the token and the certificate of the server
+// that sent it chains to what the token pins (or to the host's roots, as
+// k3s accepts: pkg/clientaccess/token.go getCACerts), with the earlier
+// roots the CA still carries. The server is checked against the pin
+// alone, never against the roots its own answer would carry: a server
+// of an old root could otherwise vouch for that root by appending it.
 func (c *Client) caFrom(a answer, earlier []*x509.Certificate) (*trustedCA, error) {
 	all, pinned, err := c.pinned(a.body, a.addr)
 	if err != nil {
 		return nil, err
 	}
-	ca := newTrustedCA(pinned, carry(earlier, all, pinned))
-	if !a.sc.verified {
-		host, _, _ := net.SplitHostPort(a.addr)
-		if err := verifyPeer(*a.tls, host, ca.certs); err != nil {
-			sys, serr := x509.SystemCertPool()
-			if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
-				return nil, fmt.Errorf("agent: the certificate of %s does not chain to the CA it sent: %w", a.addr, err)
-			}
-			ca.publicAddr, ca.sys = a.addr, sys
+	ca := newTrustedCA(pinned, nil)
+	host, _, _ := net.SplitHostPort(a.addr)
+	if err := verifyPeer(*a.tls, host, ca.certs); err != nil {
+		sys, serr := x509.SystemCertPool()
+		if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
+			return nil, fmt.Errorf("agent: the certificate of %s does not chain to the CA it sent: %w", a.addr, err)
 		}
+		ca.publicAddr, ca.sys = a.addr, sys
+	}
+	if carried := carry(earlier, all, pinned); len(carried) > 0 {
+		pub, sys := ca.publicAddr, ca.sys
+		ca = newTrustedCA(pinned, carried)
+		ca.publicAddr, ca.sys = pub, sys
 	}
 	return ca, nil
 }

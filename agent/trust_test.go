@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -377,6 +378,46 @@ func TestRollingCARotation(t *testing.T) {
 	res = get(t, newClient(t, opts))
 	if err := dialsWith(old.addr, res.ServerCA); err == nil {
 		t.Error("the old root is trusted again on the next restart")
+	}
+}
+
+// After a rolling CA rotation the servers send [intermediate, new root],
+// and the token pins the new root (k3s pkg/clientaccess/token.go hashCA).
+// An impostor holding a certificate of the old root (every k3s server
+// holds the CA's key, and a leaked key is why a CA is replaced) appends
+// that root to the genuine bundle: the hash is still the token's. The
+// agent, which trusted the old root before, trusts the roots of its
+// old server-ca.crt only when a server that the pin alone proves sends
+// a bundle that carries them. It sends the impostor nothing but GET
+// /cacerts, and keeps nothing of its answer.
+func TestOldRootImpostorRefused(t *testing.T) {
+	cl, _, dir := joined(t) // server-ca.crt holds the old root
+	before, err := os.ReadFile(filepath.Join(dir, "agent", "server-ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := newRotatedCA(t, cl)
+	over := append(slices.Clip(rotated.serverCA.pem), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rotated.serverCA.root.Raw})...)
+	forged := withBundle(rotated, append(over, cl.serverCA.pem...))
+	forged.tlsCA = cl.serverCA // its certificate is of the old root
+	imp := newSupervisor(t, forged)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	res, err := newClient(t, testOptions(rotated, imp.addr, dir, nil)).Get(ctx)
+	if err == nil && res.Offline != nil {
+		err = res.Offline // the certificates on disk are valid: Get goes on with them
+	}
+	if err == nil || !strings.Contains(err.Error(), "does not chain") {
+		t.Errorf("Get: %v, want the impostor's certificate refused", err)
+	}
+	if n, m := imp.total(), imp.count("GET /cacerts"); n != m || m == 0 {
+		t.Errorf("the impostor saw %d requests, %d of them /cacerts; want /cacerts only", n, m)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "agent", "server-ca.crt")); !bytes.Equal(b, before) {
+		t.Error("server-ca.crt holds the impostor's bundle")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "agent", "etc", "server-ca-carried-roots.crt")); err == nil {
+		t.Error("the old root is kept as carried on the impostor's word")
 	}
 }
 
