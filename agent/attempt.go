@@ -157,13 +157,17 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 // onDisk is the certificates on disk checked against the CAs on disk.
 func (c *Client) onDisk(now time.Time) *Result {
 	res := &Result{Certs: make([]CertResult, len(c.certs)), ServerCA: c.trust.pool()}
-	serverPEM, _ := os.ReadFile(c.caFile(true)) // nil, so no roots, if it cannot be read
+	disk := c.readDiskCA()
 	if res.ServerCA == nil {
-		if t, err := c.diskTrust(); err == nil {
+		if t, err := c.diskTrust(disk); err == nil {
 			res.ServerCA = t.pool() // what the token pins, as ensureTrust reads it
 		}
 	}
-	serverRoots, clientRoots := poolOf(serverPEM), c.diskCA(false)
+	var serverRoots *x509.CertPool // none if server-ca.crt cannot be read
+	if disk.err == nil {
+		serverRoots = certPool(disk.ca.Certs)
+	}
+	clientRoots := c.diskCA(false)
 	for i, s := range c.certs {
 		roots := clientRoots
 		if s.serverCA {

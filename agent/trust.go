@@ -35,10 +35,10 @@ import (
 
 // trustedCA is what the agent trusts of a CA bundle.
 type trustedCA struct {
-	certs *x509.CertPool // pinned and carried
-	// pinned is the chain the token pins; carried, the earlier roots the
-	// bundle still carries (see above).
-	pinned, carried []*x509.Certificate
+	certs *x509.CertPool // chain and carried
+	// chain is what the token's hash covers (k3stoken.CA); carried, the
+	// earlier roots the bundle still carries (see above).
+	chain, carried []*x509.Certificate
 	// publicAddr is the server (host:port) whose certificate chains to
 	// the host's roots (sys) instead, accepted as k3s accepts it. It alone
 	// is checked against the host's roots.
@@ -46,13 +46,20 @@ type trustedCA struct {
 	sys        *x509.CertPool
 }
 
-// newTrustedCA trusts pinned and carried.
-func newTrustedCA(pinned, carried []*x509.Certificate) *trustedCA {
-	t := &trustedCA{certs: x509.NewCertPool(), pinned: pinned, carried: carried}
-	for _, c := range slices.Concat(pinned, carried) {
-		t.certs.AddCert(c)
+// newTrustedCA trusts chain and carried.
+func newTrustedCA(chain, carried []*x509.Certificate) *trustedCA {
+	return &trustedCA{certs: certPool(chain, carried), chain: chain, carried: carried}
+}
+
+// certPool is a pool of the certificates of lists.
+func certPool(lists ...[]*x509.Certificate) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, l := range lists {
+		for _, c := range l {
+			p.AddCert(c)
+		}
 	}
-	return t
+	return p
 }
 
 // pool is the CA's certificates; nil for a nil CA.
@@ -63,51 +70,71 @@ func (t *trustedCA) pool() *x509.CertPool {
 	return t.certs
 }
 
-// pinned checks bundle, the CA of from (a server or a file), against
-// the token's CA hash, if it has one, and returns its certificates and
-// those the hash pins (k3stoken.HashCA).
-func (c *Client) pinned(bundle []byte, from string) (all, pinned []*x509.Certificate, err error) {
-	h, pinned, err := k3stoken.HashCA(bundle)
+// readCA reads bundle, the CA of from (a server or a file), and checks
+// it against the token (matchToken).
+func (c *Client) readCA(bundle []byte, from string) (k3stoken.CA, error) {
+	ca, err := k3stoken.ReadCA(bundle)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent: the CA of %s: %w", from, err)
+		return ca, fmt.Errorf("agent: the CA of %s: %w", from, err)
 	}
-	if c.tok.CAHash != "" && h != c.tok.CAHash {
-		return nil, nil, fmt.Errorf("%w: the CA of %s has the hash %s; the token's is %s", ErrCARejected, from, h, c.tok.CAHash)
+	return ca, c.matchToken(ca, from)
+}
+
+// matchToken checks ca, the CA of from, against the token's CA hash, if
+// it has one.
+func (c *Client) matchToken(ca k3stoken.CA, from string) error {
+	if c.tok.CAHash != "" && ca.Hash != c.tok.CAHash {
+		return fmt.Errorf("%w: the CA of %s has the hash %s; the token's is %s", ErrCARejected, from, ca.Hash, c.tok.CAHash)
 	}
-	all, err = k3stoken.ParseCerts(bundle)
-	return all, pinned, err
+	return nil
+}
+
+// diskCA is server-ca.crt on disk, read once for what ensureTrust asks
+// of it.
+type diskCA struct {
+	file string
+	ca   k3stoken.CA
+	err  error               // reading or parsing the file
+	kept []*x509.Certificate // the roots of carriedRootsFile (none if it is missing or corrupt)
+}
+
+func (c *Client) readDiskCA() diskCA {
+	d := diskCA{file: c.caFile(true)}
+	var bundle []byte
+	if bundle, d.err = os.ReadFile(d.file); d.err == nil {
+		d.ca, d.err = k3stoken.ReadCA(bundle)
+	}
+	if d.err != nil {
+		return d
+	}
+	if b, err := os.ReadFile(c.carriedRootsFile()); err == nil {
+		d.kept, _ = k3stoken.ParseCerts(b)
+	}
+	return d
 }
 
 // diskTrust is what the agent trusts of server-ca.crt on disk, if it
 // matches the token: what the token pins, and the roots carried in
 // carriedRootsFile that it still carries.
-func (c *Client) diskTrust() (*trustedCA, error) {
-	bundle, kept, err := c.diskCAFiles()
-	if err != nil {
+func (c *Client) diskTrust(d diskCA) (*trustedCA, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	if err := c.matchToken(d.ca, d.file); err != nil {
 		return nil, err
 	}
-	all, pinned, err := c.pinned(bundle, c.caFile(true))
-	if err != nil {
-		return nil, err
-	}
-	return newTrustedCA(pinned, carry(kept, all, pinned)), nil
+	return newTrustedCA(d.ca.Chain, carry(d.kept, d.ca.Certs, d.ca.Chain)), nil
 }
 
 // earlierRoots are the roots the agent trusted of server-ca.crt on disk,
-// whatever token it matched then: the roots of what its hash pins, and
-// the roots carried that it carries.
-func (c *Client) earlierRoots() []*x509.Certificate {
-	bundle, kept, err := c.diskCAFiles()
-	if err != nil {
+// whatever token it matched then: the roots of what its hash covers,
+// and the roots carried that it carries.
+func (d diskCA) earlierRoots() []*x509.Certificate {
+	if d.err != nil {
 		return nil
 	}
-	_, pinned, err := k3stoken.HashCA(bundle)
-	if err != nil {
-		return nil
-	}
-	all, _ := k3stoken.ParseCerts(bundle) // HashCA parsed it
 	var roots []*x509.Certificate
-	for _, r := range slices.Concat(pinned, carry(kept, all, nil)) {
+	for _, r := range slices.Concat(d.ca.Chain, carry(d.kept, d.ca.Certs, nil)) {
 		if bytes.Equal(r.RawIssuer, r.RawSubject) && r.CheckSignatureFrom(r) == nil {
 			roots = append(roots, r)
 		}
@@ -115,24 +142,12 @@ func (c *Client) earlierRoots() []*x509.Certificate {
 	return roots
 }
 
-// diskCAFiles reads server-ca.crt, and the roots carried in
-// carriedRootsFile (none if it is missing or corrupt).
-func (c *Client) diskCAFiles() (bundle []byte, kept []*x509.Certificate, err error) {
-	if bundle, err = os.ReadFile(c.caFile(true)); err != nil {
-		return nil, nil, err
-	}
-	if b, err := os.ReadFile(c.carriedRootsFile()); err == nil {
-		kept, _ = k3stoken.ParseCerts(b)
-	}
-	return bundle, kept, nil
-}
-
 // carry is the certificates of earlier that bundle carries, byte for
-// byte, and that pinned does not hold.
-func carry(earlier, bundle, pinned []*x509.Certificate) []*x509.Certificate {
+// byte, and that chain does not hold.
+func carry(earlier, bundle, chain []*x509.Certificate) []*x509.Certificate {
 	var out []*x509.Certificate
 	for _, r := range earlier {
-		if slices.ContainsFunc(bundle, r.Equal) && !slices.ContainsFunc(pinned, r.Equal) && !slices.ContainsFunc(out, r.Equal) {
+		if slices.ContainsFunc(bundle, r.Equal) && !slices.ContainsFunc(chain, r.Equal) && !slices.ContainsFunc(out, r.Equal) {
 			out = append(out, r)
 		}
 	}
@@ -176,13 +191,14 @@ func (c *Client) ensureTrust(ctx context.Context) error {
 	if c.trust != nil {
 		return nil
 	}
+	disk := c.readDiskCA()
 	if !c.diskCAStale {
-		if t, err := c.diskTrust(); err == nil {
+		if t, err := c.diskTrust(disk); err == nil {
 			c.trust, c.trustFromDisk = t, true
 			return nil
 		}
 	}
-	earlier := c.earlierRoots()
+	earlier := disk.earlierRoots()
 	var ca *trustedCA
 	a, err := c.do(ctx, call{method: "GET", path: "/cacerts", bootstrap: true, check: func(a answer) (err error) {
 		ca, err = c.caFrom(a, earlier)
@@ -212,25 +228,20 @@ func (c *Client) ensureTrust(ctx context.Context) error {
 // alone, never against the roots its own answer would carry: a server
 // of an old root could otherwise vouch for that root by appending it.
 func (c *Client) caFrom(a answer, earlier []*x509.Certificate) (*trustedCA, error) {
-	all, pinned, err := c.pinned(a.body, a.addr)
+	ca, err := c.readCA(a.body, a.addr)
 	if err != nil {
 		return nil, err
 	}
-	ca := newTrustedCA(pinned, nil)
+	t := newTrustedCA(ca.Chain, carry(earlier, ca.Certs, ca.Chain))
 	host, _, _ := net.SplitHostPort(a.addr)
-	if err := verifyPeer(*a.tls, host, ca.certs); err != nil {
+	if err := verifyPeer(*a.tls, host, certPool(ca.Chain)); err != nil {
 		sys, serr := x509.SystemCertPool()
 		if serr != nil || verifyPeer(*a.tls, host, sys) != nil {
 			return nil, fmt.Errorf("agent: the certificate of %s does not chain to the CA it sent: %w", a.addr, err)
 		}
-		ca.publicAddr, ca.sys = a.addr, sys
+		t.publicAddr, t.sys = a.addr, sys
 	}
-	if carried := carry(earlier, all, pinned); len(carried) > 0 {
-		pub, sys := ca.publicAddr, ca.sys
-		ca = newTrustedCA(pinned, carried)
-		ca.publicAddr, ca.sys = pub, sys
-	}
-	return ca, nil
+	return t, nil
 }
 
 // pruneCarried drops the carried roots that a bundle of the servers no
@@ -241,12 +252,12 @@ func (c *Client) pruneCarried(bundle []byte) {
 	if t == nil || len(t.carried) == 0 {
 		return
 	}
-	all, _, err := c.pinned(bundle, "server-ca.crt")
+	ca, err := c.readCA(bundle, "server-ca.crt")
 	if err != nil {
 		return // not a bundle of the token's CA: a server not yet restarted
 	}
-	if kept := carry(t.carried, all, nil); len(kept) < len(t.carried) {
-		nt := newTrustedCA(t.pinned, kept)
+	if kept := carry(t.carried, ca.Certs, nil); len(kept) < len(t.carried) {
+		nt := newTrustedCA(t.chain, kept)
 		nt.publicAddr, nt.sys = t.publicAddr, t.sys
 		c.trust = nt
 		c.keepCarried(kept)

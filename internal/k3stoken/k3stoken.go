@@ -76,23 +76,31 @@ func Parse(s string) (Token, error) {
 	return t, nil
 }
 
-// HashCA returns the CA hash of a CA bundle (PEM) as k3s's hashCA
-// computes it, and the certificates that hash covers:
+// CA is a CA bundle as ReadCA reads it.
+type CA struct {
+	Hash  string              // the CA hash a token pins, hex in lower case
+	Chain []*x509.Certificate // the certificates Hash covers
+	Certs []*x509.Certificate // every certificate of the bundle, in order
+}
+
+// ReadCA parses a CA bundle (PEM) and computes its CA hash as k3s's
+// hashCA does:
 //
-//   - a bundle of one certificate: the SHA-256 of the bundle's bytes, and
-//     that certificate;
+//   - a bundle of one certificate: the SHA-256 of the bundle's bytes,
+//     covering that certificate;
 //   - a longer bundle whose first certificate chains to a root it
-//     carries: the SHA-256 of that root's DER, and the chain from the
-//     first certificate to the root;
-//   - any other bundle: the SHA-256 of its bytes, and every certificate.
+//     carries: the SHA-256 of that root's DER, covering the chain from
+//     the first certificate to the root;
+//   - any other bundle: the SHA-256 of its bytes, covering every
+//     certificate.
 //
 // As in k3s, a certificate after the first is a root when it has no
 // authority key ID or its authority key ID is its subject key ID, and an
 // intermediate otherwise; the first chain Go's verifier returns counts.
-func HashCA(bundle []byte) (hash string, pinned []*x509.Certificate, err error) {
+func ReadCA(bundle []byte) (CA, error) {
 	certs, err := ParseCerts(bundle)
 	if err != nil {
-		return "", nil, err
+		return CA{}, err
 	}
 	if len(certs) > 1 {
 		roots, inter := x509.NewCertPool(), x509.NewCertPool()
@@ -106,11 +114,18 @@ func HashCA(bundle []byte) (hash string, pinned []*x509.Certificate, err error) 
 		if chains, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err == nil {
 			chain := chains[0]
 			sum := sha256.Sum256(chain[len(chain)-1].Raw)
-			return hex.EncodeToString(sum[:]), chain, nil
+			return CA{Hash: hex.EncodeToString(sum[:]), Chain: chain, Certs: certs}, nil
 		}
 	}
 	sum := sha256.Sum256(bundle)
-	return hex.EncodeToString(sum[:]), certs, nil
+	return CA{Hash: hex.EncodeToString(sum[:]), Chain: certs, Certs: certs}, nil
+}
+
+// HashCA returns ReadCA's hash of a CA bundle and the certificates it
+// covers.
+func HashCA(bundle []byte) (hash string, chain []*x509.Certificate, err error) {
+	ca, err := ReadCA(bundle)
+	return ca.Hash, ca.Chain, err
 }
 
 // ParseCerts parses every CERTIFICATE block of a PEM bundle, in order,
