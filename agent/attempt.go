@@ -7,8 +7,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -16,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nodepass/nodepass/agent/internal/statefile"
@@ -79,6 +82,7 @@ func (r *Result) renewAt() (at time.Time, failed bool) {
 type prelude struct {
 	config             []byte
 	clientCA, serverCA *x509.CertPool
+	serverCAPEM        []byte                 // server-ca.crt's contents
 	issued             map[string]CertVerdict // the certificates issued, by name
 }
 
@@ -198,9 +202,10 @@ func (c *Client) check(s certSpec, roots *x509.CertPool, now time.Time) CertVerd
 // The agent has no file of it, only the copy sent with the certificate.
 // That copy is still the servers' while their CAs have not changed since
 // the certificate was written: the server's CAs are made, and replaced,
-// together, and server-ca.crt is written only when it changes. So a
-// serving certificate also passes with the CA its file carries, if the
-// file is no older than server-ca.crt.
+// together. So a serving certificate also passes with the CA its file
+// carries while server-ca.crt is the one it was written against, which
+// servingRecord remembers (file times would not tell: a clock may have
+// run ahead when the certificate was written).
 //
 // A serving certificate must also name every address the agent sends
 // now (see addresses).
@@ -209,11 +214,44 @@ func (c *Client) rule(s certSpec, roots *x509.CertPool) CertRule {
 	r.Roots = roots
 	if s.serverCA {
 		r.IPs = c.ips
-		if fi, err := os.Stat(c.caFile(true)); err == nil {
-			r.carriedCASince = fi.ModTime()
-		}
+		r.carriedFor = c.servingRecord()
 	}
 	return r
+}
+
+// servingRecordFile holds the SHA-256 of serving-kubelet.crt and of the
+// server-ca.crt it was written against, in hex.
+func (c *Client) servingRecordFile() string {
+	return filepath.Join(c.agentDir, "etc", "serving-kubelet-server-ca.sha256")
+}
+
+// servingRecord is the SHA-256 of the serving certificate written
+// against server-ca.crt as it is now; zero if there is none.
+func (c *Client) servingRecord() (cert [sha256.Size]byte) {
+	b, err := os.ReadFile(c.servingRecordFile())
+	if err != nil {
+		return cert
+	}
+	certHex, caHex, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	ca, err := os.ReadFile(c.caFile(true))
+	if sum := sha256.Sum256(ca); err != nil || hex.EncodeToString(sum[:]) != caHex {
+		return cert
+	}
+	if n, err := hex.Decode(cert[:], []byte(certHex)); err != nil || n != len(cert) {
+		return [sha256.Size]byte{}
+	}
+	return cert
+}
+
+// keepServingRecord writes servingRecordFile for certPEM, written
+// against serverCA (server-ca.crt's contents). A failure is logged: the
+// next start renews a certificate of a kubelet CA.
+func (c *Client) keepServingRecord(certPEM, serverCA []byte) {
+	cert, ca := sha256.Sum256(certPEM), sha256.Sum256(serverCA)
+	rec := hex.EncodeToString(cert[:]) + " " + hex.EncodeToString(ca[:]) + "\n"
+	if err := statefile.WriteFile(c.servingRecordFile(), []byte(rec), 0o600); err != nil {
+		c.log.Warn("agent: keeping which server-ca.crt the serving certificate was written against", "err", err)
+	}
 }
 
 // diskCA reads client-ca.crt or server-ca.crt from disk; nil if it
@@ -267,7 +305,7 @@ func (c *Client) fetchPrelude(ctx context.Context) (*prelude, error) {
 			return nil, err
 		}
 		if server {
-			p.serverCA = pool
+			p.serverCA, p.serverCAPEM = pool, a.body
 			c.pruneCarried(a.body)
 		} else {
 			p.clientCA = pool
@@ -301,6 +339,9 @@ func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPo
 	}
 	now := time.Now()
 	rule := c.rule(s, roots)
+	if s.serverCA { // written against the server-ca.crt just fetched
+		rule.carriedFor = sha256.Sum256(certPEM)
+	}
 	st := rule.checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, now, now)
 	if st.State == CertWrongName || st.State == CertOtherCA {
 		// The keep rule would not keep it, but k3s's agent writes what
@@ -325,6 +366,9 @@ func (c *Client) requestCert(ctx context.Context, s certSpec, roots *x509.CertPo
 	}
 	if err := statefile.WriteFile(s.certFile, certPEM, 0o600); err != nil {
 		return st, fmt.Errorf("agent: %w", err)
+	}
+	if s.serverCA {
+		c.keepServingRecord(certPEM, c.prelude.serverCAPEM)
 	}
 	c.stats.issued.Add(1)
 	c.log.Info("agent: certificate written", "file", s.certFile, "server", a.addr, "expires", st.NotAfter)

@@ -49,11 +49,10 @@ type CertRule struct {
 	// from there to NotAfter. Default DefaultRenewAfter.
 	RenewAfter float64
 
-	// carriedCASince, if not zero, also accepts a chain to a CA the file
-	// carries after the certificate, when the file was written at or
-	// after it. The Client sets it for a serving certificate (see
-	// Client.check).
-	carriedCASince time.Time
+	// carriedFor, if not zero, is the SHA-256 of a certificate file that
+	// may also chain to a CA it carries after the certificate. The Client
+	// sets it for a serving certificate (see Client.rule).
+	carriedFor [sha256.Size]byte
 	// issued checks a certificate the server has just issued: its name,
 	// addresses and CA are not checked (see Client.requestCert).
 	issued bool
@@ -191,7 +190,7 @@ func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now
 	}
 	opts := x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{r.Usage}}
 	_, err = cert.Verify(opts)
-	if err != nil && !r.carriedCASince.IsZero() && !written.Before(r.carriedCASince) {
+	if err != nil && r.carriedFor != [sha256.Size]byte{} && sha256.Sum256(certPEM) == r.carriedFor {
 		opts.Roots = x509.NewCertPool()
 		for _, c := range chain[1:] {
 			if c.IsCA {

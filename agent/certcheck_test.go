@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -45,7 +46,6 @@ func TestCertRule(t *testing.T) {
 	servingRule := CertRule{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: roots}
 	clientRule := CertRule{Name: "system:node:worker-1", Usage: x509.ExtKeyUsageClientAuth, Roots: roots}
 	wrongKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	since := func(r CertRule, t time.Time) CertRule { r.carriedCASince = t; return r }
 	withIPs := func(r CertRule, ips ...string) CertRule {
 		for _, ip := range ips {
 			r.IPs = append(r.IPs, net.ParseIP(ip))
@@ -112,19 +112,6 @@ func TestCertRule(t *testing.T) {
 		// signAndSend): the CA a file carries is no proof.
 		{"serving, from the CA it carries, not Roots", func() (string, string) { return certOnDisk(t, other, serving, nil) },
 			servingRule, CertOtherCA},
-		// A kubelet CA of the server's own (examples/server), the file
-		// written after server-ca.crt: the CA it carries is the servers'.
-		{"serving, from the CA it carries, written since the servers' CA", func() (string, string) { return certOnDisk(t, other, serving, nil) },
-			since(servingRule, now.Add(-time.Hour)), CertValid},
-		{"serving, from the CA it carries, older than the servers' CA", func() (string, string) { return certOnDisk(t, other, serving, nil) },
-			since(servingRule, now.Add(time.Hour)), CertOtherCA},
-		{"serving, from a CA it does not carry", func() (string, string) {
-			c, k := certOnDisk(t, other, serving, nil)
-			b, _ := os.ReadFile(c)
-			first, _ := pem.Decode(b)
-			os.WriteFile(c, pem.EncodeToMemory(first), 0o600)
-			return c, k
-		}, since(servingRule, now.Add(-time.Hour)), CertOtherCA},
 		{"no roots", func() (string, string) { return certOnDisk(t, ca, client, nil) }, CertRule{Name: client.cn, Usage: client.usage}, CertOtherCA},
 		{"wrong usage", func() (string, string) { return certOnDisk(t, ca, renaming(client, "worker-1", "worker-1"), nil) }, servingRule, CertOtherCA},
 		{"corrupt certificate", func() (string, string) {
@@ -171,6 +158,46 @@ func TestCertRule(t *testing.T) {
 				if !errors.As(st.Err, &unknown) {
 					t.Errorf("Err %v does not wrap x509.UnknownAuthorityError", st.Err)
 				}
+			}
+		})
+	}
+}
+
+// A serving certificate of a kubelet CA of the server's own
+// (examples/server) passes with the CA its file carries when the Client
+// recorded that file as written against server-ca.crt as it is now
+// (carriedFor); not when it recorded another file, nor when the file
+// carries no CA.
+func TestCertRuleCarriedCA(t *testing.T) {
+	ca, kubelet := newTestCA(t, "ca"), newTestCA(t, "kubelet-ca")
+	now := time.Now()
+	serving := leaf{cn: "worker-1", dns: "worker-1", usage: x509.ExtKeyUsageServerAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(year)}
+	rule := CertRule{Name: "worker-1", Usage: x509.ExtKeyUsageServerAuth, Roots: certPool([]*x509.Certificate{ca.cert})}
+	for _, tc := range []struct {
+		name     string
+		bare     bool // the file holds the certificate alone, not its CA
+		recorded func(file []byte) []byte
+		want     CertState
+	}{
+		{"recorded", false, func(b []byte) []byte { return b }, CertValid},
+		{"not recorded", false, func([]byte) []byte { return nil }, CertOtherCA},
+		{"another file recorded", false, func([]byte) []byte { return []byte("another certificate") }, CertOtherCA},
+		{"recorded, but no CA in the file", true, func(b []byte) []byte { return b }, CertOtherCA},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, k := certOnDisk(t, kubelet, serving, nil)
+			b, _ := os.ReadFile(c)
+			if tc.bare {
+				first, _ := pem.Decode(b)
+				b = pem.EncodeToMemory(first)
+				os.WriteFile(c, b, 0o600)
+			}
+			r := rule
+			if rec := tc.recorded(b); rec != nil {
+				r.carriedFor = sha256.Sum256(rec)
+			}
+			if st := r.Check(c, k, now); st.State != tc.want {
+				t.Errorf("State = %v (%v), want %v", st.State, st.Err, tc.want)
 			}
 		})
 	}

@@ -273,6 +273,34 @@ func TestServingCertOfKubeletCA(t *testing.T) {
 	}
 }
 
+// A serving certificate of a kubelet CA of the server's own is kept
+// with the CA its file carries only while server-ca.crt is the one it was
+// written against, whatever the files' times say. Here it was written
+// while the clock ran 3 h ahead, and `k3s certificate rotate-ca --force`
+// replaced the CAs within those hours: the next start renews it, as the
+// API server now checks the kubelet against the new CA
+// (--kubelet-certificate-authority, k3s pkg/daemons/control/server.go).
+func TestServingCertWrittenAhead(t *testing.T) {
+	cl := newCluster(t)
+	cl.kubeletCA = newTestCA(t, "kubelet-ca")
+	s := newSupervisor(t, cl)
+	dir := t.TempDir()
+	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+	ahead := time.Now().Add(3 * time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, "agent", "serving-kubelet.crt"), ahead, ahead); err != nil {
+		t.Fatal(err)
+	}
+
+	rotated := newCluster(t)
+	rotated.kubeletCA = newTestCA(t, "kubelet-ca-2")
+	s2 := newSupervisor(t, rotated)
+	c := newClient(t, testOptions(rotated, s2.addr, dir, nil))
+	res := get(t, c)
+	if st := c.Stats(); st.Issued != 4 || !res.Certs[0].Issued {
+		t.Errorf("%d certificates issued after the servers' CAs were replaced (serving issued %v), want all 4", st.Issued, res.Certs[0].Issued)
+	}
+}
+
 // A first join whose list holds a server of another cluster: that
 // server's /cacerts does not match the token, and the request moves on
 // to the configured server, which decides, as it decides a 401 (k3s's
