@@ -8,6 +8,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +106,8 @@ type prelude struct {
 func (c *Client) attempt(ctx context.Context) (*Result, error) {
 	c.stats.attempts.Add(1)
 	c.askedUntil, c.caDoubted = time.Time{}, false
+	c.identity = c.clientCert()
+	clear(c.certless)
 	if err := c.addresses(); err != nil {
 		return nil, err
 	}
@@ -156,6 +160,26 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// clientCert is the node's client certificate, client-kubelet, if the
+// keep rule keeps it against client-ca.crt on disk; nil otherwise. k3s's
+// agent presents it with the token (pkg/agent/config/config.go get:
+// clientaccess.WithClientCertificate), and its supervisor accepts
+// either (pkg/authenticator), so a node whose token no longer passes
+// still rejoins. One the keep rule refuses is not presented: k3s's
+// supervisor answers 400 to a certificate of another node's name.
+func (c *Client) clientCert() *tls.Certificate {
+	i := slices.IndexFunc(c.certs, func(s certSpec) bool { return s.name == "client-kubelet" })
+	s := c.certs[i]
+	if !c.check(s, c.diskCA(false), time.Now()).State.Usable() {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
+	if err != nil {
+		return nil
+	}
+	return &cert
 }
 
 // onDisk is the certificates on disk checked against the CAs on disk.

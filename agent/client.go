@@ -121,9 +121,10 @@ type Client struct {
 	prefix   string // "/v1-k3s"
 	header   string // "K3s": the node headers' prefix
 	// verifying makes connections checked against trust at the handshake;
-	// bootstrapping, those for /cacerts while trust is nil.
-	verifying, bootstrapping *http.Transport
-	sessions                 sync.Map // address → tls.ClientSessionCache
+	// presenting, the same presenting identity; bootstrapping, those for
+	// /cacerts while trust is nil.
+	verifying, presenting, bootstrapping *http.Transport
+	sessions                             sync.Map // sessionKey → tls.ClientSessionCache
 
 	mu            sync.Mutex             // held by an attempt; guards the fields below
 	conns         map[string]*serverConn // by address
@@ -133,11 +134,16 @@ type Client struct {
 	// disk during this attempt. If the attempt fails, the next fetches
 	// the CA again (diskCAStale).
 	caDoubted, diskCAStale bool
-	warnedNoHash           bool
-	backoff                Backoff
-	nodeServer             string          // the server that accepted the last node-password request
-	failing                map[string]bool // servers whose last request failed (see logFailure)
-	lastErr                string          // the last failed attempt's error (see retry)
+	// identity is the node's client certificate, presented at this
+	// attempt's handshakes (see clientCert); certless, the servers that
+	// refused it in this attempt.
+	identity     *tls.Certificate
+	certless     map[string]bool
+	warnedNoHash bool
+	backoff      Backoff
+	nodeServer   string          // the server that accepted the last node-password request
+	failing      map[string]bool // servers whose last request failed (see logFailure)
+	lastErr      string          // the last failed attempt's error (see retry)
 	// supervisorPort replaces the port of the servers announced, when
 	// the servers' configuration says their API servers listen on another
 	// port than their supervisors (see readPorts).
@@ -204,6 +210,7 @@ func New(opts *Options) (*Client, error) {
 		header:   strings.ToUpper(o.Program[:1]) + o.Program[1:],
 		conns:    make(map[string]*serverConn),
 		failing:  make(map[string]bool),
+		certless: make(map[string]bool),
 		routeIPs: defaultRouteIPs,
 		backoff:  o.Backoff,
 		perSrv:   make(map[string]uint64),
@@ -228,7 +235,7 @@ func New(opts *Options) (*Client, error) {
 		c.log.Warn("agent: ignoring the server list kept from an earlier run: it is for another server", "file", o.StateFile, "server", s.Default)
 	}
 	c.servers = newRotation(configured, known)
-	c.verifying, c.bootstrapping = c.transport(false), c.transport(true)
+	c.verifying, c.presenting, c.bootstrapping = c.transport(false, false), c.transport(false, true), c.transport(true, false)
 	return c, nil
 }
 
@@ -424,12 +431,22 @@ func (c *Client) Stats() Stats {
 	return s
 }
 
-// tlsSessions returns addr's TLS session cache: one per server, since
-// several servers may share a name (or, in tests, an address).
-func (c *Client) tlsSessions(addr string) tls.ClientSessionCache {
-	if v, ok := c.sessions.Load(addr); ok {
+// sessionKey names a TLS session cache: one per server, since several
+// servers may share a name (or, in tests, an address), and one for the
+// sessions that presented the node's identity, which a server keeps
+// with a session it resumes.
+type sessionKey struct {
+	addr     string
+	identity bool
+}
+
+// tlsSessions returns the TLS session cache of addr's connections, with
+// or without the node's identity.
+func (c *Client) tlsSessions(addr string, identity bool) tls.ClientSessionCache {
+	k := sessionKey{addr, identity}
+	if v, ok := c.sessions.Load(k); ok {
 		return v.(tls.ClientSessionCache)
 	}
-	v, _ := c.sessions.LoadOrStore(addr, tls.NewLRUClientSessionCache(4))
+	v, _ := c.sessions.LoadOrStore(k, tls.NewLRUClientSessionCache(4))
 	return v.(tls.ClientSessionCache)
 }

@@ -37,16 +37,18 @@ import (
 type serverConn struct {
 	cc       *http.ClientConn
 	verified bool // its certificate chains to Client.trust
+	identity bool // its handshake presented Client.identity
 	answered bool // the server has answered a request on it
 }
 
-// transport returns the Transport that makes the Client's connections:
-// checked against Client.trust, or not (bootstrap).
-func (c *Client) transport(bootstrap bool) *http.Transport {
+// transport returns a Transport that makes the Client's connections:
+// checked against Client.trust, or not (bootstrap); presenting
+// Client.identity, or not.
+func (c *Client) transport(bootstrap, identity bool) *http.Transport {
 	t := &http.Transport{
 		ForceAttemptHTTP2: true,
 		DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			return c.dialTLS(ctx, addr, bootstrap)
+			return c.dialTLS(ctx, addr, bootstrap, identity)
 		},
 	}
 	t.Protocols = new(http.Protocols)
@@ -56,7 +58,7 @@ func (c *Client) transport(bootstrap bool) *http.Transport {
 }
 
 // dialTLS connects to addr and completes a TLS handshake, counting it.
-func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap bool) (net.Conn, error) {
+func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap, identity bool) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -70,13 +72,16 @@ func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap bool) (net.
 		ServerName:         host,
 		NextProtos:         []string{"h2", "http/1.1"},
 		MinVersion:         tls.VersionTLS12,
-		ClientSessionCache: c.tlsSessions(addr),
+		ClientSessionCache: c.tlsSessions(addr, identity),
 		// The Client checks the chain itself, against a CA that changes
 		// at run time, resumed sessions included.
 		InsecureSkipVerify: true,
 	}
 	if !bootstrap {
 		cfg.VerifyConnection = c.trust.verifier(addr) // read under Client.mu: dials run within an attempt
+	}
+	if cert := c.identity; identity && cert != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
 	}
 	tc := tls.Client(raw, cfg)
 	c.stats.handshakes.Add(1)
@@ -94,8 +99,9 @@ func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap bool) (net.
 // last one broke). A request that is not bootstrap gets a connection
 // whose certificate was checked. Called with c.mu held.
 func (c *Client) conn(ctx context.Context, addr string, bootstrap bool) (*serverConn, error) {
+	identity := !bootstrap && c.identity != nil && !c.certless[addr]
 	if sc := c.conns[addr]; sc != nil {
-		if sc.cc.Err() == nil && (sc.verified || bootstrap) {
+		if sc.cc.Err() == nil && (bootstrap || sc.verified && sc.identity == identity) {
 			return sc, nil
 		}
 		c.dropConn(addr)
@@ -104,14 +110,17 @@ func (c *Client) conn(ctx context.Context, addr string, bootstrap bool) (*server
 		return nil, errors.New("agent: the servers' CA is not known yet")
 	}
 	t := c.verifying
-	if c.trust == nil {
-		t = c.bootstrapping
+	switch {
+	case c.trust == nil:
+		t, identity = c.bootstrapping, false
+	case identity:
+		t = c.presenting
 	}
 	cc, err := t.NewClientConn(ctx, "https", addr)
 	if err != nil {
 		return nil, err
 	}
-	sc := &serverConn{cc: cc, verified: c.trust != nil}
+	sc := &serverConn{cc: cc, verified: c.trust != nil, identity: identity}
 	c.conns[addr] = sc
 	return sc, nil
 }
@@ -305,6 +314,15 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 		return down(until, fmt.Errorf("%s (Retry-After %v)", resp.Status, ra))
 	case code >= 500:
 		return down(recovery, errors.New(resp.Status))
+	case code == http.StatusUnauthorized && r.node && sc.identity:
+		// k3s's supervisor refuses a node's certificate once its Node
+		// resource is gone, and k3s's agent asks again on the token
+		// alone (pkg/agent/config/config.go getNodeNamedCrt). So does
+		// this one, of this server, for the rest of the attempt.
+		c.log.Info("agent: the server refused the node's client certificate; asking again without the client certificate", "server", addr, "request", r.String())
+		c.certless[addr] = true
+		resp.Body.Close()
+		return c.try(ctx, addr, r)
 	case code == http.StatusUnauthorized && addr != c.servers.configuredAddr():
 		// A server learnt may be an API server, not a supervisor (a list
 		// kept with the API servers' port, say): the configured one decides.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"cmp"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -13,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -187,6 +189,7 @@ type cluster struct {
 	mu        sync.Mutex
 	clientCA  *testCA           // guarded by mu: a test may rotate it
 	passwords map[string]string // node → password, shared by its servers; guarded by mu
+	deleted   map[string]bool   // nodes whose Node resource is gone; guarded by mu
 }
 
 func (cl *cluster) server() *testCA { return cl.serverCA }
@@ -258,6 +261,7 @@ type supervisor struct {
 	mu    sync.Mutex
 	hits  map[string]int // "POST /v1-k3s/client-kubelet.crt" → count
 	ips   []string       // the Node-Ip headers received
+	users []string       // "METHOD path user" of each request authenticated
 	conns atomic.Int32   // TLS connections accepted
 	http1 atomic.Int32   // requests that came over HTTP/1
 }
@@ -317,6 +321,9 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 				s.mu.Lock()
 				s.ips = append(s.ips, r.Header.Get(header+"-Node-Ip"))
 				s.mu.Unlock()
+				if !s.nodeAuth(w, r, node) {
+					return
+				}
 				if !s.checkPassword(node, r.Header.Get(header+"-Node-Password")) {
 					http.Error(w, "forbidden", http.StatusForbidden)
 					return
@@ -374,7 +381,8 @@ func startSupervisor(t testing.TB, cl *cluster, program, addr string, httpsPort 
 		s.srv.Listener = ln
 	}
 	s.srv.EnableHTTP2 = true
-	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cmp.Or(cl.tlsCA, cl.serverCA).serverCert(t)}}
+	// k3s's supervisor asks for a client certificate (pkg/cluster/https.go).
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cmp.Or(cl.tlsCA, cl.serverCA).serverCert(t)}, ClientAuth: tls.RequestClientCert}
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
@@ -398,15 +406,120 @@ func (s *supervisor) config() string {
 	return fmt.Sprintf(`{"clusterDomain":"cluster.local","SupervisorPort":%d,"HTTPSPort":%d}`, port, https)
 }
 
-// authed wraps h in the basic auth check of the join token.
+// authUser is who a request authenticated as.
+type authUser struct {
+	name   string
+	groups []string
+}
+
+type authKey struct{}
+
+// authed wraps h in the supervisor's authentication, as k3s's: the union,
+// in this order, of basic auth against its passwd file (the user "node",
+// of the group k3s:agent), x509 client certificates against client-ca
+// (pkg/authenticator/authenticator.go FromArgs; the user is the common
+// name, the groups the organizations), and the API server's bootstrap
+// tokens (pkg/daemons/control/server.go waitForAPIServerHandlers), then
+// a role check (pkg/server/auth/auth.go doAuth,
+// pkg/server/handlers/router.go). The first credential that passes
+// decides. Credentials that all fail get 401; none at all, or a user of
+// none of the groups k3s:agent, system:nodes and system:bootstrappers,
+// get 403.
 func (s *supervisor) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "node" || p != s.cl.secret {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+		u, err := s.authenticate(r)
+		switch {
+		case u == nil && err != nil:
+			http.Error(w, "not authorized", http.StatusUnauthorized)
+			return
+		case u == nil || !slices.ContainsFunc(u.groups, func(g string) bool {
+			return g == s.program+":agent" || g == "system:nodes" || g == "system:bootstrappers"
+		}):
+			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
-		h(w, r)
+		s.mu.Lock()
+		s.users = append(s.users, r.Method+" "+r.URL.Path+" "+u.name)
+		s.mu.Unlock()
+		h(w, r.WithContext(context.WithValue(r.Context(), authKey{}, u)))
 	}
+}
+
+// authenticate is the union authenticator of authed: the first
+// credential that passes, or the errors of those that fail.
+func (s *supervisor) authenticate(r *http.Request) (*authUser, error) {
+	var errs []error
+	if name, pw, ok := r.BasicAuth(); ok {
+		if name == "node" && pw == s.cl.secret {
+			return &authUser{name: "node", groups: []string{s.program + ":agent"}}, nil
+		}
+		errs = append(errs, errors.New("invalid username/password combination"))
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		certs := r.TLS.PeerCertificates
+		inter := x509.NewCertPool()
+		for _, c := range certs[1:] {
+			inter.AddCert(c)
+		}
+		roots := x509.NewCertPool()
+		roots.AddCert(s.cl.client().root)
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		if err == nil {
+			return &authUser{name: certs[0].Subject.CommonName, groups: certs[0].Subject.Organization}, nil
+		}
+		errs = append(errs, err)
+	}
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		if tok == bootstrapToken {
+			id, _, _ := strings.Cut(tok, ".")
+			return &authUser{name: "system:bootstrap:" + id, groups: []string{"system:bootstrappers"}}, nil
+		}
+		errs = append(errs, errors.New("invalid bootstrap token"))
+	}
+	return nil, errors.Join(errs...)
+}
+
+// bootstrapToken is the bootstrap token every supervisor accepts.
+const bootstrapToken = "abcdef.0123456789abcdef"
+
+// nodeAuth is k3s's check of a node-password request's identity
+// (pkg/nodepassword/validate.go GetNodeAuthValidator): a request that
+// authenticated as a node (system:node:<name>, of the group
+// system:nodes) must name that node in its header (else 400), and the
+// node must still exist (else 401: nodepassword.go verifyNode). It
+// reports whether the request may go on.
+func (s *supervisor) nodeAuth(w http.ResponseWriter, r *http.Request, node string) bool {
+	u := r.Context().Value(authKey{}).(*authUser)
+	name, isNode := strings.CutPrefix(u.name, "system:node:")
+	if !isNode || !slices.Contains(u.groups, "system:nodes") {
+		return true
+	}
+	if name != node {
+		http.Error(w, "header node name does not match auth node name", http.StatusBadRequest)
+		return false
+	}
+	s.cl.mu.Lock()
+	deleted := s.cl.deleted[name]
+	s.cl.mu.Unlock()
+	if deleted {
+		http.Error(w, "unable to verify node identity: node "+name+" not found", http.StatusUnauthorized)
+		return false
+	}
+	return true
+}
+
+// usersOf is who each request for "METHOD path" authenticated as, in
+// order.
+func (s *supervisor) usersOf(route string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, u := range s.users {
+		if rest, ok := strings.CutPrefix(u, route+" "); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
 }
 
 // checkPassword enrolls node with pw on its first request, and checks pw
