@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -65,6 +66,11 @@ type Options struct {
 	// StateFile keeps the servers known. Default k3s's,
 	// DataDir/agent/etc/<Program>-agent-load-balancer.json.
 	StateFile string
+
+	// Dial makes the TCP connections to the servers, through a proxy say
+	// (examples/agent honours K3S_AGENT_HTTP_PROXY_ALLOWED as k3s does).
+	// TLS runs over what it returns. Default a net.Dialer's DialContext.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// HeaderTimeout bounds the wait for an answer's headers before the
 	// request moves on. Default 5 s.
@@ -287,6 +293,9 @@ func (o *Options) fill() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Dial == nil {
+		o.Dial = new(net.Dialer).DialContext
 	}
 	for _, d := range []struct {
 		name string

@@ -294,6 +294,41 @@ func TestClosingServer(t *testing.T) {
 	}
 }
 
+// Options.Dial makes every connection to every server: the configured
+// one, the others known, /cacerts before the CA is known and the rest.
+// The servers are named 127.0.0.2, where nothing listens: only the Dial
+// given, which sends them to 127.0.0.1 as a proxy would, reaches them.
+func TestDialMakesEveryConnection(t *testing.T) {
+	cl := newCluster(t)
+	a, b := newSupervisor(t, cl), newSupervisor(t, cl)
+	at2 := func(addr string) string { return strings.Replace(addr, "127.0.0.1:", "127.0.0.2:", 1) }
+	var mu sync.Mutex
+	var dialed []string
+	opts := testOptions(cl, at2(a.addr), t.TempDir(), nil)
+	opts.Servers = []string{at2(b.addr), at2(a.addr)}
+	opts.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		dialed = append(dialed, addr)
+		mu.Unlock()
+		var d net.Dialer
+		return d.DialContext(ctx, network, strings.Replace(addr, "127.0.0.2:", "127.0.0.1:", 1))
+	}
+	c := newClient(t, opts)
+	get(t, c)
+	st := c.Stats()
+	mu.Lock()
+	defer mu.Unlock()
+	if uint64(len(dialed)) != st.Handshakes || a.total() == 0 || b.total() == 0 {
+		t.Errorf("%d dials for %d handshakes, %d and %d requests to the servers; want a dial for each, and both servers used",
+			len(dialed), st.Handshakes, a.total(), b.total())
+	}
+	for _, d := range dialed {
+		if d != at2(a.addr) && d != at2(b.addr) {
+			t.Errorf("dialed %s, not a server", d)
+		}
+	}
+}
+
 // An agent whose only server fails once (a 502, as a load balancer's
 // address may answer while its backend changes) asks it again
 // after the backoff's wait, not after RecoveryDelay: two attempts, the

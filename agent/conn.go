@@ -63,8 +63,7 @@ func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap, identity b
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", addr)
+	raw, err := c.opts.Dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
