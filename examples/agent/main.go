@@ -27,6 +27,11 @@
 // itself waits the backoff's cap between such attempts, unless told to
 // stop (Options.StopOnRejection), as this command does.
 //
+// With K3S_AGENT_HTTP_PROXY_ALLOWED=true in its environment (RKE2_...
+// with -program rke2) it reaches the servers through the HTTP proxy that
+// HTTPS_PROXY and NO_PROXY give for -server, as k3s's agent does
+// (proxy.go says how).
+//
 // With -wait and -lb-listen ADDR it also runs the agent's local load
 // balancer (agent/loadbalancer) on ADDR, as a k3s agent runs one on
 // 127.0.0.1:6444 for the kubelet and the rest of the node. Connections to
@@ -78,6 +83,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	cfg.opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.opts.Dial, err = proxyDial(cfg.opts.Program, cfg.opts.Server, cfg.opts.Logger); err != nil {
+		return &cli.UsageError{Err: err}
+	}
 	c, err := agent.New(&cfg.opts)
 	if err != nil {
 		return cli.UsageUnlessIO(err) // a wrong option, or a node password file that cannot be used

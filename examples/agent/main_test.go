@@ -65,6 +65,17 @@ const secret = "s3cret"
 
 func newFakeSupervisor(t *testing.T) *fakeSupervisor {
 	t.Helper()
+	return newFakeSupervisorOn(t, net.IPv4(127, 0, 0, 1))
+}
+
+// proxiedName names every fake supervisor in its certificate. It is a
+// name no resolver knows (RFC 6761), which only the tests' proxy
+// (newConnectProxy) sends somewhere.
+const proxiedName = "supervisor.invalid"
+
+// newFakeSupervisorOn is a fakeSupervisor listening on ip.
+func newFakeSupervisorOn(t *testing.T, ip net.IP) *fakeSupervisor {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
@@ -143,8 +154,14 @@ func newFakeSupervisor(t *testing.T) *fakeSupervisor {
 		}))
 	}
 	srv := httptest.NewUnstartedServer(mux)
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
 	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := sign(&x509.Certificate{Subject: pkix.Name{CommonName: "server"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	leaf := sign(&x509.Certificate{Subject: pkix.Name{CommonName: "server"}, IPAddresses: []net.IP{ip}, DNSNames: []string{proxiedName},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}, srvKey.Public())
 	keyDER, _ := x509.MarshalECPrivateKey(srvKey)
 	cert, err := tls.X509KeyPair(leaf, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
