@@ -158,24 +158,13 @@ type answer struct {
 // configuration is a few KiB.
 const maxBody = 4 << 20
 
-// do sends r to the servers in turn (rotation.order) until one answers
-// it: a connection failure, a timeout, a 429, 503 or other 5xx moves it to
-// the next server at once, and leaves the server out for RecoveryDelay (or
-// for its Retry-After, bounded by the backoff's cap, on 429 and 503).
-// 401 (but from a server learnt), 403 and other 4xx end the request with
-// an error. A node-password request starts at the server that accepted
-// the last one, if it is up.
-// Called with c.mu held.
+// do sends r to the servers in turn (order) until one answers it. A
+// failure of the server's moves it to the next server at once (try); a
+// refusal ends it. Called with c.mu held.
 func (c *Client) do(ctx context.Context, r call) (answer, error) {
-	order := c.servers.order(time.Now())
+	order := c.order(r)
 	if len(order) == 0 {
 		return answer{}, errors.New("agent: no server to ask")
-	}
-	if i := slices.Index(order, c.nodeServer); r.node && i > 0 {
-		// The server that accepted the node's password last has it in
-		// its cache (nodepass's Verifier): asked first, it checks the
-		// password again without scrypt.
-		order = slices.Insert(slices.Delete(order, i, i+1), 0, c.nodeServer)
 	}
 	var errs []error
 	for i, addr := range order {
@@ -202,6 +191,19 @@ func (c *Client) do(ctx context.Context, r call) (answer, error) {
 	return answer{}, fmt.Errorf("agent: %s: no server answered: %w", r, errors.Join(errs...))
 }
 
+// order is the servers r goes to, in turn: those not left out, in
+// round-robin order (rotation.order). A node-password request starts at
+// the server that accepted the last one instead, if it is up: it has
+// the password in its cache (nodepass's Verifier) and checks it again
+// without scrypt.
+func (c *Client) order(r call) []string {
+	order := c.servers.order(time.Now())
+	if i := slices.Index(order, c.nodeServer); r.node && i > 0 {
+		order = slices.Insert(slices.Delete(order, i, i+1), 0, c.nodeServer)
+	}
+	return order
+}
+
 // logFailure logs a server's failure at r: at Info when the server was
 // answering, at Debug while it keeps failing, so that a server down for
 // minutes logs one line, not one per attempt. next reports that the
@@ -219,45 +221,95 @@ func (c *Client) logFailure(addr string, r call, err error, next bool) {
 	c.log.Log(context.Background(), level, msg, "server", addr, "request", r.String(), "err", err)
 }
 
-// try sends r to addr. next reports that the request should move to the
-// next server (the failure is addr's); otherwise err ends the request.
+// serverFailure is a failure of the server's: the request moves on to
+// the next server, and this one is left out until until.
+type serverFailure struct {
+	err   error
+	until time.Time
+	asked bool // the server asked for the wait (Retry-After)
+}
+
+func (f *serverFailure) Error() string { return f.err.Error() }
+
+// errIdentityRefused is a 401 to a node-password request that presented
+// the node's client certificate.
+var errIdentityRefused = errors.New("the node's client certificate refused")
+
+// try sends r to addr and decides what comes of it. next reports that
+// the request should move to the next server (the failure is addr's);
+// otherwise err ends the request. The steps: a connection (connFor), the
+// exchange (exchange), what the answer means (readAnswer), and for a
+// failure of the server's, how long it is left out (leaveOut).
 func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next bool, err error) {
-	down := func(until time.Time, err error) (answer, bool, error) {
-		c.servers.markDown(addr, until)
-		c.dropConn(addr)
-		return answer{}, true, fmt.Errorf("%s: %w", addr, err)
+	sc, err := c.connFor(ctx, addr, r)
+	if err == nil {
+		a, err = c.exchange(ctx, addr, sc, r)
 	}
-	recovery := time.Now().Add(c.opts.RecoveryDelay)
-	// The dial and the TLS handshake count against HeaderTimeout: a server
-	// that accepts and never completes the handshake is left as one that
-	// never answers.
-	dctx, dcancel := context.WithTimeout(ctx, c.opts.HeaderTimeout)
-	sc, err := c.conn(dctx, addr, r.bootstrap)
-	dcancel()
-	if err != nil {
-		if ended(ctx) {
-			return answer{}, false, endErr(ctx)
-		}
-		if local.Shortage(err) { // the node's, not the server's: no other server would do better
-			return answer{}, false, fmt.Errorf("agent: %s: %w", r, err)
-		}
-		var verr *tls.CertificateVerificationError
-		if errors.As(err, &verr) && c.trustFromDisk {
-			// The CA kept on disk may not be the servers' any more. The
-			// other servers are still asked; if the attempt fails, the
-			// next fetches the CA again, checked against the token.
-			c.log.Warn("agent: the server's certificate does not chain to the CA on disk", "server", addr, "err", err)
-			c.caDoubted = true
-		}
-		return down(recovery, err)
-	}
-	req, err := c.request(ctx, addr, r)
-	if err != nil {
+	var f *serverFailure
+	switch {
+	case err == nil:
+	case ended(ctx):
+		return answer{}, false, endErr(ctx)
+	case errors.Is(err, errIdentityRefused):
+		// k3s's supervisor refuses a node's certificate once its Node
+		// resource is gone, and k3s's agent asks again on the token
+		// alone (pkg/agent/config/config.go getNodeNamedCrt). So does
+		// this one, of this server, for the rest of the attempt.
+		c.log.Info("agent: the server refused the node's client certificate; asking again without the client certificate", "server", addr, "request", r.String())
+		c.certless[addr] = true
+		return c.try(ctx, addr, r)
+	case errors.As(err, &f):
+		c.leaveOut(addr, f)
+		return answer{}, true, fmt.Errorf("%s: %w", addr, f.err)
+	default:
 		return answer{}, false, err
 	}
-	// A server gets HeaderTimeout to answer, but the node-password
-	// requests of a server that has answered before get the request's
-	// whole time: a server may hold them while it verifies the password.
+	if r.check != nil {
+		if err := r.check(a); err != nil {
+			// As for a 401, the configured server decides. A server learnt
+			// is not left out: it may serve the other requests, whose
+			// connections are checked at the handshake (a server not yet
+			// restarted in a CA rotation).
+			c.dropConn(addr)
+			return answer{}, addr != c.servers.configuredAddr(), err
+		}
+	}
+	return a, false, nil
+}
+
+// connFor returns a connection to addr for r. The dial and the TLS
+// handshake count against HeaderTimeout: a server that accepts and never
+// completes the handshake is left as one that never answers.
+func (c *Client) connFor(ctx context.Context, addr string, r call) (*serverConn, error) {
+	dctx, cancel := context.WithTimeout(ctx, c.opts.HeaderTimeout)
+	defer cancel()
+	sc, err := c.conn(dctx, addr, r.bootstrap)
+	if err == nil {
+		return sc, nil
+	}
+	if local.Shortage(err) { // the node's, not the server's: no other server would do better
+		return nil, fmt.Errorf("agent: %s: %w", r, err)
+	}
+	var verr *tls.CertificateVerificationError
+	if errors.As(err, &verr) && c.trustFromDisk {
+		// The CA kept on disk may not be the servers' any more. The
+		// other servers are still asked; if the attempt fails, the next
+		// fetches the CA again, checked against the token.
+		c.log.Warn("agent: the server's certificate does not chain to the CA on disk", "server", addr, "err", err)
+		c.caDoubted = true
+	}
+	return nil, &serverFailure{err: err, until: time.Now().Add(c.opts.RecoveryDelay)}
+}
+
+// exchange sends r to addr on sc and reads the answer (readAnswer). A
+// server gets HeaderTimeout to answer, but the node-password requests of
+// a server that has answered before get the request's whole time: a
+// server may hold them while it verifies the password.
+func (c *Client) exchange(ctx context.Context, addr string, sc *serverConn, r call) (answer, error) {
+	req, err := c.request(ctx, addr, r)
+	if err != nil {
+		return answer{}, err
+	}
 	wait := c.opts.HeaderTimeout
 	if r.node && sc.answered {
 		wait = c.opts.RequestTimeout
@@ -271,74 +323,71 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 	resp, err := sc.cc.RoundTrip(req.WithContext(hctx))
 	timer.Stop()
 	if err != nil {
-		if ended(ctx) {
-			return answer{}, false, endErr(ctx)
-		}
 		if cause := context.Cause(hctx); cause != nil {
 			err = fmt.Errorf("%w (%v)", cause, wait)
 		}
-		return down(recovery, err)
+		return answer{}, &serverFailure{err: err, until: time.Now().Add(c.opts.RecoveryDelay)}
 	}
 	defer resp.Body.Close()
 	sc.answered = true
+	return c.readAnswer(hctx, addr, sc, r, resp)
+}
+
+// readAnswer is what addr's answer resp to r means. A 200 is an answer,
+// its body read within ctx. A 429, a 503 or another 5xx is a
+// serverFailure: the server is left out for RecoveryDelay, or for its
+// Retry-After (bounded by the backoff's cap), and the request moves on.
+// So is a 401 from a server learnt. A 401 to a node-password request that
+// presented the node's certificate is errIdentityRefused. Another 401,
+// a 403 or another 4xx ends the request.
+func (c *Client) readAnswer(ctx context.Context, addr string, sc *serverConn, r call, resp *http.Response) (answer, error) {
+	recovery := time.Now().Add(c.opts.RecoveryDelay)
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK:
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 		if err != nil {
-			if ended(ctx) {
-				return answer{}, false, endErr(ctx)
-			}
-			if cause := context.Cause(hctx); cause != nil {
+			if cause := context.Cause(ctx); cause != nil {
 				err = cause
 			}
-			return down(recovery, fmt.Errorf("reading the answer: %w", err))
+			return answer{}, &serverFailure{err: fmt.Errorf("reading the answer: %w", err), until: recovery}
 		}
-		a := answer{addr: addr, body: body, tls: resp.TLS, sc: sc}
-		if r.check != nil {
-			if err := r.check(a); err != nil {
-				// Not marked down: a server learnt may serve the other
-				// requests, whose connections are checked at the
-				// handshake (a server not yet restarted in a CA rotation).
-				c.dropConn(addr)
-				return answer{}, addr != c.servers.configuredAddr(), err
-			}
-		}
-		return a, false, nil
+		return answer{addr: addr, body: body, tls: resp.TLS, sc: sc}, nil
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		ra := retryAfter(resp.Header.Get("Retry-After"), time.Now())
-		until := time.Now().Add(min(ra, c.backoff.ceiling()))
-		if until.After(c.askedUntil) {
-			c.askedUntil = until
-		}
-		return down(until, fmt.Errorf("%s (Retry-After %v)", resp.Status, ra))
+		return answer{}, &serverFailure{err: fmt.Errorf("%s (Retry-After %v)", resp.Status, ra),
+			until: time.Now().Add(min(ra, c.backoff.ceiling())), asked: true}
 	case code >= 500:
-		return down(recovery, errors.New(resp.Status))
+		return answer{}, &serverFailure{err: errors.New(resp.Status), until: recovery}
 	case code == http.StatusUnauthorized && r.node && sc.identity:
-		// k3s's supervisor refuses a node's certificate once its Node
-		// resource is gone, and k3s's agent asks again on the token
-		// alone (pkg/agent/config/config.go getNodeNamedCrt). So does
-		// this one, of this server, for the rest of the attempt.
-		c.log.Info("agent: the server refused the node's client certificate; asking again without the client certificate", "server", addr, "request", r.String())
-		c.certless[addr] = true
-		resp.Body.Close()
-		return c.try(ctx, addr, r)
+		return answer{}, errIdentityRefused
 	case code == http.StatusUnauthorized && addr != c.servers.configuredAddr():
 		// A server learnt may be an API server, not a supervisor (a list
 		// kept with the API servers' port, say): the configured one decides.
-		return down(recovery, fmt.Errorf("%s to %s (not a supervisor, or the token is wrong)", resp.Status, r))
+		return answer{}, &serverFailure{err: fmt.Errorf("%s to %s (not a supervisor, or the token is wrong)", resp.Status, r), until: recovery}
 	case code == http.StatusUnauthorized:
-		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
+		return answer{}, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
 	case code == http.StatusForbidden && r.node:
-		return answer{}, false, fmt.Errorf("%w: %s answered %s for node %q: the password in %s does not match the server's entry for %q (a node of the same name joined with another password?)",
+		return answer{}, fmt.Errorf("%w: %s answered %s for node %q: the password in %s does not match the server's entry for %q (a node of the same name joined with another password?)",
 			ErrNodePasswordRejected, addr, resp.Status, c.opts.NodeName, c.passwordSource(), c.opts.NodeName)
 	case code == http.StatusForbidden:
-		return answer{}, false, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
+		return answer{}, fmt.Errorf("%w: %s answered %s to %s", ErrTokenRejected, addr, resp.Status, r)
 	default:
 		e := &statusError{addr: addr, call: r, code: code, status: resp.Status, msg: serverMessage(resp.Body)}
 		if r.node {
 			e.node, e.password = c.opts.NodeName, c.passwordSource()
 		}
-		return answer{}, false, e
+		return answer{}, e
+	}
+}
+
+// leaveOut leaves addr out of the rotation after its failure f, until
+// f.until, and closes its connection. The wait after a failed attempt is
+// at least what a server asked for (askedUntil). Called with c.mu held.
+func (c *Client) leaveOut(addr string, f *serverFailure) {
+	c.dropConn(addr)
+	c.servers.markDown(addr, f.until)
+	if f.asked && f.until.After(c.askedUntil) {
+		c.askedUntil = f.until
 	}
 }
 
