@@ -228,16 +228,17 @@ func TestRestartKeepsValidCertificates(t *testing.T) {
 // A server that completes the TLS handshake and never answers costs one
 // header timeout: the request moves to the next server at once, and the
 // hung server is not tried again within the recovery delay. The same for
-// one that never completes the handshake.
+// one that never completes the handshake. The log says what timed out.
 func TestHungServer(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		tls    bool
 		protos []string
+		says   string
 	}{
-		{"HTTP/2", true, []string{"h2", "http/1.1"}},
-		{"HTTP/1.1", true, nil},
-		{"no TLS handshake", false, nil},
+		{"HTTP/2", true, []string{"h2", "http/1.1"}, "no response headers within 1s"},
+		{"HTTP/1.1", true, nil, "no response headers within 1s"},
+		{"no TLS handshake", false, nil, "no TLS connection within 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := newCluster(t)
@@ -248,10 +249,14 @@ func TestHungServer(t *testing.T) {
 			hung, handshakes := hungServer(t, ca, tc.protos...)
 			s := newSupervisor(t, cl)
 			s.announce = []string{hung, s.addr}
-			opts := testOptions(cl, s.addr, t.TempDir(), nil)
+			var logs logBuffer
+			opts := testOptions(cl, s.addr, t.TempDir(), &logs)
 			opts.Servers = []string{hung} // remembered: the hung one first
 			c := newClient(t, opts)
 			res := get(t, c)
+			if l := logs.String(); !strings.Contains(l, `err="`+hung+": "+tc.says+`"`) || strings.Contains(l, "deadline exceeded") {
+				t.Errorf("the log does not say %q of %s:\n%s", tc.says, hung, l)
+			}
 			if !res.usable() {
 				t.Fatal("certificates not usable")
 			}

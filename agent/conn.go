@@ -281,7 +281,8 @@ func (c *Client) try(ctx context.Context, addr string, r call) (a answer, next b
 // handshake count against HeaderTimeout: a server that accepts and never
 // completes the handshake is left as one that never answers.
 func (c *Client) connFor(ctx context.Context, addr string, r call) (*serverConn, error) {
-	dctx, cancel := context.WithTimeout(ctx, c.opts.HeaderTimeout)
+	timeout := fmt.Errorf("no TLS connection within %v", c.opts.HeaderTimeout)
+	dctx, cancel := context.WithTimeoutCause(ctx, c.opts.HeaderTimeout, timeout)
 	defer cancel()
 	sc, err := c.conn(dctx, addr, r.bootstrap)
 	if err == nil {
@@ -289,6 +290,9 @@ func (c *Client) connFor(ctx context.Context, addr string, r call) (*serverConn,
 	}
 	if local.Shortage(err) { // the node's, not the server's: no other server would do better
 		return nil, fmt.Errorf("agent: %s: %w", r, err)
+	}
+	if context.Cause(dctx) == timeout {
+		err = timeout
 	}
 	var verr *tls.CertificateVerificationError
 	if errors.As(err, &verr) && c.trustFromDisk {
@@ -314,17 +318,17 @@ func (c *Client) exchange(ctx context.Context, addr string, sc *serverConn, r ca
 	if r.node && sc.answered {
 		wait = c.opts.RequestTimeout
 	}
-	rctx, cancel := context.WithTimeoutCause(ctx, c.opts.RequestTimeout, errRequestTimeout)
+	rctx, cancel := context.WithTimeoutCause(ctx, c.opts.RequestTimeout, fmt.Errorf("no answer within %v", c.opts.RequestTimeout))
 	defer cancel()
 	hctx, hcancel := context.WithCancelCause(rctx)
 	defer hcancel(nil)
-	timer := time.AfterFunc(wait, func() { hcancel(errHeaderTimeout) })
+	timer := time.AfterFunc(wait, func() { hcancel(fmt.Errorf("no response headers within %v", wait)) })
 	c.count(addr)
 	resp, err := sc.cc.RoundTrip(req.WithContext(hctx))
 	timer.Stop()
 	if err != nil {
 		if cause := context.Cause(hctx); cause != nil {
-			err = fmt.Errorf("%w (%v)", cause, wait)
+			err = cause
 		}
 		return answer{}, &serverFailure{err: err, until: time.Now().Add(c.opts.RecoveryDelay)}
 	}
@@ -390,11 +394,6 @@ func (c *Client) leaveOut(addr string, f *serverFailure) {
 		c.askedUntil = f.until
 	}
 }
-
-var (
-	errHeaderTimeout  = errors.New("no response headers in time")
-	errRequestTimeout = errors.New("the request timed out")
-)
 
 // inner is an error of the package as a part of a longer one: without
 // its "agent: " prefix, which the longer one has.
