@@ -7,10 +7,14 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // Every error says who refused and why, with "agent:" once: the agent
@@ -164,4 +168,82 @@ func TestUnreachableServerLogsOnce(t *testing.T) {
 	if strings.Contains(logs.String(), "moving on") {
 		t.Errorf("one server, and the log says moving on:\n%s", logs.String())
 	}
+}
+
+// records is a slog.Handler that keeps every record.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec.Clone())
+	return nil
+}
+
+// An agent whose server cannot be reached, with the default backoff, for
+// the 5 minutes of examples/agent's -timeout: at INFO, besides its first
+// lines, one line a minute says it still tries, with the attempts so far
+// and the last error, so that an operator sees it is not stuck. (k3s's
+// agent logs every attempt at INFO: pkg/agent/config/config.go Get.)
+// Fake time.
+func TestUnreachableServerSaysSoEveryMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close() // nothing listens there
+		var logs records
+		c, err := New(&Options{Server: "https://" + addr, Token: "K10::server:s3cret", NodeName: "worker-1", NodeIP: "192.0.2.10",
+			DataDir: t.TempDir(), NodePassword: "p", Logger: slog.New(&logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
+		if _, err := c.Get(ctx); err == nil {
+			t.Fatal("Get succeeded")
+		}
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		var still []slog.Record
+		info := []time.Time{start}
+		for _, r := range logs.recs {
+			if r.Level < slog.LevelInfo {
+				continue
+			}
+			info = append(info, r.Time)
+			if r.Message == "agent: still waiting to retrieve the certificates" {
+				still = append(still, r)
+			}
+		}
+		info = append(info, time.Now())
+		for i := 1; i < len(info); i++ {
+			if gap := info[i].Sub(info[i-1]); gap > time.Minute+DefaultBackoffCap {
+				t.Errorf("%v without a line at INFO, from %v on", gap, info[i-1].Sub(start))
+			}
+		}
+		for i, r := range still {
+			attrs := map[string]string{}
+			r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+			if attrs["attempts"] == "" || !strings.Contains(attrs["err"], addr) {
+				t.Errorf("line %d says %v: want the attempts and the last error", i, attrs)
+			}
+			if i > 0 && r.Time.Sub(still[i-1].Time) < time.Minute {
+				t.Errorf("two lines within %v", r.Time.Sub(still[i-1].Time))
+			}
+		}
+		if len(still) < 3 {
+			t.Errorf("%d lines saying it still tries in 5 minutes, want one a minute", len(still))
+		}
+	})
 }

@@ -84,6 +84,7 @@ func (c *Client) untilRenewal(res *Result) time.Duration {
 // disk when no server answers. Called with c.mu held.
 func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Result, error), offline bool) (*Result, error) {
 	var last error // the last attempt that ctx's end did not cut
+	wl := waitLog{info: time.Now()}
 	for {
 		res, err := attempt(ctx)
 		if err == nil {
@@ -128,19 +129,40 @@ func (c *Client) retry(ctx context.Context, attempt func(context.Context) (*Resu
 			floor = c.backoff.ceiling()
 		}
 		d := c.backoff.Next(floor)
-		// A failure logs at Info when it changes, at Debug while it
-		// repeats: a server down for minutes logs one line, not one per
-		// attempt.
-		level := slog.LevelInfo
-		if err.Error() == c.lastErr {
-			level = slog.LevelDebug
-		}
-		c.lastErr = err.Error()
-		c.log.Log(ctx, level, "agent: waiting to retrieve the certificates", "retry_in", d.Round(time.Millisecond), "err", err)
+		c.logWait(ctx, &wl, err, d)
 		if err := sleep(ctx, d); err != nil {
 			return res, fmt.Errorf("agent: giving up (%w); the last attempt: %w", err, inner{last})
 		}
 	}
+}
+
+// stillWaitingEvery spaces the lines that say the agent still tries.
+const stillWaitingEvery = time.Minute
+
+// waitLog is what one retry has logged of its failures.
+type waitLog struct {
+	failed int       // attempts failed
+	info   time.Time // when the last line at Info was written
+}
+
+// logWait logs a failed attempt and the wait d that follows: at Info
+// when the failure changes, at Debug while it repeats, so that a server
+// down for minutes does not log a line per attempt. While it repeats, a
+// line at Info every stillWaitingEvery says the agent still tries, with
+// the attempts so far. Called with c.mu held.
+func (c *Client) logWait(ctx context.Context, wl *waitLog, err error, d time.Duration) {
+	wl.failed++
+	msg, level := "agent: waiting to retrieve the certificates", slog.LevelInfo
+	switch now := time.Now(); {
+	case err.Error() != c.lastErr:
+		wl.info = now
+	case now.Sub(wl.info) >= stillWaitingEvery:
+		msg, wl.info = "agent: still waiting to retrieve the certificates", now
+	default:
+		level = slog.LevelDebug
+	}
+	c.lastErr = err.Error()
+	c.log.Log(ctx, level, msg, "attempts", wl.failed, "retry_in", d.Round(time.Millisecond), "err", err)
 }
 
 // maxSleep bounds one timer of a long wait: the wait is measured again
