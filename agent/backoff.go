@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Defaults of Backoff. The package doc says why.
+// Defaults of Backoff.
 const (
 	DefaultBackoffBase = time.Second
 	DefaultBackoffCap  = 15 * time.Second

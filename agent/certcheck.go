@@ -20,22 +20,17 @@ import (
 )
 
 // DefaultRenewAfter is where a certificate's renewal window opens, as a
-// fraction of its lifetime. The package doc says why.
+// fraction of its lifetime: the kubelet's.
 const DefaultRenewAfter = 0.7
 
-// CertRule is what a certificate on disk must satisfy to be kept, and
-// CertRule.Check applies it. The CertVerdict's State says what to do:
-//
-//   - CertValid: keep the certificate; do not ask for it.
-//   - CertRenewDue: use it, and ask for a new one.
-//   - any other state: ask for a new one before using it.
-//
-// A certificate is kept only if it would pass where it is used now. It
-// must be for the key beside it and carry Name and every address of IPs.
-// It must chain to Roots
-// for Usage, so Roots must be the CA file as it is now, the one its
-// consumer checks it against. And it must be within its validity and
-// before its renewal time.
+// CertRule is what a certificate on disk must satisfy to be kept: pass
+// where it is used now. It must be for the key beside it, carry Name and
+// every address of IPs, chain to Roots for Usage, and be within its
+// validity and before its renewal time. Roots are the certificates of the
+// CA file its consumer checks it against, as the file is now.
+// CertRule.Check's State says what to do: keep a CertValid certificate;
+// use a CertRenewDue one and ask for a new one; ask for a new one before
+// using any other.
 type CertRule struct {
 	// Name is the common name, or for a serving certificate (Usage
 	// ExtKeyUsageServerAuth) a DNS name.

@@ -25,7 +25,22 @@ import (
 	"github.com/nodepass/nodepass/internal/k3stoken"
 )
 
-// Defaults of Options. The package doc says why.
+// Why the defaults are what they are:
+//
+//   - Backoff.Base 1 s: a transient failure costs an agent under a second.
+//   - Backoff.Cap 15 s: a wait at the cap averages 7.5 s, as k3s's 5 to 10 s do.
+//   - HeaderTimeout 5 s, half of k3s's client timeout. A server that
+//     accepts and never answers costs an agent 5 s once per RecoveryDelay.
+//     A node-password request to a server that has answered waits the
+//     whole RequestTimeout, since the server may hold it while it
+//     verifies the password.
+//   - RequestTimeout 10 s, k3s's client timeout.
+//   - RecoveryDelay 30 s, longer than a herd of 320 nodes takes to join
+//     two servers (BENCHMARKS.md). A restarted server is used again
+//     within half a minute.
+//   - RenewAfter 0.7, the kubelet's window of 70 to 90 % of a lifetime.
+
+// Defaults of Options.
 const (
 	DefaultHeaderTimeout  = 5 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
@@ -44,20 +59,17 @@ type Options struct {
 	// host name.
 	NodeName string
 	// NodeIP is the node's addresses, comma-separated. Default the
-	// addresses of the default routes, as k3s sends them, found at each
-	// attempt. An attempt of a node with neither fails, and the next one
-	// looks again, as k3s's agent does.
+	// default routes' addresses, found at each attempt, as k3s finds them.
 	NodeIP string
-	// NodePassword is the node's password. Default the contents of
-	// NodePasswordFile, made (16 random bytes, hex) if missing.
+	// NodePassword is the node's password. Default NodePasswordFile's,
+	// made as k3s makes it if missing.
 	NodePassword string
-	// NodePasswordFile holds the node's password. Default k3s's,
-	// /etc/rancher/node/password.
+	// NodePasswordFile defaults to k3s's, /etc/rancher/node/password.
 	NodePasswordFile string
 	// DataDir is the agent's data directory. Default /var/lib/rancher/<Program>.
 	DataDir string
-	// Program is "k3s" (the default) or "rke2". It names the routes, the
-	// node headers and the controller's certificate.
+	// Program is "k3s" (the default) or "rke2", as routes and headers
+	// name it.
 	Program string
 
 	// Servers, if not nil, replaces the state file's list of servers
@@ -67,9 +79,8 @@ type Options struct {
 	// DataDir/agent/etc/<Program>-agent-load-balancer.json.
 	StateFile string
 
-	// Dial makes the TCP connections to the servers, through a proxy say
-	// (examples/agent honours K3S_AGENT_HTTP_PROXY_ALLOWED as k3s does).
-	// TLS runs over what it returns. Default a net.Dialer's DialContext.
+	// Dial makes the connections to the servers, over which TLS runs:
+	// through a proxy, say. Default a net.Dialer's DialContext.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// HeaderTimeout bounds the wait for an answer's headers before the
@@ -89,27 +100,22 @@ type Options struct {
 }
 
 // Sentinel errors of an attempt, for errors.Is. Asking again soon does
-// not mend them. The next attempt waits the backoff's cap, or Get returns
+// not mend them: the next attempt waits the backoff's cap, or Get returns
 // them at once with Options.StopOnRejection.
 var (
-	// ErrTokenRejected means the configured server answered 401 (or a
-	// server 403 to a request without the node's password). The join
-	// token is wrong for these servers.
+	// ErrTokenRejected: the configured server answered 401, or a server
+	// 403 to a request without the node's password.
 	ErrTokenRejected = errors.New("agent: the server rejected the join token")
-	// ErrCARejected means the agent refused the configured server's CA:
-	// its hash is not the token's CA hash. The token is for another
-	// cluster, or the cluster's CA was replaced.
+	// ErrCARejected: the configured server's CA does not have the token's
+	// CA hash. The token is another cluster's, or the CA was replaced.
 	ErrCARejected = errors.New("agent: the server's CA is not the one the token pins")
-	// ErrNodePasswordRejected means a server answered 403 to a request
-	// with the node's password. It holds another password for this node.
+	// ErrNodePasswordRejected: a server answered 403 to the node's
+	// password. It holds another password for this node.
 	ErrNodePasswordRejected = errors.New("agent: node password rejected")
-	// ErrRefused means a server answered another 4xx, such as 400 (a node
-	// name it refuses) or 404 (a route of another program).
+	// ErrRefused: a server answered another 4xx, such as 400 to a node name.
 	ErrRefused = errors.New("agent: the server refused the request")
-	// ErrNoRoute means a server answered 404: it does not serve the
-	// route, most likely because it runs another program than
-	// Options.Program (k3s serves /v1-k3s, RKE2 /v1-rke2). An error that
-	// matches it matches ErrRefused too.
+	// ErrNoRoute: a server answered 404, most likely as it runs another
+	// program than Options.Program. It matches ErrRefused too.
 	ErrNoRoute = errors.New("agent: the server has no such route")
 )
 

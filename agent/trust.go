@@ -27,11 +27,33 @@ import (
 // another certificate the bundle carries. k3s trusts every certificate of
 // the bundle, so a CA appended to a genuine chain passes there.
 //
-// During a rolling CA rotation the agent also trusts the roots it
-// trusted before that the new bundle still carries (the package doc says
-// why). They are the roots of server-ca.crt on disk when a new bundle
-// arrives, and are kept in carriedRootsFile once server-ca.crt holds the
-// new bundle.
+// k3s's rolling rotation (contrib/util/rotate-default-ca-certs.sh, then
+// `k3s certificate rotate-ca`) serves the bundle [new intermediate, new
+// root, new root cross-signed by the old root, old root]. A restarted
+// server's token pins the new root. Nodes get that token and restart,
+// servers first. Until every server has restarted, those that have not
+// present certificates of the old root. The bundle alone cannot tell the
+// old root from an attacker's CA: anyone can cross-sign the new root,
+// whose public key is public. What sets the old root apart is that the
+// agent trusted it before. So the agent also trusts the roots it trusted
+// before that the new bundle still carries, and no other root. They are
+// the roots of server-ca.crt on disk when a new bundle arrives, kept in
+// carriedRootsFile once server-ca.crt holds the new bundle, and dropped
+// once the servers' bundle no longer carries them. A first join during a
+// rotation has no earlier roots: it reaches the restarted servers alone.
+//
+// Only a server whose certificate chains to what the token pins may set
+// the trust with its /cacerts answer, and so carry earlier roots: a
+// server of the old root (every k3s server holds the CA's key) could
+// otherwise vouch for it by appending it to the genuine bundle.
+//
+// The script also prints an "updated agent token" whose hash is the new
+// intermediate's. k3s's hashCA (pkg/clientaccess/token.go) hashes the
+// root a bundle of several certificates leads to, never its first
+// certificate, so k3s's agent refuses that token, and so does the Client.
+// The token that works is the one a restarted server writes at start
+// (<data-dir>/server/token or agent-token: pkg/server/server.go
+// printTokens).
 
 // trustedCA is what the agent trusts of a CA bundle.
 type trustedCA struct {
