@@ -60,15 +60,26 @@ func TestAppendedCARefused(t *testing.T) {
 		w.Write(append(append([]byte{}, cl.serverCA.bundle...), evil.serverCA.pem...))
 		return true
 	}
-	opts := testOptions(cl, mitm.addr, t.TempDir(), nil)
+	checkRefused(t, mitm, testOptions(cl, mitm.addr, t.TempDir(), nil))
+}
+
+// checkRefused runs Get against s, a server the agent must not trust, and
+// checks that the agent refused its certificate and sent it nothing but
+// GET /cacerts. A Get that goes on with the valid certificates on disk
+// counts by its Offline error.
+func checkRefused(t *testing.T, s *supervisor, opts *Options) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	_, err := newClient(t, opts).Get(ctx)
-	if err == nil || !strings.Contains(err.Error(), "does not chain") {
-		t.Errorf("Get: %v, want the man in the middle's certificate refused", err)
+	res, err := newClient(t, opts).Get(ctx)
+	if err == nil && res.Offline != nil {
+		err = res.Offline
 	}
-	if n, m := mitm.total(), mitm.count("GET /cacerts"); n != m || m == 0 {
-		t.Errorf("the man in the middle saw %d requests, %d of them /cacerts; want /cacerts only", n, m)
+	if err == nil || !strings.Contains(err.Error(), "does not chain") {
+		t.Errorf("Get: %v, want the server's certificate refused", err)
+	}
+	if n, m := s.total(), s.count("GET /cacerts"); n != m || m == 0 {
+		t.Errorf("the server saw %d requests, %d of them /cacerts; want /cacerts only", n, m)
 	}
 }
 
@@ -250,54 +261,38 @@ func TestServingCertOfReplacedCA(t *testing.T) {
 // sent with that CA) has its API server check them against that CA. A
 // restart keeps them while the servers' CAs are the same. When the
 // servers' CAs are all replaced (server-ca.crt changes), the serving
-// certificate is renewed too.
+// certificate is renewed too, as the API server now checks the kubelet
+// against the new CA (--kubelet-certificate-authority, k3s
+// pkg/daemons/control/server.go). The files' times do not count: a
+// certificate written while the clock ran 3 h ahead is renewed all the
+// same after `k3s certificate rotate-ca --force` within those hours.
 func TestServingCertOfKubeletCA(t *testing.T) {
-	cl := newCluster(t)
-	cl.kubeletCA = newTestCA(t, "kubelet-ca")
-	s := newSupervisor(t, cl)
-	dir := t.TempDir()
-	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
-	c := newClient(t, testOptions(cl, s.addr, dir, nil))
-	get(t, c)
-	if st := c.Stats(); st.Requested != 0 {
-		t.Errorf("%d certificates requested on a restart with nothing changed, want 0", st.Requested)
-	}
+	for _, ahead := range []time.Duration{0, 3 * time.Hour} {
+		t.Run("written "+ahead.String()+" ahead", func(t *testing.T) {
+			cl := newCluster(t)
+			cl.kubeletCA = newTestCA(t, "kubelet-ca")
+			s := newSupervisor(t, cl)
+			dir := t.TempDir()
+			get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
+			at := time.Now().Add(ahead)
+			if err := os.Chtimes(filepath.Join(dir, "agent", "serving-kubelet.crt"), at, at); err != nil {
+				t.Fatal(err)
+			}
+			c := newClient(t, testOptions(cl, s.addr, dir, nil))
+			get(t, c)
+			if st := c.Stats(); st.Requested != 0 {
+				t.Errorf("%d certificates requested on a restart with nothing changed, want 0", st.Requested)
+			}
 
-	rotated := newCluster(t)
-	rotated.kubeletCA = newTestCA(t, "kubelet-ca-2")
-	s2 := newSupervisor(t, rotated)
-	c = newClient(t, testOptions(rotated, s2.addr, dir, nil))
-	res := get(t, c)
-	if st := c.Stats(); st.Issued != 4 || !res.Certs[0].Issued {
-		t.Errorf("%d certificates issued after the servers' CAs were replaced (serving issued %v), want all 4", st.Issued, res.Certs[0].Issued)
-	}
-}
-
-// A serving certificate of a kubelet CA of the server's own is kept
-// with the CA its file carries only while server-ca.crt is the one it was
-// written against, whatever the files' times say. Here it was written
-// while the clock ran 3 h ahead, and `k3s certificate rotate-ca --force`
-// replaced the CAs within those hours: the next start renews it, as the
-// API server now checks the kubelet against the new CA
-// (--kubelet-certificate-authority, k3s pkg/daemons/control/server.go).
-func TestServingCertWrittenAhead(t *testing.T) {
-	cl := newCluster(t)
-	cl.kubeletCA = newTestCA(t, "kubelet-ca")
-	s := newSupervisor(t, cl)
-	dir := t.TempDir()
-	get(t, newClient(t, testOptions(cl, s.addr, dir, nil)))
-	ahead := time.Now().Add(3 * time.Hour)
-	if err := os.Chtimes(filepath.Join(dir, "agent", "serving-kubelet.crt"), ahead, ahead); err != nil {
-		t.Fatal(err)
-	}
-
-	rotated := newCluster(t)
-	rotated.kubeletCA = newTestCA(t, "kubelet-ca-2")
-	s2 := newSupervisor(t, rotated)
-	c := newClient(t, testOptions(rotated, s2.addr, dir, nil))
-	res := get(t, c)
-	if st := c.Stats(); st.Issued != 4 || !res.Certs[0].Issued {
-		t.Errorf("%d certificates issued after the servers' CAs were replaced (serving issued %v), want all 4", st.Issued, res.Certs[0].Issued)
+			rotated := newCluster(t)
+			rotated.kubeletCA = newTestCA(t, "kubelet-ca-2")
+			s2 := newSupervisor(t, rotated)
+			c = newClient(t, testOptions(rotated, s2.addr, dir, nil))
+			res := get(t, c)
+			if st := c.Stats(); st.Issued != 4 || !res.Certs[0].Issued {
+				t.Errorf("%d certificates issued after the servers' CAs were replaced (serving issued %v), want all 4", st.Issued, res.Certs[0].Issued)
+			}
+		})
 	}
 }
 
@@ -429,18 +424,7 @@ func TestOldRootImpostorRefused(t *testing.T) {
 	forged := withBundle(rotated, append(over, cl.serverCA.pem...))
 	forged.tlsCA = cl.serverCA // its certificate is of the old root
 	imp := newSupervisor(t, forged)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	defer cancel()
-	res, err := newClient(t, testOptions(rotated, imp.addr, dir, nil)).Get(ctx)
-	if err == nil && res.Offline != nil {
-		err = res.Offline // the certificates on disk are valid: Get goes on with them
-	}
-	if err == nil || !strings.Contains(err.Error(), "does not chain") {
-		t.Errorf("Get: %v, want the impostor's certificate refused", err)
-	}
-	if n, m := imp.total(), imp.count("GET /cacerts"); n != m || m == 0 {
-		t.Errorf("the impostor saw %d requests, %d of them /cacerts; want /cacerts only", n, m)
-	}
+	checkRefused(t, imp, testOptions(rotated, imp.addr, dir, nil))
 	if b, _ := os.ReadFile(filepath.Join(dir, "agent", "server-ca.crt")); !bytes.Equal(b, before) {
 		t.Error("server-ca.crt holds the impostor's bundle")
 	}
@@ -490,18 +474,7 @@ func TestRotationCrossSignerRefused(t *testing.T) {
 		w.Write(forged)
 		return true
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	defer cancel()
-	res, err := newClient(t, testOptions(rotated, mitm.addr, dir, nil)).Get(ctx)
-	if err == nil && res.Offline != nil {
-		err = res.Offline // the certificates on disk are valid: Get goes on with them
-	}
-	if err == nil || !strings.Contains(err.Error(), "does not chain") {
-		t.Errorf("Get: %v, want the man in the middle's certificate refused", err)
-	}
-	if n, m := mitm.total(), mitm.count("GET /cacerts"); n != m || m == 0 {
-		t.Errorf("the man in the middle saw %d requests, %d of them /cacerts; want /cacerts only", n, m)
-	}
+	checkRefused(t, mitm, testOptions(rotated, mitm.addr, dir, nil))
 }
 
 // rotate-default-ca-certs.sh prints an "updated agent token" whose hash
