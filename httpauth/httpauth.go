@@ -104,6 +104,7 @@ type Auth struct {
 	log                *slog.Logger
 	nameHdr, pwHdr, ip string
 	undated            sync.Once         // warns of ConnContext without ArrivalHandler
+	untokened          sync.Once         // logs TokenHandler without Options.Tokens
 	invalid            *logbudget.Budget // of the invalid node names and passwords logged
 	failures           *logbudget.Budget // of the server-side failures logged
 }
@@ -163,13 +164,15 @@ func TokenUser(ctx context.Context) (string, bool) {
 // TokenHandler returns a handler that checks each request's join token
 // (Options.Tokens) and, on success, calls next with the user in the
 // request context (see TokenUser). Without Options.Tokens it refuses
-// every request with 500 and logs why: a route meant to be guarded is
-// never left open. Middleware and HandlerFunc inside it do not check the
+// every request with 500 and logs why once per Auth, at the first: a
+// route meant to be guarded is never left open. Middleware and HandlerFunc inside it do not check the
 // token again.
 func (a *Auth) TokenHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.tokens == nil {
-			a.log.ErrorContext(r.Context(), "httpauth: TokenHandler without Options.Tokens refuses every request")
+			a.untokened.Do(func() {
+				a.log.ErrorContext(r.Context(), "httpauth: TokenHandler without Options.Tokens refuses every request (logged once)")
+			})
 			http.Error(w, "internal error: no token check configured", http.StatusInternalServerError)
 			return
 		}
