@@ -61,6 +61,12 @@ func (s *MemoryStore) load(node string) (*memoryEntry, bool) {
 	return e.(*memoryEntry), true
 }
 
+// Get implements Store.
+func (s *MemoryStore) Get(ctx context.Context, node string) (string, error) {
+	hash, _, err := s.GetWithDigest(ctx, node)
+	return hash, err
+}
+
 // GetWithDigest implements DigestStore.
 func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []byte, error) {
 	e, ok := s.load(node)
@@ -84,15 +90,6 @@ func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, diges
 	}
 }
 
-// Get implements Store.
-func (s *MemoryStore) Get(_ context.Context, node string) (string, error) {
-	e, ok := s.load(node)
-	if !ok {
-		return "", fmt.Errorf("%w: %q", ErrNotFound, node)
-	}
-	return e.hash, nil
-}
-
 // Create implements Store.
 func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
 	if _, loaded := s.m.LoadOrStore(node, &memoryEntry{hash: hash}); loaded {
@@ -104,15 +101,10 @@ func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
 // Set stores hash for node, replacing any. The digest remembered for
 // node stays only if hash is the one it was remembered for.
 func (s *MemoryStore) Set(node, hash string) {
+	e := &memoryEntry{hash: hash}
 	for {
-		old, ok := s.load(node)
-		if !ok {
-			if _, loaded := s.m.LoadOrStore(node, &memoryEntry{hash: hash}); !loaded {
-				return
-			}
-			continue
-		}
-		if old.hash == hash || s.m.CompareAndSwap(node, old, &memoryEntry{hash: hash}) {
+		old, loaded := s.m.LoadOrStore(node, e)
+		if !loaded || old.(*memoryEntry).hash == hash || s.m.CompareAndSwap(node, old, e) {
 			return
 		}
 	}
