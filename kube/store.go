@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
@@ -16,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -54,7 +54,13 @@ type Store struct {
 	unlink  func() bool    // stops Start's ctx from cancelling run
 	wg      sync.WaitGroup // the informer's goroutine
 
-	recent *recent
+	// recent holds the secret names this Store created or was told exist,
+	// each for Options.ReadAfterCreate: the informer cache learns of a
+	// new secret one watch event after the API server has it, so until
+	// then a cache miss on such a name is checked with the API server
+	// rather than answered ErrNotFound, which would let the node enroll
+	// a second time. Expired names go at the next Set.
+	recent *utilcache.Expiring
 	reads  *rate.Limiter // GetFresh's direct reads
 	writes *rate.Limiter // RememberDigest's patches
 }
@@ -81,7 +87,7 @@ func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 		opts:    o,
 		suffix:  ".node-password." + o.Program,
 		typ:     corev1.SecretType(o.Program + ".cattle.io/node-password"),
-		recent:  newRecent(o.ReadAfterCreate, time.Now),
+		recent:  utilcache.NewExpiring(),
 		reads:   newLimiter(o.FreshReads),
 		writes:  newLimiter(o.DigestWrites),
 	}
@@ -212,7 +218,7 @@ func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error)
 		return nil, err
 	}
 	sec, err := s.cached(ctx, name)
-	if !errors.Is(err, verify.ErrNotFound) || !s.recent.has(name) {
+	if !errors.Is(err, verify.ErrNotFound) || !s.isRecent(name) {
 		return sec, err
 	}
 	s.opts.Logger.Debug("kube: secret created moments ago is not in the cache yet; reading it from the API server",
@@ -240,6 +246,14 @@ func (s *Store) cached(ctx context.Context, name string) (*corev1.Secret, error)
 	default:
 		return nil, fmt.Errorf("kube: reading secret %s/%s from the cache: %w", s.opts.Namespace, name, err)
 	}
+}
+
+// addRecent and isRecent keep and read name in s.recent.
+func (s *Store) addRecent(name string) { s.recent.Set(name, nil, s.opts.ReadAfterCreate) }
+
+func (s *Store) isRecent(name string) bool {
+	_, ok := s.recent.Get(name)
+	return ok
 }
 
 // direct reads the secret called name from the API server.
@@ -274,7 +288,7 @@ func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
 		return s.hashOf(sec)
 	case !errors.Is(err, verify.ErrNotFound):
 		return "", err
-	case !s.recent.has(name) && !s.reads.Allow():
+	case !s.isRecent(name) && !s.reads.Allow():
 		return "", fmt.Errorf("kube: secret %s/%s is not in the cache, and the direct reads of Options.FreshReads are spent: %w (%w)",
 			s.opts.Namespace, name, verify.ErrNotFound, verify.ErrNotFresh)
 	}
@@ -283,7 +297,7 @@ func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
 	}
 	s.opts.Logger.Debug("kube: direct read before enrolling found a secret the cache has not seen yet",
 		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
-	s.recent.add(name) // the cache is behind on this name
+	s.addRecent(name) // the cache is behind on this name
 	return s.hashOf(sec)
 }
 
@@ -314,10 +328,10 @@ func (s *Store) Create(ctx context.Context, node, hash string) error {
 	_, err = s.secrets.Create(ctx, sec, metav1.CreateOptions{})
 	switch {
 	case err == nil:
-		s.recent.add(name)
+		s.addRecent(name)
 		return nil
 	case apierrors.IsAlreadyExists(err):
-		s.recent.add(name)
+		s.addRecent(name)
 		return fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrExists)
 	default:
 		return fmt.Errorf("kube: creating secret %s/%s: %w", s.opts.Namespace, name, err)
