@@ -213,7 +213,7 @@ func (s *Store) Get(ctx context.Context, node string) (string, error) {
 // secret returns node's secret as Get finds it (see Get). The informer's
 // copy is shared: it must not be modified.
 func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error) {
-	name, err := s.secretName(node)
+	name, err := s.SecretName(node)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func (s *Store) direct(ctx context.Context, name string) (*corev1.Secret, error)
 // exists, less than Options.ReadAfterCreate ago is read directly whatever
 // the budget, as Get does.
 func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
-	name, err := s.secretName(node)
+	name, err := s.SecretName(node)
 	if err != nil {
 		return "", err
 	}
@@ -311,7 +311,7 @@ func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
 // create of an existing secret is Forbidden, not AlreadyExists; GetFresh
 // tells. ctx bounds the API call. Create does not need Start.
 func (s *Store) Create(ctx context.Context, node, hash string) error {
-	name, err := s.secretName(node)
+	name, err := s.SecretName(node)
 	if err != nil {
 		return err
 	}
@@ -343,9 +343,7 @@ var _ verify.FreshGetter = (*Store)(nil)
 // SecretName returns the name of node's secret:
 // strings.ToLower(node + ".node-password." + program). It fails, wrapping
 // [verify.ErrInvalidInput], when that is not a valid secret name.
-func (s *Store) SecretName(node string) (string, error) { return s.secretName(node) }
-
-func (s *Store) secretName(node string) (string, error) {
+func (s *Store) SecretName(node string) (string, error) {
 	if node == "" {
 		return "", fmt.Errorf("kube: empty node name: %w", verify.ErrInvalidInput)
 	}
@@ -391,13 +389,10 @@ func (s *Store) hashOf(sec *corev1.Secret) (string, error) {
 	return string(h), nil
 }
 
-// transform is the informer's transform: it keeps of each secret only what
-// Get and GetWithDigest need. Node-password secrets of this program keep
-// name, namespace, UID, resource version, type, the hash and the
-// remembered digest (DigestAnnotation), so that every server sees what
-// any server wrote; other secrets keep name, namespace and resource
-// version (an informer cannot drop an object, so a small stub
-// stands in for it). It is idempotent, as client-go asks.
+// transform is the informer's transform: it keeps of each secret only
+// what the package doc lists (an informer cannot drop an object, so a
+// small stub stands in for a secret that is not a node's). It is
+// idempotent, as client-go asks.
 func (s *Store) transform(obj any) (any, error) {
 	sec, ok := obj.(*corev1.Secret)
 	if !ok {
@@ -410,7 +405,9 @@ func (s *Store) transform(obj any) (any, error) {
 	}}
 	if strings.HasSuffix(sec.Name, s.suffix) {
 		slim.UID = sec.UID
-		slim.Annotations = keepAnnotations(sec)
+		if d, ok := sec.Annotations[DigestAnnotation]; ok {
+			slim.Annotations = map[string]string{DigestAnnotation: d}
+		}
 		slim.Type = sec.Type
 		if h, ok := sec.Data[HashKey]; ok {
 			slim.Data = map[string][]byte{HashKey: append([]byte(nil), h...)}
