@@ -52,15 +52,6 @@ type memoryEntry struct {
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 
-// load returns node's entry.
-func (s *MemoryStore) load(node string) (*memoryEntry, bool) {
-	e, ok := s.m.Load(node)
-	if !ok {
-		return nil, false
-	}
-	return e.(*memoryEntry), true
-}
-
 // Get implements Store.
 func (s *MemoryStore) Get(ctx context.Context, node string) (string, error) {
 	hash, _, err := s.GetWithDigest(ctx, node)
@@ -69,19 +60,19 @@ func (s *MemoryStore) Get(ctx context.Context, node string) (string, error) {
 
 // GetWithDigest implements DigestStore.
 func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []byte, error) {
-	e, ok := s.load(node)
+	e, ok := s.m.Load(node)
 	if !ok {
 		return "", nil, fmt.Errorf("%w: %q", ErrNotFound, node)
 	}
-	return e.hash, e.digest, nil
+	return e.(*memoryEntry).hash, e.(*memoryEntry).digest, nil
 }
 
 // RememberDigest implements DigestStore; for a hash not node's it does
 // nothing.
 func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, digest []byte) error {
 	for {
-		e, ok := s.load(node)
-		if !ok || hash == "" || e.hash != hash {
+		e, ok := s.m.Load(node)
+		if !ok || hash == "" || e.(*memoryEntry).hash != hash {
 			return nil
 		}
 		if s.m.CompareAndSwap(node, e, &memoryEntry{hash: hash, digest: slices.Clone(digest)}) {
