@@ -88,11 +88,8 @@ func choiceFor(c class) *choice {
 // segment returns the kernel for the next segment of c's second loop, and
 // whether that segment is to be timed and reported with record.
 func (ch *choice) segment() (kernel, bool) {
-	if k, ok := forced(ch.class); ok {
+	if k, ok := ch.decided(); ok {
 		return k, false
-	}
-	if k := ch.chosen.Load(); k > 0 {
-		return kernel(k - 1), false
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -109,11 +106,8 @@ func (ch *choice) segment() (kernel, bool) {
 // best returns the kernel for work that is not measured (the first loop):
 // the chosen one, the fastest measured so far, or the preferred one.
 func (ch *choice) best() kernel {
-	if k, ok := forced(ch.class); ok {
+	if k, ok := ch.decided(); ok {
 		return k
-	}
-	if k := ch.chosen.Load(); k > 0 {
-		return kernel(k - 1)
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -169,11 +163,16 @@ func (ch *choice) leaderLocked() (lead kernel, best float64, found bool) {
 	return lead, best, found
 }
 
-func forced(c class) (kernel, bool) {
+// decided returns ch's kernel once there is no more to measure: the one
+// a test forces, or the one chosen.
+func (ch *choice) decided() (kernel, bool) {
 	if f := choices.forced; f != nil {
-		return f(c)
+		if k, ok := f(ch.class); ok {
+			return k, true
+		}
 	}
-	return 0, false
+	k := ch.chosen.Load()
+	return kernel(k - 1), k > 0
 }
 
 // Choice is the BlockMix kernel the package runs for one class of work,
