@@ -172,13 +172,11 @@ func (s *Store) HasSynced() bool {
 // Store stops. It returns nil once synced, and otherwise says why not.
 // Servers may call it before they start listening; Get does it by itself.
 func (s *Store) WaitForSync(ctx context.Context) error {
-	if !s.started.Load() {
+	switch {
+	case !s.started.Load():
 		return errors.New("kube: Store used before Start")
-	}
-	select {
-	case <-s.synced:
+	case s.HasSynced(): // before a ctx that has ended too
 		return nil
-	default:
 	}
 	select {
 	case <-s.synced:
@@ -229,10 +227,8 @@ func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error)
 // cached returns the secret called name from the informer cache, once
 // the cache has synced (see Get).
 func (s *Store) cached(ctx context.Context, name string) (*corev1.Secret, error) {
-	if !s.HasSynced() {
-		if err := s.WaitForSync(ctx); err != nil {
-			return nil, err
-		}
+	if err := s.WaitForSync(ctx); err != nil {
+		return nil, err
 	}
 	if s.run.Err() != nil {
 		return nil, errors.New("kube: Store stopped")
