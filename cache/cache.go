@@ -15,20 +15,18 @@
 // of its tuple: the stored hash is part of the Key, so a node whose secret
 // is rewritten (a new password, a re-enrolled node, another salt) asks
 // under a new Key and never reads the old entry, and a deleted node has no
-// stored hash to ask under. An hour's TTL bought no safety, only a full
-// herd's worth of scrypt after every reboot that came later. A positive
-// Options.MatchTTL still bounds them by time, for deployments that want
-// it. Mismatches keep a short TTL: a wrong password costs one scrypt per
-// MismatchTTL, however often it is retried.
+// stored hash to ask under. A positive Options.MatchTTL bounds them by
+// time too. Mismatches keep a short TTL: a wrong password costs one
+// scrypt per MismatchTTL, however often it is retried.
 //
-// The package is public for two reasons: [Options] is how a server sizes
-// the cache inside a verify.Verifier (verify.Options.Cache), and a Cache
-// serves any other slow, deterministic check keyed by such tuples the same
-// way. Beyond Key, Get and Put it keeps, per (node, stored hash) pair, the
-// one tuple known to match ([Cache.PutMatch], [Cache.MatchedTuple]), for
-// as long as that tuple's match is kept: with a long enough stored key no
-// second password can match, so every other password for the pair is a
-// mismatch without scrypt.
+// [Options] is how a server sizes the cache inside a verify.Verifier
+// (verify.Options.Cache), and a Cache serves any other slow,
+// deterministic check keyed by such tuples the same way. Beyond Key, Get
+// and Put it keeps, per (node, stored hash) pair, the one tuple known to
+// match ([Cache.PutMatch], [Cache.MatchedTuple]), for as long as that
+// tuple's match is kept: with a long enough stored key no second password
+// can match, so every other password for the pair is a mismatch without
+// scrypt.
 package cache
 
 import (
@@ -182,13 +180,10 @@ func New(opts *Options) (*Cache, error) {
 	c := &Cache{keys: keys, epoch: time.Now(), matchTTL: o.MatchTTL, mismatchTTL: o.MismatchTTL,
 		shards: make([]shard, n), pairs: make([]pairShard, n)}
 	for i := range n {
-		sh := &c.shards[i]
-		if sh.matches, err = lru.NewLRU((o.MatchSize+n-1)/n, c.unpair); err != nil {
-			return nil, fmt.Errorf("cache: %w", err)
-		}
-		if sh.mismatches, err = lru.NewLRU[Key, time.Duration]((o.MismatchSize+n-1)/n, nil); err != nil {
-			return nil, fmt.Errorf("cache: %w", err)
-		}
+		// Each shard's share, rounded up, is positive: NewLRU's only error
+		// cannot happen.
+		c.shards[i].matches, _ = lru.NewLRU((o.MatchSize-1)/n+1, c.unpair)
+		c.shards[i].mismatches, _ = lru.NewLRU[Key, time.Duration]((o.MismatchSize-1)/n+1, nil)
 		c.pairs[i].m = make(map[Key]Key)
 	}
 	return c, nil

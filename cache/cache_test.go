@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -195,11 +196,23 @@ func TestPairKeptByItsTupleGets(t *testing.T) {
 	}
 }
 
+// TestNewValidates: negative options are refused, and sizes as large as
+// an int holds are taken (each shard's share rounded up without
+// overflow).
 func TestNewValidates(t *testing.T) {
 	for _, o := range []Options{{MatchSize: -1}, {MismatchSize: -1}, {MatchTTL: -1}, {MismatchTTL: -time.Second}} {
 		if _, err := New(&o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+	c, err := New(&Options{MatchSize: math.MaxInt, MismatchSize: math.MaxInt})
+	if err != nil {
+		t.Fatalf("sizes of math.MaxInt: %v", err)
+	}
+	k := c.Key("n", "hash", "pw")
+	c.Put(k, Match)
+	if o, ok := c.Get(k); o != Match || !ok {
+		t.Fatalf("Get after Put = %v, %v", o, ok)
 	}
 }
 

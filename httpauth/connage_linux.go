@@ -37,3 +37,7 @@ func connAge(nc net.Conn) (age time.Duration, ok bool) {
 	age = time.Duration(max(info.Last_data_recv, info.Last_ack_recv)) * time.Millisecond
 	return min(age, maxConnAge), true
 }
+
+// maxConnAge bounds what connAge is trusted with: an agent's client does
+// not wait longer than that.
+const maxConnAge = 5 * time.Minute

@@ -12,21 +12,19 @@
 // context (see NodeFromContext).
 //
 // With Options.Tokens, Auth also checks the join token k3s agents send as
-// basic auth ("node:<password>") on every request but /cacerts, before
-// the node password, as k3s's supervisor does; TokenHandler checks the
+// basic auth ("node:<password>"), before the node password, as k3s's
+// supervisor does on every route but /cacerts; TokenHandler checks the
 // token alone, for the routes that need no node password (the
 // configuration, the CA files, the kube-proxy and controller
-// certificates). A missing, malformed or wrong token, or an unknown user,
-// is answered 401 with WWW-Authenticate: Basic, and the token's failures
-// otherwise as the node password's (503 with Retry-After, 500). Every failure is answered with a fixed
-// text for its status; the details (which field was wrong, what the store
-// said) go to the Logger only.
+// certificates). A missing, malformed or wrong token, or an unknown
+// user, is answered 401 with WWW-Authenticate: Basic, and its other
+// failures as the node password's. What the store said goes to the
+// Logger only.
 //
-// A stored hash that cannot be parsed (a secret without hash data, or
-// with a corrupt one) is answered 403, as k3s does: its agent then prints
-// that the node password was rejected and may not match the server's
-// entry, which points the operator at the secret, whereas a 500 makes it
-// retry silently for ever. The server logs the node's name.
+// A stored hash that cannot be parsed is answered 403, as k3s does: its
+// agent then says the node password may not match the server's entry,
+// which points the operator at the secret, where a 500 makes it retry
+// silently for ever. The server logs the node's name.
 //
 // An http.Server whose handler is wrapped in ArrivalHandler, with
 // ConnContext set, dates each request from when its client started
@@ -104,8 +102,8 @@ type Auth struct {
 	log                *slog.Logger
 	nameHdr, pwHdr, ip string
 	undated            sync.Once         // warns of ConnContext without ArrivalHandler
-	invalid            *logbudget.Budget // of the invalid node names and passwords logged
-	failures           *logbudget.Budget // of the server-side failures logged
+	untokened          sync.Once         // logs TokenHandler without Options.Tokens
+	invalid, failures  *logbudget.Budget // see log.go
 }
 
 // New returns an Auth that verifies with v.
@@ -129,10 +127,7 @@ func New(v Verifier, opts *Options) (*Auth, error) {
 		o.Logger = slog.Default()
 	}
 	prefix := http.CanonicalHeaderKey(o.Program + "-Node-")
-	invalid, failures := newLogBudgets(o.Logger)
-	return &Auth{
-		invalid:   invalid,
-		failures:  failures,
+	a := &Auth{
 		v:         v,
 		tokens:    o.Tokens,
 		challenge: fmt.Sprintf("Basic realm=%q", o.Program),
@@ -140,7 +135,9 @@ func New(v Verifier, opts *Options) (*Auth, error) {
 		nameHdr:   prefix + "Name",
 		pwHdr:     prefix + "Password",
 		ip:        prefix + "Ip",
-	}, nil
+	}
+	a.invalid, a.failures = newLogBudgets(o.Logger)
+	return a, nil
 }
 
 type ctxKey struct{}
@@ -163,13 +160,15 @@ func TokenUser(ctx context.Context) (string, bool) {
 // TokenHandler returns a handler that checks each request's join token
 // (Options.Tokens) and, on success, calls next with the user in the
 // request context (see TokenUser). Without Options.Tokens it refuses
-// every request with 500 and logs why: a route meant to be guarded is
-// never left open. Middleware and HandlerFunc inside it do not check the
+// every request with 500 and logs why once per Auth, at the first: a
+// route meant to be guarded is never left open. Middleware and HandlerFunc inside it do not check the
 // token again.
 func (a *Auth) TokenHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.tokens == nil {
-			a.log.ErrorContext(r.Context(), "httpauth: TokenHandler without Options.Tokens refuses every request")
+			a.untokened.Do(func() {
+				a.log.ErrorContext(r.Context(), "httpauth: TokenHandler without Options.Tokens refuses every request (logged once)")
+			})
 			http.Error(w, "internal error: no token check configured", http.StatusInternalServerError)
 			return
 		}
@@ -266,7 +265,8 @@ func (a *Auth) checkNode(w http.ResponseWriter, r *http.Request) (Node, bool) {
 	return Node{}, false
 }
 
-// parse reads the node headers. Errors are safe to show the client.
+// parse reads the node headers. Its errors, which name a header, are the
+// client's answer.
 func (a *Auth) parse(h http.Header) (Node, string, error) {
 	names, pws := h.Values(a.nameHdr), h.Values(a.pwHdr)
 	switch {
@@ -381,10 +381,6 @@ func ArrivalHandler(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r.WithContext(verify.WithArrival(r.Context(), at)))
 	})
 }
-
-// maxConnAge bounds what connAge is trusted with: an agent's client does
-// not wait longer than that.
-const maxConnAge = 5 * time.Minute
 
 type connKey struct{}
 

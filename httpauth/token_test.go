@@ -171,20 +171,35 @@ func TestTokenCheckedOnce(t *testing.T) {
 }
 
 // TestTokenHandlerWithoutTokens: a route meant to need the token is never
-// left open by a missing option.
+// left open by a missing option, and the mistake is logged once, not once
+// per request: a client could otherwise write an ERROR line for each
+// request it sends.
 func TestTokenHandlerWithoutTokens(t *testing.T) {
+	logs := new(logBuffer)
 	a, err := httpauth.New(verifierFunc(func(context.Context, string, string) error { return nil }),
-		&httpauth.Options{Logger: slog.New(slog.DiscardHandler)})
+		&httpauth.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewTLSServer(a.TokenHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		io.WriteString(w, "open")
-	})))
+	mux := http.NewServeMux()
+	for _, path := range []string{"/config", "/cacerts"} {
+		mux.Handle(path, a.TokenHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			io.WriteString(w, "open")
+		})))
+	}
+	srv := httptest.NewTLSServer(mux)
 	defer srv.Close()
-	resp, body := call{path: "/", user: "node", password: "anything"}.do(t, srv)
-	if resp.StatusCode != 500 || body == "open" {
-		t.Fatalf("got %d %q, want 500", resp.StatusCode, body)
+	for i := range 20 {
+		c := call{path: "/config", user: "node", password: "anything"}
+		if i%2 == 1 {
+			c.path = "/cacerts"
+		}
+		if resp, body := c.do(t, srv); resp.StatusCode != 500 || body == "open" {
+			t.Fatalf("got %d %q, want 500", resp.StatusCode, body)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 || !strings.Contains(logs.String(), "TokenHandler without Options.Tokens") {
+		t.Fatalf("20 requests refused: %d ERROR lines, want 1 naming the missing option:\n%s", n, logs.String())
 	}
 }
 

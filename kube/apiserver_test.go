@@ -356,7 +356,7 @@ func TestAPIServerGetWaitsForSync(t *testing.T) {
 // TestAPIServerInformerLag measures how long a secret one Store creates
 // takes to reach another Store's informer cache, and checks that the
 // creating Store's own Get never misses it meanwhile (the direct read of
-// recent.go). It reports the times; it asserts none.
+// Store.recent). It reports the times; it asserts none.
 func TestAPIServerInformerLag(t *testing.T) {
 	srv := apiserver.Get(t)
 	acfg, areq := counted(srv.Node)

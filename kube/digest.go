@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -87,12 +86,3 @@ func (s *Store) RememberDigest(ctx context.Context, node, hash string, digest []
 }
 
 var _ verify.DigestStore = (*Store)(nil)
-
-// keepAnnotations is what the transform keeps of a node-password secret's
-// annotations: the remembered digest, if any.
-func keepAnnotations(sec *corev1.Secret) map[string]string {
-	if d, ok := sec.Annotations[DigestAnnotation]; ok {
-		return map[string]string{DigestAnnotation: d}
-	}
-	return nil
-}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
@@ -16,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -54,7 +54,13 @@ type Store struct {
 	unlink  func() bool    // stops Start's ctx from cancelling run
 	wg      sync.WaitGroup // the informer's goroutine
 
-	recent *recent
+	// recent holds the secret names this Store created or was told exist,
+	// each for Options.ReadAfterCreate: the informer cache learns of a
+	// new secret one watch event after the API server has it, so until
+	// then a cache miss on such a name is checked with the API server
+	// rather than answered ErrNotFound, which would let the node enroll
+	// a second time. Expired names go at the next Set.
+	recent *utilcache.Expiring
 	reads  *rate.Limiter // GetFresh's direct reads
 	writes *rate.Limiter // RememberDigest's patches
 }
@@ -81,7 +87,7 @@ func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 		opts:    o,
 		suffix:  ".node-password." + o.Program,
 		typ:     corev1.SecretType(o.Program + ".cattle.io/node-password"),
-		recent:  newRecent(o.ReadAfterCreate, time.Now),
+		recent:  utilcache.NewExpiring(),
 		reads:   newLimiter(o.FreshReads),
 		writes:  newLimiter(o.DigestWrites),
 	}
@@ -166,13 +172,11 @@ func (s *Store) HasSynced() bool {
 // Store stops. It returns nil once synced, and otherwise says why not.
 // Servers may call it before they start listening; Get does it by itself.
 func (s *Store) WaitForSync(ctx context.Context) error {
-	if !s.started.Load() {
+	switch {
+	case !s.started.Load():
 		return errors.New("kube: Store used before Start")
-	}
-	select {
-	case <-s.synced:
+	case s.HasSynced(): // before a ctx that has ended too
 		return nil
-	default:
 	}
 	select {
 	case <-s.synced:
@@ -207,12 +211,12 @@ func (s *Store) Get(ctx context.Context, node string) (string, error) {
 // secret returns node's secret as Get finds it (see Get). The informer's
 // copy is shared: it must not be modified.
 func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error) {
-	name, err := s.secretName(node)
+	name, err := s.SecretName(node)
 	if err != nil {
 		return nil, err
 	}
 	sec, err := s.cached(ctx, name)
-	if !errors.Is(err, verify.ErrNotFound) || !s.recent.has(name) {
+	if !errors.Is(err, verify.ErrNotFound) || !s.isRecent(name) {
 		return sec, err
 	}
 	s.opts.Logger.Debug("kube: secret created moments ago is not in the cache yet; reading it from the API server",
@@ -223,10 +227,8 @@ func (s *Store) secret(ctx context.Context, node string) (*corev1.Secret, error)
 // cached returns the secret called name from the informer cache, once
 // the cache has synced (see Get).
 func (s *Store) cached(ctx context.Context, name string) (*corev1.Secret, error) {
-	if !s.HasSynced() {
-		if err := s.WaitForSync(ctx); err != nil {
-			return nil, err
-		}
+	if err := s.WaitForSync(ctx); err != nil {
+		return nil, err
 	}
 	if s.run.Err() != nil {
 		return nil, errors.New("kube: Store stopped")
@@ -240,6 +242,14 @@ func (s *Store) cached(ctx context.Context, name string) (*corev1.Secret, error)
 	default:
 		return nil, fmt.Errorf("kube: reading secret %s/%s from the cache: %w", s.opts.Namespace, name, err)
 	}
+}
+
+// addRecent and isRecent keep and read name in s.recent.
+func (s *Store) addRecent(name string) { s.recent.Set(name, nil, s.opts.ReadAfterCreate) }
+
+func (s *Store) isRecent(name string) bool {
+	_, ok := s.recent.Get(name)
+	return ok
 }
 
 // direct reads the secret called name from the API server.
@@ -264,7 +274,7 @@ func (s *Store) direct(ctx context.Context, name string) (*corev1.Secret, error)
 // exists, less than Options.ReadAfterCreate ago is read directly whatever
 // the budget, as Get does.
 func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
-	name, err := s.secretName(node)
+	name, err := s.SecretName(node)
 	if err != nil {
 		return "", err
 	}
@@ -274,7 +284,7 @@ func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
 		return s.hashOf(sec)
 	case !errors.Is(err, verify.ErrNotFound):
 		return "", err
-	case !s.recent.has(name) && !s.reads.Allow():
+	case !s.isRecent(name) && !s.reads.Allow():
 		return "", fmt.Errorf("kube: secret %s/%s is not in the cache, and the direct reads of Options.FreshReads are spent: %w (%w)",
 			s.opts.Namespace, name, verify.ErrNotFound, verify.ErrNotFresh)
 	}
@@ -283,7 +293,7 @@ func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
 	}
 	s.opts.Logger.Debug("kube: direct read before enrolling found a secret the cache has not seen yet",
 		slog.String("namespace", s.opts.Namespace), slog.String("secret", name))
-	s.recent.add(name) // the cache is behind on this name
+	s.addRecent(name) // the cache is behind on this name
 	return s.hashOf(sec)
 }
 
@@ -297,7 +307,7 @@ func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
 // create of an existing secret is Forbidden, not AlreadyExists; GetFresh
 // tells. ctx bounds the API call. Create does not need Start.
 func (s *Store) Create(ctx context.Context, node, hash string) error {
-	name, err := s.secretName(node)
+	name, err := s.SecretName(node)
 	if err != nil {
 		return err
 	}
@@ -314,10 +324,10 @@ func (s *Store) Create(ctx context.Context, node, hash string) error {
 	_, err = s.secrets.Create(ctx, sec, metav1.CreateOptions{})
 	switch {
 	case err == nil:
-		s.recent.add(name)
+		s.addRecent(name)
 		return nil
 	case apierrors.IsAlreadyExists(err):
-		s.recent.add(name)
+		s.addRecent(name)
 		return fmt.Errorf("kube: secret %s/%s: %w", s.opts.Namespace, name, verify.ErrExists)
 	default:
 		return fmt.Errorf("kube: creating secret %s/%s: %w", s.opts.Namespace, name, err)
@@ -329,9 +339,7 @@ var _ verify.FreshGetter = (*Store)(nil)
 // SecretName returns the name of node's secret:
 // strings.ToLower(node + ".node-password." + program). It fails, wrapping
 // [verify.ErrInvalidInput], when that is not a valid secret name.
-func (s *Store) SecretName(node string) (string, error) { return s.secretName(node) }
-
-func (s *Store) secretName(node string) (string, error) {
+func (s *Store) SecretName(node string) (string, error) {
 	if node == "" {
 		return "", fmt.Errorf("kube: empty node name: %w", verify.ErrInvalidInput)
 	}
@@ -377,13 +385,10 @@ func (s *Store) hashOf(sec *corev1.Secret) (string, error) {
 	return string(h), nil
 }
 
-// transform is the informer's transform: it keeps of each secret only what
-// Get and GetWithDigest need. Node-password secrets of this program keep
-// name, namespace, UID, resource version, type, the hash and the
-// remembered digest (DigestAnnotation), so that every server sees what
-// any server wrote; other secrets keep name, namespace and resource
-// version (an informer cannot drop an object, so a small stub
-// stands in for it). It is idempotent, as client-go asks.
+// transform is the informer's transform: it keeps of each secret only
+// what the package doc lists (an informer cannot drop an object, so a
+// small stub stands in for a secret that is not a node's). It is
+// idempotent, as client-go asks.
 func (s *Store) transform(obj any) (any, error) {
 	sec, ok := obj.(*corev1.Secret)
 	if !ok {
@@ -396,7 +401,9 @@ func (s *Store) transform(obj any) (any, error) {
 	}}
 	if strings.HasSuffix(sec.Name, s.suffix) {
 		slim.UID = sec.UID
-		slim.Annotations = keepAnnotations(sec)
+		if d, ok := sec.Annotations[DigestAnnotation]; ok {
+			slim.Annotations = map[string]string{DigestAnnotation: d}
+		}
 		slim.Type = sec.Type
 		if h, ok := sec.Data[HashKey]; ok {
 			slim.Data = map[string][]byte{HashKey: append([]byte(nil), h...)}

@@ -16,9 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodepass/nodepass/kube/kubefake"
 	"github.com/nodepass/nodepass/verify"
@@ -396,10 +398,8 @@ func TestReadAfterCreate(t *testing.T) {
 	client := newClient(t)
 	freezeWatch(client)
 	s := startStore(t, client, nil)
-	var mu sync.Mutex
-	now := time.Unix(1e9, 0)
-	s.recent.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	s.recent = utilcache.NewExpiringWithClock(clock)
 	var gets atomic.Int32
 	client.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		gets.Add(1)
@@ -442,7 +442,7 @@ func TestReadAfterCreate(t *testing.T) {
 	}
 
 	// The window closes: a miss is a miss again, with no API call.
-	advance(DefaultReadAfterCreate)
+	clock.Step(DefaultReadAfterCreate)
 	before := gets.Load()
 	if _, err := s.Get(t.Context(), "theirs"); !errors.Is(err, verify.ErrNotFound) {
 		t.Errorf("Get after ReadAfterCreate = %v, want the cache's ErrNotFound", err)
@@ -454,7 +454,7 @@ func TestReadAfterCreate(t *testing.T) {
 	if err := s.Create(t.Context(), "third", "$1:x"); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.recent.len(); n != 1 {
+	if n := s.recent.Len(); n != 1 {
 		t.Errorf("recent holds %d names after the sweep, want 1", n)
 	}
 }

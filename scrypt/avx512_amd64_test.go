@@ -60,7 +60,7 @@ func TestAVX512Kernels(t *testing.T) {
 						if !xor {
 							vp = nil
 						}
-						k.mix(&outs, &in, vp, n, r)
+						mixOf(k)(&outs, &in, vp, n, r)
 						for l := range n {
 							want := make([]uint32, R)
 							var vl []uint32

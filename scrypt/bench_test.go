@@ -166,45 +166,64 @@ func BenchmarkThroughput(b *testing.B) {
 }
 
 // BenchmarkCode answers which BlockMix kernel of this CPU (see the
-// package doc) is fastest for a batch, each forced in turn, where the
-// package measures and chooses one itself: in one goroutine (ns/key) and
-// on GOMAXPROCS
-// goroutines (hashes/s), with cpu-ns/key, the process's CPU time per key,
-// for a shared machine. Every op is a KeyBatch of maxLanes (16) keys at
-// (2^15, 8, 1), which each kernel computes in groups of its lanes.
+// package doc) is fastest for each class the chooser decides, where the
+// package measures and chooses one itself: every op is a KeyBatch of
+// batch keys at (2^15, 8, 1), one class of batch hashes, forced onto each
+// kernel whose lanes divide batch in turn. ns/key is the time per key in
+// one goroutine, cpu-ns/key the process's CPU time per key, which a
+// shared machine disturbs less; for batch=16, goroutines=max runs
+// GOMAXPROCS goroutines at once (hashes/s).
 func BenchmarkCode(b *testing.B) {
-	for _, k := range kernels {
-		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=1", k), func(b *testing.B) {
-			defer forceKernel(k)()
-			jobs := benchJobs(maxLanes, 15, 8, 1)
-			KeyBatch(jobs) // fill the pool
-			b.ReportAllocs()
-			var cpu cpuMeter
-			for b.Loop() {
-				if cpu == (cpuMeter{}) {
-					cpu = newCPUMeter()
-				}
-				KeyBatch(jobs)
+	for batch := 1; batch <= maxLanes; batch *= 2 {
+		for _, k := range kernels {
+			if batch%k.lanes() != 0 || batch > lanes {
+				continue
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(jobs)), "ns/key")
-			cpu.report(b, b.N*len(jobs))
-		})
-		b.Run(fmt.Sprintf("logN=15/r=8/p=1/code=%s/goroutines=max", k), func(b *testing.B) {
-			defer forceKernel(k)()
-			warmParallel(func() { KeyBatch(benchJobs(maxLanes, 15, 8, 1)) })
-			b.ReportAllocs()
-			b.ResetTimer()
-			start, cpu := time.Now(), newCPUMeter()
-			b.RunParallel(func(pb *testing.PB) {
-				jobs := benchJobs(maxLanes, 15, 8, 1)
-				for pb.Next() {
+			name := fmt.Sprintf("logN=15/r=8/p=1/batch=%d/code=%s", batch, k)
+			b.Run(name+"/goroutines=1", func(b *testing.B) {
+				defer forceClass(k)()
+				jobs := benchJobs(batch, 15, 8, 1)
+				KeyBatch(jobs) // fill the pool
+				b.ReportAllocs()
+				var cpu cpuMeter
+				for b.Loop() {
+					if cpu == (cpuMeter{}) {
+						cpu = newCPUMeter()
+					}
 					KeyBatch(jobs)
 				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(jobs)), "ns/key")
+				cpu.report(b, b.N*len(jobs))
 			})
-			b.ReportMetric(float64(maxLanes*b.N)/time.Since(start).Seconds(), "hashes/s")
-			cpu.report(b, maxLanes*b.N)
-		})
+			if batch != maxLanes {
+				continue
+			}
+			b.Run(name+"/goroutines=max", func(b *testing.B) {
+				defer forceClass(k)()
+				warmParallel(func() { KeyBatch(benchJobs(batch, 15, 8, 1)) })
+				b.ReportAllocs()
+				b.ResetTimer()
+				start, cpu := time.Now(), newCPUMeter()
+				b.RunParallel(func(pb *testing.PB) {
+					jobs := benchJobs(batch, 15, 8, 1)
+					for pb.Next() {
+						KeyBatch(jobs)
+					}
+				})
+				b.ReportMetric(float64(batch*b.N)/time.Since(start).Seconds(), "hashes/s")
+				cpu.report(b, batch*b.N)
+			})
+		}
 	}
+}
+
+// forceClass makes every class whose hashes k's lanes divide run k, all
+// of the class's hashes in lockstep as the chooser runs them, until
+// restore is called.
+func forceClass(k kernel) (restore func()) {
+	restore = forceKernel(k)
+	lanes = maxLanes
+	return restore
 }
 
 // BenchmarkShapes answers whether a parameter set other than k3s's, or a

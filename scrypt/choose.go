@@ -7,21 +7,13 @@ import (
 	"time"
 )
 
-// Which kernel runs is measured, not assumed: the fastest kernel differs
-// between CPUs (a single SSE2 chain is twice as fast as pure Go on some,
-// slower on others), and between parameters (whether V fits in a cache).
-// For each class of work, (N, r) and the number n of hashes mixed
-// together, the first computations time every kernel that fits (lanes
-// dividing n, pure Go always among them) on short segments of SMix's
-// second loop, the one that reads V at random, and keep the fastest:
-// segmentsPerKernel segments each, the fastest segment per kernel. Load
-// only ever slows a segment (a preemption, another thread on the core),
-// so a kernel's fastest segment is the one least disturbed: a server that
-// starts in a herd, its CPU busy with TLS, still finds the kernel that is
-// fastest when undisturbed. A kernel whose fastest segment is slower than
-// slowFactor times the leader's stops being tried early. Segments cost what the work costs anyway (every
-// kernel gives the same bytes), so measuring delays nothing: the first
-// hashes of a class run at about the speed of the kernels tried.
+// The chooser (see the package doc, "Kernels and lanes"): for each class
+// of work, every kernel that fits runs segmentsPerKernel timed segments
+// of SMix's second loop, the one that reads V at random, and the kernel
+// with the fastest segment is kept. Load only ever slows a segment, so
+// the fastest is the least disturbed. A kernel whose fastest segment is
+// slower than slowFactor times the leader's, once measured twice, stops
+// being tried.
 const (
 	segmentsPerKernel = 5
 	slowFactor        = 1.5
@@ -96,11 +88,8 @@ func choiceFor(c class) *choice {
 // segment returns the kernel for the next segment of c's second loop, and
 // whether that segment is to be timed and reported with record.
 func (ch *choice) segment() (kernel, bool) {
-	if k, ok := forced(ch.class); ok {
+	if k, ok := ch.decided(); ok {
 		return k, false
-	}
-	if k := ch.chosen.Load(); k > 0 {
-		return kernel(k - 1), false
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -117,11 +106,8 @@ func (ch *choice) segment() (kernel, bool) {
 // best returns the kernel for work that is not measured (the first loop):
 // the chosen one, the fastest measured so far, or the preferred one.
 func (ch *choice) best() kernel {
-	if k, ok := forced(ch.class); ok {
+	if k, ok := ch.decided(); ok {
 		return k
-	}
-	if k := ch.chosen.Load(); k > 0 {
-		return kernel(k - 1)
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -177,11 +163,16 @@ func (ch *choice) leaderLocked() (lead kernel, best float64, found bool) {
 	return lead, best, found
 }
 
-func forced(c class) (kernel, bool) {
+// decided returns ch's kernel once there is no more to measure: the one
+// a test forces, or the one chosen.
+func (ch *choice) decided() (kernel, bool) {
 	if f := choices.forced; f != nil {
-		return f(c)
+		if k, ok := f(ch.class); ok {
+			return k, true
+		}
 	}
-	return 0, false
+	k := ch.chosen.Load()
+	return kernel(k - 1), k > 0
 }
 
 // Choice is the BlockMix kernel the package runs for one class of work,
@@ -204,23 +195,14 @@ type Choice struct {
 // new one), in the order the classes first came. See the package doc
 // ("Kernels") for how they are chosen.
 func Choices() []Choice {
-	choices.mu.Lock()
-	order := slices.Clone(choices.order)
-	choices.mu.Unlock()
+	order := kept()
 	out := make([]Choice, 0, len(order))
 	for _, ch := range order {
 		c := Choice{N: ch.N, R: ch.r, Hashes: ch.n, PerHash: make(map[string]time.Duration)}
 		if k := ch.chosen.Load(); k > 0 {
 			c.Kernel = kernel(k - 1).String()
 		}
-		ch.mu.Lock()
-		for _, k := range ch.cands {
-			if ch.segments[k] > 0 {
-				// A hash is N/2 iterations of each loop.
-				c.PerHash[k.String()] = time.Duration(ch.fastest[k] * float64(ch.N))
-			}
-		}
-		ch.mu.Unlock()
+		ch.measured(func(k kernel, d time.Duration) { c.PerHash[k.String()] = d })
 		out = append(out, c)
 	}
 	return out
@@ -232,24 +214,34 @@ func Choices() []Choice {
 // may expect per hash of one core on that width. The classes of lanes
 // hashes or more measure it (every kernel whose lanes divide theirs).
 func PerHash(N, r, lanes int) (d time.Duration, ok bool) {
-	for _, c := range Choices() {
-		if c.N != N || c.R != r {
-			continue
-		}
-		for name, t := range c.PerHash {
-			if k, found := kernelNamed(name); found && k.lanes() == lanes && (!ok || t < d) {
-				d, ok = t, true
-			}
+	for _, ch := range kept() {
+		if ch.N == N && ch.r == r {
+			ch.measured(func(k kernel, t time.Duration) {
+				if k.lanes() == lanes && (!ok || t < d) {
+					d, ok = t, true
+				}
+			})
 		}
 	}
 	return d, ok
 }
 
-func kernelNamed(name string) (kernel, bool) {
-	for k := range kernel(numKernels) {
-		if k.String() == name {
-			return k, true
+// kept returns the classes kept, in the order they first came.
+func kept() []*choice {
+	choices.mu.Lock()
+	defer choices.mu.Unlock()
+	return slices.Clone(choices.order)
+}
+
+// measured calls f with each kernel of ch measured so far and the time
+// one hash would take on it: its fastest segment's, over the N/2
+// iterations of each loop.
+func (ch *choice) measured(f func(k kernel, perHash time.Duration)) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for _, k := range ch.cands {
+		if ch.segments[k] > 0 {
+			f(k, time.Duration(ch.fastest[k]*float64(ch.N)))
 		}
 	}
-	return 0, false
 }

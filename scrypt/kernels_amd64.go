@@ -54,6 +54,16 @@ func (k kernel) supported() bool {
 	return true
 }
 
+// hasAVX512 reports whether the AVX-512 BlockMix kernels (blockMix*AVX512,
+// blockMix*ZMM) can run. They use AVX-512 F instructions on XMM and YMM
+// registers as well as ZMM ones (VL), and the assembler encodes those on
+// the first 16 registers with VEX, which is AVX2 (every AVX-512 processor
+// has it; the check costs nothing). cpu.X86.HasAVX512F also tells that the
+// OS saves the ZMM and mask state.
+func hasAVX512() bool {
+	return cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX2
+}
+
 // fits reports whether k computes SMix at N: the word-sliced kernel
 // takes Integerify's low 32 bits only.
 func (k kernel) fits(N int) bool { return k != kernelSliced16 || uint64(N) <= 1<<32 }
@@ -101,14 +111,11 @@ func (k kernel) second(w *work, iters int) {
 
 // mix sets out[k] to BlockMix(in[k]), or BlockMix(in[k] ⊕ v[k]) when v is
 // not nil, for the n lanes k < n, with kernel k taking k.lanes() of them
-// at a time; n is a multiple of k.lanes().
+// at a time; n is a multiple of k.lanes(). The word-sliced kernel runs
+// whole loops only (kernel.first, kernel.second), never mix.
 func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) {
-	switch k {
-	case kernelGeneric:
+	if k == kernelGeneric {
 		mixGeneric(out, in, v, n, r)
-		return
-	case kernelSliced16:
-		mixSliced(out, in, v, n, r)
 		return
 	}
 	w := 32 * r
@@ -160,6 +167,8 @@ func (k kernel) mix(out, in, v *[maxLanes][]uint32, n, r int) {
 		case k == kernelZMMx8:
 			blockMixXor8ZMM(o[0], i[0], x[0], o[1], i[1], x[1], o[2], i[2], x[2], o[3], i[3], x[3],
 				o[4], i[4], x[4], o[5], i[5], x[5], o[6], i[6], x[6], o[7], i[7], x[7], r)
+		default:
+			panic("scrypt: kernel " + k.String() + " has no BlockMix of its own")
 		}
 	}
 }

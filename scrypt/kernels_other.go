@@ -17,8 +17,6 @@ var kernelInfo = [numKernels]struct {
 
 func (k kernel) supported() bool { return true }
 
-func (k kernel) avx512() bool { return false }
-
 func (k kernel) fits(N int) bool { return true }
 
 // scratch is how many words of working memory k needs besides the

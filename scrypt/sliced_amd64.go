@@ -87,29 +87,3 @@ func (w *work) slicedFirst() {
 func (w *work) slicedSecond(iters int) {
 	slicedLoop2(&w.scratch[0], w.vPointers(), w.r, uint64(w.N-1), 2*iters)
 }
-
-// mixSliced is kernel.mix for the word-sliced kernel, one BlockMix call
-// for each group of 16 hashes: the tests and BenchmarkKernel run it.
-func mixSliced(out, in, v *[maxLanes][]uint32, n, r int) {
-	s := alignedWords(slicedWords(r))
-	for l := 0; l < n; l += slicedHashes {
-		var i, o [maxLanes][]uint32
-		var p [16]*uint32
-		copy(i[:], in[l:])
-		copy(o[:], out[l:])
-		sliceIn(s, &i, r)
-		if v == nil {
-			for h := range p {
-				p[h] = &i[h][0] // not written: one call writes no V
-			}
-			slicedLoop1(&s[0], &p, r, 1)
-		} else {
-			for h := range p {
-				p[h] = &v[l+h][0]
-			}
-			slicedLoop2(&s[0], &p, r, 0, 1) // j = 0: V[0] is v
-		}
-		sliceOut(&o, s[2*r*256:], r) // one call: the result is in Y
-	}
-	clear(s)
-}

@@ -73,3 +73,31 @@ func TestMemoryStore(t *testing.T) {
 		t.Fatalf("Get after Set of a new node: %q, %v", h, err)
 	}
 }
+
+// TestMemoryStoreSetConcurrent: Sets of different hashes racing with
+// RememberDigest never leave a digest beside a hash it was not
+// remembered for, and a new node's Set racing with Create leaves one
+// hash or the other.
+func TestMemoryStoreSetConcurrent(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				h := []string{"h1", "h2", "h3"}[(g+i)%3]
+				s.Set("a", h)
+				_ = s.RememberDigest(ctx, "a", h, []byte("d:"+h))
+				_ = s.Create(ctx, "b", "created")
+				s.Set("b", "set")
+			}
+		})
+	}
+	wg.Wait()
+	if h, d, err := s.GetWithDigest(ctx, "a"); err != nil || d != nil && string(d) != "d:"+h {
+		t.Fatalf("after racing Sets: hash %q with digest %q (%v)", h, d, err)
+	}
+	if h, err := s.Get(ctx, "b"); err != nil || h != "set" {
+		t.Fatalf("Set after Create: %q, %v; want the Set's hash", h, err)
+	}
+}

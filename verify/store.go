@@ -52,45 +52,33 @@ type memoryEntry struct {
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 
-// load returns node's entry.
-func (s *MemoryStore) load(node string) (*memoryEntry, bool) {
-	e, ok := s.m.Load(node)
-	if !ok {
-		return nil, false
-	}
-	return e.(*memoryEntry), true
+// Get implements Store.
+func (s *MemoryStore) Get(ctx context.Context, node string) (string, error) {
+	hash, _, err := s.GetWithDigest(ctx, node)
+	return hash, err
 }
 
 // GetWithDigest implements DigestStore.
 func (s *MemoryStore) GetWithDigest(_ context.Context, node string) (string, []byte, error) {
-	e, ok := s.load(node)
+	e, ok := s.m.Load(node)
 	if !ok {
 		return "", nil, fmt.Errorf("%w: %q", ErrNotFound, node)
 	}
-	return e.hash, e.digest, nil
+	return e.(*memoryEntry).hash, e.(*memoryEntry).digest, nil
 }
 
 // RememberDigest implements DigestStore; for a hash not node's it does
 // nothing.
 func (s *MemoryStore) RememberDigest(_ context.Context, node, hash string, digest []byte) error {
 	for {
-		e, ok := s.load(node)
-		if !ok || hash == "" || e.hash != hash {
+		e, ok := s.m.Load(node)
+		if !ok || hash == "" || e.(*memoryEntry).hash != hash {
 			return nil
 		}
 		if s.m.CompareAndSwap(node, e, &memoryEntry{hash: hash, digest: slices.Clone(digest)}) {
 			return nil
 		}
 	}
-}
-
-// Get implements Store.
-func (s *MemoryStore) Get(_ context.Context, node string) (string, error) {
-	e, ok := s.load(node)
-	if !ok {
-		return "", fmt.Errorf("%w: %q", ErrNotFound, node)
-	}
-	return e.hash, nil
 }
 
 // Create implements Store.
@@ -104,15 +92,10 @@ func (s *MemoryStore) Create(_ context.Context, node, hash string) error {
 // Set stores hash for node, replacing any. The digest remembered for
 // node stays only if hash is the one it was remembered for.
 func (s *MemoryStore) Set(node, hash string) {
+	e := &memoryEntry{hash: hash}
 	for {
-		old, ok := s.load(node)
-		if !ok {
-			if _, loaded := s.m.LoadOrStore(node, &memoryEntry{hash: hash}); !loaded {
-				return
-			}
-			continue
-		}
-		if old.hash == hash || s.m.CompareAndSwap(node, old, &memoryEntry{hash: hash}) {
+		old, loaded := s.m.LoadOrStore(node, e)
+		if !loaded || old.(*memoryEntry).hash == hash || s.m.CompareAndSwap(node, old, e) {
 			return
 		}
 	}

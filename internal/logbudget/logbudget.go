@@ -11,34 +11,35 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/time/rate"
 )
 
 // Budget bounds the lines of one kind: Burst at once, then one per Every
-// (a token bucket that starts full). A line past the budget is held back
-// and counted. The count is written as one line of its own before the
-// next line let through or, if none comes, once Every has passed without
-// a line held back: a flood that stops is still reported. A timer runs
-// only while lines are held back. It is safe for concurrent use; make
-// one with New.
+// (rate.Limiter's token bucket, which starts full). A line past the
+// budget is held back and counted. The count is written as one line of
+// its own before the next line let through or, if none comes, once Every
+// has passed without a line held back: a flood that stops is still
+// reported. A timer runs only while lines are held back. It is safe for
+// concurrent use; make one with New.
 type Budget struct {
 	// Set by New and never changed.
 	log   *slog.Logger
 	kind  string // names the lines in the count's line
-	burst int
 	every time.Duration
+	lines *rate.Limiter
 
-	mu     sync.Mutex  // guards the fields below
-	tokens int         // lines that may be written now
-	filled time.Time   // when tokens was last counted up; zero: full
-	held   int         // lines held back since the last count written
-	level  slog.Level  // of the last line held back
-	timer  *time.Timer // writes the count (flush); armed while held > 0
+	mu    sync.Mutex  // guards the fields below, and orders lines.Allow with them
+	held  int         // lines held back since the last count written
+	level slog.Level  // of the last line held back
+	timer *time.Timer // writes the count (flush); armed while held > 0
 }
 
 // New returns a Budget of burst lines at once, then one per every, whose
 // count lines go to log naming kind ("httpauth: invalid node names").
 func New(log *slog.Logger, kind string, burst int, every time.Duration) *Budget {
-	return &Budget{log: log, kind: kind, burst: max(burst, 1), every: max(every, time.Nanosecond)}
+	every = max(every, time.Nanosecond)
+	return &Budget{log: log, kind: kind, every: every, lines: rate.NewLimiter(rate.Every(every), max(burst, 1))}
 }
 
 // Log writes msg at level with args if the budget allows it, after the
@@ -54,15 +55,13 @@ func (b *Budget) Log(ctx context.Context, level slog.Level, msg string, args ...
 	b.log.Log(ctx, level, msg, args...)
 }
 
-// take spends one line of the budget at now, or holds it back. When it
-// lets the line through, it returns the lines held back before it, and
-// their level.
+// take spends one line of the budget, or holds it back. When it lets the
+// line through, it returns the lines held back before it, and their
+// level.
 func (b *Budget) take(level slog.Level) (ok bool, held int, heldLevel slog.Level) {
-	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.refill(now)
-	if b.tokens == 0 {
+	if !b.lines.Allow() {
 		b.held++
 		b.level = level
 		if b.timer == nil {
@@ -72,31 +71,11 @@ func (b *Budget) take(level slog.Level) (ok bool, held int, heldLevel slog.Level
 		}
 		return false, 0, 0
 	}
-	b.tokens--
 	held, b.held = b.held, 0
 	if held > 0 {
 		b.timer.Stop()
 	}
 	return true, held, b.level
-}
-
-// refill counts up the tokens earned since filled, one per every, up to
-// burst. b.mu is held.
-func (b *Budget) refill(now time.Time) {
-	if b.filled.IsZero() || now.Before(b.filled) {
-		if b.filled.IsZero() {
-			b.tokens = b.burst
-		}
-		b.filled = now
-		return
-	}
-	earned := now.Sub(b.filled) / b.every
-	if earned >= time.Duration(b.burst-b.tokens) {
-		b.tokens, b.filled = b.burst, now
-		return
-	}
-	b.tokens += int(earned)
-	b.filled = b.filled.Add(earned * b.every)
 }
 
 // flush writes the count of the lines held back, if any: the timer
