@@ -10,9 +10,10 @@ import "time"
 // The rule (Scheduler.fillEndLocked): a free slot takes the batch of j,
 // the job in turn, at once when
 //
-//   - no burst is under way: no other job is queued, and the job created
-//     just before j is done, or was created a full batch's estimated time
-//     or more before j;
+//   - no burst is under way: no other job could join j's batch now, and
+//     the job created just before j could not join one later: it is
+//     done, computed (finishing), of another Class, or was created a full
+//     batch's estimated time or more before j;
 //   - or the batch it would take now is full: Config.Lanes jobs, or as
 //     many as Config.MaxBatchWork holds. Jobs of another Class, or of a
 //     name already in it, do not count;
@@ -77,18 +78,17 @@ func (s *Scheduler) filled(armed uint64) {
 // in turn, by fillWait's rule: now, or the end of j's fill time.
 func (s *Scheduler) fillEndLocked(j *Job, now time.Time) time.Time {
 	full := s.fullLocked(j)
-	burst := j.burst || s.queue.len > 1
-	if !burst || s.batchLenLocked(full) >= full {
+	if n := s.batchLenLocked(full); n >= full || n == 1 && !j.burst {
 		return now
 	}
 	return j.queuedAt.Add(s.fillTime(j))
 }
 
 // burstLocked reports whether j, created at now, comes in a burst: the
-// job created before it is not done and came less than the estimated
-// time of a full batch of j's class before it.
+// job created before it is of j's class, not computed yet, and came less
+// than the estimated time of a full batch of j's class before it.
 func (s *Scheduler) burstLocked(j *Job, now time.Time) bool {
-	if s.jobs[s.lastKey] == nil {
+	if last := s.jobs[s.lastKey]; last == nil || last.class != j.class || last.state == finishing {
 		return false
 	}
 	batch := duration(j.work*int64(s.fullLocked(j)), s.est.median())
