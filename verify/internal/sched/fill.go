@@ -53,23 +53,15 @@ func (f *fillWait) disarm() {
 	f.at = time.Time{}
 }
 
-// fired reports whether a firing of arming armed is the timer's current
-// arming, which is then over.
-func (f *fillWait) fired(armed uint64) bool {
-	if armed != f.armed || f.at.IsZero() {
-		return false
-	}
-	f.timer, f.at = nil, time.Time{}
-	return true
-}
-
 // filled is s.fill's firing for its arming armed: unless it was armed
-// again or disarmed since, the free slots look at the queue again.
+// again or disarmed since, that arming is over and the free slots look at
+// the queue again.
 func (s *Scheduler) filled(armed uint64) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.unlock()
-	if s.fill.fired(armed) {
+	if f := &s.fill; armed == f.armed && !f.at.IsZero() {
+		f.timer, f.at = nil, time.Time{}
 		s.dispatchLocked(now)
 	}
 }
@@ -107,16 +99,14 @@ func (s *Scheduler) fullLocked(j *Job) int {
 
 // batchLenLocked returns how many jobs batchLocked would take now, up to
 // full, at least: exactly, unless a name it reaches has more than one job
-// queued. It follows batchLocked through the wanted names, the unwanted
-// ones and the suspects (see fairQueue.next), and stops where
-// batchLocked would, or where a name it took may come back in turn: a
-// name taken goes back into the queue's orders with its next job, at a
-// place it does not follow.
+// queued. It walks the queue in turn (fairQueue.walk) with batchLocked's
+// rule (joinsLocked), and stops where a name it took may come back in
+// turn: after the wanted names, or at once past them.
 func (s *Scheduler) batchLenLocked(full int) int {
 	var b batch
 	again := false // a name taken has more jobs queued
-	take := func(j *Job) bool {
-		if len(b.jobs) == full || !s.joinsLocked(&b, j) {
+	s.queue.walk(func(j *Job) bool {
+		if again && j.nq.order != &s.queue.wanted || len(b.jobs) == full || !s.joinsLocked(&b, j) {
 			return false
 		}
 		b.jobs = append(b.jobs, j)
@@ -124,24 +114,7 @@ func (s *Scheduler) batchLenLocked(full int) int {
 		n, _ := j.nq.jobs.len()
 		again = again || n > 1
 		return true
-	}
-	// A wanted name taken comes back behind every wanted one: the walk
-	// goes on through them, and stops after them.
-	all := true
-	s.queue.wanted.ascend(func(nq *nameQueue) bool {
-		all = take(nq.first())
-		return all
 	})
-	if !all || again {
-		return len(b.jobs)
-	}
-	s.queue.unwanted.ascend(func(nq *nameQueue) bool {
-		all = take(nq.first()) && !again
-		return all
-	})
-	if all {
-		s.queue.suspects.ascend(take)
-	}
 	return len(b.jobs)
 }
 

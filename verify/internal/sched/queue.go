@@ -234,20 +234,36 @@ func timeKey(t time.Time) uint64 {
 	return 0
 }
 
-// next returns the job whose turn it is, or nil with nothing queued: the
-// first job of the first wanted name; with none, that of the unwanted
-// name whose first caller is expected back soonest, so that a caller
-// coming back finds its result ready; with none, the oldest suspect
-// (suspects are served in arrival order: the node's own password, sent
-// with the herd, goes before the guesses that follow it).
-func (q *fairQueue) next() *Job {
-	if nq, ok := q.wanted.first(); ok {
-		return nq.first()
+// walk calls f with the queued jobs in turn, until f returns false: the
+// first job of each wanted name; then that of each unwanted name, whose
+// first caller is expected back soonest first, so that a caller coming
+// back finds its result ready; then the suspects, oldest first (the
+// node's own password, sent with the herd, goes before the guesses that
+// follow it). It serves nothing: a name served comes back in turn with
+// its next job, behind the wanted names if it is one, else at a place
+// the walk does not follow.
+func (q *fairQueue) walk(f func(*Job) bool) {
+	more := true
+	names := func(nq *nameQueue) bool {
+		more = f(nq.first())
+		return more
 	}
-	if nq, ok := q.unwanted.first(); ok {
-		return nq.first()
+	q.wanted.ascend(names)
+	if more {
+		q.unwanted.ascend(names)
 	}
-	j, _ := q.suspects.first()
+	if more {
+		q.suspects.ascend(f)
+	}
+}
+
+// next returns the job whose turn it is (walk's first), or nil with
+// nothing queued.
+func (q *fairQueue) next() (j *Job) {
+	q.walk(func(first *Job) bool {
+		j = first
+		return false
+	})
 	return j
 }
 
