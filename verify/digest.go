@@ -54,7 +54,8 @@ type recorder struct {
 	stats    *Stats
 	pending  sync.Map // node → *digestRecord
 	queue    chan string
-	quit     chan struct{} // closed by close: drain, then stop
+	quit     chan struct{} // closed by close, once: drain, then stop
+	closing  sync.Once
 	finished chan struct{} // closed when the writer has stopped
 	// base is the parent of every write's context; close cancels it when
 	// its flush runs out of time, a write in flight included.
@@ -145,14 +146,13 @@ func (r *recorder) remember(ctx context.Context, node string, rec *digestRecord)
 
 // close stops taking records and waits until the pending ones are written
 // or digestFlushTimeout has passed, a write in flight included.
+// Concurrent calls all return once it is done.
 func (r *recorder) close() {
-	select {
-	case <-r.quit:
-	default:
+	r.closing.Do(func() {
 		close(r.quit)
-	}
-	cut := time.AfterFunc(digestFlushTimeout, r.stop)
-	<-r.finished
-	cut.Stop()
-	r.stop()
+		cut := time.AfterFunc(digestFlushTimeout, r.stop)
+		<-r.finished
+		cut.Stop()
+		r.stop()
+	})
 }
