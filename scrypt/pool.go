@@ -153,18 +153,10 @@ func alignedWords(n int) []uint32 {
 // heap.
 func heapBuffer(n int64) int64 { return heapBytes(4 * (n + 15)) }
 
-// heapBytes is the most the Go heap takes for an allocation of n bytes: a
-// large one (past 32 KiB) in whole 8 KiB pages, a small one in its size
-// class, at most a quarter and 16 bytes more.
-func heapBytes(n int64) int64 {
-	switch {
-	case n <= 0:
-		return 0
-	case n > 32<<10:
-		return (n + 8191) &^ 8191
-	}
-	return n + n/4 + 16
-}
+// heapBytes bounds what the Go heap takes for an allocation of n bytes:
+// it rounds a small one up to its size class, at most a quarter and 16
+// bytes more, and a large one (past 32 KiB) up to whole 8 KiB pages.
+func heapBytes(n int64) int64 { return n + min(n/4+16, 8<<10) }
 
 // put makes b idle, holding its computation's state until it is taken
 // again (and overwritten) or scrubAfter has passed (and it is cleared).

@@ -249,3 +249,18 @@ func TestPoolUnmaps(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestHeapBytesBound: heapBytes is at least what the runtime makes of an
+// allocation, its size class or whole pages, which append reports as the
+// capacity it gives.
+func TestHeapBytesBound(t *testing.T) {
+	sizes := []int{1<<20 + 1, 1<<25 + 3}
+	for n := 1; n < 1<<17; n += 1 + n/64 {
+		sizes = append(sizes, n)
+	}
+	for _, n := range sizes {
+		if got := cap(append([]byte(nil), make([]byte, n)...)); int64(got) > heapBytes(int64(n)) {
+			t.Errorf("an allocation of %d bytes takes %d, heapBytes counts %d", n, got, heapBytes(int64(n)))
+		}
+	}
+}
