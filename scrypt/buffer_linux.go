@@ -20,6 +20,9 @@ import (
 // garbage grow by as much again before collecting it; and it keeps freed
 // memory until its scavenger returns it. A mapped buffer holds its bytes
 // and no more, from the Pool's get to its drop.
+//
+// A buffer carries its mapping: one of mapAtLeast or more whose
+// capacity is its length starts its mapping, of mappedBytes.
 
 // mapAtLeast is the smallest buffer mapped: a huge page. Smaller ones
 // stay on the heap, where a page of their own would waste most of it.
@@ -30,8 +33,7 @@ const mapAtLeast = hugePage
 const hugePage = 2 << 20
 
 // newWords returns n zero words that start on a 64-byte boundary, and
-// the memory mapped for them outside the Go heap, if it is (see
-// unmapWords).
+// the memory mapped for them outside the Go heap, if it is.
 func newWords(n int) ([]uint32, mapping) {
 	size := int(mappedBytes(int64(n)))
 	if size < mapAtLeast {
@@ -41,7 +43,7 @@ func newWords(n int) ([]uint32, mapping) {
 	// page boundary and after the buffer.
 	raw, err := unix.MmapPtr(-1, 0, nil, uintptr(size+hugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return alignedWords(n), mapping{} // the heap may still have room
+		return alignedWords(n + 1)[:n], mapping{} // the heap may still have room; a capacity past the length says so
 	}
 	head := (hugePage - int(uintptr(raw)%hugePage)) % hugePage
 	start := unsafe.Add(raw, head)
@@ -51,10 +53,10 @@ func newWords(n int) ([]uint32, mapping) {
 	if tail := hugePage - head; tail > 0 {
 		_ = unix.MunmapPtr(unsafe.Add(start, size), uintptr(tail))
 	}
-	m := mapping{start, uintptr(size)}
 	offHeap.Add(int64(size))
 	_ = unix.Madvise(unsafe.Slice((*byte)(start), size), unix.MADV_HUGEPAGE) // only advice
-	return unsafe.Slice((*uint32)(start), n), m
+	b := unsafe.Slice((*uint32)(start), n)
+	return b, mappingOf(b)
 }
 
 // mapping is the memory mapped for a buffer; zero for one on the heap.
@@ -63,8 +65,13 @@ type mapping struct {
 	len  uintptr
 }
 
-// bytes is how much memory m maps.
-func (m mapping) bytes() int64 { return int64(m.len) }
+// mappingOf returns the memory mapped for b, a buffer from newWords.
+func mappingOf(b []uint32) mapping {
+	if size := mappedBytes(int64(len(b))); size >= mapAtLeast && cap(b) == len(b) {
+		return mapping{unsafe.Pointer(unsafe.SliceData(b)), uintptr(size)}
+	}
+	return mapping{}
+}
 
 // unmap gives m back to the kernel. The words it held must not be used
 // after.

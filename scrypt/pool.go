@@ -26,7 +26,7 @@ import (
 // for concurrent use and must not be copied after first use.
 type Pool struct {
 	mu    sync.Mutex
-	idle  []idleBuf // oldest first
+	idle  *idleList // made by the first put
 	idleB int64     // bytes in idle (bufferBytes)
 	inUse int64     // bytes handed out or held (hold) and not back
 	peak  int64     // the most inUse since the pool was last emptied
@@ -35,10 +35,18 @@ type Pool struct {
 	// share the package-wide pool between testing/synctest bubbles,
 	// where a timer is its bubble's alone.
 	scrubArmed bool
-	// mapped are the buffers that live outside the Go heap
-	// (buffer_linux.go): unmapped when dropped, or when the Pool is
-	// garbage. Made with the first of them.
-	mapped *mappings
+}
+
+// idleList is a Pool's idle buffers, oldest first, in an allocation of
+// their own: a cleanup frees them when their Pool becomes garbage, when
+// none of its buffers is in use.
+type idleList struct{ bufs []idleBuf }
+
+// An idleBuf is a buffer in the pool; dirty is when it came back holding
+// a computation's password-derived state, zero once cleared.
+type idleBuf struct {
+	b     []uint32
+	dirty time.Time
 }
 
 // OffHeapBytes returns the bytes of scrypt buffers mapped outside the Go
@@ -52,20 +60,6 @@ func OffHeapBytes() int64 { return offHeap.Load() }
 
 // offHeap counts the bytes OffHeapBytes returns.
 var offHeap atomic.Int64
-
-// mappings are a Pool's buffers outside the Go heap, by the address of
-// their first word.
-type mappings struct {
-	mu sync.Mutex
-	m  map[uintptr]mapping
-}
-
-// An idleBuf is a buffer in the pool; dirty is when it came back holding
-// a computation's password-derived state, zero once cleared.
-type idleBuf struct {
-	b     []uint32
-	dirty time.Time
-}
 
 // scrubAfter is how long a buffer may stay idle with password-derived
 // state in it. Clearing every buffer as it comes back would clear 32 MiB
@@ -82,19 +76,7 @@ func (p *Pool) get(n int) []uint32 {
 		return b // dirty or not: the computation overwrites it
 	}
 	// A new buffer is counted in use already; making it needs no lock.
-	b, m := newWords(n)
-	if m != (mapping{}) {
-		p.mu.Lock()
-		if p.mapped == nil {
-			p.mapped = &mappings{m: make(map[uintptr]mapping)}
-			runtime.AddCleanup(p, (*mappings).unmapAll, p.mapped)
-		}
-		mapped := p.mapped
-		p.mu.Unlock()
-		mapped.mu.Lock()
-		mapped.m[uintptr(unsafe.Pointer(&b[0]))] = m
-		mapped.mu.Unlock()
-	}
+	b, _ := newWords(n)
 	return b
 }
 
@@ -118,9 +100,10 @@ func (p *Pool) hold(n int64) (release func()) {
 func (p *Pool) use(size int64, words int) []uint32 {
 	p.mu.Lock()
 	p.inUse += size
-	for i := len(p.idle) - 1; i >= 0 && words > 0; i-- {
-		if e := p.idle[i]; len(e.b) == words {
-			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+	l := p.listLocked()
+	for i := len(l.bufs) - 1; i >= 0 && words > 0; i-- {
+		if e := l.bufs[i]; len(e.b) == words {
+			l.bufs = append(l.bufs[:i], l.bufs[i+1:]...)
 			p.idleB -= size
 			p.mu.Unlock()
 			return e.b
@@ -129,14 +112,24 @@ func (p *Pool) use(size int64, words int) []uint32 {
 	p.peak = max(p.peak, p.inUse)
 	var dropped []idleBuf
 	for p.idleB+p.inUse > p.peak {
-		p.idleB -= bufferBytes(int64(len(p.idle[0].b)))
-		dropped = append(dropped, p.idle[0])
-		p.idle[0] = idleBuf{}
-		p.idle = p.idle[1:]
+		p.idleB -= bufferBytes(int64(len(l.bufs[0].b)))
+		dropped = append(dropped, l.bufs[0])
+		l.bufs[0] = idleBuf{}
+		l.bufs = l.bufs[1:]
 	}
 	p.mu.Unlock()
-	p.drop(dropped)
+	drop(dropped)
 	return nil
+}
+
+// listLocked returns p's idle list, made on first use with the cleanup
+// that frees it.
+func (p *Pool) listLocked() *idleList {
+	if p.idle == nil {
+		p.idle = new(idleList)
+		runtime.AddCleanup(p, func(l *idleList) { drop(l.bufs) }, p.idle)
+	}
+	return p.idle
 }
 
 // alignedWords returns n zero words that start on a 64-byte boundary, a
@@ -164,7 +157,8 @@ func (p *Pool) put(b []uint32) {
 	size := bufferBytes(int64(len(b)))
 	p.mu.Lock()
 	p.inUse -= size
-	p.idle = append(p.idle, idleBuf{b: b, dirty: time.Now()})
+	l := p.listLocked()
+	l.bufs = append(l.bufs, idleBuf{b: b, dirty: time.Now()})
 	p.idleB += size
 	p.armLocked(scrubAfter)
 	p.mu.Unlock()
@@ -187,8 +181,8 @@ func (p *Pool) scrubIdle() {
 	p.scrubArmed = false
 	now := time.Now()
 	var next time.Duration
-	for i := range p.idle {
-		e := &p.idle[i]
+	for i := range p.listLocked().bufs {
+		e := &p.idle.bufs[i]
 		switch {
 		case e.dirty.IsZero():
 		case now.Sub(e.dirty) >= scrubAfter:
@@ -203,52 +197,31 @@ func (p *Pool) scrubIdle() {
 	}
 }
 
-// drop frees the buffers es, which p no longer keeps: one outside the
-// Go heap is unmapped; one on the heap is cleared if dirty, and left to
-// the garbage collector.
-func (p *Pool) drop(es []idleBuf) {
-	p.mu.Lock()
-	mapped := p.mapped
-	p.mu.Unlock()
+// drop frees the buffers es, which no Pool keeps: one outside the Go
+// heap is unmapped; one on the heap is cleared if dirty, and left to the
+// garbage collector.
+func drop(es []idleBuf) {
 	for _, e := range es {
-		if mapped != nil {
-			mapped.mu.Lock()
-			m, ok := mapped.m[uintptr(unsafe.Pointer(&e.b[0]))]
-			delete(mapped.m, uintptr(unsafe.Pointer(&e.b[0])))
-			mapped.mu.Unlock()
-			if ok {
-				m.unmap()
-				continue
-			}
-		}
-		if !e.dirty.IsZero() {
+		if m := mappingOf(e.b); m != (mapping{}) {
+			m.unmap()
+		} else if !e.dirty.IsZero() {
 			clear(e.b)
 		}
 	}
 }
 
-// unmapAll unmaps every buffer of ms: its Pool is garbage, so none is in
-// use.
-func (ms *mappings) unmapAll() {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	for addr, m := range ms.m {
-		m.unmap()
-		delete(ms.m, addr)
-	}
-}
-
 // Release drops every idle buffer of p, unmapped at once or for the
 // garbage collector to free: a process that is done hashing for a while
-// can give the memory back. Buffers in use are not affected; p then keeps no more idle than
-// is in use at the busiest moment from now on.
+// can give the memory back. Buffers in use are not affected; p then
+// keeps no more idle than is in use at the busiest moment from now on.
 func (p *Pool) Release() {
 	p.mu.Lock()
-	dropped := p.idle
-	p.idle, p.idleB, p.peak = nil, 0, p.inUse
+	l := p.listLocked()
+	dropped := l.bufs
+	l.bufs, p.idleB, p.peak = nil, 0, p.inUse
 	p.scrubArmed = false // a pending scrub finds nothing; the next put arms one
 	p.mu.Unlock()
-	p.drop(dropped)
+	drop(dropped)
 }
 
 // Idle returns the number of idle buffers in p and the bytes of memory
@@ -256,7 +229,7 @@ func (p *Pool) Release() {
 func (p *Pool) Idle() (n int, bytes int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.idle), p.idleB
+	return len(p.listLocked().bufs), p.idleB
 }
 
 // ReleaseBuffers is Release of the package-wide Pool that Key and

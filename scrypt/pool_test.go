@@ -111,7 +111,7 @@ func idleOf(p *Pool, words int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, e := range p.idle {
+	for _, e := range p.idle.bufs {
 		if len(e.b) == words {
 			n++
 		}
@@ -142,10 +142,12 @@ func TestKeyBatchBytes(t *testing.T) {
 			for _, most := range []int{1, 3, maxLanes} {
 				var p Pool
 				var before, after runtime.MemStats
+				mapped := OffHeapBytes()
 				runtime.ReadMemStats(&before)
 				p.KeyBatch(jobs, most)
 				runtime.ReadMemStats(&after)
-				got, counted := after.TotalAlloc-before.TotalAlloc+mappedOf(&p), KeyBatchBytes(jobs, most)
+				mapped = OffHeapBytes() - mapped
+				got, counted := after.TotalAlloc-before.TotalAlloc+uint64(mapped), KeyBatchBytes(jobs, most)
 				p.Release()
 				if got > uint64(counted) {
 					t.Errorf("%s, %d lanes: KeyBatch allocated %d bytes, KeyBatchBytes counts %d", name, most, got, counted)
@@ -185,23 +187,6 @@ func TestPoolIdleMakesRoom(t *testing.T) {
 	}
 }
 
-// mappedOf is how many bytes p's buffers outside the Go heap take.
-func mappedOf(p *Pool) uint64 {
-	p.mu.Lock()
-	mapped := p.mapped
-	p.mu.Unlock()
-	if mapped == nil {
-		return 0
-	}
-	mapped.mu.Lock()
-	defer mapped.mu.Unlock()
-	var n uint64
-	for _, m := range mapped.m {
-		n += uint64(m.bytes())
-	}
-	return n
-}
-
 // TestPoolUnmaps: a buffer outside the Go heap (a huge page or more, on
 // Linux) is unmapped when its Pool drops it, and when its Pool becomes
 // garbage with the buffer idle; OffHeapBytes counts it while it is
@@ -213,39 +198,29 @@ func TestPoolUnmaps(t *testing.T) {
 	b := p.get(words)
 	b[0], b[words-1] = 1, 2 // it is memory
 	p.put(b)
-	n := mappedOf(&p)
+	n := OffHeapBytes() - before
 	if n == 0 {
 		if OffHeapBytes() != 0 {
 			t.Fatalf("OffHeapBytes %d where buffers live on the Go heap", OffHeapBytes())
 		}
 		t.Skip("buffers live on the Go heap here")
 	}
-	if rise := OffHeapBytes() - before; rise != int64(n) {
-		t.Fatalf("OffHeapBytes rose by %d for a buffer of %d bytes mapped", rise, n)
+	if m := mappingOf(b); n != bufferBytes(words) || m == (mapping{}) {
+		t.Fatalf("OffHeapBytes rose by %d for a buffer of %d bytes, mapped %v", n, bufferBytes(words), m != (mapping{}))
 	}
 	p.Release()
-	if n := mappedOf(&p); n != 0 {
-		t.Fatalf("%d bytes mapped after Release", n)
-	}
 	if got := OffHeapBytes(); got != before {
 		t.Fatalf("OffHeapBytes %d after Release, %d before the buffer", got, before)
 	}
 	q := new(Pool)
 	q.put(q.get(words))
-	ms := q.mapped
 	q = nil
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		runtime.GC()
-		ms.mu.Lock()
-		n := len(ms.m)
-		ms.mu.Unlock()
-		if n == 0 {
-			break
-		}
+	for OffHeapBytes() != before {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d buffers still mapped 10 s after their Pool became garbage", n)
+			t.Fatalf("%d bytes still mapped 10 s after their Pool became garbage", OffHeapBytes()-before)
 		}
+		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
 }
