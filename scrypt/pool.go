@@ -2,6 +2,7 @@ package scrypt
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,11 @@ type Pool struct {
 	// share the package-wide pool between testing/synctest bubbles,
 	// where a timer is its bubble's alone.
 	scrubArmed bool
+	// While scrubIdle clears an idle buffer (marked scrubbing) outside
+	// the lock, scrubDone is open; a call that takes that buffer out of
+	// idle sets scrubStop and waits for scrubDone to close.
+	scrubDone chan struct{}
+	scrubStop atomic.Bool
 }
 
 // idleList is a Pool's idle buffers, oldest first, in an allocation of
@@ -45,8 +51,9 @@ type idleList struct{ bufs []idleBuf }
 // An idleBuf is a buffer in the pool; dirty is when it came back holding
 // a computation's password-derived state, zero once cleared.
 type idleBuf struct {
-	b     []uint32
-	dirty time.Time
+	b         []uint32
+	dirty     time.Time
+	scrubbing bool // being cleared outside the lock (scrubIdle)
 }
 
 // OffHeapBytes returns the bytes of scrypt buffers mapped outside the Go
@@ -94,24 +101,24 @@ func (p *Pool) hold(n int64) (release func()) {
 }
 
 // use counts size bytes in use. With words > 0 it returns an idle buffer
-// of that many words if there is one; otherwise (nil) the bytes are new,
-// and it first drops the oldest idle buffers, as many as keep the bytes
-// idle and in use within the peak.
+// of that many words if there is one (see takeLocked); otherwise (nil)
+// the bytes are new, and it first drops the oldest idle buffers, as many
+// as keep the bytes idle and in use within the peak.
 func (p *Pool) use(size int64, words int) []uint32 {
 	p.mu.Lock()
 	p.inUse += size
-	l := p.listLocked()
-	for i := len(l.bufs) - 1; i >= 0 && words > 0; i-- {
-		if e := l.bufs[i]; len(e.b) == words {
-			l.bufs = append(l.bufs[:i], l.bufs[i+1:]...)
-			p.idleB -= size
-			p.mu.Unlock()
-			return e.b
-		}
+	if b := p.takeLocked(words); b != nil {
+		p.idleB -= size
+		p.mu.Unlock()
+		return b
 	}
 	p.peak = max(p.peak, p.inUse)
 	var dropped []idleBuf
-	for p.idleB+p.inUse > p.peak {
+	for l := p.listLocked(); p.idleB+p.inUse > p.peak; {
+		if l.bufs[0].scrubbing {
+			p.stopScrubLocked()
+			continue
+		}
 		p.idleB -= bufferBytes(int64(len(l.bufs[0].b)))
 		dropped = append(dropped, l.bufs[0])
 		l.bufs[0] = idleBuf{}
@@ -119,6 +126,32 @@ func (p *Pool) use(size int64, words int) []uint32 {
 	}
 	p.mu.Unlock()
 	drop(dropped)
+	return nil
+}
+
+// takeLocked takes out of idle and returns its newest buffer of words
+// words, nil if it has none. It takes the buffer the scrub is clearing
+// only when no other fits, once the scrub has let go of it (at the end
+// of a chunk): a request after a herd finds the herd's other buffers.
+func (p *Pool) takeLocked(words int) []uint32 {
+	for l := p.listLocked(); words > 0; {
+		i := -1
+		for k, e := range l.bufs {
+			if len(e.b) == words && (i < 0 || !e.scrubbing) {
+				i = k
+			}
+		}
+		switch {
+		case i < 0:
+			return nil
+		case l.bufs[i].scrubbing:
+			p.stopScrubLocked()
+			continue
+		}
+		b := l.bufs[i].b
+		l.bufs = slices.Delete(l.bufs, i, i+1)
+		return b
+	}
 	return nil
 }
 
@@ -172,30 +205,68 @@ func (p *Pool) armLocked(d time.Duration) {
 	}
 }
 
-// scrubIdle clears the buffers dirty for scrubAfter or more, and runs
-// again for the others. It holds the lock while it clears: it runs only
-// once a buffer has been idle that long, when no herd is taking them.
+// scrubIdle clears the buffers dirty for scrubAfter or more, oldest
+// first, and runs again for the others. It clears one buffer at a time,
+// marked scrubbing in idle, without the lock, so that a request or a
+// batch that comes meanwhile waits for none of it; a call that must take
+// that buffer stops the clear at the end of a chunk (stopScrubLocked),
+// and the scrub runs again scrubAfter later.
 func (p *Pool) scrubIdle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.scrubArmed = false
-	now := time.Now()
-	var next time.Duration
-	for i := range p.listLocked().bufs {
-		e := &p.idle.bufs[i]
-		switch {
-		case e.dirty.IsZero():
-		case now.Sub(e.dirty) >= scrubAfter:
-			clear(e.b)
-			e.dirty = time.Time{}
-		case next == 0 || scrubAfter-now.Sub(e.dirty) < next:
-			next = scrubAfter - now.Sub(e.dirty)
+	for l := p.listLocked(); p.scrubDone == nil; { // else another run clears
+		// Buffers come back in order: the first dirty one is the oldest.
+		i := slices.IndexFunc(l.bufs, func(e idleBuf) bool { return !e.dirty.IsZero() })
+		if i < 0 {
+			return
+		}
+		if age := time.Since(l.bufs[i].dirty); age < scrubAfter {
+			p.armLocked(scrubAfter - age)
+			return
+		}
+		l.bufs[i].scrubbing, p.scrubDone = true, make(chan struct{})
+		b := l.bufs[i].b
+		p.mu.Unlock()
+		cleared := true
+		for k := 0; k < len(b) && cleared; k += scrubChunk {
+			if cleared = !p.scrubStop.Load(); cleared {
+				clearChunk(b[k:min(k+scrubChunk, len(b))])
+			}
+		}
+		p.mu.Lock()
+		// Still idle, where it was or before: whoever would take it out
+		// waits for scrubDone.
+		i = slices.IndexFunc(l.bufs, func(e idleBuf) bool { return e.scrubbing })
+		l.bufs[i].scrubbing = false
+		if cleared {
+			l.bufs[i].dirty = time.Time{}
+		}
+		close(p.scrubDone)
+		p.scrubDone = nil
+		if p.scrubStop.Swap(false) {
+			p.armLocked(scrubAfter)
+			return
 		}
 	}
-	if next > 0 {
-		p.armLocked(next)
-	}
 }
+
+// stopScrubLocked asks the scrub to let go of the buffer it clears, and
+// waits until it has, without the lock: the caller looks at idle again.
+func (p *Pool) stopScrubLocked() {
+	done := p.scrubDone
+	p.scrubStop.Store(true)
+	p.mu.Unlock()
+	<-done
+	p.mu.Lock()
+}
+
+// scrubChunk is how many words the scrub clears between two looks at
+// scrubStop: 256 KiB, tens of microseconds. clearChunk clears them
+// (tests make it wait).
+const scrubChunk = 64 << 10
+
+var clearChunk = func(b []uint32) { clear(b) }
 
 // drop frees the buffers es, which no Pool keeps: one outside the Go
 // heap is unmapped; one on the heap is cleared if dirty, and left to the
@@ -216,6 +287,9 @@ func drop(es []idleBuf) {
 // keeps no more idle than is in use at the busiest moment from now on.
 func (p *Pool) Release() {
 	p.mu.Lock()
+	for p.scrubDone != nil {
+		p.stopScrubLocked()
+	}
 	l := p.listLocked()
 	dropped := l.bufs
 	l.bufs, p.idleB, p.peak = nil, 0, p.inUse

@@ -225,6 +225,68 @@ func TestPoolUnmaps(t *testing.T) {
 	}
 }
 
+// TestScrubLeavesTheLock: the scrub clears an idle buffer without the
+// Pool's lock, so that a get that comes meanwhile takes another idle
+// buffer at once (a request right after a herd: on d6fdf27 it waited for
+// the whole scrub, up to the budget's worth of buffers); a get that needs
+// the very buffer being cleared has it at the end of the chunk.
+func TestScrubLeavesTheLock(t *testing.T) {
+	const words = 4 * scrubChunk
+	for _, idle := range []int{2, 1} {
+		t.Run(fmt.Sprint("idle=", idle), func(t *testing.T) {
+			var p Pool
+			var bufs [][]uint32
+			for range idle {
+				bufs = append(bufs, p.get(words))
+			}
+			for _, b := range bufs {
+				p.put(b)
+			}
+			entered, release := make(chan []uint32), make(chan struct{})
+			defer func(f func([]uint32)) { clearChunk = f }(clearChunk)
+			clearChunk = func(b []uint32) {
+				select {
+				case entered <- b:
+					<-release
+				case <-release:
+				}
+				clear(b)
+			}
+			p.mu.Lock()
+			for i := range p.idle.bufs {
+				p.idle.bufs[i].dirty = time.Now().Add(-scrubAfter) // stale
+			}
+			p.mu.Unlock()
+			go p.scrubIdle()
+			scrubbing := <-entered // in its first chunk
+			got := make(chan []uint32)
+			go func() { got <- p.get(words) }()
+			if idle == 1 {
+				close(release) // the get waits for the end of the chunk
+			}
+			var b []uint32
+			select {
+			case b = <-got:
+			case <-time.After(10 * time.Second): // a guard against a deadlock, not a timing
+				t.Fatal("a get waited for the scrub of another buffer")
+			}
+			if taken := &b[0] == &scrubbing[0]; taken != (idle == 1) {
+				t.Fatalf("%d idle: get took the buffer being cleared: %v", idle, taken)
+			}
+			if idle == 2 {
+				close(release)
+			}
+			p.put(b)
+			p.Release() // stops the scrub, if it still runs
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.idleB != 0 || p.inUse != 0 || p.scrubDone != nil {
+				t.Errorf("after Release: %d bytes idle, %d in use, scrub running %v", p.idleB, p.inUse, p.scrubDone != nil)
+			}
+		})
+	}
+}
+
 // TestHeapBytesBound: heapBytes is at least what the runtime makes of an
 // allocation, its size class or whole pages, which append reports as the
 // capacity it gives.
