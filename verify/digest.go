@@ -45,8 +45,9 @@ type digestRecord struct {
 }
 
 // recorder writes remembered digests off the request path: one writer
-// goroutine, a bounded queue of node names, and the newest record per node
-// (a node verified again before its record was written is written once).
+// goroutine, started by the first record, a bounded queue of node names,
+// and the newest record per node (a node verified again before its
+// record was written is written once).
 // It declares no lock: the records are in a sync.Map, the order in a
 // channel.
 type recorder struct {
@@ -55,6 +56,7 @@ type recorder struct {
 	pending  sync.Map // node → *digestRecord
 	queue    chan string
 	quit     chan struct{} // closed by close, once: drain, then stop
+	starting sync.Once     // starts run, or marks it finished if close comes first
 	closing  sync.Once
 	finished chan struct{} // closed when the writer has stopped
 	// base is the parent of every write's context; close cancels it when
@@ -67,7 +69,6 @@ func newRecorder(store DigestStore, stats *Stats) *recorder {
 	base, stop := context.WithCancel(context.Background())
 	r := &recorder{store: store, stats: stats, queue: make(chan string, digestQueue),
 		quit: make(chan struct{}), finished: make(chan struct{}), base: base, stop: stop}
-	go r.run()
 	return r
 }
 
@@ -75,6 +76,7 @@ func newRecorder(store DigestStore, stats *Stats) *recorder {
 // with the queue full, the record is dropped and counted as a failed
 // write.
 func (r *recorder) record(node, hash string, digest []byte) {
+	r.starting.Do(func() { go r.run() })
 	rec := &digestRecord{hash: hash, digest: digest}
 	if _, queued := r.pending.Swap(node, rec); queued {
 		return // the writer will take this newer record
@@ -149,6 +151,7 @@ func (r *recorder) remember(ctx context.Context, node string, rec *digestRecord)
 // Concurrent calls all return once it is done.
 func (r *recorder) close() {
 	r.closing.Do(func() {
+		r.starting.Do(func() { close(r.finished) }) // nothing recorded
 		close(r.quit)
 		cut := time.AfterFunc(digestFlushTimeout, r.stop)
 		<-r.finished

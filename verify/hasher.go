@@ -22,7 +22,9 @@ type Hasher struct {
 }
 
 // NewHasher returns a Hasher with opts as New takes them, but for MaxWait
-// (see Hasher); Tokens, DigestKey and FailOpen are not used.
+// (see Hasher); Tokens, DigestKey and FailOpen are not used. Like New, it
+// does no work: a process that makes one in an init function and never
+// hashes pays for none.
 func NewHasher(opts *Options) (*Hasher, error) {
 	var o Options
 	if opts != nil {

@@ -9,14 +9,15 @@ import (
 )
 
 // The scrypt memory budget (Options.ScryptMemory), in the order its
-// parts run: its default, the shape New chooses, the budget batches take
-// bytes from, the lanes of each batch, and the release of idle buffers.
+// parts run: its default, read at the first computation (sized), the
+// shape of the batches it holds (reshape), the budget batches take bytes
+// from, the lanes of each batch, and the release of idle buffers.
 
 // DefaultScryptMemory is the most the default budget is: 1 GiB for the V
 // of 32 lanes at k3s's parameters (two batches of 16), and 1 MiB for what
 // those batches allocate besides. It binds past 2 cores with AVX-512, 8
-// with AVX2: New then takes the slots and lanes that compute fastest
-// within it.
+// with AVX2: the Verifier then takes the slots and lanes that compute
+// fastest within it (reshape).
 const DefaultScryptMemory int64 = 1<<30 + 1<<20
 
 // defaultScryptMemory is the budget when Options.ScryptMemory is zero: a
@@ -45,23 +46,44 @@ const (
 	unknownMemory = 2 << 30
 )
 
-// slotsAndLanes chooses the Verifier's slots and lanes for its budget at
-// Options.Params. Where the budget binds (it holds fewer than
-// MaxConcurrent batches of scrypt.Lanes() hashes) and the widest batch it
-// allows has not been measured in this process, it computes one such
-// batch of throwaway hashes first (probe), so that the choice rests on
-// this CPU's kernels rather than on an assumption.
-func (v *Verifier) slotsAndLanes() (slots, lanes int) {
+// sized resolves the budget at the first computation: Options.ScryptMemory,
+// or its default from the memory the process may use. It shapes the
+// batches for it (reshape).
+func (v *Verifier) sized() *memory {
+	total := v.opts.ScryptMemory
+	if total == 0 {
+		cgroup, physical := machineMemory()
+		p := v.opts.Params
+		total = defaultScryptMemory(cgroup, physical, jobBytes(p.LogN, p.R, p.P, p.KeyLen))
+	}
+	m := newMemory(max(total, 0))
+	v.reshape(m)
+	return m
+}
+
+// shaping is how a Verifier's batches at Options.Params spend the
+// budget: slots batches at once of lanes hashes, each taking at most
+// share bytes; final once the shape needs no measurement more.
+type shaping struct {
+	slots, lanes int
+	share        int64
+	final        bool
+}
+
+// reshape chooses the slots and lanes of batches at Options.Params for
+// budget m, and gives them to the scheduler. Where the budget holds
+// MaxConcurrent batches of scrypt.Lanes(), that is the shape. Where it
+// binds, the shape rests on this CPU's measured kernels (shape): once
+// the process has computed a batch as wide as the budget allows, which
+// times every kernel that fits. Until then the shape is provisional:
+// every slot takes batches of that width, and a batch may take the whole
+// budget, so that the first full batch of a herd measures them; runBatch
+// calls reshape again after each batch until the shape is final.
+func (v *Verifier) reshape(m *memory) {
 	p := v.opts.Params
 	N := 1 << p.LogN
-	batches := func(l int) int64 { return v.mem.total / batchBytes(p, l) }
-	widest := v.lanes
-	for widest > 1 && batches(widest) < 1 {
-		widest /= 2
-	}
-	if _, measured := scrypt.PerHash(N, p.R, widest); !measured && batches(v.lanes) < int64(v.opts.MaxConcurrent) {
-		v.probe(widest)
-	}
+	sh := shaping{slots: v.opts.MaxConcurrent, lanes: scrypt.Lanes(), share: m.total, final: true}
+	batches := func(l int) int64 { return m.total / batchBytes(p, l) }
 	perHash := func(l int) (best time.Duration, ok bool) {
 		for w := 1; w <= l; w *= 2 { // a batch of l can run any narrower kernel
 			if d, measured := scrypt.PerHash(N, p.R, w); measured && (!ok || d < best) {
@@ -70,7 +92,25 @@ func (v *Verifier) slotsAndLanes() (slots, lanes int) {
 		}
 		return best, ok
 	}
-	return shape(batches, v.opts.MaxConcurrent, v.lanes, perHash)
+	widest := sh.lanes
+	for widest > 1 && batches(widest) < 1 {
+		widest /= 2
+	}
+	_, measured := scrypt.PerHash(N, p.R, widest)
+	switch {
+	case m.total > 0 && v.fixedShape != nil: // tests'
+		sh.slots, sh.lanes = v.fixedShape()
+	case m.total == 0 || batches(sh.lanes) >= int64(sh.slots): // the budget does not bind
+	case measured || widest == 1:
+		sh.slots, sh.lanes = shape(batches, sh.slots, sh.lanes, perHash)
+	default:
+		sh.lanes, sh.final = widest, false
+	}
+	if sh.final {
+		sh.share /= int64(sh.slots)
+	}
+	v.shape.Store(&sh)
+	v.sched.Reshape(sh.slots, sh.lanes, int64(sh.lanes)*v.enrollWork)
 }
 
 // batchBytes is what a batch of lanes hashes at p takes of the budget,
@@ -81,20 +121,6 @@ func batchBytes(p Params, lanes int) int64 {
 		jobs[i] = scrypt.Job{N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}
 	}
 	return scrypt.KeyBatchBytes(jobs, lanes)
-}
-
-// probe computes n throwaway hashes at Options.Params in one batch, in
-// the Verifier's pool and within its budget: the scrypt package times
-// every kernel that fits on their first segments (about 0.2 s of one
-// core at k3s's parameters). Their buffers are released after.
-func (v *Verifier) probe(n int) {
-	p := v.opts.Params
-	jobs := make([]scrypt.Job, n)
-	for i := range jobs {
-		jobs[i] = scrypt.Job{Password: []byte{byte(i)}, Salt: []byte("nodepass probe"), N: 1 << p.LogN, R: p.R, P: 1, KeyLen: 16}
-	}
-	v.pool.KeyBatch(jobs, n)
-	v.pool.Release()
 }
 
 // shape returns how a budget is best spent: slots batches at once (at
@@ -147,9 +173,9 @@ func newMemory(total int64) *memory {
 // fits refuses a stored hash one job of which, computed at one lane,
 // takes more than the budget, before anything is allocated.
 func (v *Verifier) fits(h *hash) error {
-	if b := jobBytes(h.logN, h.r, h.p, len(h.key)); v.mem.total > 0 && b > v.mem.total {
+	if b, total := jobBytes(h.logN, h.r, h.p, len(h.key)), v.mem().total; total > 0 && b > total {
 		return fmt.Errorf("%w: one scrypt job at logN=%d, r=%d, p=%d takes %d bytes, over Options.ScryptMemory %d",
-			ErrInvalidHash, h.logN, h.r, h.p, b, v.mem.total)
+			ErrInvalidHash, h.logN, h.r, h.p, b, total)
 	}
 	return nil
 }
@@ -187,22 +213,22 @@ func (m *memory) take(n int64) (give func()) {
 // reserve takes from the budget what keys, a batch of one class, take
 // of memory (scrypt.KeyBatchBytes), and returns how: lanes hashes mixed
 // at a time, per jobs to scrypt.KeyBatch at a time, and release, which
-// gives the bytes back. The lanes are the Verifier's, fewer where one
-// slot's share of the budget holds fewer of the class's (hashes stored
-// with larger parameters); per is all the jobs, unless their PBKDF2
-// outputs would pass the budget.
+// gives the bytes back. The lanes are the shape's (reshape), fewer where
+// its share of the budget holds fewer of the class's (hashes stored with
+// larger parameters); per is all the jobs, unless their PBKDF2 outputs
+// would pass the budget.
 func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
-	lanes, per = v.lanes, len(keys)
-	if v.mem.total == 0 {
+	sh, m := v.shape.Load(), v.mem()
+	lanes, per = sh.lanes, len(keys)
+	if m.total == 0 {
 		return lanes, per, func() {}
 	}
 	need := func(per, lanes int) int64 { return scrypt.KeyBatchBytes(keys[:per], lanes) }
-	share := v.mem.total / int64(v.slots)
-	for lanes > 1 && need(min(per, lanes), lanes) > share {
+	for lanes > 1 && need(min(per, lanes), lanes) > sh.share {
 		lanes /= 2
 	}
 	n := need(per, lanes)
-	for n > v.mem.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
+	for n > m.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
 		if per > 1 {
 			per--
 		} else {
@@ -210,7 +236,7 @@ func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
 		}
 		n = need(per, lanes)
 	}
-	return lanes, per, v.mem.take(n)
+	return lanes, per, m.take(n)
 }
 
 // releaseLater releases the scrypt buffers once the Verifier has had

@@ -125,15 +125,9 @@ func (o *Options) resolve() (Options, error) {
 		r.DigestKey = bytes.Clone(r.DigestKey)
 	}
 	orDefault(&r.MaxConcurrent, runtime.GOMAXPROCS(0))
-	least := jobBytes(r.Params.LogN, r.Params.R, r.Params.P, r.Params.KeyLen)
-	switch {
-	case r.ScryptMemory == 0:
-		cgroup, physical := machineMemory()
-		r.ScryptMemory = defaultScryptMemory(cgroup, physical, least)
-	case r.ScryptMemory < 0:
-		r.ScryptMemory = 0 // no budget
-	}
-	if r.ScryptMemory > 0 && least > r.ScryptMemory {
+	// A zero ScryptMemory is the default, read at the first computation
+	// (sized).
+	if least := jobBytes(r.Params.LogN, r.Params.R, r.Params.P, r.Params.KeyLen); r.ScryptMemory > 0 && least > r.ScryptMemory {
 		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes", r.ScryptMemory, least)
 	}
 	orDefault(&r.MaxWait, DefaultMaxWait)

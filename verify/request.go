@@ -286,6 +286,7 @@ func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r
 // when the job runs, in a batch on a slot (runBatch), detached from ctx
 // (its values and pprof labels kept), under Options.WorkTimeout.
 func (v *Verifier) share(ctx context.Context, r sched.Request) error {
+	v.mem() // the scheduler shaped for the budget
 	r.Doubted = r.Doubted || v.fails.failing(r.Name)
 	j, created, err := v.sched.Join(ctx, r)
 	if err != nil { // closed, or the whole queue full

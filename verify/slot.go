@@ -89,6 +89,9 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 		v.publish(j, &keys[i], err)
 		clear(keys[i].Key)
 	}
+	if !v.shape.Load().final {
+		v.reshape(v.mem()) // this batch may have measured the kernels
+	}
 	v.releaseLater()
 	return len(todo), wall, cpu
 }

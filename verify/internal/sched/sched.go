@@ -110,6 +110,17 @@ func New(cfg Config) *Scheduler {
 	}
 }
 
+// Reshape sets Config.Slots, Lanes and MaxBatchWork, for a caller that
+// learns them from its first batches: running batches keep their jobs,
+// and free slots take the next ones by the new values.
+func (s *Scheduler) Reshape(slots, lanes int, maxBatchWork int64) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.unlock()
+	s.cfg.Slots, s.cfg.Lanes, s.cfg.MaxBatchWork, s.est.slots = slots, lanes, maxBatchWork, slots
+	s.dispatchLocked(now)
+}
+
 // Request describes the work a caller asks for.
 type Request struct {
 	Key   Key    // what is computed: callers with the same Key share one job
