@@ -13,11 +13,8 @@ import (
 // shape of the batches it holds (reshape), the budget batches take bytes
 // from, the lanes of each batch, and the release of idle buffers.
 
-// DefaultScryptMemory is the most the default budget is: 1 GiB for the V
-// of 32 lanes at k3s's parameters (two batches of 16), and 1 MiB for what
-// those batches allocate besides. It binds past 2 cores with AVX-512, 8
-// with AVX2: the Verifier then takes the slots and lanes that compute
-// fastest within it (reshape).
+// DefaultScryptMemory caps the default budget: two batches of 16 lanes at
+// k3s's parameters.
 const DefaultScryptMemory int64 = 1<<30 + 1<<20
 
 // defaultScryptMemory is the budget when Options.ScryptMemory is zero: a
@@ -38,9 +35,10 @@ func defaultScryptMemory(cgroup, physical, least int64) int64 {
 }
 
 // memoryShare sizes the default budget: a twelfth of a 2 GiB server,
-// where k3s itself takes about 1.6 GB, is 171 MiB, four lanes at k3s's
-// parameters (see the package doc). unknownMemory, what the rule assumes
-// where the memory cannot be read, is the least k3s asks of a server.
+// where k3s itself takes about 1.6 GB (docs.k3s.io, resource profiling),
+// is 171 MiB, four lanes at k3s's parameters. unknownMemory, what the
+// rule assumes where the memory cannot be read, is the least k3s asks of
+// a server.
 const (
 	memoryShare   = 12
 	unknownMemory = 2 << 30

@@ -43,9 +43,8 @@ func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	return v.verifyStored(ctx, node, stored, password, remembered)
 }
 
-// Ensure is Verify for a node's join: a node with no hash is enrolled,
-// its password hashed with Options.Params and stored with Store.Create;
-// of concurrent first joins exactly one wins.
+// Ensure is Verify for a node's join: a node with no hash is enrolled
+// (Store.Create); of concurrent first joins exactly one wins.
 func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	node, password, err := v.checkInput(node, password)
 	if err != nil {

@@ -34,7 +34,7 @@ const maxUserLen = 256
 
 // VerifyToken checks a join token, basic auth user:password, against the
 // hash Options.Tokens (or LoadTokens) has for user, as Verify checks a
-// node's. User names are compared as they are, as k3s does.
+// node's. User names keep their case, as in k3s.
 func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error {
 	if v.closed.Load() {
 		return ErrClosed
@@ -106,9 +106,9 @@ func displayName(name string) string {
 func hashName(name string) bool { return strings.HasPrefix(name, "$") }
 
 // LoadTokens makes a k3s passwd file (password,user,uid[,groups] lines)
-// what VerifyToken checks. It hashes each password under ctx, as k3s
-// does, and records it as verified. A malformed line, a user given twice,
-// or a set Options.Tokens is an error, and nothing is loaded.
+// what VerifyToken checks, each password hashed under ctx. A malformed
+// line, a user given twice, or a set Options.Tokens is an error, and
+// nothing is loaded.
 func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 	if v.opts.Tokens != nil {
 		return errors.New("verify: LoadTokens: Options.Tokens is set; the tokens come from one place")

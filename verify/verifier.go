@@ -51,11 +51,8 @@ type Verifier struct {
 }
 
 // New returns a Verifier over store; opts may be nil for the defaults.
-// It validates opts and allocates the cache's tables, and does nothing
-// else: the first computation reads the machine's memory for the
-// default Options.ScryptMemory and shapes the batches (a process that
-// makes a Verifier and never verifies pays nothing more). It starts no
-// goroutine, computes no scrypt and allocates no scrypt buffer.
+// It only validates opts: it starts no goroutine, computes and maps
+// nothing. The first computation sizes the scrypt budget.
 func New(store Store, opts *Options) (*Verifier, error) {
 	return newShaped(store, opts, nil)
 }
