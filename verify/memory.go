@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,12 +18,9 @@ import (
 // k3s's parameters.
 const DefaultScryptMemory int64 = 1<<30 + 1<<20
 
-// defaultScryptMemory is the budget when Options.ScryptMemory is zero: a
-// memoryShare-th of the memory the process may use, at most
-// DefaultScryptMemory, at least least (one hash of Options.Params). The
-// process may use the lower of its cgroup's limit (cgroup; 0: none set)
-// and the machine's memory (physical; 0: unknown), or unknownMemory where
-// neither is known.
+// defaultScryptMemory is the default budget: a memoryShare-th of the
+// lower of the cgroup's limit and the machine's memory (0: unknown;
+// unknownMemory if neither is known), from least to DefaultScryptMemory.
 func defaultScryptMemory(cgroup, physical, least int64) int64 {
 	limit := physical
 	if cgroup > 0 && (limit <= 0 || cgroup < limit) {
@@ -44,9 +42,8 @@ const (
 	unknownMemory = 2 << 30
 )
 
-// sized resolves the budget at the first computation: Options.ScryptMemory,
-// or its default from the memory the process may use. It shapes the
-// batches for it (reshape).
+// sized resolves the budget at the first computation and shapes the
+// batches for it.
 func (v *Verifier) sized() *memory {
 	total := v.opts.ScryptMemory
 	if total == 0 {
@@ -69,14 +66,13 @@ type shaping struct {
 }
 
 // reshape chooses the slots and lanes of batches at Options.Params for
-// budget m, and gives them to the scheduler. Where the budget holds
-// MaxConcurrent batches of scrypt.Lanes(), that is the shape. Where it
-// binds, the shape rests on this CPU's measured kernels (shape): once
-// the process has computed a batch as wide as the budget allows, which
-// times every kernel that fits. Until then the shape is provisional:
-// every slot takes batches of that width, and a batch may take the whole
-// budget, so that the first full batch of a herd measures them; runBatch
-// calls reshape again after each batch until the shape is final.
+// budget m, and gives them to the scheduler: MaxConcurrent batches of
+// scrypt.Lanes() where the budget holds them; where it binds, the fastest
+// by this CPU's kernels (shape), once a batch as wide as the budget
+// allows has timed them. Until then, every slot takes batches of that
+// width, each free to take the whole budget, so that a herd's first full
+// batch measures them; runBatch calls reshape after each batch until the
+// shape is final.
 func (v *Verifier) reshape(m *memory) {
 	p := v.opts.Params
 	N := 1 << p.LogN
@@ -112,23 +108,22 @@ func (v *Verifier) reshape(m *memory) {
 }
 
 // batchBytes is what a batch of lanes hashes at p takes of the budget,
-// computed lanes at a time.
+// computed lanes at a time; jobBytes what one takes at one lane, the
+// least a budget must hold for it.
 func batchBytes(p Params, lanes int) int64 {
-	jobs := make([]scrypt.Job, lanes)
-	for i := range jobs {
-		jobs[i] = scrypt.Job{N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}
-	}
-	return scrypt.KeyBatchBytes(jobs, lanes)
+	return scrypt.KeyBatchBytes(slices.Repeat([]scrypt.Job{{N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}}, lanes), lanes)
+}
+
+func jobBytes(logN, r, p, keyLen int) int64 {
+	return batchBytes(Params{LogN: logN, R: r, P: p, KeyLen: keyLen}, 1)
 }
 
 // shape returns how a budget is best spent: slots batches at once (at
-// most maxSlots), each of at most lanes hashes (a power of two, at most
-// maxLanes), the most hashes per second by the time per hash measured
-// for each lane count (perHash, from the scrypt package's kernel
-// measurements). batches(l) is how many batches of l hashes the budget
-// holds at once. Where nothing is measured, a wider kernel is taken to be
-// no faster per hash: slots come first, then the widest lanes the budget
-// leaves them. Ties go to more lanes.
+// most maxSlots) of lanes hashes (a power of two, at most maxLanes), the
+// most hashes per second by perHash, the measured time per hash at each
+// width; batches(l) is how many batches of l the budget holds. A width
+// not measured is taken to be no faster: slots first, then the widest
+// lanes they leave. Ties go to more lanes.
 func shape(batches func(lanes int) int64, maxSlots, maxLanes int, perHash func(lanes int) (time.Duration, bool)) (slots, lanes int) {
 	best := -1.0
 	for l := 1; l <= maxLanes; l *= 2 {
@@ -147,13 +142,11 @@ func shape(batches func(lanes int) int64, maxSlots, maxLanes int, perHash func(l
 	return slots, lanes
 }
 
-// memory is a Verifier's scrypt budget (Options.ScryptMemory): each batch
-// takes every byte its scrypt.KeyBatch will allocate before it computes
-// and gives them back after, so the bytes in use never pass the budget;
-// its pool keeps idle no more than the most in use at once, so in use and
-// idle together stay within it too. It is safe for concurrent use and
-// takes no lock: free is taken by compare-and-swap, and a batch short of
-// bytes waits for the next give.
+// memory is a Verifier's scrypt budget: each batch takes every byte its
+// KeyBatch will allocate before it computes and gives them back after,
+// and the pool keeps idle no more than the most in use at once, so in
+// use and idle stay within it. It takes no lock: free is taken by
+// compare-and-swap, and a batch short of bytes waits for the next give.
 type memory struct {
 	total int64 // the budget; 0: none (nothing taken)
 	free  atomic.Int64
@@ -178,16 +171,8 @@ func (v *Verifier) fits(h *hash) error {
 	return nil
 }
 
-// jobBytes is what one job at (2^logN, r, p) with a key of keyLen bytes
-// takes of the budget, computed at one lane: the least a budget must
-// hold for it.
-func jobBytes(logN, r, p, keyLen int) int64 {
-	return scrypt.KeyBatchBytes([]scrypt.Job{{N: 1 << logN, R: r, P: p, KeyLen: keyLen}}, 1)
-}
-
 // take waits until n bytes (at most total) are free, takes them, and
-// returns the call that gives them back. Every batch gives back what it
-// took when it ends, so take waits for running batches only.
+// returns the call that gives them back.
 func (m *memory) take(n int64) (give func()) {
 	for {
 		// The channel before the count: a give that comes after the count
@@ -209,12 +194,11 @@ func (m *memory) take(n int64) (give func()) {
 }
 
 // reserve takes from the budget what keys, a batch of one class, take
-// of memory (scrypt.KeyBatchBytes), and returns how: lanes hashes mixed
-// at a time, per jobs to scrypt.KeyBatch at a time, and release, which
-// gives the bytes back. The lanes are the shape's (reshape), fewer where
-// its share of the budget holds fewer of the class's (hashes stored with
-// larger parameters); per is all the jobs, unless their PBKDF2 outputs
-// would pass the budget.
+// (scrypt.KeyBatchBytes), and returns how: lanes mixed at a time, per
+// jobs to KeyBatch at a time, and release, which gives the bytes back.
+// The lanes are the shape's, fewer where its share holds fewer of the
+// class's; per is all the jobs unless their PBKDF2 outputs would pass
+// the budget.
 func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
 	sh, m := v.shape.Load(), v.mem()
 	lanes, per = sh.lanes, len(keys)
@@ -245,8 +229,8 @@ func (v *Verifier) releaseLater() { v.quiet.Reset(bufferIdle) }
 const bufferIdle = 30 * time.Second
 
 // releaseIfQuiet drops the idle scrypt buffers unless work is under way;
-// then it looks again bufferIdle later, since that work may end without
-// a batch to re-arm the timer (an enrollment whose read fails, say).
+// then it looks again later, as that work may end without a batch to
+// re-arm the timer (an enrollment whose read fails).
 func (v *Verifier) releaseIfQuiet() {
 	if running, waiting := v.sched.Load(); running == 0 && waiting == 0 {
 		v.pool.Release()

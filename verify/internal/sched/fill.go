@@ -2,13 +2,10 @@ package sched
 
 import "time"
 
-// fillWait is a free slot's wait for a full batch. A burst's jobs come
-// one by one, and a batch started with the first of them computes it
-// alone, at up to Lanes times the cost per hash of a full batch. A lone
-// job has nobody to wait for.
-//
-// The rule (Scheduler.fillEndLocked): a free slot takes the batch of j,
-// the job in turn, at once when
+// fillWait is a free slot's wait for a full batch: a burst's jobs come one
+// by one, and a batch of one costs up to Lanes times more per hash. The
+// rule (fillEndLocked): a free slot takes the batch of j, the job in
+// turn, at once when
 //
 //   - no burst is under way: no other job could join j's batch now, and
 //     the job created just before j could not join one later: it is
@@ -19,11 +16,8 @@ import "time"
 //     name already in it, do not count;
 //   - or j has been queued for its fill time (Scheduler.fillTime).
 //
-// Otherwise the free slots wait, and the timer wakes them when j's fill
-// time ends. The timer is armed only while a free slot waits. A firing
-// applies the rule to the queue as it is then, so a firing armed for a
-// job that has left starts nothing early.
-//
+// Otherwise the timer, armed only while a free slot waits, wakes them
+// when j's fill time ends, to apply the rule to the queue as it is then.
 // Scheduler.mu guards it.
 type fillWait struct {
 	timer *time.Timer
@@ -31,7 +25,7 @@ type fillWait struct {
 	armed uint64    // counts the armings; a firing names its own
 }
 
-// arm makes the timer call fire at at, with the arming's number, unless
+// arm makes the timer call fire at at with the arming's number, unless
 // it is armed for at already.
 func (f *fillWait) arm(at, now time.Time, fire func(armed uint64)) {
 	if f.at.Equal(at) {
@@ -119,9 +113,8 @@ func (s *Scheduler) batchLenLocked(full int) int {
 }
 
 // fillTime is how long j, first in turn, waits for a full batch at most:
-// a quarter of its estimated time in a full batch, maxFill at most, and
-// none below minFill. A job alone pays about a kernel's lanes times that
-// share (see "Estimates" in the package doc).
+// a quarter of its estimated time in one, at most maxFill, none below
+// minFill.
 func (s *Scheduler) fillTime(j *Job) time.Duration {
 	d := min(duration(j.work, s.est.median())/4, maxFill)
 	if d < minFill {
@@ -131,9 +124,8 @@ func (s *Scheduler) fillTime(j *Job) time.Duration {
 }
 
 // maxFill bounds fillTime: a fifth of a hash alone at k3s's parameters.
-// A shorter wait than minFill is not worth a timer: a goroutine woken by
-// one can be as late as that on a loaded machine, and batching hashes so
-// cheap saves less.
+// A wait below minFill is not worth a timer: a loaded machine wakes a
+// goroutine that late, and batching hashes so cheap saves less.
 const (
 	maxFill = 10 * time.Millisecond
 	minFill = time.Millisecond
