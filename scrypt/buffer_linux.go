@@ -8,28 +8,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Large buffers live outside the Go heap here: mapped from the kernel on
-// a huge-page boundary, advised to be backed by huge pages
-// (MADV_HUGEPAGE) before their first touch, and unmapped when their Pool
-// drops them. Linux maps memory in 4 KiB pages unless told otherwise
-// (transparent huge pages are often "madvise" only): 8,192 page faults
-// for a 32 MiB buffer's first use, against 16 with huge pages, and a TLB
-// miss on most of SMix's random reads of V after. The Go heap would
-// zero a buffer it reuses, which the kernel does anyway for a new
-// mapping; it would count the buffers in its live heap, so that GOGC let
-// garbage grow by as much again before collecting it; and it keeps freed
-// memory until its scavenger returns it. A mapped buffer holds its bytes
-// and no more, from the Pool's get to its drop.
+// Large buffers live outside the Go heap here (see the package doc):
+// mapped on a huge-page boundary, advised to be backed by huge pages
+// (MADV_HUGEPAGE; transparent huge pages are often "madvise" only)
+// before their first touch, and unmapped when their Pool drops them. 4
+// KiB pages cost 8,192 faults for a 32 MiB buffer's first use against
+// 16, and a TLB miss on most of SMix's reads of V. The heap would zero a
+// buffer again, count it in the live heap GOGC grows by, and keep it
+// until its scavenger returns it.
 //
-// A buffer carries its mapping: one of mapAtLeast or more whose
-// capacity is its length starts its mapping, of mappedBytes.
+// A buffer carries its mapping: one of mapAtLeast or more whose capacity
+// is its length starts its mapping, of mappedBytes.
 
 // mapAtLeast is the smallest buffer mapped: a huge page. Smaller ones
 // stay on the heap, where a page of their own would waste most of it.
 const mapAtLeast = hugePage
 
-// hugePage is the size of a transparent huge page on x86-64 and on arm64
-// with 4 KiB pages; where it is larger, the advice changes nothing.
+// hugePage is a transparent huge page on x86-64 and on arm64 with 4 KiB
+// pages; where it is larger, the advice changes nothing.
 const hugePage = 2 << 20
 
 // newWords returns n zero words that start on a 64-byte boundary, and
@@ -39,8 +35,8 @@ func newWords(n int) ([]uint32, mapping) {
 	if size < mapAtLeast {
 		return alignedWords(n), mapping{}
 	}
-	// Map a huge page more, and unmap what comes before the first huge
-	// page boundary and after the buffer.
+	// A huge page more, of which the part before the boundary and after
+	// the buffer is unmapped.
 	raw, err := unix.MmapPtr(-1, 0, nil, uintptr(size+hugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return alignedWords(n + 1)[:n], mapping{} // the heap may still have room; a capacity past the length says so
@@ -73,8 +69,7 @@ func mappingOf(b []uint32) mapping {
 	return mapping{}
 }
 
-// unmap gives m back to the kernel. The words it held must not be used
-// after.
+// unmap gives m back to the kernel.
 func (m mapping) unmap() {
 	if m.len > 0 {
 		_ = unix.MunmapPtr(m.addr, m.len)

@@ -12,19 +12,17 @@ import (
 // A Pool keeps the working buffers of the computations that take theirs
 // from it ([Pool.KeyBatch]) for the next ones. Its idle buffers never
 // take more memory than was in use at the busiest moment since it was
-// last emptied (its peak): the buffers in use and what KeyBatch holds
-// besides them, PBKDF2's outputs and the keys. New bytes in use that
-// would pass that sum first drop the oldest idle buffers. A herd at one
-// parameter set keeps its buffers; hashes of ever new sizes (a stored
-// hash an attacker planted for each) replace one another instead of
-// piling up. So a caller that bounds the bytes its calls hold at once
-// ([KeyBatchBytes]) bounds the pool's too, idle buffers included.
+// last emptied (its peak): buffers, PBKDF2's outputs and keys. New bytes
+// in use that would pass that first drop the oldest idle buffers, so
+// hashes of ever new sizes replace one another instead of piling up, and
+// a caller that bounds the bytes its calls hold at once ([KeyBatchBytes])
+// bounds the pool's too.
 //
-// [Key] and [KeyBatch] use a package-wide Pool; a program that runs
-// several independent users of scrypt (two verifiers, say) gives each
-// a Pool of its own, so that one's [Pool.Release] leaves the other's
-// buffers alone. The zero Pool is empty and ready to use; a Pool is safe
-// for concurrent use and must not be copied after first use.
+// [Key] and [KeyBatch] use a package-wide Pool; independent users of
+// scrypt (two verifiers) each take their own, so that one's
+// [Pool.Release] leaves the other's buffers alone. The zero Pool is empty
+// and ready to use; a Pool is safe for concurrent use and must not be
+// copied after first use.
 type Pool struct {
 	mu    sync.Mutex
 	idle  *idleList // made by the first put
@@ -32,24 +30,21 @@ type Pool struct {
 	inUse int64     // bytes handed out or held (hold) and not back
 	peak  int64     // the most inUse since the pool was last emptied
 	// scrubArmed: a timer will run scrubIdle. Each arming makes a new
-	// timer, never Reset or Stop of an old one: a program's tests may
-	// share the package-wide pool between testing/synctest bubbles,
-	// where a timer is its bubble's alone.
+	// timer, never Reset or Stop of an old one, which a testing/synctest
+	// bubble other than its own may not touch.
 	scrubArmed bool
-	// While scrubIdle clears an idle buffer (marked scrubbing) outside
-	// the lock, scrubDone is open; a call that takes that buffer out of
-	// idle sets scrubStop and waits for scrubDone to close.
+	// scrubDone is open while scrubIdle clears a buffer (scrubbing);
+	// whoever would take that one out sets scrubStop and waits for it.
 	scrubDone chan struct{}
 	scrubStop atomic.Bool
 }
 
 // idleList is a Pool's idle buffers, oldest first, in an allocation of
-// their own: a cleanup frees them when their Pool becomes garbage, when
-// none of its buffers is in use.
+// their own, which a cleanup frees when the Pool becomes garbage.
 type idleList struct{ bufs []idleBuf }
 
-// An idleBuf is a buffer in the pool; dirty is when it came back holding
-// a computation's password-derived state, zero once cleared.
+// An idleBuf is an idle buffer; dirty is when it came back holding a
+// computation's password-derived state, zero once cleared.
 type idleBuf struct {
 	b         []uint32
 	dirty     time.Time
@@ -57,22 +52,19 @@ type idleBuf struct {
 }
 
 // OffHeapBytes returns the bytes of scrypt buffers mapped outside the Go
-// heap now, by every Pool of the process (the package-wide one
-// included): on Linux, every buffer of a huge page (2 MiB) or more; 0
-// elsewhere, where every buffer is on the heap. The Go runtime's figures
-// (runtime/metrics, runtime.MemStats) do not count these bytes: a
-// process's scrypt memory is its heap's plus OffHeapBytes. It is safe
-// for concurrent use.
+// heap now, by every Pool of the process: on Linux, every buffer of a
+// huge page (2 MiB) or more; 0 elsewhere. The runtime's figures
+// (runtime/metrics, runtime.MemStats) do not count them. It is safe for
+// concurrent use.
 func OffHeapBytes() int64 { return offHeap.Load() }
 
 // offHeap counts the bytes OffHeapBytes returns.
 var offHeap atomic.Int64
 
 // scrubAfter is how long a buffer may stay idle with password-derived
-// state in it. Clearing every buffer as it comes back would clear 32 MiB
-// per hash at k3s's parameters (4 % of a herd's CPU, measured); a buffer
-// taken again within this time is overwritten whole by its next
-// computation instead, which writes every word before it reads one.
+// state in it: one taken again sooner is overwritten whole by its next
+// computation, where clearing each as it comes back cost 4 % of a herd's
+// CPU.
 const scrubAfter = 100 * time.Millisecond
 
 // shared is the Pool of Key and KeyBatch.
@@ -87,10 +79,9 @@ func (p *Pool) get(n int) []uint32 {
 	return b
 }
 
-// hold counts n bytes that a computation allocates besides its buffers
-// (PBKDF2's outputs, the keys, the slices that list them) as in use, as
-// get counts a new buffer, and returns the call that gives them back: so
-// that idle buffers make room for them too.
+// hold counts n bytes a computation allocates besides its buffers as in
+// use, so that idle buffers make room for them, and returns the call
+// that gives them back.
 func (p *Pool) hold(n int64) (release func()) {
 	p.use(n, 0)
 	return func() {
@@ -129,10 +120,9 @@ func (p *Pool) use(size int64, words int) []uint32 {
 	return nil
 }
 
-// takeLocked takes out of idle and returns its newest buffer of words
-// words, nil if it has none. It takes the buffer the scrub is clearing
-// only when no other fits, once the scrub has let go of it (at the end
-// of a chunk): a request after a herd finds the herd's other buffers.
+// takeLocked takes out of idle its newest buffer of words words, nil if
+// none: the one the scrub is clearing only if no other fits, once the
+// scrub has let go of it.
 func (p *Pool) takeLocked(words int) []uint32 {
 	for l := p.listLocked(); words > 0; {
 		i := -1
@@ -155,8 +145,7 @@ func (p *Pool) takeLocked(words int) []uint32 {
 	return nil
 }
 
-// listLocked returns p's idle list, made on first use with the cleanup
-// that frees it.
+// listLocked returns p's idle list, made with its cleanup on first use.
 func (p *Pool) listLocked() *idleList {
 	if p.idle == nil {
 		p.idle = new(idleList)
@@ -165,10 +154,8 @@ func (p *Pool) listLocked() *idleList {
 	return p.idle
 }
 
-// alignedWords returns n zero words that start on a 64-byte boundary, a
-// cache line: the word-sliced kernel writes V in whole lines with
-// non-temporal stores, which need that alignment. unsafe gives the
-// address only.
+// alignedWords returns n zero words that start on a 64-byte boundary,
+// which the word-sliced kernel's non-temporal stores need.
 func alignedWords(n int) []uint32 {
 	b := make([]uint32, n+15)
 	off := (64 - int(uintptr(unsafe.Pointer(&b[0]))%64)) % 64 / 4
@@ -184,8 +171,8 @@ func heapBuffer(n int64) int64 { return heapBytes(4 * (n + 15)) }
 // bytes more, and a large one (past 32 KiB) up to whole 8 KiB pages.
 func heapBytes(n int64) int64 { return n + min(n/4+16, 8<<10) }
 
-// put makes b idle, holding its computation's state until it is taken
-// again (and overwritten) or scrubAfter has passed (and it is cleared).
+// put makes b idle until it is taken again or dropped, cleared by then
+// or scrubAfter later.
 func (p *Pool) put(b []uint32) {
 	size := bufferBytes(int64(len(b)))
 	p.mu.Lock()
@@ -206,11 +193,9 @@ func (p *Pool) armLocked(d time.Duration) {
 }
 
 // scrubIdle clears the buffers dirty for scrubAfter or more, oldest
-// first, and runs again for the others. It clears one buffer at a time,
-// marked scrubbing in idle, without the lock, so that a request or a
-// batch that comes meanwhile waits for none of it; a call that must take
-// that buffer stops the clear at the end of a chunk (stopScrubLocked),
-// and the scrub runs again scrubAfter later.
+// first, one at a time, without the lock: a request that comes meanwhile
+// waits for none of it. One that needs the buffer being cleared stops it
+// at the end of a chunk, and the scrub comes back scrubAfter later.
 func (p *Pool) scrubIdle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -235,8 +220,7 @@ func (p *Pool) scrubIdle() {
 			}
 		}
 		p.mu.Lock()
-		// Still idle, where it was or before: whoever would take it out
-		// waits for scrubDone.
+		// Still idle: whoever would take it out waits for scrubDone.
 		i = slices.IndexFunc(l.bufs, func(e idleBuf) bool { return e.scrubbing })
 		l.bufs[i].scrubbing = false
 		if cleared {
@@ -251,8 +235,8 @@ func (p *Pool) scrubIdle() {
 	}
 }
 
-// stopScrubLocked asks the scrub to let go of the buffer it clears, and
-// waits until it has, without the lock: the caller looks at idle again.
+// stopScrubLocked asks the scrub to let go of its buffer and waits,
+// without the lock: the caller looks at idle again.
 func (p *Pool) stopScrubLocked() {
 	done := p.scrubDone
 	p.scrubStop.Store(true)
@@ -268,9 +252,8 @@ const scrubChunk = 64 << 10
 
 var clearChunk = func(b []uint32) { clear(b) }
 
-// drop frees the buffers es, which no Pool keeps: one outside the Go
-// heap is unmapped; one on the heap is cleared if dirty, and left to the
-// garbage collector.
+// drop frees buffers no Pool keeps: unmapped, or cleared if dirty and
+// left to the garbage collector.
 func drop(es []idleBuf) {
 	for _, e := range es {
 		if m := mappingOf(e.b); m != (mapping{}) {
@@ -281,10 +264,9 @@ func drop(es []idleBuf) {
 	}
 }
 
-// Release drops every idle buffer of p, unmapped at once or for the
-// garbage collector to free: a process that is done hashing for a while
-// can give the memory back. Buffers in use are not affected; p then
-// keeps no more idle than is in use at the busiest moment from now on.
+// Release drops every idle buffer of p, so that a process done hashing
+// for a while gives the memory back; p then keeps no more idle than is in
+// use at the busiest moment from now on.
 func (p *Pool) Release() {
 	p.mu.Lock()
 	for p.scrubDone != nil {
@@ -298,8 +280,7 @@ func (p *Pool) Release() {
 	drop(dropped)
 }
 
-// Idle returns the number of idle buffers in p and the bytes of memory
-// they take.
+// Idle returns the number of idle buffers in p and the bytes they take.
 func (p *Pool) Idle() (n int, bytes int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
