@@ -3,7 +3,6 @@ package verify
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -84,8 +83,22 @@ func (o *Options) resolve() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	if r.Limits.MaxMemory < 0 || r.Limits.MaxWork < 0 || r.Limits.MaxPasswordLen < 0 {
-		return r, fmt.Errorf("verify: Options.Limits: negative limit")
+	var failOpen FailOpen
+	if r.FailOpen != nil {
+		failOpen = *r.FailOpen
+		r.FailOpen = &failOpen
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Limits.MaxMemory", r.Limits.MaxMemory}, {"Limits.MaxWork", r.Limits.MaxWork},
+		{"Limits.MaxPasswordLen", int64(r.Limits.MaxPasswordLen)}, {"MaxConcurrent", int64(r.MaxConcurrent)},
+		{"MaxWait", int64(r.MaxWait)}, {"Agents.RetryDelay", int64(r.Agents.RetryDelay)}, {"MaxQueue", int64(r.MaxQueue)},
+		{"WorkTimeout", int64(r.WorkTimeout)}, {"MaxQueuedPerNode", int64(r.MaxQueuedPerNode)},
+		{"FailOpen.RetryFor", int64(failOpen.RetryFor)}, {"FailOpen.MaxPending", int64(failOpen.MaxPending)}} {
+		if f.v < 0 {
+			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
+		}
 	}
 	r.Limits = r.Limits.withDefaults()
 	if r.Params == (Params{}) {
@@ -93,28 +106,6 @@ func (o *Options) resolve() (Options, error) {
 	}
 	if err := r.Params.validate(r.Limits); err != nil {
 		return r, fmt.Errorf("verify: Options.Params: %w", err)
-	}
-	if r.FailOpen != nil {
-		f := *r.FailOpen
-		if f.RetryFor < 0 || f.MaxPending < 0 {
-			return r, errors.New("verify: Options.FailOpen: a negative field")
-		}
-		r.FailOpen = &f
-	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"MaxConcurrent", int64(r.MaxConcurrent)},
-		{"MaxWait", int64(r.MaxWait)},
-		{"Agents.RetryDelay", int64(r.Agents.RetryDelay)},
-		{"MaxQueue", int64(r.MaxQueue)},
-		{"WorkTimeout", int64(r.WorkTimeout)},
-		{"MaxQueuedPerNode", int64(r.MaxQueuedPerNode)},
-	} {
-		if f.v < 0 {
-			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
-		}
 	}
 	if r.DigestKey != nil {
 		if len(r.DigestKey) < MinDigestKeyLen {
