@@ -2,6 +2,7 @@ package verify
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -22,6 +23,7 @@ const (
 type failures struct {
 	maxDelay time.Duration // <= 0: no delay
 	listed   sync.Map      // the names in names, as keys
+	count    atomic.Int64  // and how many
 	mu       sync.Mutex
 	names    *simplelru.LRU[string, failState] // a name leaves listed as it leaves names
 }
@@ -33,7 +35,10 @@ type failState struct {
 
 func newFailures(maxDelay time.Duration) *failures {
 	f := &failures{maxDelay: maxDelay}
-	names, err := simplelru.NewLRU(failNames, func(name string, _ failState) { f.listed.Delete(name) })
+	names, err := simplelru.NewLRU(failNames, func(name string, _ failState) {
+		f.listed.Delete(name)
+		f.count.Add(-1)
+	})
 	if err != nil {
 		panic(err) // only for a non-positive size
 	}
@@ -56,12 +61,22 @@ func (f *failures) mismatch(name string) {
 	f.names.Add(name, st)
 	if !listed {
 		f.listed.Store(name, nil)
+		f.count.Add(1)
 	}
+}
+
+// has reports whether name may have failures recorded, without the lock.
+func (f *failures) has(name string) bool {
+	if f.count.Load() == 0 {
+		return false
+	}
+	_, ok := f.listed.Load(name)
+	return ok
 }
 
 // match forgets name's failures.
 func (f *failures) match(name string) {
-	if _, ok := f.listed.Load(name); ok {
+	if f.has(name) {
 		f.mu.Lock()
 		f.names.Remove(name)
 		f.mu.Unlock()
@@ -70,7 +85,7 @@ func (f *failures) match(name string) {
 
 // get returns name's failures, if it has any recorded.
 func (f *failures) get(name string) (failState, bool) {
-	if _, ok := f.listed.Load(name); !ok {
+	if !f.has(name) {
 		return failState{}, false
 	}
 	f.mu.Lock()
