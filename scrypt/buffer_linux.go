@@ -8,40 +8,38 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Large buffers live outside the Go heap here: mapped from the kernel on
-// a huge-page boundary, advised to be backed by huge pages
-// (MADV_HUGEPAGE) before their first touch, and unmapped when their Pool
-// drops them. Linux maps memory in 4 KiB pages unless told otherwise
-// (transparent huge pages are often "madvise" only): 8,192 page faults
-// for a 32 MiB buffer's first use, against 16 with huge pages, and a TLB
-// miss on most of SMix's random reads of V after. The Go heap would
-// zero a buffer it reuses, which the kernel does anyway for a new
-// mapping; it would count the buffers in its live heap, so that GOGC let
-// garbage grow by as much again before collecting it; and it keeps freed
-// memory until its scavenger returns it. A mapped buffer holds its bytes
-// and no more, from the Pool's get to its drop.
+// Large buffers live outside the Go heap here (see the package doc):
+// mapped on a huge-page boundary, advised to be backed by huge pages
+// (MADV_HUGEPAGE; transparent huge pages are often "madvise" only)
+// before their first touch, and unmapped when their Pool drops them. 4
+// KiB pages cost 8,192 faults for a 32 MiB buffer's first use against
+// 16, and a TLB miss on most of SMix's reads of V. The heap would zero a
+// buffer again, count it in the live heap GOGC grows by, and keep it
+// until its scavenger returns it.
+//
+// A buffer carries its mapping: one of mapAtLeast or more whose capacity
+// is its length starts its mapping, of mappedBytes.
 
 // mapAtLeast is the smallest buffer mapped: a huge page. Smaller ones
 // stay on the heap, where a page of their own would waste most of it.
 const mapAtLeast = hugePage
 
-// hugePage is the size of a transparent huge page on x86-64 and on arm64
-// with 4 KiB pages; where it is larger, the advice changes nothing.
+// hugePage is a transparent huge page on x86-64 and on arm64 with 4 KiB
+// pages; where it is larger, the advice changes nothing.
 const hugePage = 2 << 20
 
 // newWords returns n zero words that start on a 64-byte boundary, and
-// the memory mapped for them outside the Go heap, if it is (see
-// unmapWords).
+// the memory mapped for them outside the Go heap, if it is.
 func newWords(n int) ([]uint32, mapping) {
 	size := int(mappedBytes(int64(n)))
 	if size < mapAtLeast {
 		return alignedWords(n), mapping{}
 	}
-	// Map a huge page more, and unmap what comes before the first huge
-	// page boundary and after the buffer.
+	// A huge page more, of which the part before the boundary and after
+	// the buffer is unmapped.
 	raw, err := unix.MmapPtr(-1, 0, nil, uintptr(size+hugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return alignedWords(n), mapping{} // the heap may still have room
+		return alignedWords(n + 1)[:n], mapping{} // the heap may still have room; a capacity past the length says so
 	}
 	head := (hugePage - int(uintptr(raw)%hugePage)) % hugePage
 	start := unsafe.Add(raw, head)
@@ -51,10 +49,10 @@ func newWords(n int) ([]uint32, mapping) {
 	if tail := hugePage - head; tail > 0 {
 		_ = unix.MunmapPtr(unsafe.Add(start, size), uintptr(tail))
 	}
-	m := mapping{start, uintptr(size)}
 	offHeap.Add(int64(size))
 	_ = unix.Madvise(unsafe.Slice((*byte)(start), size), unix.MADV_HUGEPAGE) // only advice
-	return unsafe.Slice((*uint32)(start), n), m
+	b := unsafe.Slice((*uint32)(start), n)
+	return b, mappingOf(b)
 }
 
 // mapping is the memory mapped for a buffer; zero for one on the heap.
@@ -63,11 +61,15 @@ type mapping struct {
 	len  uintptr
 }
 
-// bytes is how much memory m maps.
-func (m mapping) bytes() int64 { return int64(m.len) }
+// mappingOf returns the memory mapped for b, a buffer from newWords.
+func mappingOf(b []uint32) mapping {
+	if size := mappedBytes(int64(len(b))); size >= mapAtLeast && cap(b) == len(b) {
+		return mapping{unsafe.Pointer(unsafe.SliceData(b)), uintptr(size)}
+	}
+	return mapping{}
+}
 
-// unmap gives m back to the kernel. The words it held must not be used
-// after.
+// unmap gives m back to the kernel.
 func (m mapping) unmap() {
 	if m.len > 0 {
 		_ = unix.MunmapPtr(m.addr, m.len)

@@ -55,36 +55,41 @@
 // # Memory
 //
 // Each lane needs one buffer of 128·r·(N+2) bytes (V, 128·r·N bytes, and
-// two 128·r-byte working blocks): 32 MiB + 2 KiB at (2^15, 8, 1), 16 MiB
-// + 2 KiB at (2^14, 8, 1). A call to Key or KeyBatch holds at most
+// two 128·r-byte working blocks). A call to Key or KeyBatch holds at most
 // Lanes() buffers at a time, plus p·128·r bytes per job for PBKDF2's
 // output and, for the word-sliced kernel, 4096·r + 1152 bytes of working
 // blocks per batch of sixteen. [KeyBatchBytes] adds up every byte a
-// batch allocates, as the Go heap rounds it: at logN 1 a lane's buffer
-// is twice its V, and the word-sliced kernel's working blocks are as
-// large as eight such buffers. The buffers and the working blocks come
-// from a [Pool] (Key and KeyBatch use a package-wide one;
+// batch allocates, rounded as the memory that holds it is: at logN 1 a
+// lane's buffer is twice its V, and the word-sliced kernel's working
+// blocks are as large as eight such buffers. The buffers and the working
+// blocks come from a [Pool] (Key and KeyBatch use a package-wide one;
 // [Pool.KeyBatch] takes the caller's, and a bound on its lanes: at most
 // that many buffers at once, whatever p). A buffer that goes back holds
 // password-derived state until the next computation overwrites it, or
 // 100 ms at most: then, or when the pool drops it, it is cleared
-// (clearing each as it went back cost 7 % of a batch). A pool's idle
-// buffers never take more bytes than were in use (buffers, and what
-// KeyBatch holds besides) at the busiest moment since it was last
-// emptied: with S goroutines calling Key or KeyBatch at one parameter
-// set, buffers in use and idle stay within S × Lanes() × 128·r·(N+2)
-// bytes, and hashes of ever new sizes replace one another's idle buffers
-// rather than add to them. [Pool.Release] (and [ReleaseBuffers] for the
-// package-wide pool) drops the idle ones.
+// (clearing each as it went back cost 7 % of a batch), one buffer at a
+// time and without the pool's lock. A pool's idle buffers never take
+// more bytes than were in use (buffers, and what KeyBatch holds besides)
+// at the busiest moment since it was last emptied: with S goroutines
+// calling Key or KeyBatch at one parameter set, buffers in use and idle
+// stay within S times KeyBatchBytes of one call, and hashes of ever new
+// sizes replace one another's idle buffers rather than add to them.
+// [Pool.Release] (and [ReleaseBuffers] for the package-wide pool) drops
+// the idle ones.
 //
 // On Linux a buffer of a huge page (2 MiB) or more lives outside the Go
-// heap: mapped on a huge-page boundary, advised to be backed by huge
-// pages before its first touch (16 page faults for 32 MiB, not 8,192),
-// and unmapped when its pool drops it, or when the pool becomes garbage.
+// heap, in whole pages of the kernel's (32 MiB + 4 KiB at (2^15, 8, 1)):
+// mapped on a huge-page boundary, advised to be backed by huge pages
+// before its first touch (16 page faults for 32 MiB, not 8,192), and
+// unmapped when its pool drops it, or when the pool becomes garbage.
 // The garbage collector neither zeroes it again when it is reused nor
 // counts it in the live heap that GOGC lets garbage grow beside, so a
-// bound on the pool's bytes bounds the memory they take. Elsewhere the
-// buffers are on the Go heap.
+// bound on the pool's bytes bounds the memory they take. Nor does
+// GOMEMLIMIT count it: a process that sets GOMEMLIMIT to keep under its
+// container's limit must leave the buffers' bytes out of it (a
+// Verifier's Options.ScryptMemory bounds them; [OffHeapBytes] tells what
+// is mapped now), or the kernel, not the garbage collector, meets the
+// limit. Elsewhere the buffers are on the Go heap.
 //
 // # Concurrency
 //

@@ -111,7 +111,7 @@ func idleOf(p *Pool, words int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, e := range p.idle {
+	for _, e := range p.idle.bufs {
 		if len(e.b) == words {
 			n++
 		}
@@ -142,10 +142,12 @@ func TestKeyBatchBytes(t *testing.T) {
 			for _, most := range []int{1, 3, maxLanes} {
 				var p Pool
 				var before, after runtime.MemStats
+				mapped := OffHeapBytes()
 				runtime.ReadMemStats(&before)
 				p.KeyBatch(jobs, most)
 				runtime.ReadMemStats(&after)
-				got, counted := after.TotalAlloc-before.TotalAlloc+mappedOf(&p), KeyBatchBytes(jobs, most)
+				mapped = OffHeapBytes() - mapped
+				got, counted := after.TotalAlloc-before.TotalAlloc+uint64(mapped), KeyBatchBytes(jobs, most)
 				p.Release()
 				if got > uint64(counted) {
 					t.Errorf("%s, %d lanes: KeyBatch allocated %d bytes, KeyBatchBytes counts %d", name, most, got, counted)
@@ -185,23 +187,6 @@ func TestPoolIdleMakesRoom(t *testing.T) {
 	}
 }
 
-// mappedOf is how many bytes p's buffers outside the Go heap take.
-func mappedOf(p *Pool) uint64 {
-	p.mu.Lock()
-	mapped := p.mapped
-	p.mu.Unlock()
-	if mapped == nil {
-		return 0
-	}
-	mapped.mu.Lock()
-	defer mapped.mu.Unlock()
-	var n uint64
-	for _, m := range mapped.m {
-		n += uint64(m.bytes())
-	}
-	return n
-}
-
 // TestPoolUnmaps: a buffer outside the Go heap (a huge page or more, on
 // Linux) is unmapped when its Pool drops it, and when its Pool becomes
 // garbage with the buffer idle; OffHeapBytes counts it while it is
@@ -213,39 +198,106 @@ func TestPoolUnmaps(t *testing.T) {
 	b := p.get(words)
 	b[0], b[words-1] = 1, 2 // it is memory
 	p.put(b)
-	n := mappedOf(&p)
+	n := OffHeapBytes() - before
 	if n == 0 {
 		if OffHeapBytes() != 0 {
 			t.Fatalf("OffHeapBytes %d where buffers live on the Go heap", OffHeapBytes())
 		}
 		t.Skip("buffers live on the Go heap here")
 	}
-	if rise := OffHeapBytes() - before; rise != int64(n) {
-		t.Fatalf("OffHeapBytes rose by %d for a buffer of %d bytes mapped", rise, n)
+	if m := mappingOf(b); n != bufferBytes(words) || m == (mapping{}) {
+		t.Fatalf("OffHeapBytes rose by %d for a buffer of %d bytes, mapped %v", n, bufferBytes(words), m != (mapping{}))
 	}
 	p.Release()
-	if n := mappedOf(&p); n != 0 {
-		t.Fatalf("%d bytes mapped after Release", n)
-	}
 	if got := OffHeapBytes(); got != before {
 		t.Fatalf("OffHeapBytes %d after Release, %d before the buffer", got, before)
 	}
 	q := new(Pool)
 	q.put(q.get(words))
-	ms := q.mapped
 	q = nil
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		runtime.GC()
-		ms.mu.Lock()
-		n := len(ms.m)
-		ms.mu.Unlock()
-		if n == 0 {
-			break
-		}
+	for OffHeapBytes() != before {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d buffers still mapped 10 s after their Pool became garbage", n)
+			t.Fatalf("%d bytes still mapped 10 s after their Pool became garbage", OffHeapBytes()-before)
 		}
+		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestScrubLeavesTheLock: the scrub clears an idle buffer without the
+// Pool's lock, so that a get that comes meanwhile takes another idle
+// buffer at once (a request right after a herd: on d6fdf27 it waited for
+// the whole scrub, up to the budget's worth of buffers); a get that needs
+// the very buffer being cleared has it at the end of the chunk.
+func TestScrubLeavesTheLock(t *testing.T) {
+	const words = 4 * scrubChunk
+	for _, idle := range []int{2, 1} {
+		t.Run(fmt.Sprint("idle=", idle), func(t *testing.T) {
+			var p Pool
+			var bufs [][]uint32
+			for range idle {
+				bufs = append(bufs, p.get(words))
+			}
+			for _, b := range bufs {
+				p.put(b)
+			}
+			entered, release := make(chan []uint32), make(chan struct{})
+			defer func(f func([]uint32)) { clearChunk = f }(clearChunk)
+			clearChunk = func(b []uint32) {
+				select {
+				case entered <- b:
+					<-release
+				case <-release:
+				}
+				clear(b)
+			}
+			p.mu.Lock()
+			for i := range p.idle.bufs {
+				p.idle.bufs[i].dirty = time.Now().Add(-scrubAfter) // stale
+			}
+			p.mu.Unlock()
+			go p.scrubIdle()
+			scrubbing := <-entered // in its first chunk
+			got := make(chan []uint32)
+			go func() { got <- p.get(words) }()
+			if idle == 1 {
+				close(release) // the get waits for the end of the chunk
+			}
+			var b []uint32
+			select {
+			case b = <-got:
+			case <-time.After(10 * time.Second): // a guard against a deadlock, not a timing
+				t.Fatal("a get waited for the scrub of another buffer")
+			}
+			if taken := &b[0] == &scrubbing[0]; taken != (idle == 1) {
+				t.Fatalf("%d idle: get took the buffer being cleared: %v", idle, taken)
+			}
+			if idle == 2 {
+				close(release)
+			}
+			p.put(b)
+			p.Release() // stops the scrub, if it still runs
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.idleB != 0 || p.inUse != 0 || p.scrubDone != nil {
+				t.Errorf("after Release: %d bytes idle, %d in use, scrub running %v", p.idleB, p.inUse, p.scrubDone != nil)
+			}
+		})
+	}
+}
+
+// TestHeapBytesBound: heapBytes is at least what the runtime makes of an
+// allocation, its size class or whole pages, which append reports as the
+// capacity it gives.
+func TestHeapBytesBound(t *testing.T) {
+	sizes := []int{1<<20 + 1, 1<<25 + 3}
+	for n := 1; n < 1<<17; n += 1 + n/64 {
+		sizes = append(sizes, n)
+	}
+	for _, n := range sizes {
+		if got := cap(append([]byte(nil), make([]byte, n)...)); int64(got) > heapBytes(int64(n)) {
+			t.Errorf("an allocation of %d bytes takes %d, heapBytes counts %d", n, got, heapBytes(int64(n)))
+		}
 	}
 }

@@ -396,7 +396,7 @@ func TestBuffersCleared(t *testing.T) {
 		dirty := func() (n int) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			for _, e := range p.idle {
+			for _, e := range p.idle.bufs {
 				if slices.ContainsFunc(e.b, func(w uint32) bool { return w != 0 }) {
 					n++
 				}
@@ -430,7 +430,7 @@ func TestBuffersCleared(t *testing.T) {
 		p.KeyBatch([]Job{{Password: []byte("d"), N: 1 << 10, R: 2, P: 1, KeyLen: 32}}, 1)
 		p.mu.Lock()
 		var held [][]uint32
-		for _, e := range p.idle {
+		for _, e := range p.idle.bufs {
 			held = append(held, e.b)
 		}
 		p.mu.Unlock()

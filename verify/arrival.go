@@ -7,9 +7,9 @@ import (
 
 type arrivalKey struct{}
 
-// WithArrival returns a copy of ctx saying that its request came at t (its
-// connection's accept, say): Options.MaxWait counts from t, a t in the
-// future aside. httpauth.ArrivalHandler sets it.
+// WithArrival returns ctx saying that its request came at t (its
+// connection's accept): Options.MaxWait counts from t, if t is past.
+// httpauth.ArrivalHandler sets it.
 func WithArrival(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, arrivalKey{}, t)
 }

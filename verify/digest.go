@@ -45,10 +45,9 @@ type digestRecord struct {
 }
 
 // recorder writes remembered digests off the request path: one writer
-// goroutine, a bounded queue of node names, and the newest record per node
-// (a node verified again before its record was written is written once).
-// It declares no lock: the records are in a sync.Map, the order in a
-// channel.
+// goroutine, started by the first record, a bounded queue of node names,
+// and the newest record per node (in a sync.Map), so that a node verified
+// again before its record was written is written once.
 type recorder struct {
 	store    DigestStore
 	stats    *Stats
@@ -56,6 +55,8 @@ type recorder struct {
 	queue    chan string
 	quit     chan struct{} // closed by close: drain, then stop
 	finished chan struct{} // closed when the writer has stopped
+	starting sync.Once     // starts run, or marks it finished if close comes first
+	closing  sync.Once
 	// base is the parent of every write's context; close cancels it when
 	// its flush runs out of time, a write in flight included.
 	base context.Context
@@ -64,16 +65,15 @@ type recorder struct {
 
 func newRecorder(store DigestStore, stats *Stats) *recorder {
 	base, stop := context.WithCancel(context.Background())
-	r := &recorder{store: store, stats: stats, queue: make(chan string, digestQueue),
+	return &recorder{store: store, stats: stats, queue: make(chan string, digestQueue),
 		quit: make(chan struct{}), finished: make(chan struct{}), base: base, stop: stop}
-	go r.run()
-	return r
 }
 
 // record queues digest for node and its stored hash. It never blocks:
 // with the queue full, the record is dropped and counted as a failed
 // write.
 func (r *recorder) record(node, hash string, digest []byte) {
+	r.starting.Do(func() { go r.run() })
 	rec := &digestRecord{hash: hash, digest: digest}
 	if _, queued := r.pending.Swap(node, rec); queued {
 		return // the writer will take this newer record
@@ -91,20 +91,18 @@ func (r *recorder) record(node, hash string, digest []byte) {
 	}
 }
 
-// run writes queued records until close, then what is still queued; close
-// cuts that flush, and a write in flight, digestFlushTimeout after it
-// began.
+// run writes queued records until close, then what is still queued.
 func (r *recorder) run() {
 	defer close(r.finished)
 	for {
 		select {
 		case node := <-r.queue:
-			r.write(r.base, node)
+			r.write(node)
 		case <-r.quit:
 			for {
 				select {
 				case node := <-r.queue:
-					r.write(r.base, node)
+					r.write(node)
 				default:
 					return
 				}
@@ -113,27 +111,25 @@ func (r *recorder) run() {
 	}
 }
 
-func (r *recorder) write(parent context.Context, node string) {
-	v, ok := r.pending.LoadAndDelete(node)
-	if !ok {
+// write writes node's newest record, if any, and counts how it went.
+func (r *recorder) write(node string) {
+	if v, ok := r.pending.LoadAndDelete(node); !ok {
 		return
-	}
-	rec := v.(*digestRecord)
-	if parent.Err() != nil {
-		atomic.AddUint64(&r.stats.DigestWriteFailures, 1) // Close's flush ran out of time
-		return
-	}
-	ctx, cancel := context.WithTimeout(parent, digestWriteTimeout)
-	defer cancel()
-	if err := r.remember(ctx, node, rec); err != nil {
+	} else if err := r.remember(node, v.(*digestRecord)); err != nil {
 		atomic.AddUint64(&r.stats.DigestWriteFailures, 1)
-		return
+	} else {
+		atomic.AddUint64(&r.stats.DigestWrites, 1)
 	}
-	atomic.AddUint64(&r.stats.DigestWrites, 1)
 }
 
-// remember calls the store, a panic included.
-func (r *recorder) remember(ctx context.Context, node string, rec *digestRecord) (err error) {
+// remember calls the store within digestWriteTimeout, a panic included,
+// unless Close's flush ran out of time.
+func (r *recorder) remember(node string, rec *digestRecord) (err error) {
+	if err := r.base.Err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.base, digestWriteTimeout)
+	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
 			atomic.AddUint64(&r.stats.Panics, 1)
@@ -144,15 +140,15 @@ func (r *recorder) remember(ctx context.Context, node string, rec *digestRecord)
 }
 
 // close stops taking records and waits until the pending ones are written
-// or digestFlushTimeout has passed, a write in flight included.
+// or digestFlushTimeout has passed, a write in flight included. Concurrent
+// calls all return once it is done.
 func (r *recorder) close() {
-	select {
-	case <-r.quit:
-	default:
+	r.closing.Do(func() {
+		r.starting.Do(func() { close(r.finished) }) // nothing recorded
 		close(r.quit)
-	}
-	cut := time.AfterFunc(digestFlushTimeout, r.stop)
-	<-r.finished
-	cut.Stop()
-	r.stop()
+		cut := time.AfterFunc(digestFlushTimeout, r.stop)
+		<-r.finished
+		cut.Stop()
+		r.stop()
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -232,4 +234,26 @@ func TestCloseBoundedWithDigestWriteInFlight(t *testing.T) {
 			t.Fatalf("stats %+v: the cut write is not counted as failed", st)
 		}
 	})
+}
+
+// TestConcurrentCloseWithDigests: the digest recorder closed from two
+// goroutines at once (two concurrent Verifier.Close calls) returns in
+// both once its digests are flushed, and panics in neither: it closed
+// its queue twice.
+func TestConcurrentCloseWithDigests(t *testing.T) {
+	for range 20000 {
+		r := newRecorder(NewMemoryStore(), new(Stats))
+		var ready atomic.Int32
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				ready.Add(1)
+				for ready.Load() < 2 { // both start at once
+					runtime.Gosched()
+				}
+				r.close()
+			})
+		}
+		wg.Wait()
+	}
 }

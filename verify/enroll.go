@@ -12,14 +12,12 @@ import (
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
-// An enrollment's steps off its slot: the read before (prepare) and the
-// Create after (finishEnroll), each on a goroutine of its own.
+// An enrollment's steps off its slot, each on a goroutine of its own.
 
-// prepare is an enrollment's first step, before it asks for a slot: a
-// read past the store's cache, so that a node enrolled a moment ago (by
-// another server, say) is verified against that hash instead of costing
-// one scrypt and one failing Create, as k3s reads the API before it
-// creates. It holds no slot while it reads.
+// prepare is an enrollment's first step, before its slot: a read past the
+// store's cache, so that a node enrolled a moment ago (by another server)
+// is verified against that hash instead of costing a scrypt and a failing
+// Create, as k3s reads the API before it creates.
 func (v *Verifier) prepare(j *sched.Job) {
 	ctx := j.Context()
 	pprof.SetGoroutineLabels(ctx)
@@ -29,10 +27,8 @@ func (v *Verifier) prepare(j *sched.Job) {
 	case err == nil:
 		v.sched.Finish(j, fmt.Errorf("%w: %q enrolled meanwhile", ErrExists, t.name))
 	case errors.Is(err, ErrNotFresh) && f != nil && time.Since(f.at) < createFailingFor:
-		// The store could not be read past its cache and its last Create
-		// failed moments ago (an outage, say): hashing would cost a
-		// scrypt for a Create that fails too, and fail-open needs a fresh
-		// read.
+		// No fresh read and a Create failed moments ago (an outage):
+		// hashing would cost a scrypt for a Create that fails too.
 		v.sched.Finish(j, fmt.Errorf("verify: not enrolling %q: the store's last Create failed %v ago: %w", t.name, time.Since(f.at).Round(time.Millisecond), f.err))
 	case errors.Is(err, ErrNotFound):
 		v.sched.Submit(j)
@@ -52,8 +48,8 @@ type createFailure struct {
 // could not read the store past its cache is refused without hashing.
 const createFailingFor = 5 * time.Second
 
-// finishEnroll is an enrollment's last step, t's, after its slot was
-// given back: Create the hash made, then publish the outcome.
+// finishEnroll is an enrollment's last step, after its slot: the Create
+// of the hash made, and the outcome published.
 func (v *Verifier) finishEnroll(j *sched.Job, t *task, made string) {
 	defer v.wg.Done()
 	ctx := j.Context()
@@ -62,8 +58,7 @@ func (v *Verifier) finishEnroll(j *sched.Job, t *task, made string) {
 }
 
 // create stores made as node's new hash and records the enrollment; when
-// the store fails, it lets the node in if Options.FailOpen allows
-// (see failOpen).
+// the store fails, failOpen may let the node in.
 func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made, password string) error {
 	err := v.storeCreate(ctx, node, made)
 	switch {
@@ -76,9 +71,7 @@ func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made,
 		}
 		if err := v.failOpen(ctx, node, key, made, err); err != nil {
 			return err
-		}
-		// Let in: once the retry stores the hash, the node's requests
-		// are cache hits.
+		} // let in: the node's requests are cache hits
 	}
 	v.recordMatch(node, made, v.cache.Key(node, made, password), v.opts.Params.KeyLen)
 	if err == nil {
@@ -89,8 +82,7 @@ func (v *Verifier) create(ctx context.Context, node string, key cache.Key, made,
 	return nil
 }
 
-// cut returns ErrClosed for err when Close cut ctx's work short,
-// wherever it was, and err otherwise.
+// cut returns ErrClosed for err when Close cut ctx's work short.
 func (v *Verifier) cut(ctx context.Context, err error) error {
 	if err != nil && errors.Is(context.Cause(ctx), sched.ErrClosed) {
 		return ErrClosed

@@ -40,14 +40,12 @@ func (v *Verifier) deferred(node, password string) (known bool, err error) {
 }
 
 // failOpen lets in an enrollment whose Create failed with createErr, if
-// Options.FailOpen allows it, and starts its background retry. It
-// returns createErr when it does not: with fail-open off, when Close cut
-// the Create short, when FailOpen.MaxPending nodes are let in already, or when
-// a read past the store's cache does not confirm that the node has no
-// hash (a store may refuse a Create for an existing node with another
-// error than ErrExists: a real kube-apiserver whose admission policy
-// refuses it answers Forbidden). It returns an error wrapping ErrExists
-// when that read finds a hash: the node is verified against it.
+// Options.FailOpen allows it, and starts its retry. It returns createErr
+// with fail-open off, when Close cut the Create short, at
+// FailOpen.MaxPending, or when a read past the store's cache does not
+// confirm that the node has no hash (an apiserver's admission policy
+// refuses with Forbidden, not ErrExists). When that read finds a hash,
+// it returns an error wrapping ErrExists: the node is verified against it.
 func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, stored string, createErr error) error {
 	if v.opts.FailOpen == nil || errors.Is(createErr, ErrClosed) {
 		return createErr
@@ -67,10 +65,8 @@ func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, sto
 		}
 	}
 	d := &deferredEnrollment{key: key, hash: stored}
-	if first, loaded := v.pending.LoadOrStore(node, d); loaded {
+	if first, loaded := v.pending.LoadOrStore(node, d); loaded { // only the first one's password passes
 		v.pendingCount.Add(-1)
-		// Another enrollment of the node was let in first: only its
-		// password passes.
 		if subtle.ConstantTimeCompare(key[:], first.(*deferredEnrollment).key[:]) == 1 {
 			return nil
 		}

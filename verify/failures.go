@@ -16,14 +16,16 @@ const (
 
 // failures counts consecutive mismatches per node name: it says whether a
 // name is failing (for the admission's suspects) and how long to hold back
-// the next answer refusing it. Node names are not secret; the
-// map is bounded, least recently failing name first out. Safe for
-// concurrent use.
+// the next answer refusing it. Node names are not secret; the map is
+// bounded, least recently failing name first out. Safe for concurrent
+// use: a name with no failures is answered without the lock, so that a
+// cache hit's match waits for nobody.
 type failures struct {
 	maxDelay time.Duration // <= 0: no delay
-	size     atomic.Int64  // entries, to keep matches off the lock
+	listed   sync.Map      // the names in names, as keys
+	count    atomic.Int64  // and how many
 	mu       sync.Mutex
-	names    *simplelru.LRU[string, failState]
+	names    *simplelru.LRU[string, failState] // a name leaves listed as it leaves names
 }
 
 type failState struct {
@@ -32,11 +34,16 @@ type failState struct {
 }
 
 func newFailures(maxDelay time.Duration) *failures {
-	names, err := simplelru.NewLRU[string, failState](failNames, nil)
+	f := &failures{maxDelay: maxDelay}
+	names, err := simplelru.NewLRU(failNames, func(name string, _ failState) {
+		f.listed.Delete(name)
+		f.count.Add(-1)
+	})
 	if err != nil {
 		panic(err) // only for a non-positive size
 	}
-	return &failures{maxDelay: maxDelay, names: names}
+	f.names = names
+	return f
 }
 
 // mismatch records a mismatch for name: a computed one, or one answered
@@ -45,35 +52,50 @@ func (f *failures) mismatch(name string) {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st, _ := f.names.Get(name)
+	st, listed := f.names.Get(name)
 	if now.Sub(st.last) > failWindow {
 		st.n = 0
 	}
 	st.n++
 	st.last = now
 	f.names.Add(name, st)
-	f.size.Store(int64(f.names.Len()))
+	if !listed {
+		f.listed.Store(name, nil)
+		f.count.Add(1)
+	}
+}
+
+// has reports whether name may have failures recorded, without the lock.
+func (f *failures) has(name string) bool {
+	if f.count.Load() == 0 {
+		return false
+	}
+	_, ok := f.listed.Load(name)
+	return ok
 }
 
 // match forgets name's failures.
 func (f *failures) match(name string) {
-	if f.size.Load() == 0 {
-		return
+	if f.has(name) {
+		f.mu.Lock()
+		f.names.Remove(name)
+		f.mu.Unlock()
+	}
+}
+
+// get returns name's failures, if it has any recorded.
+func (f *failures) get(name string) (failState, bool) {
+	if !f.has(name) {
+		return failState{}, false
 	}
 	f.mu.Lock()
-	f.names.Remove(name)
-	f.size.Store(int64(f.names.Len()))
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	return f.names.Peek(name)
 }
 
 // failing reports whether name has a recorded mismatch in the window.
 func (f *failures) failing(name string) bool {
-	if f.size.Load() == 0 {
-		return false
-	}
-	f.mu.Lock()
-	st, ok := f.names.Peek(name)
-	f.mu.Unlock()
+	st, ok := f.get(name)
 	return ok && st.n > 0 && time.Since(st.last) <= failWindow
 }
 
@@ -81,12 +103,10 @@ func (f *failures) failing(name string) bool {
 // to its first recorded mismatch, then 100 ms doubling with each further
 // one, up to maxDelay.
 func (f *failures) delay(name string) time.Duration {
-	if f.maxDelay <= 0 || f.size.Load() == 0 {
+	if f.maxDelay <= 0 {
 		return 0
 	}
-	f.mu.Lock()
-	st, ok := f.names.Peek(name)
-	f.mu.Unlock()
+	st, ok := f.get(name)
 	if !ok || st.n < 2 || time.Since(st.last) > failWindow {
 		return 0
 	}

@@ -50,8 +50,8 @@ func FuzzParseHash(f *testing.F) {
 			}
 			return
 		}
-		if h.memory > fuzzLimits.MaxMemory || h.work > fuzzLimits.MaxWork {
-			t.Fatalf("accepted memory %d work %d beyond limits", h.memory, h.work)
+		if memory := int64(128*h.r) << h.logN; memory > fuzzLimits.MaxMemory || h.work > fuzzLimits.MaxWork {
+			t.Fatalf("accepted memory %d work %d beyond limits", memory, h.work)
 		}
 		if got := format(h.salt, h.logN, h.r, h.p, h.key); !strings.EqualFold(got, s) || got[len(got)-len(strings.Split(got, ":")[5]):] != s[len(s)-len(strings.Split(s, ":")[5]):] {
 			t.Fatalf("re-formatted %q, parsed from %q", got, s)

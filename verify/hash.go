@@ -43,12 +43,11 @@ type Limits struct {
 
 // hash is a parsed stored hash.
 type hash struct {
-	salt   []byte
-	logN   int
-	r, p   int
-	key    []byte
-	memory int64 // 128·r·N
-	work   int64 // 128·r·N·p
+	salt []byte
+	logN int
+	r, p int
+	key  []byte
+	work int64 // 128·r·N·p
 }
 
 // GenerateFromPassword hashes password with a random salt, in k3s's
@@ -92,33 +91,24 @@ func (p Params) validate(lim Limits) error {
 }
 
 // parseHash parses a stored hash and checks it against lim (with its
-// defaults). It does no
-// scrypt work. Errors wrap ErrInvalidHash and say which field is wrong
-// without repeating the hash itself.
+// defaults), without scrypt. Errors wrap ErrInvalidHash and say which
+// field is wrong without repeating the hash.
 func parseHash(s string, lim Limits) (hash, error) {
 	var h hash
 	if len(s) > maxHashLen {
 		return h, fmt.Errorf("%w: %d bytes long, limit %d", ErrInvalidHash, len(s), maxHashLen)
 	}
-	var f [6]string
-	n := 0
-	for part := range strings.SplitSeq(s, ":") {
-		if n == len(f) {
-			return h, fmt.Errorf("%w: more than %d fields", ErrInvalidHash, len(f))
-		}
-		f[n] = part
-		n++
-	}
-	if n != len(f) {
-		return h, fmt.Errorf("%w: %d fields, want %d", ErrInvalidHash, n, len(f))
-	}
-	if f[0] != "$1" {
+	f := strings.SplitN(s, ":", 7)
+	switch {
+	case len(f) > 6:
+		return h, fmt.Errorf("%w: more than 6 fields", ErrInvalidHash)
+	case len(f) < 6:
+		return h, fmt.Errorf("%w: %d fields, want 6", ErrInvalidHash, len(f))
+	case f[0] != "$1":
 		return h, fmt.Errorf("%w: unsupported version field (want $1)", ErrInvalidHash)
-	}
-	if f[1] == "" {
+	case f[1] == "":
 		return h, fmt.Errorf("%w: empty salt", ErrInvalidHash)
-	}
-	if len(f[1]) > 2*maxSaltLen {
+	case len(f[1]) > 2*maxSaltLen:
 		return h, fmt.Errorf("%w: salt longer than %d bytes", ErrInvalidHash, maxSaltLen)
 	}
 	salt, err := hex.DecodeString(f[1])
@@ -134,21 +124,18 @@ func parseHash(s string, lim Limits) (hash, error) {
 	if h.p, err = parseField("p", f[4]); err != nil {
 		return h, err
 	}
-	if h.memory, h.work, err = cost(h.logN, h.r, h.p, lim); err != nil {
+	if _, h.work, err = cost(h.logN, h.r, h.p, lim); err != nil {
 		return h, fmt.Errorf("%w: %v", ErrInvalidHash, err)
 	}
-	if f[5] == "" {
-		return h, fmt.Errorf("%w: empty key", ErrInvalidHash)
-	}
 	key, err := base64.RawStdEncoding.Strict().DecodeString(f[5])
-	if err != nil {
+	switch {
+	case f[5] == "":
+		return h, fmt.Errorf("%w: empty key", ErrInvalidHash)
+	case err != nil:
 		return h, fmt.Errorf("%w: key is not unpadded standard base64: %v", ErrInvalidHash, err)
-	}
-	// The decoder skips CR and LF; a stored key must not contain them.
-	if strings.ContainsAny(f[5], "\r\n") {
+	case strings.ContainsAny(f[5], "\r\n"): // which the decoder skips
 		return h, fmt.Errorf("%w: key contains a line break", ErrInvalidHash)
-	}
-	if len(key) < minKeyLen || len(key) > maxKeyLen {
+	case len(key) < minKeyLen || len(key) > maxKeyLen:
 		return h, fmt.Errorf("%w: key is %d bytes, want %d..%d", ErrInvalidHash, len(key), minKeyLen, maxKeyLen)
 	}
 	h.salt, h.key = salt, key
@@ -159,24 +146,17 @@ func parseHash(s string, lim Limits) (hash, error) {
 // canonical form k3s writes (%d); signs, spaces, leading zeros and other
 // forms strconv would accept are refused.
 func parseField(name, s string) (int, error) {
-	if s == "" {
+	switch {
+	case s == "":
 		return 0, fmt.Errorf("%w: empty %s", ErrInvalidHash, name)
-	}
-	if len(s) > 9 {
+	case len(s) > 9:
 		return 0, fmt.Errorf("%w: %s has more than 9 digits", ErrInvalidHash, name)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("%w: %s is not a decimal number", ErrInvalidHash, name)
-		}
-	}
-	if len(s) > 1 && s[0] == '0' {
+	case strings.Trim(s, "0123456789") != "":
+		return 0, fmt.Errorf("%w: %s is not a decimal number", ErrInvalidHash, name)
+	case len(s) > 1 && s[0] == '0':
 		return 0, fmt.Errorf("%w: %s has a leading zero", ErrInvalidHash, name)
 	}
-	v, err := strconv.Atoi(s)
-	if err != nil { // unreachable after the checks above
-		return 0, fmt.Errorf("%w: %s: %v", ErrInvalidHash, name, err)
-	}
+	v, _ := strconv.Atoi(s) // nine digits: no error
 	return v, nil
 }
 
@@ -204,19 +184,16 @@ func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
 	if pbkdf2Bytes(r, p) > maxMem {
 		return 0, 0, fmt.Errorf("memory of PBKDF2's output 128·(r+1)·p (r=%d, p=%d) exceeds limit %d bytes", r, p, maxMem)
 	}
-	// x/crypto/scrypt refuses r·p >= 2^30; with the limits above that
-	// cannot happen unless the limits are raised far beyond their defaults.
-	if int64(r)*int64(p) >= 1<<30 {
+	if int64(r)*int64(p) >= 1<<30 { // x/crypto refuses it; only raised limits let it here
+
 		return 0, 0, fmt.Errorf("r·p = %d·%d too large for scrypt", r, p)
 	}
 	return memory, memory * int64(p), nil
 }
 
 // pbkdf2Bytes is what one hash at (r, p) allocates besides its lanes:
-// PBKDF2's output, 128·r·p bytes, and the scrypt package's slice of its p
-// blocks, up to 128 bytes a block as that slice grows. With a small N it
-// outweighs the lanes: at logN 1, r 1 and p 2^16, 16 MiB against 256
-// bytes.
+// PBKDF2's output, 128·r·p bytes, and the slice of its p blocks, up to
+// 128 bytes a block. With a small N it outweighs the lanes.
 func pbkdf2Bytes(r, p int) int64 { return 128 * (int64(r) + 1) * int64(p) }
 
 // CompareHashAndPassword compares a stored hash with password, in

@@ -9,20 +9,18 @@ import (
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
-// Hasher is k3s's authenticator/hash.Hasher: a k3s server adopts nodepass
-// by assigning one to nodepassword.Hasher. It gives k3s's outcome for
-// every hash k3s made and any key; a hash past Options.Limits, or in a
-// form k3s never writes, is ErrInvalidHash. Behind it is a Verifier whose
-// name for a call is the hash: CreateHash's key is recorded as verified,
-// and a hash's failure delay is shared by all its callers. A call waits
-// up to Options.MaxWait, by default WorkTimeout here: k3s refuses on any
-// error. It is safe for concurrent use; close it with Close.
+// Hasher is k3s's authenticator/hash.Hasher, for nodepassword.Hasher. It
+// gives k3s's outcome for every hash k3s made and any key; a hash past
+// Options.Limits, or in a form k3s never writes, is ErrInvalidHash. A
+// call waits up to Options.MaxWait, by default WorkTimeout: k3s refuses
+// on any error. It is safe for concurrent use.
 type Hasher struct {
 	v *Verifier
 }
 
 // NewHasher returns a Hasher with opts as New takes them, but for MaxWait
-// (see Hasher); Tokens, DigestKey and FailOpen are not used.
+// (see Hasher); Tokens, DigestKey and FailOpen are not used. Like New, it
+// does no work.
 func NewHasher(opts *Options) (*Hasher, error) {
 	var o Options
 	if opts != nil {
@@ -85,8 +83,8 @@ func (h *Hasher) VerifyHash(hash, secretKey string) error {
 	return v.verifyStored(context.Background(), hash, hash, hmacKey(secretKey), nil)
 }
 
-// Stats returns the Verifier's counters.
+// Stats is Verifier.Stats.
 func (h *Hasher) Stats() Stats { return h.v.Stats() }
 
-// Close stops h as Verifier.Close does.
+// Close is Verifier.Close.
 func (h *Hasher) Close() error { return h.v.Close() }

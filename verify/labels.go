@@ -3,7 +3,7 @@ package verify
 import "runtime/pprof"
 
 // Profiler labels: scrypt runs under ProfileLabel=ProfileScrypt, the rest
-// of a cache miss under ProfileRequest, beside the labels its jobs share.
+// of a cache miss under ProfileRequest.
 const (
 	ProfileLabel   = "nodepass.verify"
 	ProfileScrypt  = "scrypt"

@@ -13,9 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// machineMemory returns what bounds the memory of this process, for the
-// default scrypt budget (defaultScryptMemory): its cgroup's limit (0
-// where none is set) and the machine's memory (0 where unknown).
+// machineMemory returns what bounds this process's memory, for
+// defaultScryptMemory: its cgroup's limit and the machine's (0: unknown).
 func machineMemory() (cgroup, physical int64) {
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) == nil {
@@ -41,10 +40,9 @@ var cgroupVersions = []cgroupVersion{
 }
 
 // cgroupMemoryLimit returns the lowest memory limit set on this process's
-// cgroup or any cgroup above it, in either version of cgroups, as the
-// files under root show them ("/" but in tests): /proc/self/cgroup names
-// the cgroup, /proc/self/mountinfo where its hierarchy is mounted. It
-// returns 0 where no limit is set or nothing can be read.
+// cgroup or one above it, in either version, as the files under root
+// ("/" but in tests) show them: /proc/self/cgroup names the cgroup,
+// /proc/self/mountinfo where its hierarchy is mounted. 0: none.
 func cgroupMemoryLimit(root string) int64 {
 	var limit int64
 	for _, v := range cgroupVersions {
@@ -84,9 +82,8 @@ func (v cgroupVersion) cgroup(root string) (string, bool) {
 }
 
 // mounted returns the mount point of v's hierarchy that holds cgroup cg,
-// and cg's directory under it. Within a cgroup namespace, or a container
-// that mounts its own cgroup, the mount's root is cg or one of its
-// ancestors, and cg's directory is the mount point itself or below it.
+// and cg's directory under it (in a container, the mount's root may be
+// cg or an ancestor of it).
 func (v cgroupVersion) mounted(root, cg string) (mountpoint, dir string, ok bool) {
 	scanLines(path.Join(root, "/proc/self/mountinfo"), func(line string) {
 		// id parent major:minor root mount-point options [optional...] - fstype source super-options

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -9,22 +10,17 @@ import (
 )
 
 // The scrypt memory budget (Options.ScryptMemory), in the order its
-// parts run: its default, the shape New chooses, the budget batches take
-// bytes from, the lanes of each batch, and the release of idle buffers.
+// parts run: its default, read at the first computation (sized), the
+// shape of the batches it holds (reshape), the budget batches take bytes
+// from, the lanes of each batch, and the release of idle buffers.
 
-// DefaultScryptMemory is the most the default budget is: 1 GiB for the V
-// of 32 lanes at k3s's parameters (two batches of 16), and 1 MiB for what
-// those batches allocate besides. It binds past 2 cores with AVX-512, 8
-// with AVX2: New then takes the slots and lanes that compute fastest
-// within it.
+// DefaultScryptMemory caps the default budget: two batches of 16 lanes at
+// k3s's parameters.
 const DefaultScryptMemory int64 = 1<<30 + 1<<20
 
-// defaultScryptMemory is the budget when Options.ScryptMemory is zero: a
-// memoryShare-th of the memory the process may use, at most
-// DefaultScryptMemory, at least least (one hash of Options.Params). The
-// process may use the lower of its cgroup's limit (cgroup; 0: none set)
-// and the machine's memory (physical; 0: unknown), or unknownMemory where
-// neither is known.
+// defaultScryptMemory is the default budget: a memoryShare-th of the
+// lower of the cgroup's limit and the machine's memory (0: unknown;
+// unknownMemory if neither is known), from least to DefaultScryptMemory.
 func defaultScryptMemory(cgroup, physical, least int64) int64 {
 	limit := physical
 	if cgroup > 0 && (limit <= 0 || cgroup < limit) {
@@ -37,31 +33,51 @@ func defaultScryptMemory(cgroup, physical, least int64) int64 {
 }
 
 // memoryShare sizes the default budget: a twelfth of a 2 GiB server,
-// where k3s itself takes about 1.6 GB, is 171 MiB, four lanes at k3s's
-// parameters (see the package doc). unknownMemory, what the rule assumes
-// where the memory cannot be read, is the least k3s asks of a server.
+// where k3s itself takes about 1.6 GB (docs.k3s.io, resource profiling),
+// is 171 MiB, four lanes at k3s's parameters. unknownMemory, what the
+// rule assumes where the memory cannot be read, is the least k3s asks of
+// a server.
 const (
 	memoryShare   = 12
 	unknownMemory = 2 << 30
 )
 
-// slotsAndLanes chooses the Verifier's slots and lanes for its budget at
-// Options.Params. Where the budget binds (it holds fewer than
-// MaxConcurrent batches of scrypt.Lanes() hashes) and the widest batch it
-// allows has not been measured in this process, it computes one such
-// batch of throwaway hashes first (probe), so that the choice rests on
-// this CPU's kernels rather than on an assumption.
-func (v *Verifier) slotsAndLanes() (slots, lanes int) {
+// sized resolves the budget at the first computation and shapes the
+// batches for it.
+func (v *Verifier) sized() *memory {
+	total := v.opts.ScryptMemory
+	if total == 0 {
+		cgroup, physical := machineMemory()
+		p := v.opts.Params
+		total = defaultScryptMemory(cgroup, physical, jobBytes(p.LogN, p.R, p.P, p.KeyLen))
+	}
+	m := newMemory(max(total, 0))
+	v.reshape(m)
+	return m
+}
+
+// shaping is how a Verifier's batches at Options.Params spend the
+// budget: slots batches at once of lanes hashes, each taking at most
+// share bytes; final once the shape needs no measurement more.
+type shaping struct {
+	slots, lanes int
+	share        int64
+	final        bool
+}
+
+// reshape chooses the slots and lanes of batches at Options.Params for
+// budget m, and gives them to the scheduler: MaxConcurrent batches of
+// scrypt.Lanes() where the budget holds them; where it binds, the fastest
+// by this CPU's kernels (shape), once a batch as wide as the budget
+// allows has timed them. Until then, every slot takes batches of that
+// width, each free to take the whole budget, so that a herd's first full
+// batch measures them; runBatch calls reshape after each batch until the
+// shape is final.
+func (v *Verifier) reshape(m *memory) {
 	p := v.opts.Params
 	N := 1 << p.LogN
-	batches := func(l int) int64 { return v.mem.total / batchBytes(p, l) }
-	widest := v.lanes
-	for widest > 1 && batches(widest) < 1 {
-		widest /= 2
-	}
-	if _, measured := scrypt.PerHash(N, p.R, widest); !measured && batches(v.lanes) < int64(v.opts.MaxConcurrent) {
-		v.probe(widest)
-	}
+	sh := shaping{slots: v.opts.MaxConcurrent, lanes: scrypt.Lanes(), share: m.total, final: true}
+	batches := func(l int) int64 { return m.total / batchBytes(p, l) }
 	perHash := func(l int) (best time.Duration, ok bool) {
 		for w := 1; w <= l; w *= 2 { // a batch of l can run any narrower kernel
 			if d, measured := scrypt.PerHash(N, p.R, w); measured && (!ok || d < best) {
@@ -70,41 +86,44 @@ func (v *Verifier) slotsAndLanes() (slots, lanes int) {
 		}
 		return best, ok
 	}
-	return shape(batches, v.opts.MaxConcurrent, v.lanes, perHash)
+	widest := sh.lanes
+	for widest > 1 && batches(widest) < 1 {
+		widest /= 2
+	}
+	_, measured := scrypt.PerHash(N, p.R, widest)
+	switch {
+	case m.total > 0 && v.fixedShape != nil: // tests'
+		sh.slots, sh.lanes = v.fixedShape()
+	case m.total == 0 || batches(sh.lanes) >= int64(sh.slots): // the budget does not bind
+	case measured || widest == 1:
+		sh.slots, sh.lanes = shape(batches, sh.slots, sh.lanes, perHash)
+	default:
+		sh.lanes, sh.final = widest, false
+	}
+	if sh.final {
+		sh.share /= int64(sh.slots)
+	}
+	v.shape.Store(&sh)
+	v.sched.Reshape(sh.slots, sh.lanes, int64(sh.lanes)*v.enrollWork)
 }
 
 // batchBytes is what a batch of lanes hashes at p takes of the budget,
-// computed lanes at a time.
+// computed lanes at a time; jobBytes what one takes at one lane, the
+// least a budget must hold for it.
 func batchBytes(p Params, lanes int) int64 {
-	jobs := make([]scrypt.Job, lanes)
-	for i := range jobs {
-		jobs[i] = scrypt.Job{N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}
-	}
-	return scrypt.KeyBatchBytes(jobs, lanes)
+	return scrypt.KeyBatchBytes(slices.Repeat([]scrypt.Job{{N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}}, lanes), lanes)
 }
 
-// probe computes n throwaway hashes at Options.Params in one batch, in
-// the Verifier's pool and within its budget: the scrypt package times
-// every kernel that fits on their first segments (about 0.2 s of one
-// core at k3s's parameters). Their buffers are released after.
-func (v *Verifier) probe(n int) {
-	p := v.opts.Params
-	jobs := make([]scrypt.Job, n)
-	for i := range jobs {
-		jobs[i] = scrypt.Job{Password: []byte{byte(i)}, Salt: []byte("nodepass probe"), N: 1 << p.LogN, R: p.R, P: 1, KeyLen: 16}
-	}
-	v.pool.KeyBatch(jobs, n)
-	v.pool.Release()
+func jobBytes(logN, r, p, keyLen int) int64 {
+	return batchBytes(Params{LogN: logN, R: r, P: p, KeyLen: keyLen}, 1)
 }
 
 // shape returns how a budget is best spent: slots batches at once (at
-// most maxSlots), each of at most lanes hashes (a power of two, at most
-// maxLanes), the most hashes per second by the time per hash measured
-// for each lane count (perHash, from the scrypt package's kernel
-// measurements). batches(l) is how many batches of l hashes the budget
-// holds at once. Where nothing is measured, a wider kernel is taken to be
-// no faster per hash: slots come first, then the widest lanes the budget
-// leaves them. Ties go to more lanes.
+// most maxSlots) of lanes hashes (a power of two, at most maxLanes), the
+// most hashes per second by perHash, the measured time per hash at each
+// width; batches(l) is how many batches of l the budget holds. A width
+// not measured is taken to be no faster: slots first, then the widest
+// lanes they leave. Ties go to more lanes.
 func shape(batches func(lanes int) int64, maxSlots, maxLanes int, perHash func(lanes int) (time.Duration, bool)) (slots, lanes int) {
 	best := -1.0
 	for l := 1; l <= maxLanes; l *= 2 {
@@ -123,13 +142,11 @@ func shape(batches func(lanes int) int64, maxSlots, maxLanes int, perHash func(l
 	return slots, lanes
 }
 
-// memory is a Verifier's scrypt budget (Options.ScryptMemory): each batch
-// takes every byte its scrypt.KeyBatch will allocate before it computes
-// and gives them back after, so the bytes in use never pass the budget;
-// its pool keeps idle no more than the most in use at once, so in use and
-// idle together stay within it too. It is safe for concurrent use and
-// takes no lock: free is taken by compare-and-swap, and a batch short of
-// bytes waits for the next give.
+// memory is a Verifier's scrypt budget: each batch takes every byte its
+// KeyBatch will allocate before it computes and gives them back after,
+// and the pool keeps idle no more than the most in use at once, so in
+// use and idle stay within it. It takes no lock: free is taken by
+// compare-and-swap, and a batch short of bytes waits for the next give.
 type memory struct {
 	total int64 // the budget; 0: none (nothing taken)
 	free  atomic.Int64
@@ -147,23 +164,15 @@ func newMemory(total int64) *memory {
 // fits refuses a stored hash one job of which, computed at one lane,
 // takes more than the budget, before anything is allocated.
 func (v *Verifier) fits(h *hash) error {
-	if b := jobBytes(h.logN, h.r, h.p, len(h.key)); v.mem.total > 0 && b > v.mem.total {
+	if b, total := jobBytes(h.logN, h.r, h.p, len(h.key)), v.mem().total; total > 0 && b > total {
 		return fmt.Errorf("%w: one scrypt job at logN=%d, r=%d, p=%d takes %d bytes, over Options.ScryptMemory %d",
-			ErrInvalidHash, h.logN, h.r, h.p, b, v.mem.total)
+			ErrInvalidHash, h.logN, h.r, h.p, b, total)
 	}
 	return nil
 }
 
-// jobBytes is what one job at (2^logN, r, p) with a key of keyLen bytes
-// takes of the budget, computed at one lane: the least a budget must
-// hold for it.
-func jobBytes(logN, r, p, keyLen int) int64 {
-	return scrypt.KeyBatchBytes([]scrypt.Job{{N: 1 << logN, R: r, P: p, KeyLen: keyLen}}, 1)
-}
-
 // take waits until n bytes (at most total) are free, takes them, and
-// returns the call that gives them back. Every batch gives back what it
-// took when it ends, so take waits for running batches only.
+// returns the call that gives them back.
 func (m *memory) take(n int64) (give func()) {
 	for {
 		// The channel before the count: a give that comes after the count
@@ -185,24 +194,23 @@ func (m *memory) take(n int64) (give func()) {
 }
 
 // reserve takes from the budget what keys, a batch of one class, take
-// of memory (scrypt.KeyBatchBytes), and returns how: lanes hashes mixed
-// at a time, per jobs to scrypt.KeyBatch at a time, and release, which
-// gives the bytes back. The lanes are the Verifier's, fewer where one
-// slot's share of the budget holds fewer of the class's (hashes stored
-// with larger parameters); per is all the jobs, unless their PBKDF2
-// outputs would pass the budget.
+// (scrypt.KeyBatchBytes), and returns how: lanes mixed at a time, per
+// jobs to KeyBatch at a time, and release, which gives the bytes back.
+// The lanes are the shape's, fewer where its share holds fewer of the
+// class's; per is all the jobs unless their PBKDF2 outputs would pass
+// the budget.
 func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
-	lanes, per = v.lanes, len(keys)
-	if v.mem.total == 0 {
+	sh, m := v.shape.Load(), v.mem()
+	lanes, per = sh.lanes, len(keys)
+	if m.total == 0 {
 		return lanes, per, func() {}
 	}
 	need := func(per, lanes int) int64 { return scrypt.KeyBatchBytes(keys[:per], lanes) }
-	share := v.mem.total / int64(v.slots)
-	for lanes > 1 && need(min(per, lanes), lanes) > share {
+	for lanes > 1 && need(min(per, lanes), lanes) > sh.share {
 		lanes /= 2
 	}
 	n := need(per, lanes)
-	for n > v.mem.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
+	for n > m.total && (per > 1 || lanes > 1) { // fits let one job at one lane in
 		if per > 1 {
 			per--
 		} else {
@@ -210,7 +218,7 @@ func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
 		}
 		n = need(per, lanes)
 	}
-	return lanes, per, v.mem.take(n)
+	return lanes, per, m.take(n)
 }
 
 // releaseLater releases the scrypt buffers once the Verifier has had
@@ -221,8 +229,8 @@ func (v *Verifier) releaseLater() { v.quiet.Reset(bufferIdle) }
 const bufferIdle = 30 * time.Second
 
 // releaseIfQuiet drops the idle scrypt buffers unless work is under way;
-// then it looks again bufferIdle later, since that work may end without
-// a batch to re-arm the timer (an enrollment whose read fails, say).
+// then it looks again later, as that work may end without a batch to
+// re-arm the timer (an enrollment whose read fails).
 func (v *Verifier) releaseIfQuiet() {
 	if running, waiting := v.sched.Load(); running == 0 && waiting == 0 {
 		v.pool.Release()

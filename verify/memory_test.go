@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/nodepass/nodepass/scrypt"
 )
 
@@ -53,7 +55,8 @@ func TestShape(t *testing.T) {
 
 // TestScryptMemoryDefault: with the defaults, a Verifier's slots and
 // lanes at k3s's parameters fit its default budget, and use it all up
-// to GOMAXPROCS batches of scrypt.Lanes().
+// to GOMAXPROCS batches of scrypt.Lanes(); where the budget binds and
+// the kernels are not measured yet, one batch of the widest lanes fits.
 func TestScryptMemoryDefault(t *testing.T) {
 	v, err := New(NewMemoryStore(), nil)
 	if err != nil {
@@ -61,15 +64,20 @@ func TestScryptMemoryDefault(t *testing.T) {
 	}
 	defer v.Close()
 	cgroup, physical := machineMemory()
-	if want := defaultScryptMemory(cgroup, physical, jobBytes(15, 8, 1, 64)); v.mem.total != want {
-		t.Fatalf("default budget %d, want %d", v.mem.total, want)
+	total := v.mem().total
+	if want := defaultScryptMemory(cgroup, physical, jobBytes(15, 8, 1, 64)); total != want {
+		t.Fatalf("default budget %d, want %d", total, want)
 	}
-	held := int64(v.slots) * batchBytes(DefaultParams, v.lanes)
-	if held > v.mem.total || v.slots < 1 || v.slots > runtime.GOMAXPROCS(0) {
-		t.Fatalf("%d slots × %d lanes hold %d bytes, budget %d", v.slots, v.lanes, held, v.mem.total)
+	sh := v.shape.Load()
+	held := int64(sh.slots) * batchBytes(DefaultParams, sh.lanes)
+	if !sh.final {
+		held = batchBytes(DefaultParams, sh.lanes)
 	}
-	if all := int64(runtime.GOMAXPROCS(0)) * batchBytes(DefaultParams, scrypt.Lanes()); all <= v.mem.total && held != all {
-		t.Fatalf("%d slots × %d lanes: the budget binds where it should not", v.slots, v.lanes)
+	if held > total || sh.slots < 1 || sh.slots > runtime.GOMAXPROCS(0) {
+		t.Fatalf("%+v holds %d bytes, budget %d", *sh, held, total)
+	}
+	if all := int64(runtime.GOMAXPROCS(0)) * batchBytes(DefaultParams, scrypt.Lanes()); all <= total && held != all {
+		t.Fatalf("%+v: the budget binds where it should not", *sh)
 	}
 	least := jobBytes(15, 8, 1, 64)
 	if _, err := New(NewMemoryStore(), &Options{ScryptMemory: least - 1}); err == nil {
@@ -106,7 +114,7 @@ func TestScryptMemoryHeldUnderHerd(t *testing.T) {
 	// (TestShape), fixed: a 2-lane kernel measured more than twice as
 	// fast per hash as a 1-lane one would make it 1 slot × 2 lanes, which
 	// never holds more than 2 lanes at once.
-	twoSlots := func(*Verifier) (int, int) { return 2, 1 }
+	twoSlots := func() (int, int) { return 2, 1 }
 	v := newShapedTestVerifier(t, s, &Options{Params: p, MaxConcurrent: 2, ScryptMemory: budget}, twoSlots)
 	if m := herdHeld(t, v, n); m > budget {
 		t.Errorf("batches held %d bytes at once, budget %d", m, budget)
@@ -198,28 +206,66 @@ func TestScryptMemoryBoundsParallelHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Idle after the computation: what it held at once.
-	if n, size := v.pool.Idle(); n > 2 || size > v.mem.total {
-		t.Fatalf("a p=8 hash held %d buffers (%d bytes), budget 2 lanes, %d bytes", n, size, v.mem.total)
+	if n, size := v.pool.Idle(); n > 2 || size > v.mem().total {
+		t.Fatalf("a p=8 hash held %d buffers (%d bytes), budget 2 lanes, %d bytes", n, size, v.mem().total)
 	}
 }
 
-// TestScryptMemoryProbesKernels: where the budget binds and the widest
-// batch it allows has not been measured in the process, New computes one
-// such batch first, so that the slots and lanes rest on measured kernels,
-// and releases its buffers.
-func TestScryptMemoryProbesKernels(t *testing.T) {
+// TestNewDoesNoWork: New and NewHasher compute no scrypt, keep no
+// buffer and start no goroutine (a digest writer included), even where the budget binds and the
+// kernels are not measured (issue 49: New computed a throwaway batch
+// there). The first full batch of a herd measures the widest kernels
+// the budget allows, and the batches after it take the shape those
+// measurements choose.
+func TestNewDoesNoWork(t *testing.T) {
 	p := testParams
 	p.LogN, p.R = 9, 7 // a class no other test computes
 	widest := min(2, scrypt.Lanes())
 	if _, measured := scrypt.PerHash(1<<p.LogN, p.R, widest); measured {
 		t.Skip("the class was measured before this test")
 	}
-	v := newTestVerifier(t, NewMemoryStore(), &Options{Params: p, MaxConcurrent: 4, ScryptMemory: 2 * lane(p.LogN, p.R)})
-	if _, measured := scrypt.PerHash(1<<p.LogN, p.R, widest); !measured {
-		t.Fatalf("no kernel of %d lanes measured at New", widest)
+	offHeap, others := scrypt.OffHeapBytes(), goleak.IgnoreCurrent()
+	opts := &Options{Params: p, MaxConcurrent: 4, ScryptMemory: 2 * lane(p.LogN, p.R), DigestKey: make([]byte, MinDigestKeyLen)}
+	v := newTestVerifier(t, NewMemoryStore(), opts)
+	h, err := NewHasher(opts)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n, _ := v.pool.Idle(); n != 0 {
-		t.Fatalf("%d buffers kept after the probe", n)
+	defer h.Close()
+	for _, c := range scrypt.Choices() {
+		if c.N == 1<<p.LogN && c.R == p.R {
+			t.Fatalf("New computed scrypt at the Verifier's parameters: %+v", c)
+		}
+	}
+	if n, _ := v.pool.Idle(); n != 0 || scrypt.OffHeapBytes() != offHeap {
+		t.Fatalf("after New: %d idle buffers, %d bytes mapped (%d before)", n, scrypt.OffHeapBytes(), offHeap)
+	}
+	if err := goleak.Find(others); err != nil {
+		t.Fatalf("New started a goroutine: %v", err)
+	}
+	// A herd: the first job computes alone, the others queue behind it
+	// and run in full batches.
+	g := newGate()
+	g.install(t, v)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if err := v.Ensure(context.Background(), fmt.Sprint("n", i), "pw"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "the herd to queue", func() bool { st := v.Stats(); return st.InFlight+st.Queued == 8 })
+	if sh := v.shape.Load(); sh.final != (widest == 1) || sh.lanes != widest {
+		t.Fatalf("before any batch: %+v, want batches of %d lanes, final only with one lane", *sh, widest)
+	}
+	g.open()
+	wg.Wait()
+	if _, measured := scrypt.PerHash(1<<p.LogN, p.R, widest); !measured {
+		t.Fatalf("no kernel of %d lanes measured by the herd", widest)
+	}
+	if sh := v.shape.Load(); !sh.final || sh.slots*sh.lanes > 2 {
+		t.Fatalf("after the herd: %+v, want a final shape within 2 lanes", *sh)
 	}
 }
 
@@ -469,7 +515,7 @@ func TestScryptMemoryCountsEveryByte(t *testing.T) {
 				derive(keys, lanes)
 				runtime.ReadMemStats(&after)
 				grew = rssAnon(t) - rss
-				reserved, allocated = v.mem.total-v.mem.free.Load(), int64(after.TotalAlloc-before.TotalAlloc)
+				reserved, allocated = v.mem().total-v.mem().free.Load(), int64(after.TotalAlloc-before.TotalAlloc)
 			}
 			if err := v.Verify(context.Background(), "n", "pw"); err != nil {
 				t.Fatal(err)
@@ -613,7 +659,7 @@ func TestScryptMemoryHeldWithPBKDF2UnderHerd(t *testing.T) {
 // TestBudgetHoldsEverySlotsBatch: a budget that holds exactly slots
 // full batches (the default's cap on 2 cores with 16 lanes, or on 4 with
 // 8) lets every slot compute a full batch at once: a batch takes from it
-// what New counted for it when it chose the shape, no more. Counted
+// what reshape counted for it when it chose the shape, no more. Counted
 // otherwise, the second slot's batch waited for the first's, and a cold
 // herd took twice the kernel's time.
 func TestBudgetHoldsEverySlotsBatch(t *testing.T) {
@@ -621,7 +667,8 @@ func TestBudgetHoldsEverySlotsBatch(t *testing.T) {
 	const slots = 2
 	budget := slots * batchBytes(p, scrypt.Lanes())
 	v := newShapedTestVerifier(t, NewMemoryStore(), &Options{Params: p, MaxConcurrent: slots, ScryptMemory: budget},
-		func(*Verifier) (int, int) { return slots, scrypt.Lanes() })
+		func() (int, int) { return slots, scrypt.Lanes() })
+	v.mem()
 	keys := make([]scrypt.Job, scrypt.Lanes())
 	for i := range keys {
 		keys[i] = scrypt.Job{Password: []byte("pw"), Salt: []byte("salt"), N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: 64}
@@ -635,7 +682,7 @@ func TestBudgetHoldsEverySlotsBatch(t *testing.T) {
 		if slot+1 < slots {
 			// The next slot's reserve would wait for this one's release:
 			// look before calling it.
-			if free, need := v.mem.free.Load(), scrypt.KeyBatchBytes(keys, lanes); free < need {
+			if free, need := v.mem().free.Load(), scrypt.KeyBatchBytes(keys, lanes); free < need {
 				t.Fatalf("after slot %d's batch, %d bytes free: the next slot's batch of %d lanes (%d bytes) would wait", slot, free, lanes, need)
 			}
 		}

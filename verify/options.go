@@ -3,7 +3,6 @@ package verify
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -33,25 +32,23 @@ const (
 	secretSuffix   = ".node-password.k3s"
 )
 
-// Options configure a Verifier: nil or a zero field means the default, a
-// negative one an error but where said. verify/internal/sched's doc is
-// the policy they size.
+// Options configure a Verifier: a zero field means the default, a
+// negative one an error but where said.
 type Options struct {
 	Params        Params // of new hashes; default DefaultParams
 	Limits        Limits
 	MaxConcurrent int // batches of scrypt at once; default GOMAXPROCS
-	// ScryptMemory bounds every byte scrypt allocates, idle buffers included; negative: none. Default: a
-	// twelfth of the memory the process may use (its cgroup's limit, else the machine's), at most
-	// DefaultScryptMemory: 171 MiB on a 2 GiB server, 683 MiB on 8 GiB (see the package doc).
+	// ScryptMemory bounds every byte scrypt allocates, idle buffers included; negative: none. Default: a twelfth
+	// of the process's memory (cgroup limit, else the machine's), from one hash of Params to DefaultScryptMemory.
 	ScryptMemory     int64
 	MaxQueue         int           // computations waiting for a slot, more refused; default 4096
 	MaxQueuedPerNode int           // a node's places in the queue; default 4
 	MaxWait          time.Duration // a request's longest wait, from its arrival
 	WorkTimeout      time.Duration // a computation's, store calls included; default 2 min
 	Agents           Agents
-	MaxFailDelay     time.Duration  // holds back a failing name's mismatch (100 ms doubling); negative: none
+	MaxFailDelay     time.Duration  // delays a failing name's mismatch (100 ms doubling); negative: none
 	FailOpen         *FailOpen      // if not nil, see FailOpen
-	DigestKey        []byte         // if not nil, remembers nodes' verifications (DigestStore); MinDigestKeyLen bytes or more
+	DigestKey        []byte         // remembers nodes' verifications (DigestStore); MinDigestKeyLen bytes or more
 	Cache            *cache.Options // the verified-tuple cache's
 	Tokens           Store          // join tokens' hashes by user, for VerifyToken
 	Observer         Observer       // if not nil, see Observer
@@ -64,8 +61,8 @@ type Agents struct {
 }
 
 // FailOpen lets a new node in when Store.Create fails and a fresh read
-// confirms it has no hash, as k3s does: only its password passes while
-// the Create is retried, 5 s apart doubling to 1 min.
+// finds no hash, as k3s does: only its password passes while the Create
+// is retried.
 type FailOpen struct {
 	RetryFor   time.Duration // bounds one node's retries; default 10 min
 	MaxPending int           // bounds the nodes let in and not stored; default 4096
@@ -73,8 +70,8 @@ type FailOpen struct {
 	OnDeferred func(node string, err error)
 }
 
-// Observer is told of each computation, on a Verifier's goroutine it must
-// not hold up, with the context of the request that started it.
+// Observer hears of each computation, with its request's context, on a
+// goroutine it must not hold up.
 type Observer interface {
 	ObserveScrypt(ctx context.Context, d time.Duration)    // a computation's batch took d
 	ObserveQueueWait(ctx context.Context, d time.Duration) // a computation waited d for its slot
@@ -86,8 +83,22 @@ func (o *Options) resolve() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	if r.Limits.MaxMemory < 0 || r.Limits.MaxWork < 0 || r.Limits.MaxPasswordLen < 0 {
-		return r, fmt.Errorf("verify: Options.Limits: negative limit")
+	var failOpen FailOpen
+	if r.FailOpen != nil {
+		failOpen = *r.FailOpen
+		r.FailOpen = &failOpen
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"Limits.MaxMemory", r.Limits.MaxMemory}, {"Limits.MaxWork", r.Limits.MaxWork},
+		{"Limits.MaxPasswordLen", int64(r.Limits.MaxPasswordLen)}, {"MaxConcurrent", int64(r.MaxConcurrent)},
+		{"MaxWait", int64(r.MaxWait)}, {"Agents.RetryDelay", int64(r.Agents.RetryDelay)}, {"MaxQueue", int64(r.MaxQueue)},
+		{"WorkTimeout", int64(r.WorkTimeout)}, {"MaxQueuedPerNode", int64(r.MaxQueuedPerNode)},
+		{"FailOpen.RetryFor", int64(failOpen.RetryFor)}, {"FailOpen.MaxPending", int64(failOpen.MaxPending)}} {
+		if f.v < 0 {
+			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
+		}
 	}
 	r.Limits = r.Limits.withDefaults()
 	if r.Params == (Params{}) {
@@ -96,28 +107,6 @@ func (o *Options) resolve() (Options, error) {
 	if err := r.Params.validate(r.Limits); err != nil {
 		return r, fmt.Errorf("verify: Options.Params: %w", err)
 	}
-	if r.FailOpen != nil {
-		f := *r.FailOpen
-		if f.RetryFor < 0 || f.MaxPending < 0 {
-			return r, errors.New("verify: Options.FailOpen: a negative field")
-		}
-		r.FailOpen = &f
-	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"MaxConcurrent", int64(r.MaxConcurrent)},
-		{"MaxWait", int64(r.MaxWait)},
-		{"Agents.RetryDelay", int64(r.Agents.RetryDelay)},
-		{"MaxQueue", int64(r.MaxQueue)},
-		{"WorkTimeout", int64(r.WorkTimeout)},
-		{"MaxQueuedPerNode", int64(r.MaxQueuedPerNode)},
-	} {
-		if f.v < 0 {
-			return r, fmt.Errorf("verify: Options.%s is negative", f.name)
-		}
-	}
 	if r.DigestKey != nil {
 		if len(r.DigestKey) < MinDigestKeyLen {
 			return r, fmt.Errorf("verify: Options.DigestKey is %d bytes, want at least %d", len(r.DigestKey), MinDigestKeyLen)
@@ -125,15 +114,9 @@ func (o *Options) resolve() (Options, error) {
 		r.DigestKey = bytes.Clone(r.DigestKey)
 	}
 	orDefault(&r.MaxConcurrent, runtime.GOMAXPROCS(0))
-	least := jobBytes(r.Params.LogN, r.Params.R, r.Params.P, r.Params.KeyLen)
-	switch {
-	case r.ScryptMemory == 0:
-		cgroup, physical := machineMemory()
-		r.ScryptMemory = defaultScryptMemory(cgroup, physical, least)
-	case r.ScryptMemory < 0:
-		r.ScryptMemory = 0 // no budget
-	}
-	if r.ScryptMemory > 0 && least > r.ScryptMemory {
+	// A zero ScryptMemory is the default, read at the first computation
+	// (sized).
+	if least := jobBytes(r.Params.LogN, r.Params.R, r.Params.P, r.Params.KeyLen); r.ScryptMemory > 0 && least > r.ScryptMemory {
 		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes", r.ScryptMemory, least)
 	}
 	orDefault(&r.MaxWait, DefaultMaxWait)

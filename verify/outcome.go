@@ -8,17 +8,15 @@ import (
 	"github.com/nodepass/nodepass/cache"
 )
 
-// Outcomes the cache and the remembered digests keep: read (fromCache) and
-// written (recordMatch, remember) alike by the request side, which asks
-// before it computes, and the slot side, which asks again for a job queued
-// meanwhile and records what it computed.
+// Outcomes the cache and the remembered digests keep, read and written
+// by both sides: the request side before it computes, the slot side for a
+// job queued meanwhile and after it computed.
 
-// fromCache answers the verification of (name, stored) whose tuple key is
-// key from the cache, without scrypt: the tuple's own outcome, or its
-// pair's verified password (see recordMatch), a match if it is this one
-// and errKnownReject if it is another. known is false when the cache
-// cannot say. A mismatch counts in name's failures; the caller's answer counts
-// the rest.
+// fromCache answers the verification of (name, stored), tuple key key,
+// from the cache: the tuple's own outcome, or its pair's verified
+// password (recordMatch), a match if it is this one and errKnownReject if
+// another. known is false when the cache cannot say. A mismatch counts in
+// name's failures.
 func (v *Verifier) fromCache(name, stored string, key cache.Key) (known bool, err error) {
 	o, ok := v.cache.Get(key)
 	if !ok {
@@ -41,18 +39,15 @@ func (v *Verifier) fromCache(name, stored string, key cache.Key) (known bool, er
 	return true, nil
 }
 
-// errKnownReject is ErrMismatchedHashAndPassword for a tuple answered
-// without scrypt because another password is its pair's: answer counts
-// it in KnownMatchRejects.
+// errKnownReject is a mismatch because another password is the pair's
+// (answer counts it in KnownMatchRejects).
 var errKnownReject = fmt.Errorf("%w", ErrMismatchedHashAndPassword)
 
 // recordMatch caches key, the tuple of name's password and stored hash,
-// as verified and forgets name's failures. When the stored key has at
-// least minKeyLen bytes it also marks key as its pair's verified password.
-// Passwords here are as scrypt sees them (hmacKey), so two that differ are
-// two HMAC keys: both matching one stored key would be a collision of
-// 128 bits of scrypt's output at least, so any other is a mismatch
-// (fromCache).
+// as verified and forgets name's failures. With a stored key of
+// minKeyLen bytes or more it marks key as its pair's verified password:
+// another password (as scrypt sees it, hmacKey) matching too would be a
+// collision of 128 bits of scrypt's output, so any other is a mismatch.
 func (v *Verifier) recordMatch(name, stored string, key cache.Key, keyLen int) {
 	v.forgetFailures(name)
 	if keyLen >= minKeyLen {
@@ -64,26 +59,22 @@ func (v *Verifier) recordMatch(name, stored string, key cache.Key, keyLen int) {
 }
 
 // forgetFailures forgets name's mismatches after a match, but for a name
-// every agent of a cluster shares: a token user's, or a hash the Hasher
-// is asked about (k3s checks every join token against one). Their
-// matches would reset a guesser's delays as fast as the herd asks.
+// every agent shares (a token user's, a hash): the herd's matches would
+// reset a guesser's delays as fast as it asks.
 func (v *Verifier) forgetFailures(name string) {
 	if nodeName(name) {
 		v.fails.match(name)
 	}
 }
 
-// remember records the digest of a scrypt match of a node's password,
-// off the request path. A token's is not recorded: the Store holds
-// nodes' hashes, not the tokens', and VerifyToken reads no digest.
+// remember records the digest of a scrypt match of a node's password
+// (not a token's: the Store holds nodes' hashes), off the request path.
 func (v *Verifier) remember(name, stored, password string) {
 	if v.digests != nil && nodeName(name) {
 		v.digests.record(name, stored, digest(v.opts.DigestKey, name, stored, password))
 	}
 }
 
-// nodeName reports whether name, along the shared path, is a node's:
-// not a token user's (tokenPrefix), CreateHash's nonce ("\x00create\x00"),
-// or a hash (the Hasher's). No node name has a NUL or starts with "$"
-// (secretName).
+// nodeName reports whether name is a node's: not a token user's, a
+// nonce ("\x00create\x00") or a hash (secretName allows neither).
 func nodeName(name string) bool { return !strings.HasPrefix(name, "\x00") && !hashName(name) }

@@ -16,14 +16,11 @@ import (
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
-// The request side: Verify and Ensure, from the input check down to the
-// scheduler (share), and the answer a caller gets (answer). The slot
-// side, which computes, is slot.go.
-//
-// Along the path shared with join tokens and the Hasher, a check goes by
-// its name: a node's name, a token user's (tokenName), or for the Hasher
-// a hash, or CreateHash's nonce. The cache keys, the queue and the
-// failure counts are per name.
+// The request side: Verify and Ensure down to the scheduler (share), and
+// the answer a caller gets. On the path shared with join tokens and the
+// Hasher, a check goes by its name: a node's, a token user's (tokenName),
+// a hash, or CreateHash's nonce. Cache keys, queue and failure counts
+// are per name.
 
 // Verify checks password against node's stored hash: nil on a match, or
 // an error wrapping ErrInvalidInput, ErrNotFound, ErrInvalidHash,
@@ -43,9 +40,8 @@ func (v *Verifier) Verify(ctx context.Context, node, password string) error {
 	return v.verifyStored(ctx, node, stored, password, remembered)
 }
 
-// Ensure is Verify for a node's join: a node with no hash is enrolled,
-// its password hashed with Options.Params and stored with Store.Create;
-// of concurrent first joins exactly one wins.
+// Ensure is Verify for a node's join: a node with no hash is enrolled
+// (Store.Create); of concurrent first joins exactly one wins.
 func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	node, password, err := v.checkInput(node, password)
 	if err != nil {
@@ -65,26 +61,22 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 	if !errors.Is(err, ErrExists) {
 		return err
 	}
-	if stored, remembered, err = v.read(ctx, node); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			// The store said the node exists and then that it does not:
-			// a store whose reads lag its writes. Not a mismatch.
-			return fmt.Errorf("verify: node %q exists but its hash cannot be read yet: %v", node, err)
-		}
+	if stored, remembered, err = v.read(ctx, node); errors.Is(err, ErrNotFound) {
+		// A store whose reads lag its writes. Not a mismatch.
+		return fmt.Errorf("verify: node %q exists but its hash cannot be read yet: %v", node, err)
+	} else if err != nil {
 		return err
 	}
 	return v.verifyStored(ctx, node, stored, password, remembered)
 }
 
 // checkInput refuses what no Store should see, and everything once the
-// Verifier is closed. It returns the node name and the password in the
-// one form every part of the Verifier uses (the Store, the cache keys,
-// the scheduler's names and the failure counts). The name is in lower
-// case, as k3s lower-cases the K3s-Node-Name header and the node-password
-// secret's name: names that differ only in case are one node, so
-// spreading guesses over Node-1 and NODE-1 gains nothing. The password
-// is as scrypt sees it (hmacKey). An all-lower-case name and a password
-// of up to 64 bytes are returned without allocating.
+// Verifier is closed. It returns the node name in lower case, as k3s
+// lower-cases the header and the secret's name (guesses spread over
+// Node-1 and NODE-1 gain nothing), and the password as scrypt sees it
+// (hmacKey): the one form the Store, cache keys, queue and failure counts
+// use. It allocates nothing for a lower-case name and a password of up
+// to 64 bytes.
 func (v *Verifier) checkInput(node, password string) (string, string, error) {
 	if v.closed.Load() {
 		return "", "", ErrClosed
@@ -99,9 +91,8 @@ func (v *Verifier) checkInput(node, password string) (string, string, error) {
 	return node, hmacKey(password), nil
 }
 
-// checkCredentials refuses a name and a password no store should see:
-// what and secret say which in errors ("node name" and "password", or
-// "token user" and "token"), and a name has at most max bytes.
+// checkCredentials refuses a name (what, of at most max bytes) and a
+// password (secret) no store should see.
 func (v *Verifier) checkCredentials(what, name string, max int, secret, password string) error {
 	switch {
 	case name == "":
@@ -123,11 +114,9 @@ func (v *Verifier) checkCredentials(what, name string, max int, secret, password
 	return nil
 }
 
-// secretName reports whether node, in lower case, makes a valid name for
-// the secret k3s keeps its hash in (node + secretSuffix): a DNS-1123
-// subdomain. So every Store agrees on the names it is given, and a name
-// no Kubernetes object could have (a wildcard, a space, a slash) never
-// reaches one, nor a certificate signed for the node.
+// secretName reports whether node, in lower case, names a valid secret
+// (node + secretSuffix): a DNS-1123 subdomain, so that a name no
+// Kubernetes object could have never reaches a Store or a certificate.
 func secretName(node string) bool {
 	prev := byte('.') // the name starts a label
 	for i := 0; i < len(node); i++ {
@@ -143,14 +132,12 @@ func secretName(node string) bool {
 	return prev != '.' && prev != '-'
 }
 
-// hmacKey returns password as scrypt sees it. scrypt uses a password only
-// as the key of PBKDF2's HMAC-SHA256, which hashes a key of more than 64
-// bytes with SHA-256 and pads the key with zero bytes to 64. So a
-// password, the same with zero bytes after it and, past 64 bytes, its
-// SHA-256 give one scrypt key; k3s accepts each for the others' hash.
-// hmacKey maps them all to one: the SHA-256 of a password past 64 bytes,
-// without the zero bytes at its end. Distinct results are distinct HMAC
-// keys. Up to 64 bytes, it allocates nothing.
+// hmacKey returns password as scrypt sees it: as the key of PBKDF2's
+// HMAC-SHA256, which hashes a key past 64 bytes with SHA-256 and pads it
+// with zero bytes. A password, the same with zero bytes after it and,
+// past 64 bytes, its SHA-256 give one scrypt key (k3s accepts each for
+// the others' hash): hmacKey maps them to one, the SHA-256 past 64 bytes
+// without the trailing zero bytes. Up to 64 bytes it allocates nothing.
 func hmacKey(password string) string {
 	if len(password) > sha256.BlockSize {
 		sum := sha256.Sum256([]byte(password))
@@ -192,9 +179,8 @@ func (v *Verifier) lookup(ctx context.Context, name, stored, password string, re
 	return v.compute(ctx, name, stored, password, key, doubted)
 }
 
-// answer turns the outcome a request was answered with, from the cache
-// (lookup), a computation (share) or a node FailOpen let in (Ensure),
-// into its caller's error, and counts it.
+// answer turns a request's outcome (from the cache, a computation or
+// FailOpen) into its caller's error, and counts it.
 func (v *Verifier) answer(err error) error {
 	switch {
 	case err == nil:
@@ -210,8 +196,8 @@ func (v *Verifier) answer(err error) error {
 	return v.failed(err)
 }
 
-// failed is answer for what is neither a match nor a mismatch. It is
-// apart so that the cache-hit path allocates nothing.
+// failed is answer for neither a match nor a mismatch, apart so that a
+// cache hit allocates nothing.
 func (v *Verifier) failed(err error) error {
 	var o *sched.Overload
 	switch {
@@ -232,8 +218,8 @@ func (v *Verifier) failed(err error) error {
 }
 
 // digestHit answers a request whose password gives the digest remembered
-// for its name and stored hash: a match proven by scrypt before, here or
-// in another process sharing the store.
+// for its name and stored hash: a match scrypt proved before, in any
+// process sharing the store.
 func (v *Verifier) digestHit(name, stored string, key cache.Key) error {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err != nil {
@@ -244,10 +230,8 @@ func (v *Verifier) digestHit(name, stored string, key cache.Key) error {
 	return nil
 }
 
-// compute verifies a tuple that the cache could not answer, in a job
-// shared with every request for the same tuple. It is apart from lookup
-// so that what it allocates does not make lookup allocate on the
-// cache-hit path.
+// compute verifies a tuple the cache could not answer, in a job shared
+// by every request for it; apart so that a cache hit allocates nothing.
 func (v *Verifier) compute(ctx context.Context, name, stored, password string, key cache.Key, doubted bool) (err error) {
 	h, err := parseHash(stored, v.opts.Limits)
 	if err == nil {
@@ -262,15 +246,12 @@ func (v *Verifier) compute(ctx context.Context, name, stored, password string, k
 	return err
 }
 
-// enroll hashes password and creates node's hash, in a job shared with
-// every request enrolling the same node with the same password. It
-// returns an error wrapping ErrExists when the node turned out to have a
-// hash already. The job holds its scrypt slot only while it hashes: the
-// store is read before (prepare) and written after (finishEnroll).
+// enroll hashes password and creates node's hash, in a job shared by
+// every request enrolling the node with it, holding a slot only while it
+// hashes (see prepare and finishEnroll). An error wraps ErrExists when
+// the node had a hash already.
 func (v *Verifier) enroll(ctx context.Context, node, password string) error {
-	// An empty stored hash never occurs in a verification key, so this key
-	// cannot collide with one.
-	key := v.cache.Key(node, "", password)
+	key := v.cache.Key(node, "", password) // no verification key has an empty hash
 	p := v.opts.Params
 	t := &task{kind: enrollment, name: node, password: password, key: key}
 	return v.share(ctx, sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork,
@@ -280,12 +261,12 @@ func (v *Verifier) enroll(ctx context.Context, node, password string) error {
 // classOf is the batch class of a computation with these parameters.
 func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r, P: p} }
 
-// share joins the job r asks for, shared with every concurrent request
-// for the same r.Key, and waits for its result within ctx and
-// Options.MaxWait: the scheduler's policy (verify/internal/sched) says
-// when the job runs, in a batch on a slot (runBatch), detached from ctx
-// (its values and pprof labels kept), under Options.WorkTimeout.
+// share joins the job r asks for, shared by every request for r.Key, and
+// waits for its result within ctx and Options.MaxWait. The scheduler
+// runs it in a batch (runBatch), detached from ctx but for its values,
+// under Options.WorkTimeout.
 func (v *Verifier) share(ctx context.Context, r sched.Request) error {
+	v.mem() // the scheduler shaped for the budget
 	r.Doubted = r.Doubted || v.fails.failing(r.Name)
 	j, created, err := v.sched.Join(ctx, r)
 	if err != nil { // closed, or the whole queue full

@@ -193,6 +193,45 @@ func TestCacheHitAllocatesNothing(t *testing.T) {
 	}
 }
 
+// TestCacheHitWithFailingNameTakesNoLock: once a name has a recorded
+// mismatch (a guesser, a duplicate hostname), a cache hit for another
+// name neither waits for the failure counts' lock nor allocates: the
+// sharded cache's hits do not wait for one lock (issue 49).
+func TestCacheHitWithFailingNameTakesNoLock(t *testing.T) {
+	s := NewMemoryStore()
+	v := newTestVerifier(t, s, nil)
+	ctx := context.Background()
+	for _, node := range []string{"node-1", "guessed"} {
+		if err := v.Ensure(ctx, node, "0123456789abcdef0123456789abcdef"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Verify(ctx, "guessed", "a guess"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+		t.Fatal(err)
+	}
+	v.fails.mu.Lock()
+	done := make(chan error)
+	go func() { done <- v.Verify(ctx, "node-1", "0123456789abcdef0123456789abcdef") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(10 * time.Second): // a guard against a deadlock, not a timing
+		v.fails.mu.Unlock()
+		t.Fatalf("a cache hit for node-1 waited for the failure counts' lock: %v", <-done)
+	}
+	v.fails.mu.Unlock()
+	if raceEnabled {
+		return
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		v.Verify(ctx, "node-1", "0123456789abcdef0123456789abcdef")
+	}); n != 0 {
+		t.Errorf("a cache hit beside a failing name allocates %v times", n)
+	}
+}
+
 // TestConcurrentIdenticalRequestsShareOneScrypt: 200 requests for one
 // tuple while its computation is held cost exactly one scrypt.
 func TestConcurrentIdenticalRequestsShareOneScrypt(t *testing.T) {

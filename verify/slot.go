@@ -21,14 +21,12 @@ import (
 // task is what one job computes.
 type task struct {
 	kind     jobKind
-	name     string    // the name of the check (see request.go); an enrollment's is its node's
+	name     string    // the name of the check (see request.go)
 	password string    // as scrypt sees it (hmacKey)
-	key      cache.Key // the job's: (name, stored, password), or (name, "", password) for a new hash
-	// A verification's stored hash, and h, its parsed form.
-	stored string
-	h      hash
-	// made is a hashOnly job's hash, written before the job finishes.
-	made string
+	key      cache.Key // (name, stored, password), or (name, "", password) for a new hash
+	stored   string    // a verification's stored hash, and h, its parsed form
+	h        hash
+	made     string // a hashOnly job's hash, written before the job finishes
 }
 
 // jobKind says what a job computes, and what becomes of its outcome.
@@ -40,20 +38,18 @@ const (
 	hashOnly                    // a hash for Hasher.CreateHash, stored nowhere
 )
 
-// runBatch computes jobs, a batch the scheduler gave one slot: their
-// scrypt in one KeyBatch, under the pprof label
-// ProfileLabel=ProfileScrypt; then each job's outcome is published
-// (publish). A verification whose outcome came to be known while it was
-// queued (its name's password verified meanwhile) is answered without
-// scrypt. Every outcome is cached before runBatch returns and the slot
-// goes to the next batch, whose jobs may be guesses for the same names.
+// runBatch computes a batch the scheduler gave one slot: its scrypt in
+// one KeyBatch, labelled ProfileLabel=ProfileScrypt, then each job's
+// outcome published, and cached before the slot takes the next batch
+// (whose jobs may be guesses for the same names). A verification whose
+// outcome became known while it was queued costs no scrypt.
 func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Duration) {
 	defer v.countPanic()
 	var todo []*sched.Job
 	var keys []scrypt.Job
 	for _, j := range jobs {
 		t := taskOf(j)
-		v.observeQueueWait(j)
+		v.observe(j, false, 0)
 		if t.kind == verification {
 			if known, err := v.fromCache(t.name, t.stored, t.key); known {
 				v.sched.Finish(j, err)
@@ -71,8 +67,7 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 	if len(todo) == 0 {
 		return 0, 0, 0
 	}
-	// The goroutine keeps its thread so that the thread's CPU clock
-	// measures this computation alone.
+	// The thread's CPU clock measures this computation alone.
 	lanes, per, release := v.reserve(keys) // before the clocks: waiting is not computing
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -85,9 +80,12 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 		cpu = time.Duration(threadCPU() - cpu0)
 	}
 	for i, j := range todo {
-		v.observeScrypt(j, wall)
+		v.observe(j, true, wall)
 		v.publish(j, &keys[i], err)
 		clear(keys[i].Key)
+	}
+	if !v.shape.Load().final {
+		v.reshape(v.mem()) // this batch may have measured the kernels
 	}
 	v.releaseLater()
 	return len(todo), wall, cpu
@@ -95,8 +93,7 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 
 // countPanic, deferred by runBatch, counts a panic in its own code in
 // Stats.Panics and passes it on to the scheduler, which ends the batch's
-// unanswered jobs with it (answer gives their callers a "verify: "
-// error).
+// unanswered jobs with it.
 func (v *Verifier) countPanic() {
 	if r := recover(); r != nil {
 		atomic.AddUint64(&v.stats.Panics, 1)
@@ -107,26 +104,27 @@ func (v *Verifier) countPanic() {
 // taskOf returns what j computes.
 func taskOf(j *sched.Job) *task { return j.Task().(*task) }
 
-// observeQueueWait tells the Observer, if any, of j's queue wait, and
-// observeScrypt of its computation. A panic in the Observer is recovered
-// and counted in Stats.Panics: a timing is not worth an answer, so the
-// job's answer, and those of its batch, are as without it.
-func (v *Verifier) observeQueueWait(j *sched.Job) {
-	if o := v.opts.Observer; o != nil {
-		defer v.recoverObserver()
-		o.ObserveQueueWait(observed(j), j.QueueWait())
+// observe tells the Observer, if any, of j's wait for its slot, or once
+// j ran, of its batch's time wall, with j's context labelled
+// ProfileLabel=ProfileScrypt. A panic in the Observer is counted in
+// Stats.Panics and changes no answer: a timing is not worth one.
+func (v *Verifier) observe(j *sched.Job, ran bool, wall time.Duration) {
+	o := v.opts.Observer
+	if o == nil {
+		return
+	}
+	defer func() {
+		if recover() != nil {
+			atomic.AddUint64(&v.stats.Panics, 1)
+		}
+	}()
+	ctx := pprof.WithLabels(j.Context(), scryptLabels)
+	if ran {
+		o.ObserveScrypt(ctx, wall)
+	} else {
+		o.ObserveQueueWait(ctx, j.QueueWait())
 	}
 }
-
-func (v *Verifier) recoverObserver() {
-	if recover() != nil {
-		atomic.AddUint64(&v.stats.Panics, 1)
-	}
-}
-
-// observed is the context an Observer is given for j: j's own, labelled
-// ProfileLabel=ProfileScrypt.
-func observed(j *sched.Job) context.Context { return pprof.WithLabels(j.Context(), scryptLabels) }
 
 // scryptJob returns the scrypt inputs of t: the stored hash's salt and
 // parameters, or a fresh salt and Options.Params for a new hash.
@@ -181,14 +179,6 @@ func commonLabels(jobs []*sched.Job) context.Context {
 		return true
 	})
 	return pprof.WithLabels(context.Background(), pprof.Labels(shared...))
-}
-
-// observeScrypt: see observeQueueWait.
-func (v *Verifier) observeScrypt(j *sched.Job, took time.Duration) {
-	if o := v.opts.Observer; o != nil {
-		defer v.recoverObserver()
-		o.ObserveScrypt(observed(j), took)
-	}
 }
 
 // publish answers j, whose scrypt is k (or err when its batch failed),

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 )
 
-// Stats are a Verifier's counts since New, and gauges (current values,
-// names without _total). Field tags name and describe metrics (prom).
+// Stats are a Verifier's counts since New, and gauges (names without
+// _total), named and described by their tags (prom).
 type Stats struct {
 	ScryptRuns          uint64 `stat:"scrypt_runs_total" help:"Scrypt computations started (verifications and enrollments)."`
 	CacheHits           uint64 `stat:"cache_hits_total" help:"Requests answered from the verified-tuple cache."`

@@ -9,24 +9,15 @@ import (
 	"strings"
 )
 
-// Join tokens.
-//
-// A k3s or RKE2 agent sends its join token on every request but
-// /cacerts, as basic auth "node:<password>", and the server checks it
-// against a scrypt hash of each token it knows (its passwd file, hashed
-// when it loads). Upstream runs that scrypt on every request, about
-// seven per agent attempt. [Verifier.VerifyToken] checks it with the
-// machinery node passwords use: the verified (user, stored hash,
-// password) tuple is cached under an HMAC key, so each costs at most one
-// scrypt per process; concurrent first checks share one computation; a
-// user's other passwords are refused without scrypt once one is
-// verified; and computations queue fairly beside the nodes', each user a
-// name of its own, so a token guesser gets a user's share of the queue
-// and no more.
+// Join tokens. An agent sends its token on every request but /cacerts, as
+// basic auth "node:<password>", and upstream runs scrypt against each
+// token's hash every time, about seven per agent attempt. VerifyToken
+// checks it as node passwords are: cached, shared, a user's other
+// passwords refused once one is verified, and each user a name of its
+// own in the queue, so a token guesser gets a user's share and no more.
 
-// tokenPrefix starts the name a token user has in the cache keys, the
-// queue and the failure counts. Node names never contain a NUL (see
-// checkCredentials), so no user shares a name with a node.
+// tokenPrefix starts a token user's name (see request.go). No node name
+// has a NUL (checkCredentials), so no user shares a name with a node.
 const tokenPrefix = "\x00token\x00"
 
 // maxUserLen bounds a token user's name.
@@ -34,7 +25,7 @@ const maxUserLen = 256
 
 // VerifyToken checks a join token, basic auth user:password, against the
 // hash Options.Tokens (or LoadTokens) has for user, as Verify checks a
-// node's. User names are compared as they are, as k3s does.
+// node's. User names keep their case, as in k3s.
 func (v *Verifier) VerifyToken(ctx context.Context, user, password string) error {
 	if v.closed.Load() {
 		return ErrClosed
@@ -58,8 +49,8 @@ func (v *Verifier) checkUser(user, password string) error {
 	return v.checkCredentials("token user", user, maxUserLen, "token", password)
 }
 
-// tokens returns where VerifyToken reads: Options.Tokens, or what
-// LoadTokens loaded; nil if neither.
+// tokens returns where VerifyToken reads: Options.Tokens, what LoadTokens
+// loaded, or nil.
 func (v *Verifier) tokens() Store {
 	if v.opts.Tokens != nil {
 		return v.opts.Tokens
@@ -77,9 +68,8 @@ func (v *Verifier) getToken(ctx context.Context, tokens Store, user string) (sto
 	return stored, v.storeErr("token Get", user, err)
 }
 
-// tokenName returns user's name in the cache keys, the queue and the
-// failure counts: tokenPrefix and user. Names are kept, one per user
-// whose hash the store had, so that a cache hit allocates nothing.
+// tokenName returns user's name, tokenPrefix and user, kept for each user
+// the store had so that a cache hit allocates nothing.
 func (v *Verifier) tokenName(user string) string {
 	if n, ok := v.tokenNames.Load(user); ok {
 		return n.(string)
@@ -88,9 +78,7 @@ func (v *Verifier) tokenName(user string) string {
 	return n.(string)
 }
 
-// displayName is how a name appears in error messages: a node's as is,
-// a token user's as "token user" and the user, a Hasher's (the hash
-// itself) as "the hash given".
+// displayName is how a name appears in error messages (a hash never).
 func displayName(name string) string {
 	if user, ok := strings.CutPrefix(name, tokenPrefix); ok {
 		return fmt.Sprintf("token user %q", user)
@@ -101,14 +89,14 @@ func displayName(name string) string {
 	return fmt.Sprintf("node %q", name)
 }
 
-// hashName reports whether name is a hash, the Hasher's name for a call.
-// No node name starts with "$" (secretName).
+// hashName reports whether name is a hash, the Hasher's name for a call
+// (no node name starts with "$").
 func hashName(name string) bool { return strings.HasPrefix(name, "$") }
 
 // LoadTokens makes a k3s passwd file (password,user,uid[,groups] lines)
-// what VerifyToken checks. It hashes each password under ctx, as k3s
-// does, and records it as verified. A malformed line, a user given twice,
-// or a set Options.Tokens is an error, and nothing is loaded.
+// what VerifyToken checks, each password hashed under ctx. A malformed
+// line, a user given twice, or a set Options.Tokens is an error, and
+// nothing is loaded.
 func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 	if v.opts.Tokens != nil {
 		return errors.New("verify: LoadTokens: Options.Tokens is set; the tokens come from one place")
@@ -124,9 +112,7 @@ func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("verify: token file: hashing the token of user %q: %w", e.user, err)
 		}
-		// The hash was recorded as verified under its own name (see
-		// hashOnly); VerifyToken asks under the user's.
-		name := v.tokenName(e.user)
+		name := v.tokenName(e.user) // hashOnly recorded it under the hash's name
 		v.recordMatch(name, h, v.cache.Key(name, h, password), v.opts.Params.KeyLen)
 		s.Set(e.user, h)
 	}
@@ -137,8 +123,7 @@ func (v *Verifier) LoadTokens(ctx context.Context, r io.Reader) error {
 // tokenEntry is one line of a passwd file.
 type tokenEntry struct{ user, password string }
 
-// parseTokenFile reads a passwd file's users and passwords (see
-// LoadTokens).
+// parseTokenFile reads a passwd file's users and passwords.
 func (v *Verifier) parseTokenFile(r io.Reader) ([]tokenEntry, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1

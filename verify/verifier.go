@@ -23,23 +23,24 @@ type Verifier struct {
 	// Set by New, then read-only. The scheduler, the cache and the
 	// failure counts have locks of their own; nothing here holds one
 	// while it takes another.
-	store        Store
-	opts         Options
-	enrollWork   int64 // 128·r·N·p of Options.Params
-	cache        *cache.Cache
-	sched        *sched.Scheduler
-	fails        *failures
-	digests      *recorder // nil unless Options.DigestKey is set and the store is a DigestStore
-	pool         *scrypt.Pool
-	mem          *memory // Options.ScryptMemory
-	slots, lanes int     // batches at once, and hashes per batch at Options.Params (slotsAndLanes)
-	base         context.Context
-	cancel       context.CancelCauseFunc            // cancels base with ErrClosed
-	quiet        *time.Timer                        // releases idle scrypt buffers (releaseLater)
-	derive       func(keys []scrypt.Job, lanes int) // a batch's scrypt: pool.KeyBatch; tests wrap it
+	store      Store
+	opts       Options
+	enrollWork int64 // 128·r·N·p of Options.Params
+	cache      *cache.Cache
+	sched      *sched.Scheduler
+	fails      *failures
+	digests    *recorder // nil unless Options.DigestKey is set and the store is a DigestStore
+	pool       *scrypt.Pool
+	mem        func() *memory            // Options.ScryptMemory, resolved by the first computation (sized)
+	fixedShape func() (slots, lanes int) // if not nil, the shape where the budget binds (tests)
+	base       context.Context
+	cancel     context.CancelCauseFunc            // cancels base with ErrClosed
+	quiet      *time.Timer                        // releases idle scrypt buffers (releaseLater)
+	derive     func(keys []scrypt.Job, lanes int) // a batch's scrypt: pool.KeyBatch; tests wrap it
 
 	// Lock-free.
-	stats        *Stats // counters, added to atomically (count)
+	shape        atomic.Pointer[shaping] // the batches' slots and lanes (reshape)
+	stats        *Stats                  // counters, added to atomically (count)
 	closed       atomic.Bool
 	pending      sync.Map // node → *deferredEnrollment, while Options.FailOpen retries its Create
 	pendingCount atomic.Int64
@@ -50,13 +51,15 @@ type Verifier struct {
 }
 
 // New returns a Verifier over store; opts may be nil for the defaults.
+// It only validates opts: it starts no goroutine, computes and maps
+// nothing. The first computation sizes the scrypt budget.
 func New(store Store, opts *Options) (*Verifier, error) {
-	return newShaped(store, opts, (*Verifier).slotsAndLanes)
+	return newShaped(store, opts, nil)
 }
 
-// newShaped is New with the slots and lanes that shape chooses when
-// Options.ScryptMemory sets a budget (slotsAndLanes; tests fix them).
-func newShaped(store Store, opts *Options, shape func(*Verifier) (slots, lanes int)) (*Verifier, error) {
+// newShaped is New with the slots and lanes fixed where the budget binds
+// (tests), unless fixed is nil.
+func newShaped(store Store, opts *Options, fixed func() (slots, lanes int)) (*Verifier, error) {
 	if store == nil {
 		return nil, errors.New("verify: nil Store")
 	}
@@ -82,17 +85,14 @@ func newShaped(store Store, opts *Options, shape func(*Verifier) (slots, lanes i
 		base:       base,
 		cancel:     cancel,
 		pool:       new(scrypt.Pool),
-		mem:        newMemory(o.ScryptMemory),
-		slots:      o.MaxConcurrent,
-		lanes:      scrypt.Lanes(),
+		fixedShape: fixed,
 		stats:      new(Stats),
 	}
 	v.derive = v.pool.KeyBatch
-	if o.ScryptMemory > 0 {
-		v.slots, v.lanes = shape(v)
-	}
-	v.sched = sched.New(sched.Config{Slots: v.slots, Lanes: v.lanes, MaxQueue: o.MaxQueue,
-		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(v.lanes) * enrollWork,
+	v.mem = sync.OnceValue(v.sized)
+	lanes := scrypt.Lanes() // until sized
+	v.sched = sched.New(sched.Config{Slots: o.MaxConcurrent, Lanes: lanes, MaxQueue: o.MaxQueue,
+		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(lanes) * enrollWork,
 		WorkTimeout: o.WorkTimeout, ReturnAfter: o.Agents.RetryDelay, HonourAfter: o.Agents.HonourRetryAfter,
 		Run: v.runBatch, Prepare: v.prepare})
 	v.quiet = time.AfterFunc(bufferIdle, v.releaseIfQuiet)

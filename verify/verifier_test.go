@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,18 +15,23 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(idleChild) != "" {
+		idleChildMain() // TestNewHasherInInit's child
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // newTestVerifier returns a Verifier with cheap parameters, closed at the
 // end of the test.
 func newTestVerifier(t *testing.T, store Store, opts *Options) *Verifier {
 	t.Helper()
-	return newShapedTestVerifier(t, store, opts, (*Verifier).slotsAndLanes)
+	return newShapedTestVerifier(t, store, opts, nil)
 }
 
 // newShapedTestVerifier is newTestVerifier with the slots and lanes
 // shape chooses for the budget.
-func newShapedTestVerifier(t *testing.T, store Store, opts *Options, shape func(*Verifier) (slots, lanes int)) *Verifier {
+func newShapedTestVerifier(t *testing.T, store Store, opts *Options, shape func() (slots, lanes int)) *Verifier {
 	t.Helper()
 	var o Options
 	if opts != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -40,48 +41,18 @@ func BenchmarkCompareHashAndPassword(b *testing.B) {
 }
 
 // BenchmarkVerify answers: what does a request cost once its tuple is
-// known (path=hit: a node's retry, from many goroutines at once), what
+// known (path=hit: a node's retry, from many goroutines at once;
+// path=hit-failing: the same while another name has a recorded
+// mismatch, a guesser's or a duplicate hostname's), what
 // does a node cost whose verification another process remembered
 // (path=digest: its first request after a restart, one HMAC and no
 // scrypt), and what does the Verifier add around scrypt on a miss
 // (path=miss, logN 15)?
 func BenchmarkVerify(b *testing.B) {
 	const pw = "0123456789abcdef0123456789abcdef"
-	b.Run("path=hit", func(b *testing.B) {
-		s := NewMemoryStore()
-		v, err := New(s, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer v.Close()
-		const nodes = 320
-		for i := range nodes {
-			s.Set(fmt.Sprint("node-", i), mustHashB(b, pw, 4))
-			if err := v.Verify(context.Background(), fmt.Sprint("node-", i), pw); err != nil {
-				b.Fatal(err)
-			}
-		}
-		names := make([]string, nodes)
-		for i := range names {
-			names[i] = fmt.Sprint("node-", i)
-		}
-		runs := v.Stats().ScryptRuns
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			i := 0
-			for pb.Next() {
-				if err := v.Verify(context.Background(), names[i%nodes], pw); err != nil {
-					b.Error(err)
-					return
-				}
-				i++
-			}
-		})
-		b.StopTimer()
-		st := v.Stats()
-		b.ReportMetric(float64(st.ScryptRuns-runs)/float64(b.N), "scrypt-runs/op")
-	})
+	for _, path := range []string{"hit", "hit-failing"} {
+		b.Run("path="+path, func(b *testing.B) { benchmarkHit(b, path == "hit-failing") })
+	}
 	b.Run("path=digest", func(b *testing.B) {
 		key := bytes.Repeat([]byte{7}, MinDigestKeyLen)
 		s := NewMemoryStore()
@@ -132,6 +103,49 @@ func BenchmarkVerify(b *testing.B) {
 		}
 		b.ReportMetric(float64(v.Stats().ScryptRuns)/float64(b.N), "scrypt-runs/op")
 	})
+}
+
+// benchmarkHit is BenchmarkVerify's path=hit: 320 nodes verified, then
+// asked again from GOMAXPROCS goroutines; with failing, beside a name
+// with a recorded mismatch.
+func benchmarkHit(b *testing.B, failing bool) {
+	const pw, nodes = "0123456789abcdef0123456789abcdef", 320
+	s := NewMemoryStore()
+	v, err := New(s, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer v.Close()
+	names := make([]string, nodes)
+	for i := range names {
+		names[i] = fmt.Sprint("node-", i)
+		s.Set(names[i], mustHashB(b, pw, 4))
+		if err := v.Verify(context.Background(), names[i], pw); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if failing {
+		s.Set("guessed", mustHashB(b, pw, 4))
+		if err := v.Verify(context.Background(), "guessed", "a guess"); !errors.Is(err, ErrMismatchedHashAndPassword) {
+			b.Fatal(err)
+		}
+	}
+	runs := v.Stats().ScryptRuns
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if err := v.Verify(context.Background(), names[i%nodes], pw); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+	b.StopTimer()
+	st := v.Stats()
+	b.ReportMetric(float64(st.ScryptRuns-runs)/float64(b.N), "scrypt-runs/op")
 }
 
 // BenchmarkLoneMiss answers: what does a request that comes alone to an

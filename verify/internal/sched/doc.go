@@ -47,10 +47,9 @@
 //	finishing  computed and off its slot; its runner does the rest (a store write, say), then Finish
 //	done       its result published
 //
-// A queued job holds no goroutine. A running batch has its slot's
-// goroutine (Config.Run), and a pending job one of its own. A job's
-// context ends at its work timeout or at Close. That ends the job,
-// unless it is running or finishing.
+// A queued job holds no goroutine; a running batch has its slot's, a
+// pending job one of its own. A job's context ends at its work timeout or
+// Close, and so does the job unless it is running or finishing.
 //
 // # Order
 //
@@ -89,13 +88,12 @@
 //     refused.
 //  5. Nothing else ends a queued job before it runs.
 //
-// Waiting, not asking, earns a place. A node's first request cannot be
+// Waiting, not asking, earns a place: a node's first request cannot be
 // told from a guess, and room freed for whoever asks first goes to a
-// guesser at once. Waiting costs a guesser what it costs the node's
-// agent: a request in progress for MaxWait. MaxWait counts from the
-// request's arrival, which the caller gives Wait (its connection's
-// accept). So a request that reaches Wait late still waits out MaxWait
-// before its agent gives up.
+// guesser at once, while waiting costs a guesser what it costs the node's
+// agent, a request in progress for MaxWait. MaxWait counts from the
+// request's arrival (its connection's accept), so a request that reaches
+// Wait late still earns its place before its agent gives up.
 //
 // # The bound
 //
@@ -146,10 +144,8 @@
 // its work. With a slot free and no work ahead, the first term is 0.
 // eta(j) is the wait at the best: a held caller's promise.
 //
-// In a herd, most batches are full, with the widest kernels and the
-// lowest cost per byte. A job that runs alone (a class of its own) costs
-// up to Lanes times more per byte than estimated: about 4 to 5 times,
-// with AVX-512's 16 lanes. The margin and the slowdown do not correct that.
+// In a herd most batches are full, at the lowest cost per byte; a job
+// alone (a class of its own) costs up to Lanes times more than estimated.
 //
 // The margin is the 90th percentile of the wait each held caller got over
 // its promise, over the last 64 promises of at least MaxWait/4. It is 1.1

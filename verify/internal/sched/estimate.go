@@ -5,21 +5,11 @@ import (
 	"time"
 )
 
-// estimator turns bytes of work into time (see "Estimates" in the package
-// doc). It keeps two measurements:
-//
-//   - the CPU time the last computations took per byte of work: what a
-//     slot costs with nothing else running, the best case, whatever else
-//     wants the CPU while it is measured;
-//   - for the last callers held on an estimate, the wait they got over
-//     the wait their estimate promised at the best: what the throughput
-//     the scheduler actually reached made of its promises, TLS handshakes,
-//     the store, GC and other processes included.
-//
-// An estimate is the best case times a margin: the ratio that most recent
-// promises stayed within.
-//
-// A plain helper: the Scheduler calls it under its lock.
+// estimator turns bytes of work into time, as "Estimates" in the package
+// doc says: the best case from the CPU time per byte of the last
+// computations, times a margin from the waits held callers got over
+// those promised, or the slowdown of the last busy completions. The
+// Scheduler calls it under its lock.
 type estimator struct {
 	nsPerByte float64   // the median of cpu, or a guess before any
 	samples   int       // computations measured so far
@@ -45,54 +35,37 @@ type completion struct {
 	work int64
 }
 
+// The package doc ("Estimates", "Warm-up") gives these their meaning.
 const (
-	// initialNsPerByte assumes 100 ms for a k3s default hash (32 MiB of
-	// work) until the first computation has been measured.
-	initialNsPerByte = 100e6 / float64(32<<20)
-	// warmSamples is how many computations must have been measured
-	// before estimates are made: the first of each slot pays for its
-	// buffer's first use, and one alone could be anything.
-	warmSamples = 4
-	// window is how many computations and promised waits the fastest
-	// computation and the margin are taken over, and minErrs how many
-	// promises the margin needs before it replaces defaultMargin.
-	window        = 64
-	minErrs       = 8
-	defaultMargin = 1.1
-	// minPromise: only promises of at least MaxWait/minPromise teach the
-	// margin. The margin matters for the callers whose wait is near
-	// MaxWait, and a short promise is off by a scheduling hiccup.
-	minPromise = 4
-	// throughputWindow is how many completions the slowdown is measured
-	// over, and minThroughput how many it needs.
-	throughputWindow = 32
-	minThroughput    = 8
-	// maxMargin bounds the margin: past it the machine is so short of CPU
-	// that holding anyone is a gamble.
-	maxMargin = 4
-	// marginQuantile is the share of recent promises that the margin
-	// would have kept.
-	marginQuantile = 0.9
+	initialNsPerByte = 100e6 / float64(32<<20) // 100 ms a k3s hash, until measured
+	warmSamples      = 4                       // computations measured before estimates
+	window           = 64                      // computations and promises remembered
+	minErrs          = 8                       // promises before the margin replaces defaultMargin
+	defaultMargin    = 1.1
+	minPromise       = 4  // promises of MaxWait/minPromise or more teach the margin: shorter ones are off by a hiccup
+	throughputWindow = 32 // completions the slowdown is measured over
+	minThroughput    = 8  // and needs
+	maxMargin        = 4  // past it, holding anyone is a gamble
+	marginQuantile   = 0.9
 )
 
 func newEstimator(slots int) estimator {
 	return estimator{nsPerByte: initialNsPerByte, slots: slots, kinds: make(map[batchKind]int)}
 }
 
-// batchKind is what a batch's first runs pay for: its class and how many
-// jobs it computed (its buffers, and the scrypt kernel of that width).
+// batchKind is what a batch's first runs pay for: buffers and kernels of
+// its class and width.
 type batchKind struct {
 	class Class
 	n     int
 }
 
-// maxKinds bounds the kinds remembered: stored hashes an attacker planted
-// could make many. A kind past it is measured from its first batch.
+// maxKinds bounds the kinds remembered (planted hashes could make many);
+// a kind past it is measured from its first batch.
 const maxKinds = 64
 
 // firstOfKind counts a batch of class that computed n jobs and reports
-// whether it is one of the first slots batches of its kind, which the
-// estimates do not learn from (see "Warm-up" in the package doc).
+// whether it is one of the first slots of its kind ("Warm-up").
 func (e *estimator) firstOfKind(class Class, n int) bool {
 	k := batchKind{class, n}
 	seen, ok := e.kinds[k]
@@ -104,11 +77,9 @@ func (e *estimator) firstOfKind(class Class, n int) bool {
 }
 
 // observe learns from a batch of jobs computations, work bytes in all,
-// that ended at now after wall on the wall clock and cpu of CPU time (0
-// if unknown); busy says whether every slot was busy until then and the
-// freed slot is taken at once, so that the time since the previous such
-// completion measures the throughput. Each job counts as one computation
-// of the batch's CPU time per byte.
+// that ended at now after wall (and cpu of CPU time, 0 if unknown); busy
+// says whether its slot is taken again at once, so that completions
+// measure the throughput. Each job counts the batch's CPU time per byte.
 func (e *estimator) observe(work int64, jobs int, wall, cpu time.Duration, now time.Time, busy bool) {
 	if !busy {
 		e.recent = e.recent[:0] // a gap with a slot idle says nothing of the rate
@@ -136,8 +107,8 @@ func (e *estimator) observe(work int64, jobs int, wall, cpu time.Duration, now t
 	e.slow = e.slowdown()
 }
 
-// push adds v to ring, a window of at most window values whose next one
-// goes at next once it is full, and returns both.
+// push adds v to ring, at most window values, next the place of the
+// next once full.
 func push(ring []float64, next int, v float64) ([]float64, int) {
 	if len(ring) < window {
 		return append(ring, v), next
@@ -146,19 +117,14 @@ func push(ring []float64, next int, v float64) ([]float64, int) {
 	return ring, (next + 1) % window
 }
 
-// warm reports whether enough computations have been measured for
-// estimates: before that every estimate is a guess.
+// warm reports whether enough computations are measured for estimates.
 func (e *estimator) warm() bool { return e.samples >= warmSamples }
 
-// median is how long a byte of work takes on a slot with nothing else
-// wanting the CPU, in ns: the last computations' median CPU time per
-// byte.
+// median is the last computations' median CPU time per byte, in ns.
 func (e *estimator) median() float64 { return e.nsPerByte }
 
-// fastest is the least CPU time per byte of the last computations (median
-// until one is measured): what "cannot come in time even at the best"
-// is judged by, so that the average's drift does not send a held caller
-// away.
+// fastest is the least CPU time per byte of the last computations: what
+// "cannot come in time even at the best" is judged by.
 func (e *estimator) fastest() float64 {
 	if len(e.cpu) == 0 {
 		return e.nsPerByte
@@ -171,8 +137,7 @@ func duration(work int64, perByte float64) time.Duration {
 	return time.Duration(perByte * float64(work))
 }
 
-// promised learns that a caller promised a wait of promised (at the best)
-// got actual.
+// promised learns that a caller promised promised (at the best) got actual.
 func (e *estimator) promised(promised, actual time.Duration) {
 	if promised <= 0 {
 		return
@@ -185,10 +150,9 @@ func (e *estimator) promised(promised, actual time.Duration) {
 	}
 }
 
-// margin is what waits at the best are multiplied by, between 1 and
-// maxMargin: the ratio of actual to promised waits that marginQuantile of
-// the recent promises stayed within (defaultMargin until there are
-// minErrs of them).
+// margin is what waits at the best are multiplied by: the ratio of
+// actual to promised that marginQuantile of the recent promises kept,
+// within 1 to maxMargin.
 func (e *estimator) margin() float64 {
 	m := defaultMargin
 	if e.errQuantile > 0 {
@@ -199,13 +163,8 @@ func (e *estimator) margin() float64 {
 
 // wait is how long a wait of best at the best case is expected to take
 // from now: best times the margin, or, while the last completions show a
-// larger slowdown, that slowdown for as long again as it has lasted (since
-// every slot has been busy) and the margin after.
-//
-// A slowdown that has lasted a fraction of a second (a herd's arrivals:
-// goroutines, TLS handshakes) then adds about that fraction, not its
-// ratio over the whole wait; one that has lasted seconds (another process
-// taking a CPU) counts for seconds more.
+// larger slowdown, that slowdown for as long again as it has lasted and
+// the margin after (a herd's first second adds about a second).
 func (e *estimator) wait(best time.Duration, now time.Time) time.Duration {
 	m := e.margin()
 	s := min(e.slow, maxMargin)
@@ -217,13 +176,11 @@ func (e *estimator) wait(best time.Duration, now time.Time) time.Duration {
 	return time.Duration(slow*s + (float64(best)-slow)*m)
 }
 
-// slowdown is how much slower than at the best the last computations
-// ended while every slot was busy: the throughput they reached against
-// that of their CPU time, whatever else took the CPU meanwhile (a herd's
-// TLS handshakes, say); 0 until there are minThroughput of them. Promises
-// show the same only once callers held for long have been answered; this
-// shows it within a few dozen computations, so that callers are not held
-// on the best case while the CPU goes elsewhere.
+// slowdown is how much slower than at the best the last completions with
+// every slot busy came, against their CPU time (a herd's TLS handshakes
+// take CPU too); 0 until there are minThroughput. It shows within a few
+// dozen computations what promises show only once held callers are
+// answered.
 func (e *estimator) slowdown() float64 {
 	n := len(e.recent)
 	if n < minThroughput {
@@ -240,8 +197,7 @@ func (e *estimator) slowdown() float64 {
 	return float64(e.slots) * float64(span) / float64(work) / e.nsPerByte
 }
 
-// medianOf returns the median of v, which must not be empty; v is left as
-// it is.
+// medianOf returns the median of v, not empty, left as it is.
 func medianOf(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)

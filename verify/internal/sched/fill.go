@@ -2,27 +2,22 @@ package sched
 
 import "time"
 
-// fillWait is a free slot's wait for a full batch. A burst's jobs come
-// one by one, and a batch started with the first of them computes it
-// alone, at up to Lanes times the cost per hash of a full batch. A lone
-// job has nobody to wait for.
+// fillWait is a free slot's wait for a full batch: a burst's jobs come one
+// by one, and a batch of one costs up to Lanes times more per hash. The
+// rule (fillEndLocked): a free slot takes the batch of j, the job in
+// turn, at once when
 //
-// The rule (Scheduler.fillEndLocked): a free slot takes the batch of j,
-// the job in turn, at once when
-//
-//   - no burst is under way: no other job is queued, and the job created
-//     just before j is done, or was created a full batch's estimated time
-//     or more before j;
+//   - no burst is under way: no other job could join j's batch now, and
+//     the job created just before j could not join one later: it is
+//     done, computed (finishing), of another Class, or was created a full
+//     batch's estimated time or more before j;
 //   - or the batch it would take now is full: Config.Lanes jobs, or as
 //     many as Config.MaxBatchWork holds. Jobs of another Class, or of a
 //     name already in it, do not count;
 //   - or j has been queued for its fill time (Scheduler.fillTime).
 //
-// Otherwise the free slots wait, and the timer wakes them when j's fill
-// time ends. The timer is armed only while a free slot waits. A firing
-// applies the rule to the queue as it is then, so a firing armed for a
-// job that has left starts nothing early.
-//
+// Otherwise the timer, armed only while a free slot waits, wakes them
+// when j's fill time ends, to apply the rule to the queue as it is then.
 // Scheduler.mu guards it.
 type fillWait struct {
 	timer *time.Timer
@@ -30,7 +25,7 @@ type fillWait struct {
 	armed uint64    // counts the armings; a firing names its own
 }
 
-// arm makes the timer call fire at at, with the arming's number, unless
+// arm makes the timer call fire at at with the arming's number, unless
 // it is armed for at already.
 func (f *fillWait) arm(at, now time.Time, fire func(armed uint64)) {
 	if f.at.Equal(at) {
@@ -52,23 +47,15 @@ func (f *fillWait) disarm() {
 	f.at = time.Time{}
 }
 
-// fired reports whether a firing of arming armed is the timer's current
-// arming, which is then over.
-func (f *fillWait) fired(armed uint64) bool {
-	if armed != f.armed || f.at.IsZero() {
-		return false
-	}
-	f.timer, f.at = nil, time.Time{}
-	return true
-}
-
 // filled is s.fill's firing for its arming armed: unless it was armed
-// again or disarmed since, the free slots look at the queue again.
+// again or disarmed since, that arming is over and the free slots look at
+// the queue again.
 func (s *Scheduler) filled(armed uint64) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.unlock()
-	if s.fill.fired(armed) {
+	if f := &s.fill; armed == f.armed && !f.at.IsZero() {
+		f.timer, f.at = nil, time.Time{}
 		s.dispatchLocked(now)
 	}
 }
@@ -77,18 +64,17 @@ func (s *Scheduler) filled(armed uint64) {
 // in turn, by fillWait's rule: now, or the end of j's fill time.
 func (s *Scheduler) fillEndLocked(j *Job, now time.Time) time.Time {
 	full := s.fullLocked(j)
-	burst := j.burst || s.queue.len > 1
-	if !burst || s.batchLenLocked(full) >= full {
+	if n := s.batchLenLocked(full); n >= full || n == 1 && !j.burst {
 		return now
 	}
 	return j.queuedAt.Add(s.fillTime(j))
 }
 
 // burstLocked reports whether j, created at now, comes in a burst: the
-// job created before it is not done and came less than the estimated
-// time of a full batch of j's class before it.
+// job created before it is of j's class, not computed yet, and came less
+// than the estimated time of a full batch of j's class before it.
 func (s *Scheduler) burstLocked(j *Job, now time.Time) bool {
-	if s.jobs[s.lastKey] == nil {
+	if last := s.jobs[s.lastKey]; last == nil || last.class != j.class || last.state == finishing {
 		return false
 	}
 	batch := duration(j.work*int64(s.fullLocked(j)), s.est.median())
@@ -107,16 +93,14 @@ func (s *Scheduler) fullLocked(j *Job) int {
 
 // batchLenLocked returns how many jobs batchLocked would take now, up to
 // full, at least: exactly, unless a name it reaches has more than one job
-// queued. It follows batchLocked through the wanted names, the unwanted
-// ones and the suspects (see fairQueue.next), and stops where
-// batchLocked would, or where a name it took may come back in turn: a
-// name taken goes back into the queue's orders with its next job, at a
-// place it does not follow.
+// queued. It walks the queue in turn (fairQueue.walk) with batchLocked's
+// rule (joinsLocked), and stops where a name it took may come back in
+// turn: after the wanted names, or at once past them.
 func (s *Scheduler) batchLenLocked(full int) int {
 	var b batch
 	again := false // a name taken has more jobs queued
-	take := func(j *Job) bool {
-		if len(b.jobs) == full || !s.joinsLocked(&b, j) {
+	s.queue.walk(func(j *Job) bool {
+		if again && j.nq.order != &s.queue.wanted || len(b.jobs) == full || !s.joinsLocked(&b, j) {
 			return false
 		}
 		b.jobs = append(b.jobs, j)
@@ -124,31 +108,13 @@ func (s *Scheduler) batchLenLocked(full int) int {
 		n, _ := j.nq.jobs.len()
 		again = again || n > 1
 		return true
-	}
-	// A wanted name taken comes back behind every wanted one: the walk
-	// goes on through them, and stops after them.
-	all := true
-	s.queue.wanted.ascend(func(nq *nameQueue) bool {
-		all = take(nq.first())
-		return all
 	})
-	if !all || again {
-		return len(b.jobs)
-	}
-	s.queue.unwanted.ascend(func(nq *nameQueue) bool {
-		all = take(nq.first()) && !again
-		return all
-	})
-	if all {
-		s.queue.suspects.ascend(take)
-	}
 	return len(b.jobs)
 }
 
 // fillTime is how long j, first in turn, waits for a full batch at most:
-// a quarter of its estimated time in a full batch, maxFill at most, and
-// none below minFill. A job alone pays about a kernel's lanes times that
-// share (see "Estimates" in the package doc).
+// a quarter of its estimated time in one, at most maxFill, none below
+// minFill.
 func (s *Scheduler) fillTime(j *Job) time.Duration {
 	d := min(duration(j.work, s.est.median())/4, maxFill)
 	if d < minFill {
@@ -158,9 +124,8 @@ func (s *Scheduler) fillTime(j *Job) time.Duration {
 }
 
 // maxFill bounds fillTime: a fifth of a hash alone at k3s's parameters.
-// A shorter wait than minFill is not worth a timer: a goroutine woken by
-// one can be as late as that on a loaded machine, and batching hashes so
-// cheap saves less.
+// A wait below minFill is not worth a timer: a loaded machine wakes a
+// goroutine that late, and batching hashes so cheap saves less.
 const (
 	maxFill = 10 * time.Millisecond
 	minFill = time.Millisecond

@@ -240,3 +240,53 @@ func TestBatchLenBoundsTheBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestLoneJobBesideWorkItCannotJoin: a job that comes alone starts at
+// once beside a job created just before it that can never share its
+// batch: one computed already whose runner writes the store (finishing,
+// an enrollment's Create), or one of another class, running or reading
+// the store before its slot (pending). Counted as a burst, each made it
+// wait its fill time with slots free (issue 49 A).
+func TestLoneJobBesideWorkItCannotJoin(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		class int
+		start func(h fillHarness, j *Job) // puts the job created first in its state
+	}{
+		{"finishing", 1, func(h fillHarness, j *Job) {
+			h.s.Hold(j)
+			h.mu.Lock()
+			b := h.batches[j]
+			h.mu.Unlock()
+			b.end <- [2]time.Duration{} // its slot given back, its Create under way
+			synctest.Wait()
+		}},
+		{"another class running", 2, func(fillHarness, *Job) {}},
+		{"another class pending", 2, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runFill(t, Config{Slots: 2, Lanes: 8}, func(h fillHarness) {
+				var first *Job
+				if c.start == nil {
+					h.prepared = func(*Job) {} // its store read never ends
+					j, _, err := h.s.Join(context.Background(), Request{Key: keyOf("first"), Name: "first", Work: fillWork, Class: Class{N: c.class}, Later: true})
+					if err != nil {
+						h.t.Fatal(err)
+					}
+					synctest.Wait()
+					first = j
+				} else {
+					first = h.join("first", c.class, fillWork)
+					c.start(h, first)
+				}
+				j := h.join("lone", 1, fillWork)
+				if !h.running(j) {
+					h.t.Fatalf("a lone job, the job before it %s: state %d, want it running at once", c.name, j.state)
+				}
+				if first.state == finishing {
+					h.s.Finish(first, nil)
+				}
+			})
+		})
+	}
+}

@@ -77,6 +77,9 @@ type Job struct {
 	line     *list.Element // in its name's line, while parked
 }
 
+// waiting reports whether j waits for a slot: pending, parked or queued.
+func (j *Job) waiting() bool { return j.state == pending || j.state == parked || j.state == queued }
+
 // Context returns j's own context: it carries the values (and pprof
 // labels) of the request that created j, is not cancelled when callers
 // leave, and ends with the work timeout (context.DeadlineExceeded) or

@@ -5,18 +5,12 @@ import (
 	"time"
 )
 
-// fairQueue holds the queued jobs, by name, in service order (see the
-// package doc), with the sums the estimates need, so that every operation
-// costs O(log n) whatever the backlog. A plain helper: the Scheduler
-// calls it under its lock.
-//
-// A name is in at most one of two orders: wanted (a caller waits for one
-// of its ordinary jobs), in turn: by when it last came to the back of the
-// line (made, served, or come to be wanted); or unwanted (it has ordinary
-// jobs, nobody waits for them), by when the caller of its first job is
-// expected back, and in turn among equal times. A name whose queued jobs are
-// all suspects is in neither; its suspects are in suspects, with every
-// other name's, oldest first.
+// fairQueue holds the queued jobs by name in service order, with the sums
+// the estimates need, at O(log n) an operation; the Scheduler calls it
+// under its lock. A name is wanted (in turn: by when it last came to the
+// back, made, served or come to be wanted), unwanted (by when its first
+// job's caller is due back, then in turn), or, with only suspects queued,
+// in neither: suspects are in suspects, every name's, oldest first.
 type fairQueue struct {
 	perName  int
 	wanted   tree[*nameQueue] // weight: its first job's work
@@ -80,10 +74,8 @@ func (nq *nameQueue) displaceable() *Job {
 	return j
 }
 
-// A job's place in the queue's orders.
-
-// due is when a caller for j is expected: back, or when j was
-// created (its creator is on its way to Wait).
+// due is when a caller for j is expected: back, or at j's creation (its
+// creator is on its way to Wait).
 func (j *Job) due() time.Time {
 	if j.back.IsZero() {
 		return j.created
@@ -95,11 +87,7 @@ func (j *Job) due() time.Time {
 // name that was failing or busy. A second ask makes it ordinary.
 func (j *Job) suspect() bool { return j.doubtedOrBusy && j.asks < 2 }
 
-// tier is j's rank within its name: a password asked again (an agent
-// retries the same password) before one asked once, and suspects last;
-// asking more than twice counts for nothing, as asking costs a guesser
-// nothing: a count would let a guess keep passing a password queued
-// before it. Within a tier jobs go in the order they arrived.
+// tier is j's rank within its name (see "Order" 5 in the package doc).
 func (j *Job) tier() uint64 {
 	switch {
 	case j.asks >= 2:
@@ -117,14 +105,12 @@ const (
 )
 
 // displaceable reports whether a parked or new job may take queued j's
-// place: a suspect whose callers have all left without earning it a place. A job
-// nobody has waited for yet is not: its creator is on its way to Wait.
+// place: a suspect not earned whose callers came and all left.
 func (j *Job) displaceable() bool {
 	return j.state == queued && j.suspect() && j.waited && j.waiters == 0 && !j.earned
 }
 
-// waitedOrdinary reports whether j is a queued ordinary job a caller
-// waits for: what makes its name wanted.
+// waitedOrdinary reports whether j makes its name wanted.
 func (j *Job) waitedOrdinary() bool {
 	return j.state == queued && !j.suspect() && j.waiters > 0
 }
@@ -181,8 +167,7 @@ func (q *fairQueue) remove(nq *nameQueue, j *Job) {
 	q.settle(nq, false)
 }
 
-// change applies f to queued j, whose tier, waiters, earned place, work or
-// expected time f may change, and puts j where it now belongs.
+// change applies f, which may change j's place, to queued j.
 func (q *fairQueue) change(nq *nameQueue, j *Job, f func()) {
 	q.detach(nq, j)
 	f()
@@ -190,10 +175,9 @@ func (q *fairQueue) change(nq *nameQueue, j *Job, f func()) {
 	q.settle(nq, false)
 }
 
-// settle puts nq where its jobs now place it and updates the sums. A
-// name that comes to be wanted goes to the back of the wanted ones, and
-// so does a wanted name just served (served), so that the names callers
-// wait for are served in turn, in the order their callers came.
+// settle puts nq where its jobs now place it and updates the sums. A name
+// that comes to be wanted, or was just served, goes to the back of the
+// wanted ones.
 func (q *fairQueue) settle(nq *nameQueue, served bool) {
 	over := max(nq.places()-q.perName, 0)
 	q.over += over - nq.over
@@ -234,20 +218,36 @@ func timeKey(t time.Time) uint64 {
 	return 0
 }
 
-// next returns the job whose turn it is, or nil with nothing queued: the
-// first job of the first wanted name; with none, that of the unwanted
-// name whose first caller is expected back soonest, so that a caller
-// coming back finds its result ready; with none, the oldest suspect
-// (suspects are served in arrival order: the node's own password, sent
-// with the herd, goes before the guesses that follow it).
-func (q *fairQueue) next() *Job {
-	if nq, ok := q.wanted.first(); ok {
-		return nq.first()
+// walk calls f with the queued jobs in turn, until f returns false: the
+// first job of each wanted name; then that of each unwanted name, whose
+// first caller is expected back soonest first, so that a caller coming
+// back finds its result ready; then the suspects, oldest first (the
+// node's own password, sent with the herd, goes before the guesses that
+// follow it). It serves nothing: a name served comes back in turn with
+// its next job, behind the wanted names if it is one, else at a place
+// the walk does not follow.
+func (q *fairQueue) walk(f func(*Job) bool) {
+	more := true
+	names := func(nq *nameQueue) bool {
+		more = f(nq.first())
+		return more
 	}
-	if nq, ok := q.unwanted.first(); ok {
-		return nq.first()
+	q.wanted.ascend(names)
+	if more {
+		q.unwanted.ascend(names)
 	}
-	j, _ := q.suspects.first()
+	if more {
+		q.suspects.ascend(f)
+	}
+}
+
+// next returns the job whose turn it is (walk's first), or nil with
+// nothing queued.
+func (q *fairQueue) next() (j *Job) {
+	q.walk(func(first *Job) bool {
+		j = first
+		return false
+	})
 	return j
 }
 
@@ -262,16 +262,13 @@ func (q *fairQueue) pop() *Job {
 	return j
 }
 
-// ahead returns the bytes of work served before queued j (see next): for
-// a suspect, every ordinary job and every older suspect; for an ordinary
-// job of a wanted name, its name's jobs before it and, of the other
-// wanted names, as many rounds as it has jobs before it, plus the first
-// jobs of the names before it in turn (exact when every name has one job
-// ahead of j's place, as in a herd; otherwise it counts every other
-// wanted name's jobs as costing what its first one does, at most all of
-// them); for one of an unwanted name, every wanted name's ordinary work,
-// its name's jobs before it, and the ordinary work of the names whose
-// callers are expected back before its own.
+// ahead returns the bytes of work served before queued j: for a suspect,
+// every ordinary job and older suspect; for a wanted name's job, its
+// name's jobs before it, and of the other wanted names as many rounds as
+// that, plus the first jobs of those before it in turn (exact when each
+// has one job ahead, as in a herd; else each job counted as its name's
+// first, at most all of them); for an unwanted name's job, all wanted
+// work, its name's jobs before it and the names due back sooner.
 func (q *fairQueue) ahead(nq *nameQueue, j *Job) int64 {
 	if j.suspect() {
 		_, older := q.suspects.before(byArrival(j))
@@ -294,8 +291,7 @@ func (q *fairQueue) ahead(nq *nameQueue, j *Job) int64 {
 	return 0 // not queued
 }
 
-// cheapen sets the work of nq's queued jobs to 0: they will be answered
-// without scrypt.
+// cheapen sets the work of nq's queued jobs to 0 (see Cheapen).
 func (q *fairQueue) cheapen(nq *nameQueue) {
 	var js []*Job
 	nq.jobs.ascend(func(j *Job) bool {

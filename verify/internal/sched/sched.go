@@ -17,43 +17,34 @@ type Config struct {
 	PerName  int           // places one name has: its jobs pending or queued, earned ones apart
 	MaxWait  time.Duration // longest Wait holds a caller, from its arrival
 	// MaxBatchWork bounds a batch's work (the sum of Request.Work), as a
-	// batch holds all of its jobs' memory at once; a job alone may pass
-	// it. 0: no bound.
+	// batch holds its jobs' memory at once; a job alone may pass it. 0: none.
 	MaxBatchWork int64
-	// WorkTimeout bounds a job's life: one not running when it passes
-	// ends with context.DeadlineExceeded, and its context ends. 0: none.
+	// WorkTimeout ends a job not running by then with
+	// context.DeadlineExceeded, and its context. 0: none.
 	WorkTimeout time.Duration
-	// ReturnAfter is how long after being shed a caller is expected
-	// back at the soonest, when callers do not honour Overload.After
-	// (k3s agents retry 5-10 s after a failed request). Jobs nobody waits
-	// for run in the order their callers are expected back.
+	// ReturnAfter is how soon a shed caller is expected back, unless
+	// HonourAfter says it comes when Overload.After tells it (k3s agents
+	// retry 5-10 s after a failure, whatever they are told).
 	ReturnAfter time.Duration
-	// HonourAfter says that callers come back when Overload.After tells
-	// them to, instead of ReturnAfter later.
 	HonourAfter bool
 
-	// Run computes a batch: 1 to Lanes running jobs of one Class, in
-	// service order, on the slot's own goroutine, without the lock.
-	// Before it returns it must end each job with Finish, or with Hold
-	// when the job's work goes on without the slot (its runner then
-	// calls Finish). It returns how many of the jobs it computed (the
-	// others it answered without computing) and how long that took on
-	// the wall clock and in CPU time (0 if unknown), which teach the
-	// estimates (see "Warm-up" in the package doc). The slot is given
-	// back when Run returns.
+	// Run computes a batch, 1 to Lanes running jobs of one Class in
+	// service order, on its slot's goroutine without the lock. It ends
+	// each job with Finish, or Hold when its work goes on off the slot,
+	// and returns how many it computed and how long that took on the wall
+	// clock and in CPU time (0 if unknown), for the estimates. The slot is
+	// given back when it returns.
 	Run func(jobs []*Job) (computed int, wall, cpu time.Duration)
-	// Prepare runs, on a goroutine of its own, a job created with
-	// Request.Later once it holds a place; it must end with Submit or
-	// Finish.
+	// Prepare runs a job created Later once it holds a place, on a
+	// goroutine of its own; it ends with Submit or Finish.
 	Prepare func(j *Job)
 }
 
-// ErrClosed is the result of work the scheduler no longer takes or runs,
-// and the cause that ends the contexts of the jobs Close cut short.
+// ErrClosed is the result of work after Close, and the cause that ends
+// the contexts of the jobs it cut short.
 var ErrClosed = errors.New("scheduler closed")
 
-// ErrPanic is wrapped by the result of the jobs a batch's Run left
-// unanswered when it panicked.
+// ErrPanic is wrapped by the result of the jobs a panicking Run left.
 var ErrPanic = errors.New("panic in a batch's work")
 
 // Overload tells a caller to come back later.
@@ -70,8 +61,7 @@ func (o *Overload) Error() string { return "overloaded (" + o.Reason + ")" }
 const minAfter = time.Millisecond
 
 // Scheduler runs at most Config.Slots batches at once and queues the
-// rest (see the package doc for the policy). It is safe for concurrent
-// use.
+// rest, as the package doc says. It is safe for concurrent use.
 type Scheduler struct {
 	cfg Config
 
@@ -110,6 +100,16 @@ func New(cfg Config) *Scheduler {
 	}
 }
 
+// Reshape sets Config.Slots, Lanes and MaxBatchWork: running batches keep
+// their jobs, free slots take the next by the new values.
+func (s *Scheduler) Reshape(slots, lanes int, maxBatchWork int64) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.unlock()
+	s.cfg.Slots, s.cfg.Lanes, s.cfg.MaxBatchWork, s.est.slots = slots, lanes, maxBatchWork, slots
+	s.dispatchLocked(now)
+}
+
 // Request describes the work a caller asks for.
 type Request struct {
 	Key   Key    // what is computed: callers with the same Key share one job
@@ -117,18 +117,15 @@ type Request struct {
 	Work  int64  // its bytes of work, 128·r·N·p
 	Class Class  // jobs of one Class may share a batch
 	Task  any    // for Run and Prepare (Job.Task)
-	// Doubted says whether the request is in doubt: Name has had
-	// mismatches and no verified password, or the password does not give
-	// the digest remembered for it. Such a first ask is a suspect (see the
-	// package doc).
+	// Doubted: Name is failing, or the password does not give the digest
+	// remembered for it. Such a first ask is a suspect.
 	Doubted bool
-	// Later creates the job pending: Config.Prepare runs it (I/O) before
-	// it is queued for a slot, with Submit.
-	Later bool
+	Later   bool // the job is pending: Config.Prepare runs before it is queued
+
 }
 
-// unlock releases s.mu and starts what the locked section scheduled:
-// batches on their slots, preparations.
+// unlock releases s.mu and starts the batches and preparations the
+// locked section scheduled.
 func (s *Scheduler) unlock() {
 	bs, ps := s.toStart, s.toPrep
 	s.toStart, s.toPrep = nil, nil
@@ -144,16 +141,11 @@ func (s *Scheduler) unlock() {
 	}
 }
 
-// Join returns the job for r.Key, or creates one when there is none;
-// created says which. A created job is queued (pending with r.Later), or
-// parked in its name's line when its name has no room and none of its
-// jobs can be displaced; it runs when its turn comes, detached from ctx,
-// whose values it keeps (Job.Context). Joining an existing job counts as
-// asking for its password again.
-//
-// Join returns an *Overload when the queue as a whole has no room
-// (Config.MaxQueue) and no job nobody waits for can give its place, and
-// ErrClosed after Close.
+// Join returns the job for r.Key, or creates one (created): queued,
+// pending with r.Later, or parked in its name's line (see "Admission" in
+// the package doc). It runs detached from ctx, whose values it keeps.
+// Joining a job counts as asking for its password again. Join returns an
+// *Overload when the whole queue has no room, and ErrClosed after Close.
 func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, err error) {
 	now := time.Now()
 	s.mu.Lock()
@@ -162,16 +154,14 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 		return nil, false, ErrClosed
 	}
 	if j := s.jobs[r.Key]; j != nil {
-		// The job remembers its own asks: the log may have forgotten them.
-		n, _ := s.asks.record(r.Name, r.Key)
+		n, _ := s.asks.record(r.Name, r.Key) // the log may have forgotten j's asks
 		s.changeLocked(j, func() { j.asks = max(j.asks+1, n) })
 		return j, false, nil
 	}
 	nq := s.nameLocked(r.Name)
 	if s.roomLocked() <= 0 {
 		v, _ := s.queue.disp.last()
-		if v == nil {
-			// Room for new work once the queue has drained.
+		if v == nil { // room once the queue has drained
 			b := s.est.median()
 			after := s.est.wait(s.startLocked(s.waitingWorkLocked(), now, b)+duration(r.Work, b), now)
 			s.forgetLocked(nq)
@@ -231,20 +221,16 @@ func (s *Scheduler) forgetLocked(nq *nameQueue) {
 	}
 }
 
-// roomLocked is how many more jobs the queue takes: jobs pending, queued
-// within their names' places, or parked count against MaxQueue. Jobs
-// earned over their names' places do not: each cost a caller a whole
-// MaxWait, and guessers that wait must not fill the queue for everyone.
+// roomLocked is how many more jobs the queue takes (earned jobs past
+// their places do not count: guessers that wait must not fill it).
 func (s *Scheduler) roomLocked() int {
 	return s.cfg.MaxQueue - (s.queue.len + s.pending - s.queue.over + s.parked)
 }
 
-// waitingWorkLocked is the work of every job waiting for a slot: queued,
-// pending and parked.
+// waitingWorkLocked is the work of the jobs queued, pending and parked.
 func (s *Scheduler) waitingWorkLocked() int64 { return s.queue.work + s.idleWork }
 
-// placeLocked gives j a place in its name's queue: queued, or pending
-// (and prepared) when it was created Later.
+// placeLocked gives j a place: queued, or pending if created Later.
 func (s *Scheduler) placeLocked(nq *nameQueue, j *Job, now time.Time) {
 	if j.later {
 		j.state = pending
@@ -256,31 +242,30 @@ func (s *Scheduler) placeLocked(nq *nameQueue, j *Job, now time.Time) {
 		s.toPrep = append(s.toPrep, j)
 		return
 	}
+	s.queueLocked(j, now)
+}
+
+// queueLocked queues j for a slot.
+func (s *Scheduler) queueLocked(j *Job, now time.Time) {
 	j.state, j.queuedAt = queued, now
-	s.queue.push(nq, j)
+	s.queue.push(j.nq, j)
 	s.dispatchLocked(now)
 }
 
-// Submit queues pending j for a slot, its preparation done. It does
-// nothing when j ended meanwhile (its timeout, Close).
+// Submit queues pending j, its preparation done, unless j ended meanwhile.
 func (s *Scheduler) Submit(j *Job) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.unlock()
-	if j.state != pending {
-		return
+	if j.state == pending {
+		j.nq.pending--
+		s.pending--
+		s.idleWork -= j.work
+		s.queueLocked(j, now)
 	}
-	nq := j.nq
-	nq.pending--
-	s.pending--
-	s.idleWork -= j.work
-	j.state, j.queuedAt = queued, now
-	s.queue.push(nq, j)
-	s.dispatchLocked(now)
 }
 
-// dispatchLocked gives each free slot the batch it takes now, if any
-// (nextBatchLocked).
+// dispatchLocked gives each free slot the batch it takes now, if any.
 func (s *Scheduler) dispatchLocked(now time.Time) {
 	for b := s.nextBatchLocked(now); b != nil; b = s.nextBatchLocked(now) {
 		s.routines.Add(1)
@@ -289,9 +274,8 @@ func (s *Scheduler) dispatchLocked(now time.Time) {
 }
 
 // nextBatchLocked takes a slot and its batch when a slot is free and the
-// job in turn starts now (see fillWait); it returns nil otherwise. It
-// arms s.fill while a free slot waits for a full batch, and disarms it
-// when none does.
+// job in turn starts now (fillWait), or returns nil; s.fill is armed
+// while a free slot waits.
 func (s *Scheduler) nextBatchLocked(now time.Time) *batch {
 	if s.closed || len(s.running) >= s.cfg.Slots || s.queue.len == 0 {
 		s.fill.disarm()
@@ -327,11 +311,8 @@ func (s *Scheduler) batchLocked(now time.Time) *batch {
 	return b
 }
 
-// joinsLocked reports whether j, next in turn, joins b, a batch being
-// taken: the first job always does; another when it shares the first
-// one's Class, so that a batch never delays a job the policy ranks ahead
-// of one it takes; when its name is not in b yet (a name verified by its
-// batch's first job answers the others without scrypt); and within
+// joinsLocked reports whether j, next in turn, joins b, as "Order" in the
+// package doc says: b's first job's Class, a name not in b yet, within
 // Config.MaxBatchWork.
 func (s *Scheduler) joinsLocked(b *batch, j *Job) bool {
 	if len(b.jobs) == 0 {
@@ -373,9 +354,9 @@ func (s *Scheduler) run(b *batch) (computed int, wall, cpu time.Duration, err er
 // errUnfinished ends a job its batch's Run returned without finishing.
 var errUnfinished = errors.New("batch ended without a result for the job")
 
-// endBatch gives b's slot back, with what Run measured for the
-// estimates, and returns the batch that takes the slot next, if any. Jobs
-// Run left running end with err, or errUnfinished.
+// endBatch gives b's slot back, teaches the estimates what Run measured,
+// ends the jobs Run left running with err (or errUnfinished), and returns
+// the slot's next batch, if any.
 func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, err error) *batch {
 	now := time.Now()
 	s.mu.Lock()
@@ -406,8 +387,8 @@ func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, er
 	return next
 }
 
-// Hold says that running j's computation is over and its work goes on
-// without the slot: it is finishing, and its runner calls Finish.
+// Hold makes running j finishing: its work goes on off the slot, and its
+// runner calls Finish.
 func (s *Scheduler) Hold(j *Job) {
 	s.mu.Lock()
 	defer s.unlock()
@@ -417,8 +398,8 @@ func (s *Scheduler) Hold(j *Job) {
 	}
 }
 
-// admitLocked gives nq's places to its line, oldest first: a free
-// place, or the place of a suspect nobody waits for (displaced).
+// admitLocked gives nq's free places, and those of its displaceable
+// jobs, to its line, oldest first.
 func (s *Scheduler) admitLocked(nq *nameQueue, now time.Time) {
 	for nq.line.Len() > 0 {
 		if nq.places() >= s.cfg.PerName {
@@ -436,9 +417,7 @@ func (s *Scheduler) admitLocked(nq *nameQueue, now time.Time) {
 
 // displaceLocked ends queued v, whose place a parked or new job takes.
 func (s *Scheduler) displaceLocked(v *Job, now time.Time) {
-	// Nobody waits for v: the result is for a caller coming back, and
-	// says when v would have run.
-	after := s.expectedWaitLocked(v, now)
+	after := s.expectedWaitLocked(v, now) // for a caller coming back
 	s.endLocked(v, &Overload{After: max(after, minAfter), Reason: "displaced by a password whose caller waits"})
 	s.forgetLocked(v.nq)
 }
@@ -451,8 +430,8 @@ func (s *Scheduler) unparkLocked(nq *nameQueue, j *Job) {
 	s.idleWork -= j.work
 }
 
-// earnLocked marks j as waited for a whole MaxWait: it is never displaced,
-// and when parked it gets a place at once, over its name's cap.
+// earnLocked marks j as waited out: never displaced, and queued at once
+// if parked.
 func (s *Scheduler) earnLocked(j *Job) {
 	switch j.state {
 	case parked:
@@ -474,10 +453,9 @@ func (s *Scheduler) changeLocked(j *Job, f func()) {
 	s.queue.change(j.nq, j, f)
 }
 
-// Finish publishes err as j's result: j leaves the scheduler (giving back
-// its queue place if it still holds one) and every waiter gets err.
-// Finishing a job twice keeps the first result. A running job's slot is
-// given back when its batch's Run returns.
+// Finish publishes err as j's result, to every waiter: j leaves the
+// scheduler, its place given back. A second Finish changes nothing. A
+// running job's slot is given back when Run returns.
 func (s *Scheduler) Finish(j *Job, err error) {
 	s.mu.Lock()
 	defer s.unlock()
@@ -525,20 +503,18 @@ func (s *Scheduler) endLocked(j *Job, err error) (freed bool) {
 	return freed
 }
 
-// expire ends j, whose context ended (its work timeout, or Close), with
-// the context's cause, unless it is running or finishing: its runner
-// ends it.
+// expire ends j, whose context ended, with the cause, unless it is
+// running or finishing: its runner ends it.
 func (s *Scheduler) expire(j *Job) {
 	s.mu.Lock()
 	defer s.unlock()
-	if j.state == pending || j.state == parked || j.state == queued {
+	if j.waiting() {
 		s.finishLocked(j, context.Cause(j.ctx))
 	}
 }
 
-// Cheapen marks name's queued and parked jobs as costing no scrypt: its
-// password was just verified, so they will be answered without it.
-// Estimates stop counting them.
+// Cheapen marks name's waiting jobs as costing no scrypt: its password
+// was just verified, so they will be answered without it.
 func (s *Scheduler) Cheapen(name string) {
 	s.mu.Lock()
 	defer s.unlock()
@@ -554,24 +530,22 @@ func (s *Scheduler) Cheapen(name string) {
 	}
 }
 
-// Load returns how many jobs are running (in a batch, not yet finished)
-// and how many wait for a slot (queued, pending, or parked in their name's
-// line).
+// Load returns how many jobs are running, and how many wait for a slot
+// (queued, pending or parked).
 func (s *Scheduler) Load() (running, waiting int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.inSlots, s.queue.len + s.pending + s.parked
 }
 
-// Close makes Join refuse new work with ErrClosed, ends every job not
-// running or finishing with ErrClosed, ends every job's context with
-// ErrClosed as its cause, and waits for the running batches and the
-// preparations to return.
+// Close refuses new work, ends every job not running or finishing with
+// ErrClosed and every job's context with it as cause, and waits for the
+// running batches and preparations.
 func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
 	for _, j := range s.jobs {
-		if j.state == pending || j.state == parked || j.state == queued {
+		if j.waiting() {
 			s.endLocked(j, ErrClosed)
 		}
 		j.cancel(ErrClosed)
@@ -584,8 +558,7 @@ func (s *Scheduler) Close() {
 	s.routines.Wait()
 }
 
-// warmedLocked wakes the callers waiting for the first measurement once
-// there is one.
+// warmedLocked wakes the callers waiting for warm estimates.
 func (s *Scheduler) warmedLocked() {
 	select {
 	case <-s.warm:

@@ -3,6 +3,8 @@ package sched
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -410,5 +412,35 @@ func TestWaitedInOrderOfWaiting(t *testing.T) {
 			t.Fatal("later-waited computation not granted next")
 		}
 		h.done(first)
+	})
+}
+
+// TestReshape: a Scheduler reshaped takes its next batches by the new
+// slots and lanes; the batches running keep theirs.
+func TestReshape(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{Slots: 1, Lanes: 1, MaxQueue: 100, PerName: 1, MaxWait: time.Hour})
+		defer h.stop()
+		first := h.enqueue("first")
+		for i := range 6 {
+			h.enqueue(fmt.Sprint("n", i))
+		}
+		h.s.Reshape(2, 3, 3<<20)
+		h.settle()
+		h.mu.Lock()
+		var sizes []int
+		for _, b := range h.ran {
+			sizes = append(sizes, len(b))
+		}
+		h.mu.Unlock()
+		if !slices.Equal(sizes, []int{1, 3}) || !granted(first) {
+			t.Fatalf("reshaped to 2 slots of 3 lanes with one batch of 1 running: batches of %v", sizes)
+		}
+		h.done(first)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if n := len(h.ran); n != 3 || len(h.ran[2]) != 3 {
+			t.Fatalf("after the first batch: %d batches, the last of %d jobs; want a third of 3", n, len(h.ran[n-1]))
+		}
 	})
 }

@@ -5,13 +5,10 @@ import (
 	"time"
 )
 
-// Wait waits for j's result within ctx and Config.MaxWait, counted from
-// arrived, when the caller's request came (its client started waiting
-// then; zero or in the future: now). It returns the result, ctx's cause
-// when ctx ends first, or an *Overload telling the caller to come back
-// later (Queued when j stays queued). It holds the caller or sheds it as
-// "Holding or shedding" in the package doc says; while the caller
-// waits, j's name is wanted.
+// Wait waits for j's result within ctx and Config.MaxWait from arrived,
+// when the caller's request came (zero or in the future: now). It returns
+// the result, ctx's cause, or an *Overload telling the caller to come
+// back later, as "Holding or shedding" in the package doc says.
 func (s *Scheduler) Wait(ctx context.Context, j *Job, arrived time.Time) error {
 	select {
 	case <-j.done:
@@ -49,8 +46,8 @@ type waiter struct {
 	timer         *time.Timer
 }
 
-// arrive counts a caller of j that came at arrived and decides, if the
-// estimates are warm, whether it is held or shed at once.
+// arrive counts a caller of j and decides, if the estimates are warm,
+// whether it is held or shed at once.
 func (s *Scheduler) arrive(j *Job, arrived time.Time) waiter {
 	w := waiter{now: time.Now(), every: recheckInterval(s.cfg.MaxWait)}
 	w.deadline = w.now.Add(s.cfg.MaxWait)
@@ -77,19 +74,18 @@ func (s *Scheduler) answered(j *Job) {
 	s.watchLocked(j, -1)
 }
 
-// unwatch stops counting a caller that left without an answer (its
-// context ended): it is expected back as one shed.
+// unwatch stops counting a caller whose context ended: it is expected
+// back as one shed.
 func (s *Scheduler) unwatch(j *Job) {
 	s.mu.Lock()
 	defer s.unlock()
 	s.watchLocked(j, -1)
-	// Its caller gave up (a client timeout, say) and retries as agents do.
-	back := time.Now().Add(s.cfg.ReturnAfter)
+	back := time.Now().Add(s.cfg.ReturnAfter) // it retries as agents do
 	s.changeLocked(j, func() { j.back = back })
 }
 
 // recheck looks again at a caller of j still waiting: it leaves at its
-// deadline, is decided on once the estimates are warm, and leaves early
+// deadline, is decided on once the estimates are warm, or leaves early
 // when j's result cannot come in time even at the best.
 func (s *Scheduler) recheck(j *Job, w *waiter) {
 	w.now = time.Now()
@@ -108,13 +104,11 @@ func (s *Scheduler) recheck(j *Job, w *waiter) {
 	w.timer.Reset(min(w.every, max(left, 0)))
 }
 
-// leave ends the wait of a caller of j that leaves without its result:
-// j is earned if the caller waited out its deadline, and the caller is
-// told when to come back, unless j was done meanwhile.
+// leave ends the wait of a caller leaving without its result: j is
+// earned if it waited out its deadline, and the caller told when to come
+// back, unless j was done meanwhile.
 func (s *Scheduler) leave(j *Job, w *waiter) error {
-	// The estimate is made once the caller no longer counts as waiting,
-	// as j may then be served after the jobs callers wait for.
-	s.mu.Lock()
+	s.mu.Lock() // the estimate follows the unwatch: j may go behind wanted jobs now
 	defer s.unlock()
 	if !w.now.Before(w.deadline) {
 		s.earnLocked(j)
@@ -127,10 +121,9 @@ func (s *Scheduler) leave(j *Job, w *waiter) error {
 	return &Overload{After: after, Queued: true, Held: w.held, Reason: "work queued"}
 }
 
-// decideLocked decides whether the caller of j that came at now is held
-// (for at most left) or shed at once; held says it is held on an
-// estimate, and then j remembers the wait promised, so that the
-// estimate's error can be measured when j's computation ends.
+// decideLocked decides whether j's caller is held (for at most left) or
+// shed at once; held on an estimate, j remembers the promise, for the
+// margin.
 func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (held, leave bool) {
 	if s.waitsOutLocked(j) {
 		return false, false
@@ -145,12 +138,11 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 	return true, false
 }
 
-// shedLocked records that j's caller is shed at now and returns
-// when to tell it to come back: MaxWait/2 before j's estimated
-// completion. j's caller is then expected back (see Job.back) that much
-// later when callers honour it, else Config.ReturnAfter later; j's
-// estimate counts it after the jobs whose callers are expected back
-// sooner, and, when callers honour it, after every job already shed.
+// shedLocked records that j's caller is shed at now and returns when to
+// tell it to come back: MaxWait/2 before j's estimated completion. j is
+// then due back that late if callers honour it, else ReturnAfter later;
+// its estimate counts it after the jobs due sooner, and, with
+// HonourAfter, after every job already shed.
 func (s *Scheduler) shedLocked(j *Job, now time.Time) time.Duration {
 	back := now.Add(s.cfg.ReturnAfter)
 	if s.cfg.HonourAfter {
@@ -168,10 +160,8 @@ func (s *Scheduler) shedLocked(j *Job, now time.Time) time.Duration {
 const farFuture = 100 * 365 * 24 * time.Hour
 
 // hopelessLocked reports whether j's result cannot come within left even
-// at the best: every computation taking the least CPU time per byte of the
-// last ones. Thousands of callers check this every recheckInterval, so
-// the whole queue's work, known at once, is tried first: when even that
-// comes in time, so does j's.
+// at the fastest recent CPU time per byte. Thousands of callers ask this,
+// so the whole queue's work, known at once, is tried first.
 func (s *Scheduler) hopelessLocked(j *Job, now time.Time, left time.Duration) bool {
 	fastest := s.est.fastest()
 	if j.state == queued && s.startLocked(s.queue.work, now, fastest)+duration(s.ownBatchWorkLocked(j), fastest) <= left {
@@ -185,11 +175,10 @@ func recheckInterval(maxWait time.Duration) time.Duration {
 	return min(max(maxWait/16, 10*time.Millisecond), time.Second)
 }
 
-// watchLocked counts a caller that starts (delta 1) or stops (delta -1)
-// waiting for j. A parked job's line place lasts only while a caller
-// waits for it: when the last one leaves, j ends, so that a request that
-// is not waited for holds nothing. A queued suspect left unwaited may
-// give its place to its name's line.
+// watchLocked counts a caller that starts (delta 1) or stops (-1)
+// waiting for j. A parked job ends when its last caller leaves, so that a
+// request not waited for holds nothing; a queued suspect left unwaited
+// may give its place to its name's line.
 func (s *Scheduler) watchLocked(j *Job, delta int) {
 	s.changeLocked(j, func() {
 		j.waited = true
@@ -205,14 +194,14 @@ func (s *Scheduler) watchLocked(j *Job, delta int) {
 	}
 }
 
-// waitsOutLocked reports whether j's callers wait out MaxWait rather than
-// being told early to come back: a queued suspect, or a parked job.
+// waitsOutLocked reports whether j's callers wait out MaxWait: a queued
+// suspect, or a parked job.
 func (s *Scheduler) waitsOutLocked(j *Job) bool {
 	return j.state == parked || j.state == queued && j.suspect()
 }
 
-// etaLocked estimates how long until j's computation has finished, with
-// computations taking perByte ns per byte of work on a slot.
+// etaLocked estimates how long until j's computation has finished, at
+// perByte ns per byte of work on a slot.
 func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Duration {
 	var eta time.Duration
 	switch j.state {
@@ -233,23 +222,20 @@ func (s *Scheduler) etaLocked(j *Job, now time.Time, perByte float64) time.Durat
 	return max(eta, minAfter)
 }
 
-// ownBatchWorkLocked is the work of the batch j is expected to run in: with
-// others queued, a whole batch of jobs like it, whose results all come at
-// its end.
+// ownBatchWorkLocked is the work of the batch j is expected to run in,
+// whose results all come at its end.
 func (s *Scheduler) ownBatchWorkLocked(j *Job) int64 {
 	return j.work * int64(min(s.cfg.Lanes, max(s.queue.len, 1)))
 }
 
 // expectedWaitLocked is how long j's computation is expected to take to
-// finish from now: its estimate at the best, as the estimator expects it
-// to go.
+// finish from now.
 func (s *Scheduler) expectedWaitLocked(j *Job, now time.Time) time.Duration {
 	return s.est.wait(s.etaLocked(j, now, s.est.median()), now)
 }
 
-// startLocked estimates when a job with ahead bytes of queued work before
-// it gets a slot: the running batches' remaining time plus the work
-// ahead, spread over all slots.
+// startLocked estimates when a job with ahead bytes of work before it
+// gets a slot: the running batches' time left plus ahead, over the slots.
 func (s *Scheduler) startLocked(ahead int64, now time.Time, perByte float64) time.Duration {
 	if len(s.running) < s.cfg.Slots && ahead == 0 {
 		return 0
