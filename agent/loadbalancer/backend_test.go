@@ -72,6 +72,7 @@ const (
 	hung                  // TLS completes, requests are read, nothing is ever answered
 	failing               // probes answered 503, the raw protocol served
 	resetting             // every connection reset as soon as it is accepted
+	closing               // probes answered 200, then their connection closed without a word (an idle timeout)
 )
 
 type backend struct {
@@ -244,6 +245,13 @@ func (b *backend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
 			conn.(*tls.Conn).NetConn().(*bufferedConn).Conn.(*net.TCPConn).SetLinger(0)
+			conn.Close()
+		}
+	case closing:
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\npong")
+			brw.Flush()
 			conn.Close()
 		}
 	default:

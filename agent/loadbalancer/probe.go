@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -74,12 +76,21 @@ func (pr *prober) run(ctx context.Context) {
 	probeLoop(ctx, pr.lb.opts.Probe.Interval, pr.probe, record)
 }
 
-// probe is one GET within Probe.Timeout; an error is a failure.
+// probe is one GET within Probe.Timeout; an error is a failure. A kept
+// connection that the server closed while idle (as a server with an idle
+// timeout below the probes' interval does) ends without an answer: the
+// GET is sent again once, on a new connection, as net/http's Transport
+// retries a request on a kept connection.
 func (pr *prober) probe(ctx context.Context) error {
 	pr.s.probes.Add(1)
 	tctx, cancel := context.WithTimeout(ctx, pr.lb.opts.Probe.Timeout)
 	defer cancel()
+	kept := pr.conn != nil
 	err := pr.get(tctx)
+	if err != nil && kept && tctx.Err() == nil && closedIdle(err) {
+		pr.disconnect()
+		err = pr.get(tctx)
+	}
 	if err == nil {
 		return nil
 	}
@@ -88,6 +99,13 @@ func (pr *prober) probe(ctx context.Context) error {
 		pr.s.probeFailures.Add(1)
 	}
 	return fmt.Errorf("loadbalancer: probe of %s: %w", pr.s.addr, err)
+}
+
+// closedIdle reports whether err is how a request on a connection its
+// server had closed ends: EOF before an answer, or a reset.
+func closedIdle(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // get connects if need be, sends the request and reads the answer. When

@@ -194,3 +194,21 @@ func TestProbeKeepsAlive(t *testing.T) {
 		t.Errorf("10 probes took %d TLS connections, want 1", n)
 	}
 }
+
+// A server that closes idle connections sooner than the next probe (an
+// idle timeout under the probes' interval): the probe finds its kept
+// connection closed, sends its GET again on a new one, and counts no
+// failure.
+func TestProbeReconnects(t *testing.T) {
+	t.Parallel()
+	b := newBackend(t, "a")
+	b.set(closing)
+	lb := newLB(t, testOptions(t, b.addr))
+	waitFor(t, "10 probes", func() bool { return statsOf(t, lb, b.addr).Probes >= 10 })
+	if st := statsOf(t, lb, b.addr); st.ProbeFailures != 0 || st.State != StateHealthy {
+		t.Errorf("%+v: want healthy, no probe failure", st)
+	}
+	if n := b.tlsConns.Load(); n < 9 {
+		t.Errorf("10 probes took %d connections, want one each", n)
+	}
+}
