@@ -292,14 +292,15 @@ func (l *queueListener) Close() error   { return nil }
 func (l *queueListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // testOptions are options for a test: servers by address, fast probes
-// (20 ms apart; a generous timeout, since only a hung server waits it
-// out), the test's log.
+// (20 ms apart, healthy or not; a generous timeout, since only a hung
+// server waits it out), the test's log.
 func testOptions(t testing.TB, def string, servers ...string) *Options {
 	return &Options{
 		Default: def,
 		Servers: servers,
-		Probe:   ProbeOptions{TLS: &tls.Config{RootCAs: testPool}, Interval: 20 * time.Millisecond, Timeout: 2 * time.Second},
-		Logger:  testLogger(t),
+		Probe: ProbeOptions{TLS: &tls.Config{RootCAs: testPool},
+			Interval: 20 * time.Millisecond, HealthyInterval: 20 * time.Millisecond, Timeout: 2 * time.Second},
+		Logger: testLogger(t),
 	}
 }
 

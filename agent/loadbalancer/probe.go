@@ -14,22 +14,35 @@ import (
 	"time"
 )
 
-// probeLoop probes every interval (or right after a probe that took
-// longer) and records each result, until ctx ends. Probes never overlap.
-func probeLoop(ctx context.Context, interval time.Duration, probe func(context.Context) error, record func(error)) {
-	t := time.NewTicker(interval)
+// probeLoop probes at once, then as often as record says after each
+// result (the time from a probe's start to the next one's), or sooner
+// when wake asks, but never within interval of the last start; until ctx
+// ends. Probes never overlap.
+func probeLoop(ctx context.Context, interval time.Duration, wake <-chan struct{}, probe func(context.Context) error, record func(error) time.Duration) {
+	t := time.NewTimer(0)
 	defer t.Stop()
+	var last, due time.Time // the last probe's start, the next one's
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+			if soonest := last.Add(interval); soonest.After(time.Now()) {
+				if soonest.Before(due) {
+					due = soonest
+					t.Reset(time.Until(due))
+				}
+				continue
+			}
+		case <-t.C:
+		}
+		last = time.Now()
 		err := probe(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		record(err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+		due = last.Add(record(err))
+		t.Reset(time.Until(due))
 	}
 }
 
@@ -72,8 +85,8 @@ func checkPath(p string) error {
 // run probes s until ctx ends (Update removed s, or Close).
 func (pr *prober) run(ctx context.Context) {
 	defer pr.disconnect()
-	record := func(err error) { pr.lb.record(pr.s, "probe", err) }
-	probeLoop(ctx, pr.lb.opts.Probe.Interval, pr.probe, record)
+	record := func(err error) time.Duration { return pr.lb.record(pr.s, "probe", err) }
+	probeLoop(ctx, pr.lb.opts.Probe.Interval, pr.s.wake, pr.probe, record)
 }
 
 // probe is one GET within Probe.Timeout; an error is a failure. A kept
