@@ -5,8 +5,8 @@
 //
 // It differs from k3s's own (pkg/agent/loadbalancer) in four ways:
 //
-//   - It spreads: new connections go round robin over the usable servers,
-//     from a random start, instead of all to one active server.
+//   - It spreads: new connections go round robin over the servers known
+//     to answer, from a random start, instead of all to one active server.
 //   - It checks health where failure shows: a server that accepts TCP, or
 //     completes TLS, and then answers nothing is failed within seconds of
 //     the first connection that waits on it. k3s checks its supervisor and
@@ -60,12 +60,15 @@
 // Each new connection tries the servers in this order, round robin
 // within each rank, until a dial succeeds:
 //
-//  1. usable: healthy or unchecked, and not suspect;
+//  1. healthy and not suspect: known to answer;
 //  2. suspect;
-//  3. failed: when no server is usable, connections still go to all of
+//  3. unchecked: a new server waits for its first probe while another
+//     is known to answer; when none is, a new connection waits for one
+//     to answer its first probe, Timeout at most;
+//  4. failed: when no server is usable, connections still go to all of
 //     them in turn rather than nowhere.
 //
-// In each of the first two ranks, the configured server
+// In each of the first three ranks, the configured server
 // ([Options.Default]) comes after the listed ones when it is not in the
 // list: a standby, as in k3s (it may be a name in front of the same
 // servers).
@@ -131,9 +134,8 @@ type Options struct {
 	// connection is dialed to the next. Default 2 s: a dial on a LAN takes
 	// milliseconds, and 2 s still waits out one lost SYN (resent after 1 s).
 	DialTimeout time.Duration
-	// DialContext dials every connection to a server, proxied or probe
-	// (e.g. through an HTTP proxy, as k3s's agent does when
-	// K3S_AGENT_HTTP_PROXY_ALLOWED is set). Default a net.Dialer's.
+	// DialContext dials the servers, for proxied connections and probes
+	// (e.g. through an HTTP proxy). Default a net.Dialer's.
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 	// KeepConnectionsOnFailure leaves connections open to a server marked
 	// failed. Default false: they are closed, as k3s does, so that their
@@ -217,6 +219,8 @@ type LoadBalancer struct {
 	mu      sync.Mutex
 	servers []*server // the default first, then in the order added
 	closed  bool
+	// answered is closed, and replaced, when a server turns healthy; mu.
+	answered chan struct{}
 }
 
 // New checks opts, reads the state file, listens at once and starts
@@ -256,6 +260,7 @@ func New(opts *Options) (*LoadBalancer, error) {
 // start starts probing the default and listed servers, and serving lb.ln.
 func (lb *LoadBalancer) start(listed []string) {
 	lb.ctx, lb.cancel = context.WithCancel(context.Background())
+	lb.answered = make(chan struct{})
 	lb.mu.Lock()
 	if lb.opts.Default != "" {
 		lb.servers = append(lb.servers, lb.newServerLocked(lb.opts.Default, true))
@@ -362,6 +367,7 @@ func (lb *LoadBalancer) acceptLoop() {
 // serve proxies one client connection to the first server of its
 // candidates that can be dialed, and closes it when none can.
 func (lb *LoadBalancer) serve(client net.Conn) {
+	lb.awaitAnswer()
 	for i, s := range lb.candidates() {
 		var conn net.Conn
 		err := lb.ctx.Err()
@@ -388,6 +394,29 @@ func (lb *LoadBalancer) serve(client net.Conn) {
 	}
 	lb.log.Debug("loadbalancer: no server could be dialed; closing the client's connection", "client", client.RemoteAddr())
 	client.Close()
+}
+
+// awaitAnswer waits while no server is known to answer and one is
+// unchecked, until one turns healthy, for Probe.Timeout at most (when
+// every first probe has ended): a new server is probed before it is used.
+func (lb *LoadBalancer) awaitAnswer() {
+	lb.mu.Lock()
+	best := ranks
+	for _, s := range lb.servers {
+		best = min(best, s.rankLocked())
+	}
+	answered := lb.answered
+	lb.mu.Unlock()
+	if best < rankUnchecked || best >= rankFailed {
+		return
+	}
+	t := time.NewTimer(lb.opts.Probe.Timeout)
+	defer t.Stop()
+	select {
+	case <-answered:
+	case <-t.C:
+	case <-lb.ctx.Done():
+	}
 }
 
 // candidates is the order in which a new connection tries the servers:

@@ -16,7 +16,8 @@ import (
 type State int
 
 const (
-	// StateUnchecked is a server added and not yet probed; it is used.
+	// StateUnchecked is a server added and not yet probed; it is used
+	// only when no server is known to answer.
 	StateUnchecked State = iota
 	// StateHealthy is a server whose last probes answered; it is used.
 	StateHealthy
@@ -72,22 +73,25 @@ func (s *server) probeNow() {
 	}
 }
 
-// Ranks of the package doc's order: usable, suspect, each listed then
-// standby, and failed last.
+// Ranks of the package doc's order: known to answer, suspect, unchecked,
+// each listed then standby, and failed last.
 const (
-	rankUsable  = 0
-	rankSuspect = 2
-	rankFailed  = 4
-	ranks       = 5
+	rankHealthy   = 0
+	rankSuspect   = 2
+	rankUnchecked = 4
+	rankFailed    = 6
+	ranks         = 7
 )
 
 // rankLocked is s's place in the order in which new connections try the
 // servers (see the package doc); lower first.
 func (s *server) rankLocked() int {
-	r := rankUsable
+	r := rankHealthy
 	switch {
 	case s.health.state == StateFailed:
 		return rankFailed
+	case s.health.state == StateUnchecked:
+		r = rankUnchecked
 	case s.health.suspect():
 		r = rankSuspect
 	}
@@ -175,6 +179,10 @@ func (lb *LoadBalancer) record(s *server, what string, err error) time.Duration 
 	changed := s.health.observe(err == nil, o.Failures, o.Successes)
 	to := s.health.state
 	next := s.health.nextProbe(o, rand.Float64())
+	if changed && to == StateHealthy {
+		close(lb.answered)
+		lb.answered = make(chan struct{})
+	}
 	var drop []*pipe
 	if changed && to == StateFailed && !lb.opts.KeepConnectionsOnFailure {
 		for p := range s.conns {
