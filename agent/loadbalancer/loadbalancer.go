@@ -134,8 +134,9 @@ type Options struct {
 	// connection is dialed to the next. Default 2 s: a dial on a LAN takes
 	// milliseconds, and 2 s still waits out one lost SYN (resent after 1 s).
 	DialTimeout time.Duration
-	// DialContext dials the servers, for proxied connections and probes
-	// (e.g. through an HTTP proxy). Default a net.Dialer's.
+	// DialContext dials every connection to a server, proxied or probe
+	// (e.g. through an HTTP proxy, as k3s's agent does when
+	// K3S_AGENT_HTTP_PROXY_ALLOWED is set). Default a net.Dialer's.
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 	// KeepConnectionsOnFailure leaves connections open to a server marked
 	// failed. Default false: they are closed, as k3s does, so that their
