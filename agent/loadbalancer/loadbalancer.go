@@ -377,8 +377,8 @@ func (lb *LoadBalancer) serve(client net.Conn) {
 		}
 		var p *pipe
 		if err == nil {
-			w := &watch{timeout: lb.opts.Probe.Timeout, waited: func() { lb.waited(s) }}
-			p = &pipe{client: client, server: conn, watch: w}
+			p = &pipe{client: client, server: conn,
+				watch: watch{timeout: lb.opts.Probe.Timeout, waited: func() { lb.waited(s) }}}
 		}
 		if !lb.attach(s, p, i == 0) {
 			if conn != nil {

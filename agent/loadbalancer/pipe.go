@@ -12,7 +12,7 @@ import (
 // called from anywhere, any number of times.
 type pipe struct {
 	client, server net.Conn
-	watch          *watch
+	watch          watch
 }
 
 // run copies bytes both ways until both directions end. A direction that
