@@ -72,6 +72,7 @@ const (
 	hung                  // TLS completes, requests are read, nothing is ever answered
 	failing               // probes answered 503, the raw protocol served
 	resetting             // every connection reset as soon as it is accepted
+	closing               // probes answered 200, then their connection closed without a word (an idle timeout)
 )
 
 type backend struct {
@@ -246,6 +247,13 @@ func (b *backend) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			conn.(*tls.Conn).NetConn().(*bufferedConn).Conn.(*net.TCPConn).SetLinger(0)
 			conn.Close()
 		}
+	case closing:
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\npong")
+			brw.Flush()
+			conn.Close()
+		}
 	default:
 		io.WriteString(w, "pong")
 	}
@@ -284,14 +292,15 @@ func (l *queueListener) Close() error   { return nil }
 func (l *queueListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // testOptions are options for a test: servers by address, fast probes
-// (20 ms apart; a generous timeout, since only a hung server waits it
-// out), the test's log.
+// (20 ms apart, healthy or not; a generous timeout, since only a hung
+// server waits it out), the test's log.
 func testOptions(t testing.TB, def string, servers ...string) *Options {
 	return &Options{
 		Default: def,
 		Servers: servers,
-		Probe:   ProbeOptions{TLS: &tls.Config{RootCAs: testPool}, Interval: 20 * time.Millisecond, Timeout: 2 * time.Second},
-		Logger:  testLogger(t),
+		Probe: ProbeOptions{TLS: &tls.Config{RootCAs: testPool},
+			Interval: 20 * time.Millisecond, HealthyInterval: 20 * time.Millisecond, Timeout: 2 * time.Second},
+		Logger: testLogger(t),
 	}
 }
 

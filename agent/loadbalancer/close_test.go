@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -91,8 +92,9 @@ func TestCloseLeavesNothing(t *testing.T) {
 	blackhole := newBackend(t, "blackhole")
 	o := testOptions(t, a.addr, a.addr, b.addr, h.addr, blackhole.addr)
 	dialing := make(chan struct{}, 100)
+	var holes atomic.Bool // once set, dials to the blackhole never end
 	o.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if addr == blackhole.addr {
+		if addr == blackhole.addr && holes.Load() {
 			dialing <- struct{}{}
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -104,8 +106,10 @@ func TestCloseLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, "three healthy servers", inState(lb, StateHealthy, a.addr, b.addr, blackhole.addr))
+	holes.Store(true)
 	var clients []net.Conn
-	for range 8 { // two to each, one of them to the blackhole, still dialing
+	for range 8 { // to a, b and the blackhole in turn, those to the blackhole still dialing
 		c, err := net.Dial("tcp", lb.Addr())
 		if err != nil {
 			t.Fatal(err)

@@ -5,14 +5,13 @@
 //
 // It differs from k3s's own (pkg/agent/loadbalancer) in four ways:
 //
-//   - It spreads: new connections go round robin over the usable servers,
-//     from a random start, instead of all to one active server.
-//   - It checks health where failure shows: every server is probed with an
-//     HTTPS GET (k3s's supervisor serves /ping without a password), so a
-//     server that accepts TCP, or completes TLS, and then answers nothing
-//     is marked failed within seconds. k3s checks its supervisor and API
-//     servers only by its websocket tunnel to each, which such a server
-//     keeps up.
+//   - It spreads: new connections go round robin over the servers known
+//     to answer, from a random start, instead of all to one active server.
+//   - It checks health where failure shows: a server that accepts TCP, or
+//     completes TLS, and then answers nothing is failed within seconds of
+//     the first connection that waits on it. k3s checks its supervisor and
+//     API servers only by its websocket tunnel to each, which such a
+//     server keeps up.
 //   - It fails over per connection: a dial that fails or passes
 //     [Options.DialTimeout] moves the same client connection to the next
 //     server at once.
@@ -27,45 +26,57 @@
 //	unchecked, healthy --F failures--> failed   (F = ProbeOptions.Failures, consecutive)
 //	failed --S successes-------------> healthy  (S = ProbeOptions.Successes, consecutive)
 //
-// A failure is a probe that fails (connection refused or reset, a TLS
-// handshake that does not complete, no answer within
-// [ProbeOptions.Timeout], a status other than 2xx) or a failed dial of a
-// proxied connection; a success is a probe answered 2xx. Unchecked servers
-// are used: a server announced by the cluster is most likely up, and
-// waiting for its first probe would leave an agent whose only server is
-// new with none. A server that hangs is failed at most
+// A success is a probe, an HTTPS GET of [ProbeOptions.Path], answered 2xx.
+// A failure is a probe that fails (refused or reset, no TLS, no answer
+// within [ProbeOptions.Timeout], another status) or a failed dial of a
+// proxied connection.
+//
+// The connections in use tell when to probe. A server not failed is
+// suspect when its last probe or dial failed, or when the client of a new
+// connection sent bytes and the server sent none back within Timeout. A
+// suspect server is probed at once, then every Interval (1 s) until a
+// probe answers. So is an unchecked one. A healthy server is probed every
+// HealthyInterval to 1.5 × HealthyInterval (10 to 15 s), as k3s's etcd
+// proxy probes: 5,000 agents send each server 330 to 500 probes a second.
+// Bytes on its connections do not spare it a probe: TLS 1.3 session
+// tickets and HTTP/2 settings come before any handler runs. A failed
+// server is probed every Interval, doubling up to HealthyInterval.
+//
+// A server that hangs is failed at most
 //
 //	detection ≤ F × Interval + Timeout   (3 × 1 s + 0.8 s = 3.8 s by default)
 //
-// after it hangs: the next probe starts within one Interval, and the F-th
-// failing one ends Timeout after it starts. That holds while Timeout is
-// below Interval; at or above it, each probe starts when the last one
-// gives up, late by whatever that took, and the delays add up. When a server is marked
-// failed, the connections proxied to it are closed (unless
-// [Options.KeepConnectionsOnFailure]), so their clients reconnect, through
-// the load balancer, to a server that answers.
+// after the first new connection that waits on it: that connection makes
+// it suspect within Timeout, the next probe starts within Interval of the
+// last one, and the F-th failing probe ends Timeout after it starts. That
+// holds while Timeout is below Interval. When a server is marked failed,
+// its connections are closed (unless [Options.KeepConnectionsOnFailure]),
+// so that their clients reconnect to a server that answers. A connection
+// is watched until its server has answered twice (a TLS handshake, then
+// a request) or sent 64 KiB; later silences are a connection at rest.
 //
 // # Choosing a server
 //
-// Each new connection takes the servers in three tiers, and tries them in
-// order until a dial succeeds:
+// Each new connection tries the servers in this order, round robin
+// within each rank, until a dial succeeds:
 //
-//  1. the usable (unchecked or healthy) servers of the list, round robin;
-//  2. the configured server ([Options.Default]) when it is not in the list
-//     (a standby, as in k3s: it may be a name in front of the same servers)
-//     and usable;
-//  3. every failed server, round robin: when no server is usable,
-//     connections still go to all of them in turn, health ignored, rather
-//     than nowhere.
+//  1. healthy and not suspect: known to answer;
+//  2. suspect;
+//  3. unchecked: a new server waits for its first probe while another
+//     is known to answer; when none is, a new connection waits for one
+//     to answer its first probe, Timeout at most;
+//  4. failed: when no server is usable, connections still go to all of
+//     them in turn rather than nowhere.
 //
-// Round robin rather than least connections: an agent holds a handful of
-// long-lived connections (the kubelet's, containerd's, its own), so its
-// own counts say nothing of a server's load, and what spreads a herd is
-// each agent starting its rotation at a random server. Least connections
-// sends every new connection to a server that has just recovered, from
-// every agent at once: the herd, on the server least ready for it. Both
-// spread one agent's 300 connections evenly; the package's tests measure
-// both (TestPolicies, and BENCHMARKS.md).
+// In each of the first three ranks, the configured server
+// ([Options.Default]) comes after the listed ones when it is not in the
+// list: a standby, as in k3s (it may be a name in front of the same
+// servers).
+//
+// Round robin rather than least connections: an agent's own few
+// connections say nothing of a server's load, and least connections would
+// send every agent's next connections to a server that has just
+// recovered, the herd on the server least ready for it (TestPolicies).
 //
 // # Use
 //
@@ -123,8 +134,9 @@ type Options struct {
 	// connection is dialed to the next. Default 2 s: a dial on a LAN takes
 	// milliseconds, and 2 s still waits out one lost SYN (resent after 1 s).
 	DialTimeout time.Duration
-	// DialContext dials the servers, for proxied connections and probes
-	// (e.g. through an HTTP proxy). Default a net.Dialer's.
+	// DialContext dials every connection to a server, proxied or probe
+	// (e.g. through an HTTP proxy, as k3s's agent does when
+	// K3S_AGENT_HTTP_PROXY_ALLOWED is set). Default a net.Dialer's.
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 	// KeepConnectionsOnFailure leaves connections open to a server marked
 	// failed. Default false: they are closed, as k3s does, so that their
@@ -138,9 +150,9 @@ type Options struct {
 	policy policy
 }
 
-// ProbeOptions configure the health probe: an HTTPS GET of Path on every
-// server, every Interval, over a kept-alive connection (a probe costs a
-// server one small request, not a TLS handshake).
+// ProbeOptions configure the health probe: an HTTPS GET of Path, over a
+// kept-alive connection (a probe costs a server one small request, not a
+// TLS handshake), as often as the package doc says.
 type ProbeOptions struct {
 	// TLS verifies the servers; required. Give RootCAs the servers' CA
 	// (k3s: server-ca.crt), or set InsecureSkipVerify explicitly: a probe
@@ -151,12 +163,18 @@ type ProbeOptions struct {
 	// it fronts). An API server alone (RKE2's 6443) refuses anonymous
 	// requests: its 401 is a failure.
 	Path string
-	// Interval is the time between the starts of two probes of one server.
-	// Default 1 s, as k3s checks its servers.
+	// Interval is the time between the starts of two probes of a server in
+	// doubt: unchecked, suspect, or failed and answering again. Default
+	// 1 s, as k3s checks its servers.
 	Interval time.Duration
-	// Timeout bounds one probe: dial, TLS, answer and body. Default 800 ms:
-	// a ping takes milliseconds, even from a server busy with a herd, and
-	// below Interval probes keep to their schedule (see the package doc).
+	// HealthyInterval is the time between two probes of a healthy server
+	// that no client waits on, stretched at random by up to half. Default
+	// 10 s, as k3s's etcd proxy probes (5 to 10 s).
+	HealthyInterval time.Duration
+	// Timeout bounds one probe (dial, TLS, answer and body), and how long
+	// a new connection's client waits for the server's answer before the
+	// server is suspect. Default 800 ms: a ping takes milliseconds, even
+	// from a server busy with a herd.
 	Timeout time.Duration
 	// Failures is how many consecutive failures mark a server failed.
 	// Default 3: one slow answer does not drop a server.
@@ -173,6 +191,7 @@ const (
 	defaultDialTimeout   = 2 * time.Second
 	defaultProbePath     = "/ping"
 	defaultProbeInterval = time.Second
+	defaultProbeHealthy  = 10 * time.Second
 	defaultProbeTimeout  = 800 * time.Millisecond
 	defaultFailures      = 3
 	defaultSuccesses     = 2
@@ -201,6 +220,8 @@ type LoadBalancer struct {
 	mu      sync.Mutex
 	servers []*server // the default first, then in the order added
 	closed  bool
+	// answered is closed, and replaced, when a server turns healthy; mu.
+	answered chan struct{}
 }
 
 // New checks opts, reads the state file, listens at once and starts
@@ -229,19 +250,25 @@ func New(opts *Options) (*LoadBalancer, error) {
 		ln.Close()
 		return nil, err
 	}
-	lb.ctx, lb.cancel = context.WithCancel(context.Background())
-	lb.mu.Lock()
-	if o.Default != "" {
-		lb.servers = append(lb.servers, lb.newServerLocked(o.Default, true))
-	}
-	lb.setListLocked(listed)
-	lb.mu.Unlock()
+	lb.start(listed)
 	if err := lb.saveState(); err != nil {
 		lb.log.Warn("loadbalancer: the server list is in use but not saved", "err", err)
 	}
-	lb.wg.Go(lb.acceptLoop)
 	lb.log.Info("loadbalancer: listening", "addr", lb.Addr(), "servers", lb.addresses(), "default", o.Default)
 	return lb, nil
+}
+
+// start starts probing the default and listed servers, and serving lb.ln.
+func (lb *LoadBalancer) start(listed []string) {
+	lb.ctx, lb.cancel = context.WithCancel(context.Background())
+	lb.answered = make(chan struct{})
+	lb.mu.Lock()
+	if lb.opts.Default != "" {
+		lb.servers = append(lb.servers, lb.newServerLocked(lb.opts.Default, true))
+	}
+	lb.setListLocked(listed)
+	lb.mu.Unlock()
+	lb.wg.Go(lb.acceptLoop)
 }
 
 func (opts *Options) resolve() (Options, error) {
@@ -284,6 +311,9 @@ func (opts *Options) resolve() (Options, error) {
 	if p.Interval == 0 {
 		p.Interval = defaultProbeInterval
 	}
+	if p.HealthyInterval == 0 {
+		p.HealthyInterval = defaultProbeHealthy
+	}
 	if p.Timeout == 0 {
 		p.Timeout = defaultProbeTimeout
 	}
@@ -293,8 +323,8 @@ func (opts *Options) resolve() (Options, error) {
 	if p.Successes == 0 {
 		p.Successes = defaultSuccesses
 	}
-	if o.DialTimeout < 0 || p.Interval < 0 || p.Timeout < 0 || p.Failures < 0 || p.Successes < 0 {
-		return o, errors.New("loadbalancer: Options: negative DialTimeout, Probe.Interval, Timeout, Failures or Successes")
+	if o.DialTimeout < 0 || p.Interval < 0 || p.HealthyInterval < 0 || p.Timeout < 0 || p.Failures < 0 || p.Successes < 0 {
+		return o, errors.New("loadbalancer: Options: negative DialTimeout, Probe.Interval, HealthyInterval, Timeout, Failures or Successes")
 	}
 	return o, nil
 }
@@ -338,6 +368,7 @@ func (lb *LoadBalancer) acceptLoop() {
 // serve proxies one client connection to the first server of its
 // candidates that can be dialed, and closes it when none can.
 func (lb *LoadBalancer) serve(client net.Conn) {
+	lb.awaitAnswer()
 	for i, s := range lb.candidates() {
 		var conn net.Conn
 		err := lb.ctx.Err()
@@ -346,7 +377,8 @@ func (lb *LoadBalancer) serve(client net.Conn) {
 		}
 		var p *pipe
 		if err == nil {
-			p = &pipe{client: client, server: conn}
+			p = &pipe{client: client, server: conn,
+				watch: watch{timeout: lb.opts.Probe.Timeout, waited: func() { lb.waited(s) }}}
 		}
 		if !lb.attach(s, p, i == 0) {
 			if conn != nil {
@@ -365,17 +397,40 @@ func (lb *LoadBalancer) serve(client net.Conn) {
 	client.Close()
 }
 
+// awaitAnswer waits while no server is known to answer and one is
+// unchecked, until one turns healthy, for Probe.Timeout at most (when
+// every first probe has ended): a new server is probed before it is used.
+func (lb *LoadBalancer) awaitAnswer() {
+	lb.mu.Lock()
+	best := ranks
+	for _, s := range lb.servers {
+		best = min(best, s.rankLocked())
+	}
+	answered := lb.answered
+	lb.mu.Unlock()
+	if best < rankUnchecked || best >= rankFailed {
+		return
+	}
+	t := time.NewTimer(lb.opts.Probe.Timeout)
+	defer t.Stop()
+	select {
+	case <-answered:
+	case <-t.C:
+	case <-lb.ctx.Done():
+	}
+}
+
 // candidates is the order in which a new connection tries the servers:
-// the tiers of the package doc, each ordered by the policy.
+// by rank (see the package doc), each rank ordered by the policy.
 func (lb *LoadBalancer) candidates() []*server {
 	n := lb.next.Add(1)
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	out := make([]*server, 0, len(lb.servers))
-	for tier := range 3 {
+	for rank := range ranks {
 		start := len(out)
 		for _, s := range lb.servers {
-			if s.tierLocked() == tier {
+			if s.rankLocked() == rank {
 				out = append(out, s)
 			}
 		}
@@ -387,7 +442,8 @@ func (lb *LoadBalancer) candidates() []*server {
 	return out
 }
 
-// dial dials s within DialTimeout; a failure counts against its health.
+// dial dials s within DialTimeout; a failure counts against its health,
+// and asks for a probe.
 func (lb *LoadBalancer) dial(s *server) (net.Conn, error) {
 	s.dials.Add(1)
 	ctx, cancel := context.WithTimeout(lb.ctx, lb.opts.DialTimeout)
@@ -398,6 +454,7 @@ func (lb *LoadBalancer) dial(s *server) (net.Conn, error) {
 		lb.log.Debug("loadbalancer: dial", "server", s.addr, "err", err)
 		if lb.ctx.Err() == nil {
 			lb.record(s, "dial", err)
+			s.probeNow()
 		}
 		return nil, err
 	}
@@ -567,6 +624,10 @@ func (lb *LoadBalancer) Close() error {
 type ServerStats struct {
 	Address string
 	State   State
+	// Suspect is a server not failed that is in doubt: a client waited
+	// on it, or its last probe or dial failed. It is probed every
+	// Interval until a probe answers.
+	Suspect bool
 	// Default is the configured server; Standby, that it is not in the
 	// list, so used only when no listed server is usable.
 	Default, Standby bool
@@ -576,6 +637,9 @@ type ServerStats struct {
 	// Dials are the dials of proxied connections, DialFailures the ones
 	// that failed or timed out.
 	Dials, DialFailures uint64
+	// Waits are the proxied connections whose client waited past
+	// Probe.Timeout for an answer.
+	Waits uint64
 	// Probes are the health probes started, ProbeFailures those that failed.
 	Probes, ProbeFailures uint64
 	// ConsecutiveFailures (probes and dials) and ConsecutiveSuccesses
@@ -593,12 +657,14 @@ func (lb *LoadBalancer) Stats() []ServerStats {
 		out = append(out, ServerStats{
 			Address:              s.addr,
 			State:                s.health.state,
+			Suspect:              s.health.suspect(),
 			Default:              s.isDefault,
 			Standby:              s.standby,
 			Active:               len(s.conns),
 			Connections:          s.connections.Load(),
 			Dials:                s.dials.Load(),
 			DialFailures:         s.dialFailures.Load(),
+			Waits:                s.waits.Load(),
 			Probes:               s.probes.Load(),
 			ProbeFailures:        s.probeFailures.Load(),
 			ConsecutiveFailures:  s.health.fails,

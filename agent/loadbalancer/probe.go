@@ -4,30 +4,45 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 )
 
-// probeLoop probes every interval (or right after a probe that took
-// longer) and records each result, until ctx ends. Probes never overlap.
-func probeLoop(ctx context.Context, interval time.Duration, probe func(context.Context) error, record func(error)) {
-	t := time.NewTicker(interval)
+// probeLoop probes at once, then as often as record says after each
+// result (the time from a probe's start to the next one's), or sooner
+// when wake asks, but never within interval of the last start; until ctx
+// ends. Probes never overlap.
+func probeLoop(ctx context.Context, interval time.Duration, wake <-chan struct{}, probe func(context.Context) error, record func(error) time.Duration) {
+	t := time.NewTimer(0)
 	defer t.Stop()
+	var last, due time.Time // the last probe's start, the next one's
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+			if soonest := last.Add(interval); soonest.After(time.Now()) {
+				if soonest.Before(due) {
+					due = soonest
+					t.Reset(time.Until(due))
+				}
+				continue
+			}
+		case <-t.C:
+		}
+		last = time.Now()
 		err := probe(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		record(err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+		due = last.Add(record(err))
+		t.Reset(time.Until(due))
 	}
 }
 
@@ -70,16 +85,25 @@ func checkPath(p string) error {
 // run probes s until ctx ends (Update removed s, or Close).
 func (pr *prober) run(ctx context.Context) {
 	defer pr.disconnect()
-	record := func(err error) { pr.lb.record(pr.s, "probe", err) }
-	probeLoop(ctx, pr.lb.opts.Probe.Interval, pr.probe, record)
+	record := func(err error) time.Duration { return pr.lb.record(pr.s, "probe", err) }
+	probeLoop(ctx, pr.lb.opts.Probe.Interval, pr.s.wake, pr.probe, record)
 }
 
-// probe is one GET within Probe.Timeout; an error is a failure.
+// probe is one GET within Probe.Timeout; an error is a failure. A kept
+// connection that the server closed while idle (as a server with an idle
+// timeout below the probes' interval does) ends without an answer: the
+// GET is sent again once, on a new connection, as net/http's Transport
+// retries a request on a kept connection.
 func (pr *prober) probe(ctx context.Context) error {
 	pr.s.probes.Add(1)
 	tctx, cancel := context.WithTimeout(ctx, pr.lb.opts.Probe.Timeout)
 	defer cancel()
+	kept := pr.conn != nil
 	err := pr.get(tctx)
+	if err != nil && kept && tctx.Err() == nil && closedIdle(err) {
+		pr.disconnect()
+		err = pr.get(tctx)
+	}
 	if err == nil {
 		return nil
 	}
@@ -88,6 +112,13 @@ func (pr *prober) probe(ctx context.Context) error {
 		pr.s.probeFailures.Add(1)
 	}
 	return fmt.Errorf("loadbalancer: probe of %s: %w", pr.s.addr, err)
+}
+
+// closedIdle reports whether err is how a request on a connection its
+// server had closed ends: EOF before an answer, or a reset.
+func closedIdle(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // get connects if need be, sends the request and reads the answer. When
