@@ -60,8 +60,9 @@ func writeLegend(w io.Writer, cols []column) {
 	}
 }
 
-// lineWidth is the widest line bench prints, but for the -wide table's.
-const lineWidth = 100
+// lineWidth is where bench wraps the lines under its tables; the default
+// table with one agent kind fits it too.
+const lineWidth = 80
 
 // writeWrapped prints text wrapped at spaces to lineWidth, the lines after
 // the first indented by two spaces. A word longer than a line stays whole.
