@@ -149,7 +149,7 @@ func TestFixedAgentAfterClientTimeout(t *testing.T) {
 		}
 		return outcome{status: http.StatusOK}
 	}
-	res := runFake(t, Scenario{Nodes: 10, Agent: FixedPolicy{Interval: 5 * time.Second}}, &fakeTarget{answer: hang})
+	res := runFake(t, Scenario{Nodes: 10, Agent: JitterPolicy{Min: 5 * time.Second, Max: 5 * time.Second}}, &fakeTarget{answer: hang})
 	if res.Joined != 10 || res.Timeouts != 10 || res.Attempts != 20 {
 		t.Fatalf("joined %d timeouts %d attempts %d, want 10 10 20", res.Joined, res.Timeouts, res.Attempts)
 	}
@@ -166,7 +166,7 @@ func TestTimeScale(t *testing.T) {
 		}
 		return outcome{status: http.StatusOK}
 	}
-	res := runFake(t, Scenario{Nodes: 3, Agent: FixedPolicy{Interval: 5 * time.Second}, TimeScale: 0.01}, &fakeTarget{answer: hang})
+	res := runFake(t, Scenario{Nodes: 3, Agent: JitterPolicy{Min: 5 * time.Second, Max: 5 * time.Second}, TimeScale: 0.01}, &fakeTarget{answer: hang})
 	if res.Completion != 150*time.Millisecond {
 		t.Errorf("completion %v, want (10s + 5s) * 0.01", res.Completion)
 	}
