@@ -48,9 +48,9 @@ func TestCertificateValidity(t *testing.T) {
 					t.Fatal(err)
 				}
 				for name, issue := range map[string]func() ([]byte, error){
-					"serving-kubelet POST": func() ([]byte, error) { return ca.kubeletCert("node-1", false, true, k.serving) },
+					"serving-kubelet POST": func() ([]byte, error) { return ca.kubeletCert("node-1", false, true, k.csrs[stepServingCert]) },
 					"client-kubelet GET":   func() ([]byte, error) { return ca.kubeletCert("node-1", true, false, nil) },
-					"kube-proxy":           func() ([]byte, error) { return ca.componentCert(stepProxyCert, k.proxy) },
+					"kube-proxy":           func() ([]byte, error) { return ca.componentCert(stepProxyCert, k.csrs[stepProxyCert]) },
 				} {
 					out, err := issue()
 					if err != nil {

@@ -359,8 +359,8 @@ func TestKubeletCertificates(t *testing.T) {
 		cn           string
 		blocks       int
 	}{
-		{false, true, k.serving, "node-1", 2},
-		{true, true, k.client, "system:node:node-1", 2},
+		{false, true, k.csrs[stepServingCert], "node-1", 2},
+		{true, true, k.csrs[stepClientCert], "system:node:node-1", 2},
 		{false, false, nil, "node-1", 3},
 	} {
 		out, err := ca.kubeletCert("node-1", c.client, c.post, c.body)
@@ -390,10 +390,11 @@ func TestKubeletCertificates(t *testing.T) {
 			t.Errorf("certificate for %q, the agent's key %v; want %q, %v", cert.Subject.CommonName, !c.post, c.cn, c.post)
 		}
 	}
-	if err := k.rename("node-2"); err != nil {
+	csr2, err := k.request("node-2", stepServingCert)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.kubeletCert("node-1", false, true, k.serving); err == nil || !strings.Contains(err.Error(), "node-2") {
+	if _, err := ca.kubeletCert("node-1", false, true, csr2); err == nil || !strings.Contains(err.Error(), "node-2") {
 		t.Errorf("a CSR for node-2 on node-1's request: %v", err)
 	}
 	if _, err := ca.kubeletCert("node-1", false, true, []byte("junk")); err == nil {
