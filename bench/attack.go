@@ -23,13 +23,10 @@ const (
 	AttackSticky AttackNames = "sticky"
 )
 
-// ParseAttackNames returns the way of picking names called name.
-func ParseAttackNames(name string) (AttackNames, error) {
-	return parseName("attack names", name, AttackRandom, AttackSticky)
-}
-
 // Set sets a to the way of picking names called s (flag.Value).
-func (a *AttackNames) Set(s string) (err error) { *a, err = ParseAttackNames(s); return err }
+func (a *AttackNames) Set(s string) error {
+	return setName(a, "attack names", s, AttackRandom, AttackSticky)
+}
 
 func (a AttackNames) String() string { return string(a) }
 

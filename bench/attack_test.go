@@ -253,7 +253,7 @@ func TestWrongAcceptCounted(t *testing.T) {
 	}
 
 	sc := Scenario{Nodes: 4, Attackers: 3, Duplicates: 1}.WithDefaults()
-	if err := sc.validate(); err != nil {
+	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	synctest.Test(t, func(t *testing.T) {
@@ -274,12 +274,12 @@ func TestWrongAcceptCounted(t *testing.T) {
 
 func TestParseAttackNames(t *testing.T) {
 	for _, s := range []string{"sticky", "Random"} {
-		if _, err := ParseAttackNames(s); err != nil {
-			t.Errorf("ParseAttackNames(%q): %v", s, err)
+		if err := new(AttackNames).Set(s); err != nil {
+			t.Errorf("AttackNames.Set(%q): %v", s, err)
 		}
 	}
-	if _, err := ParseAttackNames("smart"); err == nil {
-		t.Error("ParseAttackNames(smart) did not fail")
+	if err := new(AttackNames).Set("smart"); err == nil {
+		t.Error("AttackNames.Set(smart) did not fail")
 	}
 }
 
@@ -288,11 +288,11 @@ func TestAdversityValidation(t *testing.T) {
 		{Attackers: -1}, {Duplicates: 321}, {StoreFaults: 1}, {StoreFaults: -0.1},
 		{StoreSpikes: 1.5}, {StoreSpike: -time.Second, StoreSpikes: 0.1}, {AttackNames: "smart"},
 	} {
-		if err := sc.WithDefaults().validate(); err == nil {
+		if err := sc.WithDefaults().Validate(); err == nil {
 			t.Errorf("%+v: no error", sc)
 		}
 	}
-	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).WithDefaults().validate(); err != nil {
+	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).WithDefaults().Validate(); err != nil {
 		t.Error(err)
 	}
 }

@@ -92,11 +92,11 @@ func TestCertificateValidity(t *testing.T) {
 // years allow a run to use, or from the future) is refused.
 func TestCAAgeValidated(t *testing.T) {
 	for _, age := range []time.Duration{-time.Hour, 10 * 365 * 24 * time.Hour} {
-		if err := (Scenario{CAAge: age}).WithDefaults().validate(); err == nil {
+		if err := (Scenario{CAAge: age}).WithDefaults().Validate(); err == nil {
 			t.Errorf("CA age %v: no error", age)
 		}
 	}
-	if sc := (Scenario{}).WithDefaults(); sc.CAAge != DefaultCAAge || sc.validate() != nil {
-		t.Errorf("default CA age %v: %v", sc.CAAge, sc.validate())
+	if sc := (Scenario{}).WithDefaults(); sc.CAAge != DefaultCAAge || sc.Validate() != nil {
+		t.Errorf("default CA age %v: %v", sc.CAAge, sc.Validate())
 	}
 }

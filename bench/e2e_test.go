@@ -499,17 +499,19 @@ func TestRunRejectsBadInput(t *testing.T) {
 }
 
 func TestParseLBAndMode(t *testing.T) {
-	if lb, err := ParseLB("Failover"); err != nil || lb != LBFailover {
-		t.Errorf("ParseLB(Failover) = %q, %v", lb, err)
+	var lb LB
+	if err := lb.Set("Failover"); err != nil || lb != LBFailover {
+		t.Errorf("LB.Set(Failover): %q, %v", lb, err)
 	}
-	if _, err := ParseLB("random"); err == nil {
-		t.Error("ParseLB(random) did not fail")
+	if err := lb.Set("random"); err == nil {
+		t.Error("LB.Set(random) did not fail")
 	}
-	if m, err := ParseMode("http"); err != nil || m != ModeHTTP {
-		t.Errorf("ParseMode(http) = %q, %v", m, err)
+	var m Mode
+	if err := m.Set("http"); err != nil || m != ModeHTTP {
+		t.Errorf("Mode.Set(http): %q, %v", m, err)
 	}
-	if _, err := ParseMode("grpc"); err == nil {
-		t.Error("ParseMode(grpc) did not fail")
+	if err := m.Set("grpc"); err == nil {
+		t.Error("Mode.Set(grpc) did not fail")
 	}
 }
 

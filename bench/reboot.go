@@ -31,13 +31,10 @@ const (
 	RebootAll Reboot = "all"
 )
 
-// ParseReboot returns the reboot called name.
-func ParseReboot(name string) (Reboot, error) {
-	return parseName("reboot", name, RebootNone, RebootAgents, RebootAll)
-}
-
 // Set sets r to the reboot called s (flag.Value).
-func (r *Reboot) Set(s string) (err error) { *r, err = ParseReboot(s); return err }
+func (r *Reboot) Set(s string) error {
+	return setName(r, "reboot", s, RebootNone, RebootAgents, RebootAll)
+}
 
 func (r Reboot) String() string { return string(r) }
 

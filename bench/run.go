@@ -84,7 +84,7 @@ func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
 // checkScenario validates sc and h, and returns sc with its defaults.
 func checkScenario(sc Scenario, h *Herd) (Scenario, error) {
 	sc = sc.WithDefaults()
-	if err := sc.validate(); err != nil {
+	if err := sc.Validate(); err != nil {
 		return sc, err
 	}
 	return sc, h.validate(sc)

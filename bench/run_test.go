@@ -54,7 +54,7 @@ func (f *fakeTarget) close() {}
 func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	t.Helper()
 	sc = sc.WithDefaults()
-	if err := sc.validate(); err != nil {
+	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	var res *Result

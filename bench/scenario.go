@@ -175,9 +175,10 @@ func (s Scenario) WithDefaults() Scenario {
 	return s
 }
 
-// validate checks a scenario after WithDefaults. Its errors name each
-// field by the cmd/bench flag that sets it.
-func (s Scenario) validate() error {
+// Validate reports what is wrong with s as it is, a zero field with a
+// default included (cmd/bench sets every field, Run validates after
+// WithDefaults); each error names the cmd/bench flag that sets the field.
+func (s Scenario) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	for _, f := range []struct {
@@ -225,21 +226,13 @@ func (s Scenario) validate() error {
 	if s.CAAge < 0 || s.CAAge > 9*365*24*time.Hour {
 		bad("-ca-years %.3g: want more than 0, at most 9", s.CAAge.Hours()/(365*24))
 	}
-	_, lbErr := ParseLB(string(s.LB))
-	_, modeErr := ParseMode(string(s.Mode))
-	_, rebootErr := ParseReboot(string(s.Reboot))
-	_, namesErr := ParseAttackNames(string(s.AttackNames))
-	errs = append(errs, lbErr, modeErr, rebootErr, namesErr, s.Agent.validate())
+	errs = append(errs, new(LB).Set(string(s.LB)), new(Mode).Set(string(s.Mode)), new(Reboot).Set(string(s.Reboot)),
+		new(AttackNames).Set(string(s.AttackNames)), s.Agent.validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bench: invalid scenario: %w", err)
 	}
 	return nil
 }
-
-// Validate reports what is wrong with s as it is, a zero field with a
-// default included (cmd/bench sets every field); each error names the
-// cmd/bench flag that sets the field.
-func (s Scenario) Validate() error { return s.validate() }
 
 // scale multiplies d by the scenario's TimeScale.
 func (s Scenario) scale(d time.Duration) time.Duration {
@@ -255,28 +248,23 @@ func (s Scenario) adversity() bool {
 // faults reports whether the scenario injects store faults.
 func (s Scenario) faults() bool { return s.StoreFaults > 0 || s.StoreSpikes > 0 }
 
-// parseName returns the one of names that name is, in any case, or an
-// error that says which kind of name it does not know.
-func parseName[T ~string](kind, name string, names ...T) (T, error) {
+// setName sets *v to the one of names that s is, in any case, or returns
+// an error that says which kind of name it does not know.
+func setName[T ~string](v *T, kind, s string, names ...T) error {
 	for _, n := range names {
-		if strings.EqualFold(name, string(n)) {
-			return n, nil
+		if strings.EqualFold(s, string(n)) {
+			*v = n
+			return nil
 		}
 	}
-	return "", fmt.Errorf("bench: unknown %s %q: want one of %q", kind, name, names)
+	return fmt.Errorf("bench: unknown %s %q: want one of %q", kind, s, names)
 }
 
-// ParseLB returns the load-balancing policy named name.
-func ParseLB(name string) (LB, error) { return parseName("load balancer", name, LBSticky, LBFailover) }
-
-// ParseMode returns the mode named name.
-func ParseMode(name string) (Mode, error) { return parseName("mode", name, ModeInproc, ModeHTTP) }
-
 // Set sets m to the mode named s (flag.Value).
-func (m *Mode) Set(s string) (err error) { *m, err = ParseMode(s); return err }
+func (m *Mode) Set(s string) error { return setName(m, "mode", s, ModeInproc, ModeHTTP) }
 
 // Set sets l to the policy named s (flag.Value).
-func (l *LB) Set(s string) (err error) { *l, err = ParseLB(s); return err }
+func (l *LB) Set(s string) error { return setName(l, "load balancer", s, LBSticky, LBFailover) }
 
 func (m Mode) String() string { return string(m) }
 func (l LB) String() string   { return string(l) }
