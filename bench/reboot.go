@@ -80,16 +80,21 @@ type warmup struct {
 	digests int // nodes with a remembered digest in the store after it
 }
 
-// warmUp lets every node join once, node i on server i mod len(servers)
-// (where its agent starts), calling each server's Ensure directly on
-// GOMAXPROCS goroutines. It returns the servers' counts after it. Models
-// that keep no state between requests (the k3s models: no result cache,
-// nothing written to the store for a node that has its hash) are not
-// warmed up: it would cost a scrypt per node and leave nothing behind.
-func warmUp(ctx context.Context, sc Scenario, nodes []Node, servers []model) (warmup, error) {
+// warmUp is a reboot's warm-up, with the store's faults off: every node
+// joins once, node i on servers[i mod len(servers)] (where its agent
+// starts), calling Ensure directly on GOMAXPROCS goroutines. It returns
+// the servers' counts after it. Models that keep no state between
+// requests (the k3s models: no result cache, nothing written to the store
+// for a node that has its hash) are not warmed up: it would cost a scrypt
+// per node and leave nothing behind.
+func warmUp(ctx context.Context, sc Scenario, nodes []Node, faults *faultStore, servers []model) (warmup, error) {
 	var w warmup
-	if len(servers) == 0 || !servers[0].keepsState() {
+	if !servers[0].keepsState() {
 		return w, nil
+	}
+	if faults != nil {
+		faults.off.Store(true)
+		defer faults.off.Store(false)
 	}
 	start := time.Now()
 	ctx = pprof.WithLabels(ctx, pprof.Labels(PasswordLabel, warmupLabel))
@@ -110,11 +115,8 @@ func warmUp(ctx context.Context, sc Scenario, nodes []Node, servers []model) (wa
 			time.Sleep(sc.scale(10 * time.Millisecond))
 		}
 	})
-	if err != nil {
-		return w, err
-	}
 	w.took, w.counts = time.Since(start), sumCounts(servers)
-	return w, nil
+	return w, err
 }
 
 // retryable reports whether a warm-up request refused with err may be
@@ -145,35 +147,3 @@ func waitDigests(ctx context.Context, store verify.DigestStore, nodes []Node, li
 
 // digestWait bounds the wait for the warm-up's digests to be written.
 const digestWait = 10 * time.Second
-
-// rebootWarmUp runs sc's warm-up with the store's faults off: on servers
-// (RebootAgents: the very servers the reboot meets) or, for RebootAll, on
-// servers made by fresh and closed after it (Close flushes the digests
-// they have not written yet). It then waits until the digests are in
-// mem, when the servers have a DigestKey.
-func rebootWarmUp(ctx context.Context, sc Scenario, nodes []Node, mem *verify.MemoryStore, faults *faultStore,
-	servers []model, digestKey bool, fresh func() ([]model, error)) (warmup, error) {
-	if faults != nil {
-		faults.off.Store(true)
-		defer faults.off.Store(false)
-	}
-	if sc.Reboot == RebootAll {
-		var err error
-		if servers, err = fresh(); err != nil {
-			return warmup{}, err
-		}
-	}
-	w, err := warmUp(ctx, sc, nodes, servers)
-	if sc.Reboot == RebootAll {
-		for _, m := range servers {
-			m.close(true)
-		}
-	}
-	if err != nil {
-		return w, err
-	}
-	if digestKey && len(servers) > 0 && servers[0].keepsState() {
-		w.digests = waitDigests(ctx, mem, nodes, digestWait)
-	}
-	return w, nil
-}

@@ -50,10 +50,15 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t
 	if s.env, err = newServerEnv(sc, modelName, h.Token); err != nil {
 		return nil, err
 	}
-	servers := func(obs func(int) *serverObserver) ([]model, error) {
+	// servers makes the run's model instances, told to t if observed.
+	servers := func(observed bool) ([]model, error) {
 		ms := make([]model, 0, sc.Servers)
 		for i := range sc.Servers {
-			m, err := newModel(modelName, store, params, sc.TimeScale, s.smp.guard, obs(i), s.env)
+			var obs *serverObserver
+			if observed {
+				obs = t.observer(i)
+			}
+			m, err := newModel(modelName, store, params, sc.TimeScale, s.smp.guard, obs, s.env)
 			if err != nil {
 				for _, m := range ms {
 					m.close(true)
@@ -69,24 +74,29 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t
 			s.close(true)
 		}
 	}()
-	// The servers the reboot meets: with RebootAll, those of the warm-up
-	// are closed (which flushes their digests) and these start after it.
-	if sc.Reboot != RebootAll {
-		if s.raw, err = servers(t.observer); err != nil {
+	if sc.Reboot == RebootAll { // the warm-up's servers; those the reboot meets start after it
+		warm, err := servers(false)
+		if err != nil {
+			return nil, err
+		}
+		s.warm, err = warmUp(ctx, sc, h.Nodes, faults, warm)
+		for _, m := range warm {
+			m.close(true) // which flushes the digests they have not written yet
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	if sc.Reboot != RebootNone {
-		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, mem, faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
-			return servers(func(int) *serverObserver { return nil })
-		}); err != nil {
+	if s.raw, err = servers(true); err != nil {
+		return nil, err
+	}
+	if sc.Reboot == RebootAgents {
+		if s.warm, err = warmUp(ctx, sc, h.Nodes, faults, s.raw); err != nil {
 			return nil, err
 		}
 	}
-	if sc.Reboot == RebootAll {
-		if s.raw, err = servers(t.observer); err != nil {
-			return nil, err
-		}
+	if sc.Reboot != RebootNone && s.env.digestKey != nil && s.raw[0].keepsState() {
+		s.warm.digests = waitDigests(ctx, mem, h.Nodes, digestWait)
 	}
 	for i, m := range s.raw {
 		s.models = append(s.models, t.wrap(m, i))
