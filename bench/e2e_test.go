@@ -419,7 +419,10 @@ func TestInprocAnswers(t *testing.T) {
 		{verify.ErrClosed, outcome{status: 503}},
 		{errors.New("store down"), outcome{status: 500}},
 	} {
-		if got := tgt.answer(c.err); got != c.want {
+		if got, want := tgt.answer(c.err, true), c.want; got != want && (want.status != 403 && want.status != 400 || got.status != 401) {
+			t.Errorf("answer(%v) for a token = %+v, want %+v or 401", c.err, got, want)
+		}
+		if got := tgt.answer(c.err, false); got != c.want {
 			t.Errorf("answer(%v) = %+v, want %+v", c.err, got, c.want)
 		}
 	}

@@ -71,7 +71,7 @@ func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step, to
 	done := make(chan outcome, 1)
 	t.wg.Go(func() {
 		if err := m.VerifyToken(ctx, tokenUser, token); err != nil {
-			done <- t.answerToken(err)
+			done <- t.answer(err, true)
 			return
 		}
 		release, ok := m.admit(s.method() != http.MethodGet)
@@ -84,7 +84,7 @@ func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step, to
 			done <- outcome{status: http.StatusOK}
 			return
 		}
-		done <- t.answer(m.Ensure(ctx, n.Name, n.Password))
+		done <- t.answer(m.Ensure(ctx, n.Name, n.Password), false)
 	})
 	select {
 	case o := <-done:
@@ -94,22 +94,15 @@ func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step, to
 	}
 }
 
-// answerToken maps VerifyToken's error to the response httpauth would
-// send: 401 for a token refused, else as answer.
-func (t *inprocTarget) answerToken(err error) outcome {
-	if errors.Is(err, verify.ErrMismatchedHashAndPassword) || errors.Is(err, verify.ErrNotFound) ||
-		errors.Is(err, verify.ErrInvalidInput) || errors.Is(err, verify.ErrInvalidHash) {
-		return outcome{status: http.StatusUnauthorized}
-	}
-	return t.answer(err)
-}
-
-// answer maps Ensure's error to the response httpauth would send.
-func (t *inprocTarget) answer(err error) outcome {
+// answer maps Ensure's error, or with token VerifyToken's, to the
+// response httpauth would send: a token refused is 401.
+func (t *inprocTarget) answer(err error, token bool) outcome {
 	var retry interface{ RetryAfter() time.Duration }
 	switch {
 	case err == nil:
 		return outcome{status: http.StatusOK}
+	case token && (errors.Is(err, verify.ErrMismatchedHashAndPassword) || errors.Is(err, verify.ErrInvalidInput) || errors.Is(err, verify.ErrInvalidHash)):
+		return outcome{status: http.StatusUnauthorized}
 	case errors.Is(err, verify.ErrMismatchedHashAndPassword):
 		return outcome{status: http.StatusForbidden}
 	case errors.Is(err, verify.ErrInvalidInput):

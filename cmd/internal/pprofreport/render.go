@@ -29,7 +29,7 @@ func WriteText(w io.Writer, r *Report, top int) {
 	fmt.Fprintln(w, ")")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tCPU\tshare\t")
-	for _, c := range Categories() {
+	for c := range numCategories {
 		if c == TLSHTTP {
 			fmt.Fprintf(tw, "own code (the four above)\t%s\t%s\t\n", secs(r.sum(OwnCode()...)), pct(r.OwnShare()))
 		}
@@ -122,7 +122,7 @@ func WriteDiff(w io.Writer, base, cur *Report, top int) {
 	fmt.Fprintln(tw, "figure\tbase\tnew\tchange\t")
 	fmt.Fprintf(tw, "CPU sampled\t%s\t%s\t%s\t\n", secs(base.Total), secs(cur.Total), relChange(float64(base.Total), float64(cur.Total)))
 	fmt.Fprintf(tw, "samples\t%d\t%d\t%s\t\n", base.Samples, cur.Samples, relChange(float64(base.Samples), float64(cur.Samples)))
-	for _, c := range Categories() {
+	for c := range numCategories {
 		if c == TLSHTTP {
 			fmt.Fprintf(tw, "own code\t%s\t%s\t%s\t\n", pct(base.OwnShare()), pct(cur.OwnShare()), points(base.OwnShare(), cur.OwnShare()))
 		}
