@@ -101,7 +101,6 @@ func measureBounds(ctx context.Context, args []string, h *bench.Herd, cpus []int
 	}
 	w, err := startWorker(ctx, args, bench.ModelNodepass, roleBound, cpus, stderr, herd)
 	if err != nil {
-		w.stop()
 		return err
 	}
 	w.in.Close()

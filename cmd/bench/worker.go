@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -153,8 +154,8 @@ type worker struct {
 
 // startWorker starts this program as a worker for model in role ("" for a
 // whole run), pinned to cpus (nil: not pinned), and writes it the herd and
-// then each of lines. It ends with ctx.
-func startWorker(ctx context.Context, args []string, model, role string, cpus []int, stderr io.Writer, herd []byte, lines ...control) (*worker, error) {
+// then each of lines. It ends with ctx; on an error it is stopped.
+func startWorker(ctx context.Context, args []string, model, role string, cpus []int, stderr io.Writer, herd []byte, lines ...control) (_ *worker, err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this program to run a worker: %w", err)
@@ -183,13 +184,15 @@ func startWorker(ctx context.Context, args []string, model, role string, cpus []
 	}
 	go w.read(out)
 	w.enc = json.NewEncoder(w.in)
-	if _, err := w.in.Write(herd); err != nil {
-		return w, fmt.Errorf("%s: writing the herd: %w", w.name, err)
+	if _, err = w.in.Write(herd); err != nil {
+		err = fmt.Errorf("%s: writing the herd: %w", w.name, err)
 	}
 	for _, l := range lines {
-		if err := w.send(l); err != nil {
-			return w, err
-		}
+		err = cmp.Or(err, w.send(l))
+	}
+	if err != nil {
+		w.stop()
+		return nil, err
 	}
 	return w, nil
 }
@@ -262,7 +265,6 @@ func runChild(ctx context.Context, c *config, args []string, herd []byte, model 
 	defer cancel()
 	w, err := startWorker(ctx, args, model, "", nil, stderr, herd)
 	if err != nil {
-		w.stop()
 		return nil, err
 	}
 	w.in.Close()
@@ -321,12 +323,9 @@ func watchRSS(pid int, limit uint64) *rssGuard {
 				return
 			case <-tick.C:
 			}
-			b, err := os.ReadFile(path)
 			var size, resident uint64
-			if err != nil {
-				return
-			}
-			if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
+			b, err := os.ReadFile(path)
+			if _, scanErr := fmt.Sscan(string(b), &size, &resident); err != nil || scanErr != nil {
 				return
 			}
 			if rss := resident * page; rss > limit {
