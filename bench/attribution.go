@@ -160,29 +160,30 @@ func (t *tracker) classify(node, password string) who {
 // tracker did not make.
 func (t *tracker) whoOf(ctx context.Context) (w who, ok bool) {
 	name, _ := pprof.Label(ctx, PasswordLabel)
-	k := slices.Index(kindNames[:], name)
-	index := func(key string, n int) (int, bool) {
-		v, ok := pprof.Label(ctx, key)
-		if !ok {
-			return -1, true
-		}
+	// index is a label's index: -1 without the label, -2 for one out of range.
+	index := func(key string, n int) int {
+		v, found := pprof.Label(ctx, key)
 		i, err := strconv.Atoi(v)
-		return i, err == nil && i >= 0 && i < n
+		switch {
+		case !found:
+			return -1
+		case err != nil || i < 0 || i >= n:
+			return -2
+		}
+		return i
 	}
-	node, nodeOK := index(NodeLabel, len(t.nodes))
-	dup, dupOK := index(DuplicateLabel, len(t.dups))
-	w = who{kind: kind(k), node: node, dup: dup}
-	switch {
-	case k < 0:
-		return who{}, false
-	case w.kind == kindHonest:
-		return w, nodeOK && node >= 0
-	case w.kind == kindDuplicate:
-		return w, nodeOK && node >= 0 && dupOK && dup >= 0
-	case w.kind == kindGuess:
-		return w, nodeOK
+	w = who{kind: kind(slices.Index(kindNames[:], name)), node: index(NodeLabel, len(t.nodes)), dup: index(DuplicateLabel, len(t.dups))}
+	switch w.kind {
+	case kindHonest:
+		return w, w.node >= 0
+	case kindDuplicate:
+		return w, w.node >= 0 && w.dup >= 0
+	case kindGuess:
+		return w, w.node >= -1
+	case kindToken, kindTokenGuess:
+		return who{kind: w.kind, node: -1}, true
 	}
-	return who{kind: w.kind, node: -1}, true
+	return who{}, false
 }
 
 // rejected records that duplicate d got a 403.
