@@ -40,10 +40,10 @@ type Split struct {
 }
 
 // MarshalJSON writes s with its tags' keys, AgentCPU in seconds.
-func (s Split) MarshalJSON() ([]byte, error) { return writeObject(fieldsOf(s)) }
+func (s Split) MarshalJSON() ([]byte, error) { return marshalUnits(s, nil) }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
-func (s *Split) UnmarshalJSON(b []byte) error { return readObject(b, s) }
+func (s *Split) UnmarshalJSON(b []byte) error { return unmarshalUnits(b, s) }
 
 // checkSplit validates a split run's scenario and herd and returns sc
 // with its defaults.
