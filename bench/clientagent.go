@@ -168,7 +168,7 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 				Interval: p.dur(time.Second), Timeout: p.dur(800 * time.Millisecond)}})
 		if err != nil {
 			r.tally.errs.Add(1)
-			return asked{server: server}
+			return asked{Server: server}
 		}
 		defer lb.Close()
 		opts.Server, opts.Servers = "https://"+lb.Addr(), nil
@@ -176,7 +176,7 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 	cl, err := agent.New(opts)
 	if err != nil {
 		r.tally.errs.Add(1)
-		return asked{server: server}
+		return asked{Server: server}
 	}
 	defer cl.Close()
 	_, err = cl.Get(ctx)
@@ -186,5 +186,5 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 	r.tally.handshakes.Add(st.Handshakes)
 	r.failovers.Add(st.Failovers)
 	r.certsRequested.Add(st.Requested)
-	return asked{ok: err == nil, attempts: int(st.Attempts), last: time.Since(r.start), server: server}
+	return asked{ok: err == nil, Attempts: int(st.Attempts), Last: time.Since(r.start), Server: server}
 }

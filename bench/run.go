@@ -298,7 +298,7 @@ func (r *run) agent(ctx context.Context, i int) {
 	if got.ok {
 		r.joinAt[i].Store(int64(max(time.Since(r.start), 1)))
 		r.joined.Add(1)
-		if got.attempts == 1 {
+		if got.Attempts == 1 {
 			r.firstAttempt.Add(1)
 		} else {
 			r.lastAsk[i] = got
@@ -309,9 +309,9 @@ func (r *run) agent(ctx context.Context, i int) {
 // asked is how an agent's asking ended.
 type asked struct {
 	ok       bool          // its last attempt succeeded
-	attempts int           // attempts made
-	last     time.Duration // when the last attempt's first password-guarded request was sent (or the attempt began, if none was), since the run's start
-	server   int           // the server the last attempt went to
+	Attempts int           `json:"attempts"` // attempts made
+	Last     time.Duration `json:"last_ns"`  // when the last attempt's first password-guarded request was sent (or the attempt began, if none was), since the run's start
+	Server   int           `json:"server"`   // the server the last attempt went to
 }
 
 // asker is what one agent's requests carry and where they are counted.
@@ -338,7 +338,7 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 		if !o.guardedAt.IsZero() {
 			sent = o.guardedAt
 		}
-		got := asked{attempts: failures, last: sent.Sub(r.start), server: server}
+		got := asked{Attempts: failures, Last: sent.Sub(r.start), Server: server}
 		if o.status == http.StatusOK {
 			got.ok = true
 			return got

@@ -328,15 +328,15 @@ func (s *serverSide) readiness(res *Result, asks []asked) {
 	if s.raw[0].keepsState() && res.Stopped == "" {
 		var last time.Duration
 		for i, a := range asks {
-			ready := time.Duration(t.verifiedAt[a.server][i].Load())
+			ready := time.Duration(t.verifiedAt[a.Server][i].Load())
 			if ready <= 1 { // known before the run (1) or never
 				for s := range t.verifiedAt {
 					ready = max(ready, time.Duration(t.verifiedAt[s][i].Load()))
 				}
 			}
 			last = max(last, ready)
-			if a.attempts > 1 && ready > 1 {
-				res.Returns = append(res.Returns, a.last-ready)
+			if a.Attempts > 1 && ready > 1 {
+				res.Returns = append(res.Returns, a.Last-ready)
 			}
 		}
 		if last > 1 {

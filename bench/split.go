@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -101,18 +100,18 @@ func (s *Servers) Tripped() <-chan struct{} { return s.s.smp.guard.done }
 // side's (heap, CPU time, scrypt runs, readiness, arrivals, bounds), and
 // Split's CPU figures. It fails when rep is not of this run's herd.
 func (s *Servers) Finish(ctx context.Context, rep *AgentReport) (*Result, error) {
-	if rep == nil || rep.result == nil || rep.result.Nodes != len(s.s.h.Nodes) || len(rep.asks) != len(s.s.h.Nodes) {
+	if rep == nil || rep.Result == nil || rep.Result.Nodes != len(s.s.h.Nodes) || len(rep.Asks) != len(s.s.h.Nodes) {
 		return nil, errors.New("bench: the agents' report is not of this herd")
 	}
-	for _, a := range rep.asks {
-		if a.server < 0 || a.server >= s.s.sc.Servers {
-			return nil, fmt.Errorf("bench: the agents' report names server %d of %d", a.server, s.s.sc.Servers)
+	for _, a := range rep.Asks {
+		if a.Server < 0 || a.Server >= s.s.sc.Servers {
+			return nil, fmt.Errorf("bench: the agents' report names server %d of %d", a.Server, s.s.sc.Servers)
 		}
 	}
-	res := *rep.result
+	res := *rep.Result
 	res.Split = &Split{AgentCPU: res.CPU, AgentProcs: res.Procs}
 	res.CPU = 0
-	s.s.finish(ctx, &res, rep.asks)
+	s.s.finish(ctx, &res, rep.Asks)
 	if res.Attack != nil {
 		s.s.tracker.attackFigures(&res)
 	}
@@ -163,44 +162,15 @@ func (a *Agents) Run(ctx context.Context, start time.Time, halt <-chan struct{})
 	if a.r.sc.adversity() { // the servers' side adds its computations
 		res.Attack = a.r.adv.result()
 	}
-	return &AgentReport{result: res, asks: a.r.lastAsk}
+	return &AgentReport{Result: res, Asks: a.r.lastAsk}
 }
 
 // AgentReport is what a split run's agents report to its servers: their
 // figures, and how each agent's asking ended. It survives a JSON round
 // trip.
 type AgentReport struct {
-	result *Result
-	asks   []asked
-}
-
-type agentReportJSON struct {
 	Result *Result `json:"result"`
-	// Asks are [attempts, last_ns, server] by agent.
-	Asks [][3]int64 `json:"asks"`
-}
-
-func (r *AgentReport) MarshalJSON() ([]byte, error) {
-	j := agentReportJSON{Result: r.result, Asks: make([][3]int64, len(r.asks))}
-	for i, a := range r.asks {
-		j.Asks[i] = [3]int64{int64(a.attempts), int64(a.last), int64(a.server)}
-	}
-	return json.Marshal(j)
-}
-
-func (r *AgentReport) UnmarshalJSON(b []byte) error {
-	var j agentReportJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	if j.Result == nil {
-		return errors.New("bench: agent report without a result")
-	}
-	r.result, r.asks = j.Result, make([]asked, len(j.Asks))
-	for i, a := range j.Asks {
-		r.asks[i] = asked{attempts: int(a[0]), last: time.Duration(a[1]), server: int(a[2])}
-	}
-	return nil
+	Asks   []asked `json:"asks"`
 }
 
 // herdStore returns a fresh memory store holding h's hashes, and the
