@@ -126,13 +126,16 @@ func (c *clientAgents) close() {
 	}
 }
 
-// prepareClients prepares r's ClientPolicy agents, if it has any, against
-// the servers at urls (see newClientAgents).
-func (r *run) prepareClients(urls []string, caPEM, caKey []byte) (err error) {
-	if _, ok := r.policy.(ClientPolicy); !ok {
-		return nil
+// connect makes r's agents' clients, keys and certificate requests for
+// the servers at ep, and prepares its ClientPolicy agents, if it has any
+// (see newClientAgents).
+func (r *run) connect(ctx context.Context, ep Endpoint) (err error) {
+	if r.target, err = newHTTPAgents(ctx, ep.URLs, ep.CA, r.clientNames()); err != nil {
+		return err
 	}
-	r.clients, err = newClientAgents(r.sc, urls, caPEM, caKey, r.token, r.nodes)
+	if _, ok := r.policy.(ClientPolicy); ok {
+		r.clients, err = newClientAgents(r.sc, ep.URLs, ep.CA, ep.CAKey, r.token, r.nodes)
+	}
 	return err
 }
 

@@ -36,7 +36,7 @@ const progressEvery = 100 * time.Millisecond
 // of h's hashes. Unless sc.NoDrain, Run returns only after the servers'
 // work has ended.
 func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, error) {
-	sc, err := checkRun(sc, h, modelName)
+	sc, err := checkScenario(sc, h, modelName, false)
 	if err != nil {
 		return nil, err
 	}
@@ -50,10 +50,7 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	case ModeInproc:
 		r.target = &inprocTarget{servers: s.models, second: sc.scale(time.Second), drain: !sc.NoDrain}
 	case ModeHTTP:
-		if r.target, err = newHTTPAgents(ctx, s.https.urls, s.https.ca.pem, r.clientNames()); err != nil {
-			return nil, err
-		}
-		if err := r.prepareClients(s.https.urls, s.https.ca.pem, s.https.ca.keyPEM()); err != nil {
+		if err := r.connect(ctx, s.https.endpoint()); err != nil {
 			return nil, err
 		}
 		defer r.clients.close()
@@ -72,22 +69,22 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	return res, nil
 }
 
-// checkRun validates a run's input and returns sc with its defaults.
-func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
-	sc, err := checkScenario(sc, h)
-	if err != nil {
-		return sc, err
-	}
-	return sc, ValidModel(modelName)
-}
-
-// checkScenario validates sc and h, and returns sc with its defaults.
-func checkScenario(sc Scenario, h *Herd) (Scenario, error) {
+// checkScenario validates sc and h, and the model's name unless it is
+// "", and returns sc with its defaults. A split run (StartServers,
+// NewAgents) is over HTTPS, without attackers or duplicates.
+func checkScenario(sc Scenario, h *Herd, modelName string, split bool) (Scenario, error) {
 	sc = sc.WithDefaults()
-	if err := sc.Validate(); err != nil {
+	switch err := cmp.Or(sc.Validate(), h.validate(sc)); {
+	case err != nil:
 		return sc, err
+	case modelName != "" && ValidModel(modelName) != nil:
+		return sc, ValidModel(modelName)
+	case split && sc.Mode != ModeHTTP:
+		return sc, fmt.Errorf("bench: a split run is over HTTPS (mode %q), not %q", ModeHTTP, sc.Mode)
+	case split && (sc.Attackers > 0 || sc.Duplicates > 0):
+		return sc, errors.New("bench: a split run has no attackers or duplicates")
 	}
-	return sc, h.validate(sc)
+	return sc, nil
 }
 
 // run is one model's agents: the herd's, and any attackers and

@@ -44,21 +44,6 @@ func (s Split) MarshalJSON() ([]byte, error) { return marshalUnits(s, nil) }
 // UnmarshalJSON reads what MarshalJSON wrote.
 func (s *Split) UnmarshalJSON(b []byte) error { return unmarshalUnits(b, s) }
 
-// checkSplit validates a split run's scenario and herd and returns sc
-// with its defaults.
-func checkSplit(sc Scenario, h *Herd) (Scenario, error) {
-	sc, err := checkScenario(sc, h)
-	switch {
-	case err != nil:
-		return sc, err
-	case sc.Mode != ModeHTTP:
-		return sc, fmt.Errorf("bench: a split run is over HTTPS (mode %q), not %q", ModeHTTP, sc.Mode)
-	case sc.Attackers > 0 || sc.Duplicates > 0:
-		return sc, errors.New("bench: a split run has no attackers or duplicates")
-	}
-	return sc, nil
-}
-
 // Servers is the server side of a split run: the model's instances over a
 // fresh store holding the herd's hashes, behind HTTPS. Its methods are
 // called in order, from one goroutine: Endpoint, Begin, then Finish or
@@ -69,11 +54,8 @@ type Servers struct{ s *serverSide }
 // starts sc.Servers instances of the model (after a reboot's warm-up, if
 // any) and serves them over HTTPS on loopback ports.
 func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Servers, error) {
-	sc, err := checkSplit(sc, h)
+	sc, err := checkScenario(sc, h, modelName, true)
 	if err != nil {
-		return nil, err
-	}
-	if err := ValidModel(modelName); err != nil {
 		return nil, err
 	}
 	s, err := startServers(ctx, sc, h, modelName, newTracker(h.Nodes, nil, sc.Servers, h.Token), false)
@@ -84,9 +66,7 @@ func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (
 }
 
 // Endpoint returns where the servers listen.
-func (s *Servers) Endpoint() Endpoint {
-	return Endpoint{URLs: s.s.https.urls, CA: s.s.https.ca.pem, CAKey: s.s.https.ca.keyPEM()}
-}
+func (s *Servers) Endpoint() Endpoint { return s.s.https.endpoint() }
 
 // Begin dates the run from start, when the agents start (Agents.Run), and
 // starts sampling this process's heap and CPU time.
@@ -131,7 +111,7 @@ type Agents struct{ r *run }
 // NewAgents prepares the agents of h's nodes against ep: their clients,
 // keys and certificate requests.
 func NewAgents(ctx context.Context, sc Scenario, h *Herd, ep Endpoint) (*Agents, error) {
-	sc, err := checkSplit(sc, h)
+	sc, err := checkScenario(sc, h, "", true)
 	if err != nil {
 		return nil, err
 	}
@@ -139,10 +119,7 @@ func NewAgents(ctx context.Context, sc Scenario, h *Herd, ep Endpoint) (*Agents,
 		return nil, fmt.Errorf("bench: %d server URLs for %d servers", len(ep.URLs), sc.Servers)
 	}
 	r := newRun(sc, h.Nodes, h.Token)
-	if r.target, err = newHTTPAgents(ctx, ep.URLs, ep.CA, r.clientNames()); err != nil {
-		return nil, err
-	}
-	if err := r.prepareClients(ep.URLs, ep.CA, ep.CAKey); err != nil {
+	if err := r.connect(ctx, ep); err != nil {
 		return nil, err
 	}
 	return &Agents{r}, nil
