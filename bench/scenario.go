@@ -148,17 +148,12 @@ type Progress struct {
 // WithDefaults is s with each field left zero set to its default: what
 // a run uses.
 func (s Scenario) WithDefaults() Scenario {
-	def := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&s.ClientTimeout, DefaultClientTimeout)
-	def(&s.Deadline, DefaultDeadline)
-	def(&s.SampleEvery, DefaultSampleEvery)
-	def(&s.CAAge, DefaultCAAge)
+	s.ClientTimeout = cmp.Or(s.ClientTimeout, DefaultClientTimeout)
+	s.Deadline = cmp.Or(s.Deadline, DefaultDeadline)
+	s.SampleEvery = cmp.Or(s.SampleEvery, DefaultSampleEvery)
+	s.CAAge = cmp.Or(s.CAAge, DefaultCAAge)
 	if s.StoreSpikes > 0 {
-		def(&s.StoreSpike, DefaultStoreSpike)
+		s.StoreSpike = cmp.Or(s.StoreSpike, DefaultStoreSpike)
 	}
 	s.Nodes = cmp.Or(s.Nodes, DefaultNodes)
 	s.LogN = cmp.Or(s.LogN, DefaultLogN)
@@ -180,7 +175,11 @@ func (s Scenario) WithDefaults() Scenario {
 // WithDefaults); each error names the cmd/bench flag that sets the field.
 func (s Scenario) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	want := func(ok bool, format string, a ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, a...))
+		}
+	}
 	for _, f := range []struct {
 		flag      string
 		v, lo, hi int
@@ -189,43 +188,24 @@ func (s Scenario) Validate() error {
 		{"bound-sample", s.BoundSample, 0, math.MaxInt}, {"attackers", s.Attackers, 0, 100000},
 		{"token-guessers", s.TokenGuessers, 0, 100000},
 	} {
-		if f.v < f.lo || f.v > f.hi {
-			bad("-%s %d: want %d to %d", f.flag, f.v, f.lo, f.hi)
-		}
+		want(f.v >= f.lo && f.v <= f.hi, "-%s %d: want %d to %d", f.flag, f.v, f.lo, f.hi)
 	}
-	if s.Hung < 0 || s.Hung >= s.Servers {
-		bad("-hung %d: want 0 to -servers - 1 (%d): one server at least must answer", s.Hung, s.Servers-1)
-	}
-	if s.Known < 0 || s.Known > s.Servers {
-		bad("-known %d: want 0 to -servers (%d)", s.Known, s.Servers)
-	}
-	if s.Duplicates < 0 || s.Duplicates > s.Nodes {
-		bad("-duplicates %d: want 0 to -nodes (%d)", s.Duplicates, s.Nodes)
-	}
+	want(s.Hung >= 0 && s.Hung < s.Servers, "-hung %d: want 0 to -servers - 1 (%d): one server at least must answer", s.Hung, s.Servers-1)
+	want(s.Known >= 0 && s.Known <= s.Servers, "-known %d: want 0 to -servers (%d)", s.Known, s.Servers)
+	want(s.Duplicates >= 0 && s.Duplicates <= s.Nodes, "-duplicates %d: want 0 to -nodes (%d)", s.Duplicates, s.Nodes)
 	_, client := s.Agent.(ClientPolicy)
-	if (s.Hung > 0 || s.ValidCerts || client) && s.Mode != ModeHTTP {
-		bad("-hung, -certs valid and the nodepass agents need -mode %s", ModeHTTP)
-	}
+	want(s.Mode == ModeHTTP || s.Hung <= 0 && !s.ValidCerts && !client, "-hung, -certs valid and the nodepass agents need -mode %s", ModeHTTP)
 	for _, f := range []struct {
 		flag string
 		d    time.Duration
 	}{{"timeout", s.ClientTimeout}, {"deadline", s.Deadline}, {"fault-latency", s.StoreSpike}, {"sample interval", s.SampleEvery}} {
-		if f.d < 0 || float64(f.d) > math.MaxInt64/1000 { // TimeScale may multiply it by 1000
-			bad("-%s %v: want 0 or more", f.flag, f.d)
-		}
+		// TimeScale may multiply it by 1000.
+		want(f.d >= 0 && float64(f.d) <= math.MaxInt64/1000, "-%s %v: want 0 or more", f.flag, f.d)
 	}
-	if !(s.TimeScale > 0 && s.TimeScale <= 1000) { // also rejects NaN
-		bad("time scale %v: want more than 0, at most 1000", s.TimeScale)
-	}
-	if !(s.StoreFaults >= 0 && s.StoreFaults < 1) {
-		bad("-store-faults %v: want a probability, 0 or more and below 1", s.StoreFaults)
-	}
-	if !(s.StoreSpikes >= 0 && s.StoreSpikes <= 1) {
-		bad("-store-spikes %v: want a probability, 0 to 1", s.StoreSpikes)
-	}
-	if s.CAAge < 0 || s.CAAge > 9*365*24*time.Hour {
-		bad("-ca-years %.3g: want more than 0, at most 9", s.CAAge.Hours()/(365*24))
-	}
+	want(s.TimeScale > 0 && s.TimeScale <= 1000, "time scale %v: want more than 0, at most 1000", s.TimeScale) // false for NaN
+	want(s.StoreFaults >= 0 && s.StoreFaults < 1, "-store-faults %v: want a probability, 0 or more and below 1", s.StoreFaults)
+	want(s.StoreSpikes >= 0 && s.StoreSpikes <= 1, "-store-spikes %v: want a probability, 0 to 1", s.StoreSpikes)
+	want(s.CAAge >= 0 && s.CAAge <= 9*365*24*time.Hour, "-ca-years %.3g: want more than 0, at most 9", s.CAAge.Hours()/(365*24))
 	errs = append(errs, new(LB).Set(string(s.LB)), new(Mode).Set(string(s.Mode)), new(Reboot).Set(string(s.Reboot)),
 		new(AttackNames).Set(string(s.AttackNames)), s.Agent.validate())
 	if err := errors.Join(errs...); err != nil {
