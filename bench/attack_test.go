@@ -265,7 +265,6 @@ func TestWrongAcceptCounted(t *testing.T) {
 		}
 		r.target = &fakeTarget{answer: slowOK, later: slowOK}
 		res := r.execute(t.Context(), time.Now())
-		r.adv.figures(res)
 		if a := res.Attack; a.GuessesAccepted == 0 || a.GuessesAccepted != a.Guesses || a.DuplicatesAccepted != 1 {
 			t.Errorf("guesses %d, accepted %d; duplicates accepted %d", a.Guesses, a.GuessesAccepted, a.DuplicatesAccepted)
 		}
@@ -350,6 +349,7 @@ func TestScryptLabelled(t *testing.T) {
 // attributed.
 func trackerFigures(tr *tracker) *AttackResult {
 	res := &Result{Attack: &AttackResult{}}
+	tr.freeze()
 	tr.attackFigures(res)
 	return res.Attack
 }

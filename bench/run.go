@@ -65,7 +65,6 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	s.begin(start)
 	res := r.execute(ctx, start)
 	s.finish(ctx, res, r.lastAsk)
-	r.adv.figures(res)
 	return res, nil
 }
 
@@ -215,6 +214,9 @@ func (r *run) result(ctx context.Context, elapsed, cpu time.Duration) *Result {
 		Failovers: r.failovers.Load(), CertsRequested: r.certsRequested.Load(),
 		Timeouts: r.timeouts.Load(), ConnErrors: r.connErrs.Load(), Errors: r.errs.Load(),
 		Completion: elapsed, CPU: cpu, Procs: runtime.GOMAXPROCS(0), FirstAttempt: int(r.firstAttempt.Load()),
+	}
+	if r.sc.adversity() { // the servers' side adds its computations
+		res.Attack = r.adv.result()
 	}
 	for i := range r.joinAt {
 		if d := time.Duration(r.joinAt[i].Load()); d > 0 && d <= elapsed {

@@ -163,6 +163,9 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	res.SetLocalBound(s.localBound, s.localTransport)
 	res.finish(s.h.LowerBound, s.h.LowerBoundBatch)
 	res.LowerBoundStarved = s.h.BoundStarved()
+	if res.Attack != nil {
+		s.tracker.attackFigures(res)
+	}
 }
 
 // close closes the models (with drain, waiting for the work they still

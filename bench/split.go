@@ -92,9 +92,6 @@ func (s *Servers) Finish(ctx context.Context, rep *AgentReport) (*Result, error)
 	res.Split = &Split{AgentCPU: res.CPU, AgentProcs: res.Procs}
 	res.CPU = 0
 	s.s.finish(ctx, &res, rep.Asks)
-	if res.Attack != nil {
-		s.s.tracker.attackFigures(&res)
-	}
 	res.Split.ServerProcs = res.Procs
 	return &res, nil
 }
@@ -136,9 +133,6 @@ func (a *Agents) Run(ctx context.Context, start time.Time, halt <-chan struct{})
 		a.r.target.close()
 	}
 	a.r.clients.close()
-	if a.r.sc.adversity() { // the servers' side adds its computations
-		res.Attack = a.r.adv.result()
-	}
 	return &AgentReport{Result: res, Asks: a.r.lastAsk}
 }
 
