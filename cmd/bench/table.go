@@ -91,34 +91,34 @@ var (
 	joinedCell     = func(r *bench.Result) string { return fmt.Sprintf("%d/%d", r.Joined, r.Nodes) }
 	completionCell = func(r *bench.Result) string { return floor(r, secs(r.Completion)) }
 	ratioCell      = func(r *bench.Result) string { return floor(r, fmt.Sprintf("%.2f", r.Ratio)) }
-	localRatioCell = func(r *bench.Result) string {
-		if r.LocalBound == 0 {
-			return "-"
-		}
-		return floor(r, fmt.Sprintf("%.2f", r.LocalRatio))
-	}
+	localRatioCell = ifMeasured(func(r *bench.Result) float64 { return r.LocalRatio })
 	mib            = func(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 	peakMemoryCell = func(r *bench.Result) string { return mib(r.PeakMemory) }
 )
 
-// perNode is a cell of count per joined node, "-" when none joined.
-func perNode(count func(*bench.Result) uint64) func(*bench.Result) string {
+// ifMeasured is a cell of a ratio, "-" when it is 0: not measured.
+func ifMeasured(ratio func(*bench.Result) float64) func(*bench.Result) string {
 	return func(r *bench.Result) string {
-		if r.Joined == 0 {
+		if ratio(r) == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.2f", r.PerNode(count(r)))
+		return floor(r, fmt.Sprintf("%.2f", ratio(r)))
 	}
 }
 
-// latency is a cell of a join latency, "-" when none joined.
-func latency(d func(*bench.Result) time.Duration) func(*bench.Result) string {
+// ifJoined is a cell of f, "-" when no node joined.
+func ifJoined(f func(*bench.Result) string) func(*bench.Result) string {
 	return func(r *bench.Result) string {
 		if r.Joined == 0 {
 			return "-"
 		}
-		return secs(d(r))
+		return f(r)
 	}
+}
+
+// perNode is a cell of count per joined node, "-" when none joined.
+func perNode(count func(*bench.Result) uint64) func(*bench.Result) string {
+	return ifJoined(func(r *bench.Result) string { return fmt.Sprintf("%.2f", r.PerNode(count(r))) })
 }
 
 // writeTable prints one row per model, what its figures are, and the
@@ -187,12 +187,7 @@ func tableColumns(h *bench.Herd, sc bench.Scenario, name map[*bench.Result]strin
 	}
 	if wide {
 		cols = append(cols,
-			column{"batch ratio", func(r *bench.Result) string {
-				if r.RatioBatch == 0 {
-					return "-"
-				}
-				return floor(r, fmt.Sprintf("%.2f", r.RatioBatch))
-			}, fmt.Sprintf("time / the lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs",
+			column{"batch ratio", ifMeasured(func(r *bench.Result) float64 { return r.RatioBatch }), fmt.Sprintf("time / the lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs",
 				scrypt.Lanes(), h.LowerBoundBatch.Seconds())},
 			column{"local ratio", localRatioCell, localBoundNote(sc, split)},
 			column{"attempts/node", perNode(func(r *bench.Result) uint64 { return r.Attempts }),
@@ -207,9 +202,9 @@ func tableColumns(h *bench.Herd, sc bench.Scenario, name map[*bench.Result]strin
 		lat := "the join latencies of the joined nodes, from the reboot, retries included"
 		cols = append(cols,
 			column{"token/node", perNode(func(r *bench.Result) uint64 { return r.TokenScryptRuns }), perJoined("those of them over join tokens")},
-			column{"p50", latency(func(r *bench.Result) time.Duration { return r.P50 }), lat},
-			column{"p99", latency(func(r *bench.Result) time.Duration { return r.P99 }), lat},
-			column{"max", latency(func(r *bench.Result) time.Duration { return r.Max }), lat})
+			column{"p50", ifJoined(func(r *bench.Result) string { return secs(r.P50) }), lat},
+			column{"p99", ifJoined(func(r *bench.Result) string { return secs(r.P99) }), lat},
+			column{"max", ifJoined(func(r *bench.Result) string { return secs(r.Max) }), lat})
 	}
 	cols = append(cols, column{"peak memory", peakMemoryCell,
 		"the most heap a finished GC cycle found live (runtime/metrics /gc/heap/live), plus nodepass's scrypt buffers outside the heap " +
