@@ -449,12 +449,7 @@ func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duratio
 		}
 		return nil
 	}
-	if err := parallel(ctx, warm, workers, one); err != nil {
-		return 0, fmt.Errorf("bench: transport bound warm-up: %w", err)
-	}
-	start := time.Now()
-	if err := parallel(ctx, sample, workers, one); err != nil {
-		return 0, fmt.Errorf("bench: transport bound: %w", err)
-	}
-	return time.Since(start) * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
+	d, err := timeWarm("transport bound", func() error { return parallel(ctx, warm, workers, one) },
+		func() error { return parallel(ctx, sample, workers, one) })
+	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), err
 }
