@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -191,11 +192,10 @@ type sampler struct {
 	load  loadTrace
 	done  chan struct{}
 	wg    sync.WaitGroup
-	peak  heapPeaks
+	// The highest heap figures sampled (HeapReading's; memory is Live +
+	// OffHeap).
+	peak struct{ live, objects, memory uint64 }
 }
-
-// heapPeaks are the highest heap figures sampled in a run.
-type heapPeaks struct{ live, objects, memory uint64 }
 
 func newSampler(sc Scenario) *sampler {
 	return &sampler{every: sc.SampleEvery, guard: newHeapGuard(sc.MaxHeap), done: make(chan struct{})}
@@ -274,12 +274,8 @@ var ReturnBuckets = []time.Duration{-5 * time.Second, -time.Second, 0, time.Seco
 // last count holds those at or above the last edge.
 func ReturnHistogram(returns []time.Duration) []int {
 	counts := make([]int, len(ReturnBuckets)+1)
-	for _, d := range returns {
-		i, _ := slices.BinarySearch(ReturnBuckets, d)
-		if i < len(ReturnBuckets) && ReturnBuckets[i] == d {
-			i++ // an edge belongs to the bucket above it
-		}
-		counts[i]++
+	for _, d := range returns { // the first bucket whose upper edge is above d
+		counts[sort.Search(len(ReturnBuckets), func(i int) bool { return ReturnBuckets[i] > d })]++
 	}
 	return counts
 }
@@ -306,14 +302,12 @@ func (c *cpuTrace) add(at, cpu time.Duration) {
 func (c *cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(c.samples, t, func(s cpuSample, t time.Duration) int {
-		return int(min(max(s.at-t, -1), 1))
-	})
-	if len(c.samples) == 0 || i == len(c.samples) || i == 0 && c.samples[0].at != t {
+	i := sort.Search(len(c.samples), func(i int) bool { return c.samples[i].at >= t })
+	if i == len(c.samples) || i == 0 && c.samples[0].at != t {
 		return 0, false
 	}
 	first, hi := c.samples[0], c.samples[i]
-	if hi.at == t || i == 0 {
+	if hi.at == t {
 		return hi.cpu - first.cpu, true
 	}
 	lo := c.samples[i-1]
