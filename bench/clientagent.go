@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/sha256"
@@ -11,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -55,12 +55,7 @@ func (p ClientPolicy) scaled(f float64) Policy {
 }
 
 // dur scales d by the scenario's time scale.
-func (p ClientPolicy) dur(d time.Duration) time.Duration {
-	if p.scale == 0 {
-		return d
-	}
-	return scaleDur(d, p.scale)
-}
+func (p ClientPolicy) dur(d time.Duration) time.Duration { return scaleDur(d, cmp.Or(p.scale, 1)) }
 
 // clientAgents is what a run of ClientPolicy agents shares: the servers'
 // addresses and CA, and a directory under which each agent keeps its
@@ -79,15 +74,8 @@ type clientAgents struct {
 // earlier join left: signed now by the CA whose key caKey is (PEM), as
 // the servers sign them (sc.CANotBefore).
 func newClientAgents(sc Scenario, urls []string, caPEM, caKey []byte, token string, nodes []Node) (*clientAgents, error) {
-	c := &clientAgents{pool: x509.NewCertPool()}
+	c := &clientAgents{pool: x509.NewCertPool(), hosts: hosts(urls)}
 	c.pool.AppendCertsFromPEM(caPEM)
-	for _, u := range urls {
-		pu, err := url.Parse(u)
-		if err != nil {
-			return nil, fmt.Errorf("bench: server URL %q: %w", u, err)
-		}
-		c.hosts = append(c.hosts, pu.Host)
-	}
 	sum := sha256.Sum256(caPEM)
 	c.token = "K10" + hex.EncodeToString(sum[:]) + "::" + tokenUser + ":" + token
 	base := ""

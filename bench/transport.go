@@ -214,7 +214,7 @@ func (s *httpServers) mux(m model) (http.Handler, error) {
 		"GET " + stepConfig.path(): fixed(configBody), "GET " + stepClientCA.path(): fixed(s.ca.pem), "GET " + stepServerCA.path(): fixed(s.ca.pem),
 		// Every server of the run, read when asked: the list is complete
 		// by the time the agents start.
-		"GET " + pathAPIServers:         answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(s.hosts()) }),
+		"GET " + pathAPIServers:         answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(hosts(s.urls)) }),
 		"GET " + stepServingCert.path(): kubelet(false), "POST " + stepServingCert.path(): kubelet(false),
 		"GET " + stepClientCert.path(): kubelet(true), "POST " + stepClientCert.path(): kubelet(true),
 		"POST " + stepProxyCert.path(): component(stepProxyCert), "POST " + stepControllerCert.path(): component(stepControllerCert),
@@ -231,10 +231,10 @@ type hangHandler struct{}
 
 func (hangHandler) ServeHTTP(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 
-// hosts returns every server's host:port.
-func (s *httpServers) hosts() []string {
-	h := make([]string, len(s.urls))
-	for i, u := range s.urls {
+// hosts returns the host:port of each https://host:port in urls.
+func hosts(urls []string) []string {
+	h := make([]string, len(urls))
+	for i, u := range urls {
 		h[i] = strings.TrimPrefix(u, "https://")
 	}
 	return h
