@@ -186,7 +186,6 @@ func (t *tracker) whoOf(ctx context.Context) (w who, ok bool) {
 	return who{}, false
 }
 
-// rejected records that duplicate d got a 403.
 func (t *tracker) rejected(d int) { t.dupRejected[d].Store(true) }
 
 // since is the time since the tracker was made, at least 1 ns.
@@ -241,7 +240,6 @@ type serverObserver struct {
 	server int
 }
 
-// observer returns the observer of server's computations.
 func (t *tracker) observer(server int) *serverObserver { return &serverObserver{t, server} }
 
 // started is a k3s model's report of a computation, as it starts, from
@@ -301,7 +299,6 @@ type request struct{ faulted atomic.Bool }
 
 type requestKey struct{}
 
-// requestOf returns the request ctx carries, or nil.
 func requestOf(ctx context.Context) *request {
 	r, _ := ctx.Value(requestKey{}).(*request)
 	return r

@@ -118,7 +118,6 @@ func parseCA(certPEM []byte, key *ecdsa.PrivateKey, caNotBefore bool) (*benchCA,
 	return ca, nil
 }
 
-// encodeKey returns key, PEM-encoded.
 func encodeKey(key *ecdsa.PrivateKey) []byte {
 	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
@@ -127,7 +126,6 @@ func encodeKey(key *ecdsa.PrivateKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }
 
-// keyPEM returns the CA's key, PEM-encoded.
 func (ca *benchCA) keyPEM() []byte { return encodeKey(ca.key) }
 
 // sign signs tmpl (its names and usage) for pub with the CA's key and

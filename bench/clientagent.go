@@ -54,7 +54,6 @@ func (p ClientPolicy) scaled(f float64) Policy {
 	return ClientPolicy{ViaLoadBalancer: p.ViaLoadBalancer, scale: f}
 }
 
-// dur scales d by the scenario's time scale.
 func (p ClientPolicy) dur(d time.Duration) time.Duration { return scaleDur(d, cmp.Or(p.scale, 1)) }
 
 // clientAgents is what a run of ClientPolicy agents shares: the servers'

@@ -147,7 +147,6 @@ func timeWarm(what string, warm, run func() error) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// validate checks that h fits sc.
 func (h *Herd) validate(sc Scenario) error {
 	switch {
 	case h == nil:

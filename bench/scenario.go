@@ -214,7 +214,6 @@ func (s Scenario) Validate() error {
 	return nil
 }
 
-// scale multiplies d by the scenario's TimeScale.
 func (s Scenario) scale(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * s.TimeScale)
 }
@@ -225,7 +224,6 @@ func (s Scenario) adversity() bool {
 	return s.Attackers > 0 || s.TokenGuessers > 0 || s.Duplicates > 0 || s.faults()
 }
 
-// faults reports whether the scenario injects store faults.
 func (s Scenario) faults() bool { return s.StoreFaults > 0 || s.StoreSpikes > 0 }
 
 // setName sets *v to the one of names that s is, in any case, or returns

@@ -264,7 +264,6 @@ func (s *httpServers) serve(h http.Handler) error {
 	return nil
 }
 
-// endpoint returns where the servers listen, with their CA and its key.
 func (s *httpServers) endpoint() Endpoint {
 	return Endpoint{URLs: s.urls, CA: s.ca.pem, CAKey: s.ca.keyPEM()}
 }

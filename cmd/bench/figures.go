@@ -29,7 +29,6 @@ TLS handshakes per node, late losses (shed after 1 s held / held then sent
 away) and peak memory. A run that stopped early counts, its stop said.
 `
 
-// runScaleTable is bench scale-table.
 func runScaleTable(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench scale-table", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -173,7 +172,6 @@ medians. GLOB names LABEL's files (quote it for the shell). FILE's
 extension (.svg, .png) sets the format. Flags:
 `
 
-// runScalePlot is bench scale-plot.
 func runScalePlot(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench scale-plot", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -351,7 +351,6 @@ func (b *scryptBudget) Set(s string) error {
 	return nil
 }
 
-// run is the whole command; it returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scale-plot" {
 		return runScalePlot(args[1:], stdout, stderr)

@@ -54,7 +54,6 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 	return cmp.Or(err, wrong)
 }
 
-// describe says on stderr what c's run is.
 func describe(stderr io.Writer, c *config) {
 	sc := c.sc
 	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %s%s%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",

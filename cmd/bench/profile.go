@@ -85,7 +85,6 @@ func describeScenario(sc bench.Scenario) string {
 		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, plural(sc.Servers, "server"), sc.LB, sc.ClientTimeout, sc.Seed, runtime.GOMAXPROCS(0))
 }
 
-// captureCPU returns a CPU profile of f.
 func captureCPU(f func() error) (*profile.Profile, error) {
 	var buf bytes.Buffer
 	if err := pprof.StartCPUProfile(&buf); err != nil {

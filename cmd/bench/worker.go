@@ -211,7 +211,6 @@ func (w *worker) read(out io.Reader) {
 	}
 }
 
-// send writes a control line to the child.
 func (w *worker) send(c control) error {
 	if err := w.enc.Encode(c); err != nil {
 		return fmt.Errorf("%s: writing to the worker: %w", w.name, err)

@@ -60,7 +60,6 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// run is the command with args; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)

@@ -104,7 +104,6 @@ func Check(cur, base *Report, lim Limits) []Verdict {
 	return out
 }
 
-// checkLimits checks cur against lim alone.
 func checkLimits(cur *Report, lim Limits, add func(figure string, ok bool, format string, a ...any)) {
 	labelled := float64(cur.ScryptLabelled) / float64(max(cur.CPU[Scrypt], 1))
 	label := verify.ProfileLabel + "=" + verify.ProfileScrypt

@@ -181,7 +181,6 @@ func isCrypto(pkg string) bool {
 	return under(pkg, "crypto") || under(pkg, "golang.org/x/crypto") || under(pkg, "vendor/golang.org/x/crypto")
 }
 
-// under reports whether pkg is base or below it.
 func under(pkg, base string) bool {
 	return pkg == base || strings.HasPrefix(pkg, base+"/")
 }
