@@ -272,20 +272,10 @@ func (r *run) progress(done <-chan struct{}) {
 	}
 }
 
-func (r *run) logShed(e ShedEvent) {
-	r.shedMu.Lock()
-	r.shedLog = append(r.shedLog, e)
-	r.shedMu.Unlock()
-}
-
 // agent is one node: it asks until it has joined or ctx ends.
 func (r *run) agent(ctx context.Context, i int) {
-	first := i % r.sc.Servers
-	if r.sc.Known > 0 {
-		first = i % r.sc.Known
-	}
 	a := asker{
-		client: i, server: first, node: r.nodes[i],
+		client: i, server: i % cmp.Or(r.sc.Known, r.sc.Servers), node: r.nodes[i],
 		rng: rand.New(rand.NewPCG(r.sc.Seed, uint64(i))), tally: &r.tally, logShed: true,
 	}
 	var got asked
@@ -353,8 +343,10 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
 			a.tally.shed.Add(1)
 			if a.logShed {
-				r.logShed(ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status,
+				r.shedMu.Lock()
+				r.shedLog = append(r.shedLog, ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status,
 					RetryAfter: o.retryAfter, Waited: o.took})
+				r.shedMu.Unlock()
 			}
 			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.connErr:
