@@ -45,7 +45,7 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	defer s.close(!sc.NoDrain)
+	defer s.Close(!sc.NoDrain)
 	switch sc.Mode {
 	case ModeInproc:
 		r.target = &inprocTarget{servers: s.models, second: sc.scale(time.Second), drain: !sc.NoDrain}
@@ -62,7 +62,7 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	}()
 	r.halt = s.smp.guard.done
 	start := time.Now()
-	s.begin(start)
+	s.Begin(start)
 	res := r.execute(ctx, start)
 	s.finish(ctx, res, r.lastAsk)
 	return res, nil

@@ -12,12 +12,13 @@ import (
 	"github.com/nodepass/nodepass/verify"
 )
 
-// serverSide is one run's servers: the model instances over the store
+// Servers is one run's servers: the model instances over the store
 // (after a reboot's warm-up), wrapped by the run's tracker, behind HTTPS
 // in http mode, and what the run learns from them. In-process it shares
 // its process with the agents (Run); split, it is a process of its own
-// (Servers).
-type serverSide struct {
+// (StartServers), whose methods are called in order, from one goroutine:
+// Endpoint, Begin, then Finish or Close.
+type Servers struct {
 	sc        Scenario
 	h         *Herd
 	modelName string
@@ -40,9 +41,9 @@ type serverSide struct {
 // computations. agentsHere says the agents share this process's CPUs:
 // in http mode the local lower bound then counts their requests
 // (Herd.EstimateTransport).
-func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t *tracker, agentsHere bool) (_ *serverSide, err error) {
+func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t *tracker, agentsHere bool) (_ *Servers, err error) {
 	mem, store, faults := herdStore(sc, h)
-	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: faults, tracker: t, smp: newSampler(sc)}
+	s := &Servers{sc: sc, h: h, modelName: modelName, faults: faults, tracker: t, smp: newSampler(sc)}
 	if s.localBound, s.localTransport, err = h.LocalBounds(ctx, sc, modelName, agentsHere); err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t
 	}
 	defer func() {
 		if err != nil {
-			s.close(true)
+			s.Close(true)
 		}
 	}()
 	if sc.Reboot == RebootAll { // the warm-up's servers; those the reboot meets start after it
@@ -117,10 +118,10 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t
 	return s, nil
 }
 
-// begin dates the run from start, when the agents start: from then on the
-// tracker times arrivals and results, and the sampler reads the heap and
-// the CPU time.
-func (s *serverSide) begin(start time.Time) {
+// Begin dates the run from start, when the agents start (Agents.Run):
+// from then on the tracker times arrivals and results, and the sampler
+// reads this process's heap and CPU time.
+func (s *Servers) Begin(start time.Time) {
 	s.tracker.start = start
 	s.smp.begin(start)
 }
@@ -129,7 +130,7 @@ func (s *serverSide) begin(start time.Time) {
 // run (asks: how each agent's asking ended), with the servers': the
 // process's heap and CPU time, the models' counts, when results were
 // ready and first requests arrived, store faults, and the lower bounds.
-func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
+func (s *Servers) finish(ctx context.Context, res *Result, asks []asked) {
 	sc := s.sc
 	s.smp.end(res)
 	if s.https != nil {
@@ -169,9 +170,9 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	}
 }
 
-// close closes the models (with drain, waiting for the work they still
+// Close stops the models (with drain, waiting for the work they still
 // run) and the HTTPS servers.
-func (s *serverSide) close(drain bool) {
+func (s *Servers) Close(drain bool) {
 	for _, m := range s.raw {
 		m.close(drain)
 	}
@@ -319,7 +320,7 @@ func (c *cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
 // node that came back did so relative to its result being ready (asks:
 // how each agent's asking ended), and the CPU left idle while results
 // were pending.
-func (s *serverSide) readiness(res *Result, asks []asked) {
+func (s *Servers) readiness(res *Result, asks []asked) {
 	t := s.tracker
 	res.LastReady = res.Completion
 	if s.raw[0].keepsState() && res.Stopped == "" {
@@ -347,7 +348,7 @@ func (s *serverSide) readiness(res *Result, asks []asked) {
 
 // reached fills res's ReachedFirst, ReachedMedian and ReachedLast from
 // when each honest node's first request reached a server.
-func (s *serverSide) reached(res *Result) {
+func (s *Servers) reached(res *Result) {
 	var at []time.Duration
 	for i := range s.tracker.reachedAt {
 		if d := time.Duration(s.tracker.reachedAt[i].Load()); d > 0 {

@@ -44,61 +44,44 @@ func (s Split) MarshalJSON() ([]byte, error) { return marshalUnits(s, nil) }
 // UnmarshalJSON reads what MarshalJSON wrote.
 func (s *Split) UnmarshalJSON(b []byte) error { return unmarshalUnits(b, s) }
 
-// Servers is the server side of a split run: the model's instances over a
-// fresh store holding the herd's hashes, behind HTTPS. Its methods are
-// called in order, from one goroutine: Endpoint, Begin, then Finish or
-// Close.
-type Servers struct{ s *serverSide }
-
 // StartServers estimates the local lower bound when sc asks for it,
 // starts sc.Servers instances of the model (after a reboot's warm-up, if
-// any) and serves them over HTTPS on loopback ports.
+// any) and serves them over HTTPS on loopback ports: the server side of a
+// split run.
 func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Servers, error) {
 	sc, err := checkScenario(sc, h, modelName, true)
 	if err != nil {
 		return nil, err
 	}
-	s, err := startServers(ctx, sc, h, modelName, newTracker(h.Nodes, nil, sc.Servers, h.Token), false)
-	if err != nil {
-		return nil, err
-	}
-	return &Servers{s}, nil
+	return startServers(ctx, sc, h, modelName, newTracker(h.Nodes, nil, sc.Servers, h.Token), false)
 }
 
 // Endpoint returns where the servers listen.
-func (s *Servers) Endpoint() Endpoint { return s.s.https.endpoint() }
-
-// Begin dates the run from start, when the agents start (Agents.Run), and
-// starts sampling this process's heap and CPU time.
-func (s *Servers) Begin(start time.Time) { s.s.begin(start) }
+func (s *Servers) Endpoint() Endpoint { return s.https.endpoint() }
 
 // Tripped is closed when the heap guard trips: the agents are to be
 // stopped (Agents.Run's halt).
-func (s *Servers) Tripped() <-chan struct{} { return s.s.smp.guard.done }
+func (s *Servers) Tripped() <-chan struct{} { return s.smp.guard.done }
 
 // Finish returns the run's Result: the agents' figures in rep, with this
 // side's (heap, CPU time, scrypt runs, readiness, arrivals, bounds), and
 // Split's CPU figures. It fails when rep is not of this run's herd.
 func (s *Servers) Finish(ctx context.Context, rep *AgentReport) (*Result, error) {
-	if rep == nil || rep.Result == nil || rep.Result.Nodes != len(s.s.h.Nodes) || len(rep.Asks) != len(s.s.h.Nodes) {
+	if rep == nil || rep.Result == nil || rep.Result.Nodes != len(s.h.Nodes) || len(rep.Asks) != len(s.h.Nodes) {
 		return nil, errors.New("bench: the agents' report is not of this herd")
 	}
 	for _, a := range rep.Asks {
-		if a.Server < 0 || a.Server >= s.s.sc.Servers {
-			return nil, fmt.Errorf("bench: the agents' report names server %d of %d", a.Server, s.s.sc.Servers)
+		if a.Server < 0 || a.Server >= s.sc.Servers {
+			return nil, fmt.Errorf("bench: the agents' report names server %d of %d", a.Server, s.sc.Servers)
 		}
 	}
 	res := *rep.Result
 	res.Split = &Split{AgentCPU: res.CPU, AgentProcs: res.Procs}
 	res.CPU = 0
-	s.s.finish(ctx, &res, rep.Asks)
+	s.finish(ctx, &res, rep.Asks)
 	res.Split.ServerProcs = res.Procs
 	return &res, nil
 }
-
-// Close stops the servers; with drain, it waits for the work they still
-// run.
-func (s *Servers) Close(drain bool) { s.s.close(drain) }
 
 // Agents is the agent side of a split run: the herd's agents, each with
 // its own key and certificate requests, against the servers at an
