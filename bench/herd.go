@@ -104,20 +104,31 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 	return nil
 }
 
-// EstimateLocalBound estimates the lower bound from the first sample
-// nodes, with the scrypt model runs (x/crypto's for k3s, nodepass's in
-// batches of scrypt.Lanes(), at least one per worker), times len(Nodes) /
-// sample: cheap enough to take right before each model's run, under the
-// load the run itself will see. h is not changed.
-func (h *Herd) EstimateLocalBound(ctx context.Context, sample int, model string) (d time.Duration, err error) {
-	if model != ModelNodepass {
-		sample = min(max(sample, 1), len(h.Nodes))
-		d, err = h.timeVerifications(ctx, sample)
-	} else {
+// LocalBounds is a model's local lower bound, estimated right before its
+// run from sc.BoundSample verifications of the first nodes with the
+// scrypt the model runs (x/crypto's for k3s, nodepass's in batches of
+// scrypt.Lanes(), at least one per worker), times len(Nodes) / sample:
+// cheap, and under the load the run itself will see. With transport it
+// also returns what the agents' requests add in http mode
+// (EstimateTransport). Zero without a sample; h is not changed.
+func (h *Herd) LocalBounds(ctx context.Context, sc Scenario, model string, transport bool) (bound, trans time.Duration, err error) {
+	sample := sc.BoundSample
+	switch {
+	case sample <= 0:
+		return 0, 0, nil
+	case model != ModelNodepass:
+		sample = min(sample, len(h.Nodes))
+		bound, err = h.timeVerifications(ctx, sample)
+	default:
 		sample = min(max(sample, scrypt.Lanes()*runtime.GOMAXPROCS(0)), len(h.Nodes))
-		d, err = h.timeBatched(ctx, sample)
+		bound, err = h.timeBatched(ctx, sample)
 	}
-	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), err
+	bound = bound * time.Duration(len(h.Nodes)) / time.Duration(sample)
+	if err != nil || !transport {
+		return bound, 0, err
+	}
+	trans, err = h.EstimateTransport(ctx, sc)
+	return bound, trans, err
 }
 
 // timeVerifications times the verification of the first n nodes with

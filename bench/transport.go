@@ -398,21 +398,6 @@ func (openModel) counts() modelCounts                               { return mod
 func (openModel) keepsState() bool                                  { return false }
 func (openModel) close(bool)                                        {}
 
-// LocalBounds is a model's local lower bound from sc.BoundSample
-// verifications (EstimateLocalBound) and, with transport, what the
-// agents' requests add in http mode (EstimateTransport); zero without a
-// sample.
-func (h *Herd) LocalBounds(ctx context.Context, sc Scenario, model string, transport bool) (bound, trans time.Duration, err error) {
-	if sc.BoundSample <= 0 {
-		return 0, 0, nil
-	}
-	if bound, err = h.EstimateLocalBound(ctx, sc.BoundSample, model); err != nil || !transport {
-		return bound, 0, err
-	}
-	trans, err = h.EstimateTransport(ctx, sc)
-	return bound, trans, err
-}
-
 // EstimateTransport estimates the time the herd's HTTPS takes on
 // GOMAXPROCS workers: sc.BoundSample k3s agents' attempts (after a
 // warm-up of one per worker) against a server that lets every node in
