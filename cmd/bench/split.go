@@ -207,7 +207,7 @@ func awaitReport(agents, servers *worker, bar *progressBar) (*bench.AgentReport,
 
 // ready says this worker is set up, and where it runs.
 func ready(enc *encoder, ep *bench.Endpoint) error {
-	cpus, err := threadCPUs()
+	cpus, err := allowedCPUs()
 	if err != nil {
 		return err
 	}
