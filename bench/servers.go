@@ -49,9 +49,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t
 	}
 	params := verify.DefaultParams
 	params.LogN = sc.LogN
-	if s.env, err = newServerEnv(sc, modelName, h.Token); err != nil {
-		return nil, err
-	}
+	s.env = newServerEnv(sc, modelName, h.Token)
 	// servers makes the run's model instances, told to t if observed.
 	servers := func(observed bool) ([]model, error) {
 		ms := make([]model, 0, sc.Servers)
