@@ -51,10 +51,14 @@ const (
 // HTTP/1.1, as the k3s supervisor offers). With caNotBefore it signs as
 // older k3s releases did (Scenario.CANotBefore).
 func newBenchCA(age time.Duration, caNotBefore bool) (*benchCA, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("bench: CA key: %w", err)
+	var keys [3]*ecdsa.PrivateKey // the CA's, the servers', and the legacy kubelet key
+	for i := range keys {
+		var err error
+		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, fmt.Errorf("bench: CA keys: %w", err)
+		}
 	}
+	caKey, key, legacy := keys[0], keys[1], keys[2]
 	created := time.Now().Add(-age)
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -73,11 +77,6 @@ func newBenchCA(age time.Duration, caNotBefore bool) (*benchCA, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("bench: server key: %w", err)
-	}
 	serverDER, err := ca.sign(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "127.0.0.1"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
@@ -90,11 +89,6 @@ func newBenchCA(age time.Duration, caNotBefore bool) (*benchCA, error) {
 		Certificates: []tls.Certificate{{Certificate: [][]byte{serverDER}, PrivateKey: key}},
 		NextProtos:   []string{"h2", "http/1.1"},
 		MinVersion:   tls.VersionTLS12,
-	}
-
-	legacy, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("bench: legacy kubelet key: %w", err)
 	}
 	ca.legacy, ca.legacyPEM = legacy.Public(), encodeKey(legacy)
 	return ca, nil
