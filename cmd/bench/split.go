@@ -128,7 +128,7 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 			agents.stop()
 		}
 	}()
-	isReady := func(m message) bool { return m.Ready != nil }
+	isReady := func(m message) bool { return m.Ready }
 	if servers, err = startWorker(ctx, args, model, roleServers, p.servers, stderr, herd); err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 	if err != nil {
 		return nil, err
 	}
-	if agents, err = startWorker(ctx, args, model, roleAgents, p.agents, stderr, herd, control{Endpoint: srvReady.Ready.Endpoint}); err != nil {
+	if agents, err = startWorker(ctx, args, model, roleAgents, p.agents, stderr, herd, control{Endpoint: srvReady.Endpoint}); err != nil {
 		return nil, err
 	}
 	agReady, err := agents.next(nil, isReady)
@@ -169,7 +169,7 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 	} else if err != nil {
 		return nil, err
 	}
-	m.Result.Split.AgentCPUs, m.Result.Split.ServerCPUs = agReady.Ready.CPUs, srvReady.Ready.CPUs
+	m.Result.Split.AgentCPUs, m.Result.Split.ServerCPUs = agReady.CPUs, srvReady.CPUs
 	return m.Result, nil
 }
 
@@ -211,7 +211,7 @@ func ready(enc *encoder, ep *bench.Endpoint) error {
 	if err != nil {
 		return err
 	}
-	return enc.send(message{Ready: &readyMsg{Endpoint: ep, CPUs: cpus}})
+	return enc.send(message{Ready: true, Endpoint: ep, CPUs: cpus})
 }
 
 // runServersWorker is a split run's servers: it starts them, says where

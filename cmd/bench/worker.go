@@ -30,20 +30,16 @@ type message struct {
 	Progress *bench.Progress `json:"progress,omitempty"`
 	Result   *bench.Result   `json:"result,omitempty"`
 	Error    string          `json:"error,omitempty"`
-	// Ready: a split run's worker is set up; Agents: the agents' report
-	// at the end; Tripped: the servers' heap guard tripped; Bounds: a
-	// bound worker's herd with its lower bounds (no nodes).
-	Ready   *readyMsg          `json:"ready,omitempty"`
-	Agents  *bench.AgentReport `json:"agents,omitempty"`
-	Tripped bool               `json:"tripped,omitempty"`
-	Bounds  *bench.Herd        `json:"bounds,omitempty"`
-}
-
-// readyMsg says a worker is ready, where its servers listen (servers
-// only), and the CPUs any of its threads may use.
-type readyMsg struct {
-	Endpoint *bench.Endpoint `json:"endpoint,omitempty"`
-	CPUs     []int           `json:"cpus"`
+	// Ready: a split run's worker is set up, its servers at Endpoint
+	// (servers only), on CPUs; Agents: the agents' report at the end;
+	// Tripped: the servers' heap guard tripped; Bounds: a bound worker's
+	// herd with its lower bounds (no nodes).
+	Ready    bool               `json:"ready,omitempty"`
+	Endpoint *bench.Endpoint    `json:"endpoint,omitempty"`
+	CPUs     []int              `json:"cpus,omitempty"`
+	Agents   *bench.AgentReport `json:"agents,omitempty"`
+	Tripped  bool               `json:"tripped,omitempty"`
+	Bounds   *bench.Herd        `json:"bounds,omitempty"`
 }
 
 // control is a line the parent writes to a split run's worker after the
