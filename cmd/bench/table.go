@@ -462,42 +462,38 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 		{"ratio", ratioCell, "time / the x/crypto lower bound above"},
 		{"local ratio", localRatioCell, "time / a lower bound estimated with the model's own scrypt right before its run (bench -wide says how)"},
 		{"honest scrypt", attack(func(a *bench.AttackResult) any { return a.HonestScrypt }), ""}}
-	type figure = func(*bench.AttackResult) any
 	for _, c := range []struct {
-		on   bool
-		head string
-		f    figure
+		on bool
+		column
 	}{
-		{att, "guesses", func(a *bench.AttackResult) any { return a.Guesses }},
-		{att, "accepted", func(a *bench.AttackResult) any { return a.GuessesAccepted }},
-		{att, "guess scrypt", func(a *bench.AttackResult) any { return a.GuessScrypt }},
-		{att, "pw known", func(a *bench.AttackResult) any { return a.GuessScryptKnown }},
-		{tok, "token guesses", func(a *bench.AttackResult) any { return a.TokenGuesses }},
-		{tok, "accepted", func(a *bench.AttackResult) any { return a.TokenGuessesAccepted }},
-		{tok, "token scrypt", func(a *bench.AttackResult) any { return a.TokenScrypt }},
-		{tok, "token guess scrypt", func(a *bench.AttackResult) any { return a.TokenGuessScrypt }},
-		{dup, "dup requests", func(a *bench.AttackResult) any { return a.DuplicateRequests }},
-		{dup, "dup accepted", func(a *bench.AttackResult) any { return a.DuplicatesAccepted }},
-		{dup, "dup scrypt", func(a *bench.AttackResult) any { return a.DuplicateScrypt }},
-		{dup, "max/dup", func(a *bench.AttackResult) any { return a.DuplicateScryptMax }},
-		{dup, "after 403", func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject }},
+		{att, column{"guesses", attack(func(a *bench.AttackResult) any { return a.Guesses }), ""}},
+		{att, column{"accepted", attack(func(a *bench.AttackResult) any { return a.GuessesAccepted }), ""}},
+		{att, column{"guess scrypt", attack(func(a *bench.AttackResult) any { return a.GuessScrypt }), ""}},
+		{att, column{"pw known", attack(func(a *bench.AttackResult) any { return a.GuessScryptKnown }), ""}},
+		{tok, column{"token guesses", attack(func(a *bench.AttackResult) any { return a.TokenGuesses }), ""}},
+		{tok, column{"accepted", attack(func(a *bench.AttackResult) any { return a.TokenGuessesAccepted }), ""}},
+		{tok, column{"token scrypt", attack(func(a *bench.AttackResult) any { return a.TokenScrypt }), ""}},
+		{tok, column{"token guess scrypt", attack(func(a *bench.AttackResult) any { return a.TokenGuessScrypt }), ""}},
+		{dup, column{"dup requests", attack(func(a *bench.AttackResult) any { return a.DuplicateRequests }), ""}},
+		{dup, column{"dup accepted", attack(func(a *bench.AttackResult) any { return a.DuplicatesAccepted }), ""}},
+		{dup, column{"dup scrypt", attack(func(a *bench.AttackResult) any { return a.DuplicateScrypt }), ""}},
+		{dup, column{"max/dup", attack(func(a *bench.AttackResult) any { return a.DuplicateScryptMax }), ""}},
+		{dup, column{"after 403", attack(func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject }), ""}},
+		{faults, column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) }), ""}},
+		{faults, column{"failed", fault(func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) }), "the store calls that failed"}},
+		{faults, column{"slow", fault(func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) }), "those that answered only after -fault-latency"}},
+		{faults, column{"500s", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) }), ""}},
+		{faults, column{"cached errors", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) }), ""}},
+		{faults, column{"recheck", fault(func(f *bench.FaultResult) string {
+			if f.RecheckAsked == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%d/%d", f.RecheckJoined, f.RecheckAsked)
+		}), ""}},
 	} {
 		if c.on {
-			cols = append(cols, column{c.head, attack(c.f), ""})
+			cols = append(cols, c.column)
 		}
-	}
-	if faults {
-		cols = append(cols, column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) }), ""},
-			column{"failed", fault(func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) }), "the store calls that failed"},
-			column{"slow", fault(func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) }), "those that answered only after -fault-latency"},
-			column{"500s", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) }), ""},
-			column{"cached errors", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) }), ""},
-			column{"recheck", fault(func(f *bench.FaultResult) string {
-				if f.RecheckAsked == 0 {
-					return "-"
-				}
-				return fmt.Sprintf("%d/%d", f.RecheckJoined, f.RecheckAsked)
-			}), ""})
 	}
 	fmt.Fprintln(w)
 	cols = append(cols, column{"peak memory", peakMemoryCell, "as in the table above"})
