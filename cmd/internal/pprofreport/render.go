@@ -128,15 +128,13 @@ func WriteDiff(w io.Writer, base, cur *Report, top int) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", strings.TrimSpace(categoryLabels[c]), pct(base.Share(c)), pct(cur.Share(c)), points(base.Share(c), cur.Share(c)))
 	}
-	if bd, ok := base.ScryptPerNode(); ok {
-		if cd, ok := cur.ScryptPerNode(); ok {
-			fmt.Fprintf(tw, "scrypt CPU per joined node\t%s\t%s\t%s\t\n", ms(bd), ms(cd), relChange(float64(bd), float64(cd)))
-		}
+	bd, okBase := base.ScryptPerNode()
+	if cd, ok := cur.ScryptPerNode(); ok && okBase {
+		fmt.Fprintf(tw, "scrypt CPU per joined node\t%s\t%s\t%s\t\n", ms(bd), ms(cd), relChange(float64(bd), float64(cd)))
 	}
-	if br, ok := base.PerNode(); ok {
-		if cr, ok := cur.PerNode(); ok {
-			fmt.Fprintf(tw, "scrypts per joined node (in-run)\t%.3f\t%.3f\t%s\t\n", br, cr, relChange(br, cr))
-		}
+	br, okBase := base.PerNode()
+	if cr, ok := cur.PerNode(); ok && okBase {
+		fmt.Fprintf(tw, "scrypts per joined node (in-run)\t%.3f\t%.3f\t%s\t\n", br, cr, relChange(br, cr))
 	}
 	tw.Flush()
 	if top <= 0 {
