@@ -294,14 +294,14 @@ func (y *years) Set(s string) error {
 // KiB, MiB, GiB (or K, M, G) suffix.
 type byteSize uint64
 
-func (b *byteSize) String() string {
-	switch v := uint64(*b); {
+func (b byteSize) String() string {
+	switch v := uint64(b); {
 	case v >= 1<<30 && v%(1<<30) == 0:
 		return fmt.Sprintf("%dGiB", v>>30)
 	case v >= 1<<20 && v%(1<<20) == 0:
 		return fmt.Sprintf("%dMiB", v>>20)
 	}
-	return strconv.FormatUint(uint64(*b), 10)
+	return strconv.FormatUint(uint64(b), 10)
 }
 
 func (b *byteSize) Set(s string) error {
@@ -335,8 +335,7 @@ func (b *scryptBudget) String() string {
 	case *b < 0:
 		return "none"
 	}
-	s := byteSize(*b)
-	return s.String()
+	return byteSize(*b).String()
 }
 
 func (b *scryptBudget) Set(s string) error {

@@ -149,11 +149,10 @@ type progressBar struct {
 }
 
 func newProgressBar(w io.Writer, model string, nodes int) *progressBar {
-	tty := false
+	var tty bool
 	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
+		fi, err := f.Stat()
+		tty = err == nil && fi.Mode()&os.ModeCharDevice != 0
 	}
 	return &progressBar{w: w, tty: tty, model: model, nodes: nodes, lastPrint: time.Now()}
 }
