@@ -299,11 +299,6 @@ type request struct{ faulted atomic.Bool }
 
 type requestKey struct{}
 
-func requestOf(ctx context.Context) *request {
-	r, _ := ctx.Value(requestKey{}).(*request)
-	return r
-}
-
 // VerifyToken labels the request as the join token's or a wrong one's,
 // and counts a wrong token let in.
 func (m trackedModel) VerifyToken(ctx context.Context, user, password string) error {

@@ -140,7 +140,7 @@ func (s *faultStore) fault(ctx context.Context) error {
 }
 
 func markFaulted(ctx context.Context) {
-	if r := requestOf(ctx); r != nil {
+	if r, ok := ctx.Value(requestKey{}).(*request); ok {
 		r.faulted.Store(true)
 	}
 }
