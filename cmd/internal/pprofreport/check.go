@@ -107,13 +107,11 @@ func Check(cur, base *Report, lim Limits) []Verdict {
 func checkLimits(cur *Report, lim Limits, add func(figure string, ok bool, format string, a ...any)) {
 	labelled := float64(cur.ScryptLabelled) / float64(max(cur.CPU[Scrypt], 1))
 	label := verify.ProfileLabel + "=" + verify.ProfileScrypt
+	why := ""
 	if labelled < lim.MinLabelled {
-		add("scrypt labelled", false, "%s of the scrypt work carried %s, want at least %s: the categories are read from that label. "+
-			"Did a scrypt computation lose it (verify's, or a model's in bench), or was the profile made before the labels?",
-			pct(labelled), label, pct(lim.MinLabelled))
-	} else {
-		add("scrypt labelled", true, "%s of the scrypt work carried %s, want at least %s", pct(labelled), label, pct(lim.MinLabelled))
+		why = ": the categories are read from that label. Did a scrypt computation lose it (verify's, or a model's in bench), or was the profile made before the labels?"
 	}
+	add("scrypt labelled", why == "", "%s of the scrypt work carried %s, want at least %s%s", pct(labelled), label, pct(lim.MinLabelled), why)
 	perNode, ok := cur.PerNode()
 	perNodeCPU, _ := cur.ScryptPerNode()
 	oneScrypt, _ := cur.OneScrypt()
