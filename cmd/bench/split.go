@@ -132,7 +132,7 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 	if servers, err = startWorker(ctx, args, model, roleServers, p.servers, stderr, herd); err != nil {
 		return nil, err
 	}
-	servers.rss = watchRSS(servers.cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
+	servers.rss = watchRSS(servers.cmd.Process.Pid, c.sc.MaxHeap)
 	defer servers.rss.stop()
 	srvReady, err := servers.next(nil, isReady)
 	if err != nil {

@@ -263,7 +263,7 @@ func runChild(ctx context.Context, c *config, args []string, herd []byte, model 
 		return nil, err
 	}
 	w.in.Close()
-	w.rss = watchRSS(w.cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
+	w.rss = watchRSS(w.cmd.Process.Pid, c.sc.MaxHeap)
 	defer w.rss.stop()
 	m, err := w.next(bar, func(m message) bool { return m.Result != nil })
 	w.wait()
@@ -288,16 +288,12 @@ func (w *worker) killedResult(c *config, model string) *bench.Result {
 	}
 }
 
-// rssLimit is the resident size at which the parent kills a worker whose
-// own heap guard has not stopped it: the guard plus 1 GiB. The worker's
-// guard reads the heap from a goroutine, and an unbounded model's hundreds
-// of scrypt goroutines can keep that goroutine off the CPUs for seconds
-// while they allocate 32 MiB each (seen here: 10 GiB before it ran); the
-// parent is another process, which the kernel schedules.
-func rssLimit(maxHeap uint64) uint64 { return maxHeap + 1<<30 }
-
-// rssGuard kills a process whose resident size passes a limit. It reads
-// /proc; where there is none it does nothing. A nil *rssGuard does
+// rssGuard kills a worker whose resident size passes its heap guard plus
+// 1 GiB, in case that guard has not stopped it: an unbounded model's
+// hundreds of scrypt goroutines can keep the worker's own checks off the
+// CPUs while they allocate 32 MiB each (seen here: 10 GiB before they
+// ran); the parent is another process, which the kernel schedules. It
+// reads /proc; where there is none it does nothing. A nil *rssGuard does
 // nothing.
 type rssGuard struct {
 	done   chan struct{}
@@ -306,8 +302,8 @@ type rssGuard struct {
 	wg     sync.WaitGroup
 }
 
-func watchRSS(pid int, limit uint64) *rssGuard {
-	g := &rssGuard{done: make(chan struct{})}
+func watchRSS(pid int, maxHeap uint64) *rssGuard {
+	g, limit := &rssGuard{done: make(chan struct{})}, maxHeap+1<<30
 	path, page := fmt.Sprintf("/proc/%d/statm", pid), uint64(os.Getpagesize())
 	g.wg.Go(func() {
 		tick := time.NewTicker(20 * time.Millisecond)
