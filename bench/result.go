@@ -174,19 +174,12 @@ type ShedEvent struct {
 	Waited     time.Duration `json:"waited_s"`      // how long the request took until this answer
 }
 
-// Point is one step of the timeline: Joined nodes had joined at T.
-type Point struct {
-	T      time.Duration
-	Joined int
-}
-
-// Timeline returns joined nodes over time: a point at the start and one
-// per join.
-func (r *Result) Timeline() []Point {
-	pts := make([]Point, 0, len(r.JoinTimes)+1)
-	pts = append(pts, Point{})
+// Timeline returns joined nodes over time as [seconds, joined] pairs: a
+// point at the start and one per join.
+func (r *Result) Timeline() [][2]float64 {
+	pts := make([][2]float64, 1, len(r.JoinTimes)+1)
 	for i, t := range r.JoinTimes {
-		pts = append(pts, Point{T: t, Joined: i + 1})
+		pts = append(pts, [2]float64{t.Seconds(), float64(i + 1)})
 	}
 	return pts
 }
@@ -246,17 +239,13 @@ func (r *Result) CPUUse() float64 {
 
 // MarshalJSON writes r as Result's doc says.
 func (r Result) MarshalJSON() ([]byte, error) {
-	timeline := make([][2]float64, 0, len(r.JoinTimes)+1)
-	for _, p := range r.Timeline() {
-		timeline = append(timeline, [2]float64{p.T.Seconds(), float64(p.Joined)})
-	}
 	return marshalUnits(r, struct {
 		Attempts   float64      `json:"attempts_per_node"`
 		Requests   float64      `json:"requests_per_node"`
 		Handshakes float64      `json:"tls_handshakes_per_node"`
 		Starved    string       `json:"starved"`
 		Timeline   [][2]float64 `json:"timeline"`
-	}{r.PerNode(r.Attempts), r.PerNode(r.Requests), r.PerNode(r.Handshakes), r.Starved(), timeline})
+	}{r.PerNode(r.Attempts), r.PerNode(r.Requests), r.PerNode(r.Handshakes), r.Starved(), r.Timeline()})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.

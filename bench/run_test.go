@@ -336,7 +336,7 @@ func TestResultJSON(t *testing.T) {
 
 func TestTimeline(t *testing.T) {
 	r := &Result{JoinTimes: []time.Duration{time.Second, 2 * time.Second}}
-	want := []Point{{0, 0}, {time.Second, 1}, {2 * time.Second, 2}}
+	want := [][2]float64{{0, 0}, {1, 1}, {2, 2}}
 	if got := r.Timeline(); !slices.Equal(got, want) {
 		t.Errorf("Timeline() = %v, want %v", got, want)
 	}

@@ -386,10 +386,9 @@ func writePlot(path string, results []*bench.Result) error {
 
 	name := rowNames(results)
 	for i, r := range results {
-		pts := r.Timeline()
-		xys := make(plotter.XYs, 0, len(pts)+1)
-		for _, pt := range pts {
-			xys = append(xys, plotter.XY{X: pt.T.Seconds(), Y: float64(pt.Joined)})
+		var xys plotter.XYs
+		for _, pt := range r.Timeline() {
+			xys = append(xys, plotter.XY{X: pt[0], Y: pt[1]})
 		}
 		// Carry the line on to where the run ended.
 		if end := r.Completion.Seconds(); end > xys[len(xys)-1].X {
