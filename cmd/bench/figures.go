@@ -375,8 +375,8 @@ func writePlot(path string, results []*bench.Result) error {
 			agents = append(agents, r.Agent)
 		}
 	}
-	p.Title.Text = fmt.Sprintf("Herd of %d nodes, scrypt logN %d, %s agents, %s%s%s, %s",
-		r0.Nodes, r0.LogN, strings.Join(agents, " and "), plural(r0.Servers, "server"), lbNote(r0.Servers, r0.LB), hungNote(r0.Hung, r0.Known, r0.ValidCerts), r0.Mode)
+	p.Title.Text = fmt.Sprintf("Herd of %d nodes, scrypt logN %d, %s agents, %s, %s",
+		r0.Nodes, r0.LogN, strings.Join(agents, " and "), serversNote(r0.Servers, r0.LB, r0.Hung, r0.Known, r0.ValidCerts), r0.Mode)
 	p.X.Label.Text = "seconds since the reboot"
 	p.Y.Label.Text = "nodes joined"
 	// Head room above the herd for the legend.
