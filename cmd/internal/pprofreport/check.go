@@ -127,16 +127,15 @@ func checkLimits(cur *Report, lim Limits, add func(figure string, ok bool, forma
 	default:
 		add("scrypt per joined node", true, "%.2f × one scrypt's CPU (%s per node, one scrypt %s in the same run), limit %.2f", perNode, ms(perNodeCPU), ms(oneScrypt), lim.MaxPerNode)
 	}
-	if own := cur.OwnShare(); own > lim.MaxOwnShare {
+	own, why := cur.OwnShare(), ""
+	if own > lim.MaxOwnShare {
 		var parts []string
 		for _, c := range OwnCode() {
 			parts = append(parts, fmt.Sprintf("%s %s", c, pct(cur.Share(c))))
 		}
-		add("own code", false, "%s of the sampled CPU, limit %s: %s; the module's overhead around scrypt has grown (see the top functions)",
-			pct(own), pct(lim.MaxOwnShare), strings.Join(parts, ", "))
-	} else {
-		add("own code", true, "%s of the sampled CPU, limit %s", pct(own), pct(lim.MaxOwnShare))
+		why = ": " + strings.Join(parts, ", ") + "; the module's overhead around scrypt has grown (see the top functions)"
 	}
+	add("own code", why == "", "%s of the sampled CPU, limit %s%s", pct(own), pct(lim.MaxOwnShare), why)
 }
 
 // checkBaseline checks how far cur moved from base: scrypt per joined
