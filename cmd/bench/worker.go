@@ -79,7 +79,7 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 	} else {
 		switch c.role {
 		case "":
-			sc.Progress = progressTo(enc)
+			sc.Progress = enc.progress
 			var res *bench.Result
 			if res, err = runModel(ctx, c, sc, &h, c.worker); err == nil {
 				err = enc.send(message{Result: res})
@@ -87,7 +87,7 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 		case roleServers:
 			err = runServersWorker(ctx, sc, c.worker, &h, dec, enc)
 		case roleAgents:
-			sc.Progress = progressTo(enc)
+			sc.Progress = enc.progress
 			err = runAgentsWorker(ctx, sc, &h, dec, enc)
 		case roleBound:
 			if err = h.MeasureLowerBound(ctx); err == nil {
@@ -104,12 +104,10 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 	return 0
 }
 
-// progressTo returns a Scenario.Progress that sends progress messages.
-func progressTo(enc *encoder) func(bench.Progress) {
-	return func(p bench.Progress) {
-		if !p.Done {
-			enc.send(message{Progress: &p})
-		}
+// progress is a Scenario.Progress that sends progress messages.
+func (e *encoder) progress(p bench.Progress) {
+	if !p.Done {
+		e.send(message{Progress: &p})
 	}
 }
 
