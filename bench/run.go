@@ -335,12 +335,11 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 		if ctx.Err() != nil {
 			return got // the run stopped; this attempt's failure is not the server's
 		}
-		moveOn := o.connErr
+		shed := o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable
 		switch {
 		case o.timeout:
 			a.tally.timeouts.Add(1)
-			moveOn = moveOn || r.sc.LB == LBFailover
-		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
+		case shed:
 			a.tally.shed.Add(1)
 			if a.logShed {
 				r.shedMu.Lock()
@@ -348,7 +347,6 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 					RetryAfter: o.retryAfter, Waited: o.took})
 				r.shedMu.Unlock()
 			}
-			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.connErr:
 			a.tally.connErrs.Add(1)
 		default:
@@ -360,7 +358,7 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 				}
 			}
 		}
-		if moveOn {
+		if o.connErr || r.sc.LB == LBFailover && (o.timeout || shed) {
 			server = (server + 1) % r.sc.Servers
 		}
 		wait := time.NewTimer(r.policy.Delay(failures, o.retryAfter, a.rng))
