@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -222,14 +223,7 @@ type scaleSeries struct {
 	ratios map[int][]float64
 }
 
-func (s *scaleSeries) sizes() []int {
-	var n []int
-	for k := range s.ratios {
-		n = append(n, k)
-	}
-	slices.Sort(n)
-	return n
-}
+func (s *scaleSeries) sizes() []int { return slices.Sorted(maps.Keys(s.ratios)) }
 
 // boundRatios are the ratios -bound names.
 var boundRatios = map[string]func(*bench.Result) float64{
@@ -241,7 +235,7 @@ var boundRatios = map[string]func(*bench.Result) float64{
 // ratios.
 func readScaleSeries(args []string, ratio func(*bench.Result) float64) ([]*scaleSeries, error) {
 	byName := map[string]*scaleSeries{}
-	var order []string
+	var series []*scaleSeries
 	for _, a := range args {
 		label, glob, ok := strings.Cut(a, "=")
 		if !ok || label == "" || glob == "" {
@@ -271,17 +265,13 @@ func readScaleSeries(args []string, ratio func(*bench.Result) float64) ([]*scale
 			if s == nil {
 				s = &scaleSeries{name: name, ratios: map[int][]float64{}}
 				byName[name] = s
-				order = append(order, name)
+				series = append(series, s)
 			}
 			s.ratios[r.Nodes] = append(s.ratios[r.Nodes], q)
 		}
 	}
-	if len(order) == 0 {
+	if len(series) == 0 {
 		return nil, fmt.Errorf("no finished run with a lower bound in the files given")
-	}
-	series := make([]*scaleSeries, 0, len(order))
-	for _, n := range order {
-		series = append(series, byName[n])
 	}
 	return series, nil
 }
