@@ -112,13 +112,7 @@ func writeScaleTable(w io.Writer, results []*bench.Result) {
 	fmt.Fprintln(w, "| nodes | logN | mode | agents | model | runs | completion | × x/crypto bound | × batched bound | × CPU used | scrypt/node | tls/node | late: shed after 1 s / held, then sent away | peak memory | stopped |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rows {
-		med := func(f func(*bench.Result) float64) float64 {
-			v := make([]float64, len(s.runs))
-			for i, r := range s.runs {
-				v[i] = f(r)
-			}
-			return median(v)
-		}
+		med := func(f func(*bench.Result) float64) float64 { return medianOf(s.runs, f) }
 		each := func(f func(*bench.Result) float64) string {
 			v := make([]string, len(s.runs))
 			for i, r := range s.runs {
@@ -153,14 +147,19 @@ func writeScaleTable(w io.Writer, results []*bench.Result) {
 // overCPU is the median of completion over the CPU time the servers'
 // process used (1 / its cpu use), or "-" when a run did not measure it.
 func overCPU(runs []*bench.Result) string {
+	if slices.ContainsFunc(runs, func(r *bench.Result) bool { return r.CPUUse() <= 0 }) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", medianOf(runs, func(r *bench.Result) float64 { return 1 / r.CPUUse() }))
+}
+
+// medianOf is the median of f over runs.
+func medianOf(runs []*bench.Result, f func(*bench.Result) float64) float64 {
 	v := make([]float64, len(runs))
 	for i, r := range runs {
-		if r.CPUUse() <= 0 {
-			return "-"
-		}
-		v[i] = 1 / r.CPUUse()
+		v[i] = f(r)
 	}
-	return fmt.Sprintf("%.2f", median(v))
+	return median(v)
 }
 
 const scalePlotUsage = `usage: bench scale-plot -o FILE [-bound xcrypto|batch] LABEL=GLOB...

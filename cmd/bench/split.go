@@ -82,14 +82,7 @@ func planSplit(c *config, allowedCPUs func() ([]int, error)) (splitPlan, string)
 
 // cpuString lists cpus as "0", "0,1" or "none".
 func cpuString(cpus []int) string {
-	if len(cpus) == 0 {
-		return "none"
-	}
-	s := make([]string, len(cpus))
-	for i, c := range cpus {
-		s[i] = fmt.Sprint(c)
-	}
-	return strings.Join(s, ",")
+	return cmp.Or(strings.ReplaceAll(strings.Trim(fmt.Sprint(cpus), "[]"), " ", ","), "none")
 }
 
 // measureBounds measures h's lower bounds in a worker pinned to cpus (the
