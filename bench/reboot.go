@@ -100,14 +100,14 @@ func warmUp(ctx context.Context, sc Scenario, nodes []Node, faults *faultStore, 
 		s := i % len(servers)
 		rctx, cancel := context.WithTimeout(ctx, sc.scale(sc.ClientTimeout))
 		defer cancel()
-		// A node shed by an admission control waits as its agent would,
-		// and asks again; the warm-up is not measured.
+		// A node shed (verify.ErrOverloaded, every OverloadError) waits as
+		// its agent would, and asks again; the warm-up is not measured.
 		for {
 			err := servers[s].Ensure(rctx, nodes[i].Name, nodes[i].Password)
 			if err == nil {
 				return nil
 			}
-			if rctx.Err() != nil || !retryable(err) {
+			if rctx.Err() != nil || !errors.Is(err, verify.ErrOverloaded) {
 				return fmt.Errorf("bench: warm-up of %s on server %d: %w", nodes[i].Name, s, err)
 			}
 			time.Sleep(sc.scale(10 * time.Millisecond))
@@ -115,13 +115,6 @@ func warmUp(ctx context.Context, sc Scenario, nodes []Node, faults *faultStore, 
 	})
 	w.took, w.counts = time.Since(start), sumCounts(servers)
 	return w, err
-}
-
-// retryable reports whether a warm-up request refused with err may be
-// asked again: the server shed it.
-func retryable(err error) bool {
-	var retry interface{ RetryAfter() time.Duration }
-	return errors.As(err, &retry) || errors.Is(err, verify.ErrOverloaded)
 }
 
 // waitDigests waits, for at most limit, until every node has a remembered
@@ -142,6 +135,3 @@ func waitDigests(ctx context.Context, store verify.DigestStore, nodes []Node, li
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-// digestWait bounds the wait for the warm-up's digests to be written.
-const digestWait = 10 * time.Second

@@ -96,7 +96,7 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t
 		}
 	}
 	if sc.Reboot != RebootNone && s.env.digestKey != nil && s.raw[0].keepsState() {
-		s.warm.digests = waitDigests(ctx, mem, h.Nodes, digestWait)
+		s.warm.digests = waitDigests(ctx, mem, h.Nodes, 10*time.Second)
 	}
 	for i, m := range s.raw {
 		s.models = append(s.models, t.wrap(m, i))
