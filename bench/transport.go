@@ -367,12 +367,8 @@ func (t *httpAgents) do(ctx context.Context, client, server int, n Node, s step,
 		resp.Body.Close()
 	}
 	o.handshakes = int(handshakes.Load())
-	if err != nil {
-		if ctx.Err() != nil {
-			o.timeout = true
-		} else {
-			o.connErr = true
-		}
+	if err != nil { // the client timeout, or no connection
+		o.timeout, o.connErr = ctx.Err() != nil, ctx.Err() == nil
 		return o
 	}
 	o.status = resp.StatusCode
