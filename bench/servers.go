@@ -187,7 +187,7 @@ type sampler struct {
 	every time.Duration
 	guard *heapGuard
 	start time.Time
-	cpu   cpuTrace // the process's CPU time during the run
+	cpu   cpuTrace
 	load  loadTrace
 	done  chan struct{}
 	wg    sync.WaitGroup
@@ -209,7 +209,7 @@ func (s *sampler) begin(start time.Time) {
 
 func (s *sampler) loop() {
 	read := func() {
-		s.cpu.add(time.Since(s.start), processCPU())
+		s.cpu = append(s.cpu, cpuSample{time.Since(s.start), processCPU()})
 		h := ReadHeap()
 		s.peak.live = max(s.peak.live, h.Live)
 		s.peak.objects = max(s.peak.objects, h.Objects)
@@ -279,37 +279,26 @@ func ReturnHistogram(returns []time.Duration) []int {
 	return counts
 }
 
-// cpuTrace records the process's CPU time as the run goes, to read it at
-// a moment found only afterwards. It is safe for concurrent use.
-type cpuTrace struct {
-	mu      sync.Mutex
-	samples []cpuSample
-}
+// cpuTrace is the process's CPU time as the run went, to read at a moment
+// found only afterwards: the sampler appends to it, and reads it once it
+// has stopped.
+type cpuTrace []cpuSample
 
-type cpuSample struct{ at, cpu time.Duration }
-
-// add records that the process had used cpu by at (since the run began).
-func (c *cpuTrace) add(at, cpu time.Duration) {
-	c.mu.Lock()
-	c.samples = append(c.samples, cpuSample{at, cpu})
-	c.mu.Unlock()
-}
+type cpuSample struct{ at, cpu time.Duration } // since the run began, and used by then
 
 // at returns the CPU time used by t, interpolated between the samples
 // around it, relative to the first sample; ok is false without samples on
 // both sides of t.
-func (c *cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i := sort.Search(len(c.samples), func(i int) bool { return c.samples[i].at >= t })
-	if i == len(c.samples) || i == 0 && c.samples[0].at != t {
+func (c cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
+	i := sort.Search(len(c), func(i int) bool { return c[i].at >= t })
+	if i == len(c) || i == 0 && c[0].at != t {
 		return 0, false
 	}
-	first, hi := c.samples[0], c.samples[i]
+	first, hi := c[0], c[i]
 	if hi.at == t {
 		return hi.cpu - first.cpu, true
 	}
-	lo := c.samples[i-1]
+	lo := c[i-1]
 	f := float64(t-lo.at) / float64(hi.at-lo.at)
 	return lo.cpu + time.Duration(f*float64(hi.cpu-lo.cpu)) - first.cpu, true
 }
