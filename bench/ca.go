@@ -184,14 +184,6 @@ func (ca *benchCA) issue(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, 
 	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...), nil
 }
 
-// The common names of the kube-proxy's and the k3s controller's client
-// certificates (k3s: pkg/server/handlers ClientKubeProxyCert,
-// ClientControllerCert).
-const (
-	proxyCN      = "system:kube-proxy"
-	controllerCN = "system:k3s-controller"
-)
-
 // certTemplate returns the names and usage of the certificate that step
 // s (one of the four POSTs) asks for node (k3s
 // pkg/server/handlers/handlers.go): the kubelet's serving certificate for
@@ -208,9 +200,9 @@ func certTemplate(s step, node string) *x509.Certificate {
 	case stepClientCert:
 		return client(pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}})
 	case stepProxyCert:
-		return client(pkix.Name{CommonName: proxyCN})
+		return client(pkix.Name{CommonName: "system:kube-proxy"}) // k3s: ClientKubeProxyCert
 	}
-	return client(pkix.Name{CommonName: controllerCN})
+	return client(pkix.Name{CommonName: "system:k3s-controller"}) // ClientControllerCert
 }
 
 // componentCert answers a request for the client certificate of a

@@ -20,10 +20,6 @@ import (
 	"github.com/nodepass/nodepass/agent/loadbalancer"
 )
 
-// PolicyNodepass names the agent that is this module's agent.Client
-// (ClientPolicy), as ParsePolicy accepts it.
-const PolicyNodepass = "nodepass"
-
 // ClientPolicy makes each agent this module's agent.Client instead of a
 // k3s agent: its own attempts, failover and backoff, every duration
 // scaled by Scenario.TimeScale. It needs ModeHTTP. With ViaLoadBalancer,

@@ -25,11 +25,13 @@ type Policy interface {
 	honoursRetryAfter() bool
 }
 
-// Policy names accepted by ParsePolicy.
+// Policy names accepted by ParsePolicy; PolicyNodepass is this module's
+// agent.Client (ClientPolicy).
 const (
-	PolicyFixed   = "fixed-5s"
-	PolicyJitter  = "jitter-5-10s"
-	PolicyBackoff = "backoff"
+	PolicyFixed    = "fixed-5s"
+	PolicyJitter   = "jitter-5-10s"
+	PolicyBackoff  = "backoff"
+	PolicyNodepass = "nodepass"
 )
 
 var policyNames = []string{PolicyJitter, PolicyFixed, PolicyBackoff, PolicyNodepass, PolicyNodepass + "-lb"}

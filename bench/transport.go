@@ -209,12 +209,12 @@ func (s *httpServers) mux(m model) (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+stepCACerts.path(), fixed(s.ca.pem))
-	mux.Handle("GET "+pathPing, fixed([]byte("pong")))
+	mux.Handle("GET /ping", fixed([]byte("pong"))) // the load balancer's probe
 	for pattern, h := range map[string]http.Handler{
 		"GET " + stepConfig.path(): fixed(configBody), "GET " + stepClientCA.path(): fixed(s.ca.pem), "GET " + stepServerCA.path(): fixed(s.ca.pem),
 		// Every server of the run, read when asked: the list is complete
 		// by the time the agents start.
-		"GET " + pathAPIServers:         answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(hosts(s.urls)) }),
+		"GET /v1-k3s/apiservers":        answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(hosts(s.urls)) }),
 		"GET " + stepServingCert.path(): kubelet(false), "POST " + stepServingCert.path(): kubelet(false),
 		"GET " + stepClientCert.path(): kubelet(true), "POST " + stepClientCert.path(): kubelet(true),
 		"POST " + stepProxyCert.path(): component(stepProxyCert), "POST " + stepControllerCert.path(): component(stepControllerCert),
