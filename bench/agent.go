@@ -41,13 +41,6 @@ var stepPaths = [...]string{stepCACertsProbe: "/cacerts", stepCACertsInsecure: "
 	stepServingCert: "/v1-k3s/serving-kubelet.crt", stepClientCert: "/v1-k3s/client-kubelet.crt",
 	stepProxyCert: "/v1-k3s/client-kube-proxy.crt", stepControllerCert: "/v1-k3s/client-k3s-controller.crt"}
 
-// The routes nodepass's agent.Client and its load balancer's probe ask
-// for besides.
-const (
-	pathAPIServers = "/v1-k3s/apiservers"
-	pathPing       = "/ping"
-)
-
 // tokenUser is the basic-auth user of an agent's join token.
 const tokenUser = "node"
 

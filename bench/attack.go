@@ -23,13 +23,10 @@ const (
 	AttackSticky AttackNames = "sticky"
 )
 
-// ParseAttackNames returns the way of picking names called name.
-func ParseAttackNames(name string) (AttackNames, error) {
-	return parseName("attack names", name, AttackRandom, AttackSticky)
-}
-
 // Set sets a to the way of picking names called s (flag.Value).
-func (a *AttackNames) Set(s string) (err error) { *a, err = ParseAttackNames(s); return err }
+func (a *AttackNames) Set(s string) error {
+	return setName(a, "attack names", s, AttackRandom, AttackSticky)
+}
 
 func (a AttackNames) String() string { return string(a) }
 
@@ -286,16 +283,6 @@ func (r *run) tokenGuesser(ctx context.Context, j int, tried func()) {
 	}
 }
 
-// figures fills res.Attack when the run had adversity: the adversaries'
-// counts, and the servers' computations as the run's tracker attributed
-// them (a run in one process).
-func (a *adversaries) figures(res *Result) {
-	if a.sc.adversity() {
-		res.Attack = a.result()
-		a.tracker.attackFigures(res)
-	}
-}
-
 // result returns what the adversaries sent and were answered, without the
 // servers' side.
 func (a *adversaries) result() *AttackResult {
@@ -311,12 +298,10 @@ func (a *adversaries) result() *AttackResult {
 }
 
 // attackFigures fills res.Attack's computation counts and wrong answers,
-// as t attributed them, once res.ScryptRuns holds the servers' count.
+// as t attributed them (frozen), once res.ScryptRuns holds the servers'
+// count.
 func (t *tracker) attackFigures(res *Result) {
 	at := res.Attack
-	if t.frozen == nil {
-		t.freeze()
-	}
 	at.ScryptCounts = *t.frozen
 	at.WrongAccepts, at.HonestRejected = t.wrongAccepts.Load(), t.honestRejected.Load()
 	c := at.ScryptCounts

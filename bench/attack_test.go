@@ -253,7 +253,7 @@ func TestWrongAcceptCounted(t *testing.T) {
 	}
 
 	sc := Scenario{Nodes: 4, Attackers: 3, Duplicates: 1}.WithDefaults()
-	if err := sc.validate(); err != nil {
+	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	synctest.Test(t, func(t *testing.T) {
@@ -265,7 +265,6 @@ func TestWrongAcceptCounted(t *testing.T) {
 		}
 		r.target = &fakeTarget{answer: slowOK, later: slowOK}
 		res := r.execute(t.Context(), time.Now())
-		r.adv.figures(res)
 		if a := res.Attack; a.GuessesAccepted == 0 || a.GuessesAccepted != a.Guesses || a.DuplicatesAccepted != 1 {
 			t.Errorf("guesses %d, accepted %d; duplicates accepted %d", a.Guesses, a.GuessesAccepted, a.DuplicatesAccepted)
 		}
@@ -274,12 +273,12 @@ func TestWrongAcceptCounted(t *testing.T) {
 
 func TestParseAttackNames(t *testing.T) {
 	for _, s := range []string{"sticky", "Random"} {
-		if _, err := ParseAttackNames(s); err != nil {
-			t.Errorf("ParseAttackNames(%q): %v", s, err)
+		if err := new(AttackNames).Set(s); err != nil {
+			t.Errorf("AttackNames.Set(%q): %v", s, err)
 		}
 	}
-	if _, err := ParseAttackNames("smart"); err == nil {
-		t.Error("ParseAttackNames(smart) did not fail")
+	if err := new(AttackNames).Set("smart"); err == nil {
+		t.Error("AttackNames.Set(smart) did not fail")
 	}
 }
 
@@ -288,11 +287,11 @@ func TestAdversityValidation(t *testing.T) {
 		{Attackers: -1}, {Duplicates: 321}, {StoreFaults: 1}, {StoreFaults: -0.1},
 		{StoreSpikes: 1.5}, {StoreSpike: -time.Second, StoreSpikes: 0.1}, {AttackNames: "smart"},
 	} {
-		if err := sc.WithDefaults().validate(); err == nil {
+		if err := sc.WithDefaults().Validate(); err == nil {
 			t.Errorf("%+v: no error", sc)
 		}
 	}
-	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).WithDefaults().validate(); err != nil {
+	if err := (Scenario{Attackers: 200, Duplicates: 32, StoreFaults: 0.3, StoreSpikes: 0.3}).WithDefaults().Validate(); err != nil {
 		t.Error(err)
 	}
 }
@@ -350,6 +349,7 @@ func TestScryptLabelled(t *testing.T) {
 // attributed.
 func trackerFigures(tr *tracker) *AttackResult {
 	res := &Result{Attack: &AttackResult{}}
+	tr.freeze()
 	tr.attackFigures(res)
 	return res.Attack
 }

@@ -160,32 +160,32 @@ func (t *tracker) classify(node, password string) who {
 // tracker did not make.
 func (t *tracker) whoOf(ctx context.Context) (w who, ok bool) {
 	name, _ := pprof.Label(ctx, PasswordLabel)
-	k := slices.Index(kindNames[:], name)
-	index := func(key string, n int) (int, bool) {
-		v, ok := pprof.Label(ctx, key)
-		if !ok {
-			return -1, true
-		}
+	// index is a label's index: -1 without the label, -2 for one out of range.
+	index := func(key string, n int) int {
+		v, found := pprof.Label(ctx, key)
 		i, err := strconv.Atoi(v)
-		return i, err == nil && i >= 0 && i < n
+		switch {
+		case !found:
+			return -1
+		case err != nil || i < 0 || i >= n:
+			return -2
+		}
+		return i
 	}
-	node, nodeOK := index(NodeLabel, len(t.nodes))
-	dup, dupOK := index(DuplicateLabel, len(t.dups))
-	w = who{kind: kind(k), node: node, dup: dup}
-	switch {
-	case k < 0:
-		return who{}, false
-	case w.kind == kindHonest:
-		return w, nodeOK && node >= 0
-	case w.kind == kindDuplicate:
-		return w, nodeOK && node >= 0 && dupOK && dup >= 0
-	case w.kind == kindGuess:
-		return w, nodeOK
+	w = who{kind: kind(slices.Index(kindNames[:], name)), node: index(NodeLabel, len(t.nodes)), dup: index(DuplicateLabel, len(t.dups))}
+	switch w.kind {
+	case kindHonest:
+		return w, w.node >= 0
+	case kindDuplicate:
+		return w, w.node >= 0 && w.dup >= 0
+	case kindGuess:
+		return w, w.node >= -1
+	case kindToken, kindTokenGuess:
+		return who{kind: w.kind, node: -1}, true
 	}
-	return who{kind: w.kind, node: -1}, true
+	return who{}, false
 }
 
-// rejected records that duplicate d got a 403.
 func (t *tracker) rejected(d int) { t.dupRejected[d].Store(true) }
 
 // since is the time since the tracker was made, at least 1 ns.
@@ -240,7 +240,6 @@ type serverObserver struct {
 	server int
 }
 
-// observer returns the observer of server's computations.
 func (t *tracker) observer(server int) *serverObserver { return &serverObserver{t, server} }
 
 // started is a k3s model's report of a computation, as it starts, from
@@ -299,12 +298,6 @@ type trackedModel struct {
 type request struct{ faulted atomic.Bool }
 
 type requestKey struct{}
-
-// requestOf returns the request ctx carries, or nil.
-func requestOf(ctx context.Context) *request {
-	r, _ := ctx.Value(requestKey{}).(*request)
-	return r
-}
 
 // VerifyToken labels the request as the join token's or a wrong one's,
 // and counts a wrong token let in.

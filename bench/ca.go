@@ -51,10 +51,14 @@ const (
 // HTTP/1.1, as the k3s supervisor offers). With caNotBefore it signs as
 // older k3s releases did (Scenario.CANotBefore).
 func newBenchCA(age time.Duration, caNotBefore bool) (*benchCA, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("bench: CA key: %w", err)
+	var keys [3]*ecdsa.PrivateKey // the CA's, the servers', and the legacy kubelet key
+	for i := range keys {
+		var err error
+		if keys[i], err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, fmt.Errorf("bench: CA keys: %w", err)
+		}
 	}
+	caKey, key, legacy := keys[0], keys[1], keys[2]
 	created := time.Now().Add(-age)
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -73,11 +77,6 @@ func newBenchCA(age time.Duration, caNotBefore bool) (*benchCA, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("bench: server key: %w", err)
-	}
 	serverDER, err := ca.sign(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "127.0.0.1"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
@@ -90,11 +89,6 @@ func newBenchCA(age time.Duration, caNotBefore bool) (*benchCA, error) {
 		Certificates: []tls.Certificate{{Certificate: [][]byte{serverDER}, PrivateKey: key}},
 		NextProtos:   []string{"h2", "http/1.1"},
 		MinVersion:   tls.VersionTLS12,
-	}
-
-	legacy, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("bench: legacy kubelet key: %w", err)
 	}
 	ca.legacy, ca.legacyPEM = legacy.Public(), encodeKey(legacy)
 	return ca, nil
@@ -118,7 +112,6 @@ func parseCA(certPEM []byte, key *ecdsa.PrivateKey, caNotBefore bool) (*benchCA,
 	return ca, nil
 }
 
-// encodeKey returns key, PEM-encoded.
 func encodeKey(key *ecdsa.PrivateKey) []byte {
 	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
@@ -127,7 +120,6 @@ func encodeKey(key *ecdsa.PrivateKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }
 
-// keyPEM returns the CA's key, PEM-encoded.
 func (ca *benchCA) keyPEM() []byte { return encodeKey(ca.key) }
 
 // sign signs tmpl (its names and usage) for pub with the CA's key and
@@ -175,24 +167,22 @@ func (ca *benchCA) kubeletCert(node string, client bool, post bool, body []byte)
 	if client {
 		s = stepClientCert
 	}
-	der, err := ca.sign(certTemplate(s, node), pub)
+	out, err := ca.issue(certTemplate(s, node), pub)
+	if err == nil && !post {
+		out = append(out, ca.legacyPEM...)
+	}
+	return out, err
+}
+
+// issue signs tmpl for pub and returns the certificate, then the CA, in
+// PEM: what a k3s server answers a certificate request with.
+func (ca *benchCA) issue(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+	der, err := ca.sign(tmpl, pub)
 	if err != nil {
 		return nil, err
 	}
-	out := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...)
-	if !post {
-		out = append(out, ca.legacyPEM...)
-	}
-	return out, nil
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...), nil
 }
-
-// The common names of the kube-proxy's and the k3s controller's client
-// certificates (k3s: pkg/server/handlers ClientKubeProxyCert,
-// ClientControllerCert).
-const (
-	proxyCN      = "system:kube-proxy"
-	controllerCN = "system:k3s-controller"
-)
 
 // certTemplate returns the names and usage of the certificate that step
 // s (one of the four POSTs) asks for node (k3s
@@ -210,9 +200,9 @@ func certTemplate(s step, node string) *x509.Certificate {
 	case stepClientCert:
 		return client(pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}})
 	case stepProxyCert:
-		return client(pkix.Name{CommonName: proxyCN})
+		return client(pkix.Name{CommonName: "system:kube-proxy"}) // k3s: ClientKubeProxyCert
 	}
-	return client(pkix.Name{CommonName: controllerCN})
+	return client(pkix.Name{CommonName: "system:k3s-controller"}) // ClientControllerCert
 }
 
 // componentCert answers a request for the client certificate of a
@@ -228,11 +218,7 @@ func (ca *benchCA) componentCert(s step, body []byte) ([]byte, error) {
 	if csr.Subject.CommonName != tmpl.Subject.CommonName {
 		return nil, fmt.Errorf("certificate request for %q, want %q", csr.Subject.CommonName, tmpl.Subject.CommonName)
 	}
-	der, err := ca.sign(tmpl, csr.PublicKey)
-	if err != nil {
-		return nil, err
-	}
-	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...), nil
+	return ca.issue(tmpl, csr.PublicKey)
 }
 
 // earlierJoin writes to dir what a k3s agent's join leaves there: both CA
@@ -249,11 +235,9 @@ func (ca *benchCA) earlierJoin(dir, node string) error {
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
-		der, err := ca.sign(certTemplate(s, node), key.Public())
-		if err != nil {
+		if files[name+".crt"], err = ca.issue(certTemplate(s, node), key.Public()); err != nil {
 			return err
 		}
-		files[name+".crt"] = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...)
 		files[name+".key"] = encodeKey(key)
 	}
 	for name, b := range files {
@@ -265,37 +249,29 @@ func (ca *benchCA) earlierJoin(dir, node string) error {
 }
 
 // agentKey is one agent's key and its certificate signing requests
-// (DER), each made once: the serving certificate's, for the node's name,
-// the kubelet client certificate's, for system:node:<name>, and the
-// kube-proxy's and the controller's.
+// (DER) by step, each made once: the serving certificate's, for the
+// node's name, the kubelet client certificate's, for system:node:<name>,
+// and the kube-proxy's and the controller's.
 type agentKey struct {
-	key                                *ecdsa.PrivateKey
-	name                               string
-	serving, client, proxy, controller []byte
+	key  *ecdsa.PrivateKey
+	name string
+	csrs map[step][]byte
 }
 
-// newAgentKey makes an agent's key and its requests for name.
+// newAgentKey makes an agent's key and its requests for name; none for
+// "" (an attacker's, until it picks a name).
 func newAgentKey(name string) (*agentKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("bench: agent key: %w", err)
 	}
-	k := &agentKey{key: key}
-	return k, k.rename(name)
-}
-
-// rename makes k's requests for name, if they are for another; none for
-// "" (an attacker's, until it picks a name).
-func (k *agentKey) rename(name string) error {
-	if name == "" {
-		return nil
-	}
-	for _, s := range []step{stepServingCert, stepClientCert, stepProxyCert, stepControllerCert} {
+	k := &agentKey{key: key, csrs: map[step][]byte{}}
+	for s := stepServingCert; s <= stepControllerCert && name != ""; s++ {
 		if _, err := k.request(name, s); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return k, nil
 }
 
 // request returns k's certificate request of step s (one of the four
@@ -303,28 +279,20 @@ func (k *agentKey) rename(name string) error {
 // asked for name, so that an attacker guessing under ever new names
 // signs only the request it sends.
 func (k *agentKey) request(name string, s step) ([]byte, error) {
-	if k.name != name {
-		k.name, k.serving, k.client = name, nil, nil
-	}
-	var csr *[]byte
-	switch s {
-	case stepServingCert:
-		csr = &k.serving
-	case stepClientCert:
-		csr = &k.client
-	case stepProxyCert:
-		csr = &k.proxy
-	case stepControllerCert:
-		csr = &k.controller
-	default:
+	if s < stepServingCert {
 		return nil, fmt.Errorf("bench: no certificate request for step %d", s)
 	}
-	if *csr == nil {
+	if k.name != name {
+		k.name = name
+		delete(k.csrs, stepServingCert)
+		delete(k.csrs, stepClientCert)
+	}
+	if k.csrs[s] == nil {
 		b, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: certTemplate(s, name).Subject}, k.key)
 		if err != nil {
 			return nil, fmt.Errorf("bench: certificate request: %w", err)
 		}
-		*csr = b
+		k.csrs[s] = b
 	}
-	return *csr, nil
+	return k.csrs[s], nil
 }

@@ -48,9 +48,9 @@ func TestCertificateValidity(t *testing.T) {
 					t.Fatal(err)
 				}
 				for name, issue := range map[string]func() ([]byte, error){
-					"serving-kubelet POST": func() ([]byte, error) { return ca.kubeletCert("node-1", false, true, k.serving) },
+					"serving-kubelet POST": func() ([]byte, error) { return ca.kubeletCert("node-1", false, true, k.csrs[stepServingCert]) },
 					"client-kubelet GET":   func() ([]byte, error) { return ca.kubeletCert("node-1", true, false, nil) },
-					"kube-proxy":           func() ([]byte, error) { return ca.componentCert(stepProxyCert, k.proxy) },
+					"kube-proxy":           func() ([]byte, error) { return ca.componentCert(stepProxyCert, k.csrs[stepProxyCert]) },
 				} {
 					out, err := issue()
 					if err != nil {
@@ -92,11 +92,11 @@ func TestCertificateValidity(t *testing.T) {
 // years allow a run to use, or from the future) is refused.
 func TestCAAgeValidated(t *testing.T) {
 	for _, age := range []time.Duration{-time.Hour, 10 * 365 * 24 * time.Hour} {
-		if err := (Scenario{CAAge: age}).WithDefaults().validate(); err == nil {
+		if err := (Scenario{CAAge: age}).WithDefaults().Validate(); err == nil {
 			t.Errorf("CA age %v: no error", age)
 		}
 	}
-	if sc := (Scenario{}).WithDefaults(); sc.CAAge != DefaultCAAge || sc.validate() != nil {
-		t.Errorf("default CA age %v: %v", sc.CAAge, sc.validate())
+	if sc := (Scenario{}).WithDefaults(); sc.CAAge != DefaultCAAge || sc.Validate() != nil {
+		t.Errorf("default CA age %v: %v", sc.CAAge, sc.Validate())
 	}
 }

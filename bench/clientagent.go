@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/sha256"
@@ -11,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -19,10 +19,6 @@ import (
 	"github.com/nodepass/nodepass/agent"
 	"github.com/nodepass/nodepass/agent/loadbalancer"
 )
-
-// PolicyNodepass names the agent that is this module's agent.Client
-// (ClientPolicy), as ParsePolicy accepts it.
-const PolicyNodepass = "nodepass"
 
 // ClientPolicy makes each agent this module's agent.Client instead of a
 // k3s agent: its own attempts, failover and backoff, every duration
@@ -54,13 +50,7 @@ func (p ClientPolicy) scaled(f float64) Policy {
 	return ClientPolicy{ViaLoadBalancer: p.ViaLoadBalancer, scale: f}
 }
 
-// dur scales d by the scenario's time scale.
-func (p ClientPolicy) dur(d time.Duration) time.Duration {
-	if p.scale == 0 {
-		return d
-	}
-	return scaleDur(d, p.scale)
-}
+func (p ClientPolicy) dur(d time.Duration) time.Duration { return scaleDur(d, cmp.Or(p.scale, 1)) }
 
 // clientAgents is what a run of ClientPolicy agents shares: the servers'
 // addresses and CA, and a directory under which each agent keeps its
@@ -79,15 +69,8 @@ type clientAgents struct {
 // earlier join left: signed now by the CA whose key caKey is (PEM), as
 // the servers sign them (sc.CANotBefore).
 func newClientAgents(sc Scenario, urls []string, caPEM, caKey []byte, token string, nodes []Node) (*clientAgents, error) {
-	c := &clientAgents{pool: x509.NewCertPool()}
+	c := &clientAgents{pool: x509.NewCertPool(), hosts: hosts(urls)}
 	c.pool.AppendCertsFromPEM(caPEM)
-	for _, u := range urls {
-		pu, err := url.Parse(u)
-		if err != nil {
-			return nil, fmt.Errorf("bench: server URL %q: %w", u, err)
-		}
-		c.hosts = append(c.hosts, pu.Host)
-	}
 	sum := sha256.Sum256(caPEM)
 	c.token = "K10" + hex.EncodeToString(sum[:]) + "::" + tokenUser + ":" + token
 	base := ""
@@ -126,13 +109,16 @@ func (c *clientAgents) close() {
 	}
 }
 
-// prepareClients prepares r's ClientPolicy agents, if it has any, against
-// the servers at urls (see newClientAgents).
-func (r *run) prepareClients(urls []string, caPEM, caKey []byte) (err error) {
-	if _, ok := r.policy.(ClientPolicy); !ok {
-		return nil
+// connect makes r's agents' clients, keys and certificate requests for
+// the servers at ep, and prepares its ClientPolicy agents, if it has any
+// (see newClientAgents).
+func (r *run) connect(ctx context.Context, ep Endpoint) (err error) {
+	if r.target, err = newHTTPAgents(ctx, ep.URLs, ep.CA, r.clientNames()); err != nil {
+		return err
 	}
-	r.clients, err = newClientAgents(r.sc, urls, caPEM, caKey, r.token, r.nodes)
+	if _, ok := r.policy.(ClientPolicy); ok {
+		r.clients, err = newClientAgents(r.sc, ep.URLs, ep.CA, ep.CAKey, r.token, r.nodes)
+	}
 	return err
 }
 
@@ -168,7 +154,7 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 				Interval: p.dur(time.Second), Timeout: p.dur(800 * time.Millisecond)}})
 		if err != nil {
 			r.tally.errs.Add(1)
-			return asked{server: server}
+			return asked{Server: server}
 		}
 		defer lb.Close()
 		opts.Server, opts.Servers = "https://"+lb.Addr(), nil
@@ -176,7 +162,7 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 	cl, err := agent.New(opts)
 	if err != nil {
 		r.tally.errs.Add(1)
-		return asked{server: server}
+		return asked{Server: server}
 	}
 	defer cl.Close()
 	_, err = cl.Get(ctx)
@@ -186,5 +172,5 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 	r.tally.handshakes.Add(st.Handshakes)
 	r.failovers.Add(st.Failovers)
 	r.certsRequested.Add(st.Requested)
-	return asked{ok: err == nil, attempts: int(st.Attempts), last: time.Since(r.start), server: server}
+	return asked{ok: err == nil, Attempts: int(st.Attempts), Last: time.Since(r.start), Server: server}
 }

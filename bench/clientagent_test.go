@@ -111,7 +111,7 @@ func TestClientPolicyNeedsHTTP(t *testing.T) {
 		{Agent: ClientPolicy{}}, {Hung: 1, Servers: 2}, {ValidCerts: true},
 		{Mode: ModeHTTP, Servers: 2, Hung: 2}, {Mode: ModeHTTP, Servers: 2, Known: 3},
 	} {
-		if err := sc.WithDefaults().validate(); err == nil {
+		if err := sc.WithDefaults().Validate(); err == nil {
 			t.Errorf("%+v: no error", sc)
 		}
 	}

@@ -359,8 +359,8 @@ func TestKubeletCertificates(t *testing.T) {
 		cn           string
 		blocks       int
 	}{
-		{false, true, k.serving, "node-1", 2},
-		{true, true, k.client, "system:node:node-1", 2},
+		{false, true, k.csrs[stepServingCert], "node-1", 2},
+		{true, true, k.csrs[stepClientCert], "system:node:node-1", 2},
 		{false, false, nil, "node-1", 3},
 	} {
 		out, err := ca.kubeletCert("node-1", c.client, c.post, c.body)
@@ -390,10 +390,11 @@ func TestKubeletCertificates(t *testing.T) {
 			t.Errorf("certificate for %q, the agent's key %v; want %q, %v", cert.Subject.CommonName, !c.post, c.cn, c.post)
 		}
 	}
-	if err := k.rename("node-2"); err != nil {
+	csr2, err := k.request("node-2", stepServingCert)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.kubeletCert("node-1", false, true, k.serving); err == nil || !strings.Contains(err.Error(), "node-2") {
+	if _, err := ca.kubeletCert("node-1", false, true, csr2); err == nil || !strings.Contains(err.Error(), "node-2") {
 		t.Errorf("a CSR for node-2 on node-1's request: %v", err)
 	}
 	if _, err := ca.kubeletCert("node-1", false, true, []byte("junk")); err == nil {
@@ -418,7 +419,10 @@ func TestInprocAnswers(t *testing.T) {
 		{verify.ErrClosed, outcome{status: 503}},
 		{errors.New("store down"), outcome{status: 500}},
 	} {
-		if got := tgt.answer(c.err); got != c.want {
+		if got, want := tgt.answer(c.err, true), c.want; got != want && (want.status != 403 && want.status != 400 || got.status != 401) {
+			t.Errorf("answer(%v) for a token = %+v, want %+v or 401", c.err, got, want)
+		}
+		if got := tgt.answer(c.err, false); got != c.want {
 			t.Errorf("answer(%v) = %+v, want %+v", c.err, got, c.want)
 		}
 	}
@@ -498,17 +502,19 @@ func TestRunRejectsBadInput(t *testing.T) {
 }
 
 func TestParseLBAndMode(t *testing.T) {
-	if lb, err := ParseLB("Failover"); err != nil || lb != LBFailover {
-		t.Errorf("ParseLB(Failover) = %q, %v", lb, err)
+	var lb LB
+	if err := lb.Set("Failover"); err != nil || lb != LBFailover {
+		t.Errorf("LB.Set(Failover): %q, %v", lb, err)
 	}
-	if _, err := ParseLB("random"); err == nil {
-		t.Error("ParseLB(random) did not fail")
+	if err := lb.Set("random"); err == nil {
+		t.Error("LB.Set(random) did not fail")
 	}
-	if m, err := ParseMode("http"); err != nil || m != ModeHTTP {
-		t.Errorf("ParseMode(http) = %q, %v", m, err)
+	var m Mode
+	if err := m.Set("http"); err != nil || m != ModeHTTP {
+		t.Errorf("Mode.Set(http): %q, %v", m, err)
 	}
-	if _, err := ParseMode("grpc"); err == nil {
-		t.Error("ParseMode(grpc) did not fail")
+	if err := m.Set("grpc"); err == nil {
+		t.Error("Mode.Set(grpc) did not fail")
 	}
 }
 

@@ -140,7 +140,7 @@ func (s *faultStore) fault(ctx context.Context) error {
 }
 
 func markFaulted(ctx context.Context) {
-	if r := requestOf(ctx); r != nil {
+	if r, ok := ctx.Value(requestKey{}).(*request); ok {
 		r.faulted.Store(true)
 	}
 }
@@ -170,11 +170,8 @@ func recheck(ctx context.Context, f *FaultResult, s *faultStore, tr *tracker, mo
 		}
 		return nil
 	})
-	f.RecheckAsked = len(models) * len(nodes)
-	f.RecheckJoined = int(joined.Load())
-	f.RecheckScrypt = sumCounts(models).scrypt - runs0
-	f.CachedErrors = tr.cachedErrors.Load()
-	f.FaultAnswers = tr.faultAnswers.Load()
+	f.RecheckAsked, f.RecheckJoined, f.RecheckScrypt = len(models)*len(nodes), int(joined.Load()), sumCounts(models).scrypt-runs0
+	f.CachedErrors, f.FaultAnswers = tr.cachedErrors.Load(), tr.faultAnswers.Load()
 }
 
 // valuesOf returns a context that ends with base and carries values's

@@ -113,7 +113,6 @@ func (g *heapGuard) admit(bytes uint64) bool {
 	return true
 }
 
-// stop trips the guard.
 func (g *heapGuard) stop() {
 	if g.tripped.CompareAndSwap(false, true) {
 		close(g.done)

@@ -82,16 +82,15 @@ func NewHerd(ctx context.Context, n, logN int) (*Herd, error) {
 }
 
 // MeasureLowerBound sets h's lower bounds: the time to run one scrypt
-// verification for every node on GOMAXPROCS workers, after a warm-up of
-// one verification per worker, with x/crypto's scrypt (LowerBound, the
-// bound every ratio is taken against), this module's one Key at a time
-// (LowerBoundFast) and this module's in batches (LowerBoundBatch). It is
+// verification for every node on GOMAXPROCS workers, after a warm-up,
+// with x/crypto's scrypt (LowerBound, the bound every ratio is taken
+// against) and with this module's in batches (LowerBoundBatch). It is
 // the least time any server on this process's CPUs can let the herd in,
 // so nothing else should run meanwhile.
 func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 	var load loadTrace
 	load.begin(time.Now())
-	d, workers, err := h.timeVerifications(ctx, len(h.Nodes), xcryptoCompare)
+	d, err := h.timeVerifications(ctx, len(h.Nodes))
 	if err != nil {
 		return err
 	}
@@ -99,49 +98,66 @@ func (h *Herd) MeasureLowerBound(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.LowerBound, h.LowerBoundBatch, h.Workers = d, batch, workers
+	h.LowerBound, h.LowerBoundBatch, h.Workers = d, batch, runtime.GOMAXPROCS(0)
 	c := load.end()
 	h.BoundLoad, h.BoundWaitShare, h.BoundOthersShare = c.load, c.waitShare, c.others
 	return nil
 }
 
-// EstimateLocalBound estimates the lower bound from the first sample
-// nodes, with the scrypt model runs (x/crypto's for k3s, nodepass's in
-// batches of scrypt.Lanes(), at least one per worker), times len(Nodes) /
-// sample: cheap enough to take right before each model's run, under the
-// load the run itself will see. h is not changed.
-func (h *Herd) EstimateLocalBound(ctx context.Context, sample int, model string) (d time.Duration, err error) {
-	if model != ModelNodepass {
-		sample = min(max(sample, 1), len(h.Nodes))
-		d, _, err = h.timeVerifications(ctx, sample, xcryptoCompare)
-	} else {
+// LocalBounds is a model's local lower bound, estimated right before its
+// run from sc.BoundSample verifications of the first nodes with the
+// scrypt the model runs (x/crypto's for k3s, nodepass's in batches of
+// scrypt.Lanes(), at least one per worker), times len(Nodes) / sample:
+// cheap, and under the load the run itself will see. With transport it
+// also returns what the agents' requests add in http mode
+// (EstimateTransport). Zero without a sample; h is not changed.
+func (h *Herd) LocalBounds(ctx context.Context, sc Scenario, model string, transport bool) (bound, trans time.Duration, err error) {
+	sample := sc.BoundSample
+	switch {
+	case sample <= 0:
+		return 0, 0, nil
+	case model != ModelNodepass:
+		sample = min(sample, len(h.Nodes))
+		bound, err = h.timeVerifications(ctx, sample)
+	default:
 		sample = min(max(sample, scrypt.Lanes()*runtime.GOMAXPROCS(0)), len(h.Nodes))
-		d, err = h.timeBatched(ctx, sample)
+		bound, err = h.timeBatched(ctx, sample)
 	}
-	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), err
+	bound = bound * time.Duration(len(h.Nodes)) / time.Duration(sample)
+	if err != nil || !transport {
+		return bound, 0, err
+	}
+	trans, err = h.EstimateTransport(ctx, sc)
+	return bound, trans, err
 }
 
-// timeVerifications times the verification of the first n nodes on
-// GOMAXPROCS workers with impl, after a warm-up of one per worker.
-func (h *Herd) timeVerifications(ctx context.Context, n int, impl func(hash, password string) error) (time.Duration, int, error) {
+// timeVerifications times the verification of the first n nodes with
+// x/crypto's scrypt on GOMAXPROCS workers, after a warm-up of one per
+// worker.
+func (h *Herd) timeVerifications(ctx context.Context, n int) (time.Duration, error) {
 	workers := runtime.GOMAXPROCS(0)
 	check := func(i int) error {
-		return labelScrypt(ctx, func() error {
-			return impl(h.Nodes[i].Hash, h.Nodes[i].Password)
-		})
+		return labelScrypt(ctx, func() error { return xcryptoCompare(h.Nodes[i].Hash, h.Nodes[i].Password) })
 	}
-	if err := parallel(ctx, min(workers, len(h.Nodes)), workers, check); err != nil {
-		return 0, 0, fmt.Errorf("bench: lower bound warm-up: %w", err)
+	return timeWarm("lower bound",
+		func() error { return parallel(ctx, min(workers, len(h.Nodes)), workers, check) },
+		func() error { return parallel(ctx, n, workers, check) })
+}
+
+// timeWarm runs warm, collects the garbage, and returns how long run
+// takes; what names them in errors.
+func timeWarm(what string, warm, run func() error) (time.Duration, error) {
+	if err := warm(); err != nil {
+		return 0, fmt.Errorf("bench: %s warm-up: %w", what, err)
 	}
 	runtime.GC()
 	start := time.Now()
-	if err := parallel(ctx, n, workers, check); err != nil {
-		return 0, 0, fmt.Errorf("bench: lower bound: %w", err)
+	if err := run(); err != nil {
+		return 0, fmt.Errorf("bench: %s: %w", what, err)
 	}
-	return time.Since(start), workers, nil
+	return time.Since(start), nil
 }
 
-// validate checks that h fits sc.
 func (h *Herd) validate(sc Scenario) error {
 	switch {
 	case h == nil:
@@ -216,15 +232,8 @@ func (h *Herd) timeBatched(ctx context.Context, n int) (time.Duration, error) {
 			return nil
 		})
 	}
-	if err := batches(0, min(workers*lanes, len(jobs))); err != nil {
-		return 0, fmt.Errorf("bench: batched lower bound warm-up: %w", err)
-	}
-	runtime.GC()
-	start := time.Now()
-	if err := batches(0, n); err != nil {
-		return 0, fmt.Errorf("bench: batched lower bound: %w", err)
-	}
-	return time.Since(start), nil
+	return timeWarm("batched lower bound", func() error { return batches(0, min(workers*lanes, len(jobs))) },
+		func() error { return batches(0, n) })
 }
 
 // batchJob returns the scrypt.KeyBatch job that verifies password against

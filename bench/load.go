@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math/big"
 	"os"
 	"strconv"
 	"strings"
@@ -28,22 +29,30 @@ func LoadAverage() (load [3]float64, ok bool) {
 	return load, true
 }
 
-// onlineCPUs returns how many CPUs the machine has online (the cpuN lines
-// of /proc/stat), whatever this process may use: the load average counts
-// the whole machine. 0 where it cannot be read.
-func onlineCPUs() int {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	n := 0
+// statCPUs returns the fields of each CPU's line of /proc/stat (cpu0,
+// cpu1, ...), by CPU number: every CPU online, whatever this process may
+// use. nil where it cannot be read.
+func statCPUs() map[int][]string {
+	b, _ := os.ReadFile("/proc/stat")
+	var cpus map[int][]string
 	for _, line := range strings.Split(string(b), "\n") {
-		if len(line) > 3 && strings.HasPrefix(line, "cpu") && line[3] >= '0' && line[3] <= '9' {
-			n++
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") {
+			continue
+		}
+		if n, err := strconv.Atoi(f[0][3:]); err == nil {
+			if cpus == nil {
+				cpus = map[int][]string{}
+			}
+			cpus[n] = f
 		}
 	}
-	return n
+	return cpus
 }
+
+// onlineCPUs returns how many CPUs the machine has online: the load
+// average counts the whole machine. 0 where it cannot be read.
+func onlineCPUs() int { return len(statCPUs()) }
 
 // schedTimes returns how long this process's threads have run on a CPU
 // and how long they were ready to run but waited for one: the sums of
@@ -71,40 +80,20 @@ func schedTimes() (run, wait time.Duration, ok bool) {
 }
 
 // cpuBusy returns how long the CPUs this process may run on
-// (Cpus_allowed_list of /proc/self/status) have run tasks, whoever they
-// were, or had their time stolen by the hypervisor (/proc/stat: user,
-// nice, system and steal, in 1/100 s), and how many they are; ok is false
-// where they cannot be read.
+// (Cpus_allowed of /proc/self/status, a hex mask) have run tasks, whoever
+// they were, or had their time stolen by the hypervisor (/proc/stat:
+// user, nice, system and steal, in 1/100 s), and how many they are; ok
+// is false where they cannot be read.
 func cpuBusy() (busy time.Duration, cpus int, ok bool) {
-	status, err1 := os.ReadFile("/proc/self/status")
-	stat, err2 := os.ReadFile("/proc/stat")
-	if err1 != nil || err2 != nil {
+	status, err := os.ReadFile("/proc/self/status")
+	_, mask, _ := strings.Cut(string(status), "\nCpus_allowed:")
+	mask, _, _ = strings.Cut(mask, "\n")
+	allowed, maskOK := new(big.Int).SetString(strings.ReplaceAll(strings.TrimSpace(mask), ",", ""), 16)
+	if err != nil || !maskOK {
 		return 0, 0, false
 	}
-	allowed := map[string]bool{}
-	for _, line := range strings.Split(string(status), "\n") {
-		list, found := strings.CutPrefix(line, "Cpus_allowed_list:")
-		if !found {
-			continue
-		}
-		for _, part := range strings.Split(strings.TrimSpace(list), ",") {
-			lo, hi, isRange := strings.Cut(part, "-")
-			a, errA := strconv.Atoi(lo)
-			b, errB := a, error(nil)
-			if isRange {
-				b, errB = strconv.Atoi(hi)
-			}
-			if errA != nil || errB != nil {
-				return 0, 0, false
-			}
-			for c := a; c <= b; c++ {
-				allowed["cpu"+strconv.Itoa(c)] = true
-			}
-		}
-	}
-	for _, line := range strings.Split(string(stat), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 || !allowed[f[0]] {
+	for n, f := range statCPUs() {
+		if allowed.Bit(n) == 0 {
 			continue
 		}
 		for _, i := range []int{1, 2, 3, 8} { // user nice system (idle iowait irq softirq) steal

@@ -85,7 +85,6 @@ type modelCounts struct {
 	scrypt, digestHits, cacheHits, shedAfterWait uint64
 }
 
-// sumCounts returns the counts of models, added up.
 func sumCounts(models []model) (sum modelCounts) {
 	for _, m := range models {
 		c := m.counts()

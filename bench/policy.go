@@ -25,11 +25,13 @@ type Policy interface {
 	honoursRetryAfter() bool
 }
 
-// Policy names accepted by ParsePolicy.
+// Policy names accepted by ParsePolicy; PolicyNodepass is this module's
+// agent.Client (ClientPolicy).
 const (
-	PolicyFixed   = "fixed-5s"
-	PolicyJitter  = "jitter-5-10s"
-	PolicyBackoff = "backoff"
+	PolicyFixed    = "fixed-5s"
+	PolicyJitter   = "jitter-5-10s"
+	PolicyBackoff  = "backoff"
+	PolicyNodepass = "nodepass"
 )
 
 var policyNames = []string{PolicyJitter, PolicyFixed, PolicyBackoff, PolicyNodepass, PolicyNodepass + "-lb"}
@@ -46,7 +48,7 @@ func PolicyNames() []string { return slices.Clone(policyNames) }
 func ParsePolicy(name string) (Policy, error) {
 	switch name {
 	case PolicyFixed:
-		return FixedPolicy{Interval: 5 * time.Second}, nil
+		return JitterPolicy{Min: 5 * time.Second, Max: 5 * time.Second}, nil
 	case PolicyJitter:
 		return JitterPolicy{Min: 5 * time.Second, Max: 10 * time.Second}, nil
 	case PolicyBackoff:
@@ -59,42 +61,24 @@ func ParsePolicy(name string) (Policy, error) {
 	return nil, fmt.Errorf("bench: unknown agent policy %q: want one of %q", name, policyNames)
 }
 
-// FixedPolicy waits Interval after every failure and ignores Retry-After.
-type FixedPolicy struct{ Interval time.Duration }
-
-// Delay returns Interval.
-func (p FixedPolicy) Delay(int, time.Duration, *rand.Rand) time.Duration { return p.Interval }
-
-func (p FixedPolicy) String() string {
-	if p.Interval == 5*time.Second {
-		return PolicyFixed
-	}
-	return fmt.Sprintf("fixed-%v", p.Interval)
-}
-
-func (p FixedPolicy) validate() error {
-	if p.Interval < 0 {
-		return fmt.Errorf("bench: fixed policy: negative interval %v", p.Interval)
-	}
-	return nil
-}
-
-func (FixedPolicy) honoursRetryAfter() bool { return false }
-
-func (p FixedPolicy) scaled(f float64) Policy { return FixedPolicy{Interval: scaleDur(p.Interval, f)} }
-
 // JitterPolicy waits a uniformly random time in [Min, Max) after every
-// failure and ignores Retry-After.
+// failure (Min when they are equal: a fixed wait) and ignores
+// Retry-After.
 type JitterPolicy struct{ Min, Max time.Duration }
 
-// Delay returns a random duration in [Min, Max).
+// Delay returns a random duration in [Min, Max), or Min.
 func (p JitterPolicy) Delay(_ int, _ time.Duration, rng *rand.Rand) time.Duration {
 	return p.Min + randDur(rng, p.Max-p.Min)
 }
 
 func (p JitterPolicy) String() string {
-	if p.Min == 5*time.Second && p.Max == 10*time.Second {
+	switch {
+	case p.Min == 5*time.Second && p.Max == 10*time.Second:
 		return PolicyJitter
+	case p.Min == 5*time.Second && p.Max == p.Min:
+		return PolicyFixed
+	case p.Max == p.Min:
+		return fmt.Sprintf("fixed-%v", p.Min)
 	}
 	return fmt.Sprintf("jitter-%v-%v", p.Min, p.Max)
 }
@@ -124,14 +108,9 @@ func (p BackoffPolicy) Delay(failures int, retryAfter time.Duration, rng *rand.R
 	if retryAfter > 0 {
 		return retryAfter
 	}
-	ceiling := p.Cap
-	if failures < 1 {
-		failures = 1
-	}
-	if failures-1 < 62 {
-		if c := p.Base << (failures - 1); c > 0 && c < ceiling && c>>(failures-1) == p.Base {
-			ceiling = c
-		}
+	ceiling, shift := p.Cap, min(max(failures, 1)-1, 62)
+	if c := p.Base << shift; c > 0 && c < ceiling && c>>shift == p.Base {
+		ceiling = c // no overflow
 	}
 	return randDur(rng, ceiling)
 }

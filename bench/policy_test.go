@@ -67,7 +67,7 @@ func TestBackoffSpreads(t *testing.T) {
 
 func TestPolicyValidateAndScale(t *testing.T) {
 	bad := []Policy{
-		FixedPolicy{Interval: -1},
+		JitterPolicy{Min: -1, Max: -1},
 		JitterPolicy{Min: 2, Max: 1},
 		BackoffPolicy{Base: 0, Cap: 1},
 		BackoffPolicy{Base: 2, Cap: 1},

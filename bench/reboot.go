@@ -31,13 +31,10 @@ const (
 	RebootAll Reboot = "all"
 )
 
-// ParseReboot returns the reboot called name.
-func ParseReboot(name string) (Reboot, error) {
-	return parseName("reboot", name, RebootNone, RebootAgents, RebootAll)
-}
-
 // Set sets r to the reboot called s (flag.Value).
-func (r *Reboot) Set(s string) (err error) { *r, err = ParseReboot(s); return err }
+func (r *Reboot) Set(s string) error {
+	return setName(r, "reboot", s, RebootNone, RebootAgents, RebootAll)
+}
 
 func (r Reboot) String() string { return string(r) }
 
@@ -54,15 +51,13 @@ type serverEnv struct {
 // newServerEnv returns the servers' environment for a run of sc against
 // modelName: for nodepass, unless sc.NoDigestKey, a random DigestKey for
 // every server of the run, the restarted ones included.
-func newServerEnv(sc Scenario, modelName string, token string) (serverEnv, error) {
+func newServerEnv(sc Scenario, modelName string, token string) serverEnv {
 	env := serverEnv{honourRetryAfter: sc.Agent.honoursRetryAfter(), token: token, scryptMemory: sc.ScryptMemory}
 	if modelName == ModelNodepass && !sc.NoDigestKey {
 		env.digestKey = make([]byte, verify.MinDigestKeyLen)
-		if _, err := rand.Read(env.digestKey); err != nil {
-			return env, fmt.Errorf("bench: making a digest key: %w", err)
-		}
+		rand.Read(env.digestKey) // never fails
 	}
-	return env, nil
+	return env
 }
 
 // PasswordLabel's values on the warm-up's requests and on a server's
@@ -83,16 +78,21 @@ type warmup struct {
 	digests int // nodes with a remembered digest in the store after it
 }
 
-// warmUp lets every node join once, node i on server i mod len(servers)
-// (where its agent starts), calling each server's Ensure directly on
-// GOMAXPROCS goroutines. It returns the servers' counts after it. Models
-// that keep no state between requests (the k3s models: no result cache,
-// nothing written to the store for a node that has its hash) are not
-// warmed up: it would cost a scrypt per node and leave nothing behind.
-func warmUp(ctx context.Context, sc Scenario, nodes []Node, servers []model) (warmup, error) {
+// warmUp is a reboot's warm-up, with the store's faults off: every node
+// joins once, node i on servers[i mod len(servers)] (where its agent
+// starts), calling Ensure directly on GOMAXPROCS goroutines. It returns
+// the servers' counts after it. Models that keep no state between
+// requests (the k3s models: no result cache, nothing written to the store
+// for a node that has its hash) are not warmed up: it would cost a scrypt
+// per node and leave nothing behind.
+func warmUp(ctx context.Context, sc Scenario, nodes []Node, faults *faultStore, servers []model) (warmup, error) {
 	var w warmup
-	if len(servers) == 0 || !servers[0].keepsState() {
+	if !servers[0].keepsState() {
 		return w, nil
+	}
+	if faults != nil {
+		faults.off.Store(true)
+		defer faults.off.Store(false)
 	}
 	start := time.Now()
 	ctx = pprof.WithLabels(ctx, pprof.Labels(PasswordLabel, warmupLabel))
@@ -100,31 +100,21 @@ func warmUp(ctx context.Context, sc Scenario, nodes []Node, servers []model) (wa
 		s := i % len(servers)
 		rctx, cancel := context.WithTimeout(ctx, sc.scale(sc.ClientTimeout))
 		defer cancel()
-		// A node shed by an admission control waits as its agent would,
-		// and asks again; the warm-up is not measured.
+		// A node shed (verify.ErrOverloaded, every OverloadError) waits as
+		// its agent would, and asks again; the warm-up is not measured.
 		for {
 			err := servers[s].Ensure(rctx, nodes[i].Name, nodes[i].Password)
 			if err == nil {
 				return nil
 			}
-			if rctx.Err() != nil || !retryable(err) {
+			if rctx.Err() != nil || !errors.Is(err, verify.ErrOverloaded) {
 				return fmt.Errorf("bench: warm-up of %s on server %d: %w", nodes[i].Name, s, err)
 			}
 			time.Sleep(sc.scale(10 * time.Millisecond))
 		}
 	})
-	if err != nil {
-		return w, err
-	}
 	w.took, w.counts = time.Since(start), sumCounts(servers)
-	return w, nil
-}
-
-// retryable reports whether a warm-up request refused with err may be
-// asked again: the server shed it.
-func retryable(err error) bool {
-	var retry interface{ RetryAfter() time.Duration }
-	return errors.As(err, &retry) || errors.Is(err, verify.ErrOverloaded)
+	return w, err
 }
 
 // waitDigests waits, for at most limit, until every node has a remembered
@@ -144,39 +134,4 @@ func waitDigests(ctx context.Context, store verify.DigestStore, nodes []Node, li
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// digestWait bounds the wait for the warm-up's digests to be written.
-const digestWait = 10 * time.Second
-
-// rebootWarmUp runs sc's warm-up with the store's faults off: on servers
-// (RebootAgents: the very servers the reboot meets) or, for RebootAll, on
-// servers made by fresh and closed after it (Close flushes the digests
-// they have not written yet). It then waits until the digests are in
-// mem, when the servers have a DigestKey.
-func rebootWarmUp(ctx context.Context, sc Scenario, nodes []Node, mem *verify.MemoryStore, faults *faultStore,
-	servers []model, digestKey bool, fresh func() ([]model, error)) (warmup, error) {
-	if faults != nil {
-		faults.off.Store(true)
-		defer faults.off.Store(false)
-	}
-	if sc.Reboot == RebootAll {
-		var err error
-		if servers, err = fresh(); err != nil {
-			return warmup{}, err
-		}
-	}
-	w, err := warmUp(ctx, sc, nodes, servers)
-	if sc.Reboot == RebootAll {
-		for _, m := range servers {
-			m.close(true)
-		}
-	}
-	if err != nil {
-		return w, err
-	}
-	if digestKey && len(servers) > 0 && servers[0].keepsState() {
-		w.digests = waitDigests(ctx, mem, nodes, digestWait)
-	}
-	return w, nil
 }

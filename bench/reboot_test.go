@@ -131,14 +131,14 @@ func TestColdServersShareDigests(t *testing.T) {
 
 func TestParseReboot(t *testing.T) {
 	for _, name := range []string{"none", "agents", "ALL"} {
-		if _, err := ParseReboot(name); err != nil {
+		if err := new(Reboot).Set(name); err != nil {
 			t.Error(err)
 		}
 	}
-	if _, err := ParseReboot("servers"); err == nil {
-		t.Error("ParseReboot(servers) succeeded")
+	if err := new(Reboot).Set("servers"); err == nil {
+		t.Error("Reboot.Set(servers) succeeded")
 	}
-	if err := (Scenario{Reboot: "x"}).WithDefaults().validate(); err == nil {
+	if err := (Scenario{Reboot: "x"}).WithDefaults().Validate(); err == nil {
 		t.Error("reboot x validated")
 	}
 }

@@ -174,19 +174,12 @@ type ShedEvent struct {
 	Waited     time.Duration `json:"waited_s"`      // how long the request took until this answer
 }
 
-// Point is one step of the timeline: Joined nodes had joined at T.
-type Point struct {
-	T      time.Duration
-	Joined int
-}
-
-// Timeline returns joined nodes over time: a point at the start and one
-// per join.
-func (r *Result) Timeline() []Point {
-	pts := make([]Point, 0, len(r.JoinTimes)+1)
-	pts = append(pts, Point{})
+// Timeline returns joined nodes over time as [seconds, joined] pairs: a
+// point at the start and one per join.
+func (r *Result) Timeline() [][2]float64 {
+	pts := make([][2]float64, 1, len(r.JoinTimes)+1)
 	for i, t := range r.JoinTimes {
-		pts = append(pts, Point{T: t, Joined: i + 1})
+		pts = append(pts, [2]float64{t.Seconds(), float64(i + 1)})
 	}
 	return pts
 }
@@ -246,20 +239,19 @@ func (r *Result) CPUUse() float64 {
 
 // MarshalJSON writes r as Result's doc says.
 func (r Result) MarshalJSON() ([]byte, error) {
-	timeline := make([][2]float64, 0, len(r.JoinTimes)+1)
-	for _, p := range r.Timeline() {
-		timeline = append(timeline, [2]float64{p.T.Seconds(), float64(p.Joined)})
-	}
-	return writeObject(append(fieldsOf(r),
-		keyValue{"attempts_per_node", r.PerNode(r.Attempts)}, keyValue{"requests_per_node", r.PerNode(r.Requests)},
-		keyValue{"tls_handshakes_per_node", r.PerNode(r.Handshakes)}, keyValue{"starved", r.Starved()}, keyValue{"timeline", timeline}))
+	return marshalUnits(r, struct {
+		Attempts   float64      `json:"attempts_per_node"`
+		Requests   float64      `json:"requests_per_node"`
+		Handshakes float64      `json:"tls_handshakes_per_node"`
+		Starved    string       `json:"starved"`
+		Timeline   [][2]float64 `json:"timeline"`
+	}{r.PerNode(r.Attempts), r.PerNode(r.Requests), r.PerNode(r.Handshakes), r.Starved(), r.Timeline()})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
 func (r *Result) UnmarshalJSON(b []byte) error {
-	*r = Result{}
 	var j struct{ Timeline [][]float64 }
-	if err := readObject(b, r); err != nil {
+	if err := unmarshalUnits(b, r); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(b, &j); err != nil {
@@ -267,27 +259,21 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	for _, p := range j.Timeline {
 		if len(p) == 2 && p[1] > 0 {
-			r.JoinTimes = append(r.JoinTimes, fromUnit[time.Duration](p[0], float64(time.Second)))
+			r.JoinTimes = append(r.JoinTimes, time.Duration(math.Round(p[0]*float64(time.Second))))
 		}
 	}
 	return nil
 }
 
 // MarshalJSON writes e with its tags' keys, durations in seconds.
-func (e ShedEvent) MarshalJSON() ([]byte, error) { return writeObject(fieldsOf(e)) }
+func (e ShedEvent) MarshalJSON() ([]byte, error) { return marshalUnits(e, nil) }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
-func (e *ShedEvent) UnmarshalJSON(b []byte) error { return readObject(b, e) }
+func (e *ShedEvent) UnmarshalJSON(b []byte) error { return unmarshalUnits(b, e) }
 
-// keyValue is one key of a JSON object and its value.
-type keyValue struct {
-	key string
-	val any
-}
-
-// unit is what one of key's values stands for: a duration in
-// nanoseconds for keys ending in _s and _ms, bytes for _mib; 0 for other
-// keys, whose values are written as they are.
+// unit is what one of key's numbers stands for: nanoseconds for keys
+// ending in _s and _ms, bytes for _mib; 0 for other keys, whose values
+// are written as they are.
 func unit(key string) float64 {
 	switch {
 	case strings.HasSuffix(key, "_s"):
@@ -300,102 +286,94 @@ func unit(key string) float64 {
 	return 0
 }
 
-func fromUnit[T time.Duration | uint64](v, unit float64) T { return T(math.Round(v * unit)) }
-
-// fieldsOf returns the fields of v, a struct, under their json tags'
-// keys, in the units the keys name (time.Duration, []time.Duration and
-// uint64 fields), a nil slice as an empty one, without the omitempty
-// ones that are zero.
-func fieldsOf(v any) []keyValue {
+// marshalUnits writes v, a struct, with its tags' keys: each
+// time.Duration, []time.Duration and uint64 field whose key names a unit
+// as a number of that unit, and a nil slice as an empty one; then the
+// fields of extra, a struct, if not nil.
+func marshalUnits(v, extra any) ([]byte, error) {
 	rv := reflect.ValueOf(v)
-	var out []keyValue
-	for i := range rv.NumField() {
-		key, opt, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
-		f := rv.Field(i)
-		if key == "" || key == "-" || opt == "omitempty" && f.IsZero() {
-			continue
-		}
-		val, u := f.Interface(), unit(key)
-		if f.Kind() == reflect.Slice && f.IsNil() {
-			val = []any{}
-		}
-		switch x := val.(type) {
-		case time.Duration:
-			val = float64(x) / u
-		case uint64:
-			if u > 0 {
-				val = float64(x) / u
-			}
-		case []time.Duration:
-			s := make([]float64, len(x))
-			for i, d := range x {
-				s[i] = float64(d) / u
-			}
-			val = s
-		}
-		out = append(out, keyValue{key, val})
+	view := reflect.New(unitView(rv.Type())).Elem()
+	convertUnits(view, rv, true)
+	b, err := json.Marshal(view.Interface())
+	if err != nil || extra == nil {
+		return b, err
 	}
-	return out
+	e, err := json.Marshal(extra)
+	return append(append(b[:len(b)-1], ','), e[1:]...), err
 }
 
-// writeObject writes kvs as a JSON object, in their order.
-func writeObject(kvs []keyValue) ([]byte, error) {
-	b := []byte{'{'}
-	for i, kv := range kvs {
-		v, err := json.Marshal(kv.val)
-		if err != nil {
-			return nil, err
-		}
-		k, _ := json.Marshal(kv.key)
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(append(append(b, k...), ':'), v...)
-	}
-	return append(b, '}'), nil
-}
-
-// readObject sets the fields of the struct v points to from b, as
-// fieldsOf and writeObject wrote them.
-func readObject(b []byte, v any) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
+// unmarshalUnits sets the fields of the struct v points to from what
+// marshalUnits wrote.
+func unmarshalUnits(b []byte, v any) error {
+	rv := reflect.ValueOf(v).Elem()
+	view := reflect.New(unitView(rv.Type()))
+	if err := json.Unmarshal(b, view.Interface()); err != nil {
 		return err
 	}
-	rv := reflect.ValueOf(v).Elem()
-	for i := range rv.NumField() {
-		key, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
-		raw, ok := m[key]
-		if !ok || key == "-" {
-			continue
+	convertUnits(rv, view.Elem(), false)
+	return nil
+}
+
+var (
+	durationType  = reflect.TypeFor[time.Duration]()
+	durationsType = reflect.TypeFor[[]time.Duration]()
+)
+
+// unitView is t, a struct, with float64 in place of each field that
+// marshalUnits writes in a unit, and []float64 for []time.Duration.
+func unitView(t reflect.Type) reflect.Type {
+	fields := make([]reflect.StructField, t.NumField())
+	for i := range fields {
+		f := t.Field(i)
+		switch key, _, _ := strings.Cut(f.Tag.Get("json"), ","); {
+		case unit(key) == 0:
+		case f.Type == durationType || f.Type.Kind() == reflect.Uint64:
+			f.Type = reflect.TypeFor[float64]()
+		case f.Type == durationsType:
+			f.Type = reflect.TypeFor[[]float64]()
 		}
-		f, u := rv.Field(i).Addr().Interface(), unit(key)
-		var err error
-		switch p := f.(type) {
-		case *time.Duration:
-			var x float64
-			err = json.Unmarshal(raw, &x)
-			*p = fromUnit[time.Duration](x, u)
-		case *[]time.Duration:
-			var x []float64
-			err = json.Unmarshal(raw, &x)
-			for _, s := range x {
-				*p = append(*p, fromUnit[time.Duration](s, u))
+		fields[i] = f
+	}
+	return reflect.StructOf(fields)
+}
+
+// convertUnits sets each field of dst from src's, one of them a unitView
+// of the other's type: toView, into numbers of the field's unit, a nil
+// slice as an empty one; else back.
+func convertUnits(dst, src reflect.Value, toView bool) {
+	for i := range dst.NumField() {
+		d, s := dst.Field(i), src.Field(i)
+		key, _, _ := strings.Cut(dst.Type().Field(i).Tag.Get("json"), ",")
+		switch u := unit(key); {
+		case d.Type() == s.Type():
+			d.Set(s)
+			if toView && d.Kind() == reflect.Slice && d.IsNil() {
+				d.Set(reflect.MakeSlice(d.Type(), 0, 0))
 			}
-		case *uint64:
-			if u == 0 {
-				err = json.Unmarshal(raw, p)
-				break
+		case d.Kind() == reflect.Slice:
+			if toView || !s.IsNil() {
+				d.Set(reflect.MakeSlice(d.Type(), s.Len(), s.Len()))
 			}
-			var x float64
-			err = json.Unmarshal(raw, &x)
-			*p = fromUnit[uint64](x, u)
+			for j := range s.Len() {
+				convertUnit(d.Index(j), s.Index(j), u)
+			}
 		default:
-			err = json.Unmarshal(raw, f)
-		}
-		if err != nil {
-			return err
+			convertUnit(d, s, u)
 		}
 	}
-	return nil
+}
+
+// convertUnit sets d to s in units of u (d a float64), or from them
+// (rounded to an integer).
+func convertUnit(d, s reflect.Value, u float64) {
+	switch {
+	case d.Kind() == reflect.Float64 && s.CanInt():
+		d.SetFloat(float64(s.Int()) / u)
+	case d.Kind() == reflect.Float64:
+		d.SetFloat(float64(s.Uint()) / u)
+	case d.CanInt():
+		d.SetInt(int64(math.Round(s.Float() * u)))
+	default:
+		d.SetUint(uint64(math.Round(s.Float() * u)))
+	}
 }

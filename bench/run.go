@@ -36,7 +36,7 @@ const progressEvery = 100 * time.Millisecond
 // of h's hashes. Unless sc.NoDrain, Run returns only after the servers'
 // work has ended.
 func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, error) {
-	sc, err := checkRun(sc, h, modelName)
+	sc, err := checkScenario(sc, h, modelName, false)
 	if err != nil {
 		return nil, err
 	}
@@ -45,15 +45,12 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	defer s.close(!sc.NoDrain)
+	defer s.Close(!sc.NoDrain)
 	switch sc.Mode {
 	case ModeInproc:
 		r.target = &inprocTarget{servers: s.models, second: sc.scale(time.Second), drain: !sc.NoDrain}
 	case ModeHTTP:
-		if r.target, err = newHTTPAgents(ctx, s.https.urls, s.https.ca.pem, r.clientNames()); err != nil {
-			return nil, err
-		}
-		if err := r.prepareClients(s.https.urls, s.https.ca.pem, s.https.ca.keyPEM()); err != nil {
+		if err := r.connect(ctx, s.https.endpoint()); err != nil {
 			return nil, err
 		}
 		defer r.clients.close()
@@ -65,29 +62,28 @@ func Run(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Result, 
 	}()
 	r.halt = s.smp.guard.done
 	start := time.Now()
-	s.begin(start)
+	s.Begin(start)
 	res := r.execute(ctx, start)
 	s.finish(ctx, res, r.lastAsk)
-	r.adv.figures(res)
 	return res, nil
 }
 
-// checkRun validates a run's input and returns sc with its defaults.
-func checkRun(sc Scenario, h *Herd, modelName string) (Scenario, error) {
-	sc, err := checkScenario(sc, h)
-	if err != nil {
-		return sc, err
-	}
-	return sc, ValidModel(modelName)
-}
-
-// checkScenario validates sc and h, and returns sc with its defaults.
-func checkScenario(sc Scenario, h *Herd) (Scenario, error) {
+// checkScenario validates sc and h, and the model's name unless it is
+// "", and returns sc with its defaults. A split run (StartServers,
+// NewAgents) is over HTTPS, without attackers or duplicates.
+func checkScenario(sc Scenario, h *Herd, modelName string, split bool) (Scenario, error) {
 	sc = sc.WithDefaults()
-	if err := sc.validate(); err != nil {
+	switch err := cmp.Or(sc.Validate(), h.validate(sc)); {
+	case err != nil:
 		return sc, err
+	case modelName != "" && ValidModel(modelName) != nil:
+		return sc, ValidModel(modelName)
+	case split && sc.Mode != ModeHTTP:
+		return sc, fmt.Errorf("bench: a split run is over HTTPS (mode %q), not %q", ModeHTTP, sc.Mode)
+	case split && (sc.Attackers > 0 || sc.Duplicates > 0):
+		return sc, errors.New("bench: a split run has no attackers or duplicates")
 	}
-	return sc, h.validate(sc)
+	return sc, nil
 }
 
 // run is one model's agents: the herd's, and any attackers and
@@ -219,6 +215,9 @@ func (r *run) result(ctx context.Context, elapsed, cpu time.Duration) *Result {
 		Timeouts: r.timeouts.Load(), ConnErrors: r.connErrs.Load(), Errors: r.errs.Load(),
 		Completion: elapsed, CPU: cpu, Procs: runtime.GOMAXPROCS(0), FirstAttempt: int(r.firstAttempt.Load()),
 	}
+	if r.sc.adversity() { // the servers' side adds its computations
+		res.Attack = r.adv.result()
+	}
 	for i := range r.joinAt {
 		if d := time.Duration(r.joinAt[i].Load()); d > 0 && d <= elapsed {
 			res.JoinTimes = append(res.JoinTimes, d)
@@ -273,20 +272,10 @@ func (r *run) progress(done <-chan struct{}) {
 	}
 }
 
-func (r *run) logShed(e ShedEvent) {
-	r.shedMu.Lock()
-	r.shedLog = append(r.shedLog, e)
-	r.shedMu.Unlock()
-}
-
 // agent is one node: it asks until it has joined or ctx ends.
 func (r *run) agent(ctx context.Context, i int) {
-	first := i % r.sc.Servers
-	if r.sc.Known > 0 {
-		first = i % r.sc.Known
-	}
 	a := asker{
-		client: i, server: first, node: r.nodes[i],
+		client: i, server: i % cmp.Or(r.sc.Known, r.sc.Servers), node: r.nodes[i],
 		rng: rand.New(rand.NewPCG(r.sc.Seed, uint64(i))), tally: &r.tally, logShed: true,
 	}
 	var got asked
@@ -298,7 +287,7 @@ func (r *run) agent(ctx context.Context, i int) {
 	if got.ok {
 		r.joinAt[i].Store(int64(max(time.Since(r.start), 1)))
 		r.joined.Add(1)
-		if got.attempts == 1 {
+		if got.Attempts == 1 {
 			r.firstAttempt.Add(1)
 		} else {
 			r.lastAsk[i] = got
@@ -309,9 +298,9 @@ func (r *run) agent(ctx context.Context, i int) {
 // asked is how an agent's asking ended.
 type asked struct {
 	ok       bool          // its last attempt succeeded
-	attempts int           // attempts made
-	last     time.Duration // when the last attempt's first password-guarded request was sent (or the attempt began, if none was), since the run's start
-	server   int           // the server the last attempt went to
+	Attempts int           `json:"attempts"` // attempts made
+	Last     time.Duration `json:"last_ns"`  // when the last attempt's first password-guarded request was sent (or the attempt began, if none was), since the run's start
+	Server   int           `json:"server"`   // the server the last attempt went to
 }
 
 // asker is what one agent's requests carry and where they are counted.
@@ -338,7 +327,7 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 		if !o.guardedAt.IsZero() {
 			sent = o.guardedAt
 		}
-		got := asked{attempts: failures, last: sent.Sub(r.start), server: server}
+		got := asked{Attempts: failures, Last: sent.Sub(r.start), Server: server}
 		if o.status == http.StatusOK {
 			got.ok = true
 			return got
@@ -346,18 +335,18 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 		if ctx.Err() != nil {
 			return got // the run stopped; this attempt's failure is not the server's
 		}
-		moveOn := o.connErr
+		shed := o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable
 		switch {
 		case o.timeout:
 			a.tally.timeouts.Add(1)
-			moveOn = moveOn || r.sc.LB == LBFailover
-		case o.status == http.StatusTooManyRequests || o.status == http.StatusServiceUnavailable:
+		case shed:
 			a.tally.shed.Add(1)
 			if a.logShed {
-				r.logShed(ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status,
+				r.shedMu.Lock()
+				r.shedLog = append(r.shedLog, ShedEvent{T: time.Since(r.start), Node: a.client, Server: server, Status: o.status,
 					RetryAfter: o.retryAfter, Waited: o.took})
+				r.shedMu.Unlock()
 			}
-			moveOn = moveOn || r.sc.LB == LBFailover
 		case o.connErr:
 			a.tally.connErrs.Add(1)
 		default:
@@ -369,7 +358,7 @@ func (r *run) ask(ctx context.Context, a asker) asked {
 				}
 			}
 		}
-		if moveOn {
+		if o.connErr || r.sc.LB == LBFailover && (o.timeout || shed) {
 			server = (server + 1) % r.sc.Servers
 		}
 		wait := time.NewTimer(r.policy.Delay(failures, o.retryAfter, a.rng))

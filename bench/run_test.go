@@ -54,7 +54,7 @@ func (f *fakeTarget) close() {}
 func runFake(t *testing.T, sc Scenario, f *fakeTarget) *Result {
 	t.Helper()
 	sc = sc.WithDefaults()
-	if err := sc.validate(); err != nil {
+	if err := sc.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	var res *Result
@@ -149,7 +149,7 @@ func TestFixedAgentAfterClientTimeout(t *testing.T) {
 		}
 		return outcome{status: http.StatusOK}
 	}
-	res := runFake(t, Scenario{Nodes: 10, Agent: FixedPolicy{Interval: 5 * time.Second}}, &fakeTarget{answer: hang})
+	res := runFake(t, Scenario{Nodes: 10, Agent: JitterPolicy{Min: 5 * time.Second, Max: 5 * time.Second}}, &fakeTarget{answer: hang})
 	if res.Joined != 10 || res.Timeouts != 10 || res.Attempts != 20 {
 		t.Fatalf("joined %d timeouts %d attempts %d, want 10 10 20", res.Joined, res.Timeouts, res.Attempts)
 	}
@@ -166,7 +166,7 @@ func TestTimeScale(t *testing.T) {
 		}
 		return outcome{status: http.StatusOK}
 	}
-	res := runFake(t, Scenario{Nodes: 3, Agent: FixedPolicy{Interval: 5 * time.Second}, TimeScale: 0.01}, &fakeTarget{answer: hang})
+	res := runFake(t, Scenario{Nodes: 3, Agent: JitterPolicy{Min: 5 * time.Second, Max: 5 * time.Second}, TimeScale: 0.01}, &fakeTarget{answer: hang})
 	if res.Completion != 150*time.Millisecond {
 		t.Errorf("completion %v, want (10s + 5s) * 0.01", res.Completion)
 	}
@@ -336,7 +336,7 @@ func TestResultJSON(t *testing.T) {
 
 func TestTimeline(t *testing.T) {
 	r := &Result{JoinTimes: []time.Duration{time.Second, 2 * time.Second}}
-	want := []Point{{0, 0}, {time.Second, 1}, {2 * time.Second, 2}}
+	want := [][2]float64{{0, 0}, {1, 1}, {2, 2}}
 	if got := r.Timeline(); !slices.Equal(got, want) {
 		t.Errorf("Timeline() = %v, want %v", got, want)
 	}

@@ -148,17 +148,12 @@ type Progress struct {
 // WithDefaults is s with each field left zero set to its default: what
 // a run uses.
 func (s Scenario) WithDefaults() Scenario {
-	def := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&s.ClientTimeout, DefaultClientTimeout)
-	def(&s.Deadline, DefaultDeadline)
-	def(&s.SampleEvery, DefaultSampleEvery)
-	def(&s.CAAge, DefaultCAAge)
+	s.ClientTimeout = cmp.Or(s.ClientTimeout, DefaultClientTimeout)
+	s.Deadline = cmp.Or(s.Deadline, DefaultDeadline)
+	s.SampleEvery = cmp.Or(s.SampleEvery, DefaultSampleEvery)
+	s.CAAge = cmp.Or(s.CAAge, DefaultCAAge)
 	if s.StoreSpikes > 0 {
-		def(&s.StoreSpike, DefaultStoreSpike)
+		s.StoreSpike = cmp.Or(s.StoreSpike, DefaultStoreSpike)
 	}
 	s.Nodes = cmp.Or(s.Nodes, DefaultNodes)
 	s.LogN = cmp.Or(s.LogN, DefaultLogN)
@@ -175,11 +170,16 @@ func (s Scenario) WithDefaults() Scenario {
 	return s
 }
 
-// validate checks a scenario after WithDefaults. Its errors name each
-// field by the cmd/bench flag that sets it.
-func (s Scenario) validate() error {
+// Validate reports what is wrong with s as it is, a zero field with a
+// default included (cmd/bench sets every field, Run validates after
+// WithDefaults); each error names the cmd/bench flag that sets the field.
+func (s Scenario) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	want := func(ok bool, format string, a ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, a...))
+		}
+	}
 	for _, f := range []struct {
 		flag      string
 		v, lo, hi int
@@ -188,60 +188,32 @@ func (s Scenario) validate() error {
 		{"bound-sample", s.BoundSample, 0, math.MaxInt}, {"attackers", s.Attackers, 0, 100000},
 		{"token-guessers", s.TokenGuessers, 0, 100000},
 	} {
-		if f.v < f.lo || f.v > f.hi {
-			bad("-%s %d: want %d to %d", f.flag, f.v, f.lo, f.hi)
-		}
+		want(f.v >= f.lo && f.v <= f.hi, "-%s %d: want %d to %d", f.flag, f.v, f.lo, f.hi)
 	}
-	if s.Hung < 0 || s.Hung >= s.Servers {
-		bad("-hung %d: want 0 to -servers - 1 (%d): one server at least must answer", s.Hung, s.Servers-1)
-	}
-	if s.Known < 0 || s.Known > s.Servers {
-		bad("-known %d: want 0 to -servers (%d)", s.Known, s.Servers)
-	}
-	if s.Duplicates < 0 || s.Duplicates > s.Nodes {
-		bad("-duplicates %d: want 0 to -nodes (%d)", s.Duplicates, s.Nodes)
-	}
+	want(s.Hung >= 0 && s.Hung < s.Servers, "-hung %d: want 0 to -servers - 1 (%d): one server at least must answer", s.Hung, s.Servers-1)
+	want(s.Known >= 0 && s.Known <= s.Servers, "-known %d: want 0 to -servers (%d)", s.Known, s.Servers)
+	want(s.Duplicates >= 0 && s.Duplicates <= s.Nodes, "-duplicates %d: want 0 to -nodes (%d)", s.Duplicates, s.Nodes)
 	_, client := s.Agent.(ClientPolicy)
-	if (s.Hung > 0 || s.ValidCerts || client) && s.Mode != ModeHTTP {
-		bad("-hung, -certs valid and the nodepass agents need -mode %s", ModeHTTP)
-	}
+	want(s.Mode == ModeHTTP || s.Hung <= 0 && !s.ValidCerts && !client, "-hung, -certs valid and the nodepass agents need -mode %s", ModeHTTP)
 	for _, f := range []struct {
 		flag string
 		d    time.Duration
 	}{{"timeout", s.ClientTimeout}, {"deadline", s.Deadline}, {"fault-latency", s.StoreSpike}, {"sample interval", s.SampleEvery}} {
-		if f.d < 0 || float64(f.d) > math.MaxInt64/1000 { // TimeScale may multiply it by 1000
-			bad("-%s %v: want 0 or more", f.flag, f.d)
-		}
+		// TimeScale may multiply it by 1000.
+		want(f.d >= 0 && float64(f.d) <= math.MaxInt64/1000, "-%s %v: want 0 or more", f.flag, f.d)
 	}
-	if !(s.TimeScale > 0 && s.TimeScale <= 1000) { // also rejects NaN
-		bad("time scale %v: want more than 0, at most 1000", s.TimeScale)
-	}
-	if !(s.StoreFaults >= 0 && s.StoreFaults < 1) {
-		bad("-store-faults %v: want a probability, 0 or more and below 1", s.StoreFaults)
-	}
-	if !(s.StoreSpikes >= 0 && s.StoreSpikes <= 1) {
-		bad("-store-spikes %v: want a probability, 0 to 1", s.StoreSpikes)
-	}
-	if s.CAAge < 0 || s.CAAge > 9*365*24*time.Hour {
-		bad("-ca-years %.3g: want more than 0, at most 9", s.CAAge.Hours()/(365*24))
-	}
-	_, lbErr := ParseLB(string(s.LB))
-	_, modeErr := ParseMode(string(s.Mode))
-	_, rebootErr := ParseReboot(string(s.Reboot))
-	_, namesErr := ParseAttackNames(string(s.AttackNames))
-	errs = append(errs, lbErr, modeErr, rebootErr, namesErr, s.Agent.validate())
+	want(s.TimeScale > 0 && s.TimeScale <= 1000, "time scale %v: want more than 0, at most 1000", s.TimeScale) // false for NaN
+	want(s.StoreFaults >= 0 && s.StoreFaults < 1, "-store-faults %v: want a probability, 0 or more and below 1", s.StoreFaults)
+	want(s.StoreSpikes >= 0 && s.StoreSpikes <= 1, "-store-spikes %v: want a probability, 0 to 1", s.StoreSpikes)
+	want(s.CAAge >= 0 && s.CAAge <= 9*365*24*time.Hour, "-ca-years %.3g: want more than 0, at most 9", s.CAAge.Hours()/(365*24))
+	errs = append(errs, new(LB).Set(string(s.LB)), new(Mode).Set(string(s.Mode)), new(Reboot).Set(string(s.Reboot)),
+		new(AttackNames).Set(string(s.AttackNames)), s.Agent.validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bench: invalid scenario: %w", err)
 	}
 	return nil
 }
 
-// Validate reports what is wrong with s as it is, a zero field with a
-// default included (cmd/bench sets every field); each error names the
-// cmd/bench flag that sets the field.
-func (s Scenario) Validate() error { return s.validate() }
-
-// scale multiplies d by the scenario's TimeScale.
 func (s Scenario) scale(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * s.TimeScale)
 }
@@ -252,31 +224,25 @@ func (s Scenario) adversity() bool {
 	return s.Attackers > 0 || s.TokenGuessers > 0 || s.Duplicates > 0 || s.faults()
 }
 
-// faults reports whether the scenario injects store faults.
 func (s Scenario) faults() bool { return s.StoreFaults > 0 || s.StoreSpikes > 0 }
 
-// parseName returns the one of names that name is, in any case, or an
-// error that says which kind of name it does not know.
-func parseName[T ~string](kind, name string, names ...T) (T, error) {
+// setName sets *v to the one of names that s is, in any case, or returns
+// an error that says which kind of name it does not know.
+func setName[T ~string](v *T, kind, s string, names ...T) error {
 	for _, n := range names {
-		if strings.EqualFold(name, string(n)) {
-			return n, nil
+		if strings.EqualFold(s, string(n)) {
+			*v = n
+			return nil
 		}
 	}
-	return "", fmt.Errorf("bench: unknown %s %q: want one of %q", kind, name, names)
+	return fmt.Errorf("bench: unknown %s %q: want one of %q", kind, s, names)
 }
 
-// ParseLB returns the load-balancing policy named name.
-func ParseLB(name string) (LB, error) { return parseName("load balancer", name, LBSticky, LBFailover) }
-
-// ParseMode returns the mode named name.
-func ParseMode(name string) (Mode, error) { return parseName("mode", name, ModeInproc, ModeHTTP) }
-
 // Set sets m to the mode named s (flag.Value).
-func (m *Mode) Set(s string) (err error) { *m, err = ParseMode(s); return err }
+func (m *Mode) Set(s string) error { return setName(m, "mode", s, ModeInproc, ModeHTTP) }
 
 // Set sets l to the policy named s (flag.Value).
-func (l *LB) Set(s string) (err error) { *l, err = ParseLB(s); return err }
+func (l *LB) Set(s string) error { return setName(l, "load balancer", s, LBSticky, LBFailover) }
 
 func (m Mode) String() string { return string(m) }
 func (l LB) String() string   { return string(l) }

@@ -5,18 +5,20 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/nodepass/nodepass/verify"
 )
 
-// serverSide is one run's servers: the model instances over the store
+// Servers is one run's servers: the model instances over the store
 // (after a reboot's warm-up), wrapped by the run's tracker, behind HTTPS
 // in http mode, and what the run learns from them. In-process it shares
 // its process with the agents (Run); split, it is a process of its own
-// (Servers).
-type serverSide struct {
+// (StartServers), whose methods are called in order, from one goroutine:
+// Endpoint, Begin, then Finish or Close.
+type Servers struct {
 	sc        Scenario
 	h         *Herd
 	modelName string
@@ -39,21 +41,24 @@ type serverSide struct {
 // computations. agentsHere says the agents share this process's CPUs:
 // in http mode the local lower bound then counts their requests
 // (Herd.EstimateTransport).
-func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t *tracker, agentsHere bool) (_ *serverSide, err error) {
+func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t *tracker, agentsHere bool) (_ *Servers, err error) {
 	mem, store, faults := herdStore(sc, h)
-	s := &serverSide{sc: sc, h: h, modelName: modelName, faults: faults, tracker: t, smp: newSampler(sc)}
+	s := &Servers{sc: sc, h: h, modelName: modelName, faults: faults, tracker: t, smp: newSampler(sc)}
 	if s.localBound, s.localTransport, err = h.LocalBounds(ctx, sc, modelName, agentsHere); err != nil {
 		return nil, err
 	}
 	params := verify.DefaultParams
 	params.LogN = sc.LogN
-	if s.env, err = newServerEnv(sc, modelName, h.Token); err != nil {
-		return nil, err
-	}
-	servers := func(obs func(int) *serverObserver) ([]model, error) {
+	s.env = newServerEnv(sc, modelName, h.Token)
+	// servers makes the run's model instances, told to t if observed.
+	servers := func(observed bool) ([]model, error) {
 		ms := make([]model, 0, sc.Servers)
 		for i := range sc.Servers {
-			m, err := newModel(modelName, store, params, sc.TimeScale, s.smp.guard, obs(i), s.env)
+			var obs *serverObserver
+			if observed {
+				obs = t.observer(i)
+			}
+			m, err := newModel(modelName, store, params, sc.TimeScale, s.smp.guard, obs, s.env)
 			if err != nil {
 				for _, m := range ms {
 					m.close(true)
@@ -66,27 +71,32 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t
 	}
 	defer func() {
 		if err != nil {
-			s.close(true)
+			s.Close(true)
 		}
 	}()
-	// The servers the reboot meets: with RebootAll, those of the warm-up
-	// are closed (which flushes their digests) and these start after it.
-	if sc.Reboot != RebootAll {
-		if s.raw, err = servers(t.observer); err != nil {
+	if sc.Reboot == RebootAll { // the warm-up's servers; those the reboot meets start after it
+		warm, err := servers(false)
+		if err != nil {
+			return nil, err
+		}
+		s.warm, err = warmUp(ctx, sc, h.Nodes, faults, warm)
+		for _, m := range warm {
+			m.close(true) // which flushes the digests they have not written yet
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	if sc.Reboot != RebootNone {
-		if s.warm, err = rebootWarmUp(ctx, sc, h.Nodes, mem, faults, s.raw, s.env.digestKey != nil, func() ([]model, error) {
-			return servers(func(int) *serverObserver { return nil })
-		}); err != nil {
+	if s.raw, err = servers(true); err != nil {
+		return nil, err
+	}
+	if sc.Reboot == RebootAgents {
+		if s.warm, err = warmUp(ctx, sc, h.Nodes, faults, s.raw); err != nil {
 			return nil, err
 		}
 	}
-	if sc.Reboot == RebootAll {
-		if s.raw, err = servers(t.observer); err != nil {
-			return nil, err
-		}
+	if sc.Reboot != RebootNone && s.env.digestKey != nil && s.raw[0].keepsState() {
+		s.warm.digests = waitDigests(ctx, mem, h.Nodes, 10*time.Second)
 	}
 	for i, m := range s.raw {
 		s.models = append(s.models, t.wrap(m, i))
@@ -106,10 +116,10 @@ func startServers(ctx context.Context, sc Scenario, h *Herd, modelName string, t
 	return s, nil
 }
 
-// begin dates the run from start, when the agents start: from then on the
-// tracker times arrivals and results, and the sampler reads the heap and
-// the CPU time.
-func (s *serverSide) begin(start time.Time) {
+// Begin dates the run from start, when the agents start (Agents.Run):
+// from then on the tracker times arrivals and results, and the sampler
+// reads this process's heap and CPU time.
+func (s *Servers) Begin(start time.Time) {
 	s.tracker.start = start
 	s.smp.begin(start)
 }
@@ -118,7 +128,7 @@ func (s *serverSide) begin(start time.Time) {
 // run (asks: how each agent's asking ended), with the servers': the
 // process's heap and CPU time, the models' counts, when results were
 // ready and first requests arrived, store faults, and the lower bounds.
-func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
+func (s *Servers) finish(ctx context.Context, res *Result, asks []asked) {
 	sc := s.sc
 	s.smp.end(res)
 	if s.https != nil {
@@ -153,11 +163,14 @@ func (s *serverSide) finish(ctx context.Context, res *Result, asks []asked) {
 	res.SetLocalBound(s.localBound, s.localTransport)
 	res.finish(s.h.LowerBound, s.h.LowerBoundBatch)
 	res.LowerBoundStarved = s.h.BoundStarved()
+	if res.Attack != nil {
+		s.tracker.attackFigures(res)
+	}
 }
 
-// close closes the models (with drain, waiting for the work they still
+// Close stops the models (with drain, waiting for the work they still
 // run) and the HTTPS servers.
-func (s *serverSide) close(drain bool) {
+func (s *Servers) Close(drain bool) {
 	for _, m := range s.raw {
 		m.close(drain)
 	}
@@ -174,15 +187,14 @@ type sampler struct {
 	every time.Duration
 	guard *heapGuard
 	start time.Time
-	cpu   cpuTrace // the process's CPU time during the run
+	cpu   cpuTrace
 	load  loadTrace
 	done  chan struct{}
 	wg    sync.WaitGroup
-	peak  heapPeaks
+	// The highest heap figures sampled (HeapReading's; memory is Live +
+	// OffHeap).
+	peak struct{ live, objects, memory uint64 }
 }
-
-// heapPeaks are the highest heap figures sampled in a run.
-type heapPeaks struct{ live, objects, memory uint64 }
 
 func newSampler(sc Scenario) *sampler {
 	return &sampler{every: sc.SampleEvery, guard: newHeapGuard(sc.MaxHeap), done: make(chan struct{})}
@@ -197,7 +209,7 @@ func (s *sampler) begin(start time.Time) {
 
 func (s *sampler) loop() {
 	read := func() {
-		s.cpu.add(time.Since(s.start), processCPU())
+		s.cpu = append(s.cpu, cpuSample{time.Since(s.start), processCPU()})
 		h := ReadHeap()
 		s.peak.live = max(s.peak.live, h.Live)
 		s.peak.objects = max(s.peak.objects, h.Objects)
@@ -261,49 +273,32 @@ var ReturnBuckets = []time.Duration{-5 * time.Second, -time.Second, 0, time.Seco
 // last count holds those at or above the last edge.
 func ReturnHistogram(returns []time.Duration) []int {
 	counts := make([]int, len(ReturnBuckets)+1)
-	for _, d := range returns {
-		i, _ := slices.BinarySearch(ReturnBuckets, d)
-		if i < len(ReturnBuckets) && ReturnBuckets[i] == d {
-			i++ // an edge belongs to the bucket above it
-		}
-		counts[i]++
+	for _, d := range returns { // the first bucket whose upper edge is above d
+		counts[sort.Search(len(ReturnBuckets), func(i int) bool { return ReturnBuckets[i] > d })]++
 	}
 	return counts
 }
 
-// cpuTrace records the process's CPU time as the run goes, to read it at
-// a moment found only afterwards. It is safe for concurrent use.
-type cpuTrace struct {
-	mu      sync.Mutex
-	samples []cpuSample
-}
+// cpuTrace is the process's CPU time as the run went, to read at a moment
+// found only afterwards: the sampler appends to it, and reads it once it
+// has stopped.
+type cpuTrace []cpuSample
 
-type cpuSample struct{ at, cpu time.Duration }
-
-// add records that the process had used cpu by at (since the run began).
-func (c *cpuTrace) add(at, cpu time.Duration) {
-	c.mu.Lock()
-	c.samples = append(c.samples, cpuSample{at, cpu})
-	c.mu.Unlock()
-}
+type cpuSample struct{ at, cpu time.Duration } // since the run began, and used by then
 
 // at returns the CPU time used by t, interpolated between the samples
 // around it, relative to the first sample; ok is false without samples on
 // both sides of t.
-func (c *cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(c.samples, t, func(s cpuSample, t time.Duration) int {
-		return int(min(max(s.at-t, -1), 1))
-	})
-	if len(c.samples) == 0 || i == len(c.samples) || i == 0 && c.samples[0].at != t {
+func (c cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
+	i := sort.Search(len(c), func(i int) bool { return c[i].at >= t })
+	if i == len(c) || i == 0 && c[0].at != t {
 		return 0, false
 	}
-	first, hi := c.samples[0], c.samples[i]
-	if hi.at == t || i == 0 {
+	first, hi := c[0], c[i]
+	if hi.at == t {
 		return hi.cpu - first.cpu, true
 	}
-	lo := c.samples[i-1]
+	lo := c[i-1]
 	f := float64(t-lo.at) / float64(hi.at-lo.at)
 	return lo.cpu + time.Duration(f*float64(hi.cpu-lo.cpu)) - first.cpu, true
 }
@@ -312,21 +307,21 @@ func (c *cpuTrace) at(t time.Duration) (cpu time.Duration, ok bool) {
 // node that came back did so relative to its result being ready (asks:
 // how each agent's asking ended), and the CPU left idle while results
 // were pending.
-func (s *serverSide) readiness(res *Result, asks []asked) {
+func (s *Servers) readiness(res *Result, asks []asked) {
 	t := s.tracker
 	res.LastReady = res.Completion
 	if s.raw[0].keepsState() && res.Stopped == "" {
 		var last time.Duration
 		for i, a := range asks {
-			ready := time.Duration(t.verifiedAt[a.server][i].Load())
+			ready := time.Duration(t.verifiedAt[a.Server][i].Load())
 			if ready <= 1 { // known before the run (1) or never
 				for s := range t.verifiedAt {
 					ready = max(ready, time.Duration(t.verifiedAt[s][i].Load()))
 				}
 			}
 			last = max(last, ready)
-			if a.attempts > 1 && ready > 1 {
-				res.Returns = append(res.Returns, a.last-ready)
+			if a.Attempts > 1 && ready > 1 {
+				res.Returns = append(res.Returns, a.Last-ready)
 			}
 		}
 		if last > 1 {
@@ -340,7 +335,7 @@ func (s *serverSide) readiness(res *Result, asks []asked) {
 
 // reached fills res's ReachedFirst, ReachedMedian and ReachedLast from
 // when each honest node's first request reached a server.
-func (s *serverSide) reached(res *Result) {
+func (s *Servers) reached(res *Result) {
 	var at []time.Duration
 	for i := range s.tracker.reachedAt {
 		if d := time.Duration(s.tracker.reachedAt[i].Load()); d > 0 {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -40,89 +39,49 @@ type Split struct {
 }
 
 // MarshalJSON writes s with its tags' keys, AgentCPU in seconds.
-func (s Split) MarshalJSON() ([]byte, error) { return writeObject(fieldsOf(s)) }
+func (s Split) MarshalJSON() ([]byte, error) { return marshalUnits(s, nil) }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
-func (s *Split) UnmarshalJSON(b []byte) error { return readObject(b, s) }
-
-// checkSplit validates a split run's scenario and herd and returns sc
-// with its defaults.
-func checkSplit(sc Scenario, h *Herd) (Scenario, error) {
-	sc, err := checkScenario(sc, h)
-	switch {
-	case err != nil:
-		return sc, err
-	case sc.Mode != ModeHTTP:
-		return sc, fmt.Errorf("bench: a split run is over HTTPS (mode %q), not %q", ModeHTTP, sc.Mode)
-	case sc.Attackers > 0 || sc.Duplicates > 0:
-		return sc, errors.New("bench: a split run has no attackers or duplicates")
-	}
-	return sc, nil
-}
-
-// Servers is the server side of a split run: the model's instances over a
-// fresh store holding the herd's hashes, behind HTTPS. Its methods are
-// called in order, from one goroutine: Endpoint, Begin, then Finish or
-// Close.
-type Servers struct{ s *serverSide }
+func (s *Split) UnmarshalJSON(b []byte) error { return unmarshalUnits(b, s) }
 
 // StartServers estimates the local lower bound when sc asks for it,
 // starts sc.Servers instances of the model (after a reboot's warm-up, if
-// any) and serves them over HTTPS on loopback ports.
+// any) and serves them over HTTPS on loopback ports: the server side of a
+// split run.
 func StartServers(ctx context.Context, sc Scenario, h *Herd, modelName string) (*Servers, error) {
-	sc, err := checkSplit(sc, h)
+	sc, err := checkScenario(sc, h, modelName, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidModel(modelName); err != nil {
-		return nil, err
-	}
-	s, err := startServers(ctx, sc, h, modelName, newTracker(h.Nodes, nil, sc.Servers, h.Token), false)
-	if err != nil {
-		return nil, err
-	}
-	return &Servers{s}, nil
+	return startServers(ctx, sc, h, modelName, newTracker(h.Nodes, nil, sc.Servers, h.Token), false)
 }
 
 // Endpoint returns where the servers listen.
-func (s *Servers) Endpoint() Endpoint {
-	return Endpoint{URLs: s.s.https.urls, CA: s.s.https.ca.pem, CAKey: s.s.https.ca.keyPEM()}
-}
-
-// Begin dates the run from start, when the agents start (Agents.Run), and
-// starts sampling this process's heap and CPU time.
-func (s *Servers) Begin(start time.Time) { s.s.begin(start) }
+func (s *Servers) Endpoint() Endpoint { return s.https.endpoint() }
 
 // Tripped is closed when the heap guard trips: the agents are to be
 // stopped (Agents.Run's halt).
-func (s *Servers) Tripped() <-chan struct{} { return s.s.smp.guard.done }
+func (s *Servers) Tripped() <-chan struct{} { return s.smp.guard.done }
 
 // Finish returns the run's Result: the agents' figures in rep, with this
 // side's (heap, CPU time, scrypt runs, readiness, arrivals, bounds), and
 // Split's CPU figures. It fails when rep is not of this run's herd.
 func (s *Servers) Finish(ctx context.Context, rep *AgentReport) (*Result, error) {
-	if rep == nil || rep.result == nil || rep.result.Nodes != len(s.s.h.Nodes) || len(rep.asks) != len(s.s.h.Nodes) {
+	if rep == nil || rep.Result == nil || rep.Result.Nodes != len(s.h.Nodes) || len(rep.Asks) != len(s.h.Nodes) {
 		return nil, errors.New("bench: the agents' report is not of this herd")
 	}
-	for _, a := range rep.asks {
-		if a.server < 0 || a.server >= s.s.sc.Servers {
-			return nil, fmt.Errorf("bench: the agents' report names server %d of %d", a.server, s.s.sc.Servers)
+	for _, a := range rep.Asks {
+		if a.Server < 0 || a.Server >= s.sc.Servers {
+			return nil, fmt.Errorf("bench: the agents' report names server %d of %d", a.Server, s.sc.Servers)
 		}
 	}
-	res := *rep.result
+	res := *rep.Result
 	res.Split = &Split{AgentCPU: res.CPU, AgentProcs: res.Procs}
 	res.CPU = 0
-	s.s.finish(ctx, &res, rep.asks)
-	if res.Attack != nil {
-		s.s.tracker.attackFigures(&res)
-	}
+	s.finish(ctx, &res, rep.Asks)
 	res.Split.ServerProcs = res.Procs
 	return &res, nil
 }
-
-// Close stops the servers; with drain, it waits for the work they still
-// run.
-func (s *Servers) Close(drain bool) { s.s.close(drain) }
 
 // Agents is the agent side of a split run: the herd's agents, each with
 // its own key and certificate requests, against the servers at an
@@ -132,7 +91,7 @@ type Agents struct{ r *run }
 // NewAgents prepares the agents of h's nodes against ep: their clients,
 // keys and certificate requests.
 func NewAgents(ctx context.Context, sc Scenario, h *Herd, ep Endpoint) (*Agents, error) {
-	sc, err := checkSplit(sc, h)
+	sc, err := checkScenario(sc, h, "", true)
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +99,7 @@ func NewAgents(ctx context.Context, sc Scenario, h *Herd, ep Endpoint) (*Agents,
 		return nil, fmt.Errorf("bench: %d server URLs for %d servers", len(ep.URLs), sc.Servers)
 	}
 	r := newRun(sc, h.Nodes, h.Token)
-	if r.target, err = newHTTPAgents(ctx, ep.URLs, ep.CA, r.clientNames()); err != nil {
-		return nil, err
-	}
-	if err := r.prepareClients(ep.URLs, ep.CA, ep.CAKey); err != nil {
+	if err := r.connect(ctx, ep); err != nil {
 		return nil, err
 	}
 	return &Agents{r}, nil
@@ -160,47 +116,15 @@ func (a *Agents) Run(ctx context.Context, start time.Time, halt <-chan struct{})
 		a.r.target.close()
 	}
 	a.r.clients.close()
-	if a.r.sc.adversity() { // the servers' side adds its computations
-		res.Attack = a.r.adv.result()
-	}
-	return &AgentReport{result: res, asks: a.r.lastAsk}
+	return &AgentReport{Result: res, Asks: a.r.lastAsk}
 }
 
 // AgentReport is what a split run's agents report to its servers: their
 // figures, and how each agent's asking ended. It survives a JSON round
 // trip.
 type AgentReport struct {
-	result *Result
-	asks   []asked
-}
-
-type agentReportJSON struct {
 	Result *Result `json:"result"`
-	// Asks are [attempts, last_ns, server] by agent.
-	Asks [][3]int64 `json:"asks"`
-}
-
-func (r *AgentReport) MarshalJSON() ([]byte, error) {
-	j := agentReportJSON{Result: r.result, Asks: make([][3]int64, len(r.asks))}
-	for i, a := range r.asks {
-		j.Asks[i] = [3]int64{int64(a.attempts), int64(a.last), int64(a.server)}
-	}
-	return json.Marshal(j)
-}
-
-func (r *AgentReport) UnmarshalJSON(b []byte) error {
-	var j agentReportJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	if j.Result == nil {
-		return errors.New("bench: agent report without a result")
-	}
-	r.result, r.asks = j.Result, make([]asked, len(j.Asks))
-	for i, a := range j.Asks {
-		r.asks[i] = asked{attempts: int(a[0]), last: time.Duration(a[1]), server: int(a[2])}
-	}
-	return nil
+	Asks   []asked `json:"asks"`
 }
 
 // herdStore returns a fresh memory store holding h's hashes, and the

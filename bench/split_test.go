@@ -34,7 +34,7 @@ func TestSplitRun(t *testing.T) {
 			if res.Attack != nil {
 				t.Errorf("attack figures %+v for a run without adversity", res.Attack)
 			}
-			if _, err := srv.Finish(t.Context(), &AgentReport{result: res}); err == nil {
+			if _, err := srv.Finish(t.Context(), &AgentReport{Result: res}); err == nil {
 				t.Error("Finish took a report without the agents' asks")
 			}
 		})
@@ -118,7 +118,10 @@ func TestSplitRejects(t *testing.T) {
 		t.Error("NewAgents took one URL for two servers")
 	}
 	var rep AgentReport
-	if err := json.Unmarshal([]byte(`{"asks":[]}`), &rep); err == nil {
-		t.Error("a report without a result was read")
+	if err := json.Unmarshal([]byte(`{"asks":[]}`), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Servers{}).Finish(t.Context(), &rep); err == nil {
+		t.Error("Finish took a report without a result")
 	}
 }

@@ -71,7 +71,7 @@ func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step, to
 	done := make(chan outcome, 1)
 	t.wg.Go(func() {
 		if err := m.VerifyToken(ctx, tokenUser, token); err != nil {
-			done <- t.answerToken(err)
+			done <- t.answer(err, true)
 			return
 		}
 		release, ok := m.admit(s.method() != http.MethodGet)
@@ -84,7 +84,7 @@ func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step, to
 			done <- outcome{status: http.StatusOK}
 			return
 		}
-		done <- t.answer(m.Ensure(ctx, n.Name, n.Password))
+		done <- t.answer(m.Ensure(ctx, n.Name, n.Password), false)
 	})
 	select {
 	case o := <-done:
@@ -94,22 +94,15 @@ func (t *inprocTarget) do(ctx context.Context, _, server int, n Node, s step, to
 	}
 }
 
-// answerToken maps VerifyToken's error to the response httpauth would
-// send: 401 for a token refused, else as answer.
-func (t *inprocTarget) answerToken(err error) outcome {
-	if errors.Is(err, verify.ErrMismatchedHashAndPassword) || errors.Is(err, verify.ErrNotFound) ||
-		errors.Is(err, verify.ErrInvalidInput) || errors.Is(err, verify.ErrInvalidHash) {
-		return outcome{status: http.StatusUnauthorized}
-	}
-	return t.answer(err)
-}
-
-// answer maps Ensure's error to the response httpauth would send.
-func (t *inprocTarget) answer(err error) outcome {
+// answer maps Ensure's error, or with token VerifyToken's, to the
+// response httpauth would send: a token refused is 401.
+func (t *inprocTarget) answer(err error, token bool) outcome {
 	var retry interface{ RetryAfter() time.Duration }
 	switch {
 	case err == nil:
 		return outcome{status: http.StatusOK}
+	case token && (errors.Is(err, verify.ErrMismatchedHashAndPassword) || errors.Is(err, verify.ErrInvalidInput) || errors.Is(err, verify.ErrInvalidHash)):
+		return outcome{status: http.StatusUnauthorized}
 	case errors.Is(err, verify.ErrMismatchedHashAndPassword):
 		return outcome{status: http.StatusForbidden}
 	case errors.Is(err, verify.ErrInvalidInput):
@@ -216,12 +209,12 @@ func (s *httpServers) mux(m model) (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+stepCACerts.path(), fixed(s.ca.pem))
-	mux.Handle("GET "+pathPing, fixed([]byte("pong")))
+	mux.Handle("GET /ping", fixed([]byte("pong"))) // the load balancer's probe
 	for pattern, h := range map[string]http.Handler{
 		"GET " + stepConfig.path(): fixed(configBody), "GET " + stepClientCA.path(): fixed(s.ca.pem), "GET " + stepServerCA.path(): fixed(s.ca.pem),
 		// Every server of the run, read when asked: the list is complete
 		// by the time the agents start.
-		"GET " + pathAPIServers:         answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(s.hosts()) }),
+		"GET /v1-k3s/apiservers":        answer(func(*http.Request, []byte) ([]byte, error) { return json.Marshal(hosts(s.urls)) }),
 		"GET " + stepServingCert.path(): kubelet(false), "POST " + stepServingCert.path(): kubelet(false),
 		"GET " + stepClientCert.path(): kubelet(true), "POST " + stepClientCert.path(): kubelet(true),
 		"POST " + stepProxyCert.path(): component(stepProxyCert), "POST " + stepControllerCert.path(): component(stepControllerCert),
@@ -238,10 +231,10 @@ type hangHandler struct{}
 
 func (hangHandler) ServeHTTP(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
 
-// hosts returns every server's host:port.
-func (s *httpServers) hosts() []string {
-	h := make([]string, len(s.urls))
-	for i, u := range s.urls {
+// hosts returns the host:port of each https://host:port in urls.
+func hosts(urls []string) []string {
+	h := make([]string, len(urls))
+	for i, u := range urls {
 		h[i] = strings.TrimPrefix(u, "https://")
 	}
 	return h
@@ -269,6 +262,10 @@ func (s *httpServers) serve(h http.Handler) error {
 	s.servers = append(s.servers, srv)
 	s.urls = append(s.urls, "https://"+ln.Addr().String())
 	return nil
+}
+
+func (s *httpServers) endpoint() Endpoint {
+	return Endpoint{URLs: s.urls, CA: s.ca.pem, CAKey: s.ca.keyPEM()}
 }
 
 func (s *httpServers) close() {
@@ -370,12 +367,8 @@ func (t *httpAgents) do(ctx context.Context, client, server int, n Node, s step,
 		resp.Body.Close()
 	}
 	o.handshakes = int(handshakes.Load())
-	if err != nil {
-		if ctx.Err() != nil {
-			o.timeout = true
-		} else {
-			o.connErr = true
-		}
+	if err != nil { // the client timeout, or no connection
+		o.timeout, o.connErr = ctx.Err() != nil, ctx.Err() == nil
 		return o
 	}
 	o.status = resp.StatusCode
@@ -400,21 +393,6 @@ func (openModel) admit(bool) (func(), bool)                         { return fun
 func (openModel) counts() modelCounts                               { return modelCounts{} }
 func (openModel) keepsState() bool                                  { return false }
 func (openModel) close(bool)                                        {}
-
-// LocalBounds is a model's local lower bound from sc.BoundSample
-// verifications (EstimateLocalBound) and, with transport, what the
-// agents' requests add in http mode (EstimateTransport); zero without a
-// sample.
-func (h *Herd) LocalBounds(ctx context.Context, sc Scenario, model string, transport bool) (bound, trans time.Duration, err error) {
-	if sc.BoundSample <= 0 {
-		return 0, 0, nil
-	}
-	if bound, err = h.EstimateLocalBound(ctx, sc.BoundSample, model); err != nil || !transport {
-		return bound, 0, err
-	}
-	trans, err = h.EstimateTransport(ctx, sc)
-	return bound, trans, err
-}
 
 // EstimateTransport estimates the time the herd's HTTPS takes on
 // GOMAXPROCS workers: sc.BoundSample k3s agents' attempts (after a
@@ -451,12 +429,7 @@ func (h *Herd) EstimateTransport(ctx context.Context, sc Scenario) (time.Duratio
 		}
 		return nil
 	}
-	if err := parallel(ctx, warm, workers, one); err != nil {
-		return 0, fmt.Errorf("bench: transport bound warm-up: %w", err)
-	}
-	start := time.Now()
-	if err := parallel(ctx, sample, workers, one); err != nil {
-		return 0, fmt.Errorf("bench: transport bound: %w", err)
-	}
-	return time.Since(start) * time.Duration(len(h.Nodes)) / time.Duration(sample), nil
+	d, err := timeWarm("transport bound", func() error { return parallel(ctx, warm, workers, one) },
+		func() error { return parallel(ctx, sample, workers, one) })
+	return d * time.Duration(len(h.Nodes)) / time.Duration(sample), err
 }

@@ -11,4 +11,3 @@ var errNoAffinity = errors.New("pinning a process to CPUs (sched_setaffinity) is
 
 func allowedCPUs() ([]int, error)        { return nil, errNoAffinity }
 func startPinned(*exec.Cmd, []int) error { return errNoAffinity }
-func threadCPUs() ([]int, error)         { return nil, errNoAffinity }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,7 +30,6 @@ TLS handshakes per node, late losses (shed after 1 s held / held then sent
 away) and peak memory. A run that stopped early counts, its stop said.
 `
 
-// runScaleTable is bench scale-table.
 func runScaleTable(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench scale-table", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -112,13 +112,7 @@ func writeScaleTable(w io.Writer, results []*bench.Result) {
 	fmt.Fprintln(w, "| nodes | logN | mode | agents | model | runs | completion | × x/crypto bound | × batched bound | × CPU used | scrypt/node | tls/node | late: shed after 1 s / held, then sent away | peak memory | stopped |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range rows {
-		med := func(f func(*bench.Result) float64) float64 {
-			v := make([]float64, len(s.runs))
-			for i, r := range s.runs {
-				v[i] = f(r)
-			}
-			return median(v)
-		}
+		med := func(f func(*bench.Result) float64) float64 { return medianOf(s.runs, f) }
 		each := func(f func(*bench.Result) float64) string {
 			v := make([]string, len(s.runs))
 			for i, r := range s.runs {
@@ -153,14 +147,19 @@ func writeScaleTable(w io.Writer, results []*bench.Result) {
 // overCPU is the median of completion over the CPU time the servers'
 // process used (1 / its cpu use), or "-" when a run did not measure it.
 func overCPU(runs []*bench.Result) string {
+	if slices.ContainsFunc(runs, func(r *bench.Result) bool { return r.CPUUse() <= 0 }) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", medianOf(runs, func(r *bench.Result) float64 { return 1 / r.CPUUse() }))
+}
+
+// medianOf is the median of f over runs.
+func medianOf(runs []*bench.Result, f func(*bench.Result) float64) float64 {
 	v := make([]float64, len(runs))
 	for i, r := range runs {
-		if r.CPUUse() <= 0 {
-			return "-"
-		}
-		v[i] = 1 / r.CPUUse()
+		v[i] = f(r)
 	}
-	return fmt.Sprintf("%.2f", median(v))
+	return median(v)
 }
 
 const scalePlotUsage = `usage: bench scale-plot -o FILE [-bound xcrypto|batch] LABEL=GLOB...
@@ -173,7 +172,6 @@ medians. GLOB names LABEL's files (quote it for the shell). FILE's
 extension (.svg, .png) sets the format. Flags:
 `
 
-// runScalePlot is bench scale-plot.
 func runScalePlot(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench scale-plot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -224,14 +222,7 @@ type scaleSeries struct {
 	ratios map[int][]float64
 }
 
-func (s *scaleSeries) sizes() []int {
-	var n []int
-	for k := range s.ratios {
-		n = append(n, k)
-	}
-	slices.Sort(n)
-	return n
-}
+func (s *scaleSeries) sizes() []int { return slices.Sorted(maps.Keys(s.ratios)) }
 
 // boundRatios are the ratios -bound names.
 var boundRatios = map[string]func(*bench.Result) float64{
@@ -243,7 +234,7 @@ var boundRatios = map[string]func(*bench.Result) float64{
 // ratios.
 func readScaleSeries(args []string, ratio func(*bench.Result) float64) ([]*scaleSeries, error) {
 	byName := map[string]*scaleSeries{}
-	var order []string
+	var series []*scaleSeries
 	for _, a := range args {
 		label, glob, ok := strings.Cut(a, "=")
 		if !ok || label == "" || glob == "" {
@@ -273,17 +264,13 @@ func readScaleSeries(args []string, ratio func(*bench.Result) float64) ([]*scale
 			if s == nil {
 				s = &scaleSeries{name: name, ratios: map[int][]float64{}}
 				byName[name] = s
-				order = append(order, name)
+				series = append(series, s)
 			}
 			s.ratios[r.Nodes] = append(s.ratios[r.Nodes], q)
 		}
 	}
-	if len(order) == 0 {
+	if len(series) == 0 {
 		return nil, fmt.Errorf("no finished run with a lower bound in the files given")
-	}
-	series := make([]*scaleSeries, 0, len(order))
-	for _, n := range order {
-		series = append(series, byName[n])
 	}
 	return series, nil
 }
@@ -377,8 +364,8 @@ func writePlot(path string, results []*bench.Result) error {
 			agents = append(agents, r.Agent)
 		}
 	}
-	p.Title.Text = fmt.Sprintf("Herd of %d nodes, scrypt logN %d, %s agents, %s%s%s, %s",
-		r0.Nodes, r0.LogN, strings.Join(agents, " and "), plural(r0.Servers, "server"), lbNote(r0.Servers, r0.LB), hungNote(r0.Hung, r0.Known, r0.ValidCerts), r0.Mode)
+	p.Title.Text = fmt.Sprintf("Herd of %d nodes, scrypt logN %d, %s agents, %s, %s",
+		r0.Nodes, r0.LogN, strings.Join(agents, " and "), serversNote(r0.Servers, r0.LB, r0.Hung, r0.Known, r0.ValidCerts), r0.Mode)
 	p.X.Label.Text = "seconds since the reboot"
 	p.Y.Label.Text = "nodes joined"
 	// Head room above the herd for the legend.
@@ -388,10 +375,9 @@ func writePlot(path string, results []*bench.Result) error {
 
 	name := rowNames(results)
 	for i, r := range results {
-		pts := r.Timeline()
-		xys := make(plotter.XYs, 0, len(pts)+1)
-		for _, pt := range pts {
-			xys = append(xys, plotter.XY{X: pt.T.Seconds(), Y: float64(pt.Joined)})
+		var xys plotter.XYs
+		for _, pt := range r.Timeline() {
+			xys = append(xys, plotter.XY{X: pt[0], Y: pt[1]})
 		}
 		// Carry the line on to where the run ended.
 		if end := r.Completion.Seconds(); end > xys[len(xys)-1].X {

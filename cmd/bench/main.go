@@ -72,9 +72,6 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// hiddenFlags are for the parent-child protocol, not for people.
-var hiddenFlags = map[string]bool{"worker": true, "worker-role": true}
-
 // parseFlags parses the command line into a config. The flags write
 // straight into its Scenario, which bench validates; the checks here are
 // those of the command alone.
@@ -99,6 +96,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		sc.StoreSpikes = sc.StoreFaults
 	}
 	var errs []string
+	want := func(ok bool, format string, a ...any) {
+		if !ok {
+			errs = append(errs, fmt.Sprintf(format, a...))
+		}
+	}
 	for _, e := range []struct {
 		flag, v string
 		of      []string
@@ -106,23 +108,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		{"certs", c.certs, []string{"none", "valid"}}, {"notbefore", c.notBefore, []string{"today", "ca"}},
 		{"split", c.split, []string{"auto", "on", "off"}}, {"worker-role", c.role, []string{"", roleServers, roleAgents, roleBound}},
 	} {
-		if !slices.Contains(e.of, e.v) {
-			errs = append(errs, fmt.Sprintf("-%s %q: want %s", e.flag, e.v, strings.Join(e.of, ", ")))
-		}
+		want(slices.Contains(e.of, e.v), "-%s %q: want %s", e.flag, e.v, strings.Join(e.of, ", "))
 	}
-	if ext := strings.ToLower(filepath.Ext(c.plotPath)); c.plotPath != "" && ext != ".svg" && ext != ".png" {
-		errs = append(errs, fmt.Sprintf("-plot %q: want a file name ending in .svg or .png", c.plotPath))
-	}
+	ext := strings.ToLower(filepath.Ext(c.plotPath))
+	want(c.plotPath == "" || ext == ".svg" || ext == ".png", "-plot %q: want a file name ending in .svg or .png", c.plotPath)
 	for _, out := range [][2]string{{"json", c.jsonPath}, {"plot", c.plotPath}, {"cpuprofile-dir", c.cpuprofileDir}} {
-		if out[1] == "" || c.worker != "" { // a worker's parent checked them
-			continue
-		} else if err := writable(out[1], out[0] == "cpuprofile-dir"); err != nil { // now, not after a run of minutes
-			errs = append(errs, fmt.Sprintf("-%s %q: %v", out[0], out[1], err))
+		if out[1] != "" && c.worker == "" { // now, not after a run of minutes; a worker's parent checked them
+			err := writable(out[1], out[0] == "cpuprofile-dir")
+			want(err == nil, "-%s %q: %v", out[0], out[1], err)
 		}
 	}
-	if err := bench.ValidModel(c.worker); c.worker != "" && err != nil {
-		errs = append(errs, "-worker: "+err.Error())
-	}
+	err := bench.ValidModel(c.worker)
+	want(c.worker == "" || err == nil, "-worker: %v", err)
 	for _, a := range c.agents { // the scenario with each agent kind
 		sc.Agent = a
 		if err := sc.Validate(); err != nil {
@@ -131,9 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	}
 	sc.Agent = c.agents[0]
-	if why := splitUnsupported(c); c.split == "on" && why != "" {
-		errs = append(errs, "-split on: not with "+why)
-	}
+	why := splitUnsupported(c)
+	want(c.split != "on" || why == "", "-split on: not with %s", why)
 	if len(errs) > 0 {
 		return nil, usageError{strings.Join(errs, "\n")}
 	}
@@ -204,7 +200,7 @@ func (c *config) flagSet() *flag.FlagSet {
 func usage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprintf(w, "usage: bench [flags]\n       bench scale-plot -o FILE LABEL=GLOB... (bench scale-plot -h)\n       bench scale-table GLOB... (bench scale-table -h)\n\nRuns the herd benchmark: every node of a rebooted cluster asks at once to be\nverified, against each server model in turn. Flags:\n\n")
 	fs.VisitAll(func(f *flag.Flag) {
-		if hiddenFlags[f.Name] {
+		if strings.HasPrefix(f.Usage, "internal:") { // the parent-child protocol's, not for people
 			return
 		}
 		name, help := flag.UnquoteUsage(f)
@@ -298,14 +294,14 @@ func (y *years) Set(s string) error {
 // KiB, MiB, GiB (or K, M, G) suffix.
 type byteSize uint64
 
-func (b *byteSize) String() string {
-	switch v := uint64(*b); {
+func (b byteSize) String() string {
+	switch v := uint64(b); {
 	case v >= 1<<30 && v%(1<<30) == 0:
 		return fmt.Sprintf("%dGiB", v>>30)
 	case v >= 1<<20 && v%(1<<20) == 0:
 		return fmt.Sprintf("%dMiB", v>>20)
 	}
-	return strconv.FormatUint(uint64(*b), 10)
+	return strconv.FormatUint(uint64(b), 10)
 }
 
 func (b *byteSize) Set(s string) error {
@@ -339,8 +335,7 @@ func (b *scryptBudget) String() string {
 	case *b < 0:
 		return "none"
 	}
-	s := byteSize(*b)
-	return s.String()
+	return byteSize(*b).String()
 }
 
 func (b *scryptBudget) Set(s string) error {
@@ -355,7 +350,6 @@ func (b *scryptBudget) Set(s string) error {
 	return nil
 }
 
-// run is the whole command; it returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "scale-plot" {
 		return runScalePlot(args[1:], stdout, stderr)

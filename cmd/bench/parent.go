@@ -54,12 +54,11 @@ func runParent(ctx context.Context, c *config, args []string, stdout, stderr io.
 	return cmp.Or(err, wrong)
 }
 
-// describe says on stderr what c's run is.
 func describe(stderr io.Writer, c *config) {
 	sc := c.sc
-	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %s%s%s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
-		sc.Nodes, sc.LogN, sc.Mode, strings.ReplaceAll(c.agents.String(), ",", " and "), plural(sc.Servers, "server"), lbNote(sc.Servers, sc.LB),
-		hungNote(sc.Hung, sc.Known, sc.ValidCerts), sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stderr, "bench: %d nodes, logN %d, %s mode, %s agents, %s, client timeout %v, deadline %v per model, GOMAXPROCS %d\n",
+		sc.Nodes, sc.LogN, sc.Mode, strings.ReplaceAll(c.agents.String(), ",", " and "), serversNote(sc.Servers, sc.LB, sc.Hung, sc.Known, sc.ValidCerts),
+		sc.ClientTimeout, sc.Deadline, runtime.GOMAXPROCS(0))
 	if note := adversityNote(sc); note != "" {
 		fmt.Fprintf(stderr, "bench: %s\n", note)
 	}
@@ -110,22 +109,16 @@ func runModels(ctx context.Context, c *config, args []string, h *bench.Herd, pla
 	return results, nil
 }
 
-func lbNote(servers int, lb bench.LB) string {
-	if servers == 1 {
-		return ""
+// serversNote says how many servers a run has, how the agents balance
+// over them, how many hang, how many the agents remember and whether they
+// keep valid certificates: "3 servers, sticky load balancing (1 hung)".
+func serversNote(servers int, lb bench.LB, hung, known int, validCerts bool) string {
+	s := plural(servers, "server") + joinIf("", servers > 1, ", "+string(lb)+" load balancing")
+	if h := joinIf(", ", hung > 0, fmt.Sprintf("%d hung", hung), known > 0, fmt.Sprintf("agents know %d", known),
+		validCerts, "valid certificates on disk"); h != "" {
+		s += " (" + h + ")"
 	}
-	return ", " + string(lb) + " load balancing"
-}
-
-// hungNote says how many servers hang, how many the agents remember and
-// whether they keep valid certificates; "" for none of these.
-func hungNote(hung, known int, validCerts bool) string {
-	s := joinIf(", ", hung > 0, fmt.Sprintf("%d hung", hung), known > 0, fmt.Sprintf("agents know %d", known),
-		validCerts, "valid certificates on disk")
-	if s == "" {
-		return ""
-	}
-	return " (" + s + ")"
+	return s
 }
 
 // joinIf joins with sep each text whose condition, before it, holds.
@@ -150,11 +143,10 @@ type progressBar struct {
 }
 
 func newProgressBar(w io.Writer, model string, nodes int) *progressBar {
-	tty := false
+	var tty bool
 	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
+		fi, err := f.Stat()
+		tty = err == nil && fi.Mode()&os.ModeCharDevice != 0
 	}
 	return &progressBar{w: w, tty: tty, model: model, nodes: nodes, lastPrint: time.Now()}
 }

@@ -59,15 +59,20 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 	if err != nil {
 		return nil, err
 	}
-	var res *bench.Result
-	cpu, err := captureCPU(func() error {
-		var err error
-		res, err = bench.Run(ctx, sc, h, model)
-		return err
-	})
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		heap.stop()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	res, err := bench.Run(ctx, sc, h, model)
+	pprof.StopCPUProfile()
 	heapProf, heapErr := heap.stop()
 	if err = cmp.Or(err, heapErr); err != nil {
 		return nil, err
+	}
+	cpu, err := profile.Parse(&buf)
+	if err != nil {
+		return nil, fmt.Errorf("reading the CPU profile: %w", err)
 	}
 	res.SetLocalBound(localBound, localTransport)
 	cpu.Comments = append(cpu.Comments, "nodepass-bench: model="+model+": "+describeScenario(sc))
@@ -83,24 +88,6 @@ func runModel(ctx context.Context, c *config, sc bench.Scenario, h *bench.Herd, 
 func describeScenario(sc bench.Scenario) string {
 	return fmt.Sprintf("%d nodes, logN %d, %s mode, %s agents, %s (%s), client timeout %v, seed %d, GOMAXPROCS %d",
 		sc.Nodes, sc.LogN, sc.Mode, sc.Agent, plural(sc.Servers, "server"), sc.LB, sc.ClientTimeout, sc.Seed, runtime.GOMAXPROCS(0))
-}
-
-// captureCPU returns a CPU profile of f.
-func captureCPU(f func() error) (*profile.Profile, error) {
-	var buf bytes.Buffer
-	if err := pprof.StartCPUProfile(&buf); err != nil {
-		return nil, fmt.Errorf("starting the CPU profile: %w", err)
-	}
-	ferr := f()
-	pprof.StopCPUProfile()
-	if ferr != nil {
-		return nil, ferr
-	}
-	p, err := profile.Parse(&buf)
-	if err != nil {
-		return nil, fmt.Errorf("reading the CPU profile: %w", err)
-	}
-	return p, nil
 }
 
 func writeProfile(path string, p *profile.Profile) error {
@@ -154,18 +141,16 @@ func (w *heapWatch) loop() {
 		case <-tick.C:
 		}
 		h := bench.ReadHeap()
-		cycle, live := h.GCCycles, h.Live
-		if cycle == lastCycle || live <= w.live {
-			lastCycle = cycle
+		newCycle := h.GCCycles != lastCycle
+		if lastCycle = h.GCCycles; !newCycle || h.Live <= w.live {
 			continue
 		}
-		lastCycle = cycle
 		b, err := heapSnapshot()
 		if err != nil {
 			w.snapErr = err
 			return
 		}
-		w.peak, w.live, w.cycle, w.at = b, live, cycle, time.Since(w.t0)
+		w.peak, w.live, w.cycle, w.at = b, h.Live, h.GCCycles, time.Since(w.t0)
 	}
 }
 

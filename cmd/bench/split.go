@@ -82,14 +82,7 @@ func planSplit(c *config, allowedCPUs func() ([]int, error)) (splitPlan, string)
 
 // cpuString lists cpus as "0", "0,1" or "none".
 func cpuString(cpus []int) string {
-	if len(cpus) == 0 {
-		return "none"
-	}
-	s := make([]string, len(cpus))
-	for i, c := range cpus {
-		s[i] = fmt.Sprint(c)
-	}
-	return strings.Join(s, ",")
+	return cmp.Or(strings.ReplaceAll(strings.Trim(fmt.Sprint(cpus), "[]"), " ", ","), "none")
 }
 
 // measureBounds measures h's lower bounds in a worker pinned to cpus (the
@@ -101,7 +94,6 @@ func measureBounds(ctx context.Context, args []string, h *bench.Herd, cpus []int
 	}
 	w, err := startWorker(ctx, args, bench.ModelNodepass, roleBound, cpus, stderr, herd)
 	if err != nil {
-		w.stop()
 		return err
 	}
 	w.in.Close()
@@ -129,17 +121,17 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 			agents.stop()
 		}
 	}()
-	isReady := func(m message) bool { return m.Ready != nil }
+	isReady := func(m message) bool { return m.Ready }
 	if servers, err = startWorker(ctx, args, model, roleServers, p.servers, stderr, herd); err != nil {
 		return nil, err
 	}
-	servers.rss = watchRSS(servers.cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
+	servers.rss = watchRSS(servers.cmd.Process.Pid, c.sc.MaxHeap)
 	defer servers.rss.stop()
 	srvReady, err := servers.next(nil, isReady)
 	if err != nil {
 		return nil, err
 	}
-	if agents, err = startWorker(ctx, args, model, roleAgents, p.agents, stderr, herd, control{Endpoint: srvReady.Ready.Endpoint}); err != nil {
+	if agents, err = startWorker(ctx, args, model, roleAgents, p.agents, stderr, herd, control{Endpoint: srvReady.Endpoint}); err != nil {
 		return nil, err
 	}
 	agReady, err := agents.next(nil, isReady)
@@ -170,7 +162,7 @@ func runSplit(ctx context.Context, c *config, args []string, herd []byte, model 
 	} else if err != nil {
 		return nil, err
 	}
-	m.Result.Split.AgentCPUs, m.Result.Split.ServerCPUs = agReady.Ready.CPUs, srvReady.Ready.CPUs
+	m.Result.Split.AgentCPUs, m.Result.Split.ServerCPUs = agReady.CPUs, srvReady.CPUs
 	return m.Result, nil
 }
 
@@ -208,11 +200,11 @@ func awaitReport(agents, servers *worker, bar *progressBar) (*bench.AgentReport,
 
 // ready says this worker is set up, and where it runs.
 func ready(enc *encoder, ep *bench.Endpoint) error {
-	cpus, err := threadCPUs()
+	cpus, err := allowedCPUs()
 	if err != nil {
 		return err
 	}
-	return enc.send(message{Ready: &readyMsg{Endpoint: ep, CPUs: cpus}})
+	return enc.send(message{Ready: true, Endpoint: ep, CPUs: cpus})
 }
 
 // runServersWorker is a split run's servers: it starts them, says where

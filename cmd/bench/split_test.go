@@ -143,3 +143,14 @@ func TestSplitSummaryNeverNegative(t *testing.T) {
 		t.Errorf("estimate below the CPU used: %q; want 2.0s else, 0.62 ms per connection", s)
 	}
 }
+
+func TestCPUString(t *testing.T) {
+	for _, c := range []struct {
+		in   []int
+		want string
+	}{{nil, "none"}, {[]int{0}, "0"}, {[]int{0, 1, 5}, "0,1,5"}} {
+		if got := cpuString(c.in); got != c.want {
+			t.Errorf("cpuString(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -60,8 +60,9 @@ func writeLegend(w io.Writer, cols []column) {
 	}
 }
 
-// lineWidth is the widest line bench prints, but for the -wide table's.
-const lineWidth = 100
+// lineWidth is where bench wraps the lines under its tables; the default
+// table with one agent kind fits it too.
+const lineWidth = 80
 
 // writeWrapped prints text wrapped at spaces to lineWidth, the lines after
 // the first indented by two spaces. A word longer than a line stays whole.
@@ -90,34 +91,34 @@ var (
 	joinedCell     = func(r *bench.Result) string { return fmt.Sprintf("%d/%d", r.Joined, r.Nodes) }
 	completionCell = func(r *bench.Result) string { return floor(r, secs(r.Completion)) }
 	ratioCell      = func(r *bench.Result) string { return floor(r, fmt.Sprintf("%.2f", r.Ratio)) }
-	localRatioCell = func(r *bench.Result) string {
-		if r.LocalBound == 0 {
-			return "-"
-		}
-		return floor(r, fmt.Sprintf("%.2f", r.LocalRatio))
-	}
+	localRatioCell = ifMeasured(func(r *bench.Result) float64 { return r.LocalRatio })
 	mib            = func(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 	peakMemoryCell = func(r *bench.Result) string { return mib(r.PeakMemory) }
 )
 
-// perNode is a cell of count per joined node, "-" when none joined.
-func perNode(count func(*bench.Result) uint64) func(*bench.Result) string {
+// ifMeasured is a cell of a ratio, "-" when it is 0: not measured.
+func ifMeasured(ratio func(*bench.Result) float64) func(*bench.Result) string {
 	return func(r *bench.Result) string {
-		if r.Joined == 0 {
+		if ratio(r) == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.2f", r.PerNode(count(r)))
+		return floor(r, fmt.Sprintf("%.2f", ratio(r)))
 	}
 }
 
-// latency is a cell of a join latency, "-" when none joined.
-func latency(d func(*bench.Result) time.Duration) func(*bench.Result) string {
+// ifJoined is a cell of f, "-" when no node joined.
+func ifJoined(f func(*bench.Result) string) func(*bench.Result) string {
 	return func(r *bench.Result) string {
 		if r.Joined == 0 {
 			return "-"
 		}
-		return secs(d(r))
+		return f(r)
 	}
+}
+
+// perNode is a cell of count per joined node, "-" when none joined.
+func perNode(count func(*bench.Result) uint64) func(*bench.Result) string {
+	return ifJoined(func(r *bench.Result) string { return fmt.Sprintf("%.2f", r.PerNode(count(r))) })
 }
 
 // writeTable prints one row per model, what its figures are, and the
@@ -186,12 +187,7 @@ func tableColumns(h *bench.Herd, sc bench.Scenario, name map[*bench.Result]strin
 	}
 	if wide {
 		cols = append(cols,
-			column{"batch ratio", func(r *bench.Result) string {
-				if r.RatioBatch == 0 {
-					return "-"
-				}
-				return floor(r, fmt.Sprintf("%.2f", r.RatioBatch))
-			}, fmt.Sprintf("time / the lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs",
+			column{"batch ratio", ifMeasured(func(r *bench.Result) float64 { return r.RatioBatch }), fmt.Sprintf("time / the lower bound with the Verifier's own scrypt, batched (scrypt.KeyBatch of %d jobs, as many workers): %.2fs",
 				scrypt.Lanes(), h.LowerBoundBatch.Seconds())},
 			column{"local ratio", localRatioCell, localBoundNote(sc, split)},
 			column{"attempts/node", perNode(func(r *bench.Result) uint64 { return r.Attempts }),
@@ -206,9 +202,9 @@ func tableColumns(h *bench.Herd, sc bench.Scenario, name map[*bench.Result]strin
 		lat := "the join latencies of the joined nodes, from the reboot, retries included"
 		cols = append(cols,
 			column{"token/node", perNode(func(r *bench.Result) uint64 { return r.TokenScryptRuns }), perJoined("those of them over join tokens")},
-			column{"p50", latency(func(r *bench.Result) time.Duration { return r.P50 }), lat},
-			column{"p99", latency(func(r *bench.Result) time.Duration { return r.P99 }), lat},
-			column{"max", latency(func(r *bench.Result) time.Duration { return r.Max }), lat})
+			column{"p50", ifJoined(func(r *bench.Result) string { return secs(r.P50) }), lat},
+			column{"p99", ifJoined(func(r *bench.Result) string { return secs(r.P99) }), lat},
+			column{"max", ifJoined(func(r *bench.Result) string { return secs(r.Max) }), lat})
 	}
 	cols = append(cols, column{"peak memory", peakMemoryCell,
 		"the most heap a finished GC cycle found live (runtime/metrics /gc/heap/live), plus nodepass's scrypt buffers outside the heap " +
@@ -466,42 +462,38 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 		{"ratio", ratioCell, "time / the x/crypto lower bound above"},
 		{"local ratio", localRatioCell, "time / a lower bound estimated with the model's own scrypt right before its run (bench -wide says how)"},
 		{"honest scrypt", attack(func(a *bench.AttackResult) any { return a.HonestScrypt }), ""}}
-	type figure = func(*bench.AttackResult) any
 	for _, c := range []struct {
-		on   bool
-		head string
-		f    figure
+		on bool
+		column
 	}{
-		{att, "guesses", func(a *bench.AttackResult) any { return a.Guesses }},
-		{att, "accepted", func(a *bench.AttackResult) any { return a.GuessesAccepted }},
-		{att, "guess scrypt", func(a *bench.AttackResult) any { return a.GuessScrypt }},
-		{att, "pw known", func(a *bench.AttackResult) any { return a.GuessScryptKnown }},
-		{tok, "token guesses", func(a *bench.AttackResult) any { return a.TokenGuesses }},
-		{tok, "accepted", func(a *bench.AttackResult) any { return a.TokenGuessesAccepted }},
-		{tok, "token scrypt", func(a *bench.AttackResult) any { return a.TokenScrypt }},
-		{tok, "token guess scrypt", func(a *bench.AttackResult) any { return a.TokenGuessScrypt }},
-		{dup, "dup requests", func(a *bench.AttackResult) any { return a.DuplicateRequests }},
-		{dup, "dup accepted", func(a *bench.AttackResult) any { return a.DuplicatesAccepted }},
-		{dup, "dup scrypt", func(a *bench.AttackResult) any { return a.DuplicateScrypt }},
-		{dup, "max/dup", func(a *bench.AttackResult) any { return a.DuplicateScryptMax }},
-		{dup, "after 403", func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject }},
+		{att, column{"guesses", attack(func(a *bench.AttackResult) any { return a.Guesses }), ""}},
+		{att, column{"accepted", attack(func(a *bench.AttackResult) any { return a.GuessesAccepted }), ""}},
+		{att, column{"guess scrypt", attack(func(a *bench.AttackResult) any { return a.GuessScrypt }), ""}},
+		{att, column{"pw known", attack(func(a *bench.AttackResult) any { return a.GuessScryptKnown }), ""}},
+		{tok, column{"token guesses", attack(func(a *bench.AttackResult) any { return a.TokenGuesses }), ""}},
+		{tok, column{"accepted", attack(func(a *bench.AttackResult) any { return a.TokenGuessesAccepted }), ""}},
+		{tok, column{"token scrypt", attack(func(a *bench.AttackResult) any { return a.TokenScrypt }), ""}},
+		{tok, column{"token guess scrypt", attack(func(a *bench.AttackResult) any { return a.TokenGuessScrypt }), ""}},
+		{dup, column{"dup requests", attack(func(a *bench.AttackResult) any { return a.DuplicateRequests }), ""}},
+		{dup, column{"dup accepted", attack(func(a *bench.AttackResult) any { return a.DuplicatesAccepted }), ""}},
+		{dup, column{"dup scrypt", attack(func(a *bench.AttackResult) any { return a.DuplicateScrypt }), ""}},
+		{dup, column{"max/dup", attack(func(a *bench.AttackResult) any { return a.DuplicateScryptMax }), ""}},
+		{dup, column{"after 403", attack(func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject }), ""}},
+		{faults, column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) }), ""}},
+		{faults, column{"failed", fault(func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) }), "the store calls that failed"}},
+		{faults, column{"slow", fault(func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) }), "those that answered only after -fault-latency"}},
+		{faults, column{"500s", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) }), ""}},
+		{faults, column{"cached errors", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) }), ""}},
+		{faults, column{"recheck", fault(func(f *bench.FaultResult) string {
+			if f.RecheckAsked == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%d/%d", f.RecheckJoined, f.RecheckAsked)
+		}), ""}},
 	} {
 		if c.on {
-			cols = append(cols, column{c.head, attack(c.f), ""})
+			cols = append(cols, c.column)
 		}
-	}
-	if faults {
-		cols = append(cols, column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) }), ""},
-			column{"failed", fault(func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) }), "the store calls that failed"},
-			column{"slow", fault(func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) }), "those that answered only after -fault-latency"},
-			column{"500s", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) }), ""},
-			column{"cached errors", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) }), ""},
-			column{"recheck", fault(func(f *bench.FaultResult) string {
-				if f.RecheckAsked == 0 {
-					return "-"
-				}
-				return fmt.Sprintf("%d/%d", f.RecheckJoined, f.RecheckAsked)
-			}), ""})
 	}
 	fmt.Fprintln(w)
 	cols = append(cols, column{"peak memory", peakMemoryCell, "as in the table above"})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,20 +30,16 @@ type message struct {
 	Progress *bench.Progress `json:"progress,omitempty"`
 	Result   *bench.Result   `json:"result,omitempty"`
 	Error    string          `json:"error,omitempty"`
-	// Ready: a split run's worker is set up; Agents: the agents' report
-	// at the end; Tripped: the servers' heap guard tripped; Bounds: a
-	// bound worker's herd with its lower bounds (no nodes).
-	Ready   *readyMsg          `json:"ready,omitempty"`
-	Agents  *bench.AgentReport `json:"agents,omitempty"`
-	Tripped bool               `json:"tripped,omitempty"`
-	Bounds  *bench.Herd        `json:"bounds,omitempty"`
-}
-
-// readyMsg says a worker is ready, where its servers listen (servers
-// only), and the CPUs any of its threads may use.
-type readyMsg struct {
-	Endpoint *bench.Endpoint `json:"endpoint,omitempty"`
-	CPUs     []int           `json:"cpus"`
+	// Ready: a split run's worker is set up, its servers at Endpoint
+	// (servers only), on CPUs; Agents: the agents' report at the end;
+	// Tripped: the servers' heap guard tripped; Bounds: a bound worker's
+	// herd with its lower bounds (no nodes).
+	Ready    bool               `json:"ready,omitempty"`
+	Endpoint *bench.Endpoint    `json:"endpoint,omitempty"`
+	CPUs     []int              `json:"cpus,omitempty"`
+	Agents   *bench.AgentReport `json:"agents,omitempty"`
+	Tripped  bool               `json:"tripped,omitempty"`
+	Bounds   *bench.Herd        `json:"bounds,omitempty"`
 }
 
 // control is a line the parent writes to a split run's worker after the
@@ -82,7 +79,7 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 	} else {
 		switch c.role {
 		case "":
-			sc.Progress = progressTo(enc)
+			sc.Progress = enc.progress
 			var res *bench.Result
 			if res, err = runModel(ctx, c, sc, &h, c.worker); err == nil {
 				err = enc.send(message{Result: res})
@@ -90,7 +87,7 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 		case roleServers:
 			err = runServersWorker(ctx, sc, c.worker, &h, dec, enc)
 		case roleAgents:
-			sc.Progress = progressTo(enc)
+			sc.Progress = enc.progress
 			err = runAgentsWorker(ctx, sc, &h, dec, enc)
 		case roleBound:
 			if err = h.MeasureLowerBound(ctx); err == nil {
@@ -107,12 +104,10 @@ func runWorker(ctx context.Context, c *config, stdin io.Reader, stdout, stderr i
 	return 0
 }
 
-// progressTo returns a Scenario.Progress that sends progress messages.
-func progressTo(enc *encoder) func(bench.Progress) {
-	return func(p bench.Progress) {
-		if !p.Done {
-			enc.send(message{Progress: &p})
-		}
+// progress is a Scenario.Progress that sends progress messages.
+func (e *encoder) progress(p bench.Progress) {
+	if !p.Done {
+		e.send(message{Progress: &p})
 	}
 }
 
@@ -153,8 +148,8 @@ type worker struct {
 
 // startWorker starts this program as a worker for model in role ("" for a
 // whole run), pinned to cpus (nil: not pinned), and writes it the herd and
-// then each of lines. It ends with ctx.
-func startWorker(ctx context.Context, args []string, model, role string, cpus []int, stderr io.Writer, herd []byte, lines ...control) (*worker, error) {
+// then each of lines. It ends with ctx; on an error it is stopped.
+func startWorker(ctx context.Context, args []string, model, role string, cpus []int, stderr io.Writer, herd []byte, lines ...control) (_ *worker, err error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this program to run a worker: %w", err)
@@ -183,13 +178,15 @@ func startWorker(ctx context.Context, args []string, model, role string, cpus []
 	}
 	go w.read(out)
 	w.enc = json.NewEncoder(w.in)
-	if _, err := w.in.Write(herd); err != nil {
-		return w, fmt.Errorf("%s: writing the herd: %w", w.name, err)
+	if _, err = w.in.Write(herd); err != nil {
+		err = fmt.Errorf("%s: writing the herd: %w", w.name, err)
 	}
 	for _, l := range lines {
-		if err := w.send(l); err != nil {
-			return w, err
-		}
+		err = cmp.Or(err, w.send(l))
+	}
+	if err != nil {
+		w.stop()
+		return nil, err
 	}
 	return w, nil
 }
@@ -208,7 +205,6 @@ func (w *worker) read(out io.Reader) {
 	}
 }
 
-// send writes a control line to the child.
 func (w *worker) send(c control) error {
 	if err := w.enc.Encode(c); err != nil {
 		return fmt.Errorf("%s: writing to the worker: %w", w.name, err)
@@ -262,11 +258,10 @@ func runChild(ctx context.Context, c *config, args []string, herd []byte, model 
 	defer cancel()
 	w, err := startWorker(ctx, args, model, "", nil, stderr, herd)
 	if err != nil {
-		w.stop()
 		return nil, err
 	}
 	w.in.Close()
-	w.rss = watchRSS(w.cmd.Process.Pid, rssLimit(c.sc.MaxHeap))
+	w.rss = watchRSS(w.cmd.Process.Pid, c.sc.MaxHeap)
 	defer w.rss.stop()
 	m, err := w.next(bar, func(m message) bool { return m.Result != nil })
 	w.wait()
@@ -291,16 +286,12 @@ func (w *worker) killedResult(c *config, model string) *bench.Result {
 	}
 }
 
-// rssLimit is the resident size at which the parent kills a worker whose
-// own heap guard has not stopped it: the guard plus 1 GiB. The worker's
-// guard reads the heap from a goroutine, and an unbounded model's hundreds
-// of scrypt goroutines can keep that goroutine off the CPUs for seconds
-// while they allocate 32 MiB each (seen here: 10 GiB before it ran); the
-// parent is another process, which the kernel schedules.
-func rssLimit(maxHeap uint64) uint64 { return maxHeap + 1<<30 }
-
-// rssGuard kills a process whose resident size passes a limit. It reads
-// /proc; where there is none it does nothing. A nil *rssGuard does
+// rssGuard kills a worker whose resident size passes its heap guard plus
+// 1 GiB, in case that guard has not stopped it: an unbounded model's
+// hundreds of scrypt goroutines can keep the worker's own checks off the
+// CPUs while they allocate 32 MiB each (seen here: 10 GiB before they
+// ran); the parent is another process, which the kernel schedules. It
+// reads /proc; where there is none it does nothing. A nil *rssGuard does
 // nothing.
 type rssGuard struct {
 	done   chan struct{}
@@ -309,8 +300,8 @@ type rssGuard struct {
 	wg     sync.WaitGroup
 }
 
-func watchRSS(pid int, limit uint64) *rssGuard {
-	g := &rssGuard{done: make(chan struct{})}
+func watchRSS(pid int, maxHeap uint64) *rssGuard {
+	g, limit := &rssGuard{done: make(chan struct{})}, maxHeap+1<<30
 	path, page := fmt.Sprintf("/proc/%d/statm", pid), uint64(os.Getpagesize())
 	g.wg.Go(func() {
 		tick := time.NewTicker(20 * time.Millisecond)
@@ -321,12 +312,9 @@ func watchRSS(pid int, limit uint64) *rssGuard {
 				return
 			case <-tick.C:
 			}
-			b, err := os.ReadFile(path)
 			var size, resident uint64
-			if err != nil {
-				return
-			}
-			if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
+			b, err := os.ReadFile(path)
+			if _, scanErr := fmt.Sscan(string(b), &size, &resident); err != nil || scanErr != nil {
 				return
 			}
 			if rss := resident * page; rss > limit {

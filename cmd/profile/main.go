@@ -60,7 +60,6 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// run is the command with args; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
@@ -79,16 +78,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "diff":
 		err = diff(args[1:], stdout)
 	case "check":
-		var failed bool
-		failed, err = check(args[1:], stdout)
-		if err == nil && failed {
-			return 1
-		}
+		err = check(args[1:], stdout)
 	default:
 		err = usageError{fmt.Sprintf("unknown subcommand %q: want report, diff or check", args[0])}
 	}
 	var ue usageError
 	switch {
+	case errors.Is(err, errCheckFailed): // check said so on stdout
+		return 1
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stderr, usage)
 		return 0
@@ -170,33 +167,35 @@ func diff(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// check checks the profiles in newDir against those in baseDir; failed
-// says whether a check failed, err whether the checks could not be made.
-func check(args []string, stdout io.Writer) (failed bool, err error) {
+// errCheckFailed is check's error when a check failed.
+var errCheckFailed = errors.New("profile check failed")
+
+// check checks the profiles in newDir against those in baseDir.
+func check(args []string, stdout io.Writer) error {
 	fs := newFlags("check")
 	if err := parse(fs, args); err != nil {
-		return false, err
+		return err
 	}
 	if fs.NArg() != 2 {
-		return false, usageError{fmt.Sprintf("check: want BASELINE_DIR and NEW_DIR; got %d arguments", fs.NArg())}
+		return usageError{fmt.Sprintf("check: want BASELINE_DIR and NEW_DIR; got %d arguments", fs.NArg())}
 	}
-	baseDir, newDir := fs.Arg(0), fs.Arg(1)
+	baseDir, newDir, failed := fs.Arg(0), fs.Arg(1), false
 	profiles, err := filepath.Glob(filepath.Join(newDir, "*.cpu.pprof"))
 	if err != nil || len(profiles) == 0 {
-		return false, fmt.Errorf("check: no MODEL.cpu.pprof in %s", newDir)
+		return fmt.Errorf("check: no MODEL.cpu.pprof in %s", newDir)
 	}
 	for _, path := range profiles {
 		model := strings.TrimSuffix(filepath.Base(path), ".cpu.pprof")
 		cur, err := pprofreport.Load(path, filepath.Join(newDir, "herd.json"))
 		if err != nil {
-			return false, err
+			return err
 		}
 		base, err := pprofreport.Load(filepath.Join(baseDir, model+".cpu.pprof"), filepath.Join(baseDir, "herd.json"))
 		if err != nil {
-			return false, fmt.Errorf("check: the baseline: %w", err)
+			return fmt.Errorf("check: the baseline: %w", err)
 		}
 		if err := sameScenario(base.Run, cur.Run); err != nil {
-			return false, fmt.Errorf("check: %s in %s: %w; make the baseline again (see profiles/README.md)", model, baseDir, err)
+			return fmt.Errorf("check: %s in %s: %w; make the baseline again (see profiles/README.md)", model, baseDir, err)
 		}
 		pprofreport.WriteText(stdout, cur, 10)
 		fmt.Fprintf(stdout, "\nagainst the baseline %s:\n", base.File)
@@ -206,17 +205,15 @@ func check(args []string, stdout io.Writer) (failed bool, err error) {
 		for _, v := range verdicts {
 			fmt.Fprintf(stdout, "  %v\n", v)
 		}
-		if pprofreport.Failed(verdicts) {
-			failed = true
-		}
+		failed = failed || pprofreport.Failed(verdicts)
 	}
 	if failed {
 		fmt.Fprintf(stdout, "\nprofile check: FAILED; compare with: go run ./cmd/profile diff %s %s\n",
 			filepath.Join(baseDir, filepath.Base(profiles[0])), profiles[0])
-		return true, nil
+		return errCheckFailed
 	}
 	fmt.Fprintln(stdout, "\nprofile check: ok")
-	return false, nil
+	return nil
 }
 
 // sameScenario says how the baseline's run differs from this one, in the

@@ -104,17 +104,14 @@ func Check(cur, base *Report, lim Limits) []Verdict {
 	return out
 }
 
-// checkLimits checks cur against lim alone.
 func checkLimits(cur *Report, lim Limits, add func(figure string, ok bool, format string, a ...any)) {
 	labelled := float64(cur.ScryptLabelled) / float64(max(cur.CPU[Scrypt], 1))
 	label := verify.ProfileLabel + "=" + verify.ProfileScrypt
+	why := ""
 	if labelled < lim.MinLabelled {
-		add("scrypt labelled", false, "%s of the scrypt work carried %s, want at least %s: the categories are read from that label. "+
-			"Did a scrypt computation lose it (verify's, or a model's in bench), or was the profile made before the labels?",
-			pct(labelled), label, pct(lim.MinLabelled))
-	} else {
-		add("scrypt labelled", true, "%s of the scrypt work carried %s, want at least %s", pct(labelled), label, pct(lim.MinLabelled))
+		why = ": the categories are read from that label. Did a scrypt computation lose it (verify's, or a model's in bench), or was the profile made before the labels?"
 	}
+	add("scrypt labelled", why == "", "%s of the scrypt work carried %s, want at least %s%s", pct(labelled), label, pct(lim.MinLabelled), why)
 	perNode, ok := cur.PerNode()
 	perNodeCPU, _ := cur.ScryptPerNode()
 	oneScrypt, _ := cur.OneScrypt()
@@ -130,16 +127,15 @@ func checkLimits(cur *Report, lim Limits, add func(figure string, ok bool, forma
 	default:
 		add("scrypt per joined node", true, "%.2f × one scrypt's CPU (%s per node, one scrypt %s in the same run), limit %.2f", perNode, ms(perNodeCPU), ms(oneScrypt), lim.MaxPerNode)
 	}
-	if own := cur.OwnShare(); own > lim.MaxOwnShare {
+	own, why := cur.OwnShare(), ""
+	if own > lim.MaxOwnShare {
 		var parts []string
 		for _, c := range OwnCode() {
 			parts = append(parts, fmt.Sprintf("%s %s", c, pct(cur.Share(c))))
 		}
-		add("own code", false, "%s of the sampled CPU, limit %s: %s; the module's overhead around scrypt has grown (see the top functions)",
-			pct(own), pct(lim.MaxOwnShare), strings.Join(parts, ", "))
-	} else {
-		add("own code", true, "%s of the sampled CPU, limit %s", pct(own), pct(lim.MaxOwnShare))
+		why = ": " + strings.Join(parts, ", ") + "; the module's overhead around scrypt has grown (see the top functions)"
 	}
+	add("own code", why == "", "%s of the sampled CPU, limit %s%s", pct(own), pct(lim.MaxOwnShare), why)
 }
 
 // checkBaseline checks how far cur moved from base: scrypt per joined

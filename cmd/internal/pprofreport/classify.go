@@ -36,20 +36,8 @@ const (
 	numCategories
 )
 
-// Categories returns every category in table order.
-func Categories() []Category {
-	out := make([]Category, numCategories)
-	for i := range out {
-		out[i] = Category(i)
-	}
-	return out
-}
-
 // OwnCode returns the categories that make up the module's own code.
 func OwnCode() []Category { return []Category{Request, Cache, HTTPAuth, Verify} }
-
-// IsOwn reports whether c is part of the module's own code.
-func (c Category) IsOwn() bool { return c >= Request && c <= Verify }
 
 var categoryNames = [numCategories]string{
 	Scrypt: "scrypt", Request: "request", Cache: "cache",
@@ -193,7 +181,6 @@ func isCrypto(pkg string) bool {
 	return under(pkg, "crypto") || under(pkg, "golang.org/x/crypto") || under(pkg, "vendor/golang.org/x/crypto")
 }
 
-// under reports whether pkg is base or below it.
 func under(pkg, base string) bool {
 	return pkg == base || strings.HasPrefix(pkg, base+"/")
 }

@@ -29,7 +29,7 @@ func WriteText(w io.Writer, r *Report, top int) {
 	fmt.Fprintln(w, ")")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tCPU\tshare\t")
-	for _, c := range Categories() {
+	for c := range numCategories {
 		if c == TLSHTTP {
 			fmt.Fprintf(tw, "own code (the four above)\t%s\t%s\t\n", secs(r.sum(OwnCode()...)), pct(r.OwnShare()))
 		}
@@ -122,21 +122,19 @@ func WriteDiff(w io.Writer, base, cur *Report, top int) {
 	fmt.Fprintln(tw, "figure\tbase\tnew\tchange\t")
 	fmt.Fprintf(tw, "CPU sampled\t%s\t%s\t%s\t\n", secs(base.Total), secs(cur.Total), relChange(float64(base.Total), float64(cur.Total)))
 	fmt.Fprintf(tw, "samples\t%d\t%d\t%s\t\n", base.Samples, cur.Samples, relChange(float64(base.Samples), float64(cur.Samples)))
-	for _, c := range Categories() {
+	for c := range numCategories {
 		if c == TLSHTTP {
 			fmt.Fprintf(tw, "own code\t%s\t%s\t%s\t\n", pct(base.OwnShare()), pct(cur.OwnShare()), points(base.OwnShare(), cur.OwnShare()))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", strings.TrimSpace(categoryLabels[c]), pct(base.Share(c)), pct(cur.Share(c)), points(base.Share(c), cur.Share(c)))
 	}
-	if bd, ok := base.ScryptPerNode(); ok {
-		if cd, ok := cur.ScryptPerNode(); ok {
-			fmt.Fprintf(tw, "scrypt CPU per joined node\t%s\t%s\t%s\t\n", ms(bd), ms(cd), relChange(float64(bd), float64(cd)))
-		}
+	bd, okBase := base.ScryptPerNode()
+	if cd, ok := cur.ScryptPerNode(); ok && okBase {
+		fmt.Fprintf(tw, "scrypt CPU per joined node\t%s\t%s\t%s\t\n", ms(bd), ms(cd), relChange(float64(bd), float64(cd)))
 	}
-	if br, ok := base.PerNode(); ok {
-		if cr, ok := cur.PerNode(); ok {
-			fmt.Fprintf(tw, "scrypts per joined node (in-run)\t%.3f\t%.3f\t%s\t\n", br, cr, relChange(br, cr))
-		}
+	br, okBase := base.PerNode()
+	if cr, ok := cur.PerNode(); ok && okBase {
+		fmt.Fprintf(tw, "scrypts per joined node (in-run)\t%.3f\t%.3f\t%s\t\n", br, cr, relChange(br, cr))
 	}
 	tw.Flush()
 	if top <= 0 {

@@ -34,9 +34,8 @@ type Report struct {
 	// is the wall time the profile covers.
 	Samples                 int64
 	Period, Total, Duration time.Duration
-	// CPU and Count are the CPU time and the samples per Category.
-	CPU   [numCategories]time.Duration
-	Count [numCategories]int64
+	// CPU is the CPU time per Category.
+	CPU [numCategories]time.Duration
 	// ScryptLabelled is the CPU of the samples labelled
 	// nodepass.verify=scrypt: all of the Scrypt category when every
 	// scrypt call ran under the label.
@@ -84,7 +83,6 @@ func FromProfile(p *profile.Profile, name string) (*Report, error) {
 			r.ScryptLabelled += v
 		}
 		r.CPU[c] += v
-		r.Count[c] += n
 		r.Total += v
 		r.Samples += n
 		if len(frames) == 0 {

@@ -28,7 +28,7 @@ func TestFromProfile(t *testing.T) {
 		t.Errorf("name %q, %d samples, total %v, %d Hz", r.Name, r.Samples, r.Total, r.Hz())
 	}
 	// The zeroing of scrypt's buffer is scrypt work by its label.
-	if r.CPU[Scrypt] != 108*ms10 || r.Count[Scrypt] != 108 || r.CPU[Cache] != ms10 || r.CPU[Request] != ms10 ||
+	if r.CPU[Scrypt] != 108*ms10 || r.CPU[Cache] != ms10 || r.CPU[Request] != ms10 ||
 		r.CPU[GC] != 10*ms10 || r.CPU[Runtime] != 0 || r.CPU[Other] != 5*ms10 {
 		t.Errorf("by category: %v", r.CPU)
 	}
