@@ -23,9 +23,10 @@ import (
 // once the second gets verify.ErrExists and verifies against the
 // first's hash, as with Kubernetes Secrets. Hash files are never changed;
 // deleting one lets its node enroll again. A remembered digest is a
-// second file, <name>.digest, replaced whole (atomicfile.WriteFile),
-// holding the hash it is bound to and the digest. It is safe for
-// concurrent use.
+// second file, <node>.node-digest.<program>, replaced whole
+// (atomicfile.WriteFile), holding the hash it is bound to and the
+// digest. Both names fit a file name (255 bytes) for every node name the
+// Verifier accepts (235 bytes). It is safe for concurrent use.
 type dirStore struct {
 	dir     string
 	program string
@@ -40,18 +41,25 @@ func openDirStore(dir, program string) (*dirStore, error) {
 	return &dirStore{dir: dir, program: program}, nil
 }
 
-// path returns the file of node's hash. Names the Verifier passes are
-// DNS-1123 subdomains; any other that would leave dir is refused.
-func (s *dirStore) path(node string) (string, error) {
-	if node == "" || node[0] == '.' || strings.ContainsAny(node, `/\`) || len(node) > 253 {
+// maxFileName is the most bytes a file name may have (Linux, and most
+// file systems).
+const maxFileName = 255
+
+// path returns the file of node's hash (what "node-password") or of its
+// digest ("node-digest"). Names the Verifier passes are DNS-1123
+// subdomains; any other that would leave dir, or whose file's name would
+// not fit, is refused.
+func (s *dirStore) path(node, what string) (string, error) {
+	name := node + "." + what + "." + s.program
+	if node == "" || node[0] == '.' || strings.ContainsAny(node, `/\`) || len(name) > maxFileName {
 		return "", fmt.Errorf("server: store dir: %w: node name %q", verify.ErrInvalidInput, node)
 	}
-	return filepath.Join(s.dir, node+".node-password."+s.program), nil
+	return filepath.Join(s.dir, name), nil
 }
 
 // Get implements verify.Store: it reads node's file.
 func (s *dirStore) Get(_ context.Context, node string) (string, error) {
-	p, err := s.path(node)
+	p, err := s.path(node, "node-password")
 	if err != nil {
 		return "", err
 	}
@@ -72,7 +80,7 @@ func (s *dirStore) Get(_ context.Context, node string) (string, error) {
 // Create implements verify.Store: it creates node's file holding hash, or
 // fails wrapping verify.ErrExists if it exists.
 func (s *dirStore) Create(_ context.Context, node, hash string) error {
-	p, err := s.path(node)
+	p, err := s.path(node, "node-password")
 	if err != nil {
 		return err
 	}
@@ -91,8 +99,8 @@ func (s *dirStore) GetWithDigest(ctx context.Context, node string) (string, []by
 	if err != nil {
 		return "", nil, err
 	}
-	p, _ := s.path(node) // Get checked node
-	b, err := os.ReadFile(p + ".digest")
+	p, _ := s.path(node, "node-digest") // Get checked node with the longer name
+	b, err := os.ReadFile(p)
 	if err != nil {
 		return hash, nil, nil // none remembered, or unreadable: scrypt decides
 	}
@@ -114,8 +122,8 @@ func (s *dirStore) RememberDigest(ctx context.Context, node, hash string, digest
 	if err != nil {
 		return err
 	}
-	p, _ := s.path(node)
-	if err := atomicfile.WriteFile(p+".digest", []byte(hash+"\n"+hex.EncodeToString(digest)+"\n"), 0o600); err != nil {
+	p, _ := s.path(node, "node-digest")
+	if err := atomicfile.WriteFile(p, []byte(hash+"\n"+hex.EncodeToString(digest)+"\n"), 0o600); err != nil {
 		return fmt.Errorf("server: store dir: %w", err)
 	}
 	return nil
