@@ -57,6 +57,23 @@ func (s *dirStore) path(node, what string) (string, error) {
 	return filepath.Join(s.dir, name), nil
 }
 
+// fileError is err, a failure on one of the store's files, told by what
+// failed and why, without the file's name: verify's error names the
+// node (`verify: store Create("<node>"): ...`), and the file's name
+// repeats it (up to 254 bytes), which would push the cause past the end
+// of a log line's clip (logbudget.MaxError).
+func (s *dirStore) fileError(what string, err error) error {
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	switch {
+	case errors.As(err, &pathErr):
+		err = fmt.Errorf("%s: %w", pathErr.Op, pathErr.Err)
+	case errors.As(err, &linkErr):
+		err = fmt.Errorf("%s: %w", linkErr.Op, linkErr.Err)
+	}
+	return fmt.Errorf("server: store dir %s: %s: %w", s.dir, what, err)
+}
+
 // Get implements verify.Store: it reads node's file.
 func (s *dirStore) Get(_ context.Context, node string) (string, error) {
 	p, err := s.path(node, "node-password")
@@ -68,11 +85,11 @@ func (s *dirStore) Get(_ context.Context, node string) (string, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("%w: %q", verify.ErrNotFound, node)
 	case err != nil:
-		return "", fmt.Errorf("server: store dir: %w", err)
+		return "", s.fileError("reading the node's hash file", err)
 	}
 	hash := strings.TrimSpace(string(b))
 	if hash == "" {
-		return "", fmt.Errorf("server: store dir: %s is empty", p)
+		return "", fmt.Errorf("server: store dir %s: the node's hash file is empty", s.dir)
 	}
 	return hash, nil
 }
@@ -87,7 +104,7 @@ func (s *dirStore) Create(_ context.Context, node, hash string) error {
 	if err := atomicfile.CreateFile(p, []byte(hash+"\n"), 0o600); errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: %q", verify.ErrExists, node)
 	} else if err != nil {
-		return fmt.Errorf("server: store dir: %w", err)
+		return s.fileError("creating the node's hash file", err)
 	}
 	return nil
 }
@@ -124,7 +141,7 @@ func (s *dirStore) RememberDigest(ctx context.Context, node, hash string, digest
 	}
 	p, _ := s.path(node, "node-digest")
 	if err := atomicfile.WriteFile(p, []byte(hash+"\n"+hex.EncodeToString(digest)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("server: store dir: %w", err)
+		return s.fileError("writing the node's digest file", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -108,6 +109,24 @@ func TestSharedStoreDigests(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(dir, "node-passwords")); len(ents) != 4 {
 		t.Errorf("store dir holds %v, want two nodes' hash and digest files alone", ents)
+	}
+}
+
+// TestStoreFailureSaysWhy: when a node's file cannot be read, the 500's
+// log line says why, for a node of the longest name too: the error names
+// the node once (verify's part) and the cause within the line's clip.
+func TestStoreFailureSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	s := startShared(t, dir)
+	if err := os.MkdirAll(filepath.Join(dir, "node-passwords", longestNode+".node-password.k3s"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := s.join(t, longestNode, "long-node-password", "192.0.2.235"); status != http.StatusInternalServerError {
+		t.Fatalf("a node whose hash file is a directory: %d %s, want 500", status, body)
+	}
+	line := regexp.MustCompile(`level=ERROR msg="httpauth: node password check failed" .*`).FindString(s.out.String())
+	if !strings.Contains(line, "reading the node's hash file: read: is a directory") {
+		t.Errorf("the 500's line does not say why: %q\n%s", line, s.out)
 	}
 }
 
