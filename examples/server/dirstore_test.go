@@ -160,6 +160,25 @@ func TestMemoryStoreAlone(t *testing.T) {
 	}
 }
 
+// TestMemoryStoreLine: started as the README's demo starts it (one
+// server, -token-file, -data-dir, the default store), the server logs no
+// warning, and says at Info that the hashes are kept in memory; given
+// -store memory, it says nothing more of it than its ready line's
+// store=memory.
+func TestMemoryStoreLine(t *testing.T) {
+	const line = `level=INFO msg="server: hashes are kept in memory (the default -store)`
+	for _, c := range []struct {
+		extra []string
+		lines int
+	}{{nil, 1}, {[]string{"-store", "memory"}, 0}} {
+		s := startWithToken(t, "join-secret\n", "join-secret", c.extra...)
+		out := s.out.String()
+		if strings.Contains(out, "level=WARN") || strings.Count(out, line) != c.lines || !strings.Contains(out, "store=memory") {
+			t.Errorf("%q: a warning, or not %d lines %s...:\n%s", c.extra, c.lines, line, out)
+		}
+	}
+}
+
 // TestDirStore: Create is exclusive across processes' stores (two
 // dirStores on one directory, racing), Get reads the winner's hash, a
 // missing node is verify.ErrNotFound, a name that would leave the
