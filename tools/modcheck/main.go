@@ -143,7 +143,7 @@ func run(repo, setVersion string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	if err := writeModule(consumer, mods[0].file.Go.Version, libraries, version, src); err != nil {
+	if err := writeModule(consumer, mods[0].file.Go.Version, libraries, version, nil, src); err != nil {
 		return err
 	}
 	for _, args := range [][]string{{"mod", "tidy"}, {"build", "-o", "consumer", "."}} {
@@ -158,7 +158,7 @@ func run(repo, setVersion string, keep bool) error {
 		return err
 	}
 	adopter := filepath.Join(tmp, "adopter")
-	if err := writeModule(adopter, mods[0].file.Go.Version, libraries, version, nil); err != nil {
+	if err := writeModule(adopter, mods[0].file.Go.Version, libraries, version, nil, nil); err != nil {
 		return err
 	}
 	if err := checkRises(adopter, env, k); err != nil {
@@ -172,7 +172,7 @@ func run(repo, setVersion string, keep bool) error {
 			cmdMods = append(cmdMods, m.path)
 		}
 	}
-	if err := writeModule(cmds, mods[0].file.Go.Version, append(libraries, cmdMods...), version, nil); err != nil {
+	if err := writeModule(cmds, mods[0].file.Go.Version, append(libraries, cmdMods...), version, nil, nil); err != nil {
 		return err
 	}
 	if err := goCmd(cmds, env, append([]string{"build", "-o", os.DevNull}, commands...)...); err != nil {
@@ -348,18 +348,33 @@ func publish(proxy string, m mod, version string) error {
 }
 
 // writeModule makes a module example.com/<dir's name> in dir that
-// requires paths at version, with main.go holding src (none when nil).
-func writeModule(dir, goVersion string, paths []string, version string, src []byte) error {
+// requires paths at version, replaces the modules of replace by the
+// directories it maps them to, and has main.go holding src (none when
+// nil).
+func writeModule(dir, goVersion string, paths []string, version string, replace map[string]string, src []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "module example.com/%s\n\ngo %s\n\nrequire (\n", filepath.Base(dir), goVersion)
-	for _, p := range paths {
-		fmt.Fprintf(&b, "\t%s %s\n", p, version)
+	f := new(modfile.File)
+	if err := f.AddModuleStmt("example.com/" + filepath.Base(dir)); err != nil {
+		return err
 	}
-	b.WriteString(")\n")
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(b.String()), 0o644); err != nil {
+	if err := f.AddGoStmt(goVersion); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		f.AddNewRequire(p, version, false)
+	}
+	for _, p := range slices.Sorted(maps.Keys(replace)) {
+		if err := f.AddReplace(p, "", replace[p], ""); err != nil {
+			return err
+		}
+	}
+	data, err := f.Format()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), data, 0o644); err != nil {
 		return err
 	}
 	if src == nil {
@@ -550,34 +565,21 @@ func checkTree(repo string) error {
 	// directories: the go.mod files a proxy would serve), with their
 	// go.sum lines, so that no checksum is looked up.
 	var sums []byte
-	replace := "\nreplace (\n"
+	replace := map[string]string{}
 	for _, m := range mods {
 		if !slices.Contains(libraries, m.path) {
 			continue
 		}
-		dir, err := filepath.Abs(m.dir)
-		if err != nil {
+		if replace[m.path], err = filepath.Abs(m.dir); err != nil {
 			return err
 		}
-		replace += fmt.Sprintf("\t%s => %s\n", m.path, dir)
 		sum, err := os.ReadFile(filepath.Join(m.dir, "go.sum"))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		sums = append(sums, sum...)
 	}
-	if err := writeModule(tmp, mods[0].file.Go.Version, libraries, version, nil); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(filepath.Join(tmp, "go.mod"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(replace + ")\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeModule(tmp, mods[0].file.Go.Version, libraries, version, replace, nil); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "go.sum"), sums, 0o644); err != nil {
