@@ -21,18 +21,24 @@
 // [checkRises]). The second: no module of the workspace selects a module
 // of [pinned] above the version k3s builds.
 //
-// -proxy writes the proxy into a directory and stops: with
-// GOPROXY=file://DIR a project can require the modules before they are
-// published (ADOPTING.md). -set-version makes every module of the
-// workspace require the others at that version (the first step of a
-// release, see ADOPTING.md).
+// -proxy writes the proxy into a directory, prints the version it
+// serves the tree at (a version of the tree's own, see [treeVersion]),
+// and stops: with GOPROXY=file://DIR a project can require the modules
+// before they are published (ADOPTING.md). -set-version makes every
+// module of the workspace require the others at that version (the first
+// step of a release, see ADOPTING.md).
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -45,6 +51,7 @@ import (
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
+	"golang.org/x/mod/sumdb/dirhash"
 	"golang.org/x/mod/zip"
 )
 
@@ -86,7 +93,7 @@ func main() {
 	repo := flag.String("repo", "../..", "the repository's root `dir` (where go.work is)")
 	setVersion := flag.String("set-version", "", "make the workspace's modules require each other at this `version`, then stop")
 	keep := flag.Bool("keep", false, "keep the temporary directory (its path is printed)")
-	proxyDir := flag.String("proxy", "", "write the module proxy into `dir` (new or empty), then stop")
+	proxyDir := flag.String("proxy", "", "write the module proxy of the tree into `dir` (new, empty, or written by -proxy before), print its version, then stop")
 	pinsOnly := flag.Bool("pins", false, "only run the checks against k3s's go.mod, from the tree (make test), then stop")
 	flag.Parse()
 	var err error
@@ -94,7 +101,10 @@ func main() {
 	case *pinsOnly:
 		err = checkTree(*repo)
 	case *proxyDir != "":
-		err = writeProxy(*repo, *proxyDir)
+		var version string
+		if version, err = writeProxy(*repo, *proxyDir); err == nil {
+			fmt.Println(version)
+		}
 	default:
 		err = run(*repo, *setVersion, *keep)
 	}
@@ -133,6 +143,7 @@ func run(repo, setVersion string, keep bool) error {
 	if err := publishAll(proxy, mods, version); err != nil {
 		return err
 	}
+	fmt.Printf("modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, proxy)
 	env, err := goEnv(proxy, tmp)
 	if err != nil {
 		return err
@@ -183,24 +194,96 @@ func run(repo, setVersion string, keep bool) error {
 }
 
 // writeProxy writes the workspace's modules into dir as a module proxy,
-// for GOPROXY=file://dir.
-func writeProxy(repo, dir string) error {
-	mods, version, err := atRelease(repo)
+// for GOPROXY=file://dir, at the tree's version (treeVersion), which it
+// returns. Each module requires the others at that version. dir is new,
+// empty, or a proxy writeProxy wrote: the versions it holds stay, for a
+// project that still requires an earlier tree.
+func writeProxy(repo, dir string) (string, error) {
+	mods, err := workspace(repo)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("-proxy %s: not empty", dir)
+	if err := checkProxyDir(dir); err != nil {
+		return "", err
 	}
-	dir, err = filepath.Abs(dir)
+	version, err := treeVersion(mods)
 	if err != nil {
-		return err
+		return "", err
+	}
+	for i := range mods {
+		if _, err := requireOthers(&mods[i], version); err != nil {
+			return "", err
+		}
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return "", err
 	}
 	if err := publishAll(dir, mods, version); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, dir)
+	fmt.Fprintf(os.Stderr, "modcheck: use it with GOPROXY=file://%s,%s GONOSUMDB=%s\n", filepath.ToSlash(dir), upstreamProxy(), core)
+	return version, nil
+}
+
+// checkProxyDir refuses a dir that is neither missing, nor empty, nor a
+// proxy of the core module.
+func checkProxyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || err == nil && len(entries) == 0:
+		return nil
+	case err != nil:
 		return err
 	}
-	fmt.Printf("modcheck: use it with GOPROXY=file://%s,%s GONOSUMDB=%s\n", filepath.ToSlash(dir), upstreamProxy(), core)
+	escaped, err := module.EscapePath(core)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, escaped, "@v", "list")); err != nil {
+		return fmt.Errorf("-proxy %s: neither empty nor a proxy of %s", dir, core)
+	}
 	return nil
+}
+
+// treeVersion is the version of the tree's modules in a proxy that
+// writeProxy makes: a pseudo-version, v0.0.0-<time>-<hash>, whose time is
+// the newest file's and whose hash is of the modules' files (not a
+// commit's). The same tree gets the same version, and a changed tree
+// another: Go's module cache and a go.sum keep one content per version,
+// so a changed tree at the same version is never fetched (from the cache)
+// or fails (checksum mismatch).
+func treeVersion(mods []mod) (string, error) {
+	var names []string
+	files := map[string]zip.File{}
+	var newest time.Time
+	for _, m := range mods {
+		mfiles, err := moduleFiles(m)
+		if err != nil {
+			return "", err
+		}
+		for _, f := range mfiles {
+			name := m.path + "@/" + f.Path()
+			names = append(names, name)
+			files[name] = f
+			info, err := f.Lstat()
+			if err != nil {
+				return "", err
+			}
+			if info.ModTime().After(newest) {
+				newest = info.ModTime()
+			}
+		}
+	}
+	h1, err := dirhash.Hash1(names, func(name string) (io.ReadCloser, error) { return files[name].Open() })
+	if err != nil {
+		return "", err
+	}
+	sum, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(h1, "h1:"))
+	if err != nil {
+		return "", err
+	}
+	return module.PseudoVersion("", "", newest, hex.EncodeToString(sum[:6])), nil
 }
 
 // workspace reads go.work's modules, the core first.
@@ -273,29 +356,44 @@ func requireAt(mods []mod, version string) error {
 	if !semver.IsValid(version) || semver.Canonical(version) != version {
 		return fmt.Errorf("-set-version %q: want a canonical semantic version such as v0.2.0", version)
 	}
-	for _, m := range mods {
-		changed := false
-		for _, r := range m.file.Require {
-			if strings.HasPrefix(r.Mod.Path, core) && r.Mod.Version != version {
-				if err := m.file.AddRequire(r.Mod.Path, version); err != nil {
-					return err
-				}
-				changed = true
-			}
+	for i := range mods {
+		m := &mods[i]
+		changed, err := requireOthers(m, version)
+		if err != nil {
+			return err
 		}
 		if !changed {
 			continue
 		}
-		out, err := m.file.Format()
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(m.dir, "go.mod"), out, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(m.dir, "go.mod"), m.data, 0o644); err != nil {
 			return err
 		}
 		fmt.Printf("modcheck: %s requires the others at %s\n", m.path, version)
 	}
 	return nil
+}
+
+// requireOthers makes m require the other modules of the workspace at
+// version, in m.file and m.data, and reports whether that changed them.
+func requireOthers(m *mod, version string) (bool, error) {
+	changed := false
+	for _, r := range m.file.Require {
+		if strings.HasPrefix(r.Mod.Path, core) && r.Mod.Version != version {
+			if err := m.file.AddRequire(r.Mod.Path, version); err != nil {
+				return false, err
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		return false, nil
+	}
+	data, err := m.file.Format()
+	if err != nil {
+		return false, err
+	}
+	m.data = data
+	return true, nil
 }
 
 // publishAll writes every module of mods at version into the proxy
@@ -306,14 +404,14 @@ func publishAll(proxy string, mods []mod, version string) error {
 			return err
 		}
 	}
-	fmt.Printf("modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, proxy)
 	return nil
 }
 
-// publish writes m at version into the proxy directory: list, .info, .mod
-// and .zip, as a module proxy serves them. The zip holds the module's
-// directory without its nested modules, as `go mod download` would get it
-// from a tag.
+// publish writes m at version into the proxy directory: .info, .mod
+// (m.data) and .zip, as a module proxy serves them, and adds version to
+// the list. The zip holds the module's directory without its nested
+// modules, as `go mod download` would get it from a tag, and m.data as
+// its go.mod.
 func publish(proxy string, m mod, version string) error {
 	escaped, err := module.EscapePath(m.path)
 	if err != nil {
@@ -323,21 +421,38 @@ func publish(proxy string, m mod, version string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	info, err := json.Marshal(struct{ Version, Time string }{version, time.Now().UTC().Format(time.RFC3339)})
+	versions, err := os.ReadFile(filepath.Join(dir, "list"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	list := strings.Fields(string(versions))
+	if !slices.Contains(list, version) {
+		list = append(list, version)
+	}
+	semver.Sort(list)
+	at := time.Now()
+	if t, err := module.PseudoVersionTime(version); err == nil {
+		at = t
+	}
+	info, err := json.Marshal(struct{ Version, Time string }{version, at.UTC().Format(time.RFC3339)})
 	if err != nil {
 		return err
 	}
-	files := map[string][]byte{"list": []byte(version + "\n"), version + ".info": info, version + ".mod": m.data}
+	files := map[string][]byte{"list": []byte(strings.Join(list, "\n") + "\n"), version + ".info": info, version + ".mod": m.data}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return err
 		}
 	}
+	zfiles, err := moduleFiles(m)
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(filepath.Join(dir, version+".zip"))
 	if err != nil {
 		return err
 	}
-	err = zip.CreateFromDir(f, module.Version{Path: m.path, Version: version}, m.dir)
+	err = zip.Create(f, module.Version{Path: m.path, Version: version}, zfiles)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -346,6 +461,65 @@ func publish(proxy string, m mod, version string) error {
 	}
 	return nil
 }
+
+// moduleFiles lists the files of m's zip: those of its directory that
+// zip.CreateFromDir takes, with m.data as go.mod.
+func moduleFiles(m mod) ([]zip.File, error) {
+	checked, err := zip.CheckDir(m.dir)
+	if err != nil {
+		return nil, fmt.Errorf("files of %s: %w", m.path, err)
+	}
+	var files []zip.File
+	for _, p := range checked.Valid {
+		rel, err := filepath.Rel(m.dir, p)
+		if err != nil {
+			return nil, err
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		f := treeFile{path: filepath.ToSlash(rel), file: p, info: info}
+		if f.path == "go.mod" {
+			f.data = m.data
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// treeFile is a zip.File of a module's directory, or, with data, one
+// whose content is data.
+type treeFile struct {
+	path, file string // in the module, with slashes; on disk
+	info       fs.FileInfo
+	data       []byte
+}
+
+func (f treeFile) Path() string { return f.path }
+
+func (f treeFile) Lstat() (fs.FileInfo, error) {
+	if f.data != nil {
+		return sizedInfo{f.info, int64(len(f.data))}, nil
+	}
+	return f.info, nil
+}
+
+func (f treeFile) Open() (io.ReadCloser, error) {
+	if f.data != nil {
+		return io.NopCloser(bytes.NewReader(f.data)), nil
+	}
+	return os.Open(f.file)
+}
+
+// sizedInfo is a file's information with another size: that of the
+// content a treeFile has instead of the file's.
+type sizedInfo struct {
+	fs.FileInfo
+	size int64
+}
+
+func (i sizedInfo) Size() int64 { return i.size }
 
 // writeModule makes a module example.com/<dir's name> in dir that
 // requires paths at version, replaces the modules of replace by the

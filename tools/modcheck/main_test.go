@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/module"
 )
 
 // asCommand, set in a test binary's environment, makes it the modcheck
@@ -83,5 +85,73 @@ func TestPinsFromPathWithSpace(t *testing.T) {
 	fakeRepo(t, repo, "first")
 	if _, err := modcheck(t, offline(t), "-repo", repo, "-pins"); err != nil {
 		t.Errorf("-pins in %q: %v", repo, err)
+	}
+}
+
+// goIn runs the go command with args in dir, with env added to the
+// test's environment, and returns its stdout.
+func goIn(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+// TestProxyRepeated runs ADOPTING.md's way to require the tree before a
+// release, as a user does, on a tree, again on the same tree, and again
+// once the tree has changed: -proxy into one directory, then in a
+// project go mod edit -require and go mod download of the version it
+// printed, and a build. The same tree gets the same version; the changed
+// tree another, which the project builds (neither the earlier tree from
+// the module cache nor a checksum mismatch against its go.sum). A
+// directory that is not such a proxy is refused.
+func TestProxyRepeated(t *testing.T) {
+	tmp := t.TempDir()
+	repo, proxy, project := filepath.Join(tmp, "nodepass"), filepath.Join(tmp, "proxy"), filepath.Join(tmp, "project")
+	env := append(offline(t), "GOPROXY=file://"+filepath.ToSlash(proxy), "GONOSUMDB="+core)
+	writeFiles(t, project, map[string]string{
+		"go.mod": "module example.com/project\n\ngo 1.26.0\n",
+		"main.go": "package main\n\nimport (\n\t\"fmt\"\n\n\t\"" + core + "/prom\"\n\t\"" + core + "/tree\"\n)\n\n" +
+			"func main() { fmt.Println(tree.Name, prom.Of) }\n",
+	})
+	proxyRun := func(run int) string {
+		t.Helper()
+		out, err := modcheck(t, env, "-repo", repo, "-proxy", proxy)
+		if err != nil {
+			t.Fatalf("-proxy, run %d: %v", run, err)
+		}
+		return strings.TrimSpace(out)
+	}
+	build := func(v, name string) {
+		t.Helper()
+		goIn(t, project, env, "mod", "edit", "-require="+core+"@"+v, "-require="+core+"/prom@"+v)
+		goIn(t, project, env, "mod", "download", core+"@"+v, core+"/prom@"+v)
+		if got := goIn(t, project, env, "run", "."); got != name+" "+name+"\n" {
+			t.Errorf("at %s, the project printed %q, want the tree's %q twice", v, got, name)
+		}
+	}
+	fakeRepo(t, repo, "first")
+	v1, again := proxyRun(1), proxyRun(2)
+	if !module.IsPseudoVersion(v1) || again != v1 {
+		t.Fatalf("-proxy printed %q, then %q for the same tree; want one pseudo-version alone", v1, again)
+	}
+	build(v1, "first")
+	fakeRepo(t, repo, "second")
+	v2 := proxyRun(3)
+	if !module.IsPseudoVersion(v2) || v2 == v1 {
+		t.Fatalf("-proxy printed %q for a changed tree, %q before; want another pseudo-version", v2, v1)
+	}
+	build(v2, "second")
+
+	other := t.TempDir()
+	writeFiles(t, other, map[string]string{"notes.txt": "mine"})
+	if out, err := modcheck(t, env, "-repo", repo, "-proxy", other); err == nil || out != "" {
+		t.Errorf("-proxy into a directory of other files: %q, %v; want an error", out, err)
 	}
 }
