@@ -14,14 +14,15 @@ import (
 
 // audit logs what an operator needs to see of the server's answers to
 // agents: refused join tokens (401), refused node passwords (403),
-// refused certificate requests (400) and new nodes, each with the node or
-// token user, the remote address and the reason, never a password or a
-// token. Each kind of line has a budget of its own, auditBurst lines at
-// once and then one per auditEvery, so that a guesser cannot flood the
-// log, and a flood of one kind (a stranger's unknown user names) never
-// hides a line of another (a second machine under a node's name). The
-// lines held back are counted (logbudget.Budget). Every value a client
-// sent is clipped (logbudget.Clip). It is safe for concurrent use.
+// invalid node names or passwords and refused certificate requests
+// (400) and new nodes, each with the node or token user, the remote
+// address and the reason, never a password or a token. Each kind of
+// line has a budget of its own, auditBurst lines at once and then one
+// per auditEvery, so that a guesser cannot flood the log, and a flood
+// of one kind (a stranger's unknown user names) never hides a line of
+// another (a second machine under a node's name). The lines held back
+// are counted (logbudget.Budget). Every value a client sent is clipped
+// (logbudget.Clip). It is safe for concurrent use.
 type audit struct {
 	budgets [auditKinds]*logbudget.Budget // fixed by newAudit
 	created sync.Map                      // node -> struct{}: created by the store, its enrollment not yet logged
@@ -35,6 +36,7 @@ const (
 	passwordRefused                  // 403: a password that does not match the node's stored hash
 	hashUnreadable                   // 403 or 401: a stored hash that cannot be read
 	nodeUnknown                      // 401: no stored hash, and the Verifier does not enroll
+	nodeInvalid                      // 400: a node name or password the Verifier refuses to check
 	requestRefused                   // 400: a certificate request refused after the node's password was checked
 	nodeEnrolled                     // a new node got its first certificate
 	auditKinds
@@ -42,7 +44,8 @@ const (
 
 // auditKindNames name each kind in the lines counting those held back.
 var auditKindNames = [auditKinds]string{"server: refused join tokens", "server: refused node passwords",
-	"server: unreadable stored hashes", "server: unknown nodes", "server: refused certificate requests", "server: enrolled nodes"}
+	"server: unreadable stored hashes", "server: unknown nodes", "server: invalid node names or passwords",
+	"server: refused certificate requests", "server: enrolled nodes"}
 
 // The log budget of each kind of audit line.
 const (
@@ -78,6 +81,9 @@ func (a *audit) nodeChecked(ctx context.Context, node string, err error) {
 	case errors.Is(err, verify.ErrNotFound):
 		a.line(ctx, nodeUnknown, slog.LevelWarn, "server: node password refused", "status", http.StatusUnauthorized, "node", node,
 			"reason", "unknown node")
+	case errors.Is(err, verify.ErrInvalidInput):
+		a.line(ctx, nodeInvalid, slog.LevelWarn, "server: node password refused", "status", http.StatusBadRequest, "node", node,
+			"reason", logbudget.ClipError(err))
 	}
 }
 
@@ -117,6 +123,24 @@ func (a *audit) issued(ctx context.Context, node string) {
 func (a *audit) refused(ctx context.Context, key, who string, why error) {
 	a.line(ctx, requestRefused, slog.LevelWarn, "server: certificate request refused", "status", http.StatusBadRequest, key, logbudget.Clip(who),
 		"reason", logbudget.ClipError(why))
+}
+
+// warnAndAbove is the log as httpauth gets it: its lines at slog.LevelWarn
+// and above, its server-side failures. Its Info lines, invalid node names
+// and passwords (httpauth.Options.Logger), are the audit's nodeInvalid
+// lines, which say who asked.
+type warnAndAbove struct{ slog.Handler }
+
+func (h warnAndAbove) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
+}
+
+func (h warnAndAbove) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnAndAbove{h.Handler.WithAttrs(attrs)}
+}
+
+func (h warnAndAbove) WithGroup(name string) slog.Handler {
+	return warnAndAbove{h.Handler.WithGroup(name)}
 }
 
 type remoteKey struct{}

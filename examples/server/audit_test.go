@@ -16,10 +16,11 @@ import (
 	"github.com/nodepass/nodepass/verify"
 )
 
-// TestAuditLines: over HTTPS, a new node, a refused node password (403)
-// and refused join tokens (401) each leave one log line naming the node
-// or user, the remote address and the reason, and no password or token
-// is ever logged.
+// TestAuditLines: over HTTPS, a new node, a refused node password (403),
+// an invalid node name (400) and refused join tokens (401) each leave one
+// log line naming the node or user, the remote address and the reason,
+// and no password or token is ever logged. (k3s logs every refusal with
+// the client's address: pkg/util/apierrors.go SendError.)
 func TestAuditLines(t *testing.T) {
 	s := startWithToken(t, "join-secret\n", "join-secret", "-v")
 	n := nodes(2)[1]
@@ -33,6 +34,9 @@ func TestAuditLines(t *testing.T) {
 	if status, _ := s.join(t, n.name, "wrong-node-password", n.ip); status != http.StatusForbidden {
 		t.Fatalf("wrong node password: %d", status)
 	}
+	if status, _ := s.join(t, "Bad_Name", n.password, n.ip); status != http.StatusBadRequest {
+		t.Fatalf("invalid node name: %d", status)
+	}
 	s.token = "wrong-join-token"
 	if resp, _ := s.get(t, "/v1-k3s/config", "", "", ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d", resp.StatusCode)
@@ -45,10 +49,12 @@ func TestAuditLines(t *testing.T) {
 	out := s.out.String()
 	remote := `remote=127\.0\.0\.1:\d+`
 	for what, re := range map[string]string{
-		"enrollment":    `level=INFO msg="server: node enrolled" node=` + node + ` ` + remote,
-		"node password": `level=WARN msg="server: node password refused" status=403 node=` + node + ` reason="the password does not match the node's stored hash[^"]*" ` + remote,
-		"wrong token":   `level=WARN msg="server: join token refused" status=401 user=node reason="wrong token for the user" ` + remote,
-		"unknown user":  `level=WARN msg="server: join token refused" status=401 user=nobody reason="unknown user" ` + remote,
+		"enrollment":     `level=INFO msg="server: node enrolled" node=` + node + ` ` + remote,
+		"node password":  `level=WARN msg="server: node password refused" status=403 node=` + node + ` reason="the password does not match the node's stored hash[^"]*" ` + remote,
+		"node name":      `level=WARN msg="server: node password refused" status=400 node=bad_name reason="verify: invalid input: node name \\"bad_name\\" cannot name its secret(\\"|[^"])*" ` + remote,
+		"node name once": `bad_name.*\n`,
+		"wrong token":    `level=WARN msg="server: join token refused" status=401 user=node reason="wrong token for the user" ` + remote,
+		"unknown user":   `level=WARN msg="server: join token refused" status=401 user=nobody reason="unknown user" ` + remote,
 	} {
 		if got := len(regexp.MustCompile(re).FindAllString(out, -1)); got != 1 {
 			t.Errorf("%s: %d lines matching %s, want 1:\n%s", what, got, re, out)
@@ -112,6 +118,13 @@ func TestAuditBudget(t *testing.T) {
 		a.issued(ctx, "worker-2") // not created by the store: not new
 		if buf.String() != before {
 			t.Errorf("a line for what is no refusal or enrollment:\n%s", buf)
+		}
+		// Invalid node names, with a budget of their own.
+		for range auditBurst + 5 {
+			a.nodeChecked(ctx, "bad_name", fmt.Errorf("%w: node name", verify.ErrInvalidInput))
+		}
+		if n := count("status=400 node=bad_name"); n != auditBurst {
+			t.Errorf("%d invalid node names logged, want %d:\n%s", n, auditBurst, buf)
 		}
 	})
 }

@@ -21,6 +21,7 @@ import (
 type config struct {
 	addr        string
 	store       string // "memory", "dir" or "kube"
+	storeSet    bool   // -store was given: the user chose where hashes live
 	storeDir    string // the files of -store dir
 	kubeconfig  string
 	namespace   string
@@ -78,6 +79,11 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	if err := cli.Parse(fs, args, out); err != nil {
 		return c, err
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "store" {
+			c.storeSet = true
+		}
+	})
 	if err := checkAddr(c.addr); err != nil {
 		return c, cli.Usagef("server: -addr %q: %v", c.addr, err)
 	}

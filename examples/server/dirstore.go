@@ -23,9 +23,10 @@ import (
 // once the second gets verify.ErrExists and verifies against the
 // first's hash, as with Kubernetes Secrets. Hash files are never changed;
 // deleting one lets its node enroll again. A remembered digest is a
-// second file, <name>.digest, replaced whole (atomicfile.WriteFile),
-// holding the hash it is bound to and the digest. It is safe for
-// concurrent use.
+// second file, <node>.node-digest.<program>, replaced whole
+// (atomicfile.WriteFile), holding the hash it is bound to and the
+// digest. Both names fit a file name (255 bytes) for every node name the
+// Verifier accepts (235 bytes). It is safe for concurrent use.
 type dirStore struct {
 	dir     string
 	program string
@@ -40,18 +41,42 @@ func openDirStore(dir, program string) (*dirStore, error) {
 	return &dirStore{dir: dir, program: program}, nil
 }
 
-// path returns the file of node's hash. Names the Verifier passes are
-// DNS-1123 subdomains; any other that would leave dir is refused.
-func (s *dirStore) path(node string) (string, error) {
-	if node == "" || node[0] == '.' || strings.ContainsAny(node, `/\`) || len(node) > 253 {
+// maxFileName is the most bytes a file name may have (Linux, and most
+// file systems).
+const maxFileName = 255
+
+// path returns the file of node's hash (what "node-password") or of its
+// digest ("node-digest"). Names the Verifier passes are DNS-1123
+// subdomains; any other that would leave dir, or whose file's name would
+// not fit, is refused.
+func (s *dirStore) path(node, what string) (string, error) {
+	name := node + "." + what + "." + s.program
+	if node == "" || node[0] == '.' || strings.ContainsAny(node, `/\`) || len(name) > maxFileName {
 		return "", fmt.Errorf("server: store dir: %w: node name %q", verify.ErrInvalidInput, node)
 	}
-	return filepath.Join(s.dir, node+".node-password."+s.program), nil
+	return filepath.Join(s.dir, name), nil
+}
+
+// fileError is err, a failure on one of the store's files, told by what
+// failed and why, without the file's name: verify's error names the
+// node (`verify: store Create("<node>"): ...`), and the file's name
+// repeats it (up to 254 bytes), which would push the cause past the end
+// of a log line's clip (logbudget.MaxError).
+func (s *dirStore) fileError(what string, err error) error {
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	switch {
+	case errors.As(err, &pathErr):
+		err = fmt.Errorf("%s: %w", pathErr.Op, pathErr.Err)
+	case errors.As(err, &linkErr):
+		err = fmt.Errorf("%s: %w", linkErr.Op, linkErr.Err)
+	}
+	return fmt.Errorf("server: store dir %s: %s: %w", s.dir, what, err)
 }
 
 // Get implements verify.Store: it reads node's file.
 func (s *dirStore) Get(_ context.Context, node string) (string, error) {
-	p, err := s.path(node)
+	p, err := s.path(node, "node-password")
 	if err != nil {
 		return "", err
 	}
@@ -60,11 +85,11 @@ func (s *dirStore) Get(_ context.Context, node string) (string, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("%w: %q", verify.ErrNotFound, node)
 	case err != nil:
-		return "", fmt.Errorf("server: store dir: %w", err)
+		return "", s.fileError("reading the node's hash file", err)
 	}
 	hash := strings.TrimSpace(string(b))
 	if hash == "" {
-		return "", fmt.Errorf("server: store dir: %s is empty", p)
+		return "", fmt.Errorf("server: store dir %s: the node's hash file is empty", s.dir)
 	}
 	return hash, nil
 }
@@ -72,14 +97,14 @@ func (s *dirStore) Get(_ context.Context, node string) (string, error) {
 // Create implements verify.Store: it creates node's file holding hash, or
 // fails wrapping verify.ErrExists if it exists.
 func (s *dirStore) Create(_ context.Context, node, hash string) error {
-	p, err := s.path(node)
+	p, err := s.path(node, "node-password")
 	if err != nil {
 		return err
 	}
 	if err := atomicfile.CreateFile(p, []byte(hash+"\n"), 0o600); errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: %q", verify.ErrExists, node)
 	} else if err != nil {
-		return fmt.Errorf("server: store dir: %w", err)
+		return s.fileError("creating the node's hash file", err)
 	}
 	return nil
 }
@@ -91,8 +116,8 @@ func (s *dirStore) GetWithDigest(ctx context.Context, node string) (string, []by
 	if err != nil {
 		return "", nil, err
 	}
-	p, _ := s.path(node) // Get checked node
-	b, err := os.ReadFile(p + ".digest")
+	p, _ := s.path(node, "node-digest") // Get checked node with the longer name
+	b, err := os.ReadFile(p)
 	if err != nil {
 		return hash, nil, nil // none remembered, or unreadable: scrypt decides
 	}
@@ -114,9 +139,9 @@ func (s *dirStore) RememberDigest(ctx context.Context, node, hash string, digest
 	if err != nil {
 		return err
 	}
-	p, _ := s.path(node)
-	if err := atomicfile.WriteFile(p+".digest", []byte(hash+"\n"+hex.EncodeToString(digest)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("server: store dir: %w", err)
+	p, _ := s.path(node, "node-digest")
+	if err := atomicfile.WriteFile(p, []byte(hash+"\n"+hex.EncodeToString(digest)+"\n"), 0o600); err != nil {
+		return s.fileError("writing the node's digest file", err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -68,32 +69,64 @@ func TestSharedStore(t *testing.T) {
 	}
 }
 
+// longestNode is a node name of 235 bytes, the longest the Verifier
+// accepts: its secret's name, <node>.node-password.k3s, is then 253
+// bytes, the most a DNS-1123 subdomain has (k3s
+// pkg/nodepassword/nodepassword.go getSecretName). Its labels have 63
+// bytes at most.
+var longestNode = strings.Repeat(strings.Repeat("n", 63)+".", 3) + strings.Repeat("n", 43)
+
 // TestSharedStoreDigests: with one -digest-key-file, a node verified on
 // one server is verified on the other from the remembered digest, with
-// no scrypt (verify.DigestStore over the shared files).
+// no scrypt (verify.DigestStore over the shared files); so is a node of
+// the longest name, whose files' names are 253 and 251 bytes, and no
+// temporary file is left.
 func TestSharedStoreDigests(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "digest.key")
 	s1, s2 := startShared(t, dir, "-digest-key-file", key), startShared(t, dir, "-digest-key-file", key)
-	n := nodes(2)[1]
-	if status, body := s1.join(t, n.name, n.password, n.ip); status != http.StatusOK {
-		t.Fatalf("%s: %d %s", n.name, status, body)
-	}
-	digest := filepath.Join(dir, "node-passwords", strings.ToLower(n.name)+".node-password.k3s.digest")
-	for i := 0; ; i++ { // recorded off the request path
-		if _, err := os.Stat(digest); err == nil {
-			break
-		} else if i == 500 {
-			t.Fatalf("no digest recorded: %v", err)
+	for i, n := range []node{nodes(2)[1], {longestNode, "long-node-password", "192.0.2.235"}} {
+		if status, body := s1.join(t, n.name, n.password, n.ip); status != http.StatusOK {
+			t.Fatalf("%.20s... (%d bytes): %d %s", n.name, len(n.name), status, body)
 		}
-		time.Sleep(10 * time.Millisecond)
+		digest := filepath.Join(dir, "node-passwords", strings.ToLower(n.name)+".node-digest.k3s")
+		for i := 0; ; i++ { // recorded off the request path
+			if _, err := os.Stat(digest); err == nil {
+				break
+			} else if i == 500 {
+				t.Fatalf("no digest recorded: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		before := s2.metrics(t)["nodepass_scrypt_runs_total"]
+		if status, body := s2.join(t, n.name, n.password, n.ip); status != http.StatusOK {
+			t.Fatalf("%.20s... (%d bytes) on the second server: %d %s", n.name, len(n.name), status, body)
+		}
+		if m := s2.metrics(t); m["nodepass_digest_hits_total"] != float64(i+1) || m["nodepass_scrypt_runs_total"] != before {
+			t.Errorf("%.20s... (%d bytes) on the second server: digest hits %g, scrypt runs %g more; want %d and 0",
+				n.name, len(n.name), m["nodepass_digest_hits_total"], m["nodepass_scrypt_runs_total"]-before, i+1)
+		}
 	}
-	before := s2.metrics(t)["nodepass_scrypt_runs_total"]
-	if status, body := s2.join(t, n.name, n.password, n.ip); status != http.StatusOK {
-		t.Fatalf("%s on the second server: %d %s", n.name, status, body)
+	if ents, _ := os.ReadDir(filepath.Join(dir, "node-passwords")); len(ents) != 4 {
+		t.Errorf("store dir holds %v, want two nodes' hash and digest files alone", ents)
 	}
-	if m := s2.metrics(t); m["nodepass_digest_hits_total"] != 1 || m["nodepass_scrypt_runs_total"] != before {
-		t.Errorf("second server: digest hits %g, scrypt runs %g more; want 1 and 0", m["nodepass_digest_hits_total"], m["nodepass_scrypt_runs_total"]-before)
+}
+
+// TestStoreFailureSaysWhy: when a node's file cannot be read, the 500's
+// log line says why, for a node of the longest name too: the error names
+// the node once (verify's part) and the cause within the line's clip.
+func TestStoreFailureSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	s := startShared(t, dir)
+	if err := os.MkdirAll(filepath.Join(dir, "node-passwords", longestNode+".node-password.k3s"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := s.join(t, longestNode, "long-node-password", "192.0.2.235"); status != http.StatusInternalServerError {
+		t.Fatalf("a node whose hash file is a directory: %d %s, want 500", status, body)
+	}
+	line := regexp.MustCompile(`level=ERROR msg="httpauth: node password check failed" .*`).FindString(s.out.String())
+	if !strings.Contains(line, "reading the node's hash file: read: is a directory") {
+		t.Errorf("the 500's line does not say why: %q\n%s", line, s.out)
 	}
 }
 
@@ -124,6 +157,25 @@ func TestMemoryStoreAlone(t *testing.T) {
 	code, _, stderr = runCommand(t, "-addr", "127.0.0.1:0", "-logn", "4", "-data-dir", other)
 	if code != 2 || !strings.HasPrefix(stderr, "server: -store memory: another server uses -data-dir") {
 		t.Errorf("-store memory beside a -store dir server: exit %d, %q; want 2", code, stderr)
+	}
+}
+
+// TestMemoryStoreLine: started as the README's demo starts it (one
+// server, -token-file, -data-dir, the default store), the server logs no
+// warning, and says at Info that the hashes are kept in memory; given
+// -store memory, it says nothing more of it than its ready line's
+// store=memory.
+func TestMemoryStoreLine(t *testing.T) {
+	const line = `level=INFO msg="server: hashes are kept in memory (the default -store)`
+	for _, c := range []struct {
+		extra []string
+		lines int
+	}{{nil, 1}, {[]string{"-store", "memory"}, 0}} {
+		s := startWithToken(t, "join-secret\n", "join-secret", c.extra...)
+		out := s.out.String()
+		if strings.Contains(out, "level=WARN") || strings.Count(out, line) != c.lines || !strings.Contains(out, "store=memory") {
+			t.Errorf("%q: a warning, or not %d lines %s...:\n%s", c.extra, c.lines, line, out)
+		}
 	}
 }
 
@@ -193,5 +245,31 @@ func TestDirStore(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 2 {
 		t.Errorf("store holds %v, want the hash and the digest files alone", ents)
+	}
+}
+
+// TestDirStoreLongestName: for k3s and rke2, the store keeps the hash
+// and the digest of a node of the longest name (files of up to 254
+// bytes), and refuses a name whose file would not fit a file name.
+func TestDirStoreLongestName(t *testing.T) {
+	ctx := t.Context()
+	for _, program := range []string{"k3s", "rke2"} {
+		s, err := openDirStore(t.TempDir(), program)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(ctx, longestNode, "$1:hash"); err != nil {
+			t.Fatalf("%s: Create: %v", program, err)
+		}
+		if err := s.RememberDigest(ctx, longestNode, "$1:hash", []byte{1, 2}); err != nil {
+			t.Fatalf("%s: RememberDigest: %v", program, err)
+		}
+		if h, d, err := s.GetWithDigest(ctx, longestNode); err != nil || h != "$1:hash" || !bytes.Equal(d, []byte{1, 2}) {
+			t.Errorf("%s: GetWithDigest: %q %x %v", program, h, d, err)
+		}
+		tooLong := longestNode + strings.Repeat("n", 255-len(longestNode+".node-password."+program)+1)
+		if err := s.Create(ctx, tooLong, "$1:hash"); !errors.Is(err, verify.ErrInvalidInput) {
+			t.Errorf("%s: Create of a %d-byte name: %v, want ErrInvalidInput", program, len(tooLong), err)
+		}
 	}
 }

@@ -76,7 +76,7 @@ func TestWritesDurable(t *testing.T) {
 	events := parseTrace(string(b), dir)
 	placed := checkDurable(t, events, dir)
 	for _, want := range []string{filepath.Join(dir, "tls"), keyFile, caFile,
-		filepath.Join(dir, "node-passwords", "worker-1.node-password.k3s"), filepath.Join(dir, "node-passwords", "worker-1.node-password.k3s.digest")} {
+		filepath.Join(dir, "node-passwords", "worker-1.node-password.k3s"), filepath.Join(dir, "node-passwords", "worker-1.node-digest.k3s")} {
 		if !slices.Contains(placed, want) {
 			t.Errorf("%s was not put in place by a rename or a link; placed: %q", want, placed)
 		}

@@ -62,9 +62,10 @@
 //
 // The log goes to stderr; stdout has the line "listening on
 // https://<addr>". Each refused join token (401), refused node password
-// (403), refused certificate request (400) and new node (with its first
-// certificate) is logged with the node or user, the remote address and
-// the reason, never a password or token. Each kind of line has its own
+// (403), invalid node name or password and refused certificate request
+// (400) and new node (with its first certificate) is logged with the
+// node or user, the remote address and the reason, never a password or
+// token. Each kind of line has its own
 // budget, 20 lines at once and one per 3 s after; a line counts those
 // held back. -h
 // and -version print to stdout and exit 0; a wrong flag or value prints

@@ -40,7 +40,7 @@ func runCommand(t *testing.T, args ...string) (int, string, string) {
 // TestCommandLine runs the command as a user does: -h and -version print
 // to stdout and exit 0; every wrong flag or value prints one line on
 // stderr and exits 2; a failure prints one line and exits 1, with no
-// line before it (the memory store's warning comes with the ready line).
+// line before it (where the hashes are kept is said with the ready line).
 func TestCommandLine(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")

@@ -66,7 +66,7 @@ func serve(ctx context.Context, cfg config, store verify.DigestStore, log *slog.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	authOpts := &httpauth.Options{Program: cfg.program, Logger: log}
+	authOpts := &httpauth.Options{Program: cfg.program, Logger: slog.New(warnAndAbove{log.Handler()})}
 	if cfg.tokenFile != "" {
 		if err := loadTokenFile(ctx, v, cfg.tokenFile, cfg.program); err != nil {
 			return err

@@ -94,10 +94,15 @@ func openStore(ctx context.Context, cfg config, log *slog.Logger) (verify.Digest
 }
 
 // logStore says where the hashes are kept, with the server's ready line.
+// The memory store is safe where it runs (it refuses to run beside other
+// servers), so its line is no warning, and says only what the default
+// means: the ready line's store=memory tells a user who chose it.
 func logStore(cfg config, log *slog.Logger) {
 	switch cfg.store {
 	case "memory":
-		log.Warn("server: hashes are kept in memory and lost on exit, and no other server sees them; use -store dir or -store kube to keep them")
+		if !cfg.storeSet {
+			log.Info("server: hashes are kept in memory (the default -store): lost on exit, and seen by no other server; -store dir or -store kube keeps them")
+		}
 	case "dir":
 		log.Info("server: hashes are kept in files", "dir", cfg.storeDir)
 	}

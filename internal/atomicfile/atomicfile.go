@@ -9,7 +9,8 @@
 //
 // Its errors are the os package's, which name the operation and the
 // file; callers add their own prefix. A crash can leave a temporary file
-// or directory (named ".<name>.tmp-*") behind; nothing reads it.
+// or directory (named ".<name>.tmp-*", the name cut to tempBase bytes)
+// behind; nothing reads it.
 package atomicfile
 
 import (
@@ -20,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"syscall"
+	"unicode/utf8"
 )
 
 // step, if not nil, is called after each step of a write with its name.
@@ -84,7 +86,7 @@ type File struct {
 // restart after a crash, finds no directory or all of its files whole.
 func CreateDir(dir string, files []File) error {
 	parent := filepath.Dir(dir)
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	tmp, err := os.MkdirTemp(parent, tempPrefix(filepath.Base(dir)))
 	if err != nil {
 		return err
 	}
@@ -113,10 +115,29 @@ func CreateDir(dir string, files []File) error {
 	return syncDir(parent)
 }
 
+// tempBase bounds the bytes of a target's name that its temporary's
+// name repeats. A file name has at most 255 bytes on most file systems;
+// a temporary's is at most 1 + tempBase + 5 + 10 (os.CreateTemp's random
+// part), so any name that fits has a temporary that fits.
+const tempBase = 64
+
+// tempPrefix is the start of the name of base's temporary: ".<base>.tmp-",
+// base cut to tempBase bytes at a character boundary.
+func tempPrefix(base string) string {
+	if len(base) > tempBase {
+		cut := tempBase
+		for cut > 0 && !utf8.RuneStart(base[cut]) {
+			cut--
+		}
+		base = base[:cut]
+	}
+	return "." + base + ".tmp-"
+}
+
 // writeTemp writes data to a new temporary file in dir named after base,
 // synced, with mode perm, and returns its path.
 func writeTemp(dir, base string, data []byte, perm fs.FileMode) (string, error) {
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	f, err := os.CreateTemp(dir, tempPrefix(base))
 	if err != nil {
 		return "", err
 	}

@@ -13,8 +13,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nodepass/nodepass/internal/testexec"
 )
@@ -258,5 +260,46 @@ func TestWriteFileMakesDirectories(t *testing.T) {
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("file mode %v (%v), want 0644", fi.Mode().Perm(), err)
+	}
+}
+
+// TestLongNames: a target whose name has the most bytes a file name may
+// have (255 on Linux and most file systems) is written and created: the
+// temporary's name is bounded, not the target's plus a suffix. The
+// example server names a node's file after its secret, up to 254 bytes.
+// A name of more is refused with the system's error, which says so.
+func TestLongNames(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("a path, not a name, is limited")
+	}
+	dir := t.TempDir()
+	long := strings.Repeat("n", 63) + strings.Repeat("é", 96) // 255 bytes, a two-byte character across tempBase
+	if len(long) != 255 {
+		t.Fatalf("name of %d bytes", len(long))
+	}
+	for _, c := range []struct {
+		op    string
+		write func(path string) error
+	}{
+		{"WriteFile", func(path string) error { return WriteFile(path, []byte("x"), 0o600) }},
+		{"CreateFile", func(path string) error { return CreateFile(path, []byte("x"), 0o600) }},
+		{"CreateDir", func(path string) error { return CreateDir(path, []File{{"a", []byte("x"), 0o600}}) }},
+	} {
+		sub := filepath.Join(dir, c.op)
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.write(filepath.Join(sub, long)); err != nil {
+			t.Errorf("%s of a %d-byte name: %v", c.op, len(long), err)
+		}
+		if ents, _ := os.ReadDir(sub); len(ents) != 1 || ents[0].Name() != long {
+			t.Errorf("%s left %v, want the target alone", c.op, ents)
+		}
+		if err := c.write(filepath.Join(sub, long+"y")); !errors.Is(err, syscall.ENAMETOOLONG) {
+			t.Errorf("%s of a %d-byte name: %v, want ENAMETOOLONG", c.op, len(long)+1, err)
+		}
+	}
+	if p := tempPrefix(long); len(p) > 1+tempBase+5 || !utf8.ValidString(p) {
+		t.Errorf("temporary prefix %q: %d bytes, want at most %d and whole characters", p, len(p), 1+tempBase+5)
 	}
 }

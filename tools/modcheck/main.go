@@ -21,18 +21,24 @@
 // [checkRises]). The second: no module of the workspace selects a module
 // of [pinned] above the version k3s builds.
 //
-// -proxy writes the proxy into a directory and stops: with
-// GOPROXY=file://DIR a project can require the modules before they are
-// published (ADOPTING.md). -set-version makes every module of the
-// workspace require the others at that version (the first step of a
-// release, see ADOPTING.md).
+// -proxy writes the proxy into a directory, prints the version it
+// serves the tree at (a version of the tree's own, see [treeVersion]),
+// and stops: with GOPROXY=file://DIR a project can require the modules
+// before they are published (ADOPTING.md). -set-version makes every
+// module of the workspace require the others at that version (the first
+// step of a release, see ADOPTING.md).
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -45,6 +51,7 @@ import (
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
+	"golang.org/x/mod/sumdb/dirhash"
 	"golang.org/x/mod/zip"
 )
 
@@ -86,7 +93,7 @@ func main() {
 	repo := flag.String("repo", "../..", "the repository's root `dir` (where go.work is)")
 	setVersion := flag.String("set-version", "", "make the workspace's modules require each other at this `version`, then stop")
 	keep := flag.Bool("keep", false, "keep the temporary directory (its path is printed)")
-	proxyDir := flag.String("proxy", "", "write the module proxy into `dir` (new or empty), then stop")
+	proxyDir := flag.String("proxy", "", "write the module proxy of the tree into `dir` (new, empty, or written by -proxy before), print its version, then stop")
 	pinsOnly := flag.Bool("pins", false, "only run the checks against k3s's go.mod, from the tree (make test), then stop")
 	flag.Parse()
 	var err error
@@ -94,7 +101,10 @@ func main() {
 	case *pinsOnly:
 		err = checkTree(*repo)
 	case *proxyDir != "":
-		err = writeProxy(*repo, *proxyDir)
+		var version string
+		if version, err = writeProxy(*repo, *proxyDir); err == nil {
+			fmt.Println(version)
+		}
 	default:
 		err = run(*repo, *setVersion, *keep)
 	}
@@ -133,6 +143,7 @@ func run(repo, setVersion string, keep bool) error {
 	if err := publishAll(proxy, mods, version); err != nil {
 		return err
 	}
+	fmt.Printf("modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, proxy)
 	env, err := goEnv(proxy, tmp)
 	if err != nil {
 		return err
@@ -143,7 +154,7 @@ func run(repo, setVersion string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	if err := writeModule(consumer, mods[0].file.Go.Version, libraries, version, src); err != nil {
+	if err := writeModule(consumer, mods[0].file.Go.Version, libraries, version, nil, src); err != nil {
 		return err
 	}
 	for _, args := range [][]string{{"mod", "tidy"}, {"build", "-o", "consumer", "."}} {
@@ -158,7 +169,7 @@ func run(repo, setVersion string, keep bool) error {
 		return err
 	}
 	adopter := filepath.Join(tmp, "adopter")
-	if err := writeModule(adopter, mods[0].file.Go.Version, libraries, version, nil); err != nil {
+	if err := writeModule(adopter, mods[0].file.Go.Version, libraries, version, nil, nil); err != nil {
 		return err
 	}
 	if err := checkRises(adopter, env, k); err != nil {
@@ -172,7 +183,7 @@ func run(repo, setVersion string, keep bool) error {
 			cmdMods = append(cmdMods, m.path)
 		}
 	}
-	if err := writeModule(cmds, mods[0].file.Go.Version, append(libraries, cmdMods...), version, nil); err != nil {
+	if err := writeModule(cmds, mods[0].file.Go.Version, append(libraries, cmdMods...), version, nil, nil); err != nil {
 		return err
 	}
 	if err := goCmd(cmds, env, append([]string{"build", "-o", os.DevNull}, commands...)...); err != nil {
@@ -183,24 +194,96 @@ func run(repo, setVersion string, keep bool) error {
 }
 
 // writeProxy writes the workspace's modules into dir as a module proxy,
-// for GOPROXY=file://dir.
-func writeProxy(repo, dir string) error {
-	mods, version, err := atRelease(repo)
+// for GOPROXY=file://dir, at the tree's version (treeVersion), which it
+// returns. Each module requires the others at that version. dir is new,
+// empty, or a proxy writeProxy wrote: the versions it holds stay, for a
+// project that still requires an earlier tree.
+func writeProxy(repo, dir string) (string, error) {
+	mods, err := workspace(repo)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("-proxy %s: not empty", dir)
+	if err := checkProxyDir(dir); err != nil {
+		return "", err
 	}
-	dir, err = filepath.Abs(dir)
+	version, err := treeVersion(mods)
 	if err != nil {
-		return err
+		return "", err
+	}
+	for i := range mods {
+		if _, err := requireOthers(&mods[i], version); err != nil {
+			return "", err
+		}
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return "", err
 	}
 	if err := publishAll(dir, mods, version); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, dir)
+	fmt.Fprintf(os.Stderr, "modcheck: use it with GOPROXY=file://%s,%s GONOSUMDB=%s\n", filepath.ToSlash(dir), upstreamProxy(), core)
+	return version, nil
+}
+
+// checkProxyDir refuses a dir that is neither missing, nor empty, nor a
+// proxy of the core module.
+func checkProxyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || err == nil && len(entries) == 0:
+		return nil
+	case err != nil:
 		return err
 	}
-	fmt.Printf("modcheck: use it with GOPROXY=file://%s,%s GONOSUMDB=%s\n", filepath.ToSlash(dir), upstreamProxy(), core)
+	escaped, err := module.EscapePath(core)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, escaped, "@v", "list")); err != nil {
+		return fmt.Errorf("-proxy %s: neither empty nor a proxy of %s", dir, core)
+	}
 	return nil
+}
+
+// treeVersion is the version of the tree's modules in a proxy that
+// writeProxy makes: a pseudo-version, v0.0.0-<time>-<hash>, whose time is
+// the newest file's and whose hash is of the modules' files (not a
+// commit's). The same tree gets the same version, and a changed tree
+// another: Go's module cache and a go.sum keep one content per version,
+// so a changed tree at the same version is never fetched (from the cache)
+// or fails (checksum mismatch).
+func treeVersion(mods []mod) (string, error) {
+	var names []string
+	files := map[string]zip.File{}
+	var newest time.Time
+	for _, m := range mods {
+		mfiles, err := moduleFiles(m)
+		if err != nil {
+			return "", err
+		}
+		for _, f := range mfiles {
+			name := m.path + "@/" + f.Path()
+			names = append(names, name)
+			files[name] = f
+			info, err := f.Lstat()
+			if err != nil {
+				return "", err
+			}
+			if info.ModTime().After(newest) {
+				newest = info.ModTime()
+			}
+		}
+	}
+	h1, err := dirhash.Hash1(names, func(name string) (io.ReadCloser, error) { return files[name].Open() })
+	if err != nil {
+		return "", err
+	}
+	sum, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(h1, "h1:"))
+	if err != nil {
+		return "", err
+	}
+	return module.PseudoVersion("", "", newest, hex.EncodeToString(sum[:6])), nil
 }
 
 // workspace reads go.work's modules, the core first.
@@ -273,29 +356,44 @@ func requireAt(mods []mod, version string) error {
 	if !semver.IsValid(version) || semver.Canonical(version) != version {
 		return fmt.Errorf("-set-version %q: want a canonical semantic version such as v0.2.0", version)
 	}
-	for _, m := range mods {
-		changed := false
-		for _, r := range m.file.Require {
-			if strings.HasPrefix(r.Mod.Path, core) && r.Mod.Version != version {
-				if err := m.file.AddRequire(r.Mod.Path, version); err != nil {
-					return err
-				}
-				changed = true
-			}
+	for i := range mods {
+		m := &mods[i]
+		changed, err := requireOthers(m, version)
+		if err != nil {
+			return err
 		}
 		if !changed {
 			continue
 		}
-		out, err := m.file.Format()
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(m.dir, "go.mod"), out, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(m.dir, "go.mod"), m.data, 0o644); err != nil {
 			return err
 		}
 		fmt.Printf("modcheck: %s requires the others at %s\n", m.path, version)
 	}
 	return nil
+}
+
+// requireOthers makes m require the other modules of the workspace at
+// version, in m.file and m.data, and reports whether that changed them.
+func requireOthers(m *mod, version string) (bool, error) {
+	changed := false
+	for _, r := range m.file.Require {
+		if strings.HasPrefix(r.Mod.Path, core) && r.Mod.Version != version {
+			if err := m.file.AddRequire(r.Mod.Path, version); err != nil {
+				return false, err
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		return false, nil
+	}
+	data, err := m.file.Format()
+	if err != nil {
+		return false, err
+	}
+	m.data = data
+	return true, nil
 }
 
 // publishAll writes every module of mods at version into the proxy
@@ -306,14 +404,14 @@ func publishAll(proxy string, mods []mod, version string) error {
 			return err
 		}
 	}
-	fmt.Printf("modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, proxy)
 	return nil
 }
 
-// publish writes m at version into the proxy directory: list, .info, .mod
-// and .zip, as a module proxy serves them. The zip holds the module's
-// directory without its nested modules, as `go mod download` would get it
-// from a tag.
+// publish writes m at version into the proxy directory: .info, .mod
+// (m.data) and .zip, as a module proxy serves them, and adds version to
+// the list. The zip holds the module's directory without its nested
+// modules, as `go mod download` would get it from a tag, and m.data as
+// its go.mod.
 func publish(proxy string, m mod, version string) error {
 	escaped, err := module.EscapePath(m.path)
 	if err != nil {
@@ -323,21 +421,38 @@ func publish(proxy string, m mod, version string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	info, err := json.Marshal(struct{ Version, Time string }{version, time.Now().UTC().Format(time.RFC3339)})
+	versions, err := os.ReadFile(filepath.Join(dir, "list"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	list := strings.Fields(string(versions))
+	if !slices.Contains(list, version) {
+		list = append(list, version)
+	}
+	semver.Sort(list)
+	at := time.Now()
+	if t, err := module.PseudoVersionTime(version); err == nil {
+		at = t
+	}
+	info, err := json.Marshal(struct{ Version, Time string }{version, at.UTC().Format(time.RFC3339)})
 	if err != nil {
 		return err
 	}
-	files := map[string][]byte{"list": []byte(version + "\n"), version + ".info": info, version + ".mod": m.data}
+	files := map[string][]byte{"list": []byte(strings.Join(list, "\n") + "\n"), version + ".info": info, version + ".mod": m.data}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return err
 		}
 	}
+	zfiles, err := moduleFiles(m)
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(filepath.Join(dir, version+".zip"))
 	if err != nil {
 		return err
 	}
-	err = zip.CreateFromDir(f, module.Version{Path: m.path, Version: version}, m.dir)
+	err = zip.Create(f, module.Version{Path: m.path, Version: version}, zfiles)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -347,19 +462,93 @@ func publish(proxy string, m mod, version string) error {
 	return nil
 }
 
+// moduleFiles lists the files of m's zip: those of its directory that
+// zip.CreateFromDir takes, with m.data as go.mod.
+func moduleFiles(m mod) ([]zip.File, error) {
+	checked, err := zip.CheckDir(m.dir)
+	if err != nil {
+		return nil, fmt.Errorf("files of %s: %w", m.path, err)
+	}
+	var files []zip.File
+	for _, p := range checked.Valid {
+		rel, err := filepath.Rel(m.dir, p)
+		if err != nil {
+			return nil, err
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		f := treeFile{path: filepath.ToSlash(rel), file: p, info: info}
+		if f.path == "go.mod" {
+			f.data = m.data
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// treeFile is a zip.File of a module's directory, or, with data, one
+// whose content is data.
+type treeFile struct {
+	path, file string // in the module, with slashes; on disk
+	info       fs.FileInfo
+	data       []byte
+}
+
+func (f treeFile) Path() string { return f.path }
+
+func (f treeFile) Lstat() (fs.FileInfo, error) {
+	if f.data != nil {
+		return sizedInfo{f.info, int64(len(f.data))}, nil
+	}
+	return f.info, nil
+}
+
+func (f treeFile) Open() (io.ReadCloser, error) {
+	if f.data != nil {
+		return io.NopCloser(bytes.NewReader(f.data)), nil
+	}
+	return os.Open(f.file)
+}
+
+// sizedInfo is a file's information with another size: that of the
+// content a treeFile has instead of the file's.
+type sizedInfo struct {
+	fs.FileInfo
+	size int64
+}
+
+func (i sizedInfo) Size() int64 { return i.size }
+
 // writeModule makes a module example.com/<dir's name> in dir that
-// requires paths at version, with main.go holding src (none when nil).
-func writeModule(dir, goVersion string, paths []string, version string, src []byte) error {
+// requires paths at version, replaces the modules of replace by the
+// directories it maps them to, and has main.go holding src (none when
+// nil).
+func writeModule(dir, goVersion string, paths []string, version string, replace map[string]string, src []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "module example.com/%s\n\ngo %s\n\nrequire (\n", filepath.Base(dir), goVersion)
-	for _, p := range paths {
-		fmt.Fprintf(&b, "\t%s %s\n", p, version)
+	f := new(modfile.File)
+	if err := f.AddModuleStmt("example.com/" + filepath.Base(dir)); err != nil {
+		return err
 	}
-	b.WriteString(")\n")
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(b.String()), 0o644); err != nil {
+	if err := f.AddGoStmt(goVersion); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		f.AddNewRequire(p, version, false)
+	}
+	for _, p := range slices.Sorted(maps.Keys(replace)) {
+		if err := f.AddReplace(p, "", replace[p], ""); err != nil {
+			return err
+		}
+	}
+	data, err := f.Format()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), data, 0o644); err != nil {
 		return err
 	}
 	if src == nil {
@@ -550,34 +739,21 @@ func checkTree(repo string) error {
 	// directories: the go.mod files a proxy would serve), with their
 	// go.sum lines, so that no checksum is looked up.
 	var sums []byte
-	replace := "\nreplace (\n"
+	replace := map[string]string{}
 	for _, m := range mods {
 		if !slices.Contains(libraries, m.path) {
 			continue
 		}
-		dir, err := filepath.Abs(m.dir)
-		if err != nil {
+		if replace[m.path], err = filepath.Abs(m.dir); err != nil {
 			return err
 		}
-		replace += fmt.Sprintf("\t%s => %s\n", m.path, dir)
 		sum, err := os.ReadFile(filepath.Join(m.dir, "go.sum"))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		sums = append(sums, sum...)
 	}
-	if err := writeModule(tmp, mods[0].file.Go.Version, libraries, version, nil); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(filepath.Join(tmp, "go.mod"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(replace + ")\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeModule(tmp, mods[0].file.Go.Version, libraries, version, replace, nil); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "go.sum"), sums, 0o644); err != nil {
