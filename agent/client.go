@@ -79,9 +79,9 @@ type Options struct {
 	// DataDir/agent/etc/<Program>-agent-load-balancer.json.
 	StateFile string
 
-	// Dial makes the connections to the servers, over which TLS runs:
-	// through a proxy, say. Default a net.Dialer's DialContext.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialContext makes the connections to the servers, over which TLS
+	// runs: through a proxy, say. Default a net.Dialer's.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// HeaderTimeout bounds the wait for an answer's headers before the
 	// request moves on. Default 5 s.
@@ -300,8 +300,8 @@ func (o *Options) fill() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Dial == nil {
-		o.Dial = new(net.Dialer).DialContext
+	if o.DialContext == nil {
+		o.DialContext = new(net.Dialer).DialContext
 	}
 	for _, d := range []struct {
 		name string

@@ -299,10 +299,11 @@ func TestClosingServer(t *testing.T) {
 	}
 }
 
-// Options.Dial makes every connection to every server: the configured
-// one, the others known, /cacerts before the CA is known and the rest.
-// The servers are named 127.0.0.2, where nothing listens: only the Dial
-// given, which sends them to 127.0.0.1 as a proxy would, reaches them.
+// Options.DialContext makes every connection to every server: the
+// configured one, the others known, /cacerts before the CA is known and
+// the rest. The servers are named 127.0.0.2, where nothing listens: only
+// the dialer given, which sends them to 127.0.0.1 as a proxy would,
+// reaches them.
 func TestDialMakesEveryConnection(t *testing.T) {
 	cl := newCluster(t)
 	a, b := newSupervisor(t, cl), newSupervisor(t, cl)
@@ -311,7 +312,7 @@ func TestDialMakesEveryConnection(t *testing.T) {
 	var dialed []string
 	opts := testOptions(cl, at2(a.addr), t.TempDir(), nil)
 	opts.Servers = []string{at2(b.addr), at2(a.addr)}
-	opts.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	opts.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		mu.Lock()
 		dialed = append(dialed, addr)
 		mu.Unlock()

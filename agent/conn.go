@@ -63,7 +63,7 @@ func (c *Client) dialTLS(ctx context.Context, addr string, bootstrap, identity b
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	raw, err := c.opts.Dial(ctx, "tcp", addr)
+	raw, err := c.opts.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
