@@ -27,11 +27,12 @@ func startLoadBalancer(ctx context.Context, cfg config, c *agent.Client, res *ag
 	}
 	configured, known := c.Servers() // configured is host:port, 443 when -server has no port
 	lb, err := loadbalancer.New(&loadbalancer.Options{
-		Listen:  cfg.lbListen,
-		Default: configured,
-		Servers: known,
-		Probe:   loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: res.ServerCA}},
-		Logger:  log,
+		Listen:      cfg.lbListen,
+		Default:     configured,
+		Servers:     known,
+		Probe:       loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: res.ServerCA}},
+		DialContext: cfg.opts.DialContext, // the proxy's, if any
+		Logger:      log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: -lb-listen: %w", err)

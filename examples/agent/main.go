@@ -34,10 +34,12 @@
 //
 // With -wait and -lb-listen ADDR it also runs the agent's local load
 // balancer (agent/loadbalancer) on ADDR, as a k3s agent runs one on
-// 127.0.0.1:6444 for the kubelet and the rest of the node. Connections to
-// ADDR go round robin to the servers that answer its HTTPS health probe
-// (GET /ping), and a server that stops answering is dropped within about
-// four seconds (its log says so). The probes trust the cluster's CA only.
+// 127.0.0.1:6444 for the kubelet and the rest of the node, through the
+// same proxy. Connections to ADDR go round robin to the servers known to
+// answer its HTTPS health probe (GET /ping), and a server that stops
+// answering is dropped within about four seconds of the first connection
+// that waits on it (its log says so). The probes trust the cluster's CA
+// only.
 // The agent's own requests do not go through the load balancer: the
 // Client already moves each request past a server that fails, at the
 // HTTP layer, where it also reads Retry-After and tells a request that
@@ -83,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	cfg.opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if cfg.opts.Dial, err = proxyDial(cfg.opts.Program, cfg.opts.Server, cfg.opts.Logger); err != nil {
+	if cfg.opts.DialContext, err = proxyDial(cfg.opts.Program, cfg.opts.Server, cfg.opts.Logger); err != nil {
 		return &cli.UsageError{Err: err}
 	}
 	c, err := agent.New(&cfg.opts)

@@ -1,104 +1,33 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/pem"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-)
 
-// connectProxy is an HTTP proxy on 127.0.0.1 that serves CONNECT alone,
-// to clients that authenticate as proxyUser. It sends proxiedName to
-// 127.0.0.1, and records the target of each tunnel.
-type connectProxy struct {
-	url     string // http://user:password@127.0.0.1:port, or https://
-	caFile  string // for https://, the file of the CA to trust it with
-	mu      sync.Mutex
-	targets []string
-}
+	"github.com/nodepass/nodepass/internal/testproxy"
+)
 
 var proxyUser = url.UserPassword("agent", "pr0xy")
 
-// newConnectProxy starts a proxy, over TLS if overTLS.
-func newConnectProxy(t *testing.T, overTLS bool) *connectProxy {
-	t.Helper()
-	p := &connectProxy{}
-	var wg sync.WaitGroup
-	var conns []net.Conn
-	pw, _ := proxyUser.Password()
-	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(proxyUser.Username()+":"+pw))
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodConnect {
-			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
-			return
-		}
-		if r.Header.Get("Proxy-Authorization") != auth {
-			http.Error(w, "who are you?", http.StatusProxyAuthRequired)
-			return
-		}
-		p.mu.Lock()
-		p.targets = append(p.targets, r.Host)
-		p.mu.Unlock()
-		up, err := net.Dial("tcp", strings.Replace(r.Host, proxiedName+":", "127.0.0.1:", 1))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		down, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			up.Close()
-			return
-		}
-		rw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
-		rw.Flush()
-		p.mu.Lock()
-		conns = append(conns, up, down)
-		p.mu.Unlock()
-		wg.Go(func() { io.Copy(up, rw); up.Close() })
-		wg.Go(func() { io.Copy(down, up); down.Close() })
-	}))
-	if overTLS {
-		srv.StartTLS()
-		p.caFile = filepath.Join(t.TempDir(), "proxy-ca.pem")
-		if err := os.WriteFile(p.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		srv.Start()
-	}
-	t.Cleanup(func() {
-		srv.Close()
-		p.mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	u, _ := url.Parse(srv.URL)
-	u.User = proxyUser
-	p.url = u.String()
-	return p
-}
-
-func (p *connectProxy) tunnels() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.targets)
+// newConnectProxy starts a proxy (over TLS if overTLS) that serves
+// clients authenticated as proxyUser and sends proxiedName to 127.0.0.1.
+func newConnectProxy(t *testing.T, overTLS bool) *testproxy.Proxy {
+	return testproxy.New(t, testproxy.Options{User: proxyUser, TLS: overTLS, Dial: func(target string) string {
+		return strings.Replace(target, proxiedName+":", "127.0.0.1:", 1)
+	}})
 }
 
 // runEnv runs the command with args in the tests' environment, its proxy
@@ -153,11 +82,11 @@ func TestHTTPProxy(t *testing.T) {
 	// An https:// proxy is trusted with the host's roots, here set by
 	// SSL_CERT_FILE.
 	overTLS := newConnectProxy(t, true)
-	for _, pr := range []*connectProxy{p, overTLS} {
-		code, errOut := runEnv(t, []string{allowed, "HTTPS_PROXY=" + pr.url, "SSL_CERT_FILE=" + pr.caFile}, args(proxied)...)
-		tunnels := pr.tunnels()
+	for _, pr := range []*testproxy.Proxy{p, overTLS} {
+		code, errOut := runEnv(t, []string{allowed, "HTTPS_PROXY=" + pr.URL, "SSL_CERT_FILE=" + pr.CAFile}, args(proxied)...)
+		tunnels := pr.Tunnels()
 		if code != 0 || len(tunnels) == 0 {
-			t.Fatalf("through %s: exit %d, %d tunnels; want 0 and some:\n%s", pr.url, code, len(tunnels), errOut)
+			t.Fatalf("through %s: exit %d, %d tunnels; want 0 and some:\n%s", pr.URL, code, len(tunnels), errOut)
 		}
 		for _, tun := range tunnels {
 			if tun != strings.TrimPrefix(proxied, "https://") {
@@ -177,16 +106,76 @@ func TestHTTPProxy(t *testing.T) {
 	}
 	direct := newFakeSupervisorOn(t, ip)
 	for _, env := range [][]string{
-		{"HTTPS_PROXY=" + p.url}, // not allowed
-		{"K3S_AGENT_HTTP_PROXY_ALLOWED=false", "HTTPS_PROXY=" + p.url}, // not allowed
-		{allowed, "HTTP_PROXY=" + p.url},                               // no proxy for https://
-		{allowed, "HTTPS_PROXY=" + p.url, "NO_PROXY=" + ip.String() + "/32"},
-		{allowed, "https_proxy=" + p.url, "no_proxy=" + ip.String()},
+		{"HTTPS_PROXY=" + p.URL}, // not allowed
+		{"K3S_AGENT_HTTP_PROXY_ALLOWED=false", "HTTPS_PROXY=" + p.URL}, // not allowed
+		{allowed, "HTTP_PROXY=" + p.URL},                               // no proxy for https://
+		{allowed, "HTTPS_PROXY=" + p.URL, "NO_PROXY=" + ip.String() + "/32"},
+		{allowed, "https_proxy=" + p.URL, "no_proxy=" + ip.String()},
 	} {
-		before := len(p.tunnels())
+		before := len(p.Tunnels())
 		code, errOut := runEnv(t, env, append(baseArgs(direct, t.TempDir()), "-timeout", "10s")...)
-		if n := len(p.tunnels()) - before; code != 0 || n != 0 {
+		if n := len(p.Tunnels()) - before; code != 0 || n != 0 {
 			t.Errorf("%q: exit %d, %d tunnels; want 0, none:\n%s", env, code, n, errOut)
 		}
+	}
+}
+
+// With -wait -lb-listen, the load balancer reaches the servers through
+// the same proxy, its probes and the connections it proxies, as k3s's
+// load balancer dials through the proxy's dialer
+// (pkg/agent/loadbalancer/httpproxy.go SetHTTPProxy, servers.go
+// dialContext). The server is named supervisor.invalid, which only the
+// proxy resolves: a GET /ping through the load balancer answers only if
+// the load balancer went through the proxy.
+func TestHTTPProxyLoadBalancer(t *testing.T) {
+	p := newConnectProxy(t, false)
+	f := newFakeSupervisor(t)
+	proxied := strings.Replace(f.url, "127.0.0.1", proxiedName, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the load balancer listens there
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cmd := command(t, ctx, append(baseArgs(f, t.TempDir()), "-server", proxied, "-wait", "-lb-listen", addr)...)
+	cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.Contains(strings.ToUpper(kv), "_PROXY") })
+	cmd.Env = append(cmd.Env, "K3S_AGENT_HTTP_PROXY_ALLOWED=true", "HTTPS_PROXY="+p.URL)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	for up := false; !up; {
+		if !sc.Scan() {
+			t.Fatalf("the command ended before its load balancer ran:\n%s", errOut.String())
+		}
+		up = strings.HasPrefix(sc.Text(), "load balancer on "+addr)
+	}
+	go io.Copy(io.Discard, stdout)
+	before := len(p.Tunnels())
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(f.caPEM)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: proxiedName}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + addr + "/ping")
+	if err != nil {
+		t.Fatalf("GET /ping through the load balancer: %v\n%s", err, errOut.String())
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "pong" {
+		t.Errorf("through the load balancer: %d %q", resp.StatusCode, body)
+	}
+	if n := len(p.Tunnels()) - before; n < 1 {
+		t.Errorf("%d tunnels for the load balancer's connection, want 1 or more", n)
 	}
 }
