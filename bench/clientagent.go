@@ -151,7 +151,7 @@ func (r *run) clientAgent(ctx context.Context, i int, p ClientPolicy, c *clientA
 		lb, err := loadbalancer.New(&loadbalancer.Options{Default: c.hosts[server], Servers: known,
 			StateFile: filepath.Join(dataDir, "agent", "etc", "k3s-agent-load-balancer.json"), Logger: opts.Logger,
 			Probe: loadbalancer.ProbeOptions{TLS: &tls.Config{RootCAs: c.pool},
-				Interval: p.dur(time.Second), Timeout: p.dur(800 * time.Millisecond)}})
+				Interval: p.dur(time.Second), HealthyInterval: p.dur(10 * time.Second), Timeout: p.dur(800 * time.Millisecond)}})
 		if err != nil {
 			r.tally.errs.Add(1)
 			return asked{Server: server}
