@@ -7,7 +7,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/crypto v0.47.0
 	golang.org/x/sync v0.25.0
-	golang.org/x/time v0.16.0
+	golang.org/x/time v0.15.0
 )
 
 require (

@@ -65,6 +65,7 @@ const k3sGoMod = "testdata/k3s-469d009f.go.mod"
 var pinned = []string{
 	"golang.org/x/crypto",
 	"golang.org/x/sys",
+	"golang.org/x/time",
 	"k8s.io/client-go",
 	"k8s.io/api",
 	"k8s.io/apimachinery",
