@@ -77,7 +77,7 @@ func (s *Scheduler) burstLocked(j *Job, now time.Time) bool {
 	if last := s.jobs[s.lastKey]; last == nil || last.class != j.class || last.state == finishing {
 		return false
 	}
-	batch := duration(j.work*int64(s.fullLocked(j)), s.est.median())
+	batch := duration(j.work*int64(s.fullLocked(j)), s.est.nsPerByte)
 	return now.Sub(s.lastAt) < batch
 }
 
@@ -116,7 +116,7 @@ func (s *Scheduler) batchLenLocked(full int) int {
 // a quarter of its estimated time in one, at most maxFill, none below
 // minFill.
 func (s *Scheduler) fillTime(j *Job) time.Duration {
-	d := min(duration(j.work, s.est.median())/4, maxFill)
+	d := min(duration(j.work, s.est.nsPerByte)/4, maxFill)
 	if d < minFill {
 		return 0
 	}

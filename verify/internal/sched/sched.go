@@ -162,7 +162,7 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 	if s.roomLocked() <= 0 {
 		v, _ := s.queue.disp.last()
 		if v == nil { // room once the queue has drained
-			b := s.est.median()
+			b := s.est.nsPerByte
 			after := s.est.wait(s.startLocked(s.waitingWorkLocked(), now, b)+duration(r.Work, b), now)
 			s.forgetLocked(nq)
 			return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
@@ -362,7 +362,7 @@ func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, er
 	s.mu.Lock()
 	defer s.unlock()
 	if computed > 0 && s.est.firstOfKind(b.jobs[0].class, computed) {
-		wall, cpu = 0, 0 // see "Warm-up" in the package doc
+		wall, cpu = 0, 0 // see "Estimates" in the package doc
 	}
 	s.est.observe(b.work, len(b.jobs), wall, cpu, now, s.queue.len > 0)
 	s.warmedLocked()

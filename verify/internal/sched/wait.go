@@ -128,7 +128,7 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 	if s.waitsOutLocked(j) {
 		return false, false
 	}
-	best := s.etaLocked(j, now, s.est.median())
+	best := s.etaLocked(j, now, s.est.nsPerByte)
 	if s.est.wait(best, now) > left {
 		return false, true
 	}
@@ -231,7 +231,7 @@ func (s *Scheduler) ownBatchWorkLocked(j *Job) int64 {
 // expectedWaitLocked is how long j's computation is expected to take to
 // finish from now.
 func (s *Scheduler) expectedWaitLocked(j *Job, now time.Time) time.Duration {
-	return s.est.wait(s.etaLocked(j, now, s.est.median()), now)
+	return s.est.wait(s.etaLocked(j, now, s.est.nsPerByte), now)
 }
 
 // startLocked estimates when a job with ahead bytes of work before it
