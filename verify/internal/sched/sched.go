@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -121,7 +122,6 @@ type Request struct {
 	// remembered for it. Such a first ask is a suspect.
 	Doubted bool
 	Later   bool // the job is pending: Config.Prepare runs before it is queued
-
 }
 
 // unlock releases s.mu and starts the batches and preparations the
@@ -318,17 +318,9 @@ func (s *Scheduler) joinsLocked(b *batch, j *Job) bool {
 	if len(b.jobs) == 0 {
 		return true
 	}
-	return j.class == b.jobs[0].class && !inBatch(b, j.name) &&
+	inBatch := slices.ContainsFunc(b.jobs, func(o *Job) bool { return o.name == j.name })
+	return j.class == b.jobs[0].class && !inBatch &&
 		(s.cfg.MaxBatchWork <= 0 || b.work+j.work <= s.cfg.MaxBatchWork)
-}
-
-func inBatch(b *batch, name string) bool {
-	for _, j := range b.jobs {
-		if j.name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // runSlot runs b and the batches its slot takes next.
