@@ -30,6 +30,7 @@
 package cache
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -169,9 +170,9 @@ func New(opts *Options) (*Cache, error) {
 	if o.MatchTTL < 0 || o.MismatchTTL < 0 {
 		return nil, errors.New("cache: negative TTL")
 	}
-	o.MatchSize = orDefault(o.MatchSize, DefaultMatchSize)
-	o.MismatchSize = orDefault(o.MismatchSize, DefaultMismatchSize)
-	o.MismatchTTL = orDefault(o.MismatchTTL, DefaultMismatchTTL)
+	o.MatchSize = cmp.Or(o.MatchSize, DefaultMatchSize)
+	o.MismatchSize = cmp.Or(o.MismatchSize, DefaultMismatchSize)
+	o.MismatchTTL = cmp.Or(o.MismatchTTL, DefaultMismatchTTL)
 	keys, err := newKeyer()
 	if err != nil {
 		return nil, err
@@ -198,13 +199,6 @@ func (c *Cache) matchExpiry() time.Duration {
 		return never
 	}
 	return c.now() + c.matchTTL
-}
-
-func orDefault[T int | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // Key returns the Key of the tuple (node, stored hash, password). It

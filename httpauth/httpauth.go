@@ -34,6 +34,7 @@
 package httpauth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,17 +116,13 @@ func New(v Verifier, opts *Options) (*Auth, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Program == "" {
-		o.Program = "k3s"
-	}
+	o.Program = cmp.Or(o.Program, "k3s")
 	for _, c := range o.Program {
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
 			return nil, fmt.Errorf("httpauth: invalid Program %q: want lower-case letters and digits", o.Program)
 		}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	prefix := http.CanonicalHeaderKey(o.Program + "-Node-")
 	a := &Auth{
 		v:         v,
