@@ -63,9 +63,8 @@ func (v *Verifier) tokens() Store {
 
 // getToken reads user's token hash from tokens.
 func (v *Verifier) getToken(ctx context.Context, tokens Store, user string) (stored string, err error) {
-	defer v.recoverStore("token Get", user, &err)
-	stored, err = tokens.Get(ctx, user)
-	return stored, v.storeErr("token Get", user, err)
+	defer v.storeDone("token Get", user, &err)
+	return tokens.Get(ctx, user)
 }
 
 // tokenName returns user's name, tokenPrefix and user, kept for each user
