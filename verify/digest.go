@@ -99,14 +99,10 @@ func (r *recorder) run() {
 		case node := <-r.queue:
 			r.write(node)
 		case <-r.quit:
-			for {
-				select {
-				case node := <-r.queue:
-					r.write(node)
-				default:
-					return
-				}
+			for len(r.queue) > 0 { // run alone takes from the queue
+				r.write(<-r.queue)
 			}
+			return
 		}
 	}
 }
