@@ -52,16 +52,14 @@ import (
 	"github.com/nodepass/nodepass/verify"
 )
 
-// Verifier is what Auth calls for each request. *verify.Verifier
-// implements it; so can any other implementation that returns the verify
-// package's errors.
+// Verifier is what Auth calls for each request: *verify.Verifier, or
+// anything that returns the verify package's errors.
 type Verifier interface {
 	Ensure(ctx context.Context, node, password string) error
 }
 
-// TokenVerifier checks a basic-auth join token. *verify.Verifier
-// implements it (Options.Tokens, VerifyToken); so can any other
-// implementation that returns the verify package's errors.
+// TokenVerifier checks a basic-auth join token: *verify.Verifier
+// (VerifyToken), or anything that returns the verify package's errors.
 type TokenVerifier interface {
 	VerifyToken(ctx context.Context, user, password string) error
 }
@@ -70,8 +68,7 @@ type TokenVerifier interface {
 type Options struct {
 	// Program selects the header prefix: "k3s" (default) reads
 	// K3s-Node-Name, K3s-Node-Password and K3s-Node-Ip; "rke2" reads
-	// Rke2-Node-Name and so on. Any lower-case name of letters and digits
-	// is accepted.
+	// Rke2-Node-Name and so on (lower-case letters and digits).
 	Program string
 	// Logger receives server-side failures (store errors, corrupt stored
 	// hashes) at Error, 10 at once then one a second, and invalid node
@@ -156,10 +153,10 @@ func TokenUser(ctx context.Context) (string, bool) {
 
 // TokenHandler returns a handler that checks each request's join token
 // (Options.Tokens) and, on success, calls next with the user in the
-// request context (see TokenUser). Without Options.Tokens it refuses
-// every request with 500 and logs why once per Auth, at the first: a
-// route meant to be guarded is never left open. Middleware and HandlerFunc inside it do not check the
-// token again.
+// request context (see TokenUser); Middleware and HandlerFunc inside it
+// do not check it again. Without Options.Tokens it refuses every
+// request with 500, and logs why once: a route meant to be guarded is
+// never left open.
 func (a *Auth) TokenHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.tokens == nil {
@@ -299,7 +296,7 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 
 // failOther answers a failed check whose error is not about the
 // credentials: overload and shutdown (503), a client that left, and
-// anything else (500, logged with what was checked, key = who).
+// anything else (500, logged).
 func (a *Auth) failOther(w http.ResponseWriter, r *http.Request, what, key, who string, err error) {
 	var retry interface{ RetryAfter() time.Duration }
 	switch {
@@ -338,15 +335,12 @@ func retryAfterSeconds(d time.Duration) int {
 }
 
 // ConnContext records when each connection came, for an http.Server's
-// ConnContext field; ArrivalHandler, around the server's handler, hands
-// that time to the connection's first request (see the package doc). A
-// connection comes when it is accepted or, on Linux for TCP (TLS over
-// TCP included), when the kernel last received from it before it was
-// accepted (TCP_INFO): under a herd the server's accept loop can run
-// seconds behind the kernel's handshakes, and a client's timeout runs
-// meanwhile. The kernel counts in clock ticks (up to 10 ms). Without
-// ArrivalHandler, ConnContext dates nothing, and an Auth says so once in
-// its log.
+// ConnContext field; ArrivalHandler hands that time to the connection's
+// first request. A connection comes when it is accepted or, on Linux for
+// TCP, when the kernel last received from it before it was accepted
+// (TCP_INFO, in clock ticks of up to 10 ms): under a herd the accept
+// loop can run seconds behind the kernel's handshakes. Without
+// ArrivalHandler, ConnContext dates nothing, and an Auth logs so once.
 func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 	now := time.Now()
 	c := &conn{came: now}
@@ -359,16 +353,12 @@ func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 
 // ArrivalHandler dates every request before h serves it
 // (verify.WithArrival), so that the Verifier holds a request at most its
-// MaxWait from when the request's client started waiting. The first
-// request on a connection, whatever its route, is dated from when the
-// connection came (ConnContext): its client's timeout started before the
-// TLS handshake, which can take seconds when hundreds of nodes connect at
-// once. Every later request on the connection is dated from when it
-// reaches ArrivalHandler, never from the connection: a kept-alive
-// connection may have been open for minutes. So no request is dated
-// before its connection came. Wrap the server's whole handler, not a
-// route: a request on another route must take the connection's first
-// date too.
+// MaxWait from when its client started waiting. The first request on a
+// connection, whatever its route, is dated from when the connection came
+// (ConnContext): its client's timeout started before the TLS handshake.
+// Every later request is dated from when it reaches ArrivalHandler: a
+// kept-alive connection may have been open for minutes. Wrap the
+// server's whole handler, not a route.
 func ArrivalHandler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
