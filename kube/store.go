@@ -29,14 +29,10 @@ import (
 // HashKey is the data key of a node-password secret that holds the hash.
 const HashKey = "hash"
 
-// Store is a [verify.Store] over the node-password secrets of k3s or RKE2.
-// Get reads an informer cache (no API call per request once the cache has
-// synced); Create calls the API server, and so does GetFresh, within a
-// budget, to confirm a miss before a node is enrolled.
-//
-// A Store is safe for concurrent use. Make one with New, Start it before
-// the first Get, and Close it to stop its informer; the zero value is not
-// usable.
+// Store is a [verify.Store] over the node-password secrets of k3s or
+// RKE2 (see the package doc). It is safe for concurrent use. Make one
+// with New, Start it before the first Get, and Close it to stop its
+// informer; the zero value is not usable.
 type Store struct {
 	secrets corev1client.SecretInterface // of Options.Namespace
 	opts    Options
@@ -55,25 +51,17 @@ type Store struct {
 	wg      sync.WaitGroup // the informer's goroutine
 
 	// recent holds the secret names this Store created or was told exist,
-	// each for Options.ReadAfterCreate: the informer cache learns of a
-	// new secret one watch event after the API server has it, so until
-	// then a cache miss on such a name is checked with the API server
-	// rather than answered ErrNotFound, which would let the node enroll
-	// a second time. Expired names go at the next Set.
+	// each for Options.ReadAfterCreate (addRecent, isRecent).
 	recent *utilcache.Expiring
 	reads  *rate.Limiter // GetFresh's direct reads
 	writes *rate.Limiter // RememberDigest's patches
 }
 
 // New returns a Store over the secrets client can read and write: pass
-// clientset.CoreV1() of a kubernetes.Clientset. opts may be nil for the
-// defaults. The Store's informer does not run until Start.
-//
-// The informer is the Store's own, not one shared with other code through
-// an informer factory: its transform strips every secret down to what the
-// Store needs, which other users of a shared secrets informer would not
-// expect. Taking the core/v1 client rather than kubernetes.Interface keeps
-// the other API groups' clients and informers out of the build.
+// clientset.CoreV1() of a kubernetes.Clientset (the core/v1 client keeps
+// the other API groups out of the build). opts may be nil for the
+// defaults. The Store's informer, its own since its transform strips
+// every secret, does not run until Start.
 func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("kube: nil client")
@@ -159,14 +147,7 @@ func (s *Store) Close() error {
 
 // HasSynced reports whether the informer cache has synced: from then on
 // Get answers from memory.
-func (s *Store) HasSynced() bool {
-	select {
-	case <-s.synced:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Store) HasSynced() bool { return s.informer.HasSynced() }
 
 // WaitForSync blocks until the informer cache has synced, ctx ends or the
 // Store stops. It returns nil once synced, and otherwise says why not.
@@ -244,7 +225,10 @@ func (s *Store) cached(ctx context.Context, name string) (*corev1.Secret, error)
 	}
 }
 
-// addRecent and isRecent keep and read name in s.recent.
+// addRecent and isRecent keep and read name in s.recent: the informer
+// cache learns of a new secret one watch event after the API server, and
+// until then a miss on a recent name is read from the API server rather
+// than answered ErrNotFound, which would let the node enroll twice.
 func (s *Store) addRecent(name string) { s.recent.Set(name, nil, s.opts.ReadAfterCreate) }
 
 func (s *Store) isRecent(name string) bool {
