@@ -44,12 +44,9 @@ var (
 // x/crypto's PBKDF2 as in golang.org/x/crypto/scrypt.Key: at v0.47.0 it
 // gives an empty key for 0 and panics below; newer releases panic on both.
 //
-// Key and golang.org/x/crypto/scrypt.Key have the same contract: the same
-// output for every input and the same errors for the same parameters. Key
-// takes its working memory (128·r·(N+2) bytes per lane, see [Lanes]) from
-// the package's buffer pool (see the package doc for when it is cleared); with
-// p ≥ 2 it computes up to Lanes() of the p independent mixes at a time
-// (holding as many buffers). It is safe for concurrent use.
+// Key takes its working memory from the package's Pool, one buffer of
+// 128·r·(N+2) bytes per lane: with p ≥ 2 it computes up to [Lanes] of
+// the p independent mixes at a time.
 func Key(password, salt []byte, N, r, p, keyLen int) ([]byte, error) {
 	if err := check(N, r, p); err != nil {
 		return nil, err
@@ -81,11 +78,9 @@ type Job struct {
 // Key's error and does not affect the others; a KeyLen ≤ 0 does what it
 // does in Key.
 //
-// KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time
-// (fewer when the group has fewer blocks; the (N, R) groups are taken in
-// turn), from the package's buffer pool (cleared as the package doc says),
-// and allocates at most [KeyBatchBytes] in all. It is safe for concurrent
-// use with other calls on other jobs.
+// KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time,
+// from the package's Pool, taking the (N, R) groups in turn, and
+// allocates at most [KeyBatchBytes] in all.
 func KeyBatch(jobs []Job) { shared.KeyBatch(jobs, lanes) }
 
 // KeyBatch is the package's KeyBatch with p's buffers, computing at most
@@ -408,7 +403,5 @@ func (w *work) secondMix(k kernel, iters int) {
 // Lanes returns how many independent SMix computations (one per
 // 128·r-byte block: p per key) the widest kernel of this CPU computes
 // together: 16 on amd64 with AVX-512, 4 with AVX2, 2 on other amd64, 1
-// with the pure-Go code (other architectures, gccgo, -tags purego). Each lane needs its
-// own buffer of 128·r·(N+2) bytes while it runs, so a call to [Key] or
-// [KeyBatch] holds at most Lanes() buffers.
+// with pure Go (other architectures, gccgo, -tags purego).
 func Lanes() int { return lanes }
