@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-
-	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
 // Hasher is k3s's authenticator/hash.Hasher, for nodepassword.Hasher. It
@@ -59,11 +57,8 @@ func (v *Verifier) hashOnly(ctx context.Context, secret string) (string, error) 
 		return "", fmt.Errorf("verify: reading random nonce: %w", err)
 	}
 	name := "\x00create\x00" + hex.EncodeToString(nonce[:])
-	t := &task{kind: hashOnly, name: name, password: secret, key: v.cache.Key(name, "", secret)}
-	p := v.opts.Params
-	err := v.share(ctx, sched.Request{Key: sched.Key(t.key), Name: name, Work: v.enrollWork,
-		Class: classOf(p.LogN, p.R, p.P), Task: t})
-	if err != nil {
+	t := &task{kind: hashOnly, name: name, password: secret}
+	if err := v.shareNew(ctx, t); err != nil {
 		return "", err
 	}
 	return t.made, nil

@@ -251,11 +251,17 @@ func (v *Verifier) compute(ctx context.Context, name, stored, password string, k
 // hashes (see prepare and finishEnroll). An error wraps ErrExists when
 // the node had a hash already.
 func (v *Verifier) enroll(ctx context.Context, node, password string) error {
-	key := v.cache.Key(node, "", password) // no verification key has an empty hash
+	return v.shareNew(ctx, &task{kind: enrollment, name: node, password: password})
+}
+
+// shareNew shares t, a new hash of t.password with Options.Params: an
+// enrollment's, or a hashOnly one's. Its key is (name, "", password):
+// no verification key has an empty hash.
+func (v *Verifier) shareNew(ctx context.Context, t *task) error {
 	p := v.opts.Params
-	t := &task{kind: enrollment, name: node, password: password, key: key}
-	return v.share(ctx, sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork,
-		Class: classOf(p.LogN, p.R, p.P), Task: t, Later: true})
+	t.key = v.cache.Key(t.name, "", t.password)
+	return v.share(ctx, sched.Request{Key: sched.Key(t.key), Name: t.name, Work: v.enrollWork,
+		Class: classOf(p.LogN, p.R, p.P), Task: t, Later: t.kind == enrollment})
 }
 
 // classOf is the batch class of a computation with these parameters.
