@@ -169,12 +169,10 @@ func (s *Store) WaitForSync(ctx context.Context) error {
 	}
 }
 
-// Get returns node's stored hash. Once the informer cache has synced it
-// answers from that cache; until then it waits for the sync within ctx and
-// returns ctx's error if ctx ends first, never ErrNotFound from an empty
-// cache. A cache miss for a secret that Create made, or was told exists,
-// less than Options.ReadAfterCreate ago is checked with a direct GET,
-// because the cache learns of new secrets a moment after the API server.
+// Get returns node's stored hash from the informer cache, once synced:
+// it waits for the sync within ctx, never answering ErrNotFound from an
+// empty cache. A miss within Options.ReadAfterCreate of a Create is
+// checked with a direct GET.
 //
 // Errors wrap [verify.ErrNotFound] when the node has no secret (a deleted
 // secret lets the node enroll again, as in k3s), [verify.ErrInvalidHash]
@@ -250,13 +248,10 @@ func (s *Store) direct(ctx context.Context, name string) (*corev1.Secret, error)
 
 // GetFresh is Get with a cache miss confirmed by a direct read from the
 // API server (verify.FreshGetter), at most Options.FreshReads of them per
-// second. Past that budget it answers from the cache at once: a hash found
-// there is returned as is, and a miss returns an error wrapping both
-// [verify.ErrNotFound] and [verify.ErrNotFresh], since another server may
-// have created the secret moments ago. A miss that a direct read
-// confirmed wraps ErrNotFound only. A name Create made, or was told
-// exists, less than Options.ReadAfterCreate ago is read directly whatever
-// the budget, as Get does.
+// second, those within Options.ReadAfterCreate of a Create apart. Past
+// that budget a miss wraps both [verify.ErrNotFound] and
+// [verify.ErrNotFresh]: another server may have created the secret
+// moments ago.
 func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
 	name, err := s.SecretName(node)
 	if err != nil {
