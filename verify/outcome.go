@@ -9,14 +9,12 @@ import (
 )
 
 // Outcomes the cache and the remembered digests keep, read and written
-// by both sides: the request side before it computes, the slot side for a
-// job queued meanwhile and after it computed.
+// by the request side and the slot side.
 
 // fromCache answers the verification of (name, stored), tuple key key,
 // from the cache: the tuple's own outcome, or its pair's verified
-// password (recordMatch), a match if it is this one and errKnownReject if
-// another. known is false when the cache cannot say. A mismatch counts in
-// name's failures.
+// password (recordMatch), errKnownReject if it is another. known is false
+// when the cache cannot say. A mismatch counts in name's failures.
 func (v *Verifier) fromCache(name, stored string, key cache.Key) (known bool, err error) {
 	o, ok := v.cache.Get(key)
 	if !ok {
