@@ -9,22 +9,17 @@
 //	500 Internal Server Error store failure
 //
 // On success the wrapped handler runs with the verified Node in the request
-// context (see NodeFromContext).
+// context (see NodeFromContext). A stored hash that cannot be parsed is
+// answered 403, as k3s does: its agent then points the operator at the
+// secret, where a 500 makes it retry silently for ever.
 //
 // With Options.Tokens, Auth also checks the join token k3s agents send as
-// basic auth ("node:<password>"), before the node password, as k3s's
+// basic auth ("node:<password>") before the node password, as k3s's
 // supervisor does on every route but /cacerts; TokenHandler checks the
-// token alone, for the routes that need no node password (the
-// configuration, the CA files, the kube-proxy and controller
-// certificates). A missing, malformed or wrong token, or an unknown
-// user, is answered 401 with WWW-Authenticate: Basic, and its other
-// failures as the node password's. What the store said goes to the
-// Logger only.
-//
-// A stored hash that cannot be parsed is answered 403, as k3s does: its
-// agent then says the node password may not match the server's entry,
-// which points the operator at the secret, where a 500 makes it retry
-// silently for ever. The server logs the node's name.
+// token alone, for the routes that need no node password. A missing,
+// malformed or wrong token, or an unknown user, is answered 401 with
+// WWW-Authenticate: Basic, and its other failures as the node password's.
+// What the store said goes to the Logger only.
 //
 // An http.Server whose handler is wrapped in ArrivalHandler, with
 // ConnContext set, dates each request from when its client started
