@@ -317,16 +317,9 @@ func (a *Auth) failOther(w http.ResponseWriter, r *http.Request, what, key, who 
 }
 
 // retryAfterSeconds turns d into a Retry-After value: whole seconds,
-// rounded up, at least 1.
+// rounded up, from 1 to 2^31-1.
 func retryAfterSeconds(d time.Duration) int {
-	s := math.Ceil(d.Seconds())
-	switch {
-	case s < 1:
-		return 1
-	case s > math.MaxInt32:
-		return math.MaxInt32
-	}
-	return int(s)
+	return int(min(max(math.Ceil(d.Seconds()), 1), math.MaxInt32))
 }
 
 // ConnContext records when each connection came, for an http.Server's
