@@ -166,10 +166,9 @@ func groups(jobs []Job) iter.Seq2[int, int] {
 	}
 }
 
-// heldBytes is what KeyBatch allocates for jobs besides the buffers and
-// scratch it takes from its Pool: PBKDF2's output B of each valid job
-// (128·R·P bytes) and its key, each PBKDF2 call's HMAC state, the slices
-// that list the jobs and their blocks, and a batch's own state.
+// heldBytes is what KeyBatch allocates for jobs besides its Pool's
+// buffers and scratch: each valid job's PBKDF2 output, key and HMAC
+// states, the slices of jobs and blocks, and a batch's own state.
 func heldBytes(jobs []Job) int64 {
 	n := batchState + heapBytes(24*int64(len(jobs)))
 	for _, blocks := range groups(jobs) {
@@ -302,13 +301,10 @@ func store(b []byte, src []uint32) {
 }
 
 // smix runs SMix (ROMix with BlockMix over Salsa20/8) in place on each of
-// the n ≤ maxLanes 128·r-byte blocks bs[:n], in lockstep so that a kernel
-// computes them together; bufs[k] (32·r·(N+2) words) holds V and the two
-// working blocks of bs[k]. The kernel is the one chosen for the class
-// (N, r, n); while it is being chosen, the second loop runs in segments,
-// each timed on one candidate (see choose.go). w keeps its r, N and
-// scratch from one call to the next, so that a key of many blocks
-// allocates nothing per call.
+// the n ≤ maxLanes 128·r-byte blocks bs[:n], in lockstep; bufs[k]
+// (32·r·(N+2) words) holds V and the two working blocks of bs[k]. While
+// the class's kernel is being chosen, the second loop runs in segments,
+// each timed on one candidate (see choose.go).
 func (w *work) smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n int) {
 	r, N := w.r, w.N
 	R := 32 * r
@@ -350,10 +346,9 @@ func (w *work) smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n int) {
 }
 
 // work is one smix computation of n hashes: each hash's V and working
-// blocks x and y (its buffer), and the scratch a kernel may keep its own
-// working blocks in. Between two loop calls, the working block of each
-// hash is in x, or in the scratch with sliced set; a kernel's enter puts
-// it where the kernel works on it.
+// blocks x and y (its buffer), and the scratch where a kernel may keep
+// the working blocks instead (sliced set; see kernel.enter). Kept from
+// one smix to the next, it allocates nothing per call.
 type work struct {
 	pool    *Pool // where the scratch comes from
 	n, r, N int
