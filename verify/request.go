@@ -72,11 +72,9 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 
 // checkInput refuses what no Store should see, and everything once the
 // Verifier is closed. It returns the node name in lower case, as k3s
-// lower-cases the header and the secret's name (guesses spread over
-// Node-1 and NODE-1 gain nothing), and the password as scrypt sees it
-// (hmacKey): the one form the Store, cache keys, queue and failure counts
-// use. It allocates nothing for a lower-case name and a password of up
-// to 64 bytes.
+// does, and the password as scrypt sees it (hmacKey): the one form the
+// Store, cache keys, queue and failure counts use. It allocates nothing
+// for a lower-case name and a password of up to 64 bytes.
 func (v *Verifier) checkInput(node, password string) (string, string, error) {
 	if v.closed.Load() {
 		return "", "", ErrClosed
@@ -115,8 +113,7 @@ func (v *Verifier) checkCredentials(what, name string, max int, secret, password
 }
 
 // secretName reports whether node, in lower case, names a valid secret
-// (node + secretSuffix): a DNS-1123 subdomain, so that a name no
-// Kubernetes object could have never reaches a Store or a certificate.
+// (node + secretSuffix): a DNS-1123 subdomain.
 func secretName(node string) bool {
 	prev := byte('.') // the name starts a label
 	for i := 0; i < len(node); i++ {
@@ -269,8 +266,7 @@ func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r
 
 // share joins the job r asks for, shared by every request for r.Key, and
 // waits for its result within ctx and Options.MaxWait. The scheduler
-// runs it in a batch (runBatch), detached from ctx but for its values,
-// under Options.WorkTimeout.
+// runs it in a batch (runBatch), detached from ctx but for its values.
 func (v *Verifier) share(ctx context.Context, r sched.Request) error {
 	v.mem() // the scheduler shaped for the budget
 	r.Doubted = r.Doubted || v.fails.failing(r.Name)
