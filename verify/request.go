@@ -48,23 +48,20 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 		return err
 	}
 	stored, remembered, err := v.read(ctx, node)
-	if err == nil {
-		return v.verifyStored(ctx, node, stored, password, remembered)
+	if errors.Is(err, ErrNotFound) {
+		if known, err := v.deferred(node, password); known {
+			return v.answer(err)
+		}
+		pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.enroll(ctx, node, password) })
+		if !errors.Is(err, ErrExists) {
+			return err
+		}
+		stored, remembered, err = v.read(ctx, node)
+		if errors.Is(err, ErrNotFound) { // a store whose reads lag its writes: not a mismatch
+			return fmt.Errorf("verify: node %q exists but its hash cannot be read yet: %v", node, err)
+		}
 	}
-	if !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	if known, err := v.deferred(node, password); known {
-		return v.answer(err)
-	}
-	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.enroll(ctx, node, password) })
-	if !errors.Is(err, ErrExists) {
-		return err
-	}
-	if stored, remembered, err = v.read(ctx, node); errors.Is(err, ErrNotFound) {
-		// A store whose reads lag its writes. Not a mismatch.
-		return fmt.Errorf("verify: node %q exists but its hash cannot be read yet: %v", node, err)
-	} else if err != nil {
+	if err != nil {
 		return err
 	}
 	return v.verifyStored(ctx, node, stored, password, remembered)
