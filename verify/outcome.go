@@ -44,8 +44,7 @@ var errKnownReject = fmt.Errorf("%w", ErrMismatchedHashAndPassword)
 // recordMatch caches key, the tuple of name's password and stored hash,
 // as verified and forgets name's failures. With a stored key of
 // minKeyLen bytes or more it marks key as its pair's verified password:
-// another password (as scrypt sees it, hmacKey) matching too would be a
-// collision of 128 bits of scrypt's output, so any other is a mismatch.
+// another matching too would be a 128-bit collision of scrypt's output.
 func (v *Verifier) recordMatch(name, stored string, key cache.Key, keyLen int) {
 	v.forgetFailures(name)
 	if keyLen >= minKeyLen {
