@@ -22,6 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodepass/nodepass/verify"
 )
@@ -293,10 +294,9 @@ func (s *Store) Create(ctx context.Context, node, hash string) error {
 	if hash == "" {
 		return fmt.Errorf("kube: empty hash for node %q", node)
 	}
-	immutable := true
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.opts.Namespace},
-		Immutable:  &immutable,
+		Immutable:  ptr.To(true),
 		Type:       s.typ,
 		Data:       map[string][]byte{HashKey: []byte(hash)},
 	}
