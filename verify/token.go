@@ -126,7 +126,6 @@ type tokenEntry struct{ user, password string }
 func (v *Verifier) parseTokenFile(r io.Reader) ([]tokenEntry, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
 	var entries []tokenEntry
 	lines := map[string]int{} // user -> the line it was first given on
 	for {
@@ -152,7 +151,7 @@ func (v *Verifier) parseTokenFile(r io.Reader) ([]tokenEntry, error) {
 			return nil, fmt.Errorf("verify: token file line %d: user %q was given on line %d already", line, rec[1], first)
 		}
 		lines[rec[1]] = line
-		entries = append(entries, tokenEntry{user: strings.Clone(rec[1]), password: strings.Clone(rec[0])})
+		entries = append(entries, tokenEntry{user: rec[1], password: rec[0]})
 	}
 	if len(entries) == 0 {
 		return nil, errors.New("verify: token file holds no token")
