@@ -144,10 +144,9 @@ func (ch *choice) record(k kernel, iters int, d time.Duration) {
 			done = false
 		}
 	}
-	if !done {
-		return
+	if done {
+		ch.chosen.Store(int32(lead) + 1)
 	}
-	ch.chosen.Store(int32(lead) + 1)
 }
 
 // leaderLocked returns the kernel with the fastest segment among those
