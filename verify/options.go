@@ -102,9 +102,7 @@ func (o *Options) resolve() (Options, error) {
 		}
 	}
 	r.Limits = r.Limits.withDefaults()
-	if r.Params == (Params{}) {
-		r.Params = DefaultParams
-	}
+	r.Params = cmp.Or(r.Params, DefaultParams)
 	if err := r.Params.validate(r.Limits); err != nil {
 		return r, fmt.Errorf("verify: Options.Params: %w", err)
 	}
