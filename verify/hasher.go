@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,12 +25,7 @@ func NewHasher(opts *Options) (*Hasher, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxWait == 0 {
-		o.MaxWait = o.WorkTimeout
-		if o.MaxWait <= 0 {
-			o.MaxWait = defaultWorkTimeout
-		}
-	}
+	o.MaxWait = cmp.Or(o.MaxWait, max(o.WorkTimeout, 0), defaultWorkTimeout)
 	o.Tokens, o.DigestKey, o.FailOpen = nil, nil, nil
 	v, err := New(NewMemoryStore(), &o)
 	if err != nil {
