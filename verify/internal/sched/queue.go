@@ -47,8 +47,6 @@ type nameQueue struct {
 	head    int64 // its first job's work, while wanted
 }
 
-func newFairQueue(perName int) fairQueue { return fairQueue{perName: perName} }
-
 // places returns how many of nq's places are held: queued or pending jobs.
 func (nq *nameQueue) places() int {
 	n, _ := nq.jobs.len()

@@ -92,7 +92,7 @@ func New(cfg Config) *Scheduler {
 		jobs:    make(map[Key]*Job),
 		names:   make(map[string]*nameQueue),
 		running: make(map[*batch]struct{}, cfg.Slots),
-		queue:   newFairQueue(cfg.PerName),
+		queue:   fairQueue{perName: cfg.PerName},
 		asks:    newAskLog(),
 		est:     newEstimator(cfg.Slots),
 		warm:    make(chan struct{}),
