@@ -333,9 +333,7 @@ func (s *Store) SecretName(node string) (string, error) {
 }
 
 // isDNS1123Subdomain is validation.IsDNS1123Subdomain without its regular
-// expression, on every request's path: at most 253 bytes of dot-separated
-// labels of lower-case letters, digits and '-', each starting and ending
-// with a letter or digit.
+// expression, on every request's path.
 func isDNS1123Subdomain(name string) bool {
 	if len(name) == 0 || len(name) > validation.DNS1123SubdomainMaxLength {
 		return false
