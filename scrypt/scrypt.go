@@ -125,9 +125,7 @@ func (p *Pool) KeyBatch(jobs []Job, maxLanes int) {
 // p.KeyBatch(jobs, maxLanes) allocates, on any Pool, with no idle buffer
 // to reuse: each group's buffers, and the scratch of any kernel that may
 // run on them, PBKDF2's outputs and the keys, with what the Go heap
-// rounds each allocation up to. A caller that lets only so many bytes be
-// computed at once bounds what its Pool holds, idle buffers included (see
-// [Pool]).
+// rounds each allocation up to (see [Pool] for what it bounds).
 func KeyBatchBytes(jobs []Job, maxLanes int) int64 {
 	maxLanes = min(max(maxLanes, 1), lanes)
 	n := heldBytes(jobs)
