@@ -13,23 +13,18 @@
 // Matches do not expire with time by default, only by count (least
 // recently used first). That is safe because a match is a pure function
 // of its tuple: the stored hash is part of the Key, so a node whose secret
-// is rewritten (a new password, a re-enrolled node, another salt) asks
-// under a new Key and never reads the old entry, and a deleted node has no
-// stored hash to ask under. A positive Options.MatchTTL bounds them by
-// time too. Mismatches keep a short TTL: a wrong password costs one
-// scrypt per MismatchTTL, however often it is retried.
+// is rewritten asks under a new Key, and a deleted node has no stored
+// hash to ask under. Mismatches keep a short TTL: a wrong password costs
+// one scrypt per MismatchTTL, however often it is retried.
 //
-// [Options] is how a server sizes the cache inside a verify.Verifier
-// (verify.Options.Cache), and a Cache serves any other slow,
-// deterministic check keyed by such tuples the same way. Beyond Key, Get
-// and Put it keeps, per (node, stored hash) pair, the one tuple known to
-// match ([Cache.PutMatch], [Cache.MatchedTuple]), for as long as that
-// tuple's match is kept: with a long enough stored key no second password
-// can match, so every other password for the pair is a mismatch without
-// scrypt.
+// Beyond Key, Get and Put, a Cache keeps per (node, stored hash) pair
+// the one tuple known to match ([Cache.PutMatch], [Cache.MatchedTuple])
+// while that tuple's match is kept: with a long enough stored key no
+// second password can match, so any other is a mismatch without scrypt.
 package cache
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -78,23 +73,18 @@ const (
 // field means that field's default.
 type Options struct {
 	// MatchSize is the most matches kept; the least recently used goes
-	// first. Default DefaultMatchSize (16384). A cache that keeps at
-	// least minShardEntries of each kind per shard is split by key into
-	// up to maxShards shards (16 at the defaults), each with its share of
-	// MatchSize and MismatchSize (rounded up) and a lock of its own, so
-	// that concurrent hits do not wait for one another: the entry evicted
-	// is then the least recently used of its shard.
+	// first. Default DefaultMatchSize (16384). A large cache is split by
+	// key into up to 16 shards, each with its share (rounded up) and a
+	// lock of its own: the entry evicted is the least recently used of
+	// its shard.
 	MatchSize int
 	// MismatchSize is the most mismatches kept. Default
 	// DefaultMismatchSize (4096).
 	MismatchSize int
 	// MatchTTL, if positive, is how long a match is trusted. Zero (the
-	// default) means matches are bounded by MatchSize only: see the
-	// package doc for why that is safe.
+	// default): bounded by MatchSize only (see the package doc).
 	MatchTTL time.Duration
-	// MismatchTTL is how long a mismatch is remembered, so that a node
-	// retrying a wrong password (a duplicate hostname) costs one scrypt per
-	// MismatchTTL instead of one per retry. Default 1 min.
+	// MismatchTTL is how long a mismatch is remembered. Default 1 min.
 	MismatchTTL time.Duration
 }
 
@@ -169,9 +159,9 @@ func New(opts *Options) (*Cache, error) {
 	if o.MatchTTL < 0 || o.MismatchTTL < 0 {
 		return nil, errors.New("cache: negative TTL")
 	}
-	o.MatchSize = orDefault(o.MatchSize, DefaultMatchSize)
-	o.MismatchSize = orDefault(o.MismatchSize, DefaultMismatchSize)
-	o.MismatchTTL = orDefault(o.MismatchTTL, DefaultMismatchTTL)
+	o.MatchSize = cmp.Or(o.MatchSize, DefaultMatchSize)
+	o.MismatchSize = cmp.Or(o.MismatchSize, DefaultMismatchSize)
+	o.MismatchTTL = cmp.Or(o.MismatchTTL, DefaultMismatchTTL)
 	keys, err := newKeyer()
 	if err != nil {
 		return nil, err
@@ -198,13 +188,6 @@ func (c *Cache) matchExpiry() time.Duration {
 		return never
 	}
 	return c.now() + c.matchTTL
-}
-
-func orDefault[T int | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // Key returns the Key of the tuple (node, stored hash, password). It

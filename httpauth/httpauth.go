@@ -9,22 +9,17 @@
 //	500 Internal Server Error store failure
 //
 // On success the wrapped handler runs with the verified Node in the request
-// context (see NodeFromContext).
+// context (see NodeFromContext). A stored hash that cannot be parsed is
+// answered 403, as k3s does: its agent then points the operator at the
+// secret, where a 500 makes it retry silently for ever.
 //
 // With Options.Tokens, Auth also checks the join token k3s agents send as
-// basic auth ("node:<password>"), before the node password, as k3s's
+// basic auth ("node:<password>") before the node password, as k3s's
 // supervisor does on every route but /cacerts; TokenHandler checks the
-// token alone, for the routes that need no node password (the
-// configuration, the CA files, the kube-proxy and controller
-// certificates). A missing, malformed or wrong token, or an unknown
-// user, is answered 401 with WWW-Authenticate: Basic, and its other
-// failures as the node password's. What the store said goes to the
-// Logger only.
-//
-// A stored hash that cannot be parsed is answered 403, as k3s does: its
-// agent then says the node password may not match the server's entry,
-// which points the operator at the secret, where a 500 makes it retry
-// silently for ever. The server logs the node's name.
+// token alone, for the routes that need no node password. A missing,
+// malformed or wrong token, or an unknown user, is answered 401 with
+// WWW-Authenticate: Basic, and its other failures as the node password's.
+// What the store said goes to the Logger only.
 //
 // An http.Server whose handler is wrapped in ArrivalHandler, with
 // ConnContext set, dates each request from when its client started
@@ -34,6 +29,7 @@
 package httpauth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,16 +47,14 @@ import (
 	"github.com/nodepass/nodepass/verify"
 )
 
-// Verifier is what Auth calls for each request. *verify.Verifier
-// implements it; so can any other implementation that returns the verify
-// package's errors.
+// Verifier is what Auth calls for each request: *verify.Verifier, or
+// anything that returns the verify package's errors.
 type Verifier interface {
 	Ensure(ctx context.Context, node, password string) error
 }
 
-// TokenVerifier checks a basic-auth join token. *verify.Verifier
-// implements it (Options.Tokens, VerifyToken); so can any other
-// implementation that returns the verify package's errors.
+// TokenVerifier checks a basic-auth join token: *verify.Verifier
+// (VerifyToken), or anything that returns the verify package's errors.
 type TokenVerifier interface {
 	VerifyToken(ctx context.Context, user, password string) error
 }
@@ -69,8 +63,7 @@ type TokenVerifier interface {
 type Options struct {
 	// Program selects the header prefix: "k3s" (default) reads
 	// K3s-Node-Name, K3s-Node-Password and K3s-Node-Ip; "rke2" reads
-	// Rke2-Node-Name and so on. Any lower-case name of letters and digits
-	// is accepted.
+	// Rke2-Node-Name and so on (lower-case letters and digits).
 	Program string
 	// Logger receives server-side failures (store errors, corrupt stored
 	// hashes) at Error, 10 at once then one a second, and invalid node
@@ -115,17 +108,13 @@ func New(v Verifier, opts *Options) (*Auth, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Program == "" {
-		o.Program = "k3s"
-	}
+	o.Program = cmp.Or(o.Program, "k3s")
 	for _, c := range o.Program {
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
 			return nil, fmt.Errorf("httpauth: invalid Program %q: want lower-case letters and digits", o.Program)
 		}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	prefix := http.CanonicalHeaderKey(o.Program + "-Node-")
 	a := &Auth{
 		v:         v,
@@ -159,10 +148,10 @@ func TokenUser(ctx context.Context) (string, bool) {
 
 // TokenHandler returns a handler that checks each request's join token
 // (Options.Tokens) and, on success, calls next with the user in the
-// request context (see TokenUser). Without Options.Tokens it refuses
-// every request with 500 and logs why once per Auth, at the first: a
-// route meant to be guarded is never left open. Middleware and HandlerFunc inside it do not check the
-// token again.
+// request context (see TokenUser); Middleware and HandlerFunc inside it
+// do not check it again. Without Options.Tokens it refuses every
+// request with 500, and logs why once: a route meant to be guarded is
+// never left open.
 func (a *Auth) TokenHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.tokens == nil {
@@ -302,7 +291,7 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 
 // failOther answers a failed check whose error is not about the
 // credentials: overload and shutdown (503), a client that left, and
-// anything else (500, logged with what was checked, key = who).
+// anything else (500, logged).
 func (a *Auth) failOther(w http.ResponseWriter, r *http.Request, what, key, who string, err error) {
 	var retry interface{ RetryAfter() time.Duration }
 	switch {
@@ -328,28 +317,18 @@ func (a *Auth) failOther(w http.ResponseWriter, r *http.Request, what, key, who 
 }
 
 // retryAfterSeconds turns d into a Retry-After value: whole seconds,
-// rounded up, at least 1.
+// rounded up, from 1 to 2^31-1.
 func retryAfterSeconds(d time.Duration) int {
-	s := math.Ceil(d.Seconds())
-	switch {
-	case s < 1:
-		return 1
-	case s > math.MaxInt32:
-		return math.MaxInt32
-	}
-	return int(s)
+	return int(min(max(math.Ceil(d.Seconds()), 1), math.MaxInt32))
 }
 
 // ConnContext records when each connection came, for an http.Server's
-// ConnContext field; ArrivalHandler, around the server's handler, hands
-// that time to the connection's first request (see the package doc). A
-// connection comes when it is accepted or, on Linux for TCP (TLS over
-// TCP included), when the kernel last received from it before it was
-// accepted (TCP_INFO): under a herd the server's accept loop can run
-// seconds behind the kernel's handshakes, and a client's timeout runs
-// meanwhile. The kernel counts in clock ticks (up to 10 ms). Without
-// ArrivalHandler, ConnContext dates nothing, and an Auth says so once in
-// its log.
+// ConnContext field; ArrivalHandler hands that time to the connection's
+// first request. A connection comes when it is accepted or, on Linux for
+// TCP, when the kernel last received from it before it was accepted
+// (TCP_INFO, in clock ticks of up to 10 ms): under a herd the accept
+// loop can run seconds behind the kernel's handshakes. Without
+// ArrivalHandler, ConnContext dates nothing, and an Auth logs so once.
 func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 	now := time.Now()
 	c := &conn{came: now}
@@ -362,16 +341,12 @@ func ConnContext(ctx context.Context, nc net.Conn) context.Context {
 
 // ArrivalHandler dates every request before h serves it
 // (verify.WithArrival), so that the Verifier holds a request at most its
-// MaxWait from when the request's client started waiting. The first
-// request on a connection, whatever its route, is dated from when the
-// connection came (ConnContext): its client's timeout started before the
-// TLS handshake, which can take seconds when hundreds of nodes connect at
-// once. Every later request on the connection is dated from when it
-// reaches ArrivalHandler, never from the connection: a kept-alive
-// connection may have been open for minutes. So no request is dated
-// before its connection came. Wrap the server's whole handler, not a
-// route: a request on another route must take the connection's first
-// date too.
+// MaxWait from when its client started waiting. The first request on a
+// connection, whatever its route, is dated from when the connection came
+// (ConnContext): its client's timeout started before the TLS handshake.
+// Every later request is dated from when it reaches ArrivalHandler: a
+// kept-alive connection may have been open for minutes. Wrap the
+// server's whole handler, not a route.
 func ArrivalHandler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()

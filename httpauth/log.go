@@ -8,15 +8,9 @@ import (
 	"github.com/nodepass/nodepass/internal/logbudget"
 )
 
-// Invalid node names and passwords are logged invalidLogBurst at once,
-// then one per invalidLogEvery: a client chooses them, and a guesser
-// could otherwise fill the log at the rate it sends requests. Server-side
-// failures (store errors, corrupt stored hashes) are logged
-// failureLogBurst at once, then one per failureLogEvery: in a store
-// outage every request of a herd fails alike, and the operator needs the
-// first lines and the count, not one line per request. Every value a
-// client sent is clipped (logbudget.Clip), so a line is short whatever
-// the request's headers hold.
+// The log budgets of Options.Logger: a guesser chooses its invalid
+// names, and in a store outage every request of a herd fails alike; the
+// operator needs the first lines and the count, not one per request.
 const (
 	invalidLogBurst = 10
 	invalidLogEvery = 6 * time.Second // 10 a minute

@@ -41,17 +41,13 @@ func (s *Store) GetWithDigest(ctx context.Context, node string) (string, []byte,
 }
 
 // RememberDigest sets DigestAnnotation on node's secret with a merge patch
-// of its metadata only (verify.DigestStore). The secret is immutable, as
-// k3s makes it, and that is allowed: an immutable Secret's data and type
-// cannot change, but its metadata can (the Secret API's "immutable" field:
-// "only object metadata can be modified"; the API server's
-// ValidateSecretUpdate, k8s.io/kubernetes pkg/apis/core/validation, refuses
-// only changes of Data when Immutable is set). The patch names the
-// secret's UID, a precondition: if the secret was deleted and made again
-// (a new hash) since the cache saw it, the patch fails instead of marking
-// the new secret with the old hash's digest. Patches wait for their turn
-// under Options.DigestWrites within ctx. The service account needs
-// "patch" on secrets.
+// of its metadata only (verify.DigestStore): an immutable Secret's
+// metadata may change (the API server's ValidateSecretUpdate, in
+// k8s.io/kubernetes pkg/apis/core/validation, refuses only changes of its
+// Data). The patch names the secret's UID, so that a secret deleted and
+// made again since the cache saw it is not marked with the old hash's
+// digest. Patches wait for their turn under Options.DigestWrites within
+// ctx. The service account needs "patch" on secrets.
 func (s *Store) RememberDigest(ctx context.Context, node, hash string, digest []byte) error {
 	sec, err := s.secret(ctx, node)
 	if err != nil {

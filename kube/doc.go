@@ -17,9 +17,7 @@
 // label its node-password secrets; a transform keeps only the name,
 // namespace, UID, type, resource version, "hash" and remembered digest
 // (DigestAnnotation) of node-password secrets, and only the name,
-// namespace and resource version of the others, so the cache stays small
-// however many other secrets the namespace holds (about 1 KiB a secret
-// with 5,000 of each kind, RELIABILITY.md).
+// namespace and resource version of the others, so the cache stays small.
 //
 // The usual life cycle:
 //

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -70,41 +72,27 @@ func (o *Options) resolve() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	switch r.Program {
-	case "":
-		r.Program = DefaultProgram
-	case "k3s", "rke2":
-	default:
-		return r, fmt.Errorf("kube: Options.Program is %q, want \"k3s\" or \"rke2\"", r.Program)
-	}
-	if r.Namespace == "" {
-		r.Namespace = DefaultNamespace
-	}
-	if errs := validation.IsDNS1123Label(r.Namespace); len(errs) > 0 {
-		return r, fmt.Errorf("kube: Options.Namespace %q: %s", r.Namespace, strings.Join(errs, "; "))
-	}
-	if r.Logger == nil {
-		r.Logger = slog.Default()
-	}
-	for _, f := range []struct {
-		name string
-		v    *float64
-		def  float64
-	}{{"FreshReads", &r.FreshReads, DefaultFreshReads}, {"DigestWrites", &r.DigestWrites, DefaultDigestWrites}} {
-		switch {
-		case math.IsNaN(*f.v) || math.IsInf(*f.v, 0):
-			return r, fmt.Errorf("kube: Options.%s is %v, want a finite rate", f.name, *f.v)
-		case *f.v < 0:
-			return r, fmt.Errorf("kube: Options.%s is negative", f.name)
-		case *f.v == 0:
-			*f.v = f.def
-		}
-	}
+	r.Program = cmp.Or(r.Program, DefaultProgram)
+	r.Namespace = cmp.Or(r.Namespace, DefaultNamespace)
+	r.Logger = cmp.Or(r.Logger, slog.Default())
+	r.ReadAfterCreate = cmp.Or(r.ReadAfterCreate, DefaultReadAfterCreate)
+	r.FreshReads = cmp.Or(r.FreshReads, DefaultFreshReads) // NaN stays NaN
+	r.DigestWrites = cmp.Or(r.DigestWrites, DefaultDigestWrites)
+	nsErrs := validation.IsDNS1123Label(r.Namespace)
 	switch {
+	case r.Program != "k3s" && r.Program != "rke2":
+		return r, fmt.Errorf("kube: Options.Program is %q, want \"k3s\" or \"rke2\"", r.Program)
+	case len(nsErrs) > 0:
+		return r, fmt.Errorf("kube: Options.Namespace %q: %s", r.Namespace, strings.Join(nsErrs, "; "))
 	case r.ReadAfterCreate < 0:
-		return r, fmt.Errorf("kube: Options.ReadAfterCreate is negative")
-	case r.ReadAfterCreate == 0:
-		r.ReadAfterCreate = DefaultReadAfterCreate
+		return r, errors.New("kube: Options.ReadAfterCreate is negative")
+	case !finite(r.FreshReads):
+		return r, fmt.Errorf("kube: Options.FreshReads is %v, want a finite rate of 0 or more", r.FreshReads)
+	case !finite(r.DigestWrites):
+		return r, fmt.Errorf("kube: Options.DigestWrites is %v, want a finite rate of 0 or more", r.DigestWrites)
 	}
 	return r, nil
 }
+
+// finite reports whether rate is neither negative, NaN nor infinite.
+func finite(rate float64) bool { return rate >= 0 && rate <= math.MaxFloat64 }

@@ -22,6 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodepass/nodepass/verify"
 )
@@ -29,14 +30,10 @@ import (
 // HashKey is the data key of a node-password secret that holds the hash.
 const HashKey = "hash"
 
-// Store is a [verify.Store] over the node-password secrets of k3s or RKE2.
-// Get reads an informer cache (no API call per request once the cache has
-// synced); Create calls the API server, and so does GetFresh, within a
-// budget, to confirm a miss before a node is enrolled.
-//
-// A Store is safe for concurrent use. Make one with New, Start it before
-// the first Get, and Close it to stop its informer; the zero value is not
-// usable.
+// Store is a [verify.Store] over the node-password secrets of k3s or
+// RKE2 (see the package doc). It is safe for concurrent use. Make one
+// with New, Start it before the first Get, and Close it to stop its
+// informer; the zero value is not usable.
 type Store struct {
 	secrets corev1client.SecretInterface // of Options.Namespace
 	opts    Options
@@ -55,25 +52,17 @@ type Store struct {
 	wg      sync.WaitGroup // the informer's goroutine
 
 	// recent holds the secret names this Store created or was told exist,
-	// each for Options.ReadAfterCreate: the informer cache learns of a
-	// new secret one watch event after the API server has it, so until
-	// then a cache miss on such a name is checked with the API server
-	// rather than answered ErrNotFound, which would let the node enroll
-	// a second time. Expired names go at the next Set.
+	// each for Options.ReadAfterCreate (addRecent, isRecent).
 	recent *utilcache.Expiring
 	reads  *rate.Limiter // GetFresh's direct reads
 	writes *rate.Limiter // RememberDigest's patches
 }
 
 // New returns a Store over the secrets client can read and write: pass
-// clientset.CoreV1() of a kubernetes.Clientset. opts may be nil for the
-// defaults. The Store's informer does not run until Start.
-//
-// The informer is the Store's own, not one shared with other code through
-// an informer factory: its transform strips every secret down to what the
-// Store needs, which other users of a shared secrets informer would not
-// expect. Taking the core/v1 client rather than kubernetes.Interface keeps
-// the other API groups' clients and informers out of the build.
+// clientset.CoreV1() of a kubernetes.Clientset (the core/v1 client keeps
+// the other API groups out of the build). opts may be nil for the
+// defaults. The Store's informer, its own since its transform strips
+// every secret, does not run until Start.
 func New(client corev1client.SecretsGetter, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("kube: nil client")
@@ -159,14 +148,7 @@ func (s *Store) Close() error {
 
 // HasSynced reports whether the informer cache has synced: from then on
 // Get answers from memory.
-func (s *Store) HasSynced() bool {
-	select {
-	case <-s.synced:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Store) HasSynced() bool { return s.informer.HasSynced() }
 
 // WaitForSync blocks until the informer cache has synced, ctx ends or the
 // Store stops. It returns nil once synced, and otherwise says why not.
@@ -188,12 +170,10 @@ func (s *Store) WaitForSync(ctx context.Context) error {
 	}
 }
 
-// Get returns node's stored hash. Once the informer cache has synced it
-// answers from that cache; until then it waits for the sync within ctx and
-// returns ctx's error if ctx ends first, never ErrNotFound from an empty
-// cache. A cache miss for a secret that Create made, or was told exists,
-// less than Options.ReadAfterCreate ago is checked with a direct GET,
-// because the cache learns of new secrets a moment after the API server.
+// Get returns node's stored hash from the informer cache, once synced:
+// it waits for the sync within ctx, never answering ErrNotFound from an
+// empty cache. A miss within Options.ReadAfterCreate of a Create is
+// checked with a direct GET.
 //
 // Errors wrap [verify.ErrNotFound] when the node has no secret (a deleted
 // secret lets the node enroll again, as in k3s), [verify.ErrInvalidHash]
@@ -244,7 +224,10 @@ func (s *Store) cached(ctx context.Context, name string) (*corev1.Secret, error)
 	}
 }
 
-// addRecent and isRecent keep and read name in s.recent.
+// addRecent and isRecent keep and read name in s.recent: the informer
+// cache learns of a new secret one watch event after the API server, and
+// until then a miss on a recent name is read from the API server rather
+// than answered ErrNotFound, which would let the node enroll twice.
 func (s *Store) addRecent(name string) { s.recent.Set(name, nil, s.opts.ReadAfterCreate) }
 
 func (s *Store) isRecent(name string) bool {
@@ -266,13 +249,10 @@ func (s *Store) direct(ctx context.Context, name string) (*corev1.Secret, error)
 
 // GetFresh is Get with a cache miss confirmed by a direct read from the
 // API server (verify.FreshGetter), at most Options.FreshReads of them per
-// second. Past that budget it answers from the cache at once: a hash found
-// there is returned as is, and a miss returns an error wrapping both
-// [verify.ErrNotFound] and [verify.ErrNotFresh], since another server may
-// have created the secret moments ago. A miss that a direct read
-// confirmed wraps ErrNotFound only. A name Create made, or was told
-// exists, less than Options.ReadAfterCreate ago is read directly whatever
-// the budget, as Get does.
+// second, those within Options.ReadAfterCreate of a Create apart. Past
+// that budget a miss wraps both [verify.ErrNotFound] and
+// [verify.ErrNotFresh]: another server may have created the secret
+// moments ago.
 func (s *Store) GetFresh(ctx context.Context, node string) (string, error) {
 	name, err := s.SecretName(node)
 	if err != nil {
@@ -314,10 +294,9 @@ func (s *Store) Create(ctx context.Context, node, hash string) error {
 	if hash == "" {
 		return fmt.Errorf("kube: empty hash for node %q", node)
 	}
-	immutable := true
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.opts.Namespace},
-		Immutable:  &immutable,
+		Immutable:  ptr.To(true),
 		Type:       s.typ,
 		Data:       map[string][]byte{HashKey: []byte(hash)},
 	}
@@ -354,9 +333,7 @@ func (s *Store) SecretName(node string) (string, error) {
 }
 
 // isDNS1123Subdomain is validation.IsDNS1123Subdomain without its regular
-// expression, on every request's path: at most 253 bytes of dot-separated
-// labels of lower-case letters, digits and '-', each starting and ending
-// with a letter or digit.
+// expression, on every request's path.
 func isDNS1123Subdomain(name string) bool {
 	if len(name) == 0 || len(name) > validation.DNS1123SubdomainMaxLength {
 		return false

@@ -15,24 +15,22 @@ import (
 // KiB pages cost 8,192 faults for a 32 MiB buffer's first use against
 // 16, and a TLB miss on most of SMix's reads of V. The heap would zero a
 // buffer again, count it in the live heap GOGC grows by, and keep it
-// until its scavenger returns it.
+// until its scavenger returns it. Smaller buffers stay on the heap, where
+// a page of their own would waste most of it.
 //
-// A buffer carries its mapping: one of mapAtLeast or more whose capacity
+// A buffer carries its mapping: one of hugePage or more whose capacity
 // is its length starts its mapping, of mappedBytes.
 
-// mapAtLeast is the smallest buffer mapped: a huge page. Smaller ones
-// stay on the heap, where a page of their own would waste most of it.
-const mapAtLeast = hugePage
-
 // hugePage is a transparent huge page on x86-64 and on arm64 with 4 KiB
-// pages; where it is larger, the advice changes nothing.
+// pages, and the smallest buffer mapped; where it is larger, the advice
+// changes nothing.
 const hugePage = 2 << 20
 
 // newWords returns n zero words that start on a 64-byte boundary, and
 // the memory mapped for them outside the Go heap, if it is.
 func newWords(n int) ([]uint32, mapping) {
 	size := int(mappedBytes(int64(n)))
-	if size < mapAtLeast {
+	if size < hugePage {
 		return alignedWords(n), mapping{}
 	}
 	// A huge page more, of which the part before the boundary and after
@@ -63,7 +61,7 @@ type mapping struct {
 
 // mappingOf returns the memory mapped for b, a buffer from newWords.
 func mappingOf(b []uint32) mapping {
-	if size := mappedBytes(int64(len(b))); size >= mapAtLeast && cap(b) == len(b) {
+	if size := mappedBytes(int64(len(b))); size >= hugePage && cap(b) == len(b) {
 		return mapping{unsafe.Pointer(unsafe.SliceData(b)), uintptr(size)}
 	}
 	return mapping{}
@@ -79,7 +77,7 @@ func (m mapping) unmap() {
 
 // bufferBytes is what a buffer of n words takes of memory.
 func bufferBytes(n int64) int64 {
-	if size := mappedBytes(n); size >= mapAtLeast {
+	if size := mappedBytes(n); size >= hugePage {
 		return size
 	}
 	return heapBuffer(n)

@@ -9,11 +9,9 @@ import (
 
 // The chooser (see the package doc, "Kernels and lanes"): for each class
 // of work, every kernel that fits runs segmentsPerKernel timed segments
-// of SMix's second loop, the one that reads V at random, and the kernel
-// with the fastest segment is kept. Load only ever slows a segment, so
-// the fastest is the least disturbed. A kernel whose fastest segment is
-// slower than slowFactor times the leader's, once measured twice, stops
-// being tried.
+// of SMix's second loop, and the kernel with the fastest segment, the
+// least disturbed by load, is kept. A kernel slower than slowFactor times
+// the leader, once measured twice, stops being tried.
 const (
 	segmentsPerKernel = 5
 	slowFactor        = 1.5
@@ -146,10 +144,9 @@ func (ch *choice) record(k kernel, iters int, d time.Duration) {
 			done = false
 		}
 	}
-	if !done {
-		return
+	if done {
+		ch.chosen.Store(int32(lead) + 1)
 	}
-	ch.chosen.Store(int32(lead) + 1)
 }
 
 // leaderLocked returns the kernel with the fastest segment among those
@@ -192,8 +189,7 @@ type Choice struct {
 
 // Choices returns the kernel chosen for each class of work this process
 // has computed and keeps (at most 64: a class used least makes room for a
-// new one), in the order the classes first came. See the package doc
-// ("Kernels") for how they are chosen.
+// new one), in the order the classes first came.
 func Choices() []Choice {
 	order := kept()
 	out := make([]Choice, 0, len(order))
@@ -211,8 +207,7 @@ func Choices() []Choice {
 // PerHash returns the least time per hash measured at (N, r) on a kernel
 // of lanes lanes, over every class this process keeps (see [Choices]),
 // and whether one was measured: what a batch of lanes hashes of (N, r)
-// may expect per hash of one core on that width. The classes of lanes
-// hashes or more measure it (every kernel whose lanes divide theirs).
+// may expect per hash of one core on that width.
 func PerHash(N, r, lanes int) (d time.Duration, ok bool) {
 	for _, ch := range kept() {
 		if ch.N == N && ch.r == r {

@@ -9,16 +9,15 @@
 // parameters, same errors for the same parameters (messages start with
 // "scrypt: "), same panic for keyLen ≤ 0, and the same bytes for every
 // input. [KeyBatch] computes several keys, each exactly as Key would.
+// Every function of the package is safe for concurrent use; Key and
+// KeyBatch compute in the calling goroutine and start none.
 //
-// A verifier compares a derived key with a stored one, so a wrong key from
-// this package would never let a wrong password in: it would only make a
-// right password mismatch. Equality with x/crypto is therefore the whole
-// safety argument, and the tests make it: differential tests against
-// x/crypto on random passwords, salts and parameters (logN 1-16, r 1-16,
-// p 1-4, keyLen 1-128; KeyBatch with mixed parameters and invalid jobs),
-// the RFC 7914 vectors, each SIMD BlockMix against the pure-Go one, and a
-// fuzz target against x/crypto with a seed corpus (FuzzKey). They run
-// under the default build and -tags purego.
+// A wrong key from this package would never let a wrong password in: it
+// would only make a right password mismatch. Equality with x/crypto is
+// therefore the whole safety argument, and the tests make it:
+// differential tests and a fuzz target against x/crypto, the RFC 7914
+// vectors, and each SIMD BlockMix against the pure-Go one, under the
+// default build and -tags purego.
 //
 // # Kernels and lanes
 //
@@ -26,31 +25,22 @@
 // key. The SMix computations of one (N, r) are independent, so this
 // package runs several of them in lockstep, and one BlockMix call (a
 // kernel) advances them all: their random reads of V overlap and SIMD
-// registers hold several hashes. On amd64 the kernels are SSE2 (one hash,
-// or two in interleaved chains); with AVX2, two hashes per YMM chain (one
-// per 128-bit half), one chain or two interleaved; with AVX-512 (F and VL)
-// the same layouts with one-instruction rotates (VPROLD), four hashes per
-// ZMM chain (one per 128-bit lane), one chain or two interleaved, and the
-// word-sliced kernel: sixteen hashes, one 32-bit word of each per lane of
-// a ZMM register, so that Salsa20/8 needs no shuffle at all. It runs whole
-// loops of SMix in assembly and transposes each 64-byte line of V on its
-// way out (first loop) and in (second loop). Pure Go computes one hash.
-// [Lanes] is the most hashes a kernel of this CPU takes at once.
+// registers hold several hashes. On amd64 the kernels use SSE2, AVX2 or
+// AVX-512 (kernels_amd64.go lists them), up to sixteen hashes at once;
+// pure Go computes one. [Lanes] is the most hashes a kernel of this CPU
+// takes at once.
 //
 // Which kernel runs is measured on the machine that runs it, never fixed
-// at build time: CPUs differ (one SSE2 chain is twice as fast as pure Go
-// on some, slower on others), and so do parameters (whether V fits in a
+// at build time: CPUs differ, and so do parameters (whether V fits in a
 // cache). For each class of work, (N, r) and the number of hashes mixed
 // together (1 for a Key with p = 1, up to Lanes() in a batch), the first
 // computations run short segments of SMix on every kernel that fits,
-// pure Go among them, and the fastest is kept (each kernel judged by its
-// least disturbed segment, so that a process started under load chooses
-// as it would on a quiet machine). Measuring costs nothing
-// but the time of those segments on slower kernels: every kernel gives
-// the same bytes, so the work done while measuring is the real work.
-// [Choices] reports what was chosen and measured. Key gains from lanes
-// only when p ≥ 2; a herd gains through KeyBatch, best with batches of
-// Lanes() jobs that share N and R.
+// pure Go among them, and the fastest is kept, each kernel judged by its
+// least disturbed segment. Every kernel gives the same bytes, so the
+// work done while measuring is the real work. [Choices] reports what was
+// chosen and measured. Key gains from lanes only when p ≥ 2; a herd
+// gains through KeyBatch, best with batches of Lanes() jobs that share N
+// and R.
 //
 // # Memory
 //
@@ -59,46 +49,25 @@
 // Lanes() buffers at a time, plus p·128·r bytes per job for PBKDF2's
 // output and, for the word-sliced kernel, 4096·r + 1152 bytes of working
 // blocks per batch of sixteen. [KeyBatchBytes] adds up every byte a
-// batch allocates, rounded as the memory that holds it is: at logN 1 a
-// lane's buffer is twice its V, and the word-sliced kernel's working
-// blocks are as large as eight such buffers. The buffers and the working
-// blocks come from a [Pool] (Key and KeyBatch use a package-wide one;
-// [Pool.KeyBatch] takes the caller's, and a bound on its lanes: at most
-// that many buffers at once, whatever p). A buffer that goes back holds
-// password-derived state until the next computation overwrites it, or
-// 100 ms at most: then, or when the pool drops it, it is cleared
-// (clearing each as it went back cost 7 % of a batch), one buffer at a
-// time and without the pool's lock. A pool's idle buffers never take
-// more bytes than were in use (buffers, and what KeyBatch holds besides)
-// at the busiest moment since it was last emptied: with S goroutines
-// calling Key or KeyBatch at one parameter set, buffers in use and idle
-// stay within S times KeyBatchBytes of one call, and hashes of ever new
-// sizes replace one another's idle buffers rather than add to them.
-// [Pool.Release] (and [ReleaseBuffers] for the package-wide pool) drops
-// the idle ones.
+// batch allocates, rounded as the memory that holds it is. The buffers
+// come from a [Pool] (Key and KeyBatch use a package-wide one;
+// [Pool.KeyBatch] takes the caller's, and a bound on its lanes). A
+// buffer that goes back holds password-derived state until the next
+// computation overwrites it, or 100 ms at most: then, or when the pool
+// drops it, it is cleared (clearing each as it went back cost 7 % of a
+// batch). With S goroutines calling Key or KeyBatch at one parameter
+// set, buffers in use and idle stay within S times KeyBatchBytes of one
+// call (see [Pool]). [Pool.Release] (and [ReleaseBuffers] for the
+// package-wide pool) drops the idle ones.
 //
 // On Linux a buffer of a huge page (2 MiB) or more lives outside the Go
-// heap, in whole pages of the kernel's (32 MiB + 4 KiB at (2^15, 8, 1)):
-// mapped on a huge-page boundary, advised to be backed by huge pages
-// before its first touch (16 page faults for 32 MiB, not 8,192), and
-// unmapped when its pool drops it, or when the pool becomes garbage.
-// The garbage collector neither zeroes it again when it is reused nor
-// counts it in the live heap that GOGC lets garbage grow beside, so a
-// bound on the pool's bytes bounds the memory they take. Nor does
+// heap, in whole pages of the kernel's (32 MiB + 4 KiB at (2^15, 8, 1)),
+// backed by huge pages where the kernel allows (buffer_linux.go). The
+// garbage collector neither zeroes it again when it is reused nor counts
+// it in the live heap that GOGC lets garbage grow beside. Nor does
 // GOMEMLIMIT count it: a process that sets GOMEMLIMIT to keep under its
 // container's limit must leave the buffers' bytes out of it (a
 // Verifier's Options.ScryptMemory bounds them; [OffHeapBytes] tells what
 // is mapped now), or the kernel, not the garbage collector, meets the
 // limit. Elsewhere the buffers are on the Go heap.
-//
-// # Concurrency
-//
-// Every function of the package is safe for concurrent use. Key and KeyBatch compute in the calling goroutine and
-// start none; the caller decides how many run at once.
-//
-// # Assembly
-//
-// blockmix_amd64.s and its Go stubs are generated by the avo program in
-// _asm, a module of its own so that this module does not require avo:
-// `go generate ./scrypt` reproduces them byte for byte.
 package scrypt

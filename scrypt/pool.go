@@ -12,17 +12,14 @@ import (
 // A Pool keeps the working buffers of the computations that take theirs
 // from it ([Pool.KeyBatch]) for the next ones. Its idle buffers never
 // take more memory than was in use at the busiest moment since it was
-// last emptied (its peak): buffers, PBKDF2's outputs and keys. New bytes
-// in use that would pass that first drop the oldest idle buffers, so
-// hashes of ever new sizes replace one another instead of piling up, and
-// a caller that bounds the bytes its calls hold at once ([KeyBatchBytes])
-// bounds the pool's too.
+// last emptied: new bytes in use that would pass that first drop the
+// oldest idle buffers. So a caller that bounds the bytes its calls hold
+// at once ([KeyBatchBytes]) bounds the pool's too.
 //
 // [Key] and [KeyBatch] use a package-wide Pool; independent users of
-// scrypt (two verifiers) each take their own, so that one's
-// [Pool.Release] leaves the other's buffers alone. The zero Pool is empty
-// and ready to use; a Pool is safe for concurrent use and must not be
-// copied after first use.
+// scrypt (two verifiers) each take their own. The zero Pool is empty and
+// ready to use; a Pool is safe for concurrent use and must not be copied
+// after first use.
 type Pool struct {
 	mu    sync.Mutex
 	idle  *idleList // made by the first put
@@ -62,9 +59,7 @@ func OffHeapBytes() int64 { return offHeap.Load() }
 var offHeap atomic.Int64
 
 // scrubAfter is how long a buffer may stay idle with password-derived
-// state in it: one taken again sooner is overwritten whole by its next
-// computation, where clearing each as it comes back cost 4 % of a herd's
-// CPU.
+// state in it (see the package doc).
 const scrubAfter = 100 * time.Millisecond
 
 // shared is the Pool of Key and KeyBatch.

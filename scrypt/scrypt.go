@@ -44,12 +44,9 @@ var (
 // x/crypto's PBKDF2 as in golang.org/x/crypto/scrypt.Key: at v0.47.0 it
 // gives an empty key for 0 and panics below; newer releases panic on both.
 //
-// Key and golang.org/x/crypto/scrypt.Key have the same contract: the same
-// output for every input and the same errors for the same parameters. Key
-// takes its working memory (128·r·(N+2) bytes per lane, see [Lanes]) from
-// the package's buffer pool (see the package doc for when it is cleared); with
-// p ≥ 2 it computes up to Lanes() of the p independent mixes at a time
-// (holding as many buffers). It is safe for concurrent use.
+// Key takes its working memory from the package's Pool, one buffer of
+// 128·r·(N+2) bytes per lane: with p ≥ 2 it computes up to [Lanes] of
+// the p independent mixes at a time.
 func Key(password, salt []byte, N, r, p, keyLen int) ([]byte, error) {
 	if err := check(N, r, p); err != nil {
 		return nil, err
@@ -81,11 +78,9 @@ type Job struct {
 // Key's error and does not affect the others; a KeyLen ≤ 0 does what it
 // does in Key.
 //
-// KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time
-// (fewer when the group has fewer blocks; the (N, R) groups are taken in
-// turn), from the package's buffer pool (cleared as the package doc says),
-// and allocates at most [KeyBatchBytes] in all. It is safe for concurrent
-// use with other calls on other jobs.
+// KeyBatch holds at most [Lanes] buffers of 128·R·(N+2) bytes at a time,
+// from the package's Pool, taking the (N, R) groups in turn, and
+// allocates at most [KeyBatchBytes] in all.
 func KeyBatch(jobs []Job) { shared.KeyBatch(jobs, lanes) }
 
 // KeyBatch is the package's KeyBatch with p's buffers, computing at most
@@ -130,9 +125,7 @@ func (p *Pool) KeyBatch(jobs []Job, maxLanes int) {
 // p.KeyBatch(jobs, maxLanes) allocates, on any Pool, with no idle buffer
 // to reuse: each group's buffers, and the scratch of any kernel that may
 // run on them, PBKDF2's outputs and the keys, with what the Go heap
-// rounds each allocation up to. A caller that lets only so many bytes be
-// computed at once bounds what its Pool holds, idle buffers included (see
-// [Pool]).
+// rounds each allocation up to (see [Pool] for what it bounds).
 func KeyBatchBytes(jobs []Job, maxLanes int) int64 {
 	maxLanes = min(max(maxLanes, 1), lanes)
 	n := heldBytes(jobs)
@@ -171,10 +164,9 @@ func groups(jobs []Job) iter.Seq2[int, int] {
 	}
 }
 
-// heldBytes is what KeyBatch allocates for jobs besides the buffers and
-// scratch it takes from its Pool: PBKDF2's output B of each valid job
-// (128·R·P bytes) and its key, each PBKDF2 call's HMAC state, the slices
-// that list the jobs and their blocks, and a batch's own state.
+// heldBytes is what KeyBatch allocates for jobs besides its Pool's
+// buffers and scratch: each valid job's PBKDF2 output, key and HMAC
+// states, the slices of jobs and blocks, and a batch's own state.
 func heldBytes(jobs []Job) int64 {
 	n := batchState + heapBytes(24*int64(len(jobs)))
 	for _, blocks := range groups(jobs) {
@@ -307,13 +299,10 @@ func store(b []byte, src []uint32) {
 }
 
 // smix runs SMix (ROMix with BlockMix over Salsa20/8) in place on each of
-// the n ≤ maxLanes 128·r-byte blocks bs[:n], in lockstep so that a kernel
-// computes them together; bufs[k] (32·r·(N+2) words) holds V and the two
-// working blocks of bs[k]. The kernel is the one chosen for the class
-// (N, r, n); while it is being chosen, the second loop runs in segments,
-// each timed on one candidate (see choose.go). w keeps its r, N and
-// scratch from one call to the next, so that a key of many blocks
-// allocates nothing per call.
+// the n ≤ maxLanes 128·r-byte blocks bs[:n], in lockstep; bufs[k]
+// (32·r·(N+2) words) holds V and the two working blocks of bs[k]. While
+// the class's kernel is being chosen, the second loop runs in segments,
+// each timed on one candidate (see choose.go).
 func (w *work) smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n int) {
 	r, N := w.r, w.N
 	R := 32 * r
@@ -355,10 +344,9 @@ func (w *work) smix(bs *[maxLanes][]byte, bufs *[maxLanes][]uint32, n int) {
 }
 
 // work is one smix computation of n hashes: each hash's V and working
-// blocks x and y (its buffer), and the scratch a kernel may keep its own
-// working blocks in. Between two loop calls, the working block of each
-// hash is in x, or in the scratch with sliced set; a kernel's enter puts
-// it where the kernel works on it.
+// blocks x and y (its buffer), and the scratch where a kernel may keep
+// the working blocks instead (sliced set; see kernel.enter). Kept from
+// one smix to the next, it allocates nothing per call.
 type work struct {
 	pool    *Pool // where the scratch comes from
 	n, r, N int
@@ -408,7 +396,5 @@ func (w *work) secondMix(k kernel, iters int) {
 // Lanes returns how many independent SMix computations (one per
 // 128·r-byte block: p per key) the widest kernel of this CPU computes
 // together: 16 on amd64 with AVX-512, 4 with AVX2, 2 on other amd64, 1
-// with the pure-Go code (other architectures, gccgo, -tags purego). Each lane needs its
-// own buffer of 128·r·(N+2) bytes while it runs, so a call to [Key] or
-// [KeyBatch] holds at most Lanes() buffers.
+// with pure Go (other architectures, gccgo, -tags purego).
 func Lanes() int { return lanes }

@@ -45,9 +45,8 @@ type digestRecord struct {
 }
 
 // recorder writes remembered digests off the request path: one writer
-// goroutine, started by the first record, a bounded queue of node names,
-// and the newest record per node (in a sync.Map), so that a node verified
-// again before its record was written is written once.
+// goroutine, started by the first record, takes node names from a
+// bounded queue and writes each node's newest record (pending).
 type recorder struct {
 	store    DigestStore
 	stats    *Stats
@@ -69,9 +68,8 @@ func newRecorder(store DigestStore, stats *Stats) *recorder {
 		quit: make(chan struct{}), finished: make(chan struct{}), base: base, stop: stop}
 }
 
-// record queues digest for node and its stored hash. It never blocks:
-// with the queue full, the record is dropped and counted as a failed
-// write.
+// record queues digest for node and its stored hash. It never blocks: a
+// record the full queue refuses is counted as a failed write.
 func (r *recorder) record(node, hash string, digest []byte) {
 	r.starting.Do(func() { go r.run() })
 	rec := &digestRecord{hash: hash, digest: digest}
@@ -99,14 +97,10 @@ func (r *recorder) run() {
 		case node := <-r.queue:
 			r.write(node)
 		case <-r.quit:
-			for {
-				select {
-				case node := <-r.queue:
-					r.write(node)
-				default:
-					return
-				}
+			for len(r.queue) > 0 { // run alone takes from the queue
+				r.write(<-r.queue)
 			}
+			return
 		}
 	}
 }

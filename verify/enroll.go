@@ -15,9 +15,8 @@ import (
 // An enrollment's steps off its slot, each on a goroutine of its own.
 
 // prepare is an enrollment's first step, before its slot: a read past the
-// store's cache, so that a node enrolled a moment ago (by another server)
-// is verified against that hash instead of costing a scrypt and a failing
-// Create, as k3s reads the API before it creates.
+// store's cache, as k3s reads the API before it creates, so that a node
+// another server enrolled a moment ago costs no scrypt.
 func (v *Verifier) prepare(j *sched.Job) {
 	ctx := j.Context()
 	pprof.SetGoroutineLabels(ctx)

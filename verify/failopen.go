@@ -41,11 +41,10 @@ func (v *Verifier) deferred(node, password string) (known bool, err error) {
 
 // failOpen lets in an enrollment whose Create failed with createErr, if
 // Options.FailOpen allows it, and starts its retry. It returns createErr
-// with fail-open off, when Close cut the Create short, at
-// FailOpen.MaxPending, or when a read past the store's cache does not
-// confirm that the node has no hash (an apiserver's admission policy
-// refuses with Forbidden, not ErrExists). When that read finds a hash,
-// it returns an error wrapping ErrExists: the node is verified against it.
+// when Close cut the Create short, at FailOpen.MaxPending, or when a
+// fresh read does not confirm that the node has no hash (an admission
+// policy refuses with Forbidden, not ErrExists); ErrExists when that read
+// finds a hash, which the node is verified against.
 func (v *Verifier) failOpen(ctx context.Context, node string, key cache.Key, stored string, createErr error) error {
 	if v.opts.FailOpen == nil || errors.Is(createErr, ErrClosed) {
 		return createErr

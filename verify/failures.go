@@ -14,12 +14,11 @@ const (
 	failNames     = 16384                  // names tracked at most (LRU)
 )
 
-// failures counts consecutive mismatches per node name: it says whether a
-// name is failing (for the admission's suspects) and how long to hold back
-// the next answer refusing it. Node names are not secret; the map is
-// bounded, least recently failing name first out. Safe for concurrent
-// use: a name with no failures is answered without the lock, so that a
-// cache hit's match waits for nobody.
+// failures counts consecutive mismatches per node name: whether a name
+// is failing (for the scheduler's suspects) and how long to hold back
+// the next answer refusing it, for the least recently failing failNames.
+// Safe for concurrent use: a name with no failures is answered without
+// the lock, so that a cache hit's match waits for nobody.
 type failures struct {
 	maxDelay time.Duration // <= 0: no delay
 	listed   sync.Map      // the names in names, as keys
@@ -46,8 +45,7 @@ func newFailures(maxDelay time.Duration) *failures {
 	return f
 }
 
-// mismatch records a mismatch for name: a computed one, or one answered
-// from the cache.
+// mismatch records a mismatch for name.
 func (f *failures) mismatch(name string) {
 	now := time.Now()
 	f.mu.Lock()

@@ -185,7 +185,6 @@ func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
 		return 0, 0, fmt.Errorf("memory of PBKDF2's output 128·(r+1)·p (r=%d, p=%d) exceeds limit %d bytes", r, p, maxMem)
 	}
 	if int64(r)*int64(p) >= 1<<30 { // x/crypto refuses it; only raised limits let it here
-
 		return 0, 0, fmt.Errorf("r·p = %d·%d too large for scrypt", r, p)
 	}
 	return memory, memory * int64(p), nil

@@ -1,12 +1,11 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-
-	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
 // Hasher is k3s's authenticator/hash.Hasher, for nodepassword.Hasher. It
@@ -26,12 +25,7 @@ func NewHasher(opts *Options) (*Hasher, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxWait == 0 {
-		o.MaxWait = o.WorkTimeout
-		if o.MaxWait <= 0 {
-			o.MaxWait = defaultWorkTimeout
-		}
-	}
+	o.MaxWait = cmp.Or(o.MaxWait, max(o.WorkTimeout, 0), defaultWorkTimeout)
 	o.Tokens, o.DigestKey, o.FailOpen = nil, nil, nil
 	v, err := New(NewMemoryStore(), &o)
 	if err != nil {
@@ -59,11 +53,8 @@ func (v *Verifier) hashOnly(ctx context.Context, secret string) (string, error) 
 		return "", fmt.Errorf("verify: reading random nonce: %w", err)
 	}
 	name := "\x00create\x00" + hex.EncodeToString(nonce[:])
-	t := &task{kind: hashOnly, name: name, password: secret, key: v.cache.Key(name, "", secret)}
-	p := v.opts.Params
-	err := v.share(ctx, sched.Request{Key: sched.Key(t.key), Name: name, Work: v.enrollWork,
-		Class: classOf(p.LogN, p.R, p.P), Task: t})
-	if err != nil {
+	t := &task{kind: hashOnly, name: name, password: secret}
+	if err := v.shareNew(ctx, t); err != nil {
 		return "", err
 	}
 	return t.made, nil

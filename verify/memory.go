@@ -10,9 +10,9 @@ import (
 )
 
 // The scrypt memory budget (Options.ScryptMemory), in the order its
-// parts run: its default, read at the first computation (sized), the
-// shape of the batches it holds (reshape), the budget batches take bytes
-// from, the lanes of each batch, and the release of idle buffers.
+// parts run: its default (sized), the batches' shape (reshape), the
+// budget (memory), each batch's lanes (reserve), and the idle buffers'
+// release.
 
 // DefaultScryptMemory caps the default budget: two batches of 16 lanes at
 // k3s's parameters.
@@ -69,10 +69,9 @@ type shaping struct {
 // budget m, and gives them to the scheduler: MaxConcurrent batches of
 // scrypt.Lanes() where the budget holds them; where it binds, the fastest
 // by this CPU's kernels (shape), once a batch as wide as the budget
-// allows has timed them. Until then, every slot takes batches of that
-// width, each free to take the whole budget, so that a herd's first full
-// batch measures them; runBatch calls reshape after each batch until the
-// shape is final.
+// allows has timed them. Until then every slot takes batches of that
+// width, each free to take the whole budget, and runBatch calls reshape
+// after each batch.
 func (v *Verifier) reshape(m *memory) {
 	p := v.opts.Params
 	N := 1 << p.LogN
@@ -145,8 +144,7 @@ func shape(batches func(lanes int) int64, maxSlots, maxLanes int, perHash func(l
 // memory is a Verifier's scrypt budget: each batch takes every byte its
 // KeyBatch will allocate before it computes and gives them back after,
 // and the pool keeps idle no more than the most in use at once, so in
-// use and idle stay within it. It takes no lock: free is taken by
-// compare-and-swap, and a batch short of bytes waits for the next give.
+// use and idle stay within it. It takes no lock.
 type memory struct {
 	total int64 // the budget; 0: none (nothing taken)
 	free  atomic.Int64
@@ -228,9 +226,8 @@ func (v *Verifier) releaseLater() { v.quiet.Reset(bufferIdle) }
 // bufferIdle is how long the Verifier keeps idle scrypt buffers.
 const bufferIdle = 30 * time.Second
 
-// releaseIfQuiet drops the idle scrypt buffers unless work is under way;
-// then it looks again later, as that work may end without a batch to
-// re-arm the timer (an enrollment whose read fails).
+// releaseIfQuiet drops the idle scrypt buffers unless work is under way,
+// and then looks again later: that work may end without a batch.
 func (v *Verifier) releaseIfQuiet() {
 	if running, waiting := v.sched.Load(); running == 0 && waiting == 0 {
 		v.pool.Release()

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -101,9 +102,7 @@ func (o *Options) resolve() (Options, error) {
 		}
 	}
 	r.Limits = r.Limits.withDefaults()
-	if r.Params == (Params{}) {
-		r.Params = DefaultParams
-	}
+	r.Params = cmp.Or(r.Params, DefaultParams)
 	if err := r.Params.validate(r.Limits); err != nil {
 		return r, fmt.Errorf("verify: Options.Params: %w", err)
 	}
@@ -113,37 +112,29 @@ func (o *Options) resolve() (Options, error) {
 		}
 		r.DigestKey = bytes.Clone(r.DigestKey)
 	}
-	orDefault(&r.MaxConcurrent, runtime.GOMAXPROCS(0))
+	r.MaxConcurrent = cmp.Or(r.MaxConcurrent, runtime.GOMAXPROCS(0))
 	// A zero ScryptMemory is the default, read at the first computation
 	// (sized).
 	if least := jobBytes(r.Params.LogN, r.Params.R, r.Params.P, r.Params.KeyLen); r.ScryptMemory > 0 && least > r.ScryptMemory {
 		return r, fmt.Errorf("verify: Options.ScryptMemory %d is less than one hash of Options.Params takes, %d bytes", r.ScryptMemory, least)
 	}
-	orDefault(&r.MaxWait, DefaultMaxWait)
-	orDefault(&r.Agents.RetryDelay, DefaultRetryDelay)
-	orDefault(&r.MaxQueue, defaultMaxQueue)
-	orDefault(&r.WorkTimeout, defaultWorkTimeout)
-	orDefault(&r.MaxQueuedPerNode, defaultMaxQueuedPerNode)
-	orDefault(&r.MaxFailDelay, DefaultMaxFailDelay)
+	r.MaxWait = cmp.Or(r.MaxWait, DefaultMaxWait)
+	r.Agents.RetryDelay = cmp.Or(r.Agents.RetryDelay, DefaultRetryDelay)
+	r.MaxQueue = cmp.Or(r.MaxQueue, defaultMaxQueue)
+	r.WorkTimeout = cmp.Or(r.WorkTimeout, defaultWorkTimeout)
+	r.MaxQueuedPerNode = cmp.Or(r.MaxQueuedPerNode, defaultMaxQueuedPerNode)
+	r.MaxFailDelay = cmp.Or(r.MaxFailDelay, DefaultMaxFailDelay)
 	if r.FailOpen != nil {
-		orDefault(&r.FailOpen.RetryFor, defaultFailOpenFor)
-		orDefault(&r.FailOpen.MaxPending, defaultMaxPending)
+		r.FailOpen.RetryFor = cmp.Or(r.FailOpen.RetryFor, defaultFailOpenFor)
+		r.FailOpen.MaxPending = cmp.Or(r.FailOpen.MaxPending, defaultMaxPending)
 	}
 	return r, nil
 }
 
 // withDefaults returns l with each zero field at its default.
 func (l Limits) withDefaults() Limits {
-	orDefault(&l.MaxMemory, defaultMaxMemory)
-	orDefault(&l.MaxWork, defaultMaxWork)
-	orDefault(&l.MaxPasswordLen, defaultMaxPasswordLen)
+	l.MaxMemory = cmp.Or(l.MaxMemory, defaultMaxMemory)
+	l.MaxWork = cmp.Or(l.MaxWork, defaultMaxWork)
+	l.MaxPasswordLen = cmp.Or(l.MaxPasswordLen, defaultMaxPasswordLen)
 	return l
-}
-
-// orDefault sets *field to def if it is zero.
-func orDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
 }

@@ -9,14 +9,12 @@ import (
 )
 
 // Outcomes the cache and the remembered digests keep, read and written
-// by both sides: the request side before it computes, the slot side for a
-// job queued meanwhile and after it computed.
+// by the request side and the slot side.
 
 // fromCache answers the verification of (name, stored), tuple key key,
 // from the cache: the tuple's own outcome, or its pair's verified
-// password (recordMatch), a match if it is this one and errKnownReject if
-// another. known is false when the cache cannot say. A mismatch counts in
-// name's failures.
+// password (recordMatch), errKnownReject if it is another. known is false
+// when the cache cannot say. A mismatch counts in name's failures.
 func (v *Verifier) fromCache(name, stored string, key cache.Key) (known bool, err error) {
 	o, ok := v.cache.Get(key)
 	if !ok {
@@ -46,8 +44,7 @@ var errKnownReject = fmt.Errorf("%w", ErrMismatchedHashAndPassword)
 // recordMatch caches key, the tuple of name's password and stored hash,
 // as verified and forgets name's failures. With a stored key of
 // minKeyLen bytes or more it marks key as its pair's verified password:
-// another password (as scrypt sees it, hmacKey) matching too would be a
-// collision of 128 bits of scrypt's output, so any other is a mismatch.
+// another matching too would be a 128-bit collision of scrypt's output.
 func (v *Verifier) recordMatch(name, stored string, key cache.Key, keyLen int) {
 	v.forgetFailures(name)
 	if keyLen >= minKeyLen {

@@ -48,23 +48,20 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 		return err
 	}
 	stored, remembered, err := v.read(ctx, node)
-	if err == nil {
-		return v.verifyStored(ctx, node, stored, password, remembered)
+	if errors.Is(err, ErrNotFound) {
+		if known, err := v.deferred(node, password); known {
+			return v.answer(err)
+		}
+		pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.enroll(ctx, node, password) })
+		if !errors.Is(err, ErrExists) {
+			return err
+		}
+		stored, remembered, err = v.read(ctx, node)
+		if errors.Is(err, ErrNotFound) { // a store whose reads lag its writes: not a mismatch
+			return fmt.Errorf("verify: node %q exists but its hash cannot be read yet: %v", node, err)
+		}
 	}
-	if !errors.Is(err, ErrNotFound) {
-		return err
-	}
-	if known, err := v.deferred(node, password); known {
-		return v.answer(err)
-	}
-	pprof.Do(ctx, requestLabels, func(ctx context.Context) { err = v.enroll(ctx, node, password) })
-	if !errors.Is(err, ErrExists) {
-		return err
-	}
-	if stored, remembered, err = v.read(ctx, node); errors.Is(err, ErrNotFound) {
-		// A store whose reads lag its writes. Not a mismatch.
-		return fmt.Errorf("verify: node %q exists but its hash cannot be read yet: %v", node, err)
-	} else if err != nil {
+	if err != nil {
 		return err
 	}
 	return v.verifyStored(ctx, node, stored, password, remembered)
@@ -72,11 +69,9 @@ func (v *Verifier) Ensure(ctx context.Context, node, password string) error {
 
 // checkInput refuses what no Store should see, and everything once the
 // Verifier is closed. It returns the node name in lower case, as k3s
-// lower-cases the header and the secret's name (guesses spread over
-// Node-1 and NODE-1 gain nothing), and the password as scrypt sees it
-// (hmacKey): the one form the Store, cache keys, queue and failure counts
-// use. It allocates nothing for a lower-case name and a password of up
-// to 64 bytes.
+// does, and the password as scrypt sees it (hmacKey): the one form the
+// Store, cache keys, queue and failure counts use. It allocates nothing
+// for a lower-case name and a password of up to 64 bytes.
 func (v *Verifier) checkInput(node, password string) (string, string, error) {
 	if v.closed.Load() {
 		return "", "", ErrClosed
@@ -115,8 +110,7 @@ func (v *Verifier) checkCredentials(what, name string, max int, secret, password
 }
 
 // secretName reports whether node, in lower case, names a valid secret
-// (node + secretSuffix): a DNS-1123 subdomain, so that a name no
-// Kubernetes object could have never reaches a Store or a certificate.
+// (node + secretSuffix): a DNS-1123 subdomain.
 func secretName(node string) bool {
 	prev := byte('.') // the name starts a label
 	for i := 0; i < len(node); i++ {
@@ -251,11 +245,17 @@ func (v *Verifier) compute(ctx context.Context, name, stored, password string, k
 // hashes (see prepare and finishEnroll). An error wraps ErrExists when
 // the node had a hash already.
 func (v *Verifier) enroll(ctx context.Context, node, password string) error {
-	key := v.cache.Key(node, "", password) // no verification key has an empty hash
+	return v.shareNew(ctx, &task{kind: enrollment, name: node, password: password})
+}
+
+// shareNew shares t, a new hash of t.password with Options.Params: an
+// enrollment's, or a hashOnly one's. Its key is (name, "", password):
+// no verification key has an empty hash.
+func (v *Verifier) shareNew(ctx context.Context, t *task) error {
 	p := v.opts.Params
-	t := &task{kind: enrollment, name: node, password: password, key: key}
-	return v.share(ctx, sched.Request{Key: sched.Key(key), Name: node, Work: v.enrollWork,
-		Class: classOf(p.LogN, p.R, p.P), Task: t, Later: true})
+	t.key = v.cache.Key(t.name, "", t.password)
+	return v.share(ctx, sched.Request{Key: sched.Key(t.key), Name: t.name, Work: v.enrollWork,
+		Class: classOf(p.LogN, p.R, p.P), Task: t, Later: t.kind == enrollment})
 }
 
 // classOf is the batch class of a computation with these parameters.
@@ -263,8 +263,7 @@ func classOf(logN, r, p int) sched.Class { return sched.Class{N: 1 << logN, R: r
 
 // share joins the job r asks for, shared by every request for r.Key, and
 // waits for its result within ctx and Options.MaxWait. The scheduler
-// runs it in a batch (runBatch), detached from ctx but for its values,
-// under Options.WorkTimeout.
+// runs it in a batch (runBatch), detached from ctx but for its values.
 func (v *Verifier) share(ctx context.Context, r sched.Request) error {
 	v.mem() // the scheduler shaped for the budget
 	r.Doubted = r.Doubted || v.fails.failing(r.Name)

@@ -39,10 +39,9 @@ const (
 )
 
 // runBatch computes a batch the scheduler gave one slot: its scrypt in
-// one KeyBatch, labelled ProfileLabel=ProfileScrypt, then each job's
-// outcome published, and cached before the slot takes the next batch
-// (whose jobs may be guesses for the same names). A verification whose
-// outcome became known while it was queued costs no scrypt.
+// one KeyBatch, then each job's outcome published and cached before the
+// slot takes the next batch. A verification whose outcome became known
+// while it was queued costs no scrypt.
 func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Duration) {
 	defer v.countPanic()
 	var todo []*sched.Job
@@ -91,9 +90,8 @@ func (v *Verifier) runBatch(jobs []*sched.Job) (computed int, wall, cpu time.Dur
 	return len(todo), wall, cpu
 }
 
-// countPanic, deferred by runBatch, counts a panic in its own code in
-// Stats.Panics and passes it on to the scheduler, which ends the batch's
-// unanswered jobs with it.
+// countPanic, deferred by runBatch, counts a panic in Stats.Panics and
+// passes it on to the scheduler, which ends the batch's jobs with it.
 func (v *Verifier) countPanic() {
 	if r := recover(); r != nil {
 		atomic.AddUint64(&v.stats.Panics, 1)

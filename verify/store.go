@@ -104,9 +104,9 @@ func (s *MemoryStore) Set(node, hash string) {
 // Delete removes node's hash and its remembered digest, if any.
 func (s *MemoryStore) Delete(node string) { s.m.Delete(node) }
 
-// The Verifier's store calls: a panic becomes an error, and a failure
-// other than ErrNotFound and ErrExists is counted and wrapped with the
-// call it came from.
+// The Verifier's store calls. Each defers storeDone: a panic becomes an
+// error, and a failure other than ErrNotFound and ErrExists is counted
+// and wrapped with the call it came from.
 
 // read reads node's hash and, with remembered digests on, the digest
 // remembered for it, in one store call.
@@ -115,20 +115,15 @@ func (v *Verifier) read(ctx context.Context, node string) (stored string, rememb
 		stored, err = v.get(ctx, node)
 		return stored, nil, err
 	}
-	defer v.recoverStore("GetWithDigest", node, &err)
-	stored, remembered, err = v.digests.store.GetWithDigest(ctx, node)
-	if err = v.storeErr("GetWithDigest", node, err); err != nil {
-		return "", nil, err
-	}
-	return stored, remembered, nil
+	defer v.storeDone("GetWithDigest", node, &err)
+	return v.digests.store.GetWithDigest(ctx, node)
 }
 
 // get reads node's hash. It is on every request's path, so it calls the
 // store directly rather than through a closure.
 func (v *Verifier) get(ctx context.Context, node string) (stored string, err error) {
-	defer v.recoverStore("Get", node, &err)
-	stored, err = v.store.Get(ctx, node)
-	return stored, v.storeErr("Get", node, err)
+	defer v.storeDone("Get", node, &err)
+	return v.store.Get(ctx, node)
 }
 
 // getFresh is get past the store's cache, where it has one (FreshGetter).
@@ -137,33 +132,26 @@ func (v *Verifier) getFresh(ctx context.Context, node string) (stored string, er
 	if !ok {
 		return v.get(ctx, node)
 	}
-	defer v.recoverStore("GetFresh", node, &err)
-	stored, err = fg.GetFresh(ctx, node)
-	return stored, v.storeErr("GetFresh", node, err)
+	defer v.storeDone("GetFresh", node, &err)
+	return fg.GetFresh(ctx, node)
 }
 
 // storeCreate stores a new node's hash.
 func (v *Verifier) storeCreate(ctx context.Context, node, stored string) (err error) {
-	defer v.recoverStore("Create", node, &err)
-	return v.storeErr("Create", node, v.store.Create(ctx, node, stored))
+	defer v.storeDone("Create", node, &err)
+	return v.store.Create(ctx, node, stored)
 }
 
-// recoverStore, deferred around a store call, turns its panic into an
-// error in *err.
-func (v *Verifier) recoverStore(op, node string, err *error) {
+// storeDone, deferred by a call op of the store, turns its panic into an
+// error in *err, passes ErrNotFound and ErrExists through as the store
+// wrapped them, and counts and wraps any other failure.
+func (v *Verifier) storeDone(op, node string, err *error) {
 	if r := recover(); r != nil {
 		atomic.AddUint64(&v.stats.Panics, 1)
 		atomic.AddUint64(&v.stats.StoreErrors, 1)
 		*err = fmt.Errorf("verify: store %s(%q) panicked: %v", op, node, r)
+	} else if e := *err; e != nil && !errors.Is(e, ErrNotFound) && !errors.Is(e, ErrExists) {
+		atomic.AddUint64(&v.stats.StoreErrors, 1)
+		*err = fmt.Errorf("verify: store %s(%q): %w", op, node, e)
 	}
-}
-
-// storeErr passes ErrNotFound and ErrExists through as the store wrapped
-// them; any other failure of the store's op is counted and wrapped.
-func (v *Verifier) storeErr(op, node string, err error) error {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
-		return err
-	}
-	atomic.AddUint64(&v.stats.StoreErrors, 1)
-	return fmt.Errorf("verify: store %s(%q): %w", op, node, err)
 }

@@ -63,9 +63,8 @@ func (v *Verifier) tokens() Store {
 
 // getToken reads user's token hash from tokens.
 func (v *Verifier) getToken(ctx context.Context, tokens Store, user string) (stored string, err error) {
-	defer v.recoverStore("token Get", user, &err)
-	stored, err = tokens.Get(ctx, user)
-	return stored, v.storeErr("token Get", user, err)
+	defer v.storeDone("token Get", user, &err)
+	return tokens.Get(ctx, user)
 }
 
 // tokenName returns user's name, tokenPrefix and user, kept for each user
@@ -127,7 +126,6 @@ type tokenEntry struct{ user, password string }
 func (v *Verifier) parseTokenFile(r io.Reader) ([]tokenEntry, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
 	var entries []tokenEntry
 	lines := map[string]int{} // user -> the line it was first given on
 	for {
@@ -153,7 +151,7 @@ func (v *Verifier) parseTokenFile(r io.Reader) ([]tokenEntry, error) {
 			return nil, fmt.Errorf("verify: token file line %d: user %q was given on line %d already", line, rec[1], first)
 		}
 		lines[rec[1]] = line
-		entries = append(entries, tokenEntry{user: strings.Clone(rec[1]), password: strings.Clone(rec[0])})
+		entries = append(entries, tokenEntry{user: rec[1], password: rec[0]})
 	}
 	if len(entries) == 0 {
 		return nil, errors.New("verify: token file holds no token")

@@ -5,7 +5,6 @@
 // # Terms
 //
 //	job          one computation, shared by every request with its Key
-//	ask          a request for a job: Join, which creates the job or joins it
 //	caller       a goroutine in Wait for a job
 //	name         the unit of fairness: a node's name (Request.Name)
 //	class        what a job computes with: scrypt's N, r and p
@@ -13,8 +12,7 @@
 //	batch        the jobs a slot takes at once: up to Config.Lanes of one class
 //	place        one of a name's Config.PerName shares of the queue
 //	line         a name's jobs waiting for a place, oldest first
-//	ask log      each name's last 8 passwords (as keys) and how often each was asked
-//	asked again  a job whose password the ask log has seen twice or more
+//	asked again  a job whose password the name's last 8 asks held twice or more
 //	busy         a name with a job queued, pending or running
 //	doubted      Request.Doubted: the name is failing, or the password is not the one remembered
 //	suspect      a job first asked while doubted or busy, and not asked again
@@ -26,26 +24,16 @@
 //
 // # Locking
 //
-// A [Scheduler] holds its jobs, its queue, its slots, the ask log and the
-// estimator under one mutex, Scheduler.mu. Fields after mu are guarded by
-// it. A method whose name ends in Locked expects the caller to hold it.
-// No method holds it while calling out of the package.
+// A [Scheduler] keeps everything under one mutex, Scheduler.mu. A method
+// whose name ends in Locked expects the caller to hold it. No method
+// holds it while calling out of the package.
 //
 // # A job's life
-//
-// A job is in one state at a time:
 //
 //	            Join ─┬─▶ queued ──(a slot frees, its turn)──▶ running ──Finish──▶ done
 //	                  ├─▶ pending ──Submit──▶ queued          running ──Hold──▶ finishing ──Finish──▶ done
 //	                  └─▶ parked ──(a place, or earned)──▶ queued (pending if Later)
 //	pending, parked, queued ──(work timeout, Close, displaced, last caller gone)──▶ done
-//
-//	pending    holds a place; Config.Prepare does its work before the slot (a store read, say)
-//	parked     waits in its name's line, holding no place
-//	queued     holds a place and waits for a slot
-//	running    in a batch on a slot
-//	finishing  computed and off its slot; its runner does the rest (a store write, say), then Finish
-//	done       its result published
 //
 // A queued job holds no goroutine; a running batch has its slot's, a
 // pending job one of its own. A job's context ends at its work timeout or
@@ -67,10 +55,8 @@
 // second job of one name: the first may verify the name and answer the
 // others without scrypt. It stops before its work passes
 // Config.MaxBatchWork. Results are published before the slot takes the
-// next batch.
-//
-// A free slot waits for a full batch only while a burst is under way,
-// and 10 ms at most. A lone job starts at once. fillWait has the rule.
+// next batch. A free slot waits for a full batch only while a burst is
+// under way, and 10 ms at most (fillWait has the rule).
 //
 // # Admission
 //
@@ -83,32 +69,30 @@
 //  3. A parked job a caller waits out is earned, and queued at once, past
 //     its name's places.
 //  4. Config.MaxQueue bounds the jobs queued within their places, pending
-//     and parked; earned jobs past their places do not count. A new job
+//     and parked: earned jobs past their places do not count. A new job
 //     past it displaces the newest displaceable job of any name, or is
 //     refused.
 //  5. Nothing else ends a queued job before it runs.
 //
 // Waiting, not asking, earns a place: a node's first request cannot be
-// told from a guess, and room freed for whoever asks first goes to a
-// guesser at once, while waiting costs a guesser what it costs the node's
-// agent, a request in progress for MaxWait. MaxWait counts from the
-// request's arrival (its connection's accept), so a request that reaches
-// Wait late still earns its place before its agent gives up.
+// told from a guess, while waiting costs a guesser what it costs the
+// node's agent, a request in progress for MaxWait. MaxWait counts from
+// the request's arrival (its connection's accept).
 //
 // # The bound
 //
-// Assume that the node's agent asks again with the same password. Assume
-// that each request waits MaxWait from its arrival: k3s agents time out
-// 10 s after the dial, against 9.5 s from the accept. Assume too that the
-// queue has room at its first request, and that its job does not reach
-// its work timeout. Then, whatever other requests for its name come:
+// Assume that the node's agent asks again with the same password, that
+// each request waits MaxWait from its arrival (k3s agents time out 10 s
+// after the dial, against 9.5 s from the accept), that the queue has room
+// at its first request, and that its job does not reach its work
+// timeout. Then, whatever other requests for its name come:
 //
 //  1. Its job is earned by the end of its first request not answered
 //     within MaxWait.
 //  2. From its next request on, it is asked again. Only its name's jobs
-//     queued or in line when its first request came run before it. They
-//     are at most PerName, those earned past the places, and one per
-//     other request then in progress for the name.
+//     queued or in line when its first request came run before it: at
+//     most PerName, those earned past the places, and one per other
+//     request then in progress for the name.
 //  3. So it runs within that many of its name's turns after its second
 //     request.
 //
@@ -118,20 +102,16 @@
 //
 // # Holding or shedding
 //
-// A caller is held when its expected wait (see Estimates) fits in what is
-// left of MaxWait from its arrival. Otherwise it is shed at once, told to
-// come back MaxWait/2 before its job's expected completion. The choice is
-// made once, when it comes. A held caller is shed early only when even
-// the fastest recent CPU time per byte cannot bring its result in time.
-// Until the estimates are warm (see Warm-up), callers are held, and
-// decided on as they warm. Suspects and parked jobs' callers are never
-// shed early: they wait out MaxWait. A shed caller is due back
-// Config.ReturnAfter later (k3s agents: 5-10 s), or, with
-// Config.HonourAfter, when told.
+// A caller is held when its expected wait fits in what is left of
+// MaxWait from its arrival; otherwise it is shed at once, told to come
+// back MaxWait/2 before its job's expected completion. The choice is made
+// once, when it comes, or as the estimates warm. A held caller is shed
+// early only when even the fastest recent CPU time per byte cannot bring
+// its result in time. Suspects' and parked jobs' callers are never shed
+// early. A shed caller is due back Config.ReturnAfter later (k3s agents:
+// 5-10 s), or, with Config.HonourAfter, when told.
 //
 // # Estimates
-//
-// The estimator learns from the batches it measures (see Warm-up):
 //
 //	eta(j)      = (R + t · A(j)) / S + t · W(j) · n(j)
 //	expected(j) = eta(j) × margin, or × slowdown while one lasts
@@ -141,30 +121,23 @@
 // 128·r·N·p bytes. n(j) is the jobs its batch is expected to hold: those
 // queued, up to Lanes. t is the median CPU time per byte of the last 64
 // computations, each job of a batch counting as the batch's CPU time over
-// its work. With a slot free and no work ahead, the first term is 0.
-// eta(j) is the wait at the best: a held caller's promise.
-//
-// In a herd most batches are full, at the lowest cost per byte; a job
-// alone (a class of its own) costs up to Lanes times more than estimated.
+// its work. eta(j) is a held caller's promise.
 //
 // The margin is the 90th percentile of the wait each held caller got over
-// its promise, over the last 64 promises of at least MaxWait/4. It is 1.1
-// until 8 are known, and within 1 to 4. The slowdown compares the
-// throughput of the last 32 batches to end with every slot busy with
-// their CPU time, up to 4. It counts for as long again as it has lasted:
-// a herd's arrivals slow scrypt for its first second only.
-//
-// # Warm-up
+// its promise, over the last 64 promises of at least MaxWait/4: 1.1 until
+// 8 are known, and within 1 to 4. The slowdown compares the throughput of
+// the last 32 batches to end with every slot busy with their CPU time, up
+// to 4. It counts for as long again as it has lasted: a herd's arrivals
+// slow scrypt for its first second only.
 //
 // A batch teaches the estimator unless it is one of the first Slots
-// batches of its kind: its class and how many jobs it computed. Those pay
-// for their buffers' first use and for the scrypt package timing its
+// batches of its kind (its class and how many jobs it computed): those
+// pay for their buffers' first use and for the scrypt package timing its
 // kernels. The estimates are warm once 4 computations are measured.
 //
 // # Cost
 //
-// The queue keeps its orders and sums in treaps (tree.go). Joining,
-// asking again, waiting, estimating and taking the next job cost
-// O(log n), whatever the backlog. A queued job costs at most 4 KiB of
-// heap, its name's share included.
+// The queue keeps its orders and sums in treaps (tree.go): every
+// operation costs O(log n), whatever the backlog. A queued job costs at
+// most 4 KiB of heap, its name's share included.
 package sched

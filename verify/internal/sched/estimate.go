@@ -6,10 +6,7 @@ import (
 )
 
 // estimator turns bytes of work into time, as "Estimates" in the package
-// doc says: the best case from the CPU time per byte of the last
-// computations, times a margin from the waits held callers got over
-// those promised, or the slowdown of the last busy completions. The
-// Scheduler calls it under its lock.
+// doc says. The Scheduler calls it under its lock.
 type estimator struct {
 	nsPerByte float64   // the median of cpu, or a guess before any
 	samples   int       // computations measured so far
@@ -24,8 +21,8 @@ type estimator struct {
 	recent    []completion      // the last completions with every slot busy, oldest first
 	busySince time.Time         // the first completion of the current run with every slot busy
 
-	// Kept as their inputs change, not at each estimate: errQuantile is
-	// errs' marginQuantile (0 until there are minErrs), slow is slowdown().
+	// Kept as their inputs change: errQuantile is errs' marginQuantile (0
+	// until there are minErrs), slow is slowdown().
 	errQuantile, slow float64
 }
 
@@ -35,7 +32,7 @@ type completion struct {
 	work int64
 }
 
-// The package doc ("Estimates", "Warm-up") gives these their meaning.
+// The package doc ("Estimates") gives these their meaning.
 const (
 	initialNsPerByte = 100e6 / float64(32<<20) // 100 ms a k3s hash, until measured
 	warmSamples      = 4                       // computations measured before estimates
@@ -65,7 +62,7 @@ type batchKind struct {
 const maxKinds = 64
 
 // firstOfKind counts a batch of class that computed n jobs and reports
-// whether it is one of the first slots of its kind ("Warm-up").
+// whether it is one of the first slots of its kind.
 func (e *estimator) firstOfKind(class Class, n int) bool {
 	k := batchKind{class, n}
 	seen, ok := e.kinds[k]
@@ -120,11 +117,7 @@ func push(ring []float64, next int, v float64) ([]float64, int) {
 // warm reports whether enough computations are measured for estimates.
 func (e *estimator) warm() bool { return e.samples >= warmSamples }
 
-// median is the last computations' median CPU time per byte, in ns.
-func (e *estimator) median() float64 { return e.nsPerByte }
-
-// fastest is the least CPU time per byte of the last computations: what
-// "cannot come in time even at the best" is judged by.
+// fastest is the least CPU time per byte of the last computations.
 func (e *estimator) fastest() float64 {
 	if len(e.cpu) == 0 {
 		return e.nsPerByte
@@ -150,9 +143,7 @@ func (e *estimator) promised(promised, actual time.Duration) {
 	}
 }
 
-// margin is what waits at the best are multiplied by: the ratio of
-// actual to promised that marginQuantile of the recent promises kept,
-// within 1 to maxMargin.
+// margin is what waits at the best are multiplied by.
 func (e *estimator) margin() float64 {
 	m := defaultMargin
 	if e.errQuantile > 0 {
@@ -164,7 +155,7 @@ func (e *estimator) margin() float64 {
 // wait is how long a wait of best at the best case is expected to take
 // from now: best times the margin, or, while the last completions show a
 // larger slowdown, that slowdown for as long again as it has lasted and
-// the margin after (a herd's first second adds about a second).
+// the margin after.
 func (e *estimator) wait(best time.Duration, now time.Time) time.Duration {
 	m := e.margin()
 	s := min(e.slow, maxMargin)
@@ -179,8 +170,7 @@ func (e *estimator) wait(best time.Duration, now time.Time) time.Duration {
 // slowdown is how much slower than at the best the last completions with
 // every slot busy came, against their CPU time (a herd's TLS handshakes
 // take CPU too); 0 until there are minThroughput. It shows within a few
-// dozen computations what promises show only once held callers are
-// answered.
+// dozen computations what promises show only once callers are answered.
 func (e *estimator) slowdown() float64 {
 	n := len(e.recent)
 	if n < minThroughput {

@@ -16,9 +16,8 @@ import "time"
 //     name already in it, do not count;
 //   - or j has been queued for its fill time (Scheduler.fillTime).
 //
-// Otherwise the timer, armed only while a free slot waits, wakes them
-// when j's fill time ends, to apply the rule to the queue as it is then.
-// Scheduler.mu guards it.
+// Otherwise the timer, armed only while a free slot waits, applies the
+// rule again when j's fill time ends. Scheduler.mu guards it.
 type fillWait struct {
 	timer *time.Timer
 	at    time.Time // when timer fires; zero while disarmed
@@ -48,8 +47,7 @@ func (f *fillWait) disarm() {
 }
 
 // filled is s.fill's firing for its arming armed: unless it was armed
-// again or disarmed since, that arming is over and the free slots look at
-// the queue again.
+// again or disarmed since, the free slots look at the queue again.
 func (s *Scheduler) filled(armed uint64) {
 	now := time.Now()
 	s.mu.Lock()
@@ -70,14 +68,13 @@ func (s *Scheduler) fillEndLocked(j *Job, now time.Time) time.Time {
 	return j.queuedAt.Add(s.fillTime(j))
 }
 
-// burstLocked reports whether j, created at now, comes in a burst: the
-// job created before it is of j's class, not computed yet, and came less
-// than the estimated time of a full batch of j's class before it.
+// burstLocked reports whether j, created at now, comes in a burst (see
+// fillWait).
 func (s *Scheduler) burstLocked(j *Job, now time.Time) bool {
 	if last := s.jobs[s.lastKey]; last == nil || last.class != j.class || last.state == finishing {
 		return false
 	}
-	batch := duration(j.work*int64(s.fullLocked(j)), s.est.median())
+	batch := duration(j.work*int64(s.fullLocked(j)), s.est.nsPerByte)
 	return now.Sub(s.lastAt) < batch
 }
 
@@ -92,10 +89,9 @@ func (s *Scheduler) fullLocked(j *Job) int {
 }
 
 // batchLenLocked returns how many jobs batchLocked would take now, up to
-// full, at least: exactly, unless a name it reaches has more than one job
-// queued. It walks the queue in turn (fairQueue.walk) with batchLocked's
-// rule (joinsLocked), and stops where a name it took may come back in
-// turn: after the wanted names, or at once past them.
+// full, at least: it walks the queue in turn with batchLocked's rule
+// (joinsLocked) and, once it took a name with more jobs queued, stops
+// past the wanted names, where that name may come back in turn.
 func (s *Scheduler) batchLenLocked(full int) int {
 	var b batch
 	again := false // a name taken has more jobs queued
@@ -116,7 +112,7 @@ func (s *Scheduler) batchLenLocked(full int) int {
 // a quarter of its estimated time in one, at most maxFill, none below
 // minFill.
 func (s *Scheduler) fillTime(j *Job) time.Duration {
-	d := min(duration(j.work, s.est.median())/4, maxFill)
+	d := min(duration(j.work, s.est.nsPerByte)/4, maxFill)
 	if d < minFill {
 		return 0
 	}
@@ -125,7 +121,7 @@ func (s *Scheduler) fillTime(j *Job) time.Duration {
 
 // maxFill bounds fillTime: a fifth of a hash alone at k3s's parameters.
 // A wait below minFill is not worth a timer: a loaded machine wakes a
-// goroutine that late, and batching hashes so cheap saves less.
+// goroutine that late.
 const (
 	maxFill = 10 * time.Millisecond
 	minFill = time.Millisecond

@@ -14,8 +14,8 @@ type Key [32]byte
 // jobs whose computations have the same parameters.
 type Class struct{ N, R, P int }
 
-// state is where a job is in its life (see "A job's life" in the package
-// doc). Every transition happens under Scheduler.mu.
+// state is where a job is in its life ("A job's life" in the package
+// doc), changed under Scheduler.mu.
 type state uint8
 
 const (
@@ -28,8 +28,7 @@ const (
 )
 
 // Job is one computation, shared by every caller with its key, and its
-// place in the scheduler. Callers hold it from Join until it is done and
-// read its result with Wait.
+// place in the scheduler.
 type Job struct {
 	// Set by Join, then read-only.
 	key         Key
@@ -61,12 +60,9 @@ type Job struct {
 	queuedAt      time.Time // when it was last queued
 	started       time.Time // when its batch got its slot
 	batch         *batch    // while running
-	// back is when a shed caller is expected back (see
-	// Config.ReturnAfter); zero while none was.
-	back time.Time
-	// heldAt is when a caller was first held on an estimate, promise the
-	// wait it was promised then (its estimate, before the margin); zero if
-	// none was.
+	back          time.Time // when a shed caller is expected back; zero while none was
+	// heldAt is when a caller was first held on an estimate, and promise
+	// the wait it was promised then (before the margin); zero if none was.
 	heldAt  time.Time
 	promise time.Duration
 
@@ -81,16 +77,14 @@ type Job struct {
 func (j *Job) waiting() bool { return j.state == pending || j.state == parked || j.state == queued }
 
 // Context returns j's own context: it carries the values (and pprof
-// labels) of the request that created j, is not cancelled when callers
-// leave, and ends with the work timeout (context.DeadlineExceeded) or
-// Close (the cause given to Close).
+// labels) of the request that created j, and ends with the work timeout
+// (context.DeadlineExceeded) or Close (ErrClosed), not with its callers.
 func (j *Job) Context() context.Context { return j.ctx }
 
 // Task returns the Request.Task j was created with.
 func (j *Job) Task() any { return j.task }
 
-// QueueWait returns how long j waited for its slot: from its creation
-// to its batch's start. It is for Config.Run.
+// QueueWait returns how long j waited for its slot, for Config.Run.
 func (j *Job) QueueWait() time.Duration { return j.started.Sub(j.created) }
 
 // batch is jobs computed together on one slot.

@@ -47,8 +47,6 @@ type nameQueue struct {
 	head    int64 // its first job's work, while wanted
 }
 
-func newFairQueue(perName int) fairQueue { return fairQueue{perName: perName} }
-
 // places returns how many of nq's places are held: queued or pending jobs.
 func (nq *nameQueue) places() int {
 	n, _ := nq.jobs.len()
@@ -83,8 +81,7 @@ func (j *Job) due() time.Time {
 	return j.back
 }
 
-// suspect reports whether j waits for spare capacity: a first ask for a
-// name that was failing or busy. A second ask makes it ordinary.
+// suspect reports whether j is a suspect (see the package doc).
 func (j *Job) suspect() bool { return j.doubtedOrBusy && j.asks < 2 }
 
 // tier is j's rank within its name (see "Order" 5 in the package doc).
@@ -155,7 +152,7 @@ func (q *fairQueue) detach(nq *nameQueue, j *Job) {
 	}
 }
 
-// push queues j behind its name's jobs of its tier.
+// push queues j.
 func (q *fairQueue) push(nq *nameQueue, j *Job) {
 	q.attach(nq, j)
 	q.settle(nq, false)
@@ -218,14 +215,11 @@ func timeKey(t time.Time) uint64 {
 	return 0
 }
 
-// walk calls f with the queued jobs in turn, until f returns false: the
-// first job of each wanted name; then that of each unwanted name, whose
-// first caller is expected back soonest first, so that a caller coming
-// back finds its result ready; then the suspects, oldest first (the
-// node's own password, sent with the herd, goes before the guesses that
-// follow it). It serves nothing: a name served comes back in turn with
-// its next job, behind the wanted names if it is one, else at a place
-// the walk does not follow.
+// walk calls f with the queued jobs in turn ("Order" in the package
+// doc), until f returns false: the first job of each wanted name, then
+// of each unwanted name, then the suspects. It serves nothing: a name
+// served comes back in turn with its next job, behind the wanted names if
+// it is one, else at a place the walk does not follow.
 func (q *fairQueue) walk(f func(*Job) bool) {
 	more := true
 	names := func(nq *nameQueue) bool {

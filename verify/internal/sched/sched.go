@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -28,12 +29,10 @@ type Config struct {
 	ReturnAfter time.Duration
 	HonourAfter bool
 
-	// Run computes a batch, 1 to Lanes running jobs of one Class in
-	// service order, on its slot's goroutine without the lock. It ends
-	// each job with Finish, or Hold when its work goes on off the slot,
-	// and returns how many it computed and how long that took on the wall
-	// clock and in CPU time (0 if unknown), for the estimates. The slot is
-	// given back when it returns.
+	// Run computes a batch, 1 to Lanes running jobs of one Class, on its
+	// slot's goroutine. It ends each job with Finish, or Hold when its
+	// work goes on off the slot, and returns how many it computed and
+	// their wall and CPU time (0 if unknown), for the estimates.
 	Run func(jobs []*Job) (computed int, wall, cpu time.Duration)
 	// Prepare runs a job created Later once it holds a place, on a
 	// goroutine of its own; it ends with Submit or Finish.
@@ -93,7 +92,7 @@ func New(cfg Config) *Scheduler {
 		jobs:    make(map[Key]*Job),
 		names:   make(map[string]*nameQueue),
 		running: make(map[*batch]struct{}, cfg.Slots),
-		queue:   newFairQueue(cfg.PerName),
+		queue:   fairQueue{perName: cfg.PerName},
 		asks:    newAskLog(),
 		est:     newEstimator(cfg.Slots),
 		warm:    make(chan struct{}),
@@ -121,7 +120,6 @@ type Request struct {
 	// remembered for it. Such a first ask is a suspect.
 	Doubted bool
 	Later   bool // the job is pending: Config.Prepare runs before it is queued
-
 }
 
 // unlock releases s.mu and starts the batches and preparations the
@@ -162,7 +160,7 @@ func (s *Scheduler) Join(ctx context.Context, r Request) (j *Job, created bool, 
 	if s.roomLocked() <= 0 {
 		v, _ := s.queue.disp.last()
 		if v == nil { // room once the queue has drained
-			b := s.est.median()
+			b := s.est.nsPerByte
 			after := s.est.wait(s.startLocked(s.waitingWorkLocked(), now, b)+duration(r.Work, b), now)
 			s.forgetLocked(nq)
 			return nil, false, &Overload{After: max(after, minAfter), Reason: "queue full"}
@@ -274,8 +272,7 @@ func (s *Scheduler) dispatchLocked(now time.Time) {
 }
 
 // nextBatchLocked takes a slot and its batch when a slot is free and the
-// job in turn starts now (fillWait), or returns nil; s.fill is armed
-// while a free slot waits.
+// job in turn starts now (fillWait), or returns nil.
 func (s *Scheduler) nextBatchLocked(now time.Time) *batch {
 	if s.closed || len(s.running) >= s.cfg.Slots || s.queue.len == 0 {
 		s.fill.disarm()
@@ -311,24 +308,15 @@ func (s *Scheduler) batchLocked(now time.Time) *batch {
 	return b
 }
 
-// joinsLocked reports whether j, next in turn, joins b, as "Order" in the
-// package doc says: b's first job's Class, a name not in b yet, within
-// Config.MaxBatchWork.
+// joinsLocked reports whether j, next in turn, joins b ("Order" in the
+// package doc).
 func (s *Scheduler) joinsLocked(b *batch, j *Job) bool {
 	if len(b.jobs) == 0 {
 		return true
 	}
-	return j.class == b.jobs[0].class && !inBatch(b, j.name) &&
+	inBatch := slices.ContainsFunc(b.jobs, func(o *Job) bool { return o.name == j.name })
+	return j.class == b.jobs[0].class && !inBatch &&
 		(s.cfg.MaxBatchWork <= 0 || b.work+j.work <= s.cfg.MaxBatchWork)
-}
-
-func inBatch(b *batch, name string) bool {
-	for _, j := range b.jobs {
-		if j.name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // runSlot runs b and the batches its slot takes next.
@@ -354,15 +342,15 @@ func (s *Scheduler) run(b *batch) (computed int, wall, cpu time.Duration, err er
 // errUnfinished ends a job its batch's Run returned without finishing.
 var errUnfinished = errors.New("batch ended without a result for the job")
 
-// endBatch gives b's slot back, teaches the estimates what Run measured,
-// ends the jobs Run left running with err (or errUnfinished), and returns
-// the slot's next batch, if any.
+// endBatch gives b's slot back, teaches the estimates, ends the jobs Run
+// left running with err (or errUnfinished), and returns the slot's next
+// batch, if any.
 func (s *Scheduler) endBatch(b *batch, computed int, wall, cpu time.Duration, err error) *batch {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.unlock()
 	if computed > 0 && s.est.firstOfKind(b.jobs[0].class, computed) {
-		wall, cpu = 0, 0 // see "Warm-up" in the package doc
+		wall, cpu = 0, 0 // see "Estimates" in the package doc
 	}
 	s.est.observe(b.work, len(b.jobs), wall, cpu, now, s.queue.len > 0)
 	s.warmedLocked()
@@ -454,8 +442,7 @@ func (s *Scheduler) changeLocked(j *Job, f func()) {
 }
 
 // Finish publishes err as j's result, to every waiter: j leaves the
-// scheduler, its place given back. A second Finish changes nothing. A
-// running job's slot is given back when Run returns.
+// scheduler, its place given back. A second Finish changes nothing.
 func (s *Scheduler) Finish(j *Job, err error) {
 	s.mu.Lock()
 	defer s.unlock()
@@ -538,9 +525,9 @@ func (s *Scheduler) Load() (running, waiting int) {
 	return s.inSlots, s.queue.len + s.pending + s.parked
 }
 
-// Close refuses new work, ends every job not running or finishing with
-// ErrClosed and every job's context with it as cause, and waits for the
-// running batches and preparations.
+// Close refuses new work, ends every job not running or finishing and
+// every job's context with ErrClosed, and waits for the running batches
+// and preparations.
 func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true

@@ -2,10 +2,9 @@ package sched
 
 // tree is a set of items ordered by a unique key, each with a weight (its
 // bytes of work), that answers in O(log n): the first item, the count
-// and weight of the items before a key, and insertions and deletions.
-// A treap whose priorities are a hash of the key, so that its shape, and
-// every test over it, is deterministic. A plain helper: the Scheduler
-// calls it under its lock.
+// and weight of the items before a key, and insertions and deletions. A
+// treap whose priorities are a hash of the key, so that its shape is
+// deterministic.
 type tree[T any] struct {
 	root *treeNode[T]
 }

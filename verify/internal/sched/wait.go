@@ -23,10 +23,10 @@ func (s *Scheduler) Wait(ctx context.Context, j *Job, arrived time.Time) error {
 	for !w.leave {
 		select {
 		case <-j.done:
-			s.answered(j)
+			s.unwatch(j, false)
 			return j.err
 		case <-ctx.Done():
-			s.unwatch(j)
+			s.unwatch(j, true)
 			return context.Cause(ctx)
 		case <-w.timer.C:
 		case <-w.warm:
@@ -67,21 +67,16 @@ func (s *Scheduler) arrive(j *Job, arrived time.Time) waiter {
 	return w
 }
 
-// answered stops counting a caller of j that got its result.
-func (s *Scheduler) answered(j *Job) {
+// unwatch stops counting a caller of j: one answered, or one whose
+// context ended (gone), expected back as one shed.
+func (s *Scheduler) unwatch(j *Job, gone bool) {
 	s.mu.Lock()
 	defer s.unlock()
 	s.watchLocked(j, -1)
-}
-
-// unwatch stops counting a caller whose context ended: it is expected
-// back as one shed.
-func (s *Scheduler) unwatch(j *Job) {
-	s.mu.Lock()
-	defer s.unlock()
-	s.watchLocked(j, -1)
-	back := time.Now().Add(s.cfg.ReturnAfter) // it retries as agents do
-	s.changeLocked(j, func() { j.back = back })
+	if gone {
+		back := time.Now().Add(s.cfg.ReturnAfter) // it retries as agents do
+		s.changeLocked(j, func() { j.back = back })
+	}
 }
 
 // recheck looks again at a caller of j still waiting: it leaves at its
@@ -128,7 +123,7 @@ func (s *Scheduler) decideLocked(j *Job, now time.Time, left time.Duration) (hel
 	if s.waitsOutLocked(j) {
 		return false, false
 	}
-	best := s.etaLocked(j, now, s.est.median())
+	best := s.etaLocked(j, now, s.est.nsPerByte)
 	if s.est.wait(best, now) > left {
 		return false, true
 	}
@@ -231,7 +226,7 @@ func (s *Scheduler) ownBatchWorkLocked(j *Job) int64 {
 // expectedWaitLocked is how long j's computation is expected to take to
 // finish from now.
 func (s *Scheduler) expectedWaitLocked(j *Job, now time.Time) time.Duration {
-	return s.est.wait(s.etaLocked(j, now, s.est.median()), now)
+	return s.est.wait(s.etaLocked(j, now, s.est.nsPerByte), now)
 }
 
 // startLocked estimates when a job with ahead bytes of work before it
