@@ -113,8 +113,8 @@ func batchBytes(p Params, lanes int) int64 {
 	return scrypt.KeyBatchBytes(slices.Repeat([]scrypt.Job{{N: 1 << p.LogN, R: p.R, P: p.P, KeyLen: p.KeyLen}}, lanes), lanes)
 }
 
-func jobBytes(logN, r, p, keyLen int) int64 {
-	return batchBytes(Params{LogN: logN, R: r, P: p, KeyLen: keyLen}, 1)
+func jobBytes(logN, r, p, keyLen int) int64 { // per request: no allocation
+	return scrypt.KeyBatchBytes([]scrypt.Job{{N: 1 << logN, R: r, P: p, KeyLen: keyLen}}, 1)
 }
 
 // shape returns how a budget is best spent: slots batches at once (at
