@@ -37,9 +37,11 @@ func TestClientAgentsHerd(t *testing.T) {
 				t.Errorf("%d certificates, %d requests for 30 nodes; want 4 and 8 per node at least", res.CertsRequested, res.Requests)
 			}
 			// One connection per agent and server, kept alive; a retry may
-			// make another.
-			if res.Handshakes > 2*30 || res.Handshakes < 30 {
-				t.Errorf("%d TLS handshakes for 30 nodes, want about one each", res.Handshakes)
+			// make another, and so may each request given up on a timeout
+			// or a connection error (the Client drops that connection):
+			// a loaded machine makes the k3s models time out.
+			if most := 2*30 + res.Timeouts + res.ConnErrors; res.Handshakes > most || res.Handshakes < 30 {
+				t.Errorf("%d TLS handshakes for 30 nodes (%d timeouts, %d connection errors), want about one each", res.Handshakes, res.Timeouts, res.ConnErrors)
 			}
 			if model == ModelNodepass && res.ScryptRuns != 30 {
 				t.Errorf("nodepass: %d scrypt runs for 30 nodes, want 30", res.ScryptRuns)
