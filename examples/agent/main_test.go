@@ -50,6 +50,17 @@ func runCommand(t *testing.T, args ...string) (int, string, string) {
 	return clitest.Run(t, asCommand, args...)
 }
 
+// freeAddr is a 127.0.0.1 address where nothing listens now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // fakeSupervisor serves the routes a k3s agent asks for over HTTPS, with
 // one CA for everything, and basic auth node:<secret>. Requests for the
 // node-password routes get nodeStatus when it is set.
@@ -416,12 +427,7 @@ func TestLoadBalancer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeSupervisor(t)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			ln.Close() // the load balancer listens there
+			addr := freeAddr(t) // the load balancer listens there
 			ctx, cancel := context.WithCancel(t.Context())
 			out := syncBuffer{lines: make(chan string, 8)}
 			var errOut syncBuffer
@@ -516,12 +522,7 @@ func TestLoadBalancerBadStateFile(t *testing.T) {
 	if err := os.WriteFile(state, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // the load balancer listens there
+	addr := freeAddr(t) // the load balancer listens there
 	for run := range 2 {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		cmd := command(t, ctx, append(baseArgs(f, dir), "-wait", "-lb-listen", addr)...)
@@ -559,12 +560,7 @@ func TestLoadBalancerBadStateFile(t *testing.T) {
 // to the next server" with one server; then the one line of the failure,
 // "agent:" once.
 func TestUnreachableServerQuiet(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there
+	addr := freeAddr(t) // nothing listens there
 	code, _, errOut := runCommand(t, "-server", "https://"+addr, "-token", "K10::server:"+secret, "-node-ip", "192.0.2.10",
 		"-data-dir", t.TempDir(), "-backoff-base", "10ms", "-backoff-cap", "20ms", "-timeout", "1s")
 	last := lastLine(t, errOut)

@@ -131,12 +131,7 @@ func TestHTTPProxyLoadBalancer(t *testing.T) {
 	p := newConnectProxy(t, false)
 	f := newFakeSupervisor(t)
 	proxied := strings.Replace(f.url, "127.0.0.1", proxiedName, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // the load balancer listens there
+	addr := freeAddr(t) // the load balancer listens there
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	cmd := command(t, ctx, append(baseArgs(f, t.TempDir()), "-server", proxied, "-wait", "-lb-listen", addr)...)
