@@ -75,7 +75,7 @@ func NewLoadBalancerCollector(src LoadBalancerSource, opts *LoadBalancerOptions)
 		})
 	}
 	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
-	stat("server_standby", "1 when the server is the configured one and not in the list: used only when no listed server is usable.", gauge,
+	stat("server_standby", "1 when the server is the configured one and not in the list: it comes after the listed servers of its rank (healthy, suspect, unchecked).", gauge,
 		func(s loadbalancer.ServerStats) float64 { return b2f(s.Standby) })
 	stat("server_connections", "Connections proxied to the server now.", gauge,
 		func(s loadbalancer.ServerStats) float64 { return float64(s.Active) })

@@ -38,7 +38,7 @@ nodepass_loadbalancer_server_dial_failures_total{name="supervisor",server="10.0.
 # TYPE nodepass_loadbalancer_server_probe_failures_total counter
 nodepass_loadbalancer_server_probe_failures_total{name="supervisor",server="10.0.0.1:9345"} 0
 nodepass_loadbalancer_server_probe_failures_total{name="supervisor",server="10.0.0.2:9345"} 6
-# HELP nodepass_loadbalancer_server_standby 1 when the server is the configured one and not in the list: used only when no listed server is usable.
+# HELP nodepass_loadbalancer_server_standby 1 when the server is the configured one and not in the list: it comes after the listed servers of its rank (healthy, suspect, unchecked).
 # TYPE nodepass_loadbalancer_server_standby gauge
 nodepass_loadbalancer_server_standby{name="supervisor",server="10.0.0.1:9345"} 1
 nodepass_loadbalancer_server_standby{name="supervisor",server="10.0.0.2:9345"} 0
