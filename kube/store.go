@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodepass/nodepass/internal/dnsname"
 	"github.com/nodepass/nodepass/verify"
 )
 
@@ -323,32 +324,13 @@ func (s *Store) SecretName(node string) (string, error) {
 		return "", fmt.Errorf("kube: empty node name: %w", verify.ErrInvalidInput)
 	}
 	name := strings.ToLower(node + s.suffix)
-	if !isDNS1123Subdomain(name) {
+	if !dnsname.Subdomain(name) {
 		// The slow check, for its explanation.
 		errs := validation.IsDNS1123Subdomain(name)
 		return "", fmt.Errorf("kube: node name %q does not make a valid secret name: %s: %w",
 			node, strings.Join(errs, "; "), verify.ErrInvalidInput)
 	}
 	return name, nil
-}
-
-// isDNS1123Subdomain is validation.IsDNS1123Subdomain without its regular
-// expression, on every request's path.
-func isDNS1123Subdomain(name string) bool {
-	if len(name) == 0 || len(name) > validation.DNS1123SubdomainMaxLength {
-		return false
-	}
-	for label := range strings.SplitSeq(name, ".") {
-		if label == "" || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			if c := label[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // hashOf returns the hash held in sec. A secret without one is an error,

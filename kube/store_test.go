@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodepass/nodepass/internal/dnsname"
 	"github.com/nodepass/nodepass/kube/kubefake"
 	"github.com/nodepass/nodepass/verify"
 )
@@ -632,16 +633,18 @@ func TestTransformKeepsOnlyWhatGetNeeds(t *testing.T) {
 	}
 }
 
-// TestIsDNS1123Subdomain checks the fast name check against apimachinery's.
-func TestIsDNS1123Subdomain(t *testing.T) {
+// TestSubdomainAsAPIMachinery checks the fast name check that verify
+// and SecretName share against apimachinery's, which the API server
+// applies to a Secret's name.
+func TestSubdomainAsAPIMachinery(t *testing.T) {
 	for _, name := range []string{
-		"a", "a.b", "a-b.c-d", "0.1", "worker-1.node-password.k3s", strings.Repeat("a", 253), strings.Repeat("a", 254),
-		"", ".", "a.", ".a", "a..b", "-a", "a-", "a.-b", "a_b", "A", "a/b", "ä", "a b", "a.b-.c",
+		"a", "a.b", "a-b.c-d", "0.1", "a--b", "worker-1.node-password.k3s", strings.Repeat("a", 253), strings.Repeat("a", 254),
+		"", ".", "a.", ".a", "a..b", "-a", "a-", "a.-b", "a-.b", "a_b", "A", "a/b", "ä", "a b", "a.b-.c", "a\x00",
 		strings.Repeat("a", 63) + "b.c", strings.Repeat("a", 64) + ".c",
 	} {
 		want := len(validation.IsDNS1123Subdomain(name)) == 0
-		if got := isDNS1123Subdomain(name); got != want {
-			t.Errorf("isDNS1123Subdomain(%q) = %v, apimachinery says %v", name, got, want)
+		if got := dnsname.Subdomain(name); got != want {
+			t.Errorf("dnsname.Subdomain(%q) = %v, apimachinery says %v", name, got, want)
 		}
 	}
 }

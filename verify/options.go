@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/internal/dnsname"
 )
 
 // Defaults of Options.MaxWait (below k3s agents' 10 s timeout),
@@ -29,7 +30,7 @@ const (
 	// maxNodeNameLen is the longest node name accepted: k3s keeps a
 	// node's hash in the secret node + secretSuffix, whose name is at
 	// most 253 characters (a DNS-1123 subdomain).
-	maxNodeNameLen = 253 - len(secretSuffix)
+	maxNodeNameLen = dnsname.MaxSubdomain - len(secretSuffix)
 	secretSuffix   = ".node-password.k3s"
 )
 

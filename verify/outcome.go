@@ -73,5 +73,5 @@ func (v *Verifier) remember(name, stored, password string) {
 }
 
 // nodeName reports whether name is a node's: not a token user's, a
-// nonce ("\x00create\x00") or a hash (secretName allows neither).
+// nonce ("\x00create\x00") or a hash (dnsname.Subdomain allows neither).
 func nodeName(name string) bool { return !strings.HasPrefix(name, "\x00") && !hashName(name) }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nodepass/nodepass/cache"
+	"github.com/nodepass/nodepass/internal/dnsname"
 	"github.com/nodepass/nodepass/verify/internal/sched"
 )
 
@@ -80,7 +81,9 @@ func (v *Verifier) checkInput(node, password string) (string, string, error) {
 		return "", "", err
 	}
 	node = strings.ToLower(node)
-	if !secretName(node) {
+	// node + secretSuffix is a subdomain when node is one: the suffix is
+	// one, and maxNodeNameLen keeps the whole within 253 bytes.
+	if !dnsname.Subdomain(node) {
 		return "", "", fmt.Errorf("%w: node name %q cannot name its secret (%q): want a DNS-1123 subdomain, lower-case letters, digits, '-' and '.', each label starting and ending with a letter or digit", ErrInvalidInput, node, node+secretSuffix)
 	}
 	return node, hmacKey(password), nil
@@ -107,23 +110,6 @@ func (v *Verifier) checkCredentials(what, name string, max int, secret, password
 		}
 	}
 	return nil
-}
-
-// secretName reports whether node, in lower case, names a valid secret
-// (node + secretSuffix): a DNS-1123 subdomain.
-func secretName(node string) bool {
-	prev := byte('.') // the name starts a label
-	for i := 0; i < len(node); i++ {
-		c := node[i]
-		switch {
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		case c == '-' && prev != '.', c == '.' && prev != '.' && prev != '-':
-		default:
-			return false
-		}
-		prev = c
-	}
-	return prev != '.' && prev != '-'
 }
 
 // hmacKey returns password as scrypt sees it: as the key of PBKDF2's
