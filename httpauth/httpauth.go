@@ -67,9 +67,9 @@ type Options struct {
 	Program string
 	// Logger receives server-side failures (store errors, corrupt stored
 	// hashes) at Error, 10 at once then one a second, and invalid node
-	// names or passwords at Info, 10 at once then one per 6 s. Lines past
-	// a budget are counted in one line; values a client sent are clipped.
-	// nil means slog.Default().
+	// names or passwords at Info with the client's address, 10 at once
+	// then one per 6 s. Lines past a budget are counted in one line;
+	// values a client sent are clipped. nil means slog.Default().
 	Logger *slog.Logger
 	// Tokens, if not nil, checks the basic-auth join token of every
 	// request Auth handles, before the node password. nil: no token
@@ -280,7 +280,7 @@ func (a *Auth) fail(w http.ResponseWriter, r *http.Request, node string, err err
 		a.logFailure(r.Context(), "httpauth: stored node password hash is invalid; rewrite or delete the node's secret", "node", node, err)
 		http.Error(w, "node password rejected", http.StatusForbidden)
 	case errors.Is(err, verify.ErrInvalidInput):
-		a.logInvalid(r.Context(), node, err)
+		a.logInvalid(r, node, err)
 		http.Error(w, "invalid node name or password", http.StatusBadRequest)
 	case errors.Is(err, verify.ErrNotFound):
 		http.Error(w, "unknown node", http.StatusUnauthorized)

@@ -3,6 +3,7 @@ package httpauth
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/nodepass/nodepass/internal/logbudget"
@@ -24,10 +25,10 @@ func newLogBudgets(log *slog.Logger) (invalid, failures *logbudget.Budget) {
 		logbudget.New(log, "httpauth: server-side failures", failureLogBurst, failureLogEvery)
 }
 
-// logInvalid logs an invalid node name or password at Info, within its
-// budget.
-func (a *Auth) logInvalid(ctx context.Context, node string, err error) {
-	a.invalid.Log(ctx, slog.LevelInfo, "httpauth: invalid node name or password", "node", logbudget.Clip(node), "err", logbudget.ClipError(err))
+// logInvalid logs r's invalid node name or password at Info, within its
+// budget, with the client's address.
+func (a *Auth) logInvalid(r *http.Request, node string, err error) {
+	a.invalid.Log(r.Context(), slog.LevelInfo, "httpauth: invalid node name or password", "node", logbudget.Clip(node), "remote", r.RemoteAddr, "err", logbudget.ClipError(err))
 }
 
 // logFailure logs a server-side failure at Error, within its budget: key

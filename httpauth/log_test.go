@@ -86,6 +86,10 @@ func TestInvalidInputLogBounded(t *testing.T) {
 		if n, m := lines(invalidLine), lines(invalidHeld); n != 10 || m != 0 {
 			t.Fatalf("1,001 invalid requests within 6 s logged %d lines and %d counts, want 10 and 0", n, m)
 		}
+		// httptest.NewRequest's client address: whom to look at.
+		if n := lines(" remote=192.0.2.1:1234 "); n != 10 {
+			t.Fatalf("%d of 10 lines name the client's address:\n%s", n, logs.String())
+		}
 		time.Sleep(time.Nanosecond)
 		synctest.Wait() // the budget's timer fires now too: its count is written
 		sendInvalid(t, h, 1)
