@@ -172,10 +172,19 @@ func (c *Client) attempt(ctx context.Context) (*Result, error) {
 func (c *Client) clientCert() *tls.Certificate {
 	i := slices.IndexFunc(c.certs, func(s certSpec) bool { return s.name == "client-kubelet" })
 	s := c.certs[i]
-	if !c.check(s, c.diskCA(false), time.Now()).State.Usable() {
+	certPEM, written, err := readWithTime(s.certFile)
+	if err != nil {
 		return nil
 	}
-	cert, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
+	keyPEM, err := os.ReadFile(s.keyFile)
+	if err != nil {
+		return nil
+	}
+	// The bytes checked are the bytes presented.
+	if !c.rule(s, c.diskCA(false)).checkPEM(certPEM, keyPEM, s.certFile, s.keyFile, time.Now(), written).State.Usable() {
+		return nil
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil
 	}
@@ -206,9 +215,15 @@ func (c *Client) onDisk(now time.Time) *Result {
 	return res
 }
 
-// check is s's CertRule.Check against roots (nil: none).
+// check is s's CertRule.Check against roots (nil: none). The serving
+// certificate also passes with the CA its file carries if it is the one
+// servingRecord names (see rule).
 func (c *Client) check(s certSpec, roots *x509.CertPool, now time.Time) CertVerdict {
-	return c.rule(s, roots).Check(s.certFile, s.keyFile, now)
+	r := c.rule(s, roots)
+	if s.serverCA {
+		r.carriedFor = c.servingRecord()
+	}
+	return r.Check(s.certFile, s.keyFile, now)
 }
 
 // rule is s's CertRule against roots, the CA file as it is now: the CA
@@ -238,7 +253,6 @@ func (c *Client) rule(s certSpec, roots *x509.CertPool) CertRule {
 	r.Roots = roots
 	if s.serverCA {
 		r.IPs = c.ips
-		r.carriedFor = c.servingRecord()
 	}
 	return r
 }

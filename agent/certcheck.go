@@ -175,10 +175,7 @@ func (r CertRule) checkPEM(certPEM, keyPEM []byte, certFile, keyFile string, now
 	if r.issued {
 		return st.due(now, certFile, cert)
 	}
-	inter := x509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
+	inter := certPool(chain[1:])
 	roots := r.Roots
 	if roots == nil {
 		roots = x509.NewCertPool() // never the system's

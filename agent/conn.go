@@ -110,8 +110,8 @@ func (c *Client) conn(ctx context.Context, addr string, bootstrap bool) (*server
 	}
 	t := c.verifying
 	switch {
-	case c.trust == nil:
-		t, identity = c.bootstrapping, false
+	case c.trust == nil: // bootstrap: identity is false
+		t = c.bootstrapping
 	case identity:
 		t = c.presenting
 	}

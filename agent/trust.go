@@ -311,10 +311,7 @@ func verifyPeer(cs tls.ConnectionState, host string, roots *x509.CertPool) error
 	if roots == nil {
 		return errors.New("no CA to check the server's certificate against")
 	}
-	inter := x509.NewCertPool()
-	for _, c := range cs.PeerCertificates[1:] {
-		inter.AddCert(c)
-	}
+	inter := certPool(cs.PeerCertificates[1:])
 	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host})
 	if err != nil {
 		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
