@@ -440,56 +440,58 @@ func writeAdversity(w io.Writer, results []*bench.Result) error {
 	if !att && !tok && !dup && !faults {
 		return nil
 	}
-	attack := func(f func(*bench.AttackResult) any) func(*bench.Result) string {
-		return func(r *bench.Result) string {
+	// attack and fault are columns of a figure of the attack or the
+	// faults, "-" for a run without them.
+	attack := func(head string, f func(*bench.AttackResult) any) column {
+		return column{head, func(r *bench.Result) string {
 			if r.Attack == nil {
 				return "-"
 			}
 			return fmt.Sprint(f(r.Attack))
-		}
+		}, ""}
 	}
-	fault := func(f func(*bench.FaultResult) string) func(*bench.Result) string {
-		return func(r *bench.Result) string {
+	fault := func(head, note string, f func(*bench.FaultResult) string) column {
+		return column{head, func(r *bench.Result) string {
 			if r.Faults == nil {
 				return "-"
 			}
 			return f(r.Faults)
-		}
+		}, note}
 	}
 	name := rowNames(results)
 	cols := []column{modelCell(name), {"honest joined", joinedCell, "honest nodes that got their certificates, of the herd"},
 		{"time", completionCell, `from the reboot until the last honest node joined, or until the run stopped (">": a floor)`},
 		{"ratio", ratioCell, "time / the x/crypto lower bound above"},
 		{"local ratio", localRatioCell, "time / a lower bound estimated with the model's own scrypt right before its run (bench -wide says how)"},
-		{"honest scrypt", attack(func(a *bench.AttackResult) any { return a.HonestScrypt }), ""}}
+		attack("honest scrypt", func(a *bench.AttackResult) any { return a.HonestScrypt })}
 	for _, c := range []struct {
 		on bool
 		column
 	}{
-		{att, column{"guesses", attack(func(a *bench.AttackResult) any { return a.Guesses }), ""}},
-		{att, column{"accepted", attack(func(a *bench.AttackResult) any { return a.GuessesAccepted }), ""}},
-		{att, column{"guess scrypt", attack(func(a *bench.AttackResult) any { return a.GuessScrypt }), ""}},
-		{att, column{"pw known", attack(func(a *bench.AttackResult) any { return a.GuessScryptKnown }), ""}},
-		{tok, column{"token guesses", attack(func(a *bench.AttackResult) any { return a.TokenGuesses }), ""}},
-		{tok, column{"accepted", attack(func(a *bench.AttackResult) any { return a.TokenGuessesAccepted }), ""}},
-		{tok, column{"token scrypt", attack(func(a *bench.AttackResult) any { return a.TokenScrypt }), ""}},
-		{tok, column{"token guess scrypt", attack(func(a *bench.AttackResult) any { return a.TokenGuessScrypt }), ""}},
-		{dup, column{"dup requests", attack(func(a *bench.AttackResult) any { return a.DuplicateRequests }), ""}},
-		{dup, column{"dup accepted", attack(func(a *bench.AttackResult) any { return a.DuplicatesAccepted }), ""}},
-		{dup, column{"dup scrypt", attack(func(a *bench.AttackResult) any { return a.DuplicateScrypt }), ""}},
-		{dup, column{"max/dup", attack(func(a *bench.AttackResult) any { return a.DuplicateScryptMax }), ""}},
-		{dup, column{"after 403", attack(func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject }), ""}},
-		{faults, column{"store calls", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) }), ""}},
-		{faults, column{"failed", fault(func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) }), "the store calls that failed"}},
-		{faults, column{"slow", fault(func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) }), "those that answered only after -fault-latency"}},
-		{faults, column{"500s", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) }), ""}},
-		{faults, column{"cached errors", fault(func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) }), ""}},
-		{faults, column{"recheck", fault(func(f *bench.FaultResult) string {
+		{att, attack("guesses", func(a *bench.AttackResult) any { return a.Guesses })},
+		{att, attack("accepted", func(a *bench.AttackResult) any { return a.GuessesAccepted })},
+		{att, attack("guess scrypt", func(a *bench.AttackResult) any { return a.GuessScrypt })},
+		{att, attack("pw known", func(a *bench.AttackResult) any { return a.GuessScryptKnown })},
+		{tok, attack("token guesses", func(a *bench.AttackResult) any { return a.TokenGuesses })},
+		{tok, attack("accepted", func(a *bench.AttackResult) any { return a.TokenGuessesAccepted })},
+		{tok, attack("token scrypt", func(a *bench.AttackResult) any { return a.TokenScrypt })},
+		{tok, attack("token guess scrypt", func(a *bench.AttackResult) any { return a.TokenGuessScrypt })},
+		{dup, attack("dup requests", func(a *bench.AttackResult) any { return a.DuplicateRequests })},
+		{dup, attack("dup accepted", func(a *bench.AttackResult) any { return a.DuplicatesAccepted })},
+		{dup, attack("dup scrypt", func(a *bench.AttackResult) any { return a.DuplicateScrypt })},
+		{dup, attack("max/dup", func(a *bench.AttackResult) any { return a.DuplicateScryptMax })},
+		{dup, attack("after 403", func(a *bench.AttackResult) any { return a.DuplicateScryptAfterReject })},
+		{faults, fault("store calls", "", func(f *bench.FaultResult) string { return fmt.Sprint(f.Calls) })},
+		{faults, fault("failed", "the store calls that failed", func(f *bench.FaultResult) string { return percent(f.Failures, f.Calls) })},
+		{faults, fault("slow", "those that answered only after -fault-latency", func(f *bench.FaultResult) string { return percent(f.Spikes, f.Calls) })},
+		{faults, fault("500s", "", func(f *bench.FaultResult) string { return fmt.Sprint(f.FaultAnswers) })},
+		{faults, fault("cached errors", "", func(f *bench.FaultResult) string { return fmt.Sprint(f.CachedErrors) })},
+		{faults, fault("recheck", "", func(f *bench.FaultResult) string {
 			if f.RecheckAsked == 0 {
 				return "-"
 			}
 			return fmt.Sprintf("%d/%d", f.RecheckJoined, f.RecheckAsked)
-		}), ""}},
+		})},
 	} {
 		if c.on {
 			cols = append(cols, c.column)
