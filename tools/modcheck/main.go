@@ -141,10 +141,9 @@ func run(repo, setVersion string, keep bool) error {
 		defer os.RemoveAll(tmp)
 	}
 	proxy := filepath.Join(tmp, "proxy")
-	if err := publishAll(proxy, mods, version); err != nil {
+	if err := publishAll(os.Stdout, proxy, mods, version); err != nil {
 		return err
 	}
-	fmt.Printf("modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, proxy)
 	env, err := goEnv(proxy, tmp)
 	if err != nil {
 		return err
@@ -219,10 +218,10 @@ func writeProxy(repo, dir string) (string, error) {
 	if dir, err = filepath.Abs(dir); err != nil {
 		return "", err
 	}
-	if err := publishAll(dir, mods, version); err != nil {
+	// stdout is for the version alone.
+	if err := publishAll(os.Stderr, dir, mods, version); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(os.Stderr, "modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, dir)
 	fmt.Fprintf(os.Stderr, "modcheck: use it with GOPROXY=file://%s,%s GONOSUMDB=%s\n", filepath.ToSlash(dir), upstreamProxy(), core)
 	return version, nil
 }
@@ -398,13 +397,14 @@ func requireOthers(m *mod, version string) (bool, error) {
 }
 
 // publishAll writes every module of mods at version into the proxy
-// directory.
-func publishAll(proxy string, mods []mod, version string) error {
+// directory and says so on w.
+func publishAll(w io.Writer, proxy string, mods []mod, version string) error {
 	for _, m := range mods {
 		if err := publish(proxy, m, version); err != nil {
 			return err
 		}
 	}
+	fmt.Fprintf(w, "modcheck: %d modules at %s in a proxy at %s\n", len(mods), version, proxy)
 	return nil
 }
 
