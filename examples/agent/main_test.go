@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"math/big"
@@ -215,6 +216,46 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// startLB starts cmd, which runs its load balancer on addr, and returns
+// when it says so: its stdout past that line and its stderr. If cmd ends
+// first, the error says how, with stderr.
+func startLB(t *testing.T, cmd *exec.Cmd, addr string) (io.Reader, *syncBuffer, error) {
+	t.Helper()
+	errOut := new(syncBuffer)
+	cmd.Stderr = errOut
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for sc := bufio.NewScanner(stdout); sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "load balancer on "+addr) {
+			return stdout, errOut, nil
+		}
+	}
+	cmd.Wait()
+	return nil, errOut, fmt.Errorf("exit %d before the load balancer ran:\n%s", cmd.ProcessState.ExitCode(), errOut.String())
+}
+
+// ping sends GET /ping to the load balancer at addr, checking the
+// server's certificate against caPEM (for serverName, if not empty), and
+// returns the answer's status and body.
+func ping(addr string, caPEM []byte, serverName string) (int, string, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + addr + "/ping")
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), nil
 }
 
 func baseArgs(f *fakeSupervisor, dir string) []string {
@@ -442,18 +483,10 @@ func TestLoadBalancer(t *testing.T) {
 					t.Fatalf("exit %d before the load balancer ran:\n%s", code, errOut.String())
 				}
 			}
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(f.caPEM)
-			client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
-			resp, err := client.Get("https://" + addr + "/ping")
-			if err != nil {
+			if code, body, err := ping(addr, f.caPEM, ""); err != nil {
 				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			client.CloseIdleConnections()
-			if string(body) != "pong" {
-				t.Errorf("through the load balancer: %d %q", resp.StatusCode, body)
+			} else if body != "pong" {
+				t.Errorf("through the load balancer: %d %q", code, body)
 			}
 			cancel()
 			if code := <-done; code != 0 {
@@ -526,23 +559,10 @@ func TestLoadBalancerBadStateFile(t *testing.T) {
 	for run := range 2 {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		cmd := command(t, ctx, append(baseArgs(f, dir), "-wait", "-lb-listen", addr)...)
-		var errOut syncBuffer
-		cmd.Stderr = &errOut
-		stdout, err := cmd.StdoutPipe()
+		_, errOut, err := startLB(t, cmd, addr)
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		up := false
-		for sc := bufio.NewScanner(stdout); !up && sc.Scan(); {
-			up = strings.HasPrefix(sc.Text(), "load balancer on "+addr)
-		}
-		if !up {
-			cmd.Wait()
 			cancel()
-			t.Fatalf("run %d: exit %d before the load balancer ran:\n%s", run, cmd.ProcessState.ExitCode(), errOut.String())
+			t.Fatalf("run %d: %v", run, err)
 		}
 		cmd.Process.Signal(syscall.SIGTERM)
 		if err := cmd.Wait(); err != nil {

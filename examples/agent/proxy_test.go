@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os/exec"
 	"slices"
@@ -37,11 +33,7 @@ func runEnv(t *testing.T, env []string, args ...string) (int, string) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := command(t, ctx, args...)
-	cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool {
-		k, _, _ := strings.Cut(kv, "=")
-		return strings.HasSuffix(strings.ToUpper(k), "_PROXY") || strings.HasSuffix(k, "_AGENT_HTTP_PROXY_ALLOWED")
-	})
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = proxyEnv(cmd.Env, env...)
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	var exit *exec.ExitError
@@ -49,6 +41,16 @@ func runEnv(t *testing.T, env []string, args ...string) (int, string) {
 		t.Fatal(err)
 	}
 	return cmd.ProcessState.ExitCode(), errOut.String()
+}
+
+// proxyEnv is env without its proxy settings (every *_PROXY, either
+// case, and *_AGENT_HTTP_PROXY_ALLOWED), then add.
+func proxyEnv(env []string, add ...string) []string {
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return strings.HasSuffix(strings.ToUpper(k), "_PROXY") || strings.HasSuffix(k, "_AGENT_HTTP_PROXY_ALLOWED")
+	})
+	return append(env, add...)
 }
 
 // hostIP is an address of this host that is not loopback (net/http never
@@ -135,40 +137,21 @@ func TestHTTPProxyLoadBalancer(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	cmd := command(t, ctx, append(baseArgs(f, t.TempDir()), "-server", proxied, "-wait", "-lb-listen", addr)...)
-	cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.Contains(strings.ToUpper(kv), "_PROXY") })
-	cmd.Env = append(cmd.Env, "K3S_AGENT_HTTP_PROXY_ALLOWED=true", "HTTPS_PROXY="+p.URL)
-	stdout, err := cmd.StdoutPipe()
+	cmd.Env = proxyEnv(cmd.Env, "K3S_AGENT_HTTP_PROXY_ALLOWED=true", "HTTPS_PROXY="+p.URL)
+	stdout, errOut, err := startLB(t, cmd, addr)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { cancel(); cmd.Wait() }()
-	sc := bufio.NewScanner(stdout)
-	for up := false; !up; {
-		if !sc.Scan() {
-			t.Fatalf("the command ended before its load balancer ran:\n%s", errOut.String())
-		}
-		up = strings.HasPrefix(sc.Text(), "load balancer on "+addr)
-	}
 	go io.Copy(io.Discard, stdout)
 	before := len(p.Tunnels())
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(f.caPEM)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: proxiedName}}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + addr + "/ping")
+	code, body, err := ping(addr, f.caPEM, proxiedName)
 	if err != nil {
 		t.Fatalf("GET /ping through the load balancer: %v\n%s", err, errOut.String())
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(body) != "pong" {
-		t.Errorf("through the load balancer: %d %q", resp.StatusCode, body)
+	if body != "pong" {
+		t.Errorf("through the load balancer: %d %q", code, body)
 	}
 	if n := len(p.Tunnels()) - before; n < 1 {
 		t.Errorf("%d tunnels for the load balancer's connection, want 1 or more", n)
