@@ -41,7 +41,8 @@ type Proxy struct {
 	CAFile string // with Options.TLS, the file of the certificate to trust it with
 
 	mu      sync.Mutex
-	targets []string
+	targets []string   // each tunnel's
+	conns   []net.Conn // each tunnel's two, closed when the test ends
 }
 
 // New starts a proxy for t.
@@ -54,8 +55,6 @@ func New(t testing.TB, o Options) *Proxy {
 		auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(o.User.Username()+":"+pw))
 	}
 	var wg sync.WaitGroup // the tunnels' copies
-	var mu sync.Mutex
-	var conns []net.Conn
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodConnect {
 			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
@@ -81,12 +80,10 @@ func New(t testing.TB, o Options) *Proxy {
 		}
 		p.mu.Lock()
 		p.targets = append(p.targets, r.Host)
+		p.conns = append(p.conns, up, down)
 		p.mu.Unlock()
 		rw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
 		rw.Flush()
-		mu.Lock()
-		conns = append(conns, up, down)
-		mu.Unlock()
 		wg.Go(func() {
 			io.Copy(up, rw) // what the client sent after its CONNECT, then the rest
 			up.(*net.TCPConn).CloseWrite()
@@ -109,11 +106,11 @@ func New(t testing.TB, o Options) *Proxy {
 	}
 	t.Cleanup(func() {
 		srv.Close() // not the hijacked tunnels
-		mu.Lock()
-		for _, c := range conns {
+		p.mu.Lock()
+		for _, c := range p.conns {
 			c.Close()
 		}
-		mu.Unlock()
+		p.mu.Unlock()
 		wg.Wait()
 	})
 	u, _ := url.Parse(srv.URL)
