@@ -98,12 +98,17 @@ func parseHash(s string, lim Limits) (hash, error) {
 	if len(s) > maxHashLen {
 		return h, fmt.Errorf("%w: %d bytes long, limit %d", ErrInvalidHash, len(s), maxHashLen)
 	}
-	f := strings.SplitN(s, ":", 7)
+	var f [6]string // not a slice: no allocation
+	n := 0
+	for part := range strings.SplitSeq(s, ":") {
+		if n == len(f) {
+			return h, fmt.Errorf("%w: more than 6 fields", ErrInvalidHash)
+		}
+		f[n], n = part, n+1
+	}
 	switch {
-	case len(f) > 6:
-		return h, fmt.Errorf("%w: more than 6 fields", ErrInvalidHash)
-	case len(f) < 6:
-		return h, fmt.Errorf("%w: %d fields, want 6", ErrInvalidHash, len(f))
+	case n < len(f):
+		return h, fmt.Errorf("%w: %d fields, want 6", ErrInvalidHash, n)
 	case f[0] != "$1":
 		return h, fmt.Errorf("%w: unsupported version field (want $1)", ErrInvalidHash)
 	case f[1] == "":
