@@ -84,7 +84,7 @@ func (p Params) validate(lim Limits) error {
 	case p.SaltLen < minSaltLen || p.SaltLen > maxSaltLen:
 		return fmt.Errorf("%w: SaltLen %d out of range %d..%d", ErrInvalidParams, p.SaltLen, minSaltLen, maxSaltLen)
 	}
-	if _, _, err := cost(p.LogN, p.R, p.P, lim); err != nil {
+	if _, err := cost(p.LogN, p.R, p.P, lim); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidParams, err)
 	}
 	return nil
@@ -129,7 +129,7 @@ func parseHash(s string, lim Limits) (hash, error) {
 	if h.p, err = parseField("p", f[4]); err != nil {
 		return h, err
 	}
-	if _, h.work, err = cost(h.logN, h.r, h.p, lim); err != nil {
+	if h.work, err = cost(h.logN, h.r, h.p, lim); err != nil {
 		return h, fmt.Errorf("%w: %v", ErrInvalidHash, err)
 	}
 	key, err := base64.RawStdEncoding.Strict().DecodeString(f[5])
@@ -165,34 +165,34 @@ func parseField(name, s string) (int, error) {
 	return v, nil
 }
 
-// cost returns 128·r·N and 128·r·N·p, or an error when the memory (a
+// cost returns the work 128·r·N·p, or an error when the memory (a
 // lane's, or PBKDF2's output, pbkdf2Bytes) or the work passes its limit in
 // lim (with its defaults). It never overflows: every product is checked
 // against the limit before it is formed.
-func cost(logN, r, p int, lim Limits) (memory, work int64, err error) {
+func cost(logN, r, p int, lim Limits) (work int64, err error) {
 	maxMem, maxWork := lim.MaxMemory, lim.MaxWork
 	if logN < 1 || logN > maxLogN {
-		return 0, 0, fmt.Errorf("logN %d out of range 1..%d", logN, maxLogN)
+		return 0, fmt.Errorf("logN %d out of range 1..%d", logN, maxLogN)
 	}
 	if r < 1 || p < 1 {
-		return 0, 0, fmt.Errorf("r and p must be at least 1 (r=%d, p=%d)", r, p)
+		return 0, fmt.Errorf("r and p must be at least 1 (r=%d, p=%d)", r, p)
 	}
 	perBlock := int64(128) << logN // 128·N, at most 2^37
 	if int64(r) > maxMem/perBlock {
-		return 0, 0, fmt.Errorf("memory 128·r·N (logN=%d, r=%d) exceeds limit %d bytes", logN, r, maxMem)
+		return 0, fmt.Errorf("memory 128·r·N (logN=%d, r=%d) exceeds limit %d bytes", logN, r, maxMem)
 	}
-	memory = perBlock * int64(r)
+	memory := perBlock * int64(r)
 	if int64(p) > maxWork/memory {
-		return 0, 0, fmt.Errorf("work 128·r·N·p (logN=%d, r=%d, p=%d) exceeds limit %d bytes", logN, r, p, maxWork)
+		return 0, fmt.Errorf("work 128·r·N·p (logN=%d, r=%d, p=%d) exceeds limit %d bytes", logN, r, p, maxWork)
 	}
 	// pbkdf2Bytes ≤ 128·r·N·p, checked above: it cannot overflow.
 	if pbkdf2Bytes(r, p) > maxMem {
-		return 0, 0, fmt.Errorf("memory of PBKDF2's output 128·(r+1)·p (r=%d, p=%d) exceeds limit %d bytes", r, p, maxMem)
+		return 0, fmt.Errorf("memory of PBKDF2's output 128·(r+1)·p (r=%d, p=%d) exceeds limit %d bytes", r, p, maxMem)
 	}
 	if int64(r)*int64(p) >= 1<<30 { // x/crypto refuses it; only raised limits let it here
-		return 0, 0, fmt.Errorf("r·p = %d·%d too large for scrypt", r, p)
+		return 0, fmt.Errorf("r·p = %d·%d too large for scrypt", r, p)
 	}
-	return memory, memory * int64(p), nil
+	return memory * int64(p), nil
 }
 
 // pbkdf2Bytes is what one hash at (r, p) allocates besides its lanes:

@@ -57,11 +57,11 @@ func (v *Verifier) sized() *memory {
 }
 
 // shaping is how a Verifier's batches at Options.Params spend the
-// budget: slots batches at once of lanes hashes, each taking at most
-// share bytes; final once the shape needs no measurement more.
+// budget: slots batches at once of lanes hashes; final once the shape
+// needs no measurement more. A batch takes at most the budget over slots
+// when final, the whole budget until then.
 type shaping struct {
 	slots, lanes int
-	share        int64
 	final        bool
 }
 
@@ -75,7 +75,7 @@ type shaping struct {
 func (v *Verifier) reshape(m *memory) {
 	p := v.opts.Params
 	N := 1 << p.LogN
-	sh := shaping{slots: v.opts.MaxConcurrent, lanes: scrypt.Lanes(), share: m.total, final: true}
+	sh := shaping{slots: v.opts.MaxConcurrent, lanes: scrypt.Lanes(), final: true}
 	batches := func(l int) int64 { return m.total / batchBytes(p, l) }
 	perHash := func(l int) (best time.Duration, ok bool) {
 		for w := 1; w <= l; w *= 2 { // a batch of l can run any narrower kernel
@@ -98,9 +98,6 @@ func (v *Verifier) reshape(m *memory) {
 		sh.slots, sh.lanes = shape(batches, sh.slots, sh.lanes, perHash)
 	default:
 		sh.lanes, sh.final = widest, false
-	}
-	if sh.final {
-		sh.share /= int64(sh.slots)
 	}
 	v.shape.Store(&sh)
 	v.sched.Reshape(sh.slots, sh.lanes, int64(sh.lanes)*v.enrollWork)
@@ -198,13 +195,18 @@ func (m *memory) take(n int64) (give func()) {
 // class's; per is all the jobs unless their PBKDF2 outputs would pass
 // the budget.
 func (v *Verifier) reserve(keys []scrypt.Job) (lanes, per int, release func()) {
-	sh, m := v.shape.Load(), v.mem()
+	m := v.mem() // sizes, and shapes, at the first computation
+	sh := v.shape.Load()
 	lanes, per = sh.lanes, len(keys)
 	if m.total == 0 {
 		return lanes, per, func() {}
 	}
+	share := m.total // what one batch may take: a slot's share once final
+	if sh.final {
+		share /= int64(sh.slots)
+	}
 	need := func(per, lanes int) int64 { return scrypt.KeyBatchBytes(keys[:per], lanes) }
-	for lanes > 1 && need(min(per, lanes), lanes) > sh.share {
+	for lanes > 1 && need(min(per, lanes), lanes) > share {
 		lanes /= 2
 	}
 	n := need(per, lanes)

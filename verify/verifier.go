@@ -71,7 +71,7 @@ func newShaped(store Store, opts *Options, fixed func() (slots, lanes int)) (*Ve
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
-	_, enrollWork, err := cost(o.Params.LogN, o.Params.R, o.Params.P, o.Limits)
+	enrollWork, err := cost(o.Params.LogN, o.Params.R, o.Params.P, o.Limits)
 	if err != nil { // resolve checked it
 		return nil, fmt.Errorf("verify: Options.Params: %v", err)
 	}
@@ -90,9 +90,10 @@ func newShaped(store Store, opts *Options, fixed func() (slots, lanes int)) (*Ve
 	}
 	v.derive = v.pool.KeyBatch
 	v.mem = sync.OnceValue(v.sized)
-	lanes := scrypt.Lanes() // until sized
-	v.sched = sched.New(sched.Config{Slots: o.MaxConcurrent, Lanes: lanes, MaxQueue: o.MaxQueue,
-		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: int64(lanes) * enrollWork,
+	// reshape gives the scheduler its shape at the first computation,
+	// before any job joins (share); one lane until then.
+	v.sched = sched.New(sched.Config{Slots: o.MaxConcurrent, Lanes: 1, MaxQueue: o.MaxQueue,
+		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: enrollWork,
 		WorkTimeout: o.WorkTimeout, ReturnAfter: o.Agents.RetryDelay, HonourAfter: o.Agents.HonourRetryAfter,
 		Run: v.runBatch, Prepare: v.prepare})
 	v.quiet = time.AfterFunc(bufferIdle, v.releaseIfQuiet)
