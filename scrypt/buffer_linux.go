@@ -26,18 +26,18 @@ import (
 // changes nothing.
 const hugePage = 2 << 20
 
-// newWords returns n zero words that start on a 64-byte boundary, and
-// the memory mapped for them outside the Go heap, if it is.
-func newWords(n int) ([]uint32, mapping) {
+// newWords returns n zero words that start on a 64-byte boundary,
+// mapped outside the Go heap where they are large (mappingOf says).
+func newWords(n int) []uint32 {
 	size := int(mappedBytes(int64(n)))
 	if size < hugePage {
-		return alignedWords(n), mapping{}
+		return alignedWords(n)
 	}
 	// A huge page more, of which the part before the boundary and after
 	// the buffer is unmapped.
 	raw, err := unix.MmapPtr(-1, 0, nil, uintptr(size+hugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return alignedWords(n + 1)[:n], mapping{} // the heap may still have room; a capacity past the length says so
+		return alignedWords(n + 1)[:n] // the heap may still have room; a capacity past the length says so
 	}
 	head := (hugePage - int(uintptr(raw)%hugePage)) % hugePage
 	start := unsafe.Add(raw, head)
@@ -49,8 +49,7 @@ func newWords(n int) ([]uint32, mapping) {
 	}
 	offHeap.Add(int64(size))
 	_ = unix.Madvise(unsafe.Slice((*byte)(start), size), unix.MADV_HUGEPAGE) // only advice
-	b := unsafe.Slice((*uint32)(start), n)
-	return b, mappingOf(b)
+	return unsafe.Slice((*uint32)(start), n)
 }
 
 // mapping is the memory mapped for a buffer; zero for one on the heap.

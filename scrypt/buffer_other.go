@@ -5,7 +5,7 @@ package scrypt
 // Buffers live on the Go heap here (see buffer_linux.go).
 
 // newWords returns n zero words that start on a 64-byte boundary.
-func newWords(n int) ([]uint32, mapping) { return alignedWords(n), mapping{} }
+func newWords(n int) []uint32 { return alignedWords(n) }
 
 // mapping is the memory mapped for a buffer outside the Go heap: none here.
 type mapping struct{}

@@ -56,8 +56,8 @@ type floor struct {
 func newFloor(tb testing.TB, lanes, n, r int) *floor {
 	f := &floor{n: n, r: r}
 	for l := range lanes {
-		v, m := newWords(n * r) // as a Pool makes them
-		tb.Cleanup(m.unmap)
+		v := newWords(n * r) // as a Pool makes them
+		tb.Cleanup(mappingOf(v).unmap)
 		for i := range v { // map every page before the clock starts
 			v[i] = uint32(i + l)
 		}

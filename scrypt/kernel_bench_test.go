@@ -25,9 +25,8 @@ func BenchmarkKernel(b *testing.B) {
 		rng := rand.New(rand.NewPCG(15, 8))
 		var bufs [maxLanes][]uint32
 		for l := range lanes {
-			var m mapping
-			bufs[l], m = newWords(R * (N + 2)) // as a Pool makes them
-			b.Cleanup(m.unmap)
+			bufs[l] = newWords(R * (N + 2)) // as a Pool makes them
+			b.Cleanup(mappingOf(bufs[l]).unmap)
 			for i := range bufs[l] {
 				bufs[l][i] = rng.Uint32()
 			}

@@ -70,7 +70,7 @@ func (p *Pool) get(n int) []uint32 {
 		return b // dirty or not: the computation overwrites it
 	}
 	// A new buffer is counted in use already; making it needs no lock.
-	b, _ := newWords(n)
+	b := newWords(n)
 	return b
 }
 
@@ -267,9 +267,11 @@ func (p *Pool) Release() {
 	for p.scrubDone != nil {
 		p.stopScrubLocked()
 	}
-	l := p.listLocked()
-	dropped := l.bufs
-	l.bufs, p.idleB, p.peak = nil, 0, p.inUse
+	var dropped []idleBuf
+	if l := p.idle; l != nil { // nil: nothing was ever put
+		dropped, l.bufs = l.bufs, nil
+	}
+	p.idleB, p.peak = 0, p.inUse
 	p.scrubArmed = false // a pending scrub finds nothing; the next put arms one
 	p.mu.Unlock()
 	drop(dropped)
@@ -279,7 +281,10 @@ func (p *Pool) Release() {
 func (p *Pool) Idle() (n int, bytes int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.listLocked().bufs), p.idleB
+	if p.idle == nil {
+		return 0, 0
+	}
+	return len(p.idle.bufs), p.idleB
 }
 
 // ReleaseBuffers is Release of the package-wide Pool that Key and
