@@ -58,8 +58,7 @@ func (v *Verifier) sized() *memory {
 
 // shaping is how a Verifier's batches at Options.Params spend the
 // budget: slots batches at once of lanes hashes; final once the shape
-// needs no measurement more. A batch takes at most the budget over slots
-// when final, the whole budget until then.
+// needs no measurement more (reserve says what a batch may take).
 type shaping struct {
 	slots, lanes int
 	final        bool

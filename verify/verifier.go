@@ -90,8 +90,7 @@ func newShaped(store Store, opts *Options, fixed func() (slots, lanes int)) (*Ve
 	}
 	v.derive = v.pool.KeyBatch
 	v.mem = sync.OnceValue(v.sized)
-	// reshape gives the scheduler its shape at the first computation,
-	// before any job joins (share); one lane until then.
+	// One lane until reshape, at the first computation, before any join.
 	v.sched = sched.New(sched.Config{Slots: o.MaxConcurrent, Lanes: 1, MaxQueue: o.MaxQueue,
 		PerName: o.MaxQueuedPerNode, MaxWait: o.MaxWait, MaxBatchWork: enrollWork,
 		WorkTimeout: o.WorkTimeout, ReturnAfter: o.Agents.RetryDelay, HonourAfter: o.Agents.HonourRetryAfter,

@@ -50,12 +50,6 @@ func newEstimator(slots int) estimator {
 	return estimator{nsPerByte: initialNsPerByte, slots: slots, kinds: make(map[batchKind]int)}
 }
 
-// resize counts slots from now on, in the slowdown too.
-func (e *estimator) resize(slots int) {
-	e.slots = slots
-	e.slow = e.slowdown()
-}
-
 // batchKind is what a batch's first runs pay for: buffers and kernels of
 // its class and width.
 type batchKind struct {

@@ -105,8 +105,8 @@ func (s *Scheduler) Reshape(slots, lanes int, maxBatchWork int64) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.unlock()
-	s.cfg.Slots, s.cfg.Lanes, s.cfg.MaxBatchWork = slots, lanes, maxBatchWork
-	s.est.resize(slots)
+	s.cfg.Slots, s.cfg.Lanes, s.cfg.MaxBatchWork, s.est.slots = slots, lanes, maxBatchWork, slots
+	s.est.slow = s.est.slowdown() // kept for the slots there were
 	s.dispatchLocked(now)
 }
 
